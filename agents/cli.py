@@ -1,0 +1,119 @@
+"""`mam submit` and `mam cancel`: the writers' command lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import anyio
+import msgspec
+
+from mam import events as ev
+from mam.cli_common import add_broker_arg, add_workspace_args, client_broker, workspace_from_args
+from mam.errors import UsageError
+from mam.record import JobRecord
+from mam.agents.publisher import Publisher
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    submit = subparsers.add_parser("submit", help="submit a job", description="Submit a job; prints its id.")
+    submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin")
+    submit.add_argument("--agent", required=True, help="agent that should run it, e.g. claude-code")
+    submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to")
+    submit.add_argument("--role", metavar="R")
+    submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)")
+    submit.add_argument("--job-id", metavar="ID", help="job id (default: generated)")
+    submit.add_argument("--parent", metavar="JOB", help="the job that delegates this one")
+    submit.add_argument("--job-timeout", type=float, metavar="SECONDS", help="how long the job may run")
+    submit.add_argument("--wait", action="store_true", help="return once the projector has recorded the job")
+    submit.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="--wait limit (default 30)")
+    submit.add_argument("--json", action="store_true", help="print the recorded state as JSON (with --wait)")
+    add_workspace_args(submit)
+    add_broker_arg(submit)
+    submit.set_defaults(handler=run_submit)
+
+    cancel = subparsers.add_parser("cancel", help="ask for a job to be cancelled")
+    cancel.add_argument("job_id", metavar="JOB")
+    cancel.add_argument("--reason", metavar="R")
+    cancel.add_argument("--wait", action="store_true", help="return once the projector has recorded the request")
+    cancel.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    add_workspace_args(cancel)
+    add_broker_arg(cancel)
+    cancel.set_defaults(handler=run_cancel)
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"invalid --label {pair!r}: write it as key=value")
+        labels[key] = value
+    return labels
+
+
+def _prompt(value: str) -> str:
+    prompt = sys.stdin.read() if value == "-" else value
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: pass --prompt TEXT or pipe it in with --prompt -")
+    return prompt
+
+
+def _check(event: ev.AnyEvent) -> ev.AnyEvent:
+    """Validate locally with the projector's own schema, so bad flags fail before publishing."""
+    try:
+        return ev.decode_event(ev.encode_event(event))
+    except ev.EventError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _print_record(record: JobRecord, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(msgspec.to_builtins(record), indent=2))
+    else:
+        print(record.job_id)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    broker = client_broker(args, workspace)
+    event = _check(
+        ev.Submitted(
+            prompt=_prompt(args.prompt), agent=args.agent, agent_session=args.agent_session, role=args.role,
+            labels=_labels(args.label), timeout=args.job_timeout, parent=args.parent,
+        )
+    )
+    from mam.agents.publisher import new_job_id
+    from mam.ids import validate_job_id
+
+    job_id = validate_job_id(args.job_id) if args.job_id else new_job_id()
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            if args.wait:
+                _print_record(await pub.publish_and_wait(job_id, event, timeout=args.timeout), args.json)
+            else:
+                await pub.publish(job_id, event)
+                print(job_id)
+        return 0
+
+    return anyio.run(go)
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    broker = client_broker(args, workspace)
+    event = _check(ev.CancelRequested(reason=args.reason))
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            if args.wait:
+                record = await pub.publish_and_wait(args.job_id, event, timeout=args.timeout)
+                print(f"{record.job_id} {record.status.value}")
+            else:
+                await pub.publish(args.job_id, event)
+                print(args.job_id)
+        return 0
+
+    return anyio.run(go)

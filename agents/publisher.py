@@ -1,0 +1,233 @@
+"""The async publisher API: the only way mam's writers touch a workspace.
+
+    async with Publisher(workspace, broker) as pub:
+        job = await pub.submit(prompt="fix the tests", agent="claude-code", wait=True)
+
+Writers publish events and read retained state; they never open a file under
+the registry or log dirs.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from types import TracebackType
+from typing import Any
+
+import aiomqtt
+import anyio
+import anyio.abc
+import msgspec
+
+from mam import events as ev
+from mam.broker_url import BrokerAddress
+from mam.errors import MamError, NoProjector, Refused
+from mam.ids import validate_job_id
+from mam.mqtt import make_client, unreachable
+from mam.record import JobRecord, decode_record
+from mam.status import decode_projector_status
+from mam.timefmt import utc_now
+from mam.topics import Topics
+from mam.workspace import Workspace
+
+PROJECTOR_WAIT = 3.0
+"""How long `wait=True` waits for a projector to announce itself before refusing."""
+
+
+class WaitTimeout(MamError):
+    exit_code = 3
+
+
+def new_job_id() -> str:
+    """A sortable, collision-resistant job id: `job-YYYYmmdd-HHMMSS-xxxxxx`."""
+    return f"job-{utc_now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Publisher:
+    """Publishes events for one workspace; `async with` connects and disconnects."""
+
+    def __init__(self, workspace: Workspace, broker: BrokerAddress, *, by: str | None = None) -> None:
+        self.workspace = workspace
+        self.broker = broker
+        self.by = by
+        self.topics = Topics(workspace.id)
+        self._client: aiomqtt.Client | None = None
+
+    async def __aenter__(self) -> Publisher:
+        client = make_client(self.broker, keepalive=30)
+        try:
+            await client.__aenter__()
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+        self._client = client
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.__aexit__(exc_type, exc, tb)
+            except aiomqtt.MqttError:
+                pass
+
+    @property
+    def client(self) -> aiomqtt.Client:
+        if self._client is None:
+            raise RuntimeError("use `async with Publisher(...)` before publishing")
+        return self._client
+
+    def stamp(self, event: ev.AnyEvent) -> ev.AnyEvent:
+        """Give an event the envelope fields the writer owns: id, ts, by."""
+        changes: dict[str, Any] = {}
+        if event.id is None:
+            changes["id"] = new_event_id()
+        if event.ts is None:
+            changes["ts"] = utc_now()
+        if event.by is None and self.by is not None:
+            changes["by"] = self.by
+        return msgspec.structs.replace(event, **changes) if changes else event
+
+    async def publish(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
+        """Publish one event (QoS 1) and return it as sent, with its id."""
+        validate_job_id(job_id)
+        event = self.stamp(event)
+        try:
+            await self.client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+        return event
+
+    async def submit(
+        self,
+        *,
+        prompt: str,
+        agent: str,
+        job_id: str | None = None,
+        agent_session: str | None = None,
+        role: str | None = None,
+        labels: dict[str, str] | None = None,
+        timeout: float | None = None,
+        parent: str | None = None,
+        wait: bool = False,
+        wait_timeout: float = 30.0,
+    ) -> str | JobRecord:
+        """Submit a job; return its id, or with `wait=True` its recorded state."""
+        job_id = validate_job_id(job_id) if job_id else new_job_id()
+        event = self.stamp(
+            ev.Submitted(
+                prompt=prompt, agent=agent, agent_session=agent_session, role=role,
+                labels=labels or {}, timeout=timeout, parent=parent,
+            )
+        )
+        if not wait:
+            await self.publish(job_id, event)
+            return job_id
+        return await self.publish_and_wait(job_id, event, timeout=wait_timeout)
+
+    async def publish_and_wait(self, job_id: str, event: ev.AnyEvent, *, timeout: float = 30.0) -> JobRecord:
+        """Publish and return the state that records it; raise if refused or unserved."""
+        event = self.stamp(event)
+        assert event.id is not None
+        client = self.client
+        try:
+            await client.subscribe(
+                [(self.topics.projector_status, 1), (self.topics.state(job_id), 1), (self.topics.rejected, 1)]
+            )
+            with anyio.fail_after(timeout):
+                async with _Watch(client, self.topics, job_id, event.id) as watch:
+                    await watch.projector_online(min(PROJECTOR_WAIT, timeout), self.workspace.id)
+                    await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
+                    return await watch.recorded()
+        except TimeoutError:
+            raise WaitTimeout(
+                f"job {job_id!r} was published but not recorded within {timeout:g}s; "
+                f"check `mam show {job_id}` later or raise --timeout"
+            ) from None
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+
+    async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
+        """The job's retained state, or `None` if the broker holds none in time."""
+        client = self.client
+        await client.subscribe(self.topics.state(job_id), qos=1)
+        with anyio.move_on_after(timeout):
+            async for message in client.messages:
+                if str(message.topic) == self.topics.state(job_id) and isinstance(message.payload, bytes):
+                    return decode_record(message.payload)
+        return None
+
+
+class _Watch:
+    """Reads the subscribed messages for one publish: projector presence, state, refusal."""
+
+    def __init__(self, client: aiomqtt.Client, topics: Topics, job_id: str, event_id: str) -> None:
+        self.client = client
+        self.topics = topics
+        self.job_id = job_id
+        self.event_id = event_id
+        self._online = anyio.Event()
+        self._result: JobRecord | Refused | None = None
+        self._done = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> _Watch:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._read)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(*exc)
+
+    async def projector_online(self, timeout: float, workspace: str) -> None:
+        with anyio.move_on_after(timeout):
+            await self._online.wait()
+        if not self._online.is_set():
+            raise NoProjector(
+                f"no projector is online for workspace {workspace!r} (nothing published); "
+                "start one with `mam up` or `mam-projector`, in this workspace and on this broker"
+            )
+
+    async def recorded(self) -> JobRecord:
+        await self._done.wait()
+        if isinstance(self._result, Refused):
+            raise self._result
+        assert self._result is not None
+        return self._result
+
+    async def _read(self) -> None:
+        state_topic = self.topics.state(self.job_id)
+        async for message in self.client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            topic = str(message.topic)
+            if topic == self.topics.projector_status:
+                status = decode_projector_status(payload)
+                if status is not None and status.status != "offline":
+                    self._online.set()
+            elif topic == state_topic:
+                try:
+                    record = decode_record(payload)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if record.last_event_id == self.event_id:
+                    self._result = record
+                    self._done.set()
+            elif topic == self.topics.rejected:
+                try:
+                    refusal = msgspec.json.decode(payload)
+                except msgspec.DecodeError:
+                    continue
+                if isinstance(refusal, dict) and refusal.get("event_id") == self.event_id:
+                    self._result = Refused(f"the projector refused the event: {refusal.get('reason')}")
+                    self._done.set()
+
+
+__all__ = ["Publisher", "WaitTimeout", "new_event_id", "new_job_id"]

@@ -1,0 +1,40 @@
+"""`mam-broker`: run the embedded amqtt broker, on loopback unless told otherwise."""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+
+from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
+from mam.cli_common import run_cli, setup_logging
+from mam.signals import cancel_on_signal
+
+PROG = "mam-broker"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+async def serve(broker: EmbeddedBroker) -> None:
+    async with broker:
+        print(broker.address.url, flush=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_on_signal, tg.cancel_scope)
+            await anyio.sleep_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging(PROG, args.verbose)
+
+    def body() -> int:
+        anyio.run(serve, EmbeddedBroker(args.host, args.port))
+        return 0
+
+    run_cli(PROG, body)

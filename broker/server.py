@@ -1,0 +1,78 @@
+"""The embedded amqtt broker as an async context manager."""
+
+from __future__ import annotations
+
+import errno
+import logging
+from types import TracebackType
+
+from amqtt.broker import Broker
+from amqtt.errors import BrokerError
+
+from mam.broker.config import broker_config
+from mam.broker_url import BrokerAddress
+from mam.errors import UsageError
+
+log = logging.getLogger("mam.broker")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 1883
+
+
+class PortInUse(UsageError):
+    """The port the broker should listen on is taken."""
+
+
+class EmbeddedBroker:
+    """`async with EmbeddedBroker(port=0) as broker:` then `broker.address`."""
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self._broker: Broker | None = None
+
+    @property
+    def address(self) -> BrokerAddress:
+        if self.port is None:
+            raise RuntimeError("the broker is not running")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
+        return BrokerAddress(host=host, port=self.port)
+
+    async def start(self) -> None:
+        broker = Broker(broker_config(self.host, self.requested_port))
+        try:
+            await broker.start()
+        except BrokerError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+                raise _port_in_use(self.host, self.requested_port) from None
+            if isinstance(cause, OSError):
+                raise UsageError(f"cannot listen on {self.host}:{self.requested_port}: {cause.strerror}") from None
+            raise
+        self._broker = broker
+        server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        log.debug("embedded broker listening on %s:%s", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._broker is not None:
+            broker, self._broker = self._broker, None
+            await broker.shutdown()
+            self.port = None
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+def _port_in_use(host: str, port: int) -> PortInUse:
+    return PortInUse(
+        f"port {port} on {host} is already in use (often a system mosquitto): pass --port N, or --port 0 "
+        f"for a free one, or use the broker that is listening: mam-projector --broker mqtt://{host}:{port}"
+    )

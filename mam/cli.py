@@ -1,0 +1,148 @@
+"""`mam`: submit, inspect and serve jobs of a workspace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import msgspec
+
+from mam import __version__
+from mam.cli_common import (
+    add_broker_arg,
+    add_workspace_args,
+    client_broker,
+    run_cli,
+    setup_logging,
+    workspace_from_args,
+)
+from mam.reading import iter_records, read_events, read_record
+from mam.record import JobRecord, Status
+
+PROG = "mam"
+
+
+def _dump(value: Any) -> None:
+    print(json.dumps(msgspec.to_builtins(value), indent=2))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _short(text: str | None, width: int = 48) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def cmd_workspace(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    info = workspace.as_dict() | {"broker": client_broker(args, workspace).url}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key:<13}{value}")
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    records = [r for r in iter_records(workspace) if args.status is None or r.status.value == args.status]
+    records.sort(key=lambda r: (r.submitted_at, r.job_id))
+    if args.json:
+        _dump(records)
+        return 0
+    if not records:
+        print(f"no jobs in {workspace.registry_dir}", file=sys.stderr)
+        return 0
+    _table(
+        [[r.job_id, r.status.value, r.agent, r.agent_session or "-", r.submitted_at, _short(r.prompt)] for r in records],
+        ["JOB", "STATUS", "AGENT", "SESSION", "SUBMITTED", "PROMPT"],
+    )
+    return 0
+
+
+def _show_text(record: JobRecord) -> None:
+    for key, value in msgspec.to_builtins(record).items():
+        if value in (None, {}, ""):
+            continue
+        shown = json.dumps(value) if isinstance(value, dict) else str(value)
+        print(f"{key:<20}{shown}")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = read_record(workspace_from_args(args), args.job_id)
+    _dump(record) if args.json else _show_text(record)
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    entries = read_events(workspace_from_args(args), args.job_id)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    for entry in entries:
+        event = entry.get("event", {})
+        extra = {k: v for k, v in event.items() if k not in ("type", "id", "job_id", "v", "ts")}
+        print(f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{_short(json.dumps(extra), 80)}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from mam.up import run_up
+
+    return run_up(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from mam.agents.cli import register as register_writers
+
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mam {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run the embedded broker and the projector for a workspace")
+    up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
+    up.add_argument("--port", type=int, default=1883, help="broker port (default 1883; 0 picks a free one)")
+    up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
+    add_workspace_args(up)
+    up.set_defaults(handler=cmd_up)
+
+    register_writers(sub)
+
+    ws = sub.add_parser("workspace", help="show the resolved workspace: root, id, dirs, broker")
+    ws.add_argument("--json", action="store_true")
+    add_workspace_args(ws)
+    add_broker_arg(ws)
+    ws.set_defaults(handler=cmd_workspace)
+
+    jobs = sub.add_parser("jobs", help="list the workspace's jobs")
+    jobs.add_argument("--status", choices=[s.value for s in Status])
+    jobs.add_argument("--json", action="store_true")
+    add_workspace_args(jobs)
+    jobs.set_defaults(handler=cmd_jobs)
+
+    show = sub.add_parser("show", help="show one job's record")
+    show.add_argument("job_id", metavar="JOB")
+    show.add_argument("--json", action="store_true")
+    add_workspace_args(show)
+    show.set_defaults(handler=cmd_show)
+
+    events = sub.add_parser("events", help="show one job's audit log")
+    events.add_argument("job_id", metavar="JOB")
+    events.add_argument("--json", action="store_true")
+    add_workspace_args(events)
+    events.set_defaults(handler=cmd_events)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging(PROG, args.verbose)
+    run_cli(PROG, lambda: args.handler(args))

@@ -1,0 +1,90 @@
+"""What every mam command line shares: workspace and broker flags, error printing."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from mam.broker_url import DEFAULT_BROKER_URL, BrokerAddress, broker_url_from_env, parse_broker_url
+from mam.discovery import projector_info
+from mam.errors import EXIT_USAGE, MamError
+from mam.workspace import Workspace, resolve
+
+
+def add_workspace_args(parser: argparse.ArgumentParser, *, dirs: bool = True) -> None:
+    group = parser.add_argument_group("workspace")
+    group.add_argument("--workspace", metavar="DIR", help="workspace root (default: $WORKSPACE_ROOT, else cwd)")
+    group.add_argument("--workspace-id", metavar="ID", help="topic segment (default: $MAM_WORKSPACE, else derived)")
+    if dirs:
+        group.add_argument("--registry-dir", metavar="DIR", help="registry dir (default: $MAM_JOBS_DIR, ...)")
+        group.add_argument("--logs-dir", metavar="DIR", help="audit-log dir (default: $DELEGATE_JOB_LOGS_DIR, ...)")
+
+
+def add_broker_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else the "
+        f"workspace's running projector, else {DEFAULT_BROKER_URL})",
+    )
+
+
+def workspace_from_args(args: argparse.Namespace) -> Workspace:
+    return resolve(
+        workspace=getattr(args, "workspace", None),
+        workspace_id=getattr(args, "workspace_id", None),
+        registry=getattr(args, "registry_dir", None),
+        logs=getattr(args, "logs_dir", None),
+    )
+
+
+def client_broker(args: argparse.Namespace, workspace: Workspace) -> BrokerAddress:
+    """The broker a client should use: flag, env, the workspace's live projector, default."""
+    url = broker_url_from_env(getattr(args, "broker", None))
+    if url is None:
+        info = projector_info(workspace.registry_dir)
+        url = info.get("broker") if info else None
+    return parse_broker_url(url or DEFAULT_BROKER_URL)
+
+
+def server_broker(args: argparse.Namespace) -> BrokerAddress:
+    """The broker a long-running service connects to: flag, env, default."""
+    return parse_broker_url(broker_url_from_env(getattr(args, "broker", None)) or DEFAULT_BROKER_URL)
+
+
+def fail(prog: str, message: str, code: int) -> NoReturn:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def run_cli(prog: str, body: Callable[[], int | None]) -> NoReturn:
+    """Run a command body, turning expected failures into one line and an exit code."""
+    try:
+        code = body()
+    except MamError as exc:
+        fail(prog, str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        raise SystemExit(0) from None
+    raise SystemExit(code or 0)
+
+
+def setup_logging(prog: str, verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format=f"{prog}: %(message)s",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        # amqtt logs every client disconnect and its own startup failures as
+        # errors with tracebacks; mam reports what matters in one line itself.
+        for noisy in ("amqtt", "transitions", "asyncio"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+
+
+__all__ = ["EXIT_USAGE", "add_broker_arg", "add_workspace_args", "client_broker", "fail", "run_cli",
+           "server_broker", "setup_logging", "workspace_from_args"]

@@ -1,0 +1,37 @@
+"""Finding the broker of a running projector from its lock file (read only).
+
+`mam up --port 0` picks a free port; clients in the same workspace read it
+here, so `mam submit` needs no `--broker`. Writers only read this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+LOCK_NAME = ".projector.lock"
+
+
+def projector_info(registry_dir: Path) -> dict[str, Any] | None:
+    """The live projector's lock info, or `None` if none holds the workspace."""
+    try:
+        info = json.loads((registry_dir / LOCK_NAME).read_bytes() or b"null")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not _alive(info.get("pid")):
+        return None
+    return info
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,153 @@
+"""The event schema: one msgspec Struct per type, a tagged union on `type`.
+
+Decode once at the edge with `decode_event`; past it nothing handles dicts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Literal, Union
+
+import msgspec
+from msgspec import Meta, Struct
+
+from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+
+SCHEMA_VERSION: Final = 1
+MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+"""Events larger than this are refused before they are parsed."""
+
+EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+JobId = Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
+AgentName = Annotated[str, Meta(pattern=AGENT_ID_PATTERN)]
+ShortText = Annotated[str, Meta(max_length=256)]
+Text = Annotated[str, Meta(max_length=64 * 1024)]
+Prompt = Annotated[str, Meta(min_length=1, max_length=512 * 1024)]
+Labels = Annotated[
+    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}$")], Annotated[str, Meta(max_length=256)]],
+    Meta(max_length=64),
+]
+Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
+Version = Annotated[int, Meta(ge=0)]
+
+
+class Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
+    """The envelope every event carries."""
+
+    v: Literal[1] = SCHEMA_VERSION
+    id: EventId | None = None
+    ts: datetime | None = None
+    by: ShortText | None = None
+    job_id: JobId | None = None
+    expected_version: Version | None = None
+
+
+class Submitted(Event, tag="submitted"):
+    prompt: Prompt
+    agent: AgentName
+    agent_session: ShortText | None = None
+    role: ShortText | None = None
+    labels: Labels = {}
+    timeout: Seconds | None = None
+    parent: JobId | None = None
+
+
+class Claimed(Event, tag="claimed"):
+    runner: AgentName
+
+
+class Started(Event, tag="started"):
+    runner: AgentName | None = None
+    pid: Annotated[int, Meta(ge=0)] | None = None
+
+
+class Progress(Event, tag="progress"):
+    message: Text | None = None
+    percent: Annotated[float, Meta(ge=0, le=100)] | None = None
+
+
+class Output(Event, tag="output"):
+    text: Text
+    stream: Literal["stdout", "stderr"] = "stdout"
+    seq: Version | None = None
+
+
+class Heartbeat(Event, tag="heartbeat"):
+    runner: AgentName | None = None
+
+
+class Succeeded(Event, tag="succeeded"):
+    exit_code: int | None = 0
+    result: Text | None = None
+
+
+class Failed(Event, tag="failed"):
+    exit_code: int | None = None
+    error: Text | None = None
+
+
+class CancelRequested(Event, tag="cancel_requested"):
+    reason: ShortText | None = None
+
+
+class Cancelled(Event, tag="cancelled"):
+    reason: ShortText | None = None
+
+
+class TimedOut(Event, tag="timed_out"):
+    reason: ShortText | None = None
+
+
+class Lost(Event, tag="lost"):
+    reason: ShortText | None = None
+
+
+AnyEvent = Union[
+    Submitted,
+    Claimed,
+    Started,
+    Progress,
+    Output,
+    Heartbeat,
+    Succeeded,
+    Failed,
+    CancelRequested,
+    Cancelled,
+    TimedOut,
+    Lost,
+]
+
+DERIVED_TYPES: Final = frozenset({"timed_out", "lost"})
+"""Types only the projector itself derives; refused when published by clients."""
+
+EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in AnyEvent.__args__)  # type: ignore[attr-defined]
+
+_decoder: Final = msgspec.json.Decoder(AnyEvent)
+_encoder: Final = msgspec.json.Encoder()
+
+
+class EventError(ValueError):
+    """Why a payload is not an acceptable event, in words a person can act on."""
+
+
+def decode_event(payload: bytes) -> AnyEvent:
+    """Decode one event, or raise `EventError` naming the field and the fault."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise EventError(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
+    try:
+        return _decoder.decode(payload)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        if "`$.type`" in message and message.startswith("Invalid value"):
+            message += f" (known types: {', '.join(EVENT_TYPES)})"
+        raise EventError(f"invalid event: {message}") from None
+    except msgspec.DecodeError as exc:
+        raise EventError(f"malformed JSON: {exc}") from None
+
+
+def encode_event(event: AnyEvent) -> bytes:
+    return _encoder.encode(event)
+
+
+def event_type(event: AnyEvent) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

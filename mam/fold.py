@@ -1,0 +1,132 @@
+"""The pure fold: `apply(state, event) -> new state`, or a refusal with a reason.
+
+No clock, no I/O, no broker: the receive time comes in with the event (the
+projector records it in the audit log), so a replay reproduces every byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msgspec.structs import replace
+
+from mam import events as ev
+from mam.record import JobRecord, Status
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the projector knows about an event beyond its payload."""
+
+    job_id: str
+    workspace: str
+    event_id: str
+    received_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    reason: str
+
+
+_OPEN_BEFORE_RUN = frozenset({Status.SUBMITTED, Status.CLAIMED})
+_ACTIVE = frozenset({Status.CLAIMED, Status.RUNNING})
+
+
+def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecord | Refusal:
+    """Fold one event into a job's state, enforcing the status machine."""
+    if state is None:
+        if isinstance(event, ev.Submitted):
+            return _submit(event, ctx)
+        return Refusal(f"unknown job {ctx.job_id!r}: its first event must be 'submitted', got {ev.event_type(event)!r}")
+    if event.expected_version is not None and event.expected_version != state.version:
+        return Refusal(
+            f"expected_version {event.expected_version} does not match job {ctx.job_id!r} at version {state.version}"
+        )
+    if state.status.terminal:
+        return Refusal(
+            f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "
+            f"(refused {ev.event_type(event)!r})"
+        )
+    result = _transition(state, event, ctx)
+    if isinstance(result, Refusal):
+        return result
+    return replace(result, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
+
+
+def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
+    return JobRecord(
+        job_id=ctx.job_id,
+        workspace=ctx.workspace,
+        status=Status.SUBMITTED,
+        agent=event.agent,
+        agent_session=event.agent_session,
+        role=event.role,
+        prompt=event.prompt,
+        labels=dict(sorted(event.labels.items())),
+        parent=event.parent,
+        timeout=event.timeout,
+        submitted_at=ctx.received_at,
+        version=1,
+        last_event_id=ctx.event_id,
+        updated_at=ctx.received_at,
+    )
+
+
+def _illegal(state: JobRecord, event: ev.AnyEvent, allowed: str) -> Refusal:
+    return Refusal(
+        f"illegal transition: {ev.event_type(event)!r} is allowed only when the job is {allowed}; "
+        f"job {state.job_id!r} is {state.status.value}"
+    )
+
+
+def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord | Refusal:
+    now = ctx.received_at
+    match event:
+        case ev.Submitted():
+            return Refusal(f"job {state.job_id!r} was already submitted; pick a new job id")
+        case ev.Claimed(runner=runner):
+            if state.status is not Status.SUBMITTED:
+                holder = f" by {state.runner!r}" if state.runner else ""
+                return Refusal(f"job {state.job_id!r} is already {state.status.value}{holder}; claim refused")
+            return replace(state, status=Status.CLAIMED, runner=runner, claimed_at=now)
+        case ev.Started(runner=runner):
+            if state.status not in _OPEN_BEFORE_RUN:
+                return _illegal(state, event, "submitted or claimed")
+            if state.runner and runner and runner != state.runner:
+                return Refusal(f"job {state.job_id!r} is claimed by {state.runner!r}, not {runner!r}")
+            return replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now)
+        case ev.Progress(message=message, percent=percent):
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, progress=message, percent=percent)
+        case ev.Output(text=text):
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, output_bytes=state.output_bytes + len(text.encode()))
+        case ev.Heartbeat():
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, last_heartbeat_at=now)
+        case ev.Succeeded(exit_code=code, result=result):
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, status=Status.SUCCEEDED, exit_code=code, result=result, finished_at=now)
+        case ev.Failed(exit_code=code, error=error):
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now)
+        case ev.CancelRequested(reason=reason):
+            requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
+            if state.status is Status.SUBMITTED:
+                return replace(requested, status=Status.CANCELLED, finished_at=now)
+            return requested
+        case ev.Cancelled(reason=reason):
+            return replace(
+                state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason
+            )
+        case ev.TimedOut(reason=reason):
+            return replace(state, status=Status.TIMED_OUT, finished_at=now, error=reason or "timed out")
+        case ev.Lost(reason=reason):
+            return replace(state, status=Status.LOST, finished_at=now, error=reason or "runner lost")
+    return Refusal(f"unhandled event type {ev.event_type(event)!r}")  # pragma: no cover

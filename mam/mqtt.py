@@ -1,0 +1,37 @@
+"""Opening aiomqtt clients from a `BrokerAddress`, with errors a person can act on."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import aiomqtt
+
+from mam.broker_url import BrokerAddress
+from mam.errors import BrokerUnreachable
+
+
+def make_client(address: BrokerAddress, **kwargs: Any) -> aiomqtt.Client:
+    """An aiomqtt client for `address`; `kwargs` pass through to `aiomqtt.Client`."""
+    if address.tls:
+        kwargs.setdefault("tls_context", ssl.create_default_context())
+    return aiomqtt.Client(
+        address.host,
+        address.port,
+        username=address.username,
+        password=address.password,
+        **kwargs,
+    )
+
+
+def unreachable(address: BrokerAddress, exc: BaseException) -> BrokerUnreachable:
+    """The one-line error for a broker we could not talk to."""
+    detail = str(exc) or type(exc).__name__
+    if "not authori" in detail.lower() or "bad user name or password" in detail.lower():
+        return BrokerUnreachable(
+            f"broker {address.url} refused the credentials ({detail}): check user:pass in --broker or MAM_BROKER_URL"
+        )
+    return BrokerUnreachable(
+        f"cannot reach the MQTT broker at {address.url} ({detail}): start one with `mam up`, "
+        "or pass --broker / set MAM_BROKER_URL"
+    )

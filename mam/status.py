@@ -1,0 +1,36 @@
+"""The retained presence payloads: projector status (and, later, runner status)."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+from msgspec import Struct
+
+
+class ProjectorStatus(Struct, frozen=True, kw_only=True):
+    status: Literal["online", "offline", "degraded"]
+    workspace: str
+    pid: int
+    host: str
+    version: str
+    started_at: str
+    registry_dir: str
+    logs_dir: str
+    broker: str
+    durability: str = "fsync"
+    detail: str | None = None
+
+
+_decoder: Final = msgspec.json.Decoder(ProjectorStatus)
+
+
+def decode_projector_status(payload: bytes) -> ProjectorStatus | None:
+    try:
+        return _decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def encode(value: Struct) -> bytes:
+    return msgspec.json.encode(value)

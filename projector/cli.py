@@ -1,0 +1,54 @@
+"""`mam-projector`: serve one workspace's events into its registry and audit log."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import anyio
+
+from mam.cli_common import add_broker_arg, add_workspace_args, run_cli, server_broker, setup_logging, workspace_from_args
+from mam.signals import cancel_on_signal
+from mam.projector.service import DURABILITY_MODES, Projector
+
+PROG = "mam-projector"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    add_workspace_args(parser)
+    add_broker_arg(parser)
+    parser.add_argument(
+        "--durability",
+        choices=DURABILITY_MODES,
+        default="fsync",
+        help="fsync (default): every event is on disk before it is acknowledged; "
+        "none: no fsync, for throwaway workspaces",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+async def serve(projector: Projector) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_on_signal, tg.cancel_scope)
+        await projector.run()
+        tg.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging(PROG, args.verbose)
+
+    def body() -> int:
+        workspace = workspace_from_args(args)
+        projector = Projector(workspace, server_broker(args), durability=args.durability)
+        print(
+            f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        anyio.run(serve, projector)
+        return 0
+
+    run_cli(PROG, body)

@@ -1,0 +1,65 @@
+"""One projector per workspace: an exclusive `flock` on a file in the registry dir.
+
+`flock` is released by the kernel when its holder dies, so a stale lock from
+a killed process never blocks. The file also tells clients where the
+projector's broker is (see `mam.discovery`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mam.discovery import LOCK_NAME
+from mam.errors import WorkspaceLocked
+
+
+class ProjectorLock:
+    def __init__(self, registry_dir: Path) -> None:
+        self.path = registry_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, info: dict[str, Any]) -> None:
+        """Take the lock and write `info` into it, or raise `WorkspaceLocked`."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe_holder(fd)
+            os.close(fd)
+            raise WorkspaceLocked(
+                f"another projector ({holder}) already serves this workspace (lock {self.path}); "
+                "stop it first, or point this one at another workspace"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info, sort_keys=True).encode() + b"\n", 0)
+        os.fsync(fd)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ProjectorLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _describe_holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except ValueError:
+        return "pid unknown"
+    pid = info.get("pid", "unknown")
+    host = info.get("host")
+    return f"pid {pid}" + (f" on {host}" if host else "")

@@ -1,0 +1,34 @@
+"""Folding a job's audit log back into its record (start-up, repair, rebuild)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mam.fold import Context, Refusal, apply
+from mam.record import JobRecord
+from mam.projector.audit_log import LogEntry
+
+
+class CorruptLog(Exception):
+    """An audit log whose events do not fold: it was edited or damaged."""
+
+
+@dataclass(slots=True)
+class JobState:
+    record: JobRecord | None = None
+    seen: set[str] = field(default_factory=set)
+
+
+def replay(job_id: str, workspace: str, entries: Iterable[LogEntry]) -> JobState:
+    state = JobState()
+    for entry in entries:
+        event_id = entry.event.id or ""
+        result = apply(state.record, entry.event, Context(job_id, workspace, event_id, entry.received_at))
+        if isinstance(result, Refusal):
+            raise CorruptLog(f"job {job_id!r}: event seq {entry.seq} does not fold: {result.reason}")
+        if result.version != entry.seq:
+            raise CorruptLog(f"job {job_id!r}: event seq {entry.seq} folds to version {result.version}")
+        state.record = result
+        state.seen.add(event_id)
+    return state

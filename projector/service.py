@@ -1,0 +1,249 @@
+"""The projector shell: subscribe -> decode -> fold -> append -> record -> publish -> ack."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import aiomqtt
+import anyio
+import anyio.abc
+
+import mam
+from mam.broker_url import BrokerAddress
+from mam.mqtt import make_client, unreachable
+from mam.record import encode_record
+from mam.status import ProjectorStatus, encode
+from mam.timefmt import iso, utc_now, utc_now_iso
+from mam.topics import Topics
+from mam.workspace import Workspace
+from mam.projector.acks import ack, enable_manual_ack
+from mam.projector.audit_log import AuditLog, Rejection
+from mam.projector.batch import Batch
+from mam.projector.ingest import Accepted, excerpt, ingest
+from mam.projector.lock import ProjectorLock
+from mam.projector.registry import Registry, record_bytes
+from mam.projector.replay import CorruptLog, JobState, replay
+
+log = logging.getLogger("mam.projector")
+
+DURABILITY_MODES = ("fsync", "none")
+
+
+@dataclass(slots=True)
+class Counters:
+    accepted: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    batches: int = 0
+
+
+class Projector:
+    """One workspace's projector. `run()` until cancelled."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        broker: BrokerAddress,
+        *,
+        durability: str = "fsync",
+        batch_max: int = 2000,
+        client_id: str | None = None,
+        retry_delay: float = 0.5,
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}")
+        self.workspace = workspace
+        self.broker = broker
+        self.durability = durability
+        self.batch_max = batch_max
+        self.client_id = client_id or f"mam-projector-{workspace.id}"
+        self.retry_delay = retry_delay
+        self.topics = Topics(workspace.id)
+        self.log = AuditLog(workspace.logs_dir, durable=durability == "fsync")
+        self.registry = Registry(workspace.registry_dir, durable=durability == "fsync")
+        self.jobs: dict[str, JobState] = {}
+        self.counters = Counters()
+        self.started_at = utc_now_iso()
+        self._repair: set[str] = set()
+
+    def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
+        return ProjectorStatus(
+            status=status,  # type: ignore[arg-type]
+            workspace=self.workspace.id,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            version=mam.__version__,
+            started_at=self.started_at,
+            registry_dir=str(self.workspace.registry_dir),
+            logs_dir=str(self.workspace.logs_dir),
+            broker=self.broker.url,
+            durability=self.durability,
+            detail=detail,
+        )
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the workspace; reconnect with backoff once connected the first time.
+
+        The first connection failing raises `BrokerUnreachable`, so a CLI can
+        say so at once instead of waiting silently.
+        """
+        self.workspace.registry_dir.mkdir(parents=True, exist_ok=True)
+        self.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        with ProjectorLock(self.workspace.registry_dir) as lock:
+            lock.acquire(
+                {"pid": os.getpid(), "host": socket.gethostname(), "broker": self.broker.url,
+                 "workspace": self.workspace.id, "started_at": self.started_at}
+            )
+            connected_once = False
+            delay = self.retry_delay
+            while True:
+                lost: aiomqtt.MqttError | None = None
+                try:
+                    async with self._connection() as client:
+                        if not connected_once:
+                            connected_once = True
+                            task_status.started()
+                        delay = self.retry_delay
+                        await self._serve(client)
+                except* aiomqtt.MqttError as group:
+                    lost = group.exceptions[0]  # type: ignore[assignment]
+                if not connected_once:
+                    raise unreachable(self.broker, lost) from None
+                log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+        offline = encode(self.status("offline", "connection lost"))
+        client = make_client(
+            self.broker,
+            identifier=self.client_id,
+            clean_session=False,
+            keepalive=15,
+            max_inflight_messages=200,
+            will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
+        )
+        enable_manual_ack(client)
+        async with client:
+            await client.subscribe(self.topics.all_events, qos=1)
+            await client.publish(self.topics.projector_status, encode(self.status("online")), qos=1, retain=True)
+            log.info("serving workspace %s on %s", self.workspace.id, self.broker.url)
+            try:
+                yield client
+            finally:
+                with anyio.move_on_after(2, shield=True):
+                    await client.publish(
+                        self.topics.projector_status, encode(self.status("offline", "stopped")), qos=1, retain=True
+                    )
+
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        send, receive = anyio.create_memory_object_stream[aiomqtt.Message](self.batch_max * 2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump, client, send)
+            async with receive:
+                while True:
+                    batch = [await receive.receive()]
+                    while len(batch) < self.batch_max:
+                        try:
+                            batch.append(receive.receive_nowait())
+                        except anyio.WouldBlock:
+                            break
+                    await self._handle(client, batch)
+
+    @staticmethod
+    async def _pump(client: aiomqtt.Client, send: anyio.abc.ObjectSendStream[aiomqtt.Message]) -> None:
+        async with send:
+            async for message in client.messages:
+                await send.send(message)
+
+    def _state(self, job_id: str) -> JobState:
+        state = self.jobs.get(job_id)
+        if state is None:
+            state = replay(job_id, self.workspace.id, self.log.read(job_id))
+            if state.record is not None and self.registry.read_bytes(job_id) != record_bytes(state.record):
+                self._repair.add(job_id)
+            self.jobs[job_id] = state
+        return state
+
+    def _fold(self, batch: list[aiomqtt.Message]) -> Batch:
+        staged = Batch()
+        for message in batch:
+            now = utc_now()
+            received_at = iso(now)
+            topic = str(message.topic)
+            payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
+            payload = bytes(payload)
+            outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
+            reason: str | None
+            if isinstance(outcome, Accepted):
+                try:
+                    state = self._state(outcome.job_id)
+                except CorruptLog as exc:
+                    reason = f"{exc}; run `mam rebuild --verify`"
+                else:
+                    refusal = staged.add_event(
+                        state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
+                    )
+                    reason = refusal.reason if refusal else None
+                job_id, event_id = outcome.job_id, outcome.event_id
+            else:
+                reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
+            if reason is not None:
+                staged.rejections.append(
+                    Rejection(received_at=received_at, topic=topic, reason=reason, job_id=job_id,
+                              event_id=event_id, payload=excerpt(payload), payload_bytes=len(payload))
+                )
+        for job_id in self._repair:
+            state = self.jobs[job_id]
+            if state.record is not None:
+                staged.records.setdefault(job_id, state.record)
+        self._repair.clear()
+        return staged
+
+    async def _handle(self, client: aiomqtt.Client, batch: list[aiomqtt.Message]) -> None:
+        staged = self._fold(batch)
+        await self._commit(client, staged)
+        async with anyio.create_task_group() as tg:
+            for job_id, record in staged.records.items():
+                tg.start_soon(self._publish, client, self.topics.state(job_id), encode_record(record), True)
+            for rejection in staged.rejections:
+                tg.start_soon(self._publish, client, self.topics.rejected, encode(rejection), False)
+        for message in batch:
+            ack(client, message)
+        self.counters.batches += 1
+        self.counters.accepted += staged.accepted
+        self.counters.duplicates += staged.duplicates
+        self.counters.rejected += len(staged.rejections)
+        for rejection in staged.rejections:
+            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+
+    @staticmethod
+    async def _publish(client: aiomqtt.Client, topic: str, payload: bytes, retain: bool) -> None:
+        await client.publish(topic, payload, qos=1, retain=retain)
+
+    async def _commit(self, client: aiomqtt.Client, staged: Batch) -> None:
+        """Commit a batch, retrying on storage errors; nothing is acked until it lands."""
+        delay = self.retry_delay
+        failing = False
+        while True:
+            try:
+                await anyio.to_thread.run_sync(staged.commit, self.log, self.registry)
+            except OSError as exc:
+                detail = f"cannot write {exc.filename or 'the workspace'}: {exc.strerror or exc}; not acknowledging events until it can"
+                log.error("%s (retrying in %.1fs)", detail, delay)
+                if not failing:
+                    failing = True
+                    await self._publish(client, self.topics.projector_status, encode(self.status("degraded", detail)), True)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if failing:
+                log.warning("storage is writable again; resuming")
+                await self._publish(client, self.topics.projector_status, encode(self.status("online")), True)
+            return

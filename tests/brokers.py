@@ -1,0 +1,154 @@
+"""Real brokers for the tests, each on a free loopback port, stopped by PID.
+
+Never 1883 or 4222: those belong to the machine's own brokers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+RESERVED_PORTS = {1883, 4222}
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in RESERVED_PORTS:
+            return port
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)  # polling a socket for readiness, not synchronising a test
+    raise TimeoutError(f"nothing listened on port {port} within {timeout}s")
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+    if path is None:
+        message = f"{name} is not installed (apt-get install {name.replace('-server', '-server')})"
+        if os.environ.get("CI"):
+            pytest.fail(message + ": CI must install it (.ci/run)")
+        pytest.skip(message)
+    return path
+
+
+@dataclass
+class RunningBroker:
+    kind: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    restart_cmd: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        stop(self.proc)
+
+    def restart(self) -> None:
+        """Stop the broker and start it again on the same port, with the same state dir."""
+        stop(self.proc)
+        self.proc = _spawn(self.restart_cmd, self.log)
+        wait_for_port(self.port, self.proc)
+
+
+def _spawn(cmd: list[str], log: Path | None) -> subprocess.Popen[bytes]:
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+@contextmanager
+def amqtt_broker(tmp: Path) -> Iterator[RunningBroker]:
+    port = free_port()
+    cmd = [str(BIN / "mam-broker"), "--port", str(port)]
+    proc = _spawn(cmd, tmp / "amqtt.log")
+    try:
+        wait_for_port(port, proc)
+        yield RunningBroker("amqtt", port, proc, cmd, tmp / "amqtt.log")
+    finally:
+        stop(proc)
+
+
+@contextmanager
+def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
+    binary = require_binary("mosquitto")
+    port = free_port()
+    data = tmp / "mosquitto-data"
+    data.mkdir(parents=True, exist_ok=True)
+    conf = tmp / "mosquitto.conf"
+    conf.write_text(
+        f"listener {port} 127.0.0.1\n"
+        "allow_anonymous true\n"
+        "persistence true\n"
+        f"persistence_location {data}/\n"
+        "autosave_interval 1\n"
+        "max_queued_messages 0\n"
+        "max_inflight_messages 0\n"
+        "log_dest stderr\n"
+    )
+    cmd = [binary, "-c", str(conf)]
+    proc = _spawn(cmd, tmp / "mosquitto.log")
+    try:
+        wait_for_port(port, proc)
+        yield RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")
+    finally:
+        stop(proc)
+
+
+@contextmanager
+def nats_broker(tmp: Path) -> Iterator[RunningBroker]:
+    binary = require_binary("nats-server")
+    port, mqtt_port = free_port(), free_port()
+    store = tmp / "nats-js"
+    store.mkdir(parents=True, exist_ok=True)
+    conf = tmp / "nats.conf"
+    conf.write_text(
+        f'server_name: "mam-test-{mqtt_port}"\n'
+        f"listen: 127.0.0.1:{port}\n"
+        f'jetstream {{ store_dir: "{store}" }}\n'
+        f"mqtt {{ listen: 127.0.0.1:{mqtt_port} }}\n"
+    )
+    cmd = [binary, "-c", str(conf)]
+    proc = _spawn(cmd, tmp / "nats.log")
+    try:
+        wait_for_port(mqtt_port, proc)
+        yield RunningBroker("nats", mqtt_port, proc, cmd, tmp / "nats.log")
+    finally:
+        stop(proc)
+
+
+BROKERS = {"amqtt": amqtt_broker, "mosquitto": mosquitto_broker, "nats": nats_broker}

@@ -1,0 +1,87 @@
+"""Fixtures: a clean environment, a private workspace per test, real brokers.
+
+Before anything runs, every ambient `MAM_*`, `WORKSPACE_ROOT`,
+`DELEGATE_JOB_LOGS_DIR` and `MAM_BROKER_URL` is dropped, so the suite can
+never write into a real workspace or publish to a real broker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from brokers import BROKERS, RunningBroker
+from support import scrub_environment, tree_snapshot
+
+scrub_environment(os.environ)  # type: ignore[arg-type]
+settings.register_profile("mam", database=None, deadline=None)
+settings.load_profile("mam")
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT_SKIP = (".git", ".venv", "__pycache__", ".mam-ci", "build")
+
+
+@dataclass(frozen=True)
+class WorkspacePaths:
+    root: Path
+    elsewhere: Path
+
+    @property
+    def jobs(self) -> Path:
+        return self.root / ".mam" / "jobs"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / ".mam" / "delegate_job_logs"
+
+
+@pytest.fixture(autouse=True)
+def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Run each test from an empty cwd of its own; fail if it or the checkout changes."""
+    cwd = tmp_path / "caller-cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    before = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
+    yield cwd
+    after = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    assert not changed, f"the test wrote into the checkout: {changed[:10]}"
+    assert not list(cwd.iterdir()), f"the test wrote into the caller's cwd: {list(cwd.iterdir())}"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> WorkspacePaths:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    return WorkspacePaths(root=root, elsewhere=elsewhere)
+
+
+@pytest.fixture(scope="session")
+def amqtt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with BROKERS["amqtt"](tmp_path_factory.mktemp("amqtt")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with BROKERS["mosquitto"](tmp_path_factory.mktemp("mosquitto")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with BROKERS["nats"](tmp_path_factory.mktemp("nats")) as broker:
+        yield broker
+
+
+@pytest.fixture(params=["amqtt", "mosquitto", "nats"])
+def broker(request: pytest.FixtureRequest) -> RunningBroker:
+    """Each real broker in turn (session-scoped; tests isolate by workspace id)."""
+    return request.getfixturevalue(request.param)

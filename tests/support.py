@@ -1,0 +1,146 @@
+"""Helpers the tests share: clean environments, real processes, waiting on messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import anyio
+
+from mam.topics import Topics
+
+BIN = Path(sys.executable).parent
+AMBIENT = ("WORKSPACE_ROOT", "DELEGATE_JOB_LOGS_DIR", "MAM_BROKER_URL")
+DEAD_BROKER = "mqtt://127.0.0.1:9"
+"""Where a test that forgot `--broker` would publish: nothing listens on the discard port."""
+
+
+def scrub_environment(env: dict[str, str]) -> dict[str, str]:
+    """Drop every variable that could point a test at a real workspace or broker."""
+    for key in list(env):
+        if key.startswith("MAM_") or key in AMBIENT:
+            del env[key]
+    env["MAM_BROKER_URL"] = DEAD_BROKER
+    return env
+
+
+def child_env(**extra: str | None) -> dict[str, str]:
+    env = scrub_environment(dict(os.environ))
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def mam(*args: str) -> list[str]:
+    return [str(BIN / "mam"), *args]
+
+
+async def run(
+    cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    with anyio.fail_after(timeout):
+        return await anyio.run_process(cmd, cwd=cwd, env=env or child_env(), input=input, check=False)
+
+
+class Daemon:
+    """A long-running child (projector, runner) stopped by its PID at the end."""
+
+    def __init__(self, cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> None:
+        self.cmd = cmd
+        self.log = log
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    async def wait(self, timeout: float = 20) -> int:
+        with anyio.fail_after(timeout):
+            return await anyio.to_thread.run_sync(self.proc.wait)
+
+    def kill9(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._out.close()
+
+
+def _client(url: str, **kwargs: Any) -> aiomqtt.Client:
+    from mam.broker_url import parse_broker_url
+    from mam.mqtt import make_client
+
+    return make_client(parse_broker_url(url), **kwargs)
+
+
+async def wait_for_message(
+    url: str, topic: str, predicate: Callable[[str, bytes], bool] = lambda t, p: True, *, timeout: float = 15
+) -> tuple[str, bytes]:
+    """Subscribe to `topic` and return the first message that satisfies `predicate`."""
+    with anyio.fail_after(timeout):
+        async with _client(url) as client:
+            await client.subscribe(topic, qos=1)
+            async for message in client.messages:
+                payload = message.payload if isinstance(message.payload, bytes) else b""
+                if predicate(str(message.topic), payload):
+                    return str(message.topic), payload
+    raise AssertionError("unreachable")
+
+
+async def wait_projector_online(url: str, workspace_id: str, pid: int | None = None, timeout: float = 20) -> dict:
+    def online(_: str, payload: bytes) -> bool:
+        status = json.loads(payload or b"{}")
+        return status.get("status") == "online" and (pid is None or status.get("pid") == pid)
+
+    _, payload = await wait_for_message(url, Topics(workspace_id).projector_status, online, timeout=timeout)
+    return json.loads(payload)
+
+
+async def wait_for_state(
+    url: str, workspace_id: str, job_id: str, predicate: Callable[[dict], bool] = lambda r: True, *, timeout: float = 15
+) -> dict:
+    def matches(_: str, payload: bytes) -> bool:
+        return bool(payload) and predicate(json.loads(payload))
+
+    _, payload = await wait_for_message(url, Topics(workspace_id).state(job_id), matches, timeout=timeout)
+    return json.loads(payload)
+
+
+async def publish(url: str, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> None:
+    async with _client(url) as client:
+        await client.publish(topic, payload, qos=qos, retain=retain)
+
+
+def tree_snapshot(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int]]:
+    snap: dict[str, tuple[int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in skip]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            snap[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
+    return snap

@@ -1,0 +1,143 @@
+"""The pure fold, exhaustively: every status against every event type."""
+
+from __future__ import annotations
+
+import pytest
+from msgspec.structs import replace
+
+from mam import events as ev
+from mam.fold import Context, Refusal, apply
+from mam.record import JobRecord, Status
+
+CTX = Context(job_id="job-1", workspace="ws", event_id="e-next", received_at="2026-01-01T00:00:01.000Z")
+
+SAMPLES: dict[str, ev.AnyEvent] = {
+    "submitted": ev.Submitted(prompt="p", agent="a"),
+    "claimed": ev.Claimed(runner="r1"),
+    "started": ev.Started(runner="r1"),
+    "progress": ev.Progress(message="half", percent=50),
+    "output": ev.Output(text="héllo"),
+    "heartbeat": ev.Heartbeat(),
+    "succeeded": ev.Succeeded(exit_code=0, result="done"),
+    "failed": ev.Failed(exit_code=3, error="boom"),
+    "cancel_requested": ev.CancelRequested(reason="stop"),
+    "cancelled": ev.Cancelled(),
+    "timed_out": ev.TimedOut(),
+    "lost": ev.Lost(),
+}
+
+R = None  # refused
+TABLE: dict[Status, dict[str, Status | None]] = {
+    Status.SUBMITTED: {
+        "submitted": R, "claimed": Status.CLAIMED, "started": Status.RUNNING, "progress": R, "output": R,
+        "heartbeat": R, "succeeded": R, "failed": R, "cancel_requested": Status.CANCELLED,
+        "cancelled": Status.CANCELLED, "timed_out": Status.TIMED_OUT, "lost": Status.LOST,
+    },
+    Status.CLAIMED: {
+        "submitted": R, "claimed": R, "started": Status.RUNNING, "progress": Status.CLAIMED,
+        "output": Status.CLAIMED, "heartbeat": Status.CLAIMED, "succeeded": Status.SUCCEEDED,
+        "failed": Status.FAILED, "cancel_requested": Status.CLAIMED, "cancelled": Status.CANCELLED,
+        "timed_out": Status.TIMED_OUT, "lost": Status.LOST,
+    },
+    Status.RUNNING: {
+        "submitted": R, "claimed": R, "started": R, "progress": Status.RUNNING, "output": Status.RUNNING,
+        "heartbeat": Status.RUNNING, "succeeded": Status.SUCCEEDED, "failed": Status.FAILED,
+        "cancel_requested": Status.RUNNING, "cancelled": Status.CANCELLED, "timed_out": Status.TIMED_OUT,
+        "lost": Status.LOST,
+    },
+}
+for terminal in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST):
+    TABLE[terminal] = dict.fromkeys(SAMPLES, R)
+
+
+def record_at(status: Status) -> JobRecord:
+    base = apply(None, SAMPLES["submitted"], replace_ctx("e-0", "2026-01-01T00:00:00.000Z"))
+    assert isinstance(base, JobRecord)
+    runner = "r1" if status is not Status.SUBMITTED else None
+    return replace(base, status=status, runner=runner, version=3)
+
+
+def replace_ctx(event_id: str, at: str) -> Context:
+    return Context(job_id="job-1", workspace="ws", event_id=event_id, received_at=at)
+
+
+CASES = [(status, kind, expected) for status, row in TABLE.items() for kind, expected in row.items()]
+
+
+@pytest.mark.parametrize(("status", "kind", "expected"), CASES, ids=[f"{s.value}-{k}" for s, k, _ in CASES])
+def test_status_machine(status: Status, kind: str, expected: Status | None) -> None:
+    state = record_at(status)
+    result = apply(state, SAMPLES[kind], CTX)
+    if expected is None:
+        assert isinstance(result, Refusal), f"{kind} on {status.value} should be refused"
+        assert result.reason
+    else:
+        assert isinstance(result, JobRecord), getattr(result, "reason", "")
+        assert result.status is expected
+        assert result.version == state.version + 1
+        assert result.last_event_id == "e-next"
+        assert result.updated_at == CTX.received_at
+
+
+def test_submit_creates_the_record_from_the_event() -> None:
+    event = ev.Submitted(prompt="p", agent="claude-code", agent_session="herdr:demo", labels={"b": "2", "a": "1"})
+    record = apply(None, event, CTX)
+    assert isinstance(record, JobRecord)
+    assert (record.job_id, record.workspace, record.status, record.version) == ("job-1", "ws", Status.SUBMITTED, 1)
+    assert record.agent_session == "herdr:demo" and record.submitted_at == CTX.received_at
+    assert list(record.labels) == ["a", "b"]
+
+
+@pytest.mark.parametrize("kind", [k for k in SAMPLES if k != "submitted"])
+def test_first_event_must_be_a_submit(kind: str) -> None:
+    result = apply(None, SAMPLES[kind], CTX)
+    assert isinstance(result, Refusal) and "unknown job" in result.reason
+
+
+def test_second_claim_names_the_holder() -> None:
+    result = apply(record_at(Status.CLAIMED), ev.Claimed(runner="r2"), CTX)
+    assert isinstance(result, Refusal) and "'r1'" in result.reason
+
+
+def test_start_by_another_runner_is_refused() -> None:
+    result = apply(record_at(Status.CLAIMED), ev.Started(runner="r2"), CTX)
+    assert isinstance(result, Refusal) and "claimed by 'r1'" in result.reason
+
+
+def test_expected_version_mismatch_names_the_current_version() -> None:
+    result = apply(record_at(Status.RUNNING), ev.Heartbeat(expected_version=1), CTX)
+    assert isinstance(result, Refusal) and "at version 3" in result.reason
+    assert isinstance(apply(record_at(Status.RUNNING), ev.Heartbeat(expected_version=3), CTX), JobRecord)
+
+
+def test_finish_records_exit_code_result_and_time() -> None:
+    done = apply(record_at(Status.RUNNING), ev.Failed(exit_code=7, error="bad"), CTX)
+    assert isinstance(done, JobRecord)
+    assert (done.exit_code, done.error, done.finished_at) == (7, "bad", CTX.received_at)
+
+
+def test_cancel_request_on_running_job_keeps_it_running_until_the_runner_answers() -> None:
+    requested = apply(record_at(Status.RUNNING), ev.CancelRequested(reason="enough"), CTX)
+    assert isinstance(requested, JobRecord)
+    assert requested.status is Status.RUNNING and requested.cancel_reason == "enough"
+    done = apply(requested, ev.Cancelled(), CTX)
+    assert isinstance(done, JobRecord) and done.status is Status.CANCELLED and done.cancel_reason == "enough"
+
+
+def test_output_counts_bytes() -> None:
+    out = apply(record_at(Status.RUNNING), ev.Output(text="héllo"), CTX)
+    assert isinstance(out, JobRecord) and out.output_bytes == len("héllo".encode())
+
+
+def test_fold_is_deterministic() -> None:
+    events = [SAMPLES["submitted"], SAMPLES["claimed"], SAMPLES["started"], SAMPLES["output"], SAMPLES["succeeded"]]
+
+    def run() -> JobRecord | None:
+        state: JobRecord | None = None
+        for i, event in enumerate(events):
+            result = apply(state, event, replace_ctx(f"e{i}", f"2026-01-01T00:00:0{i}.000Z"))
+            assert isinstance(result, JobRecord)
+            state = result
+        return state
+
+    assert run() == run()
