@@ -16,7 +16,6 @@ from typing import Any
 
 import aiomqtt
 import anyio
-import anyio.abc
 import msgspec
 
 from mam import events as ev
@@ -131,7 +130,11 @@ class Publisher:
         return await self.publish_and_wait(job_id, event, timeout=wait_timeout)
 
     async def publish_and_wait(self, job_id: str, event: ev.AnyEvent, *, timeout: float = 30.0) -> JobRecord:
-        """Publish and return the state that records it; raise if refused or unserved."""
+        """Publish and return the state that records it; raise if refused or unserved.
+
+        Nothing is published unless a projector announces itself online for
+        the workspace within `PROJECTOR_WAIT` seconds.
+        """
         event = self.stamp(event)
         assert event.id is not None
         client = self.client
@@ -139,11 +142,10 @@ class Publisher:
             await client.subscribe(
                 [(self.topics.projector_status, 1), (self.topics.state(job_id), 1), (self.topics.rejected, 1)]
             )
+            await self._wait_projector(min(PROJECTOR_WAIT, timeout))
+            await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
             with anyio.fail_after(timeout):
-                async with _Watch(client, self.topics, job_id, event.id) as watch:
-                    await watch.projector_online(min(PROJECTOR_WAIT, timeout), self.workspace.id)
-                    await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
-                    return await watch.recorded()
+                return await self._wait_outcome(job_id, event.id)
         except TimeoutError:
             raise WaitTimeout(
                 f"job {job_id!r} was published but not recorded within {timeout:g}s; "
@@ -152,82 +154,51 @@ class Publisher:
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
 
+    async def _wait_projector(self, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            async for message in self.client.messages:
+                if str(message.topic) == self.topics.projector_status:
+                    status = decode_projector_status(_payload(message))
+                    if status is not None and status.status != "offline":
+                        return
+        raise NoProjector(
+            f"no projector is online for workspace {self.workspace.id!r} (nothing published); "
+            "start one with `mam up` or `mam-projector`, in this workspace and on this broker"
+        )
+
+    async def _wait_outcome(self, job_id: str, event_id: str) -> JobRecord:
+        state_topic = self.topics.state(job_id)
+        async for message in self.client.messages:
+            topic = str(message.topic)
+            if topic == state_topic:
+                try:
+                    record = decode_record(_payload(message))
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if record.last_event_id == event_id:
+                    return record
+            elif topic == self.topics.rejected:
+                try:
+                    refusal = msgspec.json.decode(_payload(message))
+                except msgspec.DecodeError:
+                    continue
+                if isinstance(refusal, dict) and refusal.get("event_id") == event_id:
+                    raise Refused(f"the projector refused the event: {refusal.get('reason')}")
+        raise aiomqtt.MqttError("the broker closed the connection")
+
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
         """The job's retained state, or `None` if the broker holds none in time."""
         client = self.client
         await client.subscribe(self.topics.state(job_id), qos=1)
         with anyio.move_on_after(timeout):
             async for message in client.messages:
-                if str(message.topic) == self.topics.state(job_id) and isinstance(message.payload, bytes):
-                    return decode_record(message.payload)
+                if str(message.topic) == self.topics.state(job_id):
+                    return decode_record(_payload(message))
         return None
 
 
-class _Watch:
-    """Reads the subscribed messages for one publish: projector presence, state, refusal."""
-
-    def __init__(self, client: aiomqtt.Client, topics: Topics, job_id: str, event_id: str) -> None:
-        self.client = client
-        self.topics = topics
-        self.job_id = job_id
-        self.event_id = event_id
-        self._online = anyio.Event()
-        self._result: JobRecord | Refused | None = None
-        self._done = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
-
-    async def __aenter__(self) -> _Watch:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._read)
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(*exc)
-
-    async def projector_online(self, timeout: float, workspace: str) -> None:
-        with anyio.move_on_after(timeout):
-            await self._online.wait()
-        if not self._online.is_set():
-            raise NoProjector(
-                f"no projector is online for workspace {workspace!r} (nothing published); "
-                "start one with `mam up` or `mam-projector`, in this workspace and on this broker"
-            )
-
-    async def recorded(self) -> JobRecord:
-        await self._done.wait()
-        if isinstance(self._result, Refused):
-            raise self._result
-        assert self._result is not None
-        return self._result
-
-    async def _read(self) -> None:
-        state_topic = self.topics.state(self.job_id)
-        async for message in self.client.messages:
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            topic = str(message.topic)
-            if topic == self.topics.projector_status:
-                status = decode_projector_status(payload)
-                if status is not None and status.status != "offline":
-                    self._online.set()
-            elif topic == state_topic:
-                try:
-                    record = decode_record(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue
-                if record.last_event_id == self.event_id:
-                    self._result = record
-                    self._done.set()
-            elif topic == self.topics.rejected:
-                try:
-                    refusal = msgspec.json.decode(payload)
-                except msgspec.DecodeError:
-                    continue
-                if isinstance(refusal, dict) and refusal.get("event_id") == self.event_id:
-                    self._result = Refused(f"the projector refused the event: {refusal.get('reason')}")
-                    self._done.set()
+def _payload(message: aiomqtt.Message) -> bytes:
+    return message.payload if isinstance(message.payload, bytes) else b""
 
 
 __all__ = ["Publisher", "WaitTimeout", "new_event_id", "new_job_id"]

@@ -8,6 +8,7 @@ from types import TracebackType
 
 from amqtt.broker import Broker
 from amqtt.errors import BrokerError
+from amqtt.session import Session
 
 from mam.broker.config import broker_config
 from mam.broker_url import BrokerAddress
@@ -23,6 +24,26 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
+class _Broker(Broker):
+    """amqtt's broker with its retained-message leak closed.
+
+    On every CONNECT, amqtt 0.12 replays retained messages for every topic
+    filter any client ever subscribed to, not only the connecting session's
+    (`_handle_client_session` loops over the broker-wide `_subscriptions`).
+    A client subscribed to one job's state would be handed other topics'
+    retained payloads, whatever its ACL allows. Here a retained replay goes
+    only to a session that holds the filter; a fresh SUBSCRIBE is registered
+    before its replay, so it is unaffected.
+    """
+
+    async def _publish_retained_messages_for_subscription(
+        self, subscription: tuple[str, int], session: Session
+    ) -> None:
+        holders = self._subscriptions.get(subscription[0], [])
+        if any(held.client_id == session.client_id for held, _ in holders):
+            await super()._publish_retained_messages_for_subscription(subscription, session)
+
+
 class EmbeddedBroker:
     """`async with EmbeddedBroker(port=0) as broker:` then `broker.address`."""
 
@@ -30,7 +51,7 @@ class EmbeddedBroker:
         self.host = host
         self.requested_port = port
         self.port: int | None = None
-        self._broker: Broker | None = None
+        self._broker: _Broker | None = None
 
     @property
     def address(self) -> BrokerAddress:
@@ -40,7 +61,7 @@ class EmbeddedBroker:
         return BrokerAddress(host=host, port=self.port)
 
     async def start(self) -> None:
-        broker = Broker(broker_config(self.host, self.requested_port))
+        broker = _Broker(broker_config(self.host, self.requested_port))
         try:
             await broker.start()
         except BrokerError as exc:

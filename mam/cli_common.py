@@ -66,11 +66,30 @@ def run_cli(prog: str, body: Callable[[], int | None]) -> NoReturn:
         code = body()
     except MamError as exc:
         fail(prog, str(exc), exc.exit_code)
+    except BaseExceptionGroup as group:
+        expected = _only_mam_error(group)
+        if expected is None:
+            raise
+        fail(prog, str(expected), expected.exit_code)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except BrokenPipeError:
         raise SystemExit(0) from None
     raise SystemExit(code or 0)
+
+
+def _only_mam_error(group: BaseExceptionGroup) -> MamError | None:
+    """The expected failure a task group wrapped, if that is all it holds."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    errors = [e for e in leaves if isinstance(e, MamError)]
+    return errors[0] if errors and len(errors) == len(leaves) else None
 
 
 def setup_logging(prog: str, verbose: bool = False) -> None:

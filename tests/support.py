@@ -103,7 +103,7 @@ async def wait_for_message(
             await client.subscribe(topic, qos=1)
             async for message in client.messages:
                 payload = message.payload if isinstance(message.payload, bytes) else b""
-                if predicate(str(message.topic), payload):
+                if message.topic.matches(topic) and predicate(str(message.topic), payload):
                     return str(message.topic), payload
     raise AssertionError("unreachable")
 
