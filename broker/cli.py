@@ -22,11 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(broker: EmbeddedBroker) -> None:
-    async with broker:
+    async with broker, anyio.create_task_group() as tg:
+        await tg.start(cancel_on_signal, tg.cancel_scope)
         print(broker.address.url, flush=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel_on_signal, tg.cancel_scope)
-            await anyio.sleep_forever()
+        await anyio.sleep_forever()
 
 
 def main(argv: list[str] | None = None) -> None:

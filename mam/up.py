@@ -39,13 +39,12 @@ async def _serve(args: argparse.Namespace, workspace: Workspace) -> None:
     from mam.broker.server import EmbeddedBroker
     from mam.projector.service import Projector
 
-    async with EmbeddedBroker(args.host, args.port) as broker:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel_on_signal, tg.cancel_scope)
-            projector = Projector(workspace, broker.address, durability=args.durability)
-            await tg.start(projector.run)
-            address = broker.address
-            print(banner(workspace, address.url, address.host, address.port), flush=True)
+    async with EmbeddedBroker(args.host, args.port) as broker, anyio.create_task_group() as tg:
+        await tg.start(cancel_on_signal, tg.cancel_scope)
+        projector = Projector(workspace, broker.address, durability=args.durability)
+        await tg.start(projector.run)
+        address = broker.address
+        print(banner(workspace, address.url, address.host, address.port), flush=True)
 
 
 def run_up(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def serve(projector: Projector) -> None:
     async with anyio.create_task_group() as tg:
-        tg.start_soon(cancel_on_signal, tg.cancel_scope)
+        await tg.start(cancel_on_signal, tg.cancel_scope)
         await projector.run()
         tg.cancel_scope.cancel()
 

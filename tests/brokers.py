@@ -87,8 +87,11 @@ class RunningBroker:
 
 
 def _spawn(cmd: list[str], log: Path | None) -> subprocess.Popen[bytes]:
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if log is None:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 @contextmanager

@@ -144,3 +144,33 @@ def tree_snapshot(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[int
                 continue
             snap[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
     return snap
+
+
+class Watch:
+    """`async with Watch(url, topic) as w:` subscribes first; then act, then `await w.next(...)`."""
+
+    def __init__(self, url: str, topic: str) -> None:
+        self.topic = topic
+        self._client = _client(url)
+
+    async def __aenter__(self) -> Watch:
+        await self._client.__aenter__()
+        await self._client.subscribe(self.topic, qos=1)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.__aexit__(None, None, None)
+
+    async def next(
+        self, predicate: Callable[[str, bytes], bool] = lambda t, p: True, *, timeout: float = 15
+    ) -> tuple[str, bytes]:
+        with anyio.fail_after(timeout):
+            async for message in self._client.messages:
+                payload = message.payload if isinstance(message.payload, bytes) else b""
+                if message.topic.matches(self.topic) and predicate(str(message.topic), payload):
+                    return str(message.topic), payload
+        raise AssertionError("the broker closed the connection")
+
+    async def json(self, predicate: Callable[[dict], bool] = lambda d: True, *, timeout: float = 15) -> dict:
+        _, payload = await self.next(lambda _t, p: bool(p) and predicate(json.loads(p)), timeout=timeout)
+        return json.loads(payload)
