@@ -62,9 +62,13 @@ def encode_entry(entry: LogEntry) -> bytes:
 
 
 class AuditLog:
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.durable = durable
+        self._appender = durable.Appender()
+
+    def close(self) -> None:
+        """Close the cached descriptors (the projector is stopping or reconnecting)."""
+        self._appender.close()
 
     def job_dir(self, job_id: str) -> Path:
         return self.root / job_id
@@ -95,20 +99,18 @@ class AuditLog:
             lines.pop()
         return [_entry_decoder.decode(line) for line in lines if line]
 
-    def append(self, job_id: str, data: bytes) -> None:
-        if self.durable:
-            durable.ensure_dir(self.job_dir(job_id))
-        else:
-            self.job_dir(job_id).mkdir(parents=True, exist_ok=True)
-        durable.append(self.events_path(job_id), data, durable=self.durable)
+    def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
+        self._appender.ensure_dir(self.job_dir(job_id), plan)
+        self._appender.append(self.events_path(job_id), data, plan)
 
-    def write_meta(self, meta: JobMeta) -> None:
+    def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> tuple[Path, Path]:
         data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
-        durable.atomic_write(self.job_dir(meta.job_id) / META_FILE, data, durable=self.durable)
+        self._appender.ensure_dir(self.job_dir(meta.job_id), plan)
+        return durable.stage(self.job_dir(meta.job_id) / META_FILE, data, plan)
 
-    def append_rejections(self, rejections: list[Rejection]) -> None:
+    def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> None:
         if not rejections:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._appender.ensure_dir(self.root, plan)
         data = b"".join(_entry_encoder.encode(r) + b"\n" for r in rejections)
-        durable.append(self.rejected_path, data, durable=self.durable)
+        self._appender.append(self.rejected_path, data, plan)

@@ -13,6 +13,7 @@ from mam import events as ev
 from mam.fold import Context, Refusal, apply
 from mam.record import JobRecord
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
+from mam.projector.durable import SyncPlan, replace_staged
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import JobState
 
@@ -29,7 +30,6 @@ class Batch:
     accepted: int = 0
     _appended: set[str] = field(default_factory=set)
     _rejections_written: bool = False
-    _metas_written: bool = False
 
     def add_event(
         self, state: JobState, job_id: str, workspace: str, event: ev.AnyEvent, event_id: str, received_at: str
@@ -51,20 +51,26 @@ class Batch:
             self.metas.append(_meta(result, event, event_id))
         return None
 
-    def commit(self, log: AuditLog, registry: Registry) -> None:
-        """Write the batch in DESIGN.md's order: audit log, then records."""
+    def commit(self, log: AuditLog, registry: Registry, *, durable: bool = True) -> None:
+        """Write the batch in DESIGN.md's order: audit log (durable), then records.
+
+        Raises `OSError` (retryable: nothing half-written stays) or
+        `durable.StorageLost` (not retryable).
+        """
+        plan = SyncPlan(durable)
         for job_id, lines in self.lines.items():
             if job_id not in self._appended:
-                log.append(job_id, b"".join(lines))
+                log.append(job_id, b"".join(lines), plan)
                 self._appended.add(job_id)
         if not self._rejections_written:
-            log.append_rejections(self.rejections)
+            log.append_rejections(self.rejections, plan)
             self._rejections_written = True
-        if not self._metas_written:
-            for meta in self.metas:
-                log.write_meta(meta)
-            self._metas_written = True
-        registry.write_many((job_id, record_bytes(record)) for job_id, record in self.records.items())
+        staged = [log.stage_meta(meta, plan) for meta in self.metas]
+        registry.root.mkdir(parents=True, exist_ok=True)
+        staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
+        plan.sync()
+        replace_staged(staged, plan)
+        plan.sync()
 
 
 def _meta(record: JobRecord, event: ev.Submitted, event_id: str) -> JobMeta:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -19,9 +18,8 @@ def record_bytes(record: JobRecord) -> bytes:
 
 
 class Registry:
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.durable = durable
 
     def path(self, job_id: str) -> Path:
         return self.root / f"{job_id}{RECORD_SUFFIX}"
@@ -32,12 +30,5 @@ class Registry:
         except FileNotFoundError:
             return None
 
-    def write_many(self, records: Iterable[tuple[str, bytes]]) -> None:
-        """Replace each record atomically, then fsync the directory once."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        wrote = False
-        for job_id, data in records:
-            durable.atomic_write(self.path(job_id), data, durable=self.durable, sync_dir=False)
-            wrote = True
-        if wrote and self.durable:
-            durable.fsync_dir(self.root)
+    def stage(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> tuple[Path, Path]:
+        return durable.stage(self.path(job_id), data, plan)

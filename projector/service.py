@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -15,15 +16,17 @@ import anyio.abc
 
 import mam
 from mam.broker_url import BrokerAddress
+from mam.errors import MamError
 from mam.mqtt import make_client, unreachable
 from mam.record import encode_record
 from mam.status import ProjectorStatus, encode
 from mam.timefmt import iso, utc_now, utc_now_iso
 from mam.topics import Topics
 from mam.workspace import Workspace
-from mam.projector.acks import ack, enable_manual_ack
+from mam.projector.paho_direct import ack, enable_manual_ack, publish_nowait
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
+from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import Registry, record_bytes
@@ -51,7 +54,7 @@ class Projector:
         broker: BrokerAddress,
         *,
         durability: str = "fsync",
-        batch_max: int = 2000,
+        batch_max: int = 8000,
         client_id: str | None = None,
         retry_delay: float = 0.5,
     ) -> None:
@@ -64,8 +67,8 @@ class Projector:
         self.client_id = client_id or f"mam-projector-{workspace.id}"
         self.retry_delay = retry_delay
         self.topics = Topics(workspace.id)
-        self.log = AuditLog(workspace.logs_dir, durable=durability == "fsync")
-        self.registry = Registry(workspace.registry_dir, durable=durability == "fsync")
+        self.log = AuditLog(workspace.logs_dir)
+        self.registry = Registry(workspace.registry_dir)
         self.jobs: dict[str, JobState] = {}
         self.counters = Counters()
         self.started_at = utc_now_iso()
@@ -94,6 +97,16 @@ class Projector:
         """
         self.workspace.registry_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._run_locked(task_status)
+        finally:
+            c = self.counters
+            log.info(
+                "stopped: %d events accepted, %d refused, %d duplicates, in %d batches",
+                c.accepted, c.rejected, c.duplicates, c.batches,
+            )
+
+    async def _run_locked(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         with ProjectorLock(self.workspace.registry_dir) as lock:
             lock.acquire(
                 {"pid": os.getpid(), "host": socket.gethostname(), "broker": self.broker.url,
@@ -112,6 +125,12 @@ class Projector:
                         await self._serve(client)
                 except* aiomqtt.MqttError as group:
                     lost = group.exceptions[0]  # type: ignore[assignment]
+                except* StorageLost as group:
+                    raise MamError(
+                        f"{group.exceptions[0]}; stopping: fix the disk and restart the projector "
+                        "(unacknowledged events will be redelivered)"
+                    ) from None
+                self.log.close()
                 if not connected_once:
                     raise unreachable(self.broker, lost) from None
                 log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
@@ -126,7 +145,7 @@ class Projector:
             identifier=self.client_id,
             clean_session=False,
             keepalive=15,
-            max_inflight_messages=200,
+            max_inflight_messages=0,
             will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
         )
         enable_manual_ack(client)
@@ -143,18 +162,37 @@ class Projector:
                     )
 
     async def _serve(self, client: aiomqtt.Client) -> None:
-        send, receive = anyio.create_memory_object_stream[aiomqtt.Message](self.batch_max * 2)
+        """Receive, fold and commit as a pipeline: batch N+1 folds while N commits.
+
+        The in-memory states run ahead of the disk by at most the batches in
+        flight, so they are dropped on every (re)connect and reloaded from the
+        audit log: the broker redelivers whatever was not acknowledged.
+        """
+        self.jobs.clear()
+        self._repair.clear()
+        self.log.close()
+        messages_in, messages_out = anyio.create_memory_object_stream[aiomqtt.Message](self.batch_max * 2)
+        batches_in, batches_out = anyio.create_memory_object_stream[tuple[list[aiomqtt.Message], Batch]](1)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._pump, client, send)
-            async with receive:
+            tg.start_soon(self._pump, client, messages_in)
+            tg.start_soon(self._committer, client, batches_out)
+            async with messages_out, batches_in:
                 while True:
-                    batch = [await receive.receive()]
+                    batch = [await messages_out.receive()]
                     while len(batch) < self.batch_max:
                         try:
-                            batch.append(receive.receive_nowait())
+                            batch.append(messages_out.receive_nowait())
                         except anyio.WouldBlock:
                             break
-                    await self._handle(client, batch)
+                    await batches_in.send((batch, self._fold(batch)))
+
+    async def _committer(
+        self, client: aiomqtt.Client, batches: anyio.abc.ObjectReceiveStream[tuple[list[aiomqtt.Message], Batch]]
+    ) -> None:
+        async with batches:
+            async for messages, staged in batches:
+                await self._commit(client, staged)
+                self._publish_and_ack(client, messages, staged)
 
     @staticmethod
     async def _pump(client: aiomqtt.Client, send: anyio.abc.ObjectSendStream[aiomqtt.Message]) -> None:
@@ -206,26 +244,19 @@ class Projector:
         self._repair.clear()
         return staged
 
-    async def _handle(self, client: aiomqtt.Client, batch: list[aiomqtt.Message]) -> None:
-        staged = self._fold(batch)
-        await self._commit(client, staged)
-        async with anyio.create_task_group() as tg:
-            for job_id, record in staged.records.items():
-                tg.start_soon(self._publish, client, self.topics.state(job_id), encode_record(record), True)
-            for rejection in staged.rejections:
-                tg.start_soon(self._publish, client, self.topics.rejected, encode(rejection), False)
-        for message in batch:
+    def _publish_and_ack(self, client: aiomqtt.Client, messages: list[aiomqtt.Message], staged: Batch) -> None:
+        """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
+        for job_id, record in staged.records.items():
+            publish_nowait(client, self.topics.state(job_id), encode_record(record), retain=True)
+        for rejection in staged.rejections:
+            publish_nowait(client, self.topics.rejected, encode(rejection), retain=False)
+            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+        for message in messages:
             ack(client, message)
         self.counters.batches += 1
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates
         self.counters.rejected += len(staged.rejections)
-        for rejection in staged.rejections:
-            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
-
-    @staticmethod
-    async def _publish(client: aiomqtt.Client, topic: str, payload: bytes, retain: bool) -> None:
-        await client.publish(topic, payload, qos=1, retain=retain)
 
     async def _commit(self, client: aiomqtt.Client, staged: Batch) -> None:
         """Commit a batch, retrying on storage errors; nothing is acked until it lands."""
@@ -233,17 +264,21 @@ class Projector:
         failing = False
         while True:
             try:
-                await anyio.to_thread.run_sync(staged.commit, self.log, self.registry)
+                await anyio.to_thread.run_sync(
+                    functools.partial(staged.commit, self.log, self.registry, durable=self.durability == "fsync")
+                )
+            except StorageLost:
+                raise
             except OSError as exc:
                 detail = f"cannot write {exc.filename or 'the workspace'}: {exc.strerror or exc}; not acknowledging events until it can"
                 log.error("%s (retrying in %.1fs)", detail, delay)
                 if not failing:
                     failing = True
-                    await self._publish(client, self.topics.projector_status, encode(self.status("degraded", detail)), True)
+                    publish_nowait(client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if failing:
                 log.warning("storage is writable again; resuming")
-                await self._publish(client, self.topics.projector_status, encode(self.status("online")), True)
+                publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             return

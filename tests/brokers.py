@@ -99,11 +99,12 @@ def amqtt_broker(tmp: Path) -> Iterator[RunningBroker]:
     port = free_port()
     cmd = [str(BIN / "mam-broker"), "--port", str(port)]
     proc = _spawn(cmd, tmp / "amqtt.log")
+    running = RunningBroker("amqtt", port, proc, cmd, tmp / "amqtt.log")
     try:
         wait_for_port(port, proc)
-        yield RunningBroker("amqtt", port, proc, cmd, tmp / "amqtt.log")
+        yield running
     finally:
-        stop(proc)
+        stop(running.proc)
 
 
 @contextmanager
@@ -125,11 +126,12 @@ def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
     )
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "mosquitto.log")
+    running = RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")
     try:
         wait_for_port(port, proc)
-        yield RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")
+        yield running
     finally:
-        stop(proc)
+        stop(running.proc)
 
 
 @contextmanager
@@ -147,11 +149,12 @@ def nats_broker(tmp: Path) -> Iterator[RunningBroker]:
     )
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "nats.log")
+    running = RunningBroker("nats", mqtt_port, proc, cmd, tmp / "nats.log")
     try:
         wait_for_port(mqtt_port, proc)
-        yield RunningBroker("nats", mqtt_port, proc, cmd, tmp / "nats.log")
+        yield running
     finally:
-        stop(proc)
+        stop(running.proc)
 
 
 BROKERS = {"amqtt": amqtt_broker, "mosquitto": mosquitto_broker, "nats": nats_broker}

@@ -1,0 +1,40 @@
+"""What the benchmarks share: real brokers (from the test fixtures), event streams, timing."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from brokers import BROKERS, RunningBroker  # noqa: E402
+
+from mam import events as ev  # noqa: E402
+
+
+@contextmanager
+def broker(kind: str) -> Iterator[RunningBroker]:
+    with tempfile.TemporaryDirectory(prefix=f"mam-bench-{kind}-") as tmp, BROKERS[kind](Path(tmp)) as running:
+        yield running
+
+
+def job_events(job_id: str, per_job: int) -> list[bytes]:
+    """A realistic life: submit, claim, start, output..., succeed; `per_job` events in all."""
+    body: list[ev.AnyEvent] = [
+        ev.Submitted(id=f"{job_id}-0", prompt=f"bench job {job_id}", agent="bench"),
+        ev.Claimed(id=f"{job_id}-1", runner="bench-runner"),
+        ev.Started(id=f"{job_id}-2", runner="bench-runner"),
+    ]
+    for seq in range(per_job - 4):
+        body.append(ev.Output(id=f"{job_id}-{seq + 3}", text=f"line {seq} of output\n", seq=seq))
+    body.append(ev.Succeeded(id=f"{job_id}-{per_job - 1}", exit_code=0, result="ok"))
+    return [ev.encode_event(e) for e in body]
+
+
+def interleaved(jobs: int, per_job: int) -> list[tuple[str, bytes]]:
+    """All jobs' events, round-robin, as (job_id, payload): the order many runners produce."""
+    streams = {f"job-{i:05d}": job_events(f"job-{i:05d}", per_job) for i in range(jobs)}
+    return [(job, streams[job][step]) for step in range(per_job) for job in streams]

@@ -1,0 +1,50 @@
+"""The two things the projector needs from paho-mqtt that aiomqtt does not expose.
+
+1. Manual PUBACK. aiomqtt acknowledges every QoS 1 message on receipt; the
+   projector must acknowledge an event only once it is durable. paho has
+   `manual_ack_set(True)` and `ack(mid, qos)`.
+2. Publishing without awaiting the broker's PUBACK, in order. aiomqtt's
+   `publish` waits for each PUBACK; the projector wants its state publishes
+   on the wire *before* the acknowledgements of the events they record, and
+   does not need to wait for the round trip. paho's `publish` queues the
+   packet and returns; with no in-flight limit (`max_inflight_messages=0`)
+   nothing is held back, so a PUBLISH queued before a PUBACK is sent first.
+
+aiomqtt builds a `paho.mqtt.client.Client` as `_client`; this module is the
+one place that reaches for it, so a change in aiomqtt's internals changes only
+this file. `enable_manual_ack` must run before connecting: a persistent
+session may be handed queued messages right after CONNACK.
+"""
+
+from __future__ import annotations
+
+import aiomqtt
+import paho.mqtt.client as paho
+
+
+class PahoUnavailable(RuntimeError):
+    pass
+
+
+def _paho(client: aiomqtt.Client) -> paho.Client:
+    inner = getattr(client, "_client", None)
+    if not isinstance(inner, paho.Client):
+        raise PahoUnavailable("this aiomqtt version hides its paho client; mam needs aiomqtt>=2.3,<3")
+    return inner
+
+
+def enable_manual_ack(client: aiomqtt.Client) -> None:
+    _paho(client).manual_ack_set(True)
+
+
+def ack(client: aiomqtt.Client, message: aiomqtt.Message) -> None:
+    """Queue the PUBACK for `message` (nothing for QoS 0)."""
+    if message.qos > 0:
+        _paho(client).ack(message.mid, message.qos)
+
+
+def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
+    """Queue a QoS 1 publish; raise `aiomqtt.MqttError` if the client cannot take it."""
+    info = _paho(client).publish(topic, payload, qos=1, retain=retain)
+    if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_QUEUE_SIZE):
+        raise aiomqtt.MqttError(f"could not queue a publish on {topic}: {paho.error_string(info.rc)}")
