@@ -10,7 +10,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam.cli_common import add_broker_arg, add_workspace_args, client_broker, workspace_from_args
+from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.record import JobRecord
 from mam.agents.publisher import Publisher
@@ -77,7 +77,7 @@ def _print_record(record: JobRecord, as_json: bool) -> None:
 
 def run_submit(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    broker = client_broker(args, workspace)
+    broker = broker_from_args(args)
     event = _check(
         ev.Submitted(
             prompt=_prompt(args.prompt), agent=args.agent, agent_session=args.agent_session, role=args.role,
@@ -103,7 +103,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    broker = client_broker(args, workspace)
+    broker = broker_from_args(args)
     event = _check(ev.CancelRequested(reason=args.reason))
 
     async def go() -> int:

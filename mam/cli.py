@@ -13,11 +13,12 @@ from mam import __version__
 from mam.cli_common import (
     add_broker_arg,
     add_workspace_args,
-    client_broker,
+    broker_from_args,
     run_cli,
     setup_logging,
     workspace_from_args,
 )
+from mam.discovery import projector_info
 from mam.reading import iter_records, read_events, read_record
 from mam.record import JobRecord, Status
 
@@ -41,11 +42,14 @@ def _short(text: str | None, width: int = 48) -> str:
 
 def cmd_workspace(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    info = workspace.as_dict() | {"broker": client_broker(args, workspace).url}
+    info: dict[str, Any] = workspace.as_dict() | {"broker": broker_from_args(args).url}
+    info["projector"] = projector_info(workspace.registry_dir)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
+            if key == "projector":
+                value = f"pid {value['pid']} on {value['broker']}" if value else "none running"
             print(f"{key:<13}{value}")
     return 0
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from mam.broker_url import DEFAULT_BROKER_URL, BrokerAddress, broker_url_from_env, parse_broker_url
-from mam.discovery import projector_info
 from mam.errors import EXIT_USAGE, MamError
 from mam.workspace import Workspace, resolve
 
@@ -27,8 +26,8 @@ def add_broker_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
-        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else the "
-        f"workspace's running projector, else {DEFAULT_BROKER_URL})",
+        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else "
+        f"{DEFAULT_BROKER_URL})",
     )
 
 
@@ -41,17 +40,8 @@ def workspace_from_args(args: argparse.Namespace) -> Workspace:
     )
 
 
-def client_broker(args: argparse.Namespace, workspace: Workspace) -> BrokerAddress:
-    """The broker a client should use: flag, env, the workspace's live projector, default."""
-    url = broker_url_from_env(getattr(args, "broker", None))
-    if url is None:
-        info = projector_info(workspace.registry_dir)
-        url = info.get("broker") if info else None
-    return parse_broker_url(url or DEFAULT_BROKER_URL)
-
-
-def server_broker(args: argparse.Namespace) -> BrokerAddress:
-    """The broker a long-running service connects to: flag, env, default."""
+def broker_from_args(args: argparse.Namespace) -> BrokerAddress:
+    """The broker to use: `--broker`, else `MAM_BROKER_URL`, else the default."""
     return parse_broker_url(broker_url_from_env(getattr(args, "broker", None)) or DEFAULT_BROKER_URL)
 
 
@@ -105,5 +95,5 @@ def setup_logging(prog: str, verbose: bool = False) -> None:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
-__all__ = ["EXIT_USAGE", "add_broker_arg", "add_workspace_args", "client_broker", "fail", "run_cli",
-           "server_broker", "setup_logging", "workspace_from_args"]
+__all__ = ["EXIT_USAGE", "add_broker_arg", "add_workspace_args", "fail", "run_cli",
+           "broker_from_args", "setup_logging", "workspace_from_args"]

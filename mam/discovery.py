@@ -1,7 +1,7 @@
-"""Finding the broker of a running projector from its lock file (read only).
+"""What the workspace's running projector says about itself in its lock file.
 
-`mam up --port 0` picks a free port; clients in the same workspace read it
-here, so `mam submit` needs no `--broker`. Writers only read this file.
+Only reading commands (`mam workspace`) look here; writers never open a file
+under the registry or log dirs.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ def banner(workspace: Workspace, url: str, host: str, port: int) -> str:
             f"mam up: workspace {workspace.id}  (root {workspace.root})",
             f"mam up: registry  {workspace.registry_dir}",
             f"mam up: logs      {workspace.logs_dir}",
+            f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
             "mam up: submit a job from any MQTT client:",
             f"  mosquitto_pub -h {host}{port_flag} -q 1 -t {topics.events('job-1')} -m {example}",
             f"  mosquitto_sub -h {host}{port_flag} -v -t '{topics.all_states}'",

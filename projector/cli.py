@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from mam.cli_common import add_broker_arg, add_workspace_args, run_cli, server_broker, setup_logging, workspace_from_args
+from mam.cli_common import add_broker_arg, add_workspace_args, run_cli, broker_from_args, setup_logging, workspace_from_args
 from mam.signals import cancel_on_signal
 from mam.projector.service import DURABILITY_MODES, Projector
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def body() -> int:
         workspace = workspace_from_args(args)
-        projector = Projector(workspace, server_broker(args), durability=args.durability)
+        projector = Projector(workspace, broker_from_args(args), durability=args.durability)
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",
             file=sys.stderr,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings
 
 from brokers import BROKERS, RunningBroker
-from support import scrub_environment, tree_snapshot
+from support import processes_mentioning, scrub_environment, tree_snapshot
 
 scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
@@ -48,6 +48,10 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(cwd)
     before = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
     yield cwd
+    leaked = processes_mentioning(str(tmp_path))
+    for pid in leaked:
+        os.kill(pid, 9)
+    assert not leaked, f"the test left processes running: {leaked}"
     after = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
     changed = sorted(set(before.items()) ^ set(after.items()))
     assert not changed, f"the test wrote into the checkout: {changed[:10]}"

@@ -174,3 +174,21 @@ class Watch:
     async def json(self, predicate: Callable[[dict], bool] = lambda d: True, *, timeout: float = 15) -> dict:
         _, payload = await self.next(lambda _t, p: bool(p) and predicate(json.loads(p)), timeout=timeout)
         return json.loads(payload)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs of live processes whose command line contains `text` (zombies excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and text.encode() in cmdline:
+            found.append(int(entry))
+    return found

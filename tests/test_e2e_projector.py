@@ -111,7 +111,7 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
     )
     try:
         assert proc.stdout is not None
-        banner = [proc.stdout.readline().decode() for _ in range(8)]
+        banner = [proc.stdout.readline().decode() for _ in range(9)]
         url = banner[0].split()[-1]
         assert url.startswith("mqtt://127.0.0.1:")
         example = next(line for line in banner if "mosquitto_pub" in line).split()
@@ -124,10 +124,14 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
             assert published.returncode == 0 and port in " ".join(example)
             record = await state.json()
         assert record["status"] == "submitted"
-        submit = await run(mam("submit", "--prompt", "found via lock", "--agent", "a", "--wait", "--json"),
-                           cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=None))
+        export = next(line for line in banner if "export MAM_BROKER_URL=" in line).split("=", 1)[1].strip()
+        assert export == url
+        submit = await run(mam("submit", "--prompt", "via env", "--agent", "a", "--wait", "--json"),
+                           cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=export))
         assert submit.returncode == 0, submit.stderr
-        assert json.loads(submit.stdout)["prompt"] == "found via lock"
+        assert json.loads(submit.stdout)["prompt"] == "via env"
+        info = await run(mam("workspace", "--json"), cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root)))
+        assert json.loads(info.stdout)["projector"]["broker"] == url
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(20)
