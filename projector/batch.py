@@ -15,6 +15,7 @@ from mam.record import JobRecord
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
 from mam.projector.durable import SyncPlan, replace_staged
 from mam.projector.registry import Registry, record_bytes
+from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 
 
@@ -51,13 +52,15 @@ class Batch:
             self.metas.append(_meta(result, event, event_id))
         return None
 
-    def commit(self, log: AuditLog, registry: Registry, *, durable: bool = True) -> None:
+    def commit(self, log: AuditLog, registry: Registry, dirty: DirtyList, *, durable: bool = True) -> None:
         """Write the batch in DESIGN.md's order: audit log (durable), then records.
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
         """
         plan = SyncPlan(durable)
+        registry.root.mkdir(parents=True, exist_ok=True)
+        dirty.mark(list(self.records), durable_=durable)
         for job_id, lines in self.lines.items():
             if job_id not in self._appended:
                 log.append(job_id, b"".join(lines), plan)
@@ -66,11 +69,11 @@ class Batch:
             log.append_rejections(self.rejections, plan)
             self._rejections_written = True
         staged = [log.stage_meta(meta, plan) for meta in self.metas]
-        registry.root.mkdir(parents=True, exist_ok=True)
         staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
         plan.sync()
         replace_staged(staged, plan)
         plan.sync()
+        dirty.clear()
 
 
 def _meta(record: JobRecord, event: ev.Submitted, event_id: str) -> JobMeta:

@@ -30,7 +30,9 @@ from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import Registry, record_bytes
+from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import CorruptLog, JobState, replay
+from mam.record import JobRecord
 
 log = logging.getLogger("mam.projector")
 
@@ -69,6 +71,8 @@ class Projector:
         self.topics = Topics(workspace.id)
         self.log = AuditLog(workspace.logs_dir)
         self.registry = Registry(workspace.registry_dir)
+        self.dirty = DirtyList(workspace.registry_dir)
+        self._repaired: list[JobRecord] = []
         self.jobs: dict[str, JobState] = {}
         self.counters = Counters()
         self.started_at = utc_now_iso()
@@ -112,6 +116,9 @@ class Projector:
                 {"pid": os.getpid(), "host": socket.gethostname(), "broker": self.broker.url,
                  "workspace": self.workspace.id, "started_at": self.started_at}
             )
+            self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
+            if self._repaired:
+                log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
             connected_once = False
             delay = self.retry_delay
             while True:
@@ -151,6 +158,9 @@ class Projector:
         enable_manual_ack(client)
         async with client:
             await client.subscribe(self.topics.all_events, qos=1)
+            for record in self._repaired:
+                await client.publish(self.topics.state(record.job_id), encode_record(record), qos=1, retain=True)
+            self._repaired = []
             await client.publish(self.topics.projector_status, encode(self.status("online")), qos=1, retain=True)
             log.info("serving workspace %s on %s", self.workspace.id, self.broker.url)
             try:
@@ -265,7 +275,9 @@ class Projector:
         while True:
             try:
                 await anyio.to_thread.run_sync(
-                    functools.partial(staged.commit, self.log, self.registry, durable=self.durability == "fsync")
+                    functools.partial(
+                        staged.commit, self.log, self.registry, self.dirty, durable=self.durability == "fsync"
+                    )
                 )
             except StorageLost:
                 raise

@@ -5,6 +5,7 @@ Never 1883 or 4222: those belong to the machine's own brokers.
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import socket
@@ -116,6 +117,7 @@ def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
     conf = tmp / "mosquitto.conf"
     conf.write_text(
         f"listener {port} 127.0.0.1\n"
+        f"user {getpass.getuser()}\n"  # as root mosquitto would switch to 'mosquitto' and lose its data dir
         "allow_anonymous true\n"
         "persistence true\n"
         f"persistence_location {data}/\n"
@@ -145,7 +147,7 @@ def nats_broker(tmp: Path) -> Iterator[RunningBroker]:
         f'server_name: "mam-test-{mqtt_port}"\n'
         f"listen: 127.0.0.1:{port}\n"
         f'jetstream {{ store_dir: "{store}" }}\n'
-        f"mqtt {{ listen: 127.0.0.1:{mqtt_port} }}\n"
+        f"mqtt {{ listen: 127.0.0.1:{mqtt_port}, ack_wait: \"2s\", max_ack_pending: 20000 }}\n"
     )
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "nats.log")
