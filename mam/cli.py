@@ -97,6 +97,35 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_bar(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    end = "\n" if done >= total else ""
+    print(f"\rrebuild [{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs", end=end, file=sys.stderr, flush=True)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from mam.projector.rebuild import rebuild
+
+    workspace = workspace_from_args(args)
+    progress = _progress_bar if sys.stderr.isatty() and not args.json else None
+    report = rebuild(workspace, verify=args.verify, progress=progress)
+    if args.json:
+        print(json.dumps(msgspec.to_builtins(report.__dict__), indent=2))
+    else:
+        verb = "checked" if args.verify else "rebuilt"
+        print(f"{verb} {report.jobs} jobs from {report.events} events in {workspace.logs_dir}")
+        for label, names in (("differs from its log", report.differing), ("is missing", report.missing),
+                             ("has no audit log", report.orphans)):
+            for name in names:
+                print(f"  {name}: record {label}" + ("" if args.verify else " (fixed)" if label != "has no audit log" else " (dropped)"))
+        for name, reason in report.corrupt.items():
+            print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
+    if report.corrupt or (args.verify and not report.clean):
+        return 1
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from mam.up import run_up
 
@@ -137,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
     show.set_defaults(handler=cmd_show)
+
+    rebuild = sub.add_parser("rebuild", help="rebuild the registry from the audit log (stop the projector first)")
+    rebuild.add_argument("--verify", action="store_true", help="change nothing; report records that differ")
+    rebuild.add_argument("--json", action="store_true")
+    add_workspace_args(rebuild)
+    rebuild.set_defaults(handler=cmd_rebuild)
 
     events = sub.add_parser("events", help="show one job's audit log")
     events.add_argument("job_id", metavar="JOB")

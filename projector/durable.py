@@ -89,6 +89,13 @@ class SyncPlan:
         except OSError as exc:
             raise StorageLost(exc.errno, f"syncing to disk failed: {exc.strerror}", exc.filename) from exc
 
+    def sync_tree(self, root: Path) -> None:
+        """Make every file directly in `root`, and `root` itself, durable."""
+        for child in root.iterdir():
+            self.wrote(child)
+        self.changed_dir(root)
+        self.sync()
+
     @staticmethod
     def _syncfs(dirs: set[Path]) -> None:
         done: set[int] = set()
