@@ -60,7 +60,8 @@ class Batch:
         """
         plan = SyncPlan(durable)
         registry.root.mkdir(parents=True, exist_ok=True)
-        dirty.mark(list(self.records), durable_=durable)
+        if self.records:
+            dirty.mark(list(self.records), durable_=durable)
         for job_id, lines in self.lines.items():
             if job_id not in self._appended:
                 log.append(job_id, b"".join(lines), plan)
@@ -73,7 +74,8 @@ class Batch:
         plan.sync()
         replace_staged(staged, plan)
         plan.sync()
-        dirty.clear()
+        if self.records:
+            dirty.clear()
 
 
 def _meta(record: JobRecord, event: ev.Submitted, event_id: str) -> JobMeta:
