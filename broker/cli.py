@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import anyio
 
@@ -17,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--password-file", type=Path, metavar="F",
+                        help="require user:password (create the file with `mam passwd F USER`)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -33,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(PROG, args.verbose)
 
     def body() -> int:
-        anyio.run(serve, EmbeddedBroker(args.host, args.port))
+        anyio.run(serve, EmbeddedBroker(args.host, args.port, password_file=args.password_file))
         return 0
 
     run_cli(PROG, body)

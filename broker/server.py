@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from pathlib import Path
 from types import TracebackType
 
 from amqtt.broker import Broker
@@ -11,6 +12,7 @@ from amqtt.errors import BrokerError
 from amqtt.session import Session
 
 from mam.broker.config import broker_config
+from mam.broker.passwords import check_password_file
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
 
@@ -47,7 +49,10 @@ class _Broker(Broker):
 class EmbeddedBroker:
     """`async with EmbeddedBroker(port=0) as broker:` then `broker.address`."""
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, password_file: Path | None = None) -> None:
+        if password_file is not None:
+            check_password_file(password_file)
+        self.password_file = password_file
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -61,7 +66,7 @@ class EmbeddedBroker:
         return BrokerAddress(host=host, port=self.port)
 
     async def start(self) -> None:
-        broker = _Broker(broker_config(self.host, self.requested_port))
+        broker = _Broker(broker_config(self.host, self.requested_port, self.password_file))
         try:
             await broker.start()
         except BrokerError as exc:

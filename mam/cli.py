@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -126,6 +127,17 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_passwd(args: argparse.Namespace) -> int:
+    import getpass
+
+    from mam.broker.passwords import set_password
+
+    password = getpass.getpass(f"password for {args.user}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    set_password(args.file, args.user, password)
+    print(f"{args.user} set in {args.file}")
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from mam.up import run_up
 
@@ -144,10 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=1883, help="broker port (default 1883; 0 picks a free one)")
     up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
+    up.add_argument("--password-file", type=Path, metavar="F",
+                    help="require user:password; the projector logs in with the user in MAM_BROKER_URL")
     add_workspace_args(up)
     up.set_defaults(handler=cmd_up)
 
     register_writers(sub)
+
+    passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
+    passwd.add_argument("file", type=Path, metavar="FILE")
+    passwd.add_argument("user", metavar="USER")
+    passwd.set_defaults(handler=cmd_passwd)
 
     ws = sub.add_parser("workspace", help="show the resolved workspace: root, id, dirs, broker")
     ws.add_argument("--json", action="store_true")

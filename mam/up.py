@@ -6,12 +6,15 @@ This is the one place that composes `mam.broker` and `mam.projector`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 
 import anyio
 
+from mam.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.cli_common import workspace_from_args
+from mam.errors import UsageError
 from mam.signals import cancel_on_signal
 from mam.topics import Topics
 from mam.workspace import Workspace
@@ -31,25 +34,43 @@ def banner(workspace: Workspace, url: str, host: str, port: int) -> str:
             "mam up: submit a job from any MQTT client:",
             f"  mosquitto_pub -h {host}{port_flag} -q 1 -t {topics.events('job-1')} -m {example}",
             f"  mosquitto_sub -h {host}{port_flag} -v -t '{topics.all_states}'",
+            "mam up: note: the embedded broker keeps messages in memory only and has no ACLs; for a shared",
+            "mam up: broker or a projector that restarts on its own, use mosquitto or NATS (see README, Brokers).",
             "mam up: Ctrl-C stops both.",
         ]
     )
 
 
-async def _serve(args: argparse.Namespace, workspace: Workspace) -> None:
+async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
     from mam.broker.server import EmbeddedBroker
     from mam.projector.service import Projector
 
-    async with EmbeddedBroker(args.host, args.port) as broker, anyio.create_task_group() as tg:
+    embedded = EmbeddedBroker(args.host, args.port, password_file=args.password_file)
+    async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
-        projector = Projector(workspace, broker.address, durability=args.durability)
-        await tg.start(projector.run)
         address = broker.address
-        print(banner(workspace, address.url, address.host, address.port), flush=True)
+        if login is not None:
+            address = dataclasses.replace(address, username=login.username, password=login.password)
+        await tg.start(Projector(workspace, address, durability=args.durability).run)
+        print(banner(workspace, broker.address.url, broker.address.host, broker.address.port), flush=True)
+
+
+def _login(args: argparse.Namespace) -> BrokerAddress | None:
+    """With a password file, the projector inside `mam up` logs in as `MAM_BROKER_URL`'s user."""
+    if args.password_file is None:
+        return None
+    url = broker_url_from_env(None)
+    given = parse_broker_url(url) if url else None
+    if given is None or given.username is None:
+        raise UsageError(
+            "with --password-file, set MAM_BROKER_URL=mqtt://USER:PASS@127.0.0.1:PORT "
+            "(a user in the file) so the projector can log in"
+        )
+    return given
 
 
 def run_up(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    anyio.run(_serve, args, workspace)
+    anyio.run(_serve, args, workspace, _login(args))
     print("mam up: stopped", file=sys.stderr)
     return 0
