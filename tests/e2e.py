@@ -18,7 +18,8 @@ def workspace_id(root: Path) -> str:
 
 @asynccontextmanager
 async def projector_process(
-    broker: RunningBroker, root: Path, cwd: Path, *, via: str = "env", extra: tuple[str, ...] = ()
+    broker: RunningBroker, root: Path, cwd: Path, *, via: str = "env", extra: tuple[str, ...] = (),
+    log_dir: Path | None = None,
 ) -> AsyncIterator[Daemon]:
     """`mam-projector` for `root`, started from `cwd`, via `WORKSPACE_ROOT` or `--workspace`."""
     cmd = [str(BIN / "mam-projector"), "--broker", broker.url, *extra]
@@ -27,7 +28,8 @@ async def projector_process(
     else:
         env = child_env()
         cmd += ["--workspace", str(root)]
-    daemon = Daemon(cmd, cwd=cwd, env=env, log=root.parent / f"projector-{len(list(root.parent.glob('projector-*')))}.log")
+    logs = log_dir or root.parent
+    daemon = Daemon(cmd, cwd=cwd, env=env, log=logs / f"projector-{len(list(logs.glob('projector-*')))}.log")
     try:
         await wait_projector_online(broker.url, workspace_id(root), pid=daemon.pid)
         yield daemon
