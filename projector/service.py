@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 import logging
 import os
 import socket
@@ -73,7 +74,8 @@ class Projector:
         self.registry = Registry(workspace.registry_dir)
         self.dirty = DirtyList(workspace.registry_dir)
         self._repaired: list[JobRecord] = []
-        self.jobs: dict[str, JobState] = {}
+        self.jobs: OrderedDict[str, JobState] = OrderedDict()
+        self.cache_max = max(20_000, 4 * batch_max)
         self.counters = Counters()
         self.started_at = utc_now_iso()
         self._repair: set[str] = set()
@@ -211,12 +213,23 @@ class Projector:
                 await send.send(message)
 
     def _state(self, job_id: str) -> JobState:
+        """The job's state, from the cache or its audit log.
+
+        The cache is an LRU of `cache_max` jobs. A job can only be evicted once
+        `cache_max` other jobs were touched after it, more than the batches in
+        flight can hold, so an evicted job's log is always complete on disk.
+        """
         state = self.jobs.get(job_id)
-        if state is None:
+        if state is not None:
+            self.jobs.move_to_end(job_id)
+        else:
             state = replay(job_id, self.workspace.id, self.log.read(job_id))
             if state.record is not None and self.registry.read_bytes(job_id) != record_bytes(state.record):
                 self._repair.add(job_id)
             self.jobs[job_id] = state
+            while len(self.jobs) > self.cache_max:
+                evicted, _ = self.jobs.popitem(last=False)
+                self._repair.discard(evicted)
         return state
 
     def _fold(self, batch: list[aiomqtt.Message]) -> Batch:
