@@ -24,7 +24,7 @@ from mam.status import ProjectorStatus, encode
 from mam.timefmt import iso, utc_now, utc_now_iso
 from mam.topics import Topics
 from mam.workspace import Workspace
-from mam.projector.paho_direct import ack, enable_manual_ack, publish_nowait
+from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
@@ -174,43 +174,23 @@ class Projector:
                     )
 
     async def _serve(self, client: aiomqtt.Client) -> None:
-        """Receive, fold and commit as a pipeline: batch N+1 folds while N commits.
+        """Take what arrived, fold, commit, publish, acknowledge; repeat.
 
-        The in-memory states run ahead of the disk by at most the batches in
-        flight, so they are dropped on every (re)connect and reloaded from the
-        audit log: the broker redelivers whatever was not acknowledged.
+        While a batch commits (in a worker thread), aiomqtt keeps reading the
+        socket into its queue, so the next batch is everything that arrived
+        meanwhile: the busier the broker, the bigger the group commit. The
+        in-memory states run ahead of the disk by at most the batch being
+        committed, so they are dropped on every (re)connect and reloaded from
+        the audit log: the broker redelivers whatever was not acknowledged.
         """
         self.jobs.clear()
         self._repair.clear()
         self.log.close()
-        messages_in, messages_out = anyio.create_memory_object_stream[aiomqtt.Message](self.batch_max * 2)
-        batches_in, batches_out = anyio.create_memory_object_stream[tuple[list[aiomqtt.Message], Batch]](1)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._pump, client, messages_in)
-            tg.start_soon(self._committer, client, batches_out)
-            async with messages_out, batches_in:
-                while True:
-                    batch = [await messages_out.receive()]
-                    while len(batch) < self.batch_max:
-                        try:
-                            batch.append(messages_out.receive_nowait())
-                        except anyio.WouldBlock:
-                            break
-                    await batches_in.send((batch, self._fold(batch)))
-
-    async def _committer(
-        self, client: aiomqtt.Client, batches: anyio.abc.ObjectReceiveStream[tuple[list[aiomqtt.Message], Batch]]
-    ) -> None:
-        async with batches:
-            async for messages, staged in batches:
-                await self._commit(client, staged)
-                self._publish_and_ack(client, messages, staged)
-
-    @staticmethod
-    async def _pump(client: aiomqtt.Client, send: anyio.abc.ObjectSendStream[aiomqtt.Message]) -> None:
-        async with send:
-            async for message in client.messages:
-                await send.send(message)
+        while True:
+            batch = await next_batch(client, self.batch_max)
+            staged = self._fold(batch)
+            await self._commit(client, staged)
+            self._publish_and_ack(client, batch, staged)
 
     def _state(self, job_id: str) -> JobState:
         """The job's state, from the cache or its audit log.

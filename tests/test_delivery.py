@@ -16,7 +16,7 @@ from e2e import projector_process, workspace_id
 from support import Watch, publish, wait_for_state
 
 from mam.projector.audit_log import AuditLog
-from mam.projector.paho_direct import enable_manual_ack
+from mam.projector.mqtt_internals import enable_manual_ack
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 

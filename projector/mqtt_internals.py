@@ -1,4 +1,4 @@
-"""The two things the projector needs from paho-mqtt that aiomqtt does not expose.
+"""The three things the projector needs that aiomqtt does not expose.
 
 1. Manual PUBACK. aiomqtt acknowledges every QoS 1 message on receipt; the
    projector must acknowledge an event only once it is durable. paho has
@@ -10,9 +10,14 @@
    packet and returns; with no in-flight limit (`max_inflight_messages=0`)
    nothing is held back, so a PUBLISH queued before a PUBACK is sent first.
 
-aiomqtt builds a `paho.mqtt.client.Client` as `_client`; this module is the
-one place that reaches for it, so a change in aiomqtt's internals changes only
-this file. `enable_manual_ack` must run before connecting: a persistent
+3. Taking a batch. `async for` over `client.messages` costs a task and an
+   `asyncio.wait` per message; the projector takes the first message that way
+   and then whatever else is already queued (`len(client.messages)` says how
+   many) straight from aiomqtt's queue.
+
+aiomqtt builds a `paho.mqtt.client.Client` as `_client` and queues incoming
+messages in `_queue`; this module is the one place that reaches for them, so
+a change in aiomqtt's internals changes only this file. `enable_manual_ack` must run before connecting: a persistent
 session may be handed queued messages right after CONNACK.
 """
 
@@ -48,3 +53,15 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
     info = _paho(client).publish(topic, payload, qos=1, retain=retain)
     if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_QUEUE_SIZE):
         raise aiomqtt.MqttError(f"could not queue a publish on {topic}: {paho.error_string(info.rc)}")
+
+
+async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
+    """Wait for one message, then take up to `limit` in all of those already queued."""
+    first = await anext(aiter(client.messages))
+    batch = [first]
+    queue = getattr(client, "_queue", None)
+    if queue is None:
+        raise PahoUnavailable("this aiomqtt version hides its message queue; mam needs aiomqtt>=2.3,<3")
+    while len(batch) < limit and not queue.empty():
+        batch.append(queue.get_nowait())
+    return batch
