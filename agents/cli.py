@@ -10,10 +10,10 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam.agents.publisher import Publisher
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.record import JobRecord
-from mam.agents.publisher import Publisher
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,8 +80,13 @@ def run_submit(args: argparse.Namespace) -> int:
     broker = broker_from_args(args)
     event = _check(
         ev.Submitted(
-            prompt=_prompt(args.prompt), agent=args.agent, agent_session=args.agent_session, role=args.role,
-            labels=_labels(args.label), timeout=args.job_timeout, parent=args.parent,
+            prompt=_prompt(args.prompt),
+            agent=args.agent,
+            agent_session=args.agent_session,
+            role=args.role,
+            labels=_labels(args.label),
+            timeout=args.job_timeout,
+            parent=args.parent,
         )
     )
     from mam.agents.publisher import new_job_id

@@ -120,8 +120,13 @@ class Publisher:
         job_id = validate_job_id(job_id) if job_id else new_job_id()
         event = self.stamp(
             ev.Submitted(
-                prompt=prompt, agent=agent, agent_session=agent_session, role=role,
-                labels=labels or {}, timeout=timeout, parent=parent,
+                prompt=prompt,
+                agent=agent,
+                agent_session=agent_session,
+                role=role,
+                labels=labels or {},
+                timeout=timeout,
+                parent=parent,
             )
         )
         if not wait:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from brokers import BROKERS, RunningBroker  # noqa: E402
-
 from mam import events as ev  # noqa: E402
+
+from brokers import BROKERS, RunningBroker  # noqa: E402
 
 
 @contextmanager

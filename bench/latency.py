@@ -32,8 +32,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
-async def paced_publish(port: int, ws: str, events: list[tuple[str, bytes]], rate: int,
-                        sent: dict[tuple[str, int], float]) -> None:
+async def paced_publish(
+    port: int, ws: str, events: list[tuple[str, bytes]], rate: int, sent: dict[tuple[str, int], float]
+) -> None:
     tick = 0.01
     per_tick = max(1, int(rate * tick))
     versions: dict[str, int] = {}
@@ -68,8 +69,18 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -
 
 async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
-    proc = subprocess.Popen([str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace",
-                             str(root), "--workspace-id", "lat-proj"], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mam-projector"),
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+            "--workspace",
+            str(root),
+            "--workspace-id",
+            "lat-proj",
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     seen: dict[str, int] = {}
@@ -114,7 +125,9 @@ async def main() -> None:
     print(f"broker={args.broker} rate={args.rate}/s events={len(events)} jobs={args.jobs}")
     for name, values in (("raw subscriber (event)", raw), ("mam-projector (state) ", proj)):
         ms = [v * 1000 for v in values]
-        print(f"{name}: p50 {statistics.median(ms):6.2f} ms   p99 {percentile(ms, 0.99):6.2f} ms   max {max(ms):6.2f} ms")
+        print(
+            f"{name}: p50 {statistics.median(ms):6.2f} ms   p99 {percentile(ms, 0.99):6.2f} ms   max {max(ms):6.2f} ms"
+        )
     print(f"p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}")
 
 

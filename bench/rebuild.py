@@ -24,8 +24,6 @@ from pathlib import Path
 
 import msgspec
 
-from _common import interleaved
-
 from mam import events as ev
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
@@ -33,6 +31,8 @@ from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.workspace import resolve
+
+from _common import interleaved
 
 BIN = Path(sys.executable).parent
 
@@ -49,8 +49,17 @@ def make_workspace(jobs: int, per_job: int) -> Path:
         for job, payload in stream[start : start + 20_000]:
             event = ev.decode_event(payload)
             state = states.setdefault(job, JobState())
-            assert batch.add_event(state, job, ws.id, msgspec.structs.replace(event, job_id=job), event.id or "",
-                                   "2026-12-02T00:00:00.000Z") is None
+            assert (
+                batch.add_event(
+                    state,
+                    job,
+                    ws.id,
+                    msgspec.structs.replace(event, job_id=job),
+                    event.id or "",
+                    "2026-12-02T00:00:00.000Z",
+                )
+                is None
+            )
         batch.commit(log, registry, dirty, durable=False)
         log.close()
     return root
@@ -71,8 +80,9 @@ def timed_rebuild(root: Path) -> tuple[float, int, dict]:
     """Wall time, child peak RSS (KiB), and the JSON report of `mam rebuild`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    out = subprocess.run([str(BIN / "mam"), "rebuild", "--json", "--workspace", str(root)],
-                         capture_output=True, check=True)
+    out = subprocess.run(
+        [str(BIN / "mam"), "rebuild", "--json", "--workspace", str(root)], capture_output=True, check=True
+    )
     elapsed = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return elapsed, max(rss, before), json.loads(out.stdout)
@@ -87,8 +97,9 @@ for line in open('/proc/self/status'):
 
 def child_rss(code: str) -> int:
     """Peak RSS (KiB) of a fresh interpreter running `code` (VmHWM: ru_maxrss survives fork)."""
-    out = subprocess.run([sys.executable, "-c", code + "\n" + PEAK], capture_output=True, check=True,
-                         cwd=Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\n" + PEAK], capture_output=True, check=True, cwd=Path(__file__).parent
+    )
     return int(out.stdout.split()[-1])
 
 
@@ -124,8 +135,10 @@ def main() -> None:
         "print(len(p.jobs))"
     )
     projector_rss = child_rss(touch)
-    print(f"peak RSS with {args.rss_jobs} jobs: bare interpreter+imports {baseline / 1024:6.1f} MB, "
-          f"mam rebuild {rss / 1024:6.1f} MB, projector holding every job {projector_rss / 1024:6.1f} MB")
+    print(
+        f"peak RSS with {args.rss_jobs} jobs: bare interpreter+imports {baseline / 1024:6.1f} MB, "
+        f"mam rebuild {rss / 1024:6.1f} MB, projector holding every job {projector_rss / 1024:6.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -75,12 +75,22 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]]) -> float
         proc.wait()
 
 
-async def projector_rate(port: int, ws: str, events: list[tuple[str, bytes]], jobs: int, per_job: int,
-                         durability: str) -> tuple[float, Path]:
+async def projector_rate(
+    port: int, ws: str, events: list[tuple[str, bytes]], jobs: int, per_job: int, durability: str
+) -> tuple[float, Path]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
     proc = subprocess.Popen(
-        [str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace", str(root),
-         "--workspace-id", ws, "--durability", durability],
+        [
+            str(BIN / "mam-projector"),
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+            "--workspace",
+            str(root),
+            "--workspace-id",
+            ws,
+            "--durability",
+            durability,
+        ],
         stderr=subprocess.PIPE,
     )
     try:
@@ -92,8 +102,11 @@ async def projector_rate(port: int, ws: str, events: list[tuple[str, bytes]], jo
             last_job = events[-1][0]
             await watcher.subscribe(f"mam/{ws}/jobs/{last_job}/state", qos=1)
             if profile := os.environ.get("MAM_BENCH_PROFILE"):
-                subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.Popen(
+                    ["py-spy", "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(publish_all, port, ws, events)

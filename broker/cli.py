@@ -17,9 +17,15 @@ PROG = "mam-broker"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
-    parser.add_argument("--password-file", type=Path, metavar="F",
-                        help="require user:password (create the file with `mam passwd F USER`)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--password-file",
+        type=Path,
+        metavar="F",
+        help="require user:password (create the file with `mam passwd F USER`)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 

@@ -32,6 +32,8 @@ def check_password_file(path: Path) -> None:
     try:
         lines = [line for line in path.read_text().splitlines() if line.strip()]
     except OSError as exc:
-        raise UsageError(f"cannot read password file {str(path)!r}: {exc.strerror}; create it with `mam passwd`") from None
+        raise UsageError(
+            f"cannot read password file {str(path)!r}: {exc.strerror}; create it with `mam passwd`"
+        ) from None
     if not lines or any(":" not in line for line in lines):
         raise UsageError(f"password file {str(path)!r} has no 'user:hash' lines; create it with `mam passwd`")

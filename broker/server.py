@@ -49,7 +49,9 @@ class _Broker(Broker):
 class EmbeddedBroker:
     """`async with EmbeddedBroker(port=0) as broker:` then `broker.address`."""
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, password_file: Path | None = None) -> None:
+    def __init__(
+        self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, password_file: Path | None = None
+    ) -> None:
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file

@@ -66,7 +66,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print(f"no jobs in {workspace.registry_dir}", file=sys.stderr)
         return 0
     _table(
-        [[r.job_id, r.status.value, r.agent, r.agent_session or "-", r.submitted_at, _short(r.prompt)] for r in records],
+        [
+            [r.job_id, r.status.value, r.agent, r.agent_session or "-", r.submitted_at, _short(r.prompt)]
+            for r in records
+        ],
         ["JOB", "STATUS", "AGENT", "SESSION", "SUBMITTED", "PROMPT"],
     )
     return 0
@@ -94,7 +97,9 @@ def cmd_events(args: argparse.Namespace) -> int:
     for entry in entries:
         event = entry.get("event", {})
         extra = {k: v for k, v in event.items() if k not in ("type", "id", "job_id", "v", "ts")}
-        print(f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{_short(json.dumps(extra), 80)}")
+        print(
+            f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{_short(json.dumps(extra), 80)}"
+        )
     return 0
 
 
@@ -102,7 +107,9 @@ def _progress_bar(done: int, total: int) -> None:
     width = 30
     filled = width * done // max(total, 1)
     end = "\n" if done >= total else ""
-    print(f"\rrebuild [{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs", end=end, file=sys.stderr, flush=True)
+    print(
+        f"\rrebuild [{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs", end=end, file=sys.stderr, flush=True
+    )
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -116,10 +123,16 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     else:
         verb = "checked" if args.verify else "rebuilt"
         print(f"{verb} {report.jobs} jobs from {report.events} events in {workspace.logs_dir}")
-        for label, names in (("differs from its log", report.differing), ("is missing", report.missing),
-                             ("has no audit log", report.orphans)):
+        for label, names in (
+            ("differs from its log", report.differing),
+            ("is missing", report.missing),
+            ("has no audit log", report.orphans),
+        ):
             for name in names:
-                print(f"  {name}: record {label}" + ("" if args.verify else " (fixed)" if label != "has no audit log" else " (dropped)"))
+                print(
+                    f"  {name}: record {label}"
+                    + ("" if args.verify else " (fixed)" if label != "has no audit log" else " (dropped)")
+                )
         for name, reason in report.corrupt.items():
             print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
     if report.corrupt or (args.verify and not report.clean):
@@ -132,7 +145,9 @@ def cmd_passwd(args: argparse.Namespace) -> int:
 
     from mam.broker.passwords import set_password
 
-    password = getpass.getpass(f"password for {args.user}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    password = (
+        getpass.getpass(f"password for {args.user}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    )
     set_password(args.file, args.user, password)
     print(f"{args.user} set in {args.file}")
     return 0
@@ -156,8 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=1883, help="broker port (default 1883; 0 picks a free one)")
     up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
-    up.add_argument("--password-file", type=Path, metavar="F",
-                    help="require user:password; the projector logs in with the user in MAM_BROKER_URL")
+    up.add_argument(
+        "--password-file",
+        type=Path,
+        metavar="F",
+        help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
+    )
     add_workspace_args(up)
     up.set_defaults(handler=cmd_up)
 

@@ -26,8 +26,7 @@ def add_broker_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
-        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else "
-        f"{DEFAULT_BROKER_URL})",
+        help=f"mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else {DEFAULT_BROKER_URL})",
     )
 
 
@@ -95,5 +94,13 @@ def setup_logging(prog: str, verbose: bool = False) -> None:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
-__all__ = ["EXIT_USAGE", "add_broker_arg", "add_workspace_args", "fail", "run_cli",
-           "broker_from_args", "setup_logging", "workspace_from_args"]
+__all__ = [
+    "EXIT_USAGE",
+    "add_broker_arg",
+    "add_workspace_args",
+    "fail",
+    "run_cli",
+    "broker_from_args",
+    "setup_logging",
+    "workspace_from_args",
+]

@@ -122,9 +122,7 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return replace(requested, status=Status.CANCELLED, finished_at=now)
             return requested
         case ev.Cancelled(reason=reason):
-            return replace(
-                state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason
-            )
+            return replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason)
         case ev.TimedOut(reason=reason):
             return replace(state, status=Status.TIMED_OUT, finished_at=now, error=reason or "timed out")
         case ev.Lost(reason=reason):

@@ -33,18 +33,14 @@ def validate_workspace_id(value: str) -> str:
 def validate_job_id(value: str) -> str:
     """Return `value` if it is a legal job id, else raise `InvalidId`."""
     if not _JOB_ID.fullmatch(value):
-        raise InvalidId(
-            f"invalid job id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'"
-        )
+        raise InvalidId(f"invalid job id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'")
     return value
 
 
 def validate_agent_id(value: str) -> str:
     """Return `value` if it is a legal agent (runner) id, else raise `InvalidId`."""
     if not _AGENT_ID.fullmatch(value):
-        raise InvalidId(
-            f"invalid agent id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'"
-        )
+        raise InvalidId(f"invalid agent id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'")
     return value
 
 

@@ -48,7 +48,9 @@ def read_events(workspace: Workspace, job_id: str) -> list[dict[str, Any]]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise NotFound(f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`") from None
+        raise NotFound(
+            f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`"
+        ) from None
     entries = []
     for line in data.split(b"\n"):
         if line:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 from mam import events as ev
 from mam.fold import Context, Refusal, apply
-from mam.record import JobRecord
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
 from mam.projector.durable import SyncPlan, replace_staged
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
+from mam.record import JobRecord
 
 
 @dataclass(slots=True)

@@ -7,9 +7,16 @@ import sys
 
 import anyio
 
-from mam.cli_common import add_broker_arg, add_workspace_args, run_cli, broker_from_args, setup_logging, workspace_from_args
-from mam.signals import cancel_on_signal
+from mam.cli_common import (
+    add_broker_arg,
+    add_workspace_args,
+    broker_from_args,
+    run_cli,
+    setup_logging,
+    workspace_from_args,
+)
 from mam.projector.service import DURABILITY_MODES, Projector
+from mam.signals import cancel_on_signal
 
 PROG = "mam-projector"
 

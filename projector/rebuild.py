@@ -47,8 +47,15 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
     registry_dir = workspace.registry_dir
     registry_dir.mkdir(parents=True, exist_ok=True)
     with ProjectorLock(registry_dir) as lock:
-        lock.acquire({"pid": os.getpid(), "host": socket.gethostname(), "broker": "none (mam rebuild)",
-                      "workspace": workspace.id, "started_at": utc_now_iso()})
+        lock.acquire(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "broker": "none (mam rebuild)",
+                "workspace": workspace.id,
+                "started_at": utc_now_iso(),
+            }
+        )
         if verify:
             return _replay(workspace, None, progress)
         staging = Path(tempfile.mkdtemp(prefix=".jobs.rebuild-", dir=registry_dir.parent))
@@ -65,8 +72,11 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
 def _replay(workspace: Workspace, staging: Path | None, progress: Progress | None) -> Report:
     log, registry = AuditLog(workspace.logs_dir), Registry(workspace.registry_dir)
     job_ids = sorted(log.job_ids())
-    existing = {p.name[: -len(RECORD_SUFFIX)] for p in workspace.registry_dir.glob(f"*{RECORD_SUFFIX}")
-                if not p.name.startswith(".")}
+    existing = {
+        p.name[: -len(RECORD_SUFFIX)]
+        for p in workspace.registry_dir.glob(f"*{RECORD_SUFFIX}")
+        if not p.name.startswith(".")
+    }
     report = Report(jobs=len(job_ids), orphans=sorted(existing - set(job_ids)))
     for index, job_id in enumerate(job_ids, 1):
         current = registry.read_bytes(job_id)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import msgspec
 
-from mam.record import JobRecord
 from mam.projector import durable
+from mam.record import JobRecord
 
 RECORD_SUFFIX = ".json"
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mam.fold import Context, Refusal, apply
-from mam.record import JobRecord
 from mam.projector.audit_log import LogEntry
+from mam.record import JobRecord
 
 
 class CorruptLog(Exception):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 import logging
 import os
 import socket
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,21 +19,20 @@ import mam
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
 from mam.mqtt import make_client, unreachable
-from mam.record import encode_record
-from mam.status import ProjectorStatus, encode
-from mam.timefmt import iso, utc_now, utc_now_iso
-from mam.topics import Topics
-from mam.workspace import Workspace
-from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.lock import ProjectorLock
+from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import CorruptLog, JobState, replay
-from mam.record import JobRecord
+from mam.record import JobRecord, encode_record
+from mam.status import ProjectorStatus, encode
+from mam.timefmt import iso, utc_now, utc_now_iso
+from mam.topics import Topics
+from mam.workspace import Workspace
 
 log = logging.getLogger("mam.projector")
 
@@ -109,14 +108,22 @@ class Projector:
             c = self.counters
             log.info(
                 "stopped: %d events accepted, %d refused, %d duplicates, in %d batches",
-                c.accepted, c.rejected, c.duplicates, c.batches,
+                c.accepted,
+                c.rejected,
+                c.duplicates,
+                c.batches,
             )
 
     async def _run_locked(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         with ProjectorLock(self.workspace.registry_dir) as lock:
             lock.acquire(
-                {"pid": os.getpid(), "host": socket.gethostname(), "broker": self.broker.url,
-                 "workspace": self.workspace.id, "started_at": self.started_at}
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "broker": self.broker.url,
+                    "workspace": self.workspace.id,
+                    "started_at": self.started_at,
+                }
             )
             self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
             if self._repaired:
@@ -237,8 +244,15 @@ class Projector:
                 reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
             if reason is not None:
                 staged.rejections.append(
-                    Rejection(received_at=received_at, topic=topic, reason=reason, job_id=job_id,
-                              event_id=event_id, payload=excerpt(payload), payload_bytes=len(payload))
+                    Rejection(
+                        received_at=received_at,
+                        topic=topic,
+                        reason=reason,
+                        job_id=job_id,
+                        event_id=event_id,
+                        payload=excerpt(payload),
+                        payload_bytes=len(payload),
+                    )
                 )
         for job_id in self._repair:
             state = self.jobs[job_id]
@@ -279,7 +293,9 @@ class Projector:
                 log.error("%s (retrying in %.1fs)", detail, delay)
                 if not failing:
                     failing = True
-                    publish_nowait(client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True)
+                    publish_nowait(
+                        client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True
+                    )
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue

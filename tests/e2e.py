@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from mam.workspace import resolve
+
 from brokers import RunningBroker
 from support import BIN, Daemon, child_env, wait_projector_online
-
-from mam.workspace import resolve
 
 
 def workspace_id(root: Path) -> str:
@@ -18,7 +18,12 @@ def workspace_id(root: Path) -> str:
 
 @asynccontextmanager
 async def projector_process(
-    broker: RunningBroker, root: Path, cwd: Path, *, via: str = "env", extra: tuple[str, ...] = (),
+    broker: RunningBroker,
+    root: Path,
+    cwd: Path,
+    *,
+    via: str = "env",
+    extra: tuple[str, ...] = (),
     log_dir: Path | None = None,
 ) -> AsyncIterator[Daemon]:
     """`mam-projector` for `root`, started from `cwd`, via `WORKSPACE_ROOT` or `--workspace`."""

@@ -29,17 +29,29 @@ async def test_password_file_admits_the_user_and_refuses_a_wrong_password(ws: Wo
     passwd = await make_user(tmp_path, "agent", "s3cret")
     port = free_port()
     url = f"mqtt://agent:s3cret@127.0.0.1:{port}"
-    up = Daemon(mam("up", "--port", str(port), "--workspace", str(ws.root), "--password-file", str(passwd)),
-                cwd=ws.elsewhere, env=child_env(MAM_BROKER_URL=url), log=tmp_path / "up.log")
+    up = Daemon(
+        mam("up", "--port", str(port), "--workspace", str(ws.root), "--password-file", str(passwd)),
+        cwd=ws.elsewhere,
+        env=child_env(MAM_BROKER_URL=url),
+        log=tmp_path / "up.log",
+    )
     try:
         wait_for_port(port, up.proc)
         await wait_projector_online(url, workspace_id(ws.root))
-        ok = await run(mam("submit", "--prompt", "p", "--agent", "a", "--wait", "--workspace", str(ws.root),
-                           "--broker", url), cwd=ws.elsewhere)
+        ok = await run(
+            mam("submit", "--prompt", "p", "--agent", "a", "--wait", "--workspace", str(ws.root), "--broker", url),
+            cwd=ws.elsewhere,
+        )
         assert ok.returncode == 0, ok.stderr
-        for bad in (f"mqtt://agent:wrong@127.0.0.1:{port}", f"mqtt://127.0.0.1:{port}", f"mqtt://nobody:x@127.0.0.1:{port}"):
-            refused = await run(mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root),
-                                    "--broker", bad), cwd=ws.elsewhere)
+        for bad in (
+            f"mqtt://agent:wrong@127.0.0.1:{port}",
+            f"mqtt://127.0.0.1:{port}",
+            f"mqtt://nobody:x@127.0.0.1:{port}",
+        ):
+            refused = await run(
+                mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root), "--broker", bad),
+                cwd=ws.elsewhere,
+            )
             assert refused.returncode == 3, (bad, refused.stderr)
             assert b"refused the credentials" in refused.stderr or b"Not authorized" in refused.stderr, refused.stderr
     finally:
@@ -49,8 +61,11 @@ async def test_password_file_admits_the_user_and_refuses_a_wrong_password(ws: Wo
 
 async def test_mam_up_with_password_file_needs_the_projector_login(ws: WorkspacePaths, tmp_path: Path) -> None:
     passwd = await make_user(tmp_path, "agent", "pw")
-    result = await run(mam("up", "--port", "0", "--workspace", str(ws.root), "--password-file", str(passwd)),
-                       cwd=ws.elsewhere, timeout=20)
+    result = await run(
+        mam("up", "--port", "0", "--workspace", str(ws.root), "--password-file", str(passwd)),
+        cwd=ws.elsewhere,
+        timeout=20,
+    )
     assert result.returncode == 2 and b"MAM_BROKER_URL" in result.stderr
 
 
@@ -60,8 +75,12 @@ def acl_mosquitto(tmp_path: Path) -> RunningBroker:  # type: ignore[misc]
     port = free_port()
     passwd = tmp_path / "mosquitto.passwd"
     for user in ("projector-ws1", "agent-ws1", "agent-ws2"):
-        subprocess.run([shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd", "-b"]
-                       + (["-c"] if not passwd.exists() else []) + [str(passwd), user, "pw"], check=True)
+        subprocess.run(
+            [shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd", "-b"]
+            + (["-c"] if not passwd.exists() else [])
+            + [str(passwd), user, "pw"],
+            check=True,
+        )
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(
         f"listener {port} 127.0.0.1\nuser root\nallow_anonymous false\n"
@@ -80,13 +99,19 @@ async def test_mosquitto_acl_reserves_projector_topics_and_confines_workspaces(
     projector_url = f"mqtt://projector-ws1:pw@127.0.0.1:{port}"
     agent = f"mqtt://agent-ws1:pw@127.0.0.1:{port}"
     foreign = f"mqtt://agent-ws2:pw@127.0.0.1:{port}"
-    daemon = Daemon([str(BIN / "mam-projector"), "--broker", projector_url, "--workspace", str(ws.root),
-                     "--workspace-id", "ws1"], cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "p.log")
+    daemon = Daemon(
+        [str(BIN / "mam-projector"), "--broker", projector_url, "--workspace", str(ws.root), "--workspace-id", "ws1"],
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=ws.root.parent / "p.log",
+    )
     try:
         await wait_projector_online(agent, "ws1", pid=daemon.pid)
         await publish(agent, "mam/ws1/jobs/job-1/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
         good = await wait_for_state(agent, "ws1", "job-1")
-        await publish(agent, "mam/ws1/jobs/job-1/state", json.dumps({**good, "status": "succeeded"}).encode(), retain=True)
+        await publish(
+            agent, "mam/ws1/jobs/job-1/state", json.dumps({**good, "status": "succeeded"}).encode(), retain=True
+        )
         await publish(foreign, "mam/ws1/jobs/intruder/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
         await publish(agent, "mam/ws1/jobs/job-2/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
         await wait_for_state(agent, "ws1", "job-2")

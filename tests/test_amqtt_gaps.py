@@ -16,11 +16,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from brokers import BROKERS
-from support import publish
-
 from mam.broker_url import parse_broker_url
 from mam.mqtt import make_client
+
+from brokers import BROKERS
+from support import publish
 
 
 async def first_message(url: str, topic: str, *, client_id: str | None = None, timeout: float = 3) -> bytes | None:

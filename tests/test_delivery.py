@@ -10,15 +10,15 @@ import aiomqtt
 import anyio
 import pytest
 
-from brokers import BROKERS, RunningBroker
-from conftest import WorkspacePaths
-from e2e import projector_process, workspace_id
-from support import Watch, publish, wait_for_state
-
 from mam.projector.audit_log import AuditLog
 from mam.projector.mqtt_internals import enable_manual_ack
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
+
+from brokers import BROKERS, RunningBroker
+from conftest import WorkspacePaths
+from e2e import projector_process, workspace_id
+from support import Watch, publish, wait_for_state
 
 AMQTT_401 = pytest.mark.xfail(
     strict=True, reason="amqtt 0.12 does not redeliver unacknowledged QoS 1 messages (amqtt issue #401)"
@@ -50,9 +50,7 @@ async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
     raise AssertionError("unreachable")
 
 
-@pytest.mark.parametrize(
-    "kind", [pytest.param("amqtt", marks=AMQTT_401), "mosquitto", "nats"]
-)
+@pytest.mark.parametrize("kind", [pytest.param("amqtt", marks=AMQTT_401), "mosquitto", "nats"])
 async def test_unacknowledged_event_is_redelivered_after_reconnect(kind: str, request: pytest.FixtureRequest) -> None:
     broker: RunningBroker = request.getfixturevalue(kind)
     client_id, topic = f"redeliver-{uuid.uuid4().hex[:8]}", f"mam/redeliver-{uuid.uuid4().hex[:6]}/jobs/j/events"
@@ -80,8 +78,13 @@ async def test_duplicate_event_ids_are_counted_not_applied(amqtt: RunningBroker,
     topic = f"mam/{ws_id}/jobs/job-1/events"
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Watch(amqtt.url, f"mam/{ws_id}/jobs/job-1/state") as state:
-            for payload in (submit("job-1", "e1"), submit("job-1", "e1"), event("claimed", "e2", runner="r"),
-                            event("claimed", "e2", runner="r"), event("started", "e3")):
+            for payload in (
+                submit("job-1", "e1"),
+                submit("job-1", "e1"),
+                event("claimed", "e2", runner="r"),
+                event("claimed", "e2", runner="r"),
+                event("started", "e3"),
+            ):
                 await publish(amqtt.url, topic, payload)
             record = await state.json(lambda r: r["version"] == 3)
         assert record["status"] == "running" and record["last_event_id"] == "e3"
@@ -90,7 +93,9 @@ async def test_duplicate_event_ids_are_counted_not_applied(amqtt: RunningBroker,
         assert not (ws.logs / "_rejected.jsonl").exists(), "a duplicate is not a refusal"
 
 
-async def test_expected_version_mismatch_is_refused_with_the_current_version(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_expected_version_mismatch_is_refused_with_the_current_version(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     ws_id = workspace_id(ws.root)
     topic = f"mam/{ws_id}/jobs/job-1/events"
     async with projector_process(amqtt, ws.root, ws.elsewhere):

@@ -14,7 +14,9 @@ from e2e import projector_process, workspace_id
 from support import BIN, Watch, child_env, mam, publish, run, wait_for_state
 
 
-async def test_projector_announces_itself_and_its_will_marks_it_offline(broker: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_projector_announces_itself_and_its_will_marks_it_offline(
+    broker: RunningBroker, ws: WorkspacePaths
+) -> None:
     ws_id = workspace_id(ws.root)
     async with projector_process(broker, ws.root, ws.elsewhere) as projector:
         async with Watch(broker.url, f"mam/{ws_id}/projector/status") as status:
@@ -41,7 +43,9 @@ async def test_clean_stop_publishes_offline(amqtt: RunningBroker, ws: WorkspaceP
 async def test_second_projector_exits_at_once_naming_the_holder(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     async with projector_process(amqtt, ws.root, ws.elsewhere) as first:
         second = await run(
-            [str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(ws.root)], cwd=ws.elsewhere, timeout=20
+            [str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(ws.root)],
+            cwd=ws.elsewhere,
+            timeout=20,
         )
         assert second.returncode == 1
         assert f"pid {first.pid}".encode() in second.stderr and b"Traceback" not in second.stderr
@@ -60,13 +64,17 @@ async def test_projector_reconnects_after_broker_restart(kind: str, ws: Workspac
     ws_id = workspace_id(ws.root)
     with BROKERS[kind](tmp_path / "own-broker") as broker:
         async with projector_process(broker, ws.root, ws.elsewhere) as projector:
-            await publish(broker.url, f"mam/{ws_id}/jobs/before/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
+            await publish(
+                broker.url, f"mam/{ws_id}/jobs/before/events", b'{"type":"submitted","prompt":"p","agent":"a"}'
+            )
             await wait_for_state(broker.url, ws_id, "before")
             broker.restart()
             from support import wait_projector_online
 
             await wait_projector_online(broker.url, ws_id, pid=projector.pid, timeout=30)
-            await publish(broker.url, f"mam/{ws_id}/jobs/after/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
+            await publish(
+                broker.url, f"mam/{ws_id}/jobs/after/events", b'{"type":"submitted","prompt":"p","agent":"a"}'
+            )
             await wait_for_state(broker.url, ws_id, "after")
             assert (ws.jobs / "before.json").is_file() and (ws.jobs / "after.json").is_file()
             assert projector.proc.poll() is None
@@ -81,14 +89,20 @@ def test_broker_cli_port_zero_prints_its_url_and_a_taken_port_is_one_line(tmp_pa
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [str(BIN / "mam-broker"), "--port", str(port)], capture_output=True, env=child_env(), timeout=20, cwd=tmp_path
+            [str(BIN / "mam-broker"), "--port", str(port)],
+            capture_output=True,
+            env=child_env(),
+            timeout=20,
+            cwd=tmp_path,
         )
     assert result.returncode == 2
     err = result.stderr.decode()
     assert f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err and "--broker" in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
-    proc = subprocess.Popen([str(BIN / "mam-broker"), "--port", "0"], stdout=subprocess.PIPE, env=child_env(), cwd=tmp_path)
+    proc = subprocess.Popen(
+        [str(BIN / "mam-broker"), "--port", "0"], stdout=subprocess.PIPE, env=child_env(), cwd=tmp_path
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode().strip()
@@ -107,7 +121,10 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
 
     proc = subprocess.Popen(
         mam("up", "--port", "0", "--workspace", str(ws.root)),
-        cwd=ws.elsewhere, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ws.elsewhere,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
@@ -119,15 +136,25 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
         port = url.rsplit(":", 1)[1]
         ws_id = workspace_id(ws.root)
         async with Watch(url, f"mam/{ws_id}/jobs/job-1/state") as state:
-            published = await run([shutil.which("mosquitto_pub") or "mosquitto_pub", *example[1:-2],
-                                   "-m", '{"type":"submitted","prompt":"hello","agent":"claude-code"}'], cwd=ws.elsewhere)
+            published = await run(
+                [
+                    shutil.which("mosquitto_pub") or "mosquitto_pub",
+                    *example[1:-2],
+                    "-m",
+                    '{"type":"submitted","prompt":"hello","agent":"claude-code"}',
+                ],
+                cwd=ws.elsewhere,
+            )
             assert published.returncode == 0 and port in " ".join(example)
             record = await state.json()
         assert record["status"] == "submitted"
         export = next(line for line in banner if "export MAM_BROKER_URL=" in line).split("=", 1)[1].strip()
         assert export == url
-        submit = await run(mam("submit", "--prompt", "via env", "--agent", "a", "--wait", "--json"),
-                           cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=export))
+        submit = await run(
+            mam("submit", "--prompt", "via env", "--agent", "a", "--wait", "--json"),
+            cwd=ws.elsewhere,
+            env=child_env(WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=export),
+        )
         assert submit.returncode == 0, submit.stderr
         assert json.loads(submit.stdout)["prompt"] == "via env"
         info = await run(mam("workspace", "--json"), cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root)))

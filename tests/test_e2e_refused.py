@@ -28,7 +28,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])
-async def test_refused_events_leave_the_record_untouched(kind: str, ws: WorkspacePaths, request: pytest.FixtureRequest) -> None:
+async def test_refused_events_leave_the_record_untouched(
+    kind: str, ws: WorkspacePaths, request: pytest.FixtureRequest
+) -> None:
     broker: RunningBroker = request.getfixturevalue(kind)
     ws_id = workspace_id(ws.root)
     async with projector_process(broker, ws.root, ws.elsewhere) as projector:

@@ -21,11 +21,29 @@ def only_workspace_files(ws: WorkspacePaths) -> None:
 
 
 @pytest.mark.parametrize("via", ["env", "flag"])
-async def test_submit_from_other_cwd_lands_in_workspace_root(broker: RunningBroker, ws: WorkspacePaths, via: str) -> None:
+async def test_submit_from_other_cwd_lands_in_workspace_root(
+    broker: RunningBroker, ws: WorkspacePaths, via: str
+) -> None:
     async with projector_process(broker, ws.root, ws.elsewhere, via=via):
-        args = ["submit", "--prompt", "write the tests", "--agent", "claude-code", "--agent-session", "herdr:demo",
-                "--role", "tester", "--label", "team=core", "--job-id", "job-1", "--wait", "--json",
-                "--broker", broker.url]
+        args = [
+            "submit",
+            "--prompt",
+            "write the tests",
+            "--agent",
+            "claude-code",
+            "--agent-session",
+            "herdr:demo",
+            "--role",
+            "tester",
+            "--label",
+            "team=core",
+            "--job-id",
+            "job-1",
+            "--wait",
+            "--json",
+            "--broker",
+            broker.url,
+        ]
         if via == "env":
             result = await run(mam(*args), cwd=ws.elsewhere, env=child_env(WORKSPACE_ROOT=str(ws.root)))
         else:
@@ -53,7 +71,8 @@ async def test_submit_without_wait_prints_the_id_and_is_recorded(amqtt: RunningB
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         result = await run(
             mam("submit", "--prompt", "-", "--agent", "codex", "--broker", amqtt.url, "--workspace", str(ws.root)),
-            cwd=ws.elsewhere, input=b"prompt from stdin\n",
+            cwd=ws.elsewhere,
+            input=b"prompt from stdin\n",
         )
         assert result.returncode == 0, result.stderr.decode()
         job_id = result.stdout.decode().strip()
@@ -71,7 +90,19 @@ async def test_mosquitto_clients_submit_and_read_state(broker: RunningBroker, ws
     async with projector_process(broker, ws.root, ws.elsewhere):
         payload = '{"type":"submitted","prompt":"hello","agent":"claude-code","agent_session":"herdr:demo"}'
         published = await run(
-            [pub, "-p", str(broker.port), "-h", "127.0.0.1", "-t", f"mam/{ws_id}/jobs/job-1/events", "-q", "1", "-m", payload],
+            [
+                pub,
+                "-p",
+                str(broker.port),
+                "-h",
+                "127.0.0.1",
+                "-t",
+                f"mam/{ws_id}/jobs/job-1/events",
+                "-q",
+                "1",
+                "-m",
+                payload,
+            ],
             cwd=ws.elsewhere,
         )
         assert published.returncode == 0, published.stderr
@@ -91,8 +122,20 @@ async def test_reading_commands_show_what_the_projector_wrote(amqtt: RunningBrok
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         for job in ("job-a", "job-b"):
             result = await run(
-                mam("submit", "--prompt", f"do {job}", "--agent", "aider", "--job-id", job, "--wait",
-                    "--broker", amqtt.url, "--workspace", str(ws.root)),
+                mam(
+                    "submit",
+                    "--prompt",
+                    f"do {job}",
+                    "--agent",
+                    "aider",
+                    "--job-id",
+                    job,
+                    "--wait",
+                    "--broker",
+                    amqtt.url,
+                    "--workspace",
+                    str(ws.root),
+                ),
                 cwd=ws.elsewhere,
             )
             assert result.returncode == 0, result.stderr.decode()
@@ -130,8 +173,9 @@ async def test_unreachable_broker_is_one_line_and_exit_3(ws: WorkspacePaths) -> 
     from brokers import free_port
 
     url = f"mqtt://127.0.0.1:{free_port()}"
-    result = await run(mam("submit", "--prompt", "x", "--agent", "a", "--broker", url, "--workspace", str(ws.root)),
-                       cwd=ws.elsewhere)
+    result = await run(
+        mam("submit", "--prompt", "x", "--agent", "a", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+    )
     assert result.returncode == 3
     assert b"cannot reach the MQTT broker" in result.stderr and b"Traceback" not in result.stderr
     projector = await run([mam()[0] + "-projector", "--broker", url, "--workspace", str(ws.root)], cwd=ws.elsewhere)

@@ -61,6 +61,16 @@ def test_random_bytes_never_raise_anything_but_event_error(payload: bytes) -> No
 
 def test_every_type_has_a_tag() -> None:
     assert set(ev.EVENT_TYPES) >= {
-        "submitted", "claimed", "started", "progress", "output", "heartbeat", "succeeded", "failed",
-        "cancel_requested", "cancelled", "timed_out", "lost",
+        "submitted",
+        "claimed",
+        "started",
+        "progress",
+        "output",
+        "heartbeat",
+        "succeeded",
+        "failed",
+        "cancel_requested",
+        "cancelled",
+        "timed_out",
+        "lost",
     }

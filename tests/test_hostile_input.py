@@ -55,8 +55,11 @@ def test_corpus_is_large_enough() -> None:
 async def seed(broker: RunningBroker, ws_id: str) -> None:
     for job, events in {
         "known": [b'{"type":"submitted","prompt":"p","agent":"a","id":"k1"}'],
-        "done": [b'{"type":"submitted","prompt":"p","agent":"a","id":"d1"}', b'{"type":"claimed","runner":"r","id":"d2"}',
-                 b'{"type":"succeeded","id":"d3"}'],
+        "done": [
+            b'{"type":"submitted","prompt":"p","agent":"a","id":"d1"}',
+            b'{"type":"claimed","runner":"r","id":"d2"}',
+            b'{"type":"succeeded","id":"d3"}',
+        ],
     }.items():
         for payload in events:
             await publish(broker.url, f"mam/{ws_id}/jobs/{job}/events", payload)
@@ -101,7 +104,9 @@ def fuzz_target(amqtt: RunningBroker, tmp_path_factory: pytest.TempPathFactory) 
     root.mkdir()
     daemon = Daemon(
         [str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(root)],
-        cwd=root.parent, env=child_env(), log=root.parent / "projector.log",
+        cwd=root.parent,
+        env=child_env(),
+        log=root.parent / "projector.log",
     )
     try:
         anyio.run(wait_projector_online, amqtt.url, workspace_id(root), daemon.pid)

@@ -15,7 +15,9 @@ async def populate(broker: RunningBroker, ws: WorkspacePaths) -> dict[str, bytes
     async with projector_process(broker, ws.root, ws.elsewhere):
         for n in range(5):
             topic = f"mam/{ws_id}/jobs/job-{n}/events"
-            await publish(broker.url, topic, json.dumps({"type": "submitted", "prompt": f"p{n}", "agent": "a"}).encode())
+            await publish(
+                broker.url, topic, json.dumps({"type": "submitted", "prompt": f"p{n}", "agent": "a"}).encode()
+            )
             await publish(broker.url, topic, b'{"type":"claimed","runner":"r"}')
             await publish(broker.url, topic, b'{"type":"started"}')
             await publish(broker.url, topic, b'{"type":"output","text":"hello\\n"}')
@@ -26,7 +28,9 @@ async def populate(broker: RunningBroker, ws: WorkspacePaths) -> dict[str, bytes
     return {p.name: p.read_bytes() for p in ws.jobs.glob("*.json")}
 
 
-async def test_rebuild_restores_deleted_and_corrupted_records_byte_for_byte(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_rebuild_restores_deleted_and_corrupted_records_byte_for_byte(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     good = await populate(amqtt, ws)
     env = child_env(WORKSPACE_ROOT=str(ws.root))
     clean = await run(mam("rebuild", "--verify"), cwd=ws.elsewhere, env=env)
@@ -68,8 +72,14 @@ async def test_rebuild_shows_progress_on_a_terminal(amqtt: RunningBroker, ws: Wo
     await populate(amqtt, ws)
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.elsewhere, env=child_env(),
-                              stderr=secondary, stdout=subprocess.PIPE, timeout=30)
+        proc = subprocess.run(
+            mam("rebuild", "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            stderr=secondary,
+            stdout=subprocess.PIPE,
+            timeout=30,
+        )
         assert proc.returncode == 0
         os.close(secondary)
         secondary = -1
