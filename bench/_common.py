@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -9,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import aiomqtt  # noqa: E402
 
 from mam import events as ev  # noqa: E402
 
@@ -38,3 +42,29 @@ def interleaved(jobs: int, per_job: int) -> list[tuple[str, bytes]]:
     """All jobs' events, round-robin, as (job_id, payload): the order many runners produce."""
     streams = {f"job-{i:05d}": job_events(f"job-{i:05d}", per_job) for i in range(jobs)}
     return [(job, streams[job][step]) for step in range(per_job) for job in streams]
+
+
+BIN = Path(sys.executable).parent
+
+
+async def start_projector(port: int, ws: str, root: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """`mam-projector` for `root` as workspace `ws`, returned once it announces itself online."""
+    proc = subprocess.Popen(
+        [str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace", str(root),
+         "--workspace-id", ws, *extra],
+        stderr=subprocess.PIPE,
+    )
+    async with aiomqtt.Client("127.0.0.1", port) as watcher:
+        await watcher.subscribe(f"mam/{ws}/projector/status", qos=1)
+        async for message in watcher.messages:
+            if json.loads(message.payload).get("status") == "online":  # type: ignore[arg-type]
+                break
+    return proc
+
+
+def stop_projector(proc: subprocess.Popen[bytes]) -> str:
+    """Stop it by its PID; return its closing statistics line."""
+    proc.terminate()
+    _, err = proc.communicate()
+    stats = [line for line in err.decode().splitlines() if "stopped:" in line]
+    return stats[-1] if stats else err.decode()[-500:]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved
+from _common import broker, interleaved, start_projector, stop_projector
 
 BIN = Path(sys.executable).parent
 
@@ -69,34 +68,17 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -
 
 async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
-    proc = subprocess.Popen(
-        [
-            str(BIN / "mam-projector"),
-            "--broker",
-            f"mqtt://127.0.0.1:{port}",
-            "--workspace",
-            str(root),
-            "--workspace-id",
-            "lat-proj",
-        ],
-        stderr=subprocess.DEVNULL,
-    )
+    proc = await start_projector(port, "lat-proj", root)
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     seen: dict[str, int] = {}
     try:
         async with aiomqtt.Client("127.0.0.1", port) as sub:
-            await sub.subscribe("mam/lat-proj/projector/status", qos=1)
-            async for message in sub.messages:
-                if json.loads(message.payload).get("status") == "online":  # type: ignore[arg-type]
-                    break
             await sub.subscribe("mam/lat-proj/jobs/+/state", qos=1)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(paced_publish, port, "lat-proj", events, rate, sent)
                 async for message in sub.messages:
                     now = time.perf_counter()
-                    if "/state" not in str(message.topic):
-                        continue
                     record = json.loads(message.payload)  # type: ignore[arg-type]
                     job, version = record["job_id"], record["version"]
                     for v in range(seen.get(job, 0) + 1, version + 1):
@@ -105,8 +87,7 @@ async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: 
                     if len(got) == len(events):
                         break
     finally:
-        proc.terminate()
-        proc.wait()
+        stop_projector(proc)
     return got
 
 

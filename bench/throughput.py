@@ -23,7 +23,7 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved
+from _common import broker, interleaved, start_projector, stop_projector
 
 BIN = Path(sys.executable).parent
 
@@ -76,31 +76,13 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]]) -> float
 
 
 async def projector_rate(
-    port: int, ws: str, events: list[tuple[str, bytes]], jobs: int, per_job: int, durability: str
+    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str
 ) -> tuple[float, Path]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
-    proc = subprocess.Popen(
-        [
-            str(BIN / "mam-projector"),
-            "--broker",
-            f"mqtt://127.0.0.1:{port}",
-            "--workspace",
-            str(root),
-            "--workspace-id",
-            ws,
-            "--durability",
-            durability,
-        ],
-        stderr=subprocess.PIPE,
-    )
+    proc = await start_projector(port, ws, root, "--durability", durability)
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
-            await watcher.subscribe(f"mam/{ws}/projector/status", qos=1)
-            async for message in watcher.messages:
-                if json.loads(message.payload).get("status") == "online":  # type: ignore[arg-type]
-                    break
-            last_job = events[-1][0]
-            await watcher.subscribe(f"mam/{ws}/jobs/{last_job}/state", qos=1)
+            await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
             if profile := os.environ.get("MAM_BENCH_PROFILE"):
                 subprocess.Popen(
                     ["py-spy", "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12"],
@@ -115,10 +97,7 @@ async def projector_rate(
                         break
             return len(events) / (time.perf_counter() - start), root
     finally:
-        proc.terminate()
-        _, err = proc.communicate()
-        stats = [line for line in err.decode().splitlines() if "stopped:" in line]
-        print(stats[-1] if stats else err.decode()[-500:])
+        print(stop_projector(proc))
 
 
 def verify(root: Path, jobs: int, per_job: int, total: int) -> None:
@@ -141,7 +120,7 @@ async def main() -> None:
     events = interleaved(args.jobs, per_job)
     with broker(args.broker) as running:
         raw = await raw_rate(running.port, "bench-raw", events)
-        proj, root = await projector_rate(running.port, "bench-proj", events, args.jobs, per_job, args.durability)
+        proj, root = await projector_rate(running.port, "bench-proj", events, per_job, args.durability)
     verify(root, args.jobs, per_job, len(events))
     print(f"broker={args.broker} events={len(events)} jobs={args.jobs} durability={args.durability}")
     print(f"raw aiomqtt subscriber : {raw:10.0f} events/s")

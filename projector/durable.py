@@ -28,20 +28,21 @@ class StorageLost(OSError):
     """
 
 
-def _load_syncfs() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def linux_libc_call(name: str, argtypes: list[type]) -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    """A libc function Python does not bind (syncfs, renameat2), or `None` off Linux."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        func = libc.syncfs
+        func = getattr(libc, name)
     except (OSError, AttributeError):
         return None
-    func.argtypes = [ctypes.c_int]
+    func.argtypes = argtypes
     func.restype = ctypes.c_int
     return func
 
 
-_syncfs = _load_syncfs()
+_syncfs = linux_libc_call("syncfs", [ctypes.c_int])
 
 
 def fsync_dir(path: Path) -> None:

@@ -8,11 +8,9 @@ since a live projector changes records while they are compared.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import shutil
 import socket
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,13 +115,12 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
+_renameat2 = durable.linux_libc_call(
+    "renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+)
+
+
 def _exchange(a: Path, b: Path) -> bool:
-    if not sys.platform.startswith("linux"):
+    if _renameat2 is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+    return _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
