@@ -19,7 +19,7 @@ import pytest
 from mam.broker_url import parse_broker_url
 from mam.mqtt import make_client
 
-from brokers import BROKERS
+from brokers import BROKERS, RunningBroker
 from support import publish
 
 
@@ -59,3 +59,15 @@ async def test_real_brokers_keep_retained_state_across_a_restart(kind: str, tmp_
         assert await first_message(broker.url, "gap/retained", timeout=10) == b"kept"
         broker.restart()
         assert await first_message(broker.url, "gap/retained", timeout=10) == b"kept"
+
+
+async def test_embedded_broker_replays_only_the_connecting_sessions_retained_messages(
+    amqtt: RunningBroker,
+) -> None:
+    """amqtt 0.12 replays every filter's retained messages on each CONNECT; mam's broker does not."""
+    prefix = f"leak-{uuid.uuid4().hex[:6]}"
+    await publish(amqtt.url, f"{prefix}/a/projector/status", b"status-a", retain=True)
+    await publish(amqtt.url, f"{prefix}/b/jobs/j/state", b"state-b", retain=True)
+    assert await first_message(amqtt.url, f"{prefix}/a/projector/status") == b"status-a"
+    assert await first_message(amqtt.url, f"{prefix}/b/jobs/j/state") == b"state-b"
+    assert await first_message(amqtt.url, f"{prefix}/c/nothing", timeout=1) is None
