@@ -73,6 +73,7 @@ class Projector:
         self.registry = Registry(workspace.registry_dir)
         self.dirty = DirtyList(workspace.registry_dir)
         self._repaired: list[JobRecord] = []
+        self._unpublished: dict[str, JobRecord] = {}
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         self.cache_max = max(20_000, 4 * batch_max)
         self.counters = Counters()
@@ -167,9 +168,13 @@ class Projector:
         enable_manual_ack(client)
         async with client:
             await client.subscribe(self.topics.all_events, qos=1)
-            for record in self._repaired:
-                await client.publish(self.topics.state(record.job_id), encode_record(record), qos=1, retain=True)
+            # Records repaired at start-up, and those of a batch committed just
+            # before the connection dropped: their retained states may be behind.
+            self._unpublished.update((record.job_id, record) for record in self._repaired)
             self._repaired = []
+            for job_id, record in self._unpublished.items():
+                await client.publish(self.topics.state(job_id), encode_record(record), qos=1, retain=True)
+            self._unpublished.clear()
             await client.publish(self.topics.projector_status, encode(self.status("online")), qos=1, retain=True)
             log.info("serving workspace %s on %s", self.workspace.id, self.broker.url)
             try:
@@ -197,7 +202,9 @@ class Projector:
             batch = await next_batch(client, self.batch_max)
             staged = self._fold(batch)
             await self._commit(client, staged)
+            self._unpublished.update(staged.records)
             self._publish_and_ack(client, batch, staged)
+            self._unpublished.clear()
 
     def _state(self, job_id: str) -> JobState:
         """The job's state, from the cache or its audit log.
