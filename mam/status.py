@@ -34,3 +34,17 @@ def decode_projector_status(payload: bytes) -> ProjectorStatus | None:
 
 def encode(value: Struct) -> bytes:
     return msgspec.json.encode(value)
+
+
+class AgentStatus(Struct, frozen=True, kw_only=True):
+    """A runner's retained presence; the will carries the same epoch, marked offline."""
+
+    status: Literal["online", "offline"]
+    agent: str
+    agent_id: str
+    epoch: str
+    pid: int
+    host: str
+    started_at: str
+    concurrency: int = 1
+    jobs: list[str] = []

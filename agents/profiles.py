@@ -1,0 +1,61 @@
+"""Command profiles: argv templates for common coding-agent CLIs, from one data file.
+
+A template is a list of arguments, never a shell line; `{job_id}` and
+`{workspace}` may appear in an argument. The prompt is never put on the
+command line: it goes to the process on stdin and in `MAM_PROMPT`. Users add
+or override profiles in `<workspace>/.mam/profiles.json` with the same shape.
+"""
+
+from __future__ import annotations
+
+import shlex
+from importlib import resources
+from pathlib import Path
+
+import msgspec
+
+from mam.errors import UsageError
+
+
+class Profile(msgspec.Struct, frozen=True):
+    argv: list[str]
+    doc: str = ""
+
+
+_profiles = msgspec.json.Decoder(dict[str, Profile])
+
+
+def builtin_profiles() -> dict[str, Profile]:
+    return _profiles.decode(resources.files("mam.agents").joinpath("profiles.json").read_bytes())
+
+
+def load_profiles(workspace_root: Path) -> dict[str, Profile]:
+    profiles = builtin_profiles()
+    user = workspace_root / ".mam" / "profiles.json"
+    if user.is_file():
+        try:
+            profiles |= _profiles.decode(user.read_bytes())
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UsageError(f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}}') from None
+    return profiles
+
+
+def command_for(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> list[str]:
+    """The argv template: `--command`, else `--profile`, else the profile named like the agent."""
+    if command:
+        argv = shlex.split(command)
+        if not argv:
+            raise UsageError("--command is empty")
+        return argv
+    profiles = load_profiles(workspace_root)
+    name = profile or agent
+    if name not in profiles:
+        raise UsageError(f"no profile {name!r} (known: {', '.join(sorted(profiles))}); pass --command or --profile")
+    return list(profiles[name].argv)
+
+
+def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
+    return [arg.replace("{job_id}", job_id).replace("{workspace}", workspace) for arg in argv]
+
+
+__all__ = ["Profile", "builtin_profiles", "command_for", "load_profiles", "render"]

@@ -1,0 +1,180 @@
+"""`mam-agent` over a real broker with real subprocesses: run, fail, race, cancel, time out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from brokers import RunningBroker
+from conftest import WorkspacePaths
+from e2e import projector_process, workspace_id
+from support import BIN, Daemon, Watch, child_env, mam, run, wait_for_state
+
+MOCK = Path(__file__).parent / "mock_agent.py"
+
+
+@asynccontextmanager
+async def runner_process(
+    broker: RunningBroker, ws: WorkspacePaths, name: str = "r1", *extra: str
+) -> AsyncIterator[Daemon]:
+    cmd = [
+        str(BIN / "mam-agent"),
+        "--agent",
+        "mock",
+        "--command",
+        f"{sys.executable} {MOCK}",
+        "--broker",
+        broker.url,
+        "--workspace",
+        str(ws.root),
+        "--agent-id",
+        name,
+        "--heartbeat",
+        "0.5",
+        "--kill-grace",
+        "1",
+        *extra,
+    ]
+    daemon = Daemon(cmd, cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / f"runner-{name}.log")
+    try:
+        async with Watch(broker.url, f"mam/{workspace_id(ws.root)}/agents/{name}/status") as status:
+            online = await status.json(lambda s: s["status"] == "online" and s["pid"] == daemon.pid)
+        assert online["agent"] == "mock" and online["epoch"]
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+async def submit(broker: RunningBroker, ws: WorkspacePaths, job_id: str, prompt: str, *extra: str) -> None:
+    result = await run(
+        mam(
+            "submit",
+            "--prompt",
+            prompt,
+            "--agent",
+            "mock",
+            "--job-id",
+            job_id,
+            "--wait",
+            "--broker",
+            broker.url,
+            "--workspace",
+            str(ws.root),
+            *extra,
+        ),
+        cwd=ws.elsewhere,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def log_events(ws: WorkspacePaths, job_id: str) -> list[dict]:
+    return [json.loads(line)["event"] for line in (ws.logs / job_id / "events.jsonl").read_text().splitlines()]
+
+
+async def test_submitted_job_is_run_and_succeeds_with_its_output_in_the_audit_log(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        await submit(amqtt, ws, "job-1", "echo 'quoted; $(rm -rf /)' stream 3")
+        record = await wait_for_state(amqtt.url, ws_id, "job-1", lambda r: r["status"] == "succeeded", timeout=30)
+    assert record["runner"] == "r1" and record["exit_code"] == 0 and record["started_at"] and record["finished_at"]
+    events = log_events(ws, "job-1")
+    kinds = [e["type"] for e in events]
+    assert kinds[:3] == ["submitted", "claimed", "started"] and kinds[-1] == "succeeded"
+    text = "".join(e["text"] for e in events if e["type"] == "output")
+    assert "prompt=echo 'quoted; $(rm -rf /)' stream 3" in text, "the prompt reaches stdin untouched"
+    assert "env_prompt=echo 'quoted; $(rm -rf /)' stream 3 job=job-1" in text
+    assert f"workspace={ws_id} root={ws.root}" in text
+    assert "line 2" in text
+    seqs = [e["seq"] for e in events if e["type"] == "output"]
+    assert seqs == list(range(len(seqs)))
+
+
+async def test_failing_agent_ends_failed_with_its_exit_code(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        await submit(amqtt, ws, "job-f", "fail 7")
+        record = await wait_for_state(amqtt.url, ws_id, "job-f", lambda r: r["status"] == "failed", timeout=30)
+    assert record["exit_code"] == 7 and "something broke" in record["error"]
+
+
+async def test_racing_runners_run_each_job_exactly_once(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    jobs = [f"race-{n}" for n in range(6)]
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with runner_process(amqtt, ws, "ra"), runner_process(amqtt, ws, "rb"), runner_process(amqtt, ws, "rc"):
+            for job in jobs:
+                await submit(amqtt, ws, job, "echo stream 2")
+            for job in jobs:
+                await wait_for_state(amqtt.url, ws_id, job, lambda r: r["status"] == "succeeded", timeout=60)
+    for job in jobs:
+        events = log_events(ws, job)
+        assert [e["type"] for e in events].count("started") == 1
+        assert [e["type"] for e in events].count("claimed") == 1
+    refused = (
+        [json.loads(line) for line in (ws.logs / "_rejected.jsonl").read_text().splitlines()]
+        if (ws.logs / "_rejected.jsonl").exists()
+        else []
+    )
+    assert all("claim" in r["reason"] or "expected_version" in r["reason"] for r in refused)
+
+
+async def test_cancel_of_a_running_job_terminates_it_and_records_both(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        await submit(amqtt, ws, "job-c", "hang trap-term")
+        await wait_for_state(amqtt.url, ws_id, "job-c", lambda r: r["status"] == "running", timeout=30)
+        result = await run(
+            mam("cancel", "job-c", "--reason", "enough", "--wait", "--broker", amqtt.url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+        )
+        assert result.returncode == 0, result.stderr
+        record = await wait_for_state(amqtt.url, ws_id, "job-c", lambda r: r["status"] == "cancelled", timeout=30)
+    assert record["cancel_requested_at"] and record["cancel_reason"] == "enough" and record["finished_at"]
+
+
+async def test_cancel_of_a_queued_job_is_immediate(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        await submit(amqtt, ws, "job-q", "echo")
+        result = await run(
+            mam("cancel", "job-q", "--wait", "--broker", amqtt.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
+        assert result.returncode == 0 and b"job-q cancelled" in result.stdout
+        again = await run(
+            mam("cancel", "job-q", "--wait", "--broker", amqtt.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
+        assert again.returncode == 1 and b"a finished job never changes" in again.stderr
+        assert (await wait_for_state(amqtt.url, ws_id, "job-q"))["status"] == "cancelled"
+
+
+async def test_runner_enforces_the_job_timeout(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        await submit(amqtt, ws, "job-t", "hang", "--job-timeout", "1")
+        record = await wait_for_state(amqtt.url, ws_id, "job-t", lambda r: r["status"] == "failed", timeout=30)
+    assert "timed out after 1s" in record["error"]
+
+
+async def test_runner_stopped_mid_job_hands_it_back_failed(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with runner_process(amqtt, ws) as runner:
+            await submit(amqtt, ws, "job-s", "hang")
+            await wait_for_state(amqtt.url, ws_id, "job-s", lambda r: r["status"] == "running", timeout=30)
+            runner.stop()
+            assert runner.proc.returncode == 0, runner.output()
+        record = await wait_for_state(amqtt.url, ws_id, "job-s", lambda r: r["status"] == "failed", timeout=30)
+    assert "runner stopped" in record["error"]
+
+
+@pytest.mark.parametrize("bad", [["--concurrency", "0"], ["--profile", "nope"]])
+async def test_runner_usage_errors_are_one_line(bad: list[str], ws: WorkspacePaths) -> None:
+    result = await run([str(BIN / "mam-agent"), "--agent", "mock", "--workspace", str(ws.root), *bad], cwd=ws.elsewhere)
+    assert result.returncode == 2 and result.stderr.count(b"\n") == 1 and b"Traceback" not in result.stderr
