@@ -134,7 +134,7 @@ class Runner:
         if record.status is Status.SUBMITTED and job_id not in self.claiming:
             if len(self.active) + len(self.claiming) < self.concurrency:
                 self.claiming.add(job_id)
-                await self._send(job_id, ev.Claimed(runner=self.agent_id, expected_version=record.version))
+                await self._send(job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version))
         elif record.status is Status.CLAIMED and record.runner == self.agent_id and job_id in self.claiming:
             self.claiming.discard(job_id)
             self.active[job_id] = RunningJob(record)

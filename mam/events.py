@@ -54,6 +54,7 @@ class Submitted(Event, tag="submitted"):
 
 class Claimed(Event, tag="claimed"):
     runner: AgentName
+    epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = None
 
 
 class Started(Event, tag="started"):

@@ -85,11 +85,11 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
     match event:
         case ev.Submitted():
             return Refusal(f"job {state.job_id!r} was already submitted; pick a new job id")
-        case ev.Claimed(runner=runner):
+        case ev.Claimed(runner=runner, epoch=epoch):
             if state.status is not Status.SUBMITTED:
                 holder = f" by {state.runner!r}" if state.runner else ""
                 return Refusal(f"job {state.job_id!r} is already {state.status.value}{holder}; claim refused")
-            return replace(state, status=Status.CLAIMED, runner=runner, claimed_at=now)
+            return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now)
         case ev.Started(runner=runner):
             if state.status not in _OPEN_BEFORE_RUN:
                 return _illegal(state, event, "submitted or claimed")

@@ -57,6 +57,7 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     percent: float | None = None
     last_heartbeat_at: str | None = None
     output_bytes: int = 0
+    runner_epoch: str | None = None
 
 
 _encoder: Final = msgspec.json.Encoder()

@@ -48,3 +48,13 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     started_at: str
     concurrency: int = 1
     jobs: list[str] = []
+
+
+_agent_decoder: Final = msgspec.json.Decoder(AgentStatus)
+
+
+def decode_agent_status(payload: bytes) -> AgentStatus | None:
+    try:
+        return _agent_decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None

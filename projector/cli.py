@@ -15,6 +15,7 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
+from mam.projector.liveness import Limits
 from mam.projector.service import DURABILITY_MODES, Projector
 from mam.signals import cancel_on_signal
 
@@ -32,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="fsync (default): every event is on disk before it is acknowledged; "
         "none: no fsync, for throwaway workspaces",
     )
+    parser.add_argument("--lease", type=float, default=30.0, metavar="SECONDS",
+                        help="a claimed or running job with no heartbeat for this long becomes lost (default 30)")
+    parser.add_argument("--timeout-grace", type=float, default=30.0, metavar="SECONDS",
+                        help="a job running past its timeout plus this becomes timed_out (default 30)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -49,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
 
     def body() -> int:
         workspace = workspace_from_args(args)
-        projector = Projector(workspace, broker_from_args(args), durability=args.durability)
+        projector = Projector(
+            workspace, broker_from_args(args), durability=args.durability,
+            limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace),
+        )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",
             file=sys.stderr,

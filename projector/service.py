@@ -6,6 +6,8 @@ import functools
 import logging
 import os
 import socket
+import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,8 +16,10 @@ from dataclasses import dataclass
 import aiomqtt
 import anyio
 import anyio.abc
+import msgspec
 
 import mam
+from mam import events as ev
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
 from mam.mqtt import make_client, unreachable
@@ -23,15 +27,16 @@ from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
+from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
 from mam.projector.lock import ProjectorLock
 from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import CorruptLog, JobState, replay
-from mam.record import JobRecord, encode_record
-from mam.status import ProjectorStatus, encode
+from mam.record import JobRecord, decode_record, encode_record
+from mam.status import ProjectorStatus, decode_agent_status, encode
 from mam.timefmt import iso, utc_now, utc_now_iso
-from mam.topics import Topics
+from mam.topics import Kind, Topics
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.projector")
@@ -59,6 +64,8 @@ class Projector:
         batch_max: int = 8000,
         client_id: str | None = None,
         retry_delay: float = 0.5,
+        limits: Limits | None = None,
+        tick: float = 1.0,
     ) -> None:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
@@ -74,6 +81,10 @@ class Projector:
         self.dirty = DirtyList(workspace.registry_dir)
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}
+        self.limits = limits or Limits()
+        self.tick = tick
+        self.open_jobs: dict[str, JobRecord] = {}
+        self._last_clock = 0.0
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         self.cache_max = max(20_000, 4 * batch_max)
         self.counters = Counters()
@@ -168,6 +179,7 @@ class Projector:
         enable_manual_ack(client)
         async with client:
             await client.subscribe(self.topics.all_events, qos=1)
+            await client.subscribe(self.topics.all_agent_status, qos=1)
             # Records repaired at start-up, and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
             self._unpublished.update((record.job_id, record) for record in self._repaired)
@@ -198,9 +210,18 @@ class Projector:
         self.jobs.clear()
         self._repair.clear()
         self.log.close()
+        self.open_jobs = await anyio.to_thread.run_sync(self._scan_open_jobs)
         while True:
-            batch = await next_batch(client, self.batch_max)
-            staged = self._fold(batch)
+            batch: list[aiomqtt.Message] = []
+            with anyio.move_on_after(self.tick):
+                batch = await next_batch(client, self.batch_max)
+            derived: list[tuple[str, ev.AnyEvent]] = []
+            if time.monotonic() - self._last_clock >= self.tick:
+                self._last_clock = time.monotonic()
+                derived = on_clock(self.open_jobs, utc_now(), self.limits)
+            if not batch and not derived:
+                continue
+            staged = self._fold(batch, derived)
             await self._commit(client, staged)
             self._unpublished.update(staged.records)
             self._publish_and_ack(client, batch, staged)
@@ -226,14 +247,33 @@ class Projector:
                 self._repair.discard(evicted)
         return state
 
-    def _fold(self, batch: list[aiomqtt.Message]) -> Batch:
+    def _scan_open_jobs(self) -> dict[str, JobRecord]:
+        """Claimed and running jobs, from the registry: what liveness and timeouts watch."""
+        found: dict[str, JobRecord] = {}
+        for path in self.workspace.registry_dir.glob("*.json"):
+            try:
+                record = decode_record(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if record.status in OPEN:
+                found[record.job_id] = record
+        return found
+
+    def _fold(self, batch: list[aiomqtt.Message], derived: list[tuple[str, ev.AnyEvent]] | None = None) -> Batch:
         staged = Batch()
+        derived = list(derived or [])
         for message in batch:
             now = utc_now()
             received_at = iso(now)
             topic = str(message.topic)
             payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
             payload = bytes(payload)
+            parsed = self.topics.parse(topic)
+            if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
+                presence = decode_agent_status(payload)
+                if presence is not None:
+                    derived += on_runner_status(self.open_jobs, presence)
+                continue
             outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
             reason: str | None
             if isinstance(outcome, Accepted):
@@ -261,6 +301,16 @@ class Projector:
                         payload_bytes=len(payload),
                     )
                 )
+        received_at = utc_now_iso()
+        for job_id, event in derived:
+            event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
+            state = self._state(job_id)
+            staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+        for job_id, record in staged.records.items():
+            if record.status in OPEN:
+                self.open_jobs[job_id] = record
+            else:
+                self.open_jobs.pop(job_id, None)
         for job_id in self._repair:
             state = self.jobs[job_id]
             if state.record is not None:
