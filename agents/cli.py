@@ -13,6 +13,7 @@ from mam import events as ev
 from mam.agents.publisher import Publisher
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
+from mam.follow import follow_on, outcome_code
 from mam.record import JobRecord
 
 
@@ -27,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--parent", metavar="JOB", help="the job that delegates this one")
     submit.add_argument("--job-timeout", type=float, metavar="SECONDS", help="how long the job may run")
     submit.add_argument("--wait", action="store_true", help="return once the projector has recorded the job")
+    submit.add_argument("--follow", action="store_true",
+                        help="with --wait: stream the job's output and exit with its outcome (0 only if it succeeded)")
     submit.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="--wait limit (default 30)")
     submit.add_argument("--json", action="store_true", help="print the recorded state as JSON (with --wait)")
     add_workspace_args(submit)
@@ -75,7 +78,13 @@ def _print_record(record: JobRecord, as_json: bool) -> None:
         print(record.job_id)
 
 
+def event_id(record: JobRecord) -> str:
+    return record.last_event_id or ""
+
+
 def run_submit(args: argparse.Namespace) -> int:
+    if args.follow and not args.wait:
+        raise UsageError("--follow needs --wait")
     workspace = workspace_from_args(args)
     broker = broker_from_args(args)
     event = _check(
@@ -97,7 +106,16 @@ def run_submit(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
             if args.wait:
-                _print_record(await pub.publish_and_wait(job_id, event, timeout=args.timeout), args.json)
+                if args.follow:
+                    await pub.client.subscribe(pub.topics.events(job_id), qos=1)
+                record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
+                if not args.follow:
+                    _print_record(record, args.json)
+                    return 0
+                print(job_id, file=sys.stderr)
+                final = await follow_on(pub.client, pub.topics, job_id, {event_id(record)})
+                print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
+                return outcome_code(final.status)
             else:
                 await pub.publish(job_id, event)
                 print(job_id)

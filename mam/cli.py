@@ -153,6 +153,20 @@ def cmd_passwd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from mam.follow import follow_blocking, outcome_code, print_logged
+
+    workspace = workspace_from_args(args)
+    record = read_record(workspace, args.job_id)
+    if args.follow and not record.status.terminal:
+        record = follow_blocking(workspace, broker_from_args(args), args.job_id, from_log=True)
+    else:
+        print_logged(workspace, args.job_id)
+    print(f"mam: job {record.job_id} {record.status.value}"
+          + (f" (exit code {record.exit_code})" if record.exit_code is not None else ""), file=sys.stderr)
+    return outcome_code(record.status) if record.status.terminal else 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from mam.up import run_up
 
@@ -204,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
     show.set_defaults(handler=cmd_show)
+
+    logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
+    logs.add_argument("job_id", metavar="JOB")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
+    add_workspace_args(logs)
+    add_broker_arg(logs)
+    logs.set_defaults(handler=cmd_logs)
 
     rebuild = sub.add_parser("rebuild", help="rebuild the registry from the audit log (stop the projector first)")
     rebuild.add_argument("--verify", action="store_true", help="change nothing; report records that differ")

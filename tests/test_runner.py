@@ -178,3 +178,24 @@ async def test_runner_stopped_mid_job_hands_it_back_failed(amqtt: RunningBroker,
 async def test_runner_usage_errors_are_one_line(bad: list[str], ws: WorkspacePaths) -> None:
     result = await run([str(BIN / "mam-agent"), "--agent", "mock", "--workspace", str(ws.root), *bad], cwd=ws.elsewhere)
     assert result.returncode == 2 and result.stderr.count(b"\n") == 1 and b"Traceback" not in result.stderr
+
+
+async def test_logs_prints_and_follows_output_and_exits_with_the_outcome(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        followed = await run(mam("submit", "--prompt", "stream 5 fail 3", "--agent", "mock", "--job-id", "job-l",
+                                 "--wait", "--follow", "--broker", amqtt.url, "--workspace", str(ws.root)),
+                             cwd=ws.elsewhere)
+        assert followed.returncode == 1, followed.stderr
+        assert followed.stdout.decode().splitlines() == [f"line {i}" for i in range(5)]
+        assert b"something broke" in followed.stderr and b"job job-l failed" in followed.stderr
+        await submit(amqtt, ws, "job-m", "stream 20")
+        live = await run(mam("logs", "job-m", "-f", "--broker", amqtt.url, "--workspace", str(ws.root)),
+                         cwd=ws.elsewhere)
+        assert live.returncode == 0, live.stderr
+        assert live.stdout.decode().splitlines() == [f"line {i}" for i in range(20)]
+        await wait_for_state(amqtt.url, ws_id, "job-m", lambda r: r["status"] == "succeeded")
+    replay = await run(mam("logs", "job-m", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert replay.returncode == 0 and replay.stdout.decode().splitlines() == [f"line {i}" for i in range(20)]
+    failed = await run(mam("logs", "job-l", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert failed.returncode == 1 and b"exit code 3" in failed.stderr
