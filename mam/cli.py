@@ -55,10 +55,34 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_tree(records: list[JobRecord]) -> None:
+    by_id = {r.job_id: r for r in records}
+    children: dict[str | None, list[JobRecord]] = {}
+    for record in records:
+        parent = record.parent if record.parent in by_id else None
+        children.setdefault(parent, []).append(record)
+
+    def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("`-- " if last else "|-- ")
+        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {_short(record.prompt, 40)}")
+        kids = children.get(record.job_id, [])
+        for index, kid in enumerate(kids):
+            draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
+
+    for record in children.get(None, []):
+        draw(record, "", True, True)
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     records = [r for r in iter_records(workspace) if args.status is None or r.status.value == args.status]
     records.sort(key=lambda r: (r.submitted_at, r.job_id))
+    if args.view == "tree":
+        if args.json:
+            _dump([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value} for r in records])
+        else:
+            _print_tree(records)
+        return 0
     if args.json:
         _dump(records)
         return 0
@@ -207,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_arg(ws)
     ws.set_defaults(handler=cmd_workspace)
 
-    jobs = sub.add_parser("jobs", help="list the workspace's jobs")
+    jobs = sub.add_parser("jobs", help="list the workspace's jobs; `mam jobs tree` draws the delegation tree")
+    jobs.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
     jobs.add_argument("--status", choices=[s.value for s in Status])
     jobs.add_argument("--json", action="store_true")
     add_workspace_args(jobs)

@@ -22,9 +22,12 @@ import mam
 from mam import events as ev
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
+from mam.fold import Refusal
 from mam.mqtt import make_client, unreachable
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
+from mam.projector.delegation import check as check_delegation
+from mam.projector.delegation import load_limits
 from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
@@ -84,6 +87,8 @@ class Projector:
         self.limits = limits or Limits()
         self.tick = tick
         self.open_jobs: dict[str, JobRecord] = {}
+        self.children: dict[str, set[str]] = {}
+        self.delegation = load_limits(workspace.root)
         self._last_clock = 0.0
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         self.cache_max = max(20_000, 4 * batch_max)
@@ -210,7 +215,7 @@ class Projector:
         self.jobs.clear()
         self._repair.clear()
         self.log.close()
-        self.open_jobs = await anyio.to_thread.run_sync(self._scan_open_jobs)
+        self.open_jobs, self.children = await anyio.to_thread.run_sync(self._scan_open_jobs)
         while True:
             batch: list[aiomqtt.Message] = []
             with anyio.move_on_after(self.tick):
@@ -247,9 +252,11 @@ class Projector:
                 self._repair.discard(evicted)
         return state
 
-    def _scan_open_jobs(self) -> dict[str, JobRecord]:
-        """Claimed and running jobs, from the registry: what liveness and timeouts watch."""
+    def _scan_open_jobs(self) -> tuple[dict[str, JobRecord], dict[str, set[str]]]:
+        """From the registry: claimed and running jobs (for liveness and timeouts) and
+        each parent's unfinished children (for the fan-out limit)."""
         found: dict[str, JobRecord] = {}
+        children: dict[str, set[str]] = {}
         for path in self.workspace.registry_dir.glob("*.json"):
             try:
                 record = decode_record(path.read_bytes())
@@ -257,7 +264,15 @@ class Projector:
                 continue
             if record.status in OPEN:
                 found[record.job_id] = record
-        return found
+            if record.parent and not record.status.terminal:
+                children.setdefault(record.parent, set()).add(record.job_id)
+        return found, children
+
+    def _delegation_refusal(self, job_id: str, event: ev.AnyEvent) -> str | None:
+        if not isinstance(event, ev.Submitted) or event.parent is None or job_id in self.jobs and self.jobs[job_id].record:
+            return None
+        open_children = len(self.children.get(event.parent, ()))
+        return check_delegation(job_id, event.parent, lambda j: self._state(j).record, open_children, self.delegation)
 
     def _fold(self, batch: list[aiomqtt.Message], derived: list[tuple[str, ev.AnyEvent]] | None = None) -> Batch:
         staged = Batch()
@@ -282,10 +297,13 @@ class Projector:
                 except CorruptLog as exc:
                     reason = f"{exc}; run `mam rebuild --verify`"
                 else:
-                    refusal = staged.add_event(
+                    guard = self._delegation_refusal(outcome.job_id, outcome.event)
+                    refusal = Refusal(guard) if guard else staged.add_event(
                         state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
                     )
                     reason = refusal.reason if refusal else None
+                    if reason is None and isinstance(outcome.event, ev.Submitted) and outcome.event.parent:
+                        self.children.setdefault(outcome.event.parent, set()).add(outcome.job_id)
                 job_id, event_id = outcome.job_id, outcome.event_id
             else:
                 reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
@@ -311,6 +329,12 @@ class Projector:
                 self.open_jobs[job_id] = record
             else:
                 self.open_jobs.pop(job_id, None)
+            if record.parent:
+                siblings = self.children.setdefault(record.parent, set())
+                if record.status.terminal:
+                    siblings.discard(job_id)
+                else:
+                    siblings.add(job_id)
         for job_id in self._repair:
             state = self.jobs[job_id]
             if state.record is not None:
