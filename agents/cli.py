@@ -10,10 +10,12 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam.agents.publisher import Publisher
+from mam.agents.publisher import Publisher, new_job_id
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.follow import follow_on, outcome_code
+from mam.ids import validate_job_id
+from mam.provenance import git_info
 from mam.record import JobRecord
 
 
@@ -96,11 +98,9 @@ def run_submit(args: argparse.Namespace) -> int:
             labels=_labels(args.label),
             timeout=args.job_timeout,
             parent=args.parent,
+            git=git_info(workspace.root),
         )
     )
-    from mam.agents.publisher import new_job_id
-    from mam.ids import validate_job_id
-
     job_id = validate_job_id(args.job_id) if args.job_id else new_job_id()
 
     async def go() -> int:

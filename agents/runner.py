@@ -29,6 +29,7 @@ from mam.agents.publisher import Publisher
 from mam.broker_url import BrokerAddress
 from mam.ids import validate_agent_id
 from mam.mqtt import make_client, unreachable
+from mam.provenance import git_info
 from mam.record import JobRecord, Status, decode_record
 from mam.status import AgentStatus, encode
 from mam.timefmt import utc_now_iso
@@ -211,12 +212,16 @@ class Runner:
             await self._send(job_id, ev.Failed(exit_code=code, error="the runner stopped before the job finished"))
         elif job.cancelled:
             await self._send(job_id, ev.Cancelled(reason=job.record.cancel_reason or "cancelled on request"))
-        elif job.timed_out:
-            await self._send(job_id, ev.Failed(exit_code=code, error=f"timed out after {job.record.timeout:g}s"))
-        elif code == 0:
-            await self._send(job_id, ev.Succeeded(exit_code=0, result=output.tail("stdout") or None))
         else:
-            await self._send(job_id, ev.Failed(exit_code=code, error=output.tail("stderr") or f"exit code {code}"))
+            git = await anyio.to_thread.run_sync(git_info, self.workspace.root)
+            if job.timed_out:
+                error = f"timed out after {job.record.timeout:g}s"
+                await self._send(job_id, ev.Failed(exit_code=code, error=error, git=git))
+            elif code == 0:
+                await self._send(job_id, ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git))
+            else:
+                error = output.tail("stderr") or f"exit code {code}"
+                await self._send(job_id, ev.Failed(exit_code=code, error=error, git=git))
 
     def _finish(self, job_id: str) -> None:
         job = self.active.pop(job_id, None)

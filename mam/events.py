@@ -31,6 +31,14 @@ Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
 Version = Annotated[int, Meta(ge=0)]
 
 
+class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Provenance: the workspace's git state when a job was submitted or finished."""
+
+    commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    branch: ShortText | None = None
+    dirty: bool = False
+
+
 class Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
     """The envelope every event carries."""
 
@@ -50,6 +58,7 @@ class Submitted(Event, tag="submitted"):
     labels: Labels = {}
     timeout: Seconds | None = None
     parent: JobId | None = None
+    git: GitInfo | None = None
 
 
 class Claimed(Event, tag="claimed"):
@@ -80,11 +89,13 @@ class Heartbeat(Event, tag="heartbeat"):
 class Succeeded(Event, tag="succeeded"):
     exit_code: int | None = 0
     result: Text | None = None
+    git: GitInfo | None = None
 
 
 class Failed(Event, tag="failed"):
     exit_code: int | None = None
     error: Text | None = None
+    git: GitInfo | None = None
 
 
 class CancelRequested(Event, tag="cancel_requested"):

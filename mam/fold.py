@@ -66,6 +66,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         labels=dict(sorted(event.labels.items())),
         parent=event.parent,
         timeout=event.timeout,
+        git_at_submit=event.git,
         submitted_at=ctx.received_at,
         version=1,
         last_event_id=ctx.event_id,
@@ -108,14 +109,16 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
             return replace(state, last_heartbeat_at=now)
-        case ev.Succeeded(exit_code=code, result=result):
+        case ev.Succeeded(exit_code=code, result=result, git=git):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, status=Status.SUCCEEDED, exit_code=code, result=result, finished_at=now)
-        case ev.Failed(exit_code=code, error=error):
+            return replace(state, status=Status.SUCCEEDED, exit_code=code, result=result, finished_at=now,
+                           git_at_finish=git)
+        case ev.Failed(exit_code=code, error=error, git=git):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now)
+            return replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now,
+                           git_at_finish=git)
         case ev.CancelRequested(reason=reason):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
             if state.status is Status.SUBMITTED:

@@ -8,6 +8,8 @@ from typing import Final
 import msgspec
 from msgspec import Struct
 
+from mam.events import GitInfo
+
 
 class Status(str, Enum):
     SUBMITTED = "submitted"
@@ -58,6 +60,8 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     last_heartbeat_at: str | None = None
     output_bytes: int = 0
     runner_epoch: str | None = None
+    git_at_submit: GitInfo | None = None
+    git_at_finish: GitInfo | None = None
 
 
 _encoder: Final = msgspec.json.Encoder()

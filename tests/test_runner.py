@@ -199,3 +199,21 @@ async def test_logs_prints_and_follows_output_and_exits_with_the_outcome(amqtt: 
     assert replay.returncode == 0 and replay.stdout.decode().splitlines() == [f"line {i}" for i in range(20)]
     failed = await run(mam("logs", "job-l", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert failed.returncode == 1 and b"exit code 3" in failed.stderr
+
+
+async def test_provenance_records_git_state_at_submit_and_at_finish(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    import subprocess as sp
+
+    git = ["git", "-C", str(ws.root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    sp.run([*git, "init", "-q", "-b", "main"], check=True)
+    (ws.root / "a.txt").write_text("one\n")
+    sp.run([*git, "add", "a.txt"], check=True)
+    sp.run([*git, "commit", "-q", "-m", "one"], check=True)
+    head = sp.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+        (ws.root / "a.txt").write_text("changed\n")
+        await submit(amqtt, ws, "job-g", "echo")
+        record = await wait_for_state(amqtt.url, ws_id, "job-g", lambda r: r["status"] == "succeeded", timeout=30)
+    assert record["git_at_submit"] == {"commit": head, "branch": "main", "dirty": True}
+    assert record["git_at_finish"]["commit"] == head and record["git_at_finish"]["dirty"] is True
