@@ -11,6 +11,7 @@ import msgspec
 
 from mam import events as ev
 from mam.agents.publisher import Publisher, new_job_id
+from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.follow import follow_on, outcome_code
@@ -37,6 +38,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_workspace_args(submit)
     add_broker_arg(submit)
     submit.set_defaults(handler=run_submit)
+
+    session = subparsers.add_parser("session", help="agent sessions: create one (with its onboarding job), list them")
+    session_sub = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
+    create = session_sub.add_parser("create", help="register a session by submitting its onboarding job")
+    create.add_argument("--agent", required=True)
+    create.add_argument("--role", required=True)
+    create.add_argument("--session", required=True, metavar="NAME")
+    create.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    create.add_argument("--json", action="store_true")
+    add_workspace_args(create)
+    add_broker_arg(create)
+    create.set_defaults(handler=run_session_create)
+    listing = session_sub.add_parser("list", help="sessions and their jobs, from the registry")
+    listing.add_argument("--json", action="store_true")
+    add_workspace_args(listing)
+    listing.set_defaults(handler=run_session_list)
 
     cancel = subparsers.add_parser("cancel", help="ask for a job to be cancelled")
     cancel.add_argument("job_id", metavar="JOB")
@@ -140,3 +157,42 @@ def run_cancel(args: argparse.Namespace) -> int:
         return 0
 
     return anyio.run(go)
+
+
+def run_session_create(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    broker = broker_from_args(args)
+    prompt = briefing(workspace, role=args.role, session=args.session, agent=args.agent)
+    event = _check(
+        ev.Submitted(
+            prompt=prompt, agent=args.agent, agent_session=args.session, role=args.role,
+            labels=dict([ONBOARDING_LABEL]), git=git_info(workspace.root),
+        )
+    )
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            _print_record(await pub.publish_and_wait(new_job_id(), event, timeout=args.timeout), args.json)
+        return 0
+
+    return anyio.run(go)
+
+
+def run_session_list(args: argparse.Namespace) -> int:
+    from mam.reading import iter_records
+
+    found = sessions(iter_records(workspace_from_args(args)))
+    if args.json:
+        print(json.dumps([{"session": s.name, "agent": s.agent, "role": s.role, "onboarding": s.onboarding,
+                           "jobs": [{"job_id": j.job_id, "status": j.status.value} for j in s.jobs]}
+                          for s in found], indent=2))
+        return 0
+    for s in found:
+        counts: dict[str, int] = {}
+        for job in s.jobs:
+            counts[job.status.value] = counts.get(job.status.value, 0) + 1
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        print(f"{s.name}  agent={s.agent} role={s.role} onboarding={s.onboarding or '-'}  jobs: {summary}")
+        for job in s.jobs:
+            print(f"  {job.job_id}  {job.status.value}")
+    return 0
