@@ -79,6 +79,8 @@ class Runner:
         self.topics = Topics(workspace.id)
         self.active: dict[str, RunningJob] = {}
         self.claiming: set[str] = set()
+        self.queued: dict[str, JobRecord] = {}
+        """Submitted jobs for this agent not claimed yet, oldest first: claimed as capacity frees."""
         self.pub: Publisher | None = None
         self.stopping = False
 
@@ -132,19 +134,31 @@ class Runner:
                 running.cancelled = True
                 tg.start_soon(self._terminate, running)
             return
-        if record.status is Status.SUBMITTED and job_id not in self.claiming:
-            if len(self.active) + len(self.claiming) < self.concurrency:
-                self.claiming.add(job_id)
-                await self._send(job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version))
-        elif record.status is Status.CLAIMED and record.runner == self.agent_id and job_id in self.claiming:
+        if record.status is Status.SUBMITTED:
+            if job_id not in self.claiming:
+                self.queued[job_id] = record
+                await self._claim_what_fits()
+            return
+        self.queued.pop(job_id, None)
+        if record.status is Status.CLAIMED and record.runner == self.agent_id and job_id in self.claiming:
             self.claiming.discard(job_id)
             self.active[job_id] = RunningJob(record)
             await client.publish(
                 self.topics.agent_status(self.agent_id), encode(self.status("online")), qos=1, retain=True
             )
             tg.start_soon(self._run_job, self.active[job_id], client)
-        elif job_id in self.claiming and record.status is not Status.SUBMITTED:
-            self.claiming.discard(job_id)
+        elif job_id in self.claiming:
+            self.claiming.discard(job_id)  # another runner won the claim
+            await self._claim_what_fits()
+
+    async def _claim_what_fits(self) -> None:
+        while self.queued and len(self.active) + len(self.claiming) < self.concurrency:
+            job_id, record = next(iter(self.queued.items()))
+            del self.queued[job_id]
+            self.claiming.add(job_id)
+            await self._send(
+                job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)
+            )
 
     async def _send(self, job_id: str, event: ev.AnyEvent) -> None:
         assert self.pub is not None
@@ -202,6 +216,7 @@ class Runner:
             await output.flush_all()
             await self._report(job, code, output)
             self._finish(job_id)
+            await self._claim_what_fits()
             await client.publish(
                 self.topics.agent_status(self.agent_id), encode(self.status("online")), qos=1, retain=True
             )

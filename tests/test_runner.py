@@ -217,3 +217,22 @@ async def test_provenance_records_git_state_at_submit_and_at_finish(amqtt: Runni
         record = await wait_for_state(amqtt.url, ws_id, "job-g", lambda r: r["status"] == "succeeded", timeout=30)
     assert record["git_at_submit"] == {"commit": head, "branch": "main", "dirty": True}
     assert record["git_at_finish"]["commit"] == head and record["git_at_finish"]["dirty"] is True
+
+
+async def test_concurrency_bounds_the_jobs_a_runner_runs_at_once(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    jobs = ["seq-a", "seq-b", "seq-c"]
+    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws, "solo", "--concurrency", "1"):
+        for job in jobs:
+            await submit(amqtt, ws, job, "stream 4")
+        for job in jobs:
+            await wait_for_state(amqtt.url, ws_id, job, lambda r: r["status"] == "succeeded", timeout=60)
+    spans = []
+    for job in jobs:
+        entries = [json.loads(line) for line in (ws.logs / job / "events.jsonl").read_text().splitlines()]
+        claimed = next(e["received_at"] for e in entries if e["event"]["type"] == "claimed")
+        finished = next(e["received_at"] for e in entries if e["event"]["type"] == "succeeded")
+        spans.append((claimed, finished))
+    spans.sort()
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end, f"with --concurrency 1 a job was claimed before the previous one finished: {spans}"
