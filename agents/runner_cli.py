@@ -16,7 +16,7 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
-from mam.signals import cancel_on_signal
+from mam.signals import run_until_signal
 
 PROG = "mam-agent"
 
@@ -43,13 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(runner: Runner) -> None:
-    async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope)
-        await runner.run()
-        tg.cancel_scope.cancel()
-
-
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging(PROG, args.verbose)
@@ -73,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
             kill_grace=args.kill_grace,
             agent_id=args.agent_id,
         )
-        anyio.run(serve, runner)
+        anyio.run(run_until_signal, runner.run)
         return 0
 
     run_cli(PROG, body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -22,3 +23,11 @@ async def cancel_on_signal(
         async for _ in signals:
             scope.cancel()
             return
+
+
+async def run_until_signal(service: Callable[[], Awaitable[object]]) -> None:
+    """Run a long-lived service until it returns or SIGINT/SIGTERM cancels it."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(cancel_on_signal, tg.cancel_scope)
+        await service()
+        tg.cancel_scope.cancel()

@@ -17,7 +17,7 @@ from mam.cli_common import (
 )
 from mam.projector.liveness import Limits
 from mam.projector.service import DURABILITY_MODES, Projector
-from mam.signals import cancel_on_signal
+from mam.signals import run_until_signal
 
 PROG = "mam-projector"
 
@@ -41,13 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(projector: Projector) -> None:
-    async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope)
-        await projector.run()
-        tg.cancel_scope.cancel()
-
-
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging(PROG, args.verbose)
@@ -63,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
             flush=True,
         )
-        anyio.run(serve, projector)
+        anyio.run(run_until_signal, projector.run)
         return 0
 
     run_cli(PROG, body)
