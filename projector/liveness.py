@@ -42,7 +42,10 @@ def on_runner_status(open_jobs: dict[str, JobRecord], status: AgentStatus) -> li
     ]
 
 
-def on_clock(open_jobs: dict[str, JobRecord], now: datetime, limits: Limits) -> list[tuple[str, ev.AnyEvent]]:
+def on_clock(
+    open_jobs: dict[str, JobRecord], now: datetime, limits: Limits, *, judge_leases: bool = True
+) -> list[tuple[str, ev.AnyEvent]]:
+    """Timeouts always; leases only when `judge_leases` (not in the first lease after a (re)connect)."""
     derived: list[tuple[str, ev.AnyEvent]] = []
     for job_id, record in open_jobs.items():
         if record.status is Status.RUNNING and record.timeout is not None:
@@ -50,6 +53,6 @@ def on_clock(open_jobs: dict[str, JobRecord], now: datetime, limits: Limits) -> 
                 derived.append((job_id, ev.TimedOut(reason=f"ran past its timeout of {record.timeout:g}s")))
                 continue
         alive_at = record.last_heartbeat_at or record.started_at or record.claimed_at
-        if _age(alive_at, now) > limits.lease:
+        if judge_leases and _age(alive_at, now) > limits.lease:
             derived.append((job_id, ev.Lost(reason=f"no heartbeat for more than {limits.lease:g}s")))
     return derived

@@ -90,6 +90,7 @@ class Projector:
         self.children: dict[str, set[str]] = {}
         self.delegation = load_limits(workspace.root)
         self._last_clock = 0.0
+        self._clock_from = 0.0
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         self.cache_max = max(20_000, 4 * batch_max)
         self.counters = Counters()
@@ -216,17 +217,21 @@ class Projector:
         self._repair.clear()
         self.log.close()
         self.open_jobs, self.children = await anyio.to_thread.run_sync(self._scan_open_jobs)
+        # Heartbeats queued while this projector was away arrive first: judge leases only
+        # once every runner has had a full lease to be heard from.
+        self._clock_from = time.monotonic() + self.limits.lease
         while True:
             batch: list[aiomqtt.Message] = []
             with anyio.move_on_after(self.tick):
                 batch = await next_batch(client, self.batch_max)
-            derived: list[tuple[str, ev.AnyEvent]] = []
-            if time.monotonic() - self._last_clock >= self.tick:
+            clock_due = time.monotonic() - self._last_clock >= self.tick
+            if clock_due:
                 self._last_clock = time.monotonic()
-                derived = on_clock(self.open_jobs, utc_now(), self.limits)
-            if not batch and not derived:
+            if not batch and not (clock_due and self.open_jobs):
                 continue
-            staged = self._fold(batch, derived)
+            staged = self._fold(batch, clock_due=clock_due)
+            if not batch and not staged.records:
+                continue
             await self._commit(client, staged)
             self._unpublished.update(staged.records)
             self._publish_and_ack(client, batch, staged)
@@ -274,9 +279,9 @@ class Projector:
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, lambda j: self._state(j).record, open_children, self.delegation)
 
-    def _fold(self, batch: list[aiomqtt.Message], derived: list[tuple[str, ev.AnyEvent]] | None = None) -> Batch:
+    def _fold(self, batch: list[aiomqtt.Message], *, clock_due: bool = False) -> Batch:
         staged = Batch()
-        derived = list(derived or [])
+        derived: list[tuple[str, ev.AnyEvent]] = []
         for message in batch:
             now = utc_now()
             received_at = iso(now)
@@ -319,11 +324,24 @@ class Projector:
                         payload_bytes=len(payload),
                     )
                 )
+        self._track_open(staged)
+        if clock_due:
+            leases = time.monotonic() >= self._clock_from
+            derived += on_clock(self.open_jobs, utc_now(), self.limits, judge_leases=leases)
         received_at = utc_now_iso()
         for job_id, event in derived:
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
             state = self._state(job_id)
             staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+        self._track_open(staged)
+        for job_id in self._repair:
+            state = self.jobs[job_id]
+            if state.record is not None:
+                staged.records.setdefault(job_id, state.record)
+        self._repair.clear()
+        return staged
+
+    def _track_open(self, staged: Batch) -> None:
         for job_id, record in staged.records.items():
             if record.status in OPEN:
                 self.open_jobs[job_id] = record
@@ -335,12 +353,6 @@ class Projector:
                     siblings.discard(job_id)
                 else:
                     siblings.add(job_id)
-        for job_id in self._repair:
-            state = self.jobs[job_id]
-            if state.record is not None:
-                staged.records.setdefault(job_id, state.record)
-        self._repair.clear()
-        return staged
 
     def _publish_and_ack(self, client: aiomqtt.Client, messages: list[aiomqtt.Message], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""

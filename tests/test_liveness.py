@@ -62,3 +62,20 @@ async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws
         await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
         done = await wait_for_state(amqtt.url, ws_id, "job-o", lambda r: r["status"] == "timed_out", timeout=20)
     assert "ran past its timeout of 1s" in done["error"] and done["finished_at"]
+
+
+def test_leases_are_not_judged_right_after_a_reconnect() -> None:
+    from datetime import timedelta
+
+    from mam.projector.liveness import Limits, on_clock
+    from mam.record import JobRecord, Status
+
+    old = iso(utc_now() - timedelta(minutes=5))
+    record = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p", submitted_at=old,
+                       started_at=old, updated_at=old, timeout=10)
+    derived = on_clock({"j": record}, utc_now(), Limits(lease=30), judge_leases=False)
+    assert [type(e).__name__ for _, e in derived] == ["TimedOut"], "timeouts still apply"
+    no_timeout = JobRecord(job_id="k", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
+                           submitted_at=old, started_at=old, updated_at=old)
+    assert on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), judge_leases=False) == []
+    assert [type(e).__name__ for _, e in on_clock({"k": no_timeout}, utc_now(), Limits(lease=30))] == ["Lost"]
