@@ -190,6 +190,8 @@ class Runner:
             return
         job.process = process
         await self._send(job_id, ev.Started(runner=self.agent_id, pid=process.pid))
+        if job.cancelled:  # the cancel request came between the claim and the start
+            _signal_group(process.pid, signal.SIGTERM)
         output = OutputStreamer(lambda event: self._send(job_id, event))
         try:
             async with anyio.create_task_group() as tg:
