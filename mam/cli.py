@@ -147,16 +147,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     else:
         verb = "checked" if args.verify else "rebuilt"
         print(f"{verb} {report.jobs} jobs from {report.events} events in {workspace.logs_dir}")
-        for label, names in (
-            ("differs from its log", report.differing),
-            ("is missing", report.missing),
-            ("has no audit log", report.orphans),
+        for label, names, outcome in (
+            ("differs from its log", report.differing, "fixed"),
+            ("is missing", report.missing, "fixed"),
+            ("has no audit log", report.orphans, "dropped"),
         ):
+            suffix = "" if args.verify else f" ({outcome})"
             for name in names:
-                print(
-                    f"  {name}: record {label}"
-                    + ("" if args.verify else " (fixed)" if label != "has no audit log" else " (dropped)")
-                )
+                print(f"  {name}: record {label}{suffix}")
         for name, reason in report.corrupt.items():
             print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
     if report.corrupt or (args.verify and not report.clean):

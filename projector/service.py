@@ -273,8 +273,9 @@ class Projector:
                 children.setdefault(record.parent, set()).add(record.job_id)
         return found, children
 
-    def _delegation_refusal(self, job_id: str, event: ev.AnyEvent) -> str | None:
-        if not isinstance(event, ev.Submitted) or event.parent is None or job_id in self.jobs and self.jobs[job_id].record:
+    def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
+        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, lambda j: self._state(j).record, open_children, self.delegation)
@@ -302,7 +303,7 @@ class Projector:
                 except CorruptLog as exc:
                     reason = f"{exc}; run `mam rebuild --verify`"
                 else:
-                    guard = self._delegation_refusal(outcome.job_id, outcome.event)
+                    guard = self._delegation_refusal(state, outcome.job_id, outcome.event)
                     refusal = Refusal(guard) if guard else staged.add_event(
                         state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
                     )
