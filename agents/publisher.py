@@ -23,6 +23,7 @@ from mam.broker_url import BrokerAddress
 from mam.errors import MamError, NoProjector, Refused
 from mam.ids import validate_job_id
 from mam.mqtt import make_client, unreachable
+from mam.provenance import git_info
 from mam.record import JobRecord, decode_record
 from mam.status import decode_projector_status
 from mam.timefmt import utc_now
@@ -127,6 +128,7 @@ class Publisher:
                 labels=labels or {},
                 timeout=timeout,
                 parent=parent,
+                git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
             )
         )
         if not wait:

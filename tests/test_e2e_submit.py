@@ -196,3 +196,19 @@ def test_import_agents_does_not_resolve_to_mam(tmp_path: object) -> None:
     code = "import importlib.util, mam.agents; print(importlib.util.find_spec('agents'))"
     out = subprocess.run([str(BIN / "python"), "-c", code], capture_output=True, check=True, cwd="/")
     assert out.stdout.strip() == b"None"
+
+
+async def test_python_api_submit_records_git_provenance(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    git = ["git", "-C", str(ws.root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    from mam.agents import Publisher
+    from mam.broker_url import parse_broker_url
+    from mam.workspace import resolve
+
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
+            record = await pub.submit(prompt="p", agent="a", wait=True)
+    assert record.git_at_submit is not None  # type: ignore[union-attr]
+    assert (record.git_at_submit.commit, record.git_at_submit.branch) == (head, "main")  # type: ignore[union-attr]
