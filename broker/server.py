@@ -7,10 +7,13 @@ import logging
 from pathlib import Path
 from types import TracebackType
 
+from amqtt.adapters import ReaderAdapter, WriterAdapter
 from amqtt.broker import Broker
 from amqtt.errors import BrokerError
+from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
 
+from mam.broker import gate
 from mam.broker.config import broker_config
 from mam.broker.passwords import check_password_file
 from mam.broker_url import BrokerAddress
@@ -36,7 +39,20 @@ class _Broker(Broker):
     retained payloads, whatever its ACL allows. Here a retained replay goes
     only to a session that holds the filter; a fresh SUBSCRIBE is registered
     before its replay, so it is unaffected.
+
+    With a `publish_gate`, every client's incoming publishes pass the gate
+    first (see `mam.broker.gate`).
     """
+
+    publish_gate: gate.PublishGate | None = None
+
+    async def _initialize_client_session(
+        self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
+    ) -> tuple[BrokerProtocolHandler, Session]:
+        handler, session = await super()._initialize_client_session(reader, writer, remote_address, remote_port)
+        if self.publish_gate is not None:
+            gate.install(handler, self.publish_gate)
+        return handler, session
 
     async def _publish_retained_messages_for_subscription(
         self, subscription: tuple[str, int], session: Session
@@ -50,11 +66,17 @@ class EmbeddedBroker:
     """`async with EmbeddedBroker(port=0) as broker:` then `broker.address`."""
 
     def __init__(
-        self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, password_file: Path | None = None
+        self,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        password_file: Path | None = None,
+        publish_gate: gate.PublishGate | None = None,
     ) -> None:
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file
+        self.publish_gate = publish_gate
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -69,6 +91,7 @@ class EmbeddedBroker:
 
     async def start(self) -> None:
         broker = _Broker(broker_config(self.host, self.requested_port, self.password_file))
+        broker.publish_gate = self.publish_gate
         try:
             await broker.start()
         except BrokerError as exc:

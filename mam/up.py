@@ -34,8 +34,9 @@ def banner(workspace: Workspace, url: str, host: str, port: int) -> str:
             "mam up: submit a job from any MQTT client:",
             f"  mosquitto_pub -h {host}{port_flag} -q 1 -t {topics.events('job-1')} -m {example}",
             f"  mosquitto_sub -h {host}{port_flag} -v -t '{topics.all_states}'",
-            "mam up: note: the embedded broker keeps messages in memory only and has no ACLs; for a shared",
-            "mam up: broker or a projector that restarts on its own, use mosquitto or NATS (see README, Brokers).",
+            "mam up: an event is acknowledged only once it is in the audit log; job states are restored at start.",
+            "mam up: note: the embedded broker has no topic ACLs and keeps other clients' sessions in memory only;",
+            "mam up: for a shared broker or a projector on another host, use mosquitto or NATS (see README, Brokers).",
             "mam up: Ctrl-C stops both.",
         ]
     )
@@ -43,15 +44,18 @@ def banner(workspace: Workspace, url: str, host: str, port: int) -> str:
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
     from mam.broker.server import EmbeddedBroker
+    from mam.projector.intake import LocalIntake
     from mam.projector.service import Projector
 
-    embedded = EmbeddedBroker(args.host, args.port, password_file=args.password_file)
+    intake = LocalIntake(workspace.id)
+    embedded = EmbeddedBroker(args.host, args.port, password_file=args.password_file, publish_gate=intake.offer)
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         address = broker.address
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
-        await tg.start(Projector(workspace, address, durability=args.durability).run)
+        projector = Projector(workspace, address, durability=args.durability, intake=intake, restore_retained=True)
+        await tg.start(projector.run)
         print(banner(workspace, broker.address.url, broker.address.host, broker.address.port), flush=True)
 
 

@@ -58,10 +58,15 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
 async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
     """Wait for one message, then take up to `limit` in all of those already queued."""
     first = await anext(aiter(client.messages))
-    batch = [first]
+    return [first, *queued(client, limit - 1)]
+
+
+def queued(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
+    """Up to `limit` of the messages already queued, without waiting."""
     queue = getattr(client, "_queue", None)
     if queue is None:
         raise PahoUnavailable("this aiomqtt version hides its message queue; mam needs aiomqtt>=2.3,<3")
+    batch: list[aiomqtt.Message] = []
     while len(batch) < limit and not queue.empty():
         batch.append(queue.get_nowait())
     return batch

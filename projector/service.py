@@ -30,9 +30,10 @@ from mam.projector.delegation import check as check_delegation
 from mam.projector.delegation import load_limits
 from mam.projector.durable import StorageLost
 from mam.projector.ingest import Accepted, excerpt, ingest
+from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
 from mam.projector.lock import ProjectorLock
-from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait
+from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait, queued
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import CorruptLog, JobState, replay
@@ -45,6 +46,9 @@ from mam.workspace import Workspace
 log = logging.getLogger("mam.projector")
 
 DURABILITY_MODES = ("fsync", "none")
+
+Inbound = aiomqtt.Message | LocalMessage
+RESTORE_CONCURRENCY = 64
 
 
 @dataclass(slots=True)
@@ -69,7 +73,12 @@ class Projector:
         retry_delay: float = 0.5,
         limits: Limits | None = None,
         tick: float = 1.0,
+        intake: LocalIntake | None = None,
+        restore_retained: bool = False,
     ) -> None:
+        """`intake`: take events in-process from the embedded broker (`mam up`) instead of
+        subscribing to them. `restore_retained`: publish every record as retained state
+        once at start-up, for a broker that keeps nothing across its own restart."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
@@ -96,6 +105,8 @@ class Projector:
         self.counters = Counters()
         self.started_at = utc_now_iso()
         self._repair: set[str] = set()
+        self.intake = intake
+        self.restore_retained = restore_retained
 
     def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
         return ProjectorStatus(
@@ -184,7 +195,8 @@ class Projector:
         )
         enable_manual_ack(client)
         async with client:
-            await client.subscribe(self.topics.all_events, qos=1)
+            if self.intake is None:
+                await client.subscribe(self.topics.all_events, qos=1)
             await client.subscribe(self.topics.all_agent_status, qos=1)
             # Records repaired at start-up, and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
@@ -216,14 +228,15 @@ class Projector:
         self.jobs.clear()
         self._repair.clear()
         self.log.close()
-        self.open_jobs, self.children = await anyio.to_thread.run_sync(self._scan_open_jobs)
+        restore, self.restore_retained = self.restore_retained, False
+        self.open_jobs, self.children, everything = await anyio.to_thread.run_sync(self._scan_registry, restore)
+        if everything:
+            await self._restore_states(client, everything)
         # Heartbeats queued while this projector was away arrive first: judge leases only
         # once every runner has had a full lease to be heard from.
         self._clock_from = time.monotonic() + self.limits.lease
         while True:
-            batch: list[aiomqtt.Message] = []
-            with anyio.move_on_after(self.tick):
-                batch = await next_batch(client, self.batch_max)
+            batch = await self._next_batch(client)
             clock_due = time.monotonic() - self._last_clock >= self.tick
             if clock_due:
                 self._last_clock = time.monotonic()
@@ -232,10 +245,53 @@ class Projector:
             staged = self._fold(batch, clock_due=clock_due)
             if not batch and not staged.records:
                 continue
-            await self._commit(client, staged)
-            self._unpublished.update(staged.records)
-            self._publish_and_ack(client, batch, staged)
-            self._unpublished.clear()
+            committed = False
+            try:
+                await self._commit(client, staged)
+                committed = True
+                self._unpublished.update(staged.records)
+                self._publish_and_ack(client, batch, staged)
+                self._unpublished.clear()
+            finally:
+                if self.intake is not None:
+                    self._settle_local(batch, committed)
+
+    async def _next_batch(self, client: aiomqtt.Client) -> list[Inbound]:
+        """What arrived, waiting at most one tick: from the broker, or from the intake
+        plus the runners' presence messages the broker queued meanwhile."""
+        batch: list[Inbound] = []
+        if self.intake is None:
+            with anyio.move_on_after(self.tick):
+                batch.extend(await next_batch(client, self.batch_max))
+            return batch
+        with anyio.move_on_after(self.tick):
+            batch.extend(await self.intake.next_batch(self.batch_max))
+        batch.extend(queued(client, self.batch_max))
+        return batch
+
+    def _settle_local(self, batch: list[Inbound], committed: bool) -> None:
+        """In-process events whatever happened to the connection: acknowledged once
+        committed, else put back in the intake for the next batch (this process
+        is their only copy: no broker will redeliver them)."""
+        local = [message for message in batch if isinstance(message, LocalMessage)]
+        if committed:
+            for message in local:
+                message.ack()
+        elif self.intake is not None:
+            self.intake.put_back(local)
+
+    async def _restore_states(self, client: aiomqtt.Client, records: list[JobRecord]) -> None:
+        """Publish every record as retained state (the embedded broker forgot them when it stopped)."""
+        limiter = anyio.CapacityLimiter(RESTORE_CONCURRENCY)
+
+        async def one(record: JobRecord) -> None:
+            async with limiter:
+                await client.publish(self.topics.state(record.job_id), encode_record(record), qos=1, retain=True)
+
+        async with anyio.create_task_group() as tg:
+            for record in records:
+                tg.start_soon(one, record)
+        log.info("restored the retained state of %d job(s)", len(records))
 
     def _state(self, job_id: str) -> JobState:
         """The job's state, from the cache or its audit log.
@@ -257,21 +313,27 @@ class Projector:
                 self._repair.discard(evicted)
         return state
 
-    def _scan_open_jobs(self) -> tuple[dict[str, JobRecord], dict[str, set[str]]]:
-        """From the registry: claimed and running jobs (for liveness and timeouts) and
-        each parent's unfinished children (for the fan-out limit)."""
+    def _scan_registry(
+        self, keep_all: bool = False
+    ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
+        """From the registry: claimed and running jobs (for liveness and timeouts),
+        each parent's unfinished children (for the fan-out limit), and with
+        `keep_all` every record."""
         found: dict[str, JobRecord] = {}
         children: dict[str, set[str]] = {}
+        everything: list[JobRecord] = []
         for path in self.workspace.registry_dir.glob("*.json"):
             try:
                 record = decode_record(path.read_bytes())
             except (OSError, ValueError):
                 continue
+            if keep_all:
+                everything.append(record)
             if record.status in OPEN:
                 found[record.job_id] = record
             if record.parent and not record.status.terminal:
                 children.setdefault(record.parent, set()).add(record.job_id)
-        return found, children
+        return found, children, everything
 
     def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
@@ -280,7 +342,7 @@ class Projector:
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, lambda j: self._state(j).record, open_children, self.delegation)
 
-    def _fold(self, batch: list[aiomqtt.Message], *, clock_due: bool = False) -> Batch:
+    def _fold(self, batch: list[Inbound], *, clock_due: bool = False) -> Batch:
         staged = Batch()
         derived: list[tuple[str, ev.AnyEvent]] = []
         for message in batch:
@@ -355,7 +417,7 @@ class Projector:
                 else:
                     siblings.add(job_id)
 
-    def _publish_and_ack(self, client: aiomqtt.Client, messages: list[aiomqtt.Message], staged: Batch) -> None:
+    def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
         for job_id, record in staged.records.items():
             publish_nowait(client, self.topics.state(job_id), encode_record(record), retain=True)
@@ -363,7 +425,10 @@ class Projector:
             publish_nowait(client, self.topics.rejected, encode(rejection), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         for message in messages:
-            ack(client, message)
+            if isinstance(message, LocalMessage):
+                message.ack()
+            else:
+                ack(client, message)
         self.counters.batches += 1
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates

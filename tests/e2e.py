@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from mam.projector.audit_log import AuditLog
+from mam.projector.registry import Registry, record_bytes
+from mam.projector.replay import replay
 from mam.workspace import resolve
 
-from brokers import RunningBroker
+from brokers import RunningBroker, wait_for_port
+from conftest import WorkspacePaths
 from support import BIN, Daemon, child_env, wait_projector_online
 
 
@@ -40,3 +45,64 @@ async def projector_process(
         yield daemon
     finally:
         daemon.stop()
+
+
+@asynccontextmanager
+async def up_process(root: Path, cwd: Path, port: int, *, log_dir: Path | None = None) -> AsyncIterator[Daemon]:
+    """`mam up` for `root` on `port` (the same port across restarts), once its projector is online."""
+    logs = log_dir or root.parent
+    daemon = Daemon(
+        [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(root)],
+        cwd=cwd,
+        env=child_env(),
+        log=logs / f"up-{len(list(logs.glob('up-*')))}.log",
+    )
+    try:
+        wait_for_port(port, daemon.proc)
+        await wait_projector_online(f"mqtt://127.0.0.1:{port}", workspace_id(root), pid=daemon.pid)
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def submit(job_id: str, event_id: str | None = None, prompt: str = "p") -> bytes:
+    body = {"type": "submitted", "prompt": prompt, "agent": "a"}
+    if event_id:
+        body["id"] = event_id
+    return json.dumps(body).encode()
+
+
+def event(kind: str, event_id: str, **fields: object) -> bytes:
+    return json.dumps({"type": kind, "id": event_id, **fields}).encode()
+
+
+def job_streams(jobs: int, per_job: int) -> tuple[dict[str, list[str]], list[tuple[str, bytes]]]:
+    """Each job's event ids, and all the payloads interleaved across jobs as many runners send them."""
+    expected = {f"job-{j}": [f"job-{j}-e{i}" for i in range(per_job)] for j in range(jobs)}
+    payloads = []
+    for i in range(per_job):
+        for job_id, ids in expected.items():
+            if i == 0:
+                payloads.append((job_id, submit(job_id, ids[0])))
+            elif i == 1:
+                payloads.append((job_id, event("claimed", ids[1], runner="r")))
+            elif i == 2:
+                payloads.append((job_id, event("started", ids[2])))
+            else:
+                payloads.append((job_id, event("output", ids[i], text=f"line {i}\n")))
+    return expected, payloads
+
+
+def assert_log_and_registry_consistent(ws: WorkspacePaths, ws_id: str, expected: dict[str, list[str]]) -> None:
+    """Every expected event is in its job's log exactly once, and every record is the fold of its log."""
+    log, registry = AuditLog(ws.logs), Registry(ws.jobs)
+    for job_id, ids in expected.items():
+        entries = log.read(job_id)
+        got = [e.event.id for e in entries]
+        assert len(got) == len(set(got)), f"{job_id}: an event is in the audit log twice: {got}"
+        # NATS redelivers an unacknowledged message after its ack_wait, behind newer ones:
+        # nothing may be lost or doubled, but the applied order can differ from the sent one.
+        assert sorted(got) == sorted(ids), f"{job_id}: audit log {got} != published {ids}"
+        state = replay(job_id, ws_id, entries)
+        assert state.record is not None
+        assert registry.read_bytes(job_id) == record_bytes(state.record), f"{job_id}: record is not the fold of its log"

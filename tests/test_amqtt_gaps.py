@@ -1,11 +1,12 @@
 """Known gaps of amqtt 0.12, the embedded broker, verified so a fix upstream shows up here.
 
-Each is a strict xfail: the day amqtt closes the gap, the test passes and the
-suite fails, so the README's warning gets revisited. mam's answer to them:
-`mam up` runs broker and projector in one process (neither restarts without
-the other), `mam submit --wait` reports a job that was not recorded, and the
-README points shared or long-lived setups to mosquitto or NATS, where the
-same tests pass (test_delivery.py).
+Each is a strict xfail, or asserts the gap outright: the day amqtt closes the
+gap, the suite fails, so the README's warning gets revisited. mam's answer to
+them: `mam up` runs broker and projector in one process, holds every PUBACK
+until the event is in the audit log and restores the retained states when it
+starts (test_up_durability.py), so no event rests in amqtt's memory alone; a
+standalone `mam-broker` keeps these gaps, and the README points shared setups
+to mosquitto or NATS, where the same tests pass (test_delivery.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from amqtt.broker import Broker
 
+from mam.broker.passwords import set_password
 from mam.broker_url import parse_broker_url
 from mam.mqtt import make_client
 
@@ -50,6 +53,54 @@ async def test_amqtt_keeps_retained_messages_across_a_restart(tmp_path: Path) ->
         assert await first_message(broker.url, "gap/retained") == b"kept"
         broker.restart()
         assert await first_message(broker.url, "gap/retained") == b"kept"
+
+
+async def test_amqtt_acknowledges_a_publish_its_acl_refused(tmp_path: Path) -> None:
+    """amqtt 0.12 PUBACKs a QoS 1 publish that its topic ACL then drops.
+
+    The PUBACK goes out as soon as the message is queued (`_handle_qos1_message_flow`);
+    the ACL check runs later, in the broker's delivery loop, and only logs. MQTT 3.1.1
+    has no negative PUBACK, so the publisher cannot tell: mosquitto also acks a denied
+    3.1.1 publish and drops it silently. mam's embedded broker configures no topic ACL
+    at all; a shared broker should be mosquitto or NATS with ACLs (README, "Brokers and
+    access"). A publish the broker refused is therefore detected by its absence (`mam
+    submit --wait`), never by the publisher's acknowledgement.
+    """
+    passwords = tmp_path / "passwd"
+    set_password(passwords, "agent", "s3cret")
+    with pytest.warns(DeprecationWarning, match="'acl' option is deprecated"):
+        broker = Broker(
+            {
+                "listeners": {"default": {"type": "tcp", "bind": "127.0.0.1:0", "max_connections": 0}},
+                "plugins": {
+                    "amqtt.plugins.authentication.FileAuthPlugin": {"password_file": str(passwords)},
+                    # amqtt 0.12 validates this dict against the plugin's Config dataclass
+                    # (strict): the keys are `publish_acl` and `acl` (the subscribe ACL;
+                    # deprecated, but `subscribe-acl` is not a field, and without it every
+                    # SUBSCRIBE is refused); no `receive_acl` field means receiving is open.
+                    "amqtt.plugins.topic_checking.TopicAccessControlListPlugin": {
+                        "publish_acl": {"agent": ["allowed/#"]},
+                        "acl": {"agent": ["#"]},
+                    },
+                },
+            }
+        )
+    await broker.start()
+    try:
+        port = broker._servers["default"].instance.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+        address = parse_broker_url(f"mqtt://agent:s3cret@127.0.0.1:{port}")
+        async with make_client(address) as watcher, make_client(address) as publisher:
+            granted = await watcher.subscribe("#", qos=1)
+            assert [getattr(code, "value", code) for code in granted] == [1], granted
+            with anyio.fail_after(5):
+                await publisher.publish("forbidden/x", b"refused", qos=1)  # PUBACKed all the same
+                await publisher.publish("allowed/x", b"control", qos=1)
+            with anyio.fail_after(5):
+                first = await anext(aiter(watcher.messages))
+        # One publisher's messages arrive in order: had the refused one been delivered, it would be first.
+        assert first.topic.value == "allowed/x"
+    finally:
+        await broker.shutdown()
 
 
 @pytest.mark.parametrize("kind", ["mosquitto", "nats"])

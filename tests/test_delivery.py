@@ -10,30 +10,16 @@ import aiomqtt
 import anyio
 import pytest
 
-from mam.projector.audit_log import AuditLog
 from mam.projector.mqtt_internals import enable_manual_ack
-from mam.projector.registry import Registry, record_bytes
-from mam.projector.replay import replay
 
 from brokers import BROKERS, RunningBroker
 from conftest import WorkspacePaths
-from e2e import projector_process, workspace_id
+from e2e import assert_log_and_registry_consistent, event, job_streams, projector_process, submit, workspace_id
 from support import Watch, publish, wait_for_state
 
 AMQTT_401 = pytest.mark.xfail(
     strict=True, reason="amqtt 0.12 does not redeliver unacknowledged QoS 1 messages (amqtt issue #401)"
 )
-
-
-def submit(job_id: str, event_id: str | None = None, prompt: str = "p") -> bytes:
-    body = {"type": "submitted", "prompt": prompt, "agent": "a"}
-    if event_id:
-        body["id"] = event_id
-    return json.dumps(body).encode()
-
-
-def event(kind: str, event_id: str, **fields: object) -> bytes:
-    return json.dumps({"type": kind, "id": event_id, **fields}).encode()
 
 
 async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
@@ -110,20 +96,6 @@ async def test_expected_version_mismatch_is_refused_with_the_current_version(
         assert record["runner"] == "r"
 
 
-def assert_log_and_registry_consistent(ws: WorkspacePaths, ws_id: str, expected: dict[str, list[str]]) -> None:
-    log, registry = AuditLog(ws.logs), Registry(ws.jobs)
-    for job_id, ids in expected.items():
-        entries = log.read(job_id)
-        got = [e.event.id for e in entries]
-        assert len(got) == len(set(got)), f"{job_id}: an event is in the audit log twice: {got}"
-        # NATS redelivers an unacknowledged message after its ack_wait, behind newer ones:
-        # nothing may be lost or doubled, but the applied order can differ from the sent one.
-        assert sorted(got) == sorted(ids), f"{job_id}: audit log {got} != published {ids}"
-        state = replay(job_id, ws_id, entries)
-        assert state.record is not None
-        assert registry.read_bytes(job_id) == record_bytes(state.record), f"{job_id}: record is not the fold of its log"
-
-
 @pytest.mark.parametrize("kind", ["mosquitto", "nats"])
 async def test_kill9_under_load_then_restart_loses_and_doubles_nothing(
     kind: str, ws: WorkspacePaths, request: pytest.FixtureRequest
@@ -131,18 +103,7 @@ async def test_kill9_under_load_then_restart_loses_and_doubles_nothing(
     broker: RunningBroker = request.getfixturevalue(kind)
     ws_id = workspace_id(ws.root)
     jobs, per_job = 40, 25
-    expected = {f"job-{j}": [f"job-{j}-e{i}" for i in range(per_job)] for j in range(jobs)}
-    payloads = []
-    for i in range(per_job):
-        for job_id, ids in expected.items():
-            if i == 0:
-                payloads.append((job_id, submit(job_id, ids[0])))
-            elif i == 1:
-                payloads.append((job_id, event("claimed", ids[1], runner="r")))
-            elif i == 2:
-                payloads.append((job_id, event("started", ids[2])))
-            else:
-                payloads.append((job_id, event("output", ids[i], text=f"line {i}\n")))
+    expected, payloads = job_streams(jobs, per_job)
     half = len(payloads) // 2
     async with projector_process(broker, ws.root, ws.elsewhere) as first:
         async with Watch(broker.url, f"mam/{ws_id}/jobs/+/state") as states:

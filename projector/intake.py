@@ -1,0 +1,73 @@
+"""Events handed to the projector in-process, each acknowledged only once it is durable.
+
+`mam up` runs the embedded broker and the projector in one process. There the
+broker's `PublishGate` calls `LocalIntake.offer` for every publish on the
+workspace's events topics, and holds the publisher's PUBACK until the
+projector has committed the batch holding that event (`LocalMessage.ack`).
+So with the embedded broker, as with mosquitto or NATS, an acknowledged
+event is already in the audit log: nothing rests in broker memory alone, and
+amqtt not redelivering to a reconnecting subscriber no longer matters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+
+import anyio
+
+from mam.topics import Kind, Topics
+
+
+@dataclass(slots=True)
+class LocalMessage:
+    """The parts of an MQTT message the projector reads, plus the publisher's pending ack.
+
+    `retain` is always false: a message taken here is live, as a subscriber
+    would see it (the retain flag only marks a replay to a new subscriber).
+    """
+
+    topic: str
+    payload: bytes
+    retain: bool = False
+    recorded: anyio.Event = field(default_factory=anyio.Event)
+
+    def ack(self) -> None:
+        self.recorded.set()
+
+
+class LocalIntake:
+    """A queue from the embedded broker to the projector of one workspace."""
+
+    def __init__(self, workspace_id: str) -> None:
+        self.topics = Topics(workspace_id)
+        self._pending: deque[LocalMessage] = deque()
+        self._arrived = anyio.Event()
+
+    def offer(self, topic: str, payload: bytes, retain: bool) -> Awaitable[None] | None:
+        """The broker's gate: take an events-topic publish; the returned awaitable ends once it is recorded."""
+        parsed = self.topics.parse(topic)
+        if parsed is None or parsed.kind is not Kind.EVENTS:
+            return None
+        message = LocalMessage(topic, payload)
+        self._pending.append(message)
+        self._arrived.set()
+        return message.recorded.wait()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def put_back(self, messages: list[LocalMessage]) -> None:
+        """Return taken messages that were not committed, ahead of the rest, in their order."""
+        self._pending.extendleft(reversed(messages))
+        if messages:
+            self._arrived.set()
+
+    async def next_batch(self, limit: int) -> list[LocalMessage]:
+        """Wait for one message, then take up to `limit` of those queued."""
+        while not self._pending:
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        take = min(limit, len(self._pending))
+        return [self._pending.popleft() for _ in range(take)]
