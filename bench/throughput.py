@@ -1,12 +1,16 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
-    .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats]
+    .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats] [--rounds 2]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs. The raw rate is a subscriber that
 only counts messages; the projector rate is from the first publish until the
 retained state of every job shows its last event, with fsync on (or
-`--durability none`). Prints both rates and their ratio.
+`--durability none`). Each round runs both, the rounds alternate the order
+(ABBA), and the ratio is of the mean rates. Prints both rates and their ratio, and the CPU time
+(user+sys, from /proc/<pid>/stat, over the same window as the rate) each
+consumer, the broker and the publisher spent: events per CPU-second is the
+figure that noise on a small machine moves least.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiomqtt
@@ -29,8 +34,8 @@ BIN = Path(sys.executable).parent
 
 RAW_SUBSCRIBER = """
 import sys, time, anyio, aiomqtt
-async def main(port, topic, n):
-    async with aiomqtt.Client("127.0.0.1", port, identifier="bench-raw", clean_session=False) as c:
+async def main(port, topic, n, identifier):
+    async with aiomqtt.Client("127.0.0.1", port, identifier=identifier, clean_session=False) as c:
         await c.subscribe(topic, qos=1)
         print("ready", flush=True)
         count = 0
@@ -38,9 +43,43 @@ async def main(port, topic, n):
             count += 1
             if count == n:
                 print("done", flush=True)
+                # Stay alive (idle) so the parent can read this process's CPU time.
+                await anyio.to_thread.run_sync(sys.stdin.readline)
                 return
-anyio.run(main, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+anyio.run(main, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
 """
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User+sys CPU time of a live process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15)
+
+
+def self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+@dataclass
+class Phase:
+    """One consumer's run: its rate and the CPU seconds each process spent meanwhile."""
+
+    rate: float
+    consumer_cpu: float
+    broker_cpu: float
+    bench_cpu: float
+
+    def line(self, name: str, events: int) -> str:
+        per_cpu = events / self.consumer_cpu if self.consumer_cpu else float("inf")
+        return (
+            f"{name}: {self.rate:7.0f} events/s  cpu {self.consumer_cpu:5.2f} s "
+            f"({1e6 * self.consumer_cpu / events:5.0f} ms cpu/1k events, {per_cpu:6.0f} events/cpu-s)  "
+            f"broker cpu {self.broker_cpu:5.2f} s  publisher+watcher cpu {self.bench_cpu:5.2f} s"
+        )
 
 
 async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> None:
@@ -56,46 +95,55 @@ async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> No
                 tg.start_soon(one, job, payload)
 
 
-async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]]) -> float:
+async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int) -> Phase:
     proc = subprocess.Popen(
-        [sys.executable, "-c", RAW_SUBSCRIBER, str(port), f"mam/{ws}/jobs/+/events", str(len(events))],
+        [sys.executable, "-c", RAW_SUBSCRIBER, str(port), f"mam/{ws}/jobs/+/events", str(len(events)), ws],
         stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"ready"
+        cpu0, broker0, self0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
         start = time.perf_counter()
         async with anyio.create_task_group() as tg:
             tg.start_soon(publish_all, port, ws, events)
             line = await anyio.to_thread.run_sync(proc.stdout.readline)
+        elapsed = time.perf_counter() - start
+        cpu1, broker1, self1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
         assert line.strip() == b"done", line
-        return len(events) / (time.perf_counter() - start)
+        return Phase(len(events) / elapsed, cpu1 - cpu0, broker1 - broker0, self1 - self0)
     finally:
         proc.kill()
         proc.wait()
 
 
 async def projector_rate(
-    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str
-) -> tuple[float, Path]:
+    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str, broker_pid: int
+) -> tuple[Phase, Path]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
     proc = await start_projector(port, ws, root, "--durability", durability)
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
             await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
-            if profile := os.environ.get("MAM_BENCH_PROFILE"):
+            if (profile := os.environ.get("MAM_BENCH_PROFILE")) and not os.path.exists(profile):
+                idle = ["--idle"] if os.environ.get("MAM_BENCH_PROFILE_IDLE") else []
                 subprocess.Popen(
-                    ["py-spy", "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12"],
+                    [str(BIN / "py-spy"), "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12",
+                     "--threads", *idle],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
+            cpu0, broker0, self0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(publish_all, port, ws, events)
                 async for message in watcher.messages:
                     if json.loads(message.payload).get("version") == per_job:  # type: ignore[arg-type]
                         break
-            return len(events) / (time.perf_counter() - start), root
+            elapsed = time.perf_counter() - start
+            cpu1, broker1, self1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
+            return Phase(len(events) / elapsed, cpu1 - cpu0, broker1 - broker0, self1 - self0), root
     finally:
         print(stop_projector(proc))
 
@@ -115,17 +163,43 @@ async def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--broker", choices=("mosquitto", "amqtt", "nats"), default="mosquitto")
     parser.add_argument("--durability", choices=("fsync", "none"), default="fsync")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="rounds of one raw and one projector run each, in ABBA order (raw, projector, projector, raw, ...), "
+        "so that a machine whose speed drifts during the benchmark favours neither side (default 2)",
+    )
     args = parser.parse_args()
     per_job = args.events // args.jobs
     events = interleaved(args.jobs, per_job)
+    n = len(events)
+    raws: list[Phase] = []
+    projs: list[Phase] = []
     with broker(args.broker) as running:
-        raw = await raw_rate(running.port, "bench-raw", events)
-        proj, root = await projector_rate(running.port, "bench-proj", events, per_job, args.durability)
-    verify(root, args.jobs, per_job, len(events))
-    print(f"broker={args.broker} events={len(events)} jobs={args.jobs} durability={args.durability}")
-    print(f"raw aiomqtt subscriber : {raw:10.0f} events/s")
-    print(f"mam-projector          : {proj:10.0f} events/s")
-    print(f"ratio projector/raw    : {proj / raw:10.2f}")
+        for r in range(args.rounds):
+            for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
+                if side == "raw":
+                    raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid))
+                else:
+                    proj, root = await projector_rate(
+                        running.port, f"bench-proj-{r}", events, per_job, args.durability, running.proc.pid
+                    )
+                    verify(root, args.jobs, per_job, n)
+                    projs.append(proj)
+    print(f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds}")
+    for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
+        print(f"round {r + 1}:")
+        print("  " + raw.line("raw aiomqtt subscriber", n))
+        print("  " + proj.line("mam-projector         ", n))
+        print(f"  ratio projector/raw: {proj.rate / raw.rate:.2f}")
+    raw_rate_ = sum(p.rate for p in raws) / len(raws)
+    proj_rate = sum(p.rate for p in projs) / len(projs)
+    raw_cpu = sum(p.consumer_cpu for p in raws) / len(raws)
+    proj_cpu = sum(p.consumer_cpu for p in projs) / len(projs)
+    print(f"raw aiomqtt subscriber : {raw_rate_:10.0f} events/s  {1e6 * raw_cpu / n:5.0f} ms cpu/1k events")
+    print(f"mam-projector          : {proj_rate:10.0f} events/s  {1e6 * proj_cpu / n:5.0f} ms cpu/1k events")
+    print(f"ratio projector/raw    : {proj_rate / raw_rate_:10.2f}   (events per cpu-s: {raw_cpu / proj_cpu:.2f})")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ fold used, so a replay reproduces the registry byte for byte.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -64,6 +65,8 @@ def encode_entry(entry: LogEntry) -> bytes:
 class AuditLog:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = os.fspath(root)  # the hot path joins strings, not Paths
+        self._prefix = os.path.join(self._root, "")
         self._appender = durable.Appender()
 
     def close(self) -> None:
@@ -100,17 +103,19 @@ class AuditLog:
         return [_entry_decoder.decode(line) for line in lines if line]
 
     def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
-        self._appender.ensure_dir(self.job_dir(job_id), plan)
-        self._appender.append(self.events_path(job_id), data, plan)
+        job_dir = self._prefix + job_id
+        self._appender.ensure_dir(job_dir, plan)
+        self._appender.append(f"{job_dir}{os.sep}{EVENTS_FILE}", data, plan)
 
-    def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> tuple[Path, Path]:
+    def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> durable.Staged:
         data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
-        self._appender.ensure_dir(self.job_dir(meta.job_id), plan)
-        return durable.stage(self.job_dir(meta.job_id) / META_FILE, data, plan)
+        job_dir = self._prefix + meta.job_id
+        self._appender.ensure_dir(job_dir, plan)
+        return durable.stage_in(job_dir, META_FILE, data, plan)
 
     def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> None:
         if not rejections:
             return
-        self._appender.ensure_dir(self.root, plan)
+        self._appender.ensure_dir(self._root, plan)
         data = b"".join(_entry_encoder.encode(r) + b"\n" for r in rejections)
-        self._appender.append(self.rejected_path, data, plan)
+        self._appender.append(os.path.join(self._root, REJECTED_FILE), data, plan)

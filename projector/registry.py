@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -20,6 +21,7 @@ def record_bytes(record: JobRecord) -> bytes:
 class Registry:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = os.fspath(root)  # the hot path joins strings, not Paths
 
     def path(self, job_id: str) -> Path:
         return self.root / f"{job_id}{RECORD_SUFFIX}"
@@ -30,5 +32,6 @@ class Registry:
         except FileNotFoundError:
             return None
 
-    def stage(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> tuple[Path, Path]:
-        return durable.stage(self.path(job_id), data, plan)
+    def stage(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> durable.Staged:
+        """Stage the record's new bytes; a record is rewritten batch after batch, so its temp file is recycled."""
+        return durable.stage_in(self._root, f"{job_id}{RECORD_SUFFIX}", data, plan, recycle=True)
