@@ -16,7 +16,7 @@ import aiomqtt  # noqa: E402
 
 from mam import events as ev  # noqa: E402
 
-from brokers import BROKERS, RunningBroker  # noqa: E402
+from brokers import BROKERS, RunningBroker, free_port, wait_for_port  # noqa: E402
 
 
 @contextmanager
@@ -47,19 +47,45 @@ def interleaved(jobs: int, per_job: int) -> list[tuple[str, bytes]]:
 BIN = Path(sys.executable).parent
 
 
-async def start_projector(port: int, ws: str, root: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """`mam-projector` for `root` as workspace `ws`, returned once it announces itself online."""
-    proc = subprocess.Popen(
-        [str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace", str(root),
-         "--workspace-id", ws, *extra],
-        stderr=subprocess.PIPE,
-    )
+async def wait_online(port: int, ws: str) -> None:
+    """Until workspace `ws`'s projector announces itself online on the broker at `port`."""
     async with aiomqtt.Client("127.0.0.1", port) as watcher:
         await watcher.subscribe(f"mam/{ws}/projector/status", qos=1)
         async for message in watcher.messages:
             if json.loads(message.payload).get("status") == "online":  # type: ignore[arg-type]
-                break
+                return
+
+
+async def start_projector(port: int, ws: str, root: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """`mam-projector` for `root` as workspace `ws`, returned once it is online."""
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mam-projector"),
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+            "--workspace",
+            str(root),
+            "--workspace-id",
+            ws,
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+    )
+    await wait_online(port, ws)
     return proc
+
+
+async def start_up(ws: str, root: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`mam up` (embedded broker and projector in one process) on a free port, once its projector is online."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(root), "--workspace-id", ws, *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wait_for_port(port, proc)
+    await wait_online(port, ws)
+    return proc, port
 
 
 def stop_projector(proc: subprocess.Popen[bytes]) -> str:

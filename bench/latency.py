@@ -1,11 +1,17 @@
 """Publish -> retained state latency at a steady rate, against a bare subscriber's latency.
 
-    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 10] [--jobs 100] [--broker mosquitto]
+    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 10] [--jobs 100] [--broker mosquitto|amqtt|nats|up]
 
 The same paced publisher runs twice on the same broker: once with a bare
 aiomqtt subscriber on the events (the broker's own round trip), once with
 `mam-projector` (fsync on), timing each event until a retained state of its
-job shows a version at or past it. Prints p50/p99 of both.
+job shows a version at or past it. Prints p50/p99 of both. With `--broker up`
+the bare subscriber runs on a standalone embedded broker (`mam-broker`) and
+the projector is a whole `mam up`.
+
+The publisher does not wait for one PUBACK before sending the next publish
+(it keeps up to 200 in flight), so the pace holds even where the PUBACK
+waits for the event to be durable (`mam up`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved, start_projector, stop_projector
+from _common import broker, interleaved, start_projector, start_up, stop_projector
 
 BIN = Path(sys.executable).parent
+IN_FLIGHT = 200
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -37,13 +44,16 @@ async def paced_publish(
     tick = 0.01
     per_tick = max(1, int(rate * tick))
     versions: dict[str, int] = {}
-    async with aiomqtt.Client("127.0.0.1", port) as client:
+    async with (
+        aiomqtt.Client("127.0.0.1", port, max_inflight_messages=IN_FLIGHT, max_queued_outgoing_messages=0) as client,
+        anyio.create_task_group() as tg,
+    ):
         start = time.perf_counter()
         for i in range(0, len(events), per_tick):
             for job, payload in events[i : i + per_tick]:
                 versions[job] = versions.get(job, 0) + 1
                 sent[(job, versions[job])] = time.perf_counter()
-                await client.publish(f"mam/{ws}/jobs/{job}/events", payload, qos=1)
+                tg.start_soon(client.publish, f"mam/{ws}/jobs/{job}/events", payload, 1)
             delay = start + (i // per_tick + 1) * tick - time.perf_counter()
             if delay > 0:
                 await anyio.sleep(delay)
@@ -66,9 +76,12 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -
     return got
 
 
-async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -> list[float]:
+async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: int, *, up: bool) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
-    proc = await start_projector(port, "lat-proj", root)
+    if up:
+        proc, port = await start_up("lat-proj", root)
+    else:
+        proc = await start_projector(port, "lat-proj", root)
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     seen: dict[str, int] = {}
@@ -96,13 +109,13 @@ async def main() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt", "nats"), default="mosquitto")
+    parser.add_argument("--broker", choices=("mosquitto", "amqtt", "nats", "up"), default="mosquitto")
     args = parser.parse_args()
     total = int(args.rate * args.seconds)
     events = interleaved(args.jobs, total // args.jobs)
-    with broker(args.broker) as running:
+    with broker("amqtt" if args.broker == "up" else args.broker) as running:
         raw = await raw_latencies(running.port, events, args.rate)
-        proj = await projector_latencies(running.port, events, args.rate)
+        proj = await projector_latencies(running.port, events, args.rate, up=args.broker == "up")
     print(f"broker={args.broker} rate={args.rate}/s events={len(events)} jobs={args.jobs}")
     for name, values in (("raw subscriber (event)", raw), ("mam-projector (state) ", proj)):
         ms = [v * 1000 for v in values]

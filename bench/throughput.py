@@ -28,7 +28,7 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved, start_projector, stop_projector
+from _common import broker, interleaved, start_projector, start_up, stop_projector
 
 BIN = Path(sys.executable).parent
 
@@ -83,7 +83,7 @@ class Phase:
 
 
 async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> None:
-    async with aiomqtt.Client("127.0.0.1", port, max_queued_outgoing_messages=0) as client:
+    async with aiomqtt.Client("127.0.0.1", port, max_queued_outgoing_messages=0, max_inflight_messages=200) as client:
         async with anyio.create_task_group() as tg:
             limiter = anyio.CapacityLimiter(200)
 
@@ -119,18 +119,36 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_p
 
 
 async def projector_rate(
-    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str, broker_pid: int
+    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str, broker_pid: int, *, up: bool
 ) -> tuple[Phase, Path]:
+    """The projector's rate: `mam-projector` on the broker at `port`, or with `up`, a whole
+    `mam up` of its own (whose broker is then the projector's own process)."""
     root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
-    proc = await start_projector(port, ws, root, "--durability", durability)
+    if up:
+        proc, port = await start_up(ws, root, "--durability", durability)
+        broker_pid = proc.pid
+    else:
+        proc = await start_projector(port, ws, root, "--durability", durability)
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
             await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
             if (profile := os.environ.get("MAM_BENCH_PROFILE")) and not os.path.exists(profile):
-                idle = ["--idle"] if os.environ.get("MAM_BENCH_PROFILE_IDLE") else []
+                extra = os.environ.get("MAM_BENCH_PROFILE_ARGS", "").split()  # e.g. "--idle" or "--gil"
                 subprocess.Popen(
-                    [str(BIN / "py-spy"), "record", "--pid", str(proc.pid), "-o", profile, "-f", "raw", "-d", "12",
-                     "--threads", *idle],
+                    [
+                        str(BIN / "py-spy"),
+                        "record",
+                        "--pid",
+                        str(proc.pid),
+                        "-o",
+                        profile,
+                        "-f",
+                        "raw",
+                        "-d",
+                        "12",
+                        "--threads",
+                        *extra,
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
@@ -161,7 +179,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--jobs", type=int, default=1_000)
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt", "nats"), default="mosquitto")
+    parser.add_argument(
+        "--broker",
+        choices=("mosquitto", "amqtt", "nats", "up"),
+        default="mosquitto",
+        help="up: the raw subscriber on a standalone embedded broker (mam-broker), against `mam up`, whose "
+        "projector takes events from inside its broker (its cpu then includes the broker's)",
+    )
     parser.add_argument("--durability", choices=("fsync", "none"), default="fsync")
     parser.add_argument(
         "--rounds",
@@ -176,14 +200,20 @@ async def main() -> None:
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
-    with broker(args.broker) as running:
+    with broker("amqtt" if args.broker == "up" else args.broker) as running:
         for r in range(args.rounds):
             for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
                 if side == "raw":
                     raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid))
                 else:
                     proj, root = await projector_rate(
-                        running.port, f"bench-proj-{r}", events, per_job, args.durability, running.proc.pid
+                        running.port,
+                        f"bench-proj-{r}",
+                        events,
+                        per_job,
+                        args.durability,
+                        running.proc.pid,
+                        up=args.broker == "up",
                     )
                     verify(root, args.jobs, per_job, n)
                     projs.append(proj)

@@ -54,7 +54,14 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         address = broker.address
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
-        projector = Projector(workspace, address, durability=args.durability, intake=intake, restore_retained=True)
+        projector = Projector(
+            workspace,
+            address,
+            durability=args.durability,
+            intake=intake,
+            restore_retained=True,
+            publish_local=broker.publish,
+        )
         await tg.start(projector.run)
         print(banner(workspace, broker.address.url, broker.address.host, broker.address.port), flush=True)
 

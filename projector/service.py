@@ -9,7 +9,7 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -48,6 +48,8 @@ log = logging.getLogger("mam.projector")
 DURABILITY_MODES = ("fsync", "none")
 
 Inbound = aiomqtt.Message | LocalMessage
+LocalPublish = Callable[[str, bytes, bool], Awaitable[None]]
+"""Publish (topic, payload, retain) into a broker in this process, as `mam up` has one."""
 RESTORE_CONCURRENCY = 64
 
 
@@ -75,10 +77,14 @@ class Projector:
         tick: float = 1.0,
         intake: LocalIntake | None = None,
         restore_retained: bool = False,
+        publish_local: LocalPublish | None = None,
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
-        once at start-up, for a broker that keeps nothing across its own restart."""
+        once at start-up, for a broker that keeps nothing across its own restart.
+        `publish_local`: publish states and refusals straight into that broker: they
+        skip a network round trip and the broker's parsing of them, and are in the
+        broker before the events they record are acknowledged."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
@@ -107,6 +113,7 @@ class Projector:
         self._repair: set[str] = set()
         self.intake = intake
         self.restore_retained = restore_retained
+        self.publish_local = publish_local
 
     def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
         return ProjectorStatus(
@@ -250,7 +257,7 @@ class Projector:
                 await self._commit(client, staged)
                 committed = True
                 self._unpublished.update(staged.records)
-                self._publish_and_ack(client, batch, staged)
+                await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()
             finally:
                 if self.intake is not None:
@@ -288,9 +295,13 @@ class Projector:
             async with limiter:
                 await client.publish(self.topics.state(record.job_id), encode_record(record), qos=1, retain=True)
 
-        async with anyio.create_task_group() as tg:
+        if self.publish_local is not None:
             for record in records:
-                tg.start_soon(one, record)
+                await self.publish_local(self.topics.state(record.job_id), encode_record(record), True)
+        else:
+            async with anyio.create_task_group() as tg:
+                for record in records:
+                    tg.start_soon(one, record)
         log.info("restored the retained state of %d job(s)", len(records))
 
     def _state(self, job_id: str) -> JobState:
@@ -345,9 +356,10 @@ class Projector:
     def _fold(self, batch: list[Inbound], *, clock_due: bool = False) -> Batch:
         staged = Batch()
         derived: list[tuple[str, ev.AnyEvent]] = []
+        # The batch was taken from the broker at once: that moment is every event's receive time.
+        now = utc_now()
+        received_at = iso(now)
         for message in batch:
-            now = utc_now()
-            received_at = iso(now)
             topic = str(message.topic)
             payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
             payload = bytes(payload)
@@ -417,12 +429,19 @@ class Projector:
                 else:
                     siblings.add(job_id)
 
-    def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
+    async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
-        for job_id, record in staged.records.items():
-            publish_nowait(client, self.topics.state(job_id), encode_record(record), retain=True)
+        if self.publish_local is not None:
+            for job_id, record in staged.records.items():
+                await self.publish_local(self.topics.state(job_id), encode_record(record), True)
+            for rejection in staged.rejections:
+                await self.publish_local(self.topics.rejected, encode(rejection), False)
+        else:
+            for job_id, record in staged.records.items():
+                publish_nowait(client, self.topics.state(job_id), encode_record(record), retain=True)
+            for rejection in staged.rejections:
+                publish_nowait(client, self.topics.rejected, encode(rejection), retain=False)
         for rejection in staged.rejections:
-            publish_nowait(client, self.topics.rejected, encode(rejection), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         for message in messages:
             if isinstance(message, LocalMessage):

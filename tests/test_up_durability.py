@@ -108,3 +108,29 @@ async def test_mam_up_restores_every_retained_state_when_it_starts_again(ws: Wor
             restored = {(await states.json())["job_id"] for _ in range(3)}
     assert restored == {"job-0", "job-1", "job-2"}
     assert "restored the retained state of 3 job(s)" in second.output()
+
+
+async def test_in_mam_up_the_state_is_retained_before_the_puback_and_reaches_live_watchers(ws: WorkspacePaths) -> None:
+    """States and refusals go into the broker in-process, ahead of the PUBACK of the event they record."""
+    port, ws_id = free_port(), workspace_id(ws.root)
+    url = f"mqtt://127.0.0.1:{port}"
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        Watch(url, f"mam/{ws_id}/jobs/+/state") as states,
+        Watch(url, f"mam/{ws_id}/rejected") as refusals,
+    ):
+        async with aiomqtt.Client("127.0.0.1", port) as client:
+            await client.publish(f"mam/{ws_id}/jobs/job-1/events", submit("job-1", "e1"), qos=1)
+            # The PUBACK is back: a subscriber arriving now is handed the retained state at once.
+            async with aiomqtt.Client("127.0.0.1", port) as late:
+                await late.subscribe(f"mam/{ws_id}/jobs/job-1/state", qos=1)
+                with anyio.fail_after(5):
+                    retained = await anext(aiter(late.messages))
+            assert retained.retain
+            assert json.loads(retained.payload)["last_event_id"] == "e1"  # type: ignore[arg-type]
+            await client.publish(f"mam/{ws_id}/jobs/job-1/events", b"{not json", qos=1)
+
+        live = await states.json()
+        assert (live["job_id"], live["version"], live["last_event_id"]) == ("job-1", 1, "e1")
+        refusal = await refusals.json()
+        assert refusal["job_id"] == "job-1" and "JSON" in refusal["reason"]
