@@ -75,7 +75,6 @@ _renameat2 = linux_libc_call(
 )
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 def fsync_dir(path: PathArg) -> None:
@@ -250,7 +249,6 @@ class Staged(NamedTuple):
     tmp: str
     path: str
     exchange: bool = False
-    directory: str = ""
 
 
 # Recycling needs renameat2(RENAME_EXCHANGE) and leases; either failing for a reason
@@ -299,19 +297,19 @@ def _create(tmp: str) -> int:
         return os.open(tmp, flags, 0o644)
 
 
-def stage(path: PathArg, data: bytes, plan: SyncPlan, *, recycle: bool = False) -> Staged:
-    """Write `data` to a temp file beside `path`; `replace_staged` moves it in after a barrier.
+def stage(path: PathArg, data: bytes, plan: SyncPlan) -> Staged:
+    """Write `data` to a temp file beside `path`; `replace_staged` moves it in after a barrier."""
+    directory, name = os.path.split(os.fspath(path))
+    return stage_in(directory, name, data, plan)
+
+
+def stage_in(directory: str, name: str, data: bytes, plan: SyncPlan, *, recycle: bool = False) -> Staged:
+    """`stage` for the file `name` in `directory` (a `str`, as the hot path has it).
 
     With `recycle` (a file that is replaced again and again), the previous
     version is left under the temp name by the exchange, and the next stage
     overwrites it instead of creating a file (see the module docstring).
     """
-    directory, name = os.path.split(os.fspath(path))
-    return stage_in(directory, name, data, plan, recycle=recycle)
-
-
-def stage_in(directory: str, name: str, data: bytes, plan: SyncPlan, *, recycle: bool = False) -> Staged:
-    """`stage` for the file `name` in `directory` (a `str`, as the hot path has it)."""
     prefix = directory + os.sep if directory and not directory.endswith(os.sep) else directory
     tmp = f"{prefix}.{name}.tmp"
     fd = _reuse_spare(tmp) if recycle and _recycling else None
@@ -328,26 +326,34 @@ def stage_in(directory: str, name: str, data: bytes, plan: SyncPlan, *, recycle:
         finally:
             os.close(fd)
     plan.wrote(tmp)
-    return Staged(tmp, prefix + name, recycle and _recycling, directory or ".")
+    return Staged(tmp, prefix + name, recycle and _recycling)
+
+
+def rename_exchange(a: PathArg, b: PathArg) -> int:
+    """Swap two names atomically (`renameat2(RENAME_EXCHANGE)`): 0, or the errno why not
+    (`ENOSYS` where the OS has no such call)."""
+    if _renameat2 is None:
+        return errno.ENOSYS
+    src, dst = os.fsencode(a), os.fsencode(b)
+    if _renameat2(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_EXCHANGE) == 0:  # type: ignore[misc]
+        return 0
+    return ctypes.get_errno()
 
 
 def _exchange(tmp: str, path: str) -> bool:
-    """Swap the two names atomically; False if `path` does not exist yet or the OS cannot."""
+    """Swap a staged record in; False if `path` does not exist yet or the OS cannot."""
     global _recycling
-    src, dst = tmp.encode(_FS_ENCODING, _FS_ERRORS), path.encode(_FS_ENCODING, _FS_ERRORS)
-    if _renameat2(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_EXCHANGE) == 0:  # type: ignore[misc]
-        return True
-    err = ctypes.get_errno()
-    if err != errno.ENOENT:
+    err = rename_exchange(tmp, path)
+    if err not in (0, errno.ENOENT):
         _recycling = False  # EINVAL/ENOSYS: this filesystem or kernel cannot exchange
-    return False
+    return err == 0
 
 
 def replace_staged(staged: Iterable[Staged], plan: SyncPlan) -> None:
-    for tmp, path, exchange, directory in staged:
+    for tmp, path, exchange in staged:
         if not (exchange and _exchange(tmp, path)):
             os.replace(tmp, path)
-        plan.changed_dir(directory or os.path.dirname(path) or ".")
+        plan.changed_dir(os.path.dirname(path) or ".")
 
 
 def atomic_write(path: PathArg, data: bytes, *, durable: bool = True) -> None:

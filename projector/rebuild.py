@@ -7,7 +7,6 @@ since a live projector changes records while they are compared.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import socket
@@ -113,7 +112,7 @@ def _stage_record(path: Path, data: bytes, unchanged: Path | None) -> None:
 
 def _swap(staging: Path, registry_dir: Path) -> None:
     """Exchange the staged dir with the registry in one step where the OS allows it."""
-    if not _exchange(staging, registry_dir):
+    if durable.rename_exchange(staging, registry_dir) != 0:
         old = registry_dir.with_name(f".{registry_dir.name}.old-{os.getpid()}")
         os.replace(registry_dir, old)
         os.replace(staging, registry_dir)
@@ -122,18 +121,3 @@ def _swap(staging: Path, registry_dir: Path) -> None:
     lock = staging / ".projector.lock"
     if lock.exists():
         os.replace(lock, registry_dir / ".projector.lock")
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-_renameat2 = durable.linux_libc_call(
-    "renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    if _renameat2 is None:
-        return False
-    return _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
