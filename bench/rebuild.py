@@ -143,8 +143,8 @@ def main() -> None:
         "from pathlib import Path\nfrom mam.projector.service import Projector\nfrom mam.broker_url import parse_broker_url\n"
         "from mam.workspace import resolve\n"
         f"p = Projector(resolve(workspace={str(big)!r}, env={{}}), parse_broker_url('mqtt://127.0.0.1:9'))\n"
-        "for job in p.log.job_ids():\n    p._state(job)\n"
-        "print(len(p.jobs))"
+        "for job in p.log.job_ids():\n    p.projection.state(job)\n"
+        "print(len(p.projection.jobs))"
     )
     projector_rss = child_rss(touch)
     print(

@@ -7,8 +7,6 @@ import logging
 import os
 import socket
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,31 +14,25 @@ from dataclasses import dataclass
 import aiomqtt
 import anyio
 import anyio.abc
-import msgspec
 
 import mam
-from mam import events as ev
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
-from mam.fold import Refusal
 from mam.mqtt import make_client, unreachable
-from mam.projector.audit_log import AuditLog, Rejection
+from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
-from mam.projector.delegation import check as check_delegation
-from mam.projector.delegation import load_limits
 from mam.projector.durable import StorageLost
-from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.intake import LocalIntake, LocalMessage
-from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
+from mam.projector.liveness import Limits
 from mam.projector.lock import ProjectorLock
 from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait, queued
-from mam.projector.registry import Registry, record_bytes
+from mam.projector.projection import Projection
+from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
-from mam.projector.replay import CorruptLog, JobState, replay
-from mam.record import JobRecord, decode_record, encode_record
-from mam.status import ProjectorStatus, decode_agent_status, encode
-from mam.timefmt import iso, utc_now, utc_now_iso
-from mam.topics import Kind, Topics
+from mam.record import JobRecord, encode_record
+from mam.status import ProjectorStatus, encode
+from mam.timefmt import utc_now_iso
+from mam.topics import Topics
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.projector")
@@ -101,16 +93,12 @@ class Projector:
         self._unpublished: dict[str, JobRecord] = {}
         self.limits = limits or Limits()
         self.tick = tick
-        self.open_jobs: dict[str, JobRecord] = {}
-        self.children: dict[str, set[str]] = {}
-        self.delegation = load_limits(workspace.root)
         self._last_clock = 0.0
-        self._clock_from = 0.0
-        self.jobs: OrderedDict[str, JobState] = OrderedDict()
-        self.cache_max = max(20_000, 4 * batch_max)
+        self.projection = Projection(
+            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max)
+        )
         self.counters = Counters()
         self.started_at = utc_now_iso()
-        self._repair: set[str] = set()
         self.intake = intake
         self.restore_retained = restore_retained
         self.publish_local = publish_local
@@ -232,24 +220,23 @@ class Projector:
         committed, so they are dropped on every (re)connect and reloaded from
         the audit log: the broker redelivers whatever was not acknowledged.
         """
-        self.jobs.clear()
-        self._repair.clear()
+        self.projection.reset()
         self.log.close()
         restore, self.restore_retained = self.restore_retained, False
-        self.open_jobs, self.children, everything = await anyio.to_thread.run_sync(self._scan_registry, restore)
+        everything = await anyio.to_thread.run_sync(self.projection.load, restore)
         if everything:
             await self._restore_states(client, everything)
         # Heartbeats queued while this projector was away arrive first: judge leases only
         # once every runner has had a full lease to be heard from.
-        self._clock_from = time.monotonic() + self.limits.lease
+        self.projection.judge_leases_from = time.monotonic() + self.limits.lease
         while True:
             batch = await self._next_batch(client)
             clock_due = time.monotonic() - self._last_clock >= self.tick
             if clock_due:
                 self._last_clock = time.monotonic()
-            if not batch and not (clock_due and self.open_jobs):
+            if not batch and not (clock_due and self.projection.open_jobs):
                 continue
-            staged = self._fold(batch, clock_due=clock_due)
+            staged = self.projection.fold(batch, clock_due=clock_due)
             if not batch and not staged.records:
                 continue
             committed = False
@@ -304,144 +291,12 @@ class Projector:
                     tg.start_soon(one, record)
         log.info("restored the retained state of %d job(s)", len(records))
 
-    def _state(self, job_id: str) -> JobState:
-        """The job's state, from the cache or its audit log.
-
-        The cache is an LRU of `cache_max` jobs. A job can only be evicted once
-        `cache_max` other jobs were touched after it, more than the batches in
-        flight can hold, so an evicted job's log is always complete on disk.
-        """
-        state = self.jobs.get(job_id)
-        if state is not None:
-            self.jobs.move_to_end(job_id)
-        else:
-            state = replay(job_id, self.workspace.id, self.log.read(job_id))
-            if state.record is not None and self.registry.read_bytes(job_id) != record_bytes(state.record):
-                self._repair.add(job_id)
-            self.jobs[job_id] = state
-            while len(self.jobs) > self.cache_max:
-                evicted, _ = self.jobs.popitem(last=False)
-                self._repair.discard(evicted)
-        return state
-
-    def _scan_registry(
-        self, keep_all: bool = False
-    ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
-        """From the registry: claimed and running jobs (for liveness and timeouts),
-        each parent's unfinished children (for the fan-out limit), and with
-        `keep_all` every record."""
-        found: dict[str, JobRecord] = {}
-        children: dict[str, set[str]] = {}
-        everything: list[JobRecord] = []
-        for path in self.workspace.registry_dir.glob("*.json"):
-            try:
-                record = decode_record(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            if keep_all:
-                everything.append(record)
-            if record.status in OPEN:
-                found[record.job_id] = record
-            if record.parent and not record.status.terminal:
-                children.setdefault(record.parent, set()).add(record.job_id)
-        return found, children, everything
-
-    def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
-        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
-            return None
-        open_children = len(self.children.get(event.parent, ()))
-        return check_delegation(job_id, event.parent, lambda j: self._state(j).record, open_children, self.delegation)
-
-    def _fold(self, batch: list[Inbound], *, clock_due: bool = False) -> Batch:
-        staged = Batch()
-        derived: list[tuple[str, ev.AnyEvent]] = []
-        # The batch was taken from the broker at once: that moment is every event's receive time.
-        now = utc_now()
-        received_at = iso(now)
-        for message in batch:
-            topic = str(message.topic)
-            payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
-            payload = bytes(payload)
-            parsed = self.topics.parse(topic)
-            if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
-                presence = decode_agent_status(payload)
-                if presence is not None:
-                    derived += on_runner_status(self.open_jobs, presence)
-                continue
-            outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
-            reason: str | None
-            if isinstance(outcome, Accepted):
-                try:
-                    state = self._state(outcome.job_id)
-                except CorruptLog as exc:
-                    reason = f"{exc}; run `mam rebuild --verify`"
-                else:
-                    guard = self._delegation_refusal(state, outcome.job_id, outcome.event)
-                    refusal = Refusal(guard) if guard else staged.add_event(
-                        state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
-                    )
-                    reason = refusal.reason if refusal else None
-                    if reason is None and isinstance(outcome.event, ev.Submitted) and outcome.event.parent:
-                        self.children.setdefault(outcome.event.parent, set()).add(outcome.job_id)
-                job_id, event_id = outcome.job_id, outcome.event_id
-            else:
-                reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
-            if reason is not None:
-                staged.rejections.append(
-                    Rejection(
-                        received_at=received_at,
-                        topic=topic,
-                        reason=reason,
-                        job_id=job_id,
-                        event_id=event_id,
-                        payload=excerpt(payload),
-                        payload_bytes=len(payload),
-                    )
-                )
-        self._track_open(staged)
-        if clock_due:
-            leases = time.monotonic() >= self._clock_from
-            derived += on_clock(self.open_jobs, utc_now(), self.limits, judge_leases=leases)
-        received_at = utc_now_iso()
-        for job_id, event in derived:
-            event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
-            state = self._state(job_id)
-            staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
-        self._track_open(staged)
-        for job_id in self._repair:
-            state = self.jobs[job_id]
-            if state.record is not None:
-                staged.records.setdefault(job_id, state.record)
-        self._repair.clear()
-        return staged
-
-    def _track_open(self, staged: Batch) -> None:
-        for job_id, record in staged.records.items():
-            if record.status in OPEN:
-                self.open_jobs[job_id] = record
-            else:
-                self.open_jobs.pop(job_id, None)
-            if record.parent:
-                siblings = self.children.setdefault(record.parent, set())
-                if record.status.terminal:
-                    siblings.discard(job_id)
-                else:
-                    siblings.add(job_id)
-
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
-        if self.publish_local is not None:
-            for job_id, record in staged.records.items():
-                await self.publish_local(self.topics.state(job_id), encode_record(record), True)
-            for rejection in staged.rejections:
-                await self.publish_local(self.topics.rejected, encode(rejection), False)
-        else:
-            for job_id, record in staged.records.items():
-                publish_nowait(client, self.topics.state(job_id), encode_record(record), retain=True)
-            for rejection in staged.rejections:
-                publish_nowait(client, self.topics.rejected, encode(rejection), retain=False)
+        for job_id, record in staged.records.items():
+            await self._publish_view(client, self.topics.state(job_id), encode_record(record), retain=True)
         for rejection in staged.rejections:
+            await self._publish_view(client, self.topics.rejected, encode(rejection), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         for message in messages:
             if isinstance(message, LocalMessage):
@@ -452,6 +307,14 @@ class Projector:
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates
         self.counters.rejected += len(staged.rejections)
+
+    async def _publish_view(self, client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
+        """A state or refusal: straight into the broker in this process if there is one,
+        else queued on the client (on the wire before the PUBACKs queued after it)."""
+        if self.publish_local is not None:
+            await self.publish_local(topic, payload, retain)
+        else:
+            publish_nowait(client, topic, payload, retain=retain)
 
     async def _commit(self, client: aiomqtt.Client, staged: Batch) -> None:
         """Commit a batch, retrying on storage errors; nothing is acked until it lands."""

@@ -1,0 +1,202 @@
+"""The projector's in-memory model of a workspace, and the fold of a batch of messages into it.
+
+`Projection` holds each touched job's state (an LRU cache filled from the
+audit log), the open jobs (for liveness and timeouts) and each parent's
+unfinished children (for the fan-out limit). `fold` turns what arrived into
+a `Batch` of writes; nothing here touches the network, and the disk only to
+read a job's log or record.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+
+from mam import events as ev
+from mam.fold import Refusal
+from mam.projector.audit_log import AuditLog, Rejection
+from mam.projector.batch import Batch
+from mam.projector.delegation import DelegationLimits, load_limits
+from mam.projector.delegation import check as check_delegation
+from mam.projector.ingest import Accepted, excerpt, ingest
+from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
+from mam.projector.registry import Registry, record_bytes
+from mam.projector.replay import CorruptLog, JobState, replay
+from mam.record import JobRecord, decode_record
+from mam.status import decode_agent_status
+from mam.timefmt import iso, utc_now, utc_now_iso
+from mam.topics import Kind, Topics
+from mam.workspace import Workspace
+
+
+class Message(Protocol):
+    """What the fold reads of an inbound message (`aiomqtt.Message` or `LocalMessage`)."""
+
+    @property
+    def topic(self) -> object: ...
+    @property
+    def payload(self) -> object: ...
+    @property
+    def retain(self) -> bool: ...
+
+
+class Projection:
+    def __init__(self, workspace: Workspace, log: AuditLog, registry: Registry, limits: Limits, cache_max: int) -> None:
+        self.workspace = workspace
+        self.topics = Topics(workspace.id)
+        self.log = log
+        self.registry = registry
+        self.limits = limits
+        self.cache_max = cache_max
+        self.delegation: DelegationLimits = load_limits(workspace.root)
+        self.jobs: OrderedDict[str, JobState] = OrderedDict()
+        self.open_jobs: dict[str, JobRecord] = {}
+        self.children: dict[str, set[str]] = {}
+        self._repair: set[str] = set()
+        self.judge_leases_from = 0.0
+
+    def reset(self) -> None:
+        """Forget every cached state (they may run ahead of the disk)."""
+        self.jobs.clear()
+        self._repair.clear()
+
+    def load(self, keep_all: bool = False) -> list[JobRecord]:
+        """Open jobs and unfinished children from the registry (a blocking scan: run it in a
+        thread); with `keep_all`, every record is returned too."""
+        self.open_jobs, self.children, everything = _scan_registry(self.workspace.registry_dir, keep_all)
+        return everything
+
+    def state(self, job_id: str) -> JobState:
+        """The job's state, from the cache or its audit log.
+
+        The cache is an LRU of `cache_max` jobs. A job can only be evicted once
+        `cache_max` other jobs were touched after it, more than the batches in
+        flight can hold, so an evicted job's log is always complete on disk.
+        """
+        state = self.jobs.get(job_id)
+        if state is not None:
+            self.jobs.move_to_end(job_id)
+        else:
+            state = replay(job_id, self.workspace.id, self.log.read(job_id))
+            if state.record is not None and self.registry.read_bytes(job_id) != record_bytes(state.record):
+                self._repair.add(job_id)
+            self.jobs[job_id] = state
+            while len(self.jobs) > self.cache_max:
+                evicted, _ = self.jobs.popitem(last=False)
+                self._repair.discard(evicted)
+        return state
+
+    def fold(self, batch: list[Message], *, clock_due: bool = False) -> Batch:
+        staged = Batch()
+        derived: list[tuple[str, ev.AnyEvent]] = []
+        # The batch was taken from the broker at once: that moment is every event's receive time.
+        now = utc_now()
+        received_at = iso(now)
+        for message in batch:
+            topic = str(message.topic)
+            payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
+            payload = bytes(payload)
+            parsed = self.topics.parse(topic)
+            if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
+                presence = decode_agent_status(payload)
+                if presence is not None:
+                    derived += on_runner_status(self.open_jobs, presence)
+                continue
+            outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
+            reason: str | None
+            if isinstance(outcome, Accepted):
+                try:
+                    state = self.state(outcome.job_id)
+                except CorruptLog as exc:
+                    reason = f"{exc}; run `mam rebuild --verify`"
+                else:
+                    guard = self._delegation_refusal(state, outcome.job_id, outcome.event)
+                    refusal = (
+                        Refusal(guard)
+                        if guard
+                        else staged.add_event(
+                            state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
+                        )
+                    )
+                    reason = refusal.reason if refusal else None
+                    if reason is None and isinstance(outcome.event, ev.Submitted) and outcome.event.parent:
+                        self.children.setdefault(outcome.event.parent, set()).add(outcome.job_id)
+                job_id, event_id = outcome.job_id, outcome.event_id
+            else:
+                reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
+            if reason is not None:
+                staged.rejections.append(
+                    Rejection(
+                        received_at=received_at,
+                        topic=topic,
+                        reason=reason,
+                        job_id=job_id,
+                        event_id=event_id,
+                        payload=excerpt(payload),
+                        payload_bytes=len(payload),
+                    )
+                )
+        self._track_open(staged)
+        if clock_due:
+            leases = time.monotonic() >= self.judge_leases_from
+            derived += on_clock(self.open_jobs, utc_now(), self.limits, judge_leases=leases)
+        received_at = utc_now_iso()
+        for job_id, event in derived:
+            event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
+            state = self.state(job_id)
+            staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+        self._track_open(staged)
+        for job_id in self._repair:
+            state = self.jobs[job_id]
+            if state.record is not None:
+                staged.records.setdefault(job_id, state.record)
+        self._repair.clear()
+        return staged
+
+    def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
+        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
+            return None
+        open_children = len(self.children.get(event.parent, ()))
+        return check_delegation(job_id, event.parent, lambda j: self.state(j).record, open_children, self.delegation)
+
+    def _track_open(self, staged: Batch) -> None:
+        for job_id, record in staged.records.items():
+            if record.status in OPEN:
+                self.open_jobs[job_id] = record
+            else:
+                self.open_jobs.pop(job_id, None)
+            if record.parent:
+                siblings = self.children.setdefault(record.parent, set())
+                if record.status.terminal:
+                    siblings.discard(job_id)
+                else:
+                    siblings.add(job_id)
+
+
+def _scan_registry(
+    registry_dir: Path, keep_all: bool
+) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
+    """From the registry: claimed and running jobs (for liveness and timeouts),
+    each parent's unfinished children (for the fan-out limit), and with
+    `keep_all` every record."""
+    found: dict[str, JobRecord] = {}
+    children: dict[str, set[str]] = {}
+    everything: list[JobRecord] = []
+    for path in registry_dir.glob("*.json"):
+        try:
+            record = decode_record(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if keep_all:
+            everything.append(record)
+        if record.status in OPEN:
+            found[record.job_id] = record
+        if record.parent and not record.status.terminal:
+            children.setdefault(record.parent, set()).add(record.job_id)
+    return found, children, everything
