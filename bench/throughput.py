@@ -82,6 +82,38 @@ class Phase:
         )
 
 
+@dataclass
+class Snapshot:
+    """The clock and the CPU seconds of the consumer, the broker and this process, at one moment."""
+
+    consumer_pid: int
+    broker_pid: int
+    wall: float
+    consumer: float
+    broker: float
+    bench: float
+
+    @classmethod
+    def take(cls, consumer_pid: int, broker_pid: int) -> Snapshot:
+        return cls(
+            consumer_pid,
+            broker_pid,
+            time.perf_counter(),
+            cpu_seconds(consumer_pid),
+            cpu_seconds(broker_pid),
+            self_cpu(),
+        )
+
+    def phase_until_now(self, events: int) -> Phase:
+        now = Snapshot.take(self.consumer_pid, self.broker_pid)
+        return Phase(
+            events / (now.wall - self.wall),
+            now.consumer - self.consumer,
+            now.broker - self.broker,
+            now.bench - self.bench,
+        )
+
+
 async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> None:
     async with aiomqtt.Client("127.0.0.1", port, max_queued_outgoing_messages=0, max_inflight_messages=200) as client:
         async with anyio.create_task_group() as tg:
@@ -104,15 +136,13 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_p
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"ready"
-        cpu0, broker0, self0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
-        start = time.perf_counter()
+        before = Snapshot.take(proc.pid, broker_pid)
         async with anyio.create_task_group() as tg:
             tg.start_soon(publish_all, port, ws, events)
             line = await anyio.to_thread.run_sync(proc.stdout.readline)
-        elapsed = time.perf_counter() - start
-        cpu1, broker1, self1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
+        phase = before.phase_until_now(len(events))
         assert line.strip() == b"done", line
-        return Phase(len(events) / elapsed, cpu1 - cpu0, broker1 - broker0, self1 - self0)
+        return phase
     finally:
         proc.kill()
         proc.wait()
@@ -152,16 +182,13 @@ async def projector_rate(
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-            cpu0, broker0, self0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
-            start = time.perf_counter()
+            before = Snapshot.take(proc.pid, broker_pid)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(publish_all, port, ws, events)
                 async for message in watcher.messages:
                     if json.loads(message.payload).get("version") == per_job:  # type: ignore[arg-type]
                         break
-            elapsed = time.perf_counter() - start
-            cpu1, broker1, self1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid), self_cpu()
-            return Phase(len(events) / elapsed, cpu1 - cpu0, broker1 - broker0, self1 - self0), root
+            return before.phase_until_now(len(events)), root
     finally:
         print(stop_projector(proc))
 
