@@ -12,29 +12,49 @@ import msgspec
 from mam import events as ev
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
+from mam.cli_args import agent_name, job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.follow import follow_on, outcome_code
-from mam.ids import validate_job_id
 from mam.provenance import git_info
 from mam.record import JobRecord
 
 
+def _add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_help: str) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--wait", action="store_true", help=wait_help)
+    mode.add_argument("--no-wait", action="store_true", help=no_wait_help)
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+        help="how long to wait for the verdict (default 30); no verdict in time exits 3",
+    )
+    parser.add_argument("--json", action="store_true", help="print the recorded state as JSON")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    submit = subparsers.add_parser("submit", help="submit a job", description="Submit a job; prints its id.")
+    submit = subparsers.add_parser(
+        "submit",
+        help="submit a job; returns once the projector has recorded it",
+        description="Submit a job. Returns once the projector has recorded it (exit 0, prints its id) or "
+        "refused it (exit 1, its reason on stderr); exit 3 if no projector serves the workspace or no "
+        "verdict came in time.",
+    )
     submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin")
-    submit.add_argument("--agent", required=True, help="agent that should run it, e.g. claude-code")
+    submit.add_argument("--agent", required=True, type=agent_name, help="agent that should run it, e.g. claude-code")
     submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to")
     submit.add_argument("--role", metavar="R")
     submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)")
-    submit.add_argument("--job-id", metavar="ID", help="job id (default: generated)")
-    submit.add_argument("--parent", metavar="JOB", help="the job that delegates this one")
-    submit.add_argument("--job-timeout", type=float, metavar="SECONDS", help="how long the job may run")
-    submit.add_argument("--wait", action="store_true", help="return once the projector has recorded the job")
+    submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)")
+    submit.add_argument("--parent", type=job_id, metavar="JOB", help="the job that delegates this one")
+    submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
+    _add_wait_args(
+        submit,
+        wait_help="(the default; kept for scripts) return once the projector has recorded the job",
+        no_wait_help="return once the broker has acknowledged the publish, not the projector; "
+        "still exits 3 without publishing if no projector serves the workspace",
+    )
     submit.add_argument("--follow", action="store_true",
-                        help="with --wait: stream the job's output and exit with its outcome (0 only if it succeeded)")
-    submit.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="--wait limit (default 30)")
-    submit.add_argument("--json", action="store_true", help="print the recorded state as JSON (with --wait)")
+                        help="then stream the job's output and exit with its outcome (0 only if it succeeded)")
     add_workspace_args(submit)
     add_broker_arg(submit)
     submit.set_defaults(handler=run_submit)
@@ -42,10 +62,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session = subparsers.add_parser("session", help="agent sessions: create one (with its onboarding job), list them")
     session_sub = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
     create = session_sub.add_parser("create", help="register a session by submitting its onboarding job")
-    create.add_argument("--agent", required=True)
+    create.add_argument("--agent", required=True, type=agent_name)
     create.add_argument("--role", required=True)
     create.add_argument("--session", required=True, metavar="NAME")
-    create.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    create.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS")
     create.add_argument("--json", action="store_true")
     add_workspace_args(create)
     add_broker_arg(create)
@@ -55,11 +75,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_workspace_args(listing)
     listing.set_defaults(handler=run_session_list)
 
-    cancel = subparsers.add_parser("cancel", help="ask for a job to be cancelled")
-    cancel.add_argument("job_id", metavar="JOB")
+    cancel = subparsers.add_parser(
+        "cancel",
+        help="ask for a job to be cancelled; returns once the projector has recorded the request",
+        description="Ask for a job to be cancelled. Returns once the projector has recorded the request "
+        "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended.",
+    )
+    cancel.add_argument("job_id", type=job_id, metavar="JOB")
     cancel.add_argument("--reason", metavar="R")
-    cancel.add_argument("--wait", action="store_true", help="return once the projector has recorded the request")
-    cancel.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    _add_wait_args(
+        cancel,
+        wait_help="also wait until the job has ended, and print its final status",
+        no_wait_help="return once the broker has acknowledged the request, not the projector; "
+        "still exits 3 without publishing if no projector serves the workspace",
+    )
     add_workspace_args(cancel)
     add_broker_arg(cancel)
     cancel.set_defaults(handler=run_cancel)
@@ -82,12 +111,30 @@ def _prompt(value: str) -> str:
     return prompt
 
 
+_FLAG_OF_FIELD = {
+    "prompt": "--prompt",
+    "agent": "--agent",
+    "agent_session": "--agent-session",
+    "role": "--role",
+    "labels": "--label",
+    "timeout": "--job-timeout",
+    "parent": "--parent",
+    "reason": "--reason",
+}
+
+
 def _check(event: ev.AnyEvent) -> ev.AnyEvent:
-    """Validate locally with the projector's own schema, so bad flags fail before publishing."""
+    """Validate locally with the projector's own schema, so bad flags fail before
+    publishing, with the flag named (`--role: Expected str of length <= 256`)."""
     try:
         return ev.decode_event(ev.encode_event(event))
     except ev.EventError as exc:
-        raise UsageError(str(exc)) from None
+        message = str(exc).removeprefix("invalid event: ")
+        for field, flag in _FLAG_OF_FIELD.items():
+            if f"`$.{field}" in message:
+                message = f"{flag}: {message.split(' - at ')[0]}"
+                break
+        raise UsageError(message) from None
 
 
 def _print_record(record: JobRecord, as_json: bool) -> None:
@@ -101,11 +148,19 @@ def event_id(record: JobRecord) -> str:
     return record.last_event_id or ""
 
 
+def _print_published(job_id: str, event: ev.AnyEvent, as_json: bool) -> None:
+    """`--no-wait`: the broker has the event; the projector has not said anything yet."""
+    if as_json:
+        print(json.dumps({"job_id": job_id, "event_id": event.id, "recorded": False}, indent=2))
+    else:
+        print(job_id)
+
+
 def run_submit(args: argparse.Namespace) -> int:
-    if args.follow and not args.wait:
-        raise UsageError("--follow needs --wait")
+    if args.follow and args.no_wait:
+        raise UsageError("--follow needs the job recorded first: drop --no-wait")
     workspace = workspace_from_args(args)
-    broker = broker_from_args(args)
+    broker = broker_from_args(args, workspace)
     event = _check(
         ev.Submitted(
             prompt=_prompt(args.prompt),
@@ -118,42 +173,46 @@ def run_submit(args: argparse.Namespace) -> int:
             git=git_info(workspace.root),
         )
     )
-    job_id = validate_job_id(args.job_id) if args.job_id else new_job_id()
+    job_id = args.job_id or new_job_id()
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            if args.wait:
-                if args.follow:
-                    await pub.client.subscribe(pub.topics.events(job_id), qos=1)
-                record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
-                if not args.follow:
-                    _print_record(record, args.json)
-                    return 0
-                print(job_id, file=sys.stderr)
-                final = await follow_on(pub.client, pub.topics, job_id, {event_id(record)})
-                print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
-                return outcome_code(final.status)
-            else:
-                await pub.publish(job_id, event)
-                print(job_id)
-        return 0
+            if args.no_wait:
+                _print_published(job_id, await pub.publish_served(job_id, event), args.json)
+                return 0
+            if args.follow:
+                await pub.client.subscribe(pub.topics.events(job_id), qos=1)
+            record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
+            if not args.follow:
+                _print_record(record, args.json)
+                return 0
+            print(job_id, file=sys.stderr)
+            final = await follow_on(pub.client, pub.topics, job_id, {event_id(record)})
+            print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
+            return outcome_code(final.status)
 
     return anyio.run(go)
 
 
 def run_cancel(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    broker = broker_from_args(args)
+    broker = broker_from_args(args, workspace)
     event = _check(ev.CancelRequested(reason=args.reason))
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            if args.wait:
-                record = await pub.publish_and_wait(args.job_id, event, timeout=args.timeout)
-                print(f"{record.job_id} {record.status.value}")
+            if args.no_wait:
+                _print_published(args.job_id, await pub.publish_served(args.job_id, event), args.json)
+                return 0
+            deadline = anyio.current_time() + args.timeout
+            record = await pub.publish_and_wait(args.job_id, event, timeout=args.timeout)
+            if args.wait and not record.status.terminal:
+                remaining = max(deadline - anyio.current_time(), 0.001)
+                record = await pub.wait_ended(args.job_id, timeout=remaining, limit=args.timeout)
+            if args.json:
+                _print_record(record, True)
             else:
-                await pub.publish(args.job_id, event)
-                print(args.job_id)
+                print(f"{record.job_id} {record.status.value}")
         return 0
 
     return anyio.run(go)
@@ -161,7 +220,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def run_session_create(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    broker = broker_from_args(args)
+    broker = broker_from_args(args, workspace)
     prompt = briefing(workspace, role=args.role, session=args.session, agent=args.agent)
     event = _check(
         ev.Submitted(

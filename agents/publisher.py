@@ -149,17 +149,56 @@ class Publisher:
             await client.subscribe(
                 [(self.topics.projector_status, 1), (self.topics.state(job_id), 1), (self.topics.rejected, 1)]
             )
-            await self._wait_projector(min(PROJECTOR_WAIT, timeout))
+            await self._wait_projector(PROJECTOR_WAIT)
             await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
             with anyio.fail_after(timeout):
                 return await self._wait_outcome(job_id, event.id)
         except TimeoutError:
             raise WaitTimeout(
-                f"job {job_id!r} was published but not recorded within {timeout:g}s; "
-                f"check `mam show {job_id}` later or raise --timeout"
+                f"job {job_id!r}: the event was published but no verdict (recorded or refused) came within "
+                f"{timeout:g}s; check `mam show {job_id}` later or raise --timeout"
             ) from None
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
+
+    async def publish_served(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
+        """Publish once a projector serves the workspace; return when the broker has
+        acknowledged it (QoS 1), not when it is recorded. Raise `NoProjector`
+        (publishing nothing) if no projector announces itself in time."""
+        try:
+            await self.client.subscribe(self.topics.projector_status, qos=1)
+            await self._wait_projector(PROJECTOR_WAIT)
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+        return await self.publish(job_id, event)
+
+    async def wait_ended(self, job_id: str, *, timeout: float, limit: float | None = None) -> JobRecord:
+        """The job's state once it is terminal (succeeded, failed, cancelled, ...).
+
+        `limit`: the caller's whole time limit, named in the error (default `timeout`)."""
+        client = self.client
+        last: JobRecord | None = None
+        try:
+            await client.subscribe(self.topics.state(job_id), qos=1)
+            with anyio.fail_after(timeout):
+                async for message in client.messages:
+                    if str(message.topic) != self.topics.state(job_id):
+                        continue
+                    try:
+                        last = decode_record(_payload(message))
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        continue
+                    if last.status.terminal:
+                        return last
+        except TimeoutError:
+            now = f"; it is {last.status.value}" if last is not None else ""
+            raise WaitTimeout(
+                f"job {job_id!r} had not ended within {limit or timeout:g}s{now}; "
+                f"follow it with `mam logs -f {job_id}` or raise --timeout"
+            ) from None
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+        raise unreachable(self.broker, aiomqtt.MqttError("the broker closed the connection"))
 
     async def _wait_projector(self, timeout: float) -> None:
         with anyio.move_on_after(timeout):
@@ -169,8 +208,8 @@ class Publisher:
                     if status is not None and status.status != "offline":
                         return
         raise NoProjector(
-            f"no projector is online for workspace {self.workspace.id!r} (nothing published); "
-            "start one with `mam up` or `mam-projector`, in this workspace and on this broker"
+            f"no projector is online for workspace {self.workspace.id!r} on {self.broker.url} (nothing published); "
+            "start one with `mam up` or `mam-projector` in this workspace, or check --broker / MAM_BROKER_URL"
         )
 
     async def _wait_outcome(self, job_id: str, event_id: str) -> JobRecord:

@@ -65,7 +65,7 @@ def agent_name(text: str) -> str:
 def job_id(text: str) -> str:
     if not _JOB.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a job id: use 1-128 of letters, digits, '.', '_' and '-', not starting with '.'"
+            f"invalid job id {text!r}: use 1-128 of letters, digits, '.', '_' and '-', not starting with '.'"
         )
     return text
 

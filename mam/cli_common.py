@@ -8,14 +8,20 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from mam.broker_url import DEFAULT_BROKER_URL, BrokerAddress, broker_url_from_env, parse_broker_url
+from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.errors import EXIT_USAGE, MamError
+from mam.runtime import read_runtime, runtime_path
 from mam.workspace import Workspace, resolve
 
 
 def add_workspace_args(parser: argparse.ArgumentParser, *, dirs: bool = True) -> None:
     group = parser.add_argument_group("workspace")
-    group.add_argument("--workspace", metavar="DIR", help="workspace root (default: $WORKSPACE_ROOT, else cwd)")
+    group.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="workspace root (default: $WORKSPACE_ROOT, else the nearest directory at or above the cwd "
+        "holding .mam/, else the git work tree's top, else the cwd)",
+    )
     group.add_argument("--workspace-id", metavar="ID", help="topic segment (default: $MAM_WORKSPACE, else derived)")
     if dirs:
         group.add_argument("--registry-dir", metavar="DIR", help="registry dir (default: $MAM_JOBS_DIR, ...)")
@@ -26,7 +32,8 @@ def add_broker_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
-        help=f"mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else {DEFAULT_BROKER_URL})",
+        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else the broker named "
+        f"by the workspace's .mam/runtime.json while its server runs, else {DEFAULT_BROKER_URL})",
     )
 
 
@@ -39,9 +46,29 @@ def workspace_from_args(args: argparse.Namespace) -> Workspace:
     )
 
 
-def broker_from_args(args: argparse.Namespace) -> BrokerAddress:
-    """The broker to use: `--broker`, else `MAM_BROKER_URL`, else the default."""
-    return parse_broker_url(broker_url_from_env(getattr(args, "broker", None)) or DEFAULT_BROKER_URL)
+def broker_choice(
+    args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
+) -> tuple[BrokerAddress, str]:
+    """The broker to use and where that choice came from: `--broker`, else
+    `MAM_BROKER_URL`, else (with `discover`) the broker named by the workspace's
+    runtime file while the process that wrote it lives, else the default."""
+    if flag := getattr(args, "broker", None):
+        return parse_broker_url(flag), "--broker"
+    if env := broker_url_from_env(None):
+        return parse_broker_url(env), f"${ENV_BROKER_URL}"
+    if discover:
+        runtime = read_runtime(workspace or workspace_from_args(args))
+        if runtime is not None:
+            where = runtime_path(workspace or workspace_from_args(args))
+            return parse_broker_url(runtime.broker), f"{where} ({runtime.served_by}, pid {runtime.pid})"
+    return parse_broker_url(DEFAULT_BROKER_URL), "the default"
+
+
+def broker_from_args(
+    args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
+) -> BrokerAddress:
+    """The broker to use (see `broker_choice`)."""
+    return broker_choice(args, workspace, discover=discover)[0]
 
 
 def fail(prog: str, message: str, code: int) -> NoReturn:
@@ -100,6 +127,7 @@ __all__ = [
     "add_workspace_args",
     "fail",
     "run_cli",
+    "broker_choice",
     "broker_from_args",
     "setup_logging",
     "workspace_from_args",

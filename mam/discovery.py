@@ -7,9 +7,10 @@ under the registry or log dirs.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from mam.runtime import pid_alive
 
 LOCK_NAME = ".projector.lock"
 
@@ -20,18 +21,7 @@ def projector_info(registry_dir: Path) -> dict[str, Any] | None:
         info = json.loads((registry_dir / LOCK_NAME).read_bytes() or b"null")
     except (OSError, ValueError):
         return None
-    if not isinstance(info, dict) or not _alive(info.get("pid")):
+    if not isinstance(info, dict) or not pid_alive(info.get("pid")):
         return None
     return info
 
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

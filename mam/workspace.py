@@ -2,7 +2,9 @@
 
 Everything is resolved at call time from the environment (and explicit flags),
 never at import, so a process started with `WORKSPACE_ROOT` set lands there
-whatever its cwd.
+whatever its cwd. `registry_dir()` and `logs_dir()` are the library contract
+and keep their order; `resolve()`, which every command uses, also finds the
+root the way git finds a repository when nothing names it (`find_root`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,28 @@ def workspace_root(env: Mapping[str, str] | None = None) -> Path:
     return root if root is not None else Path(os.getcwd())
 
 
+RULE_FLAG = "--workspace"
+RULE_ENV = "$WORKSPACE_ROOT"
+RULE_MAM_DIR = "nearest directory at or above the cwd holding .mam/"
+RULE_GIT = "top of the git work tree holding the cwd"
+RULE_CWD = "the cwd (no .mam/ or git work tree above it)"
+
+
+def find_root(start: Path) -> tuple[Path, str]:
+    """The root as git finds a repository: the nearest directory at or above `start`
+    holding a `.mam/` directory, else the top of the enclosing git work tree
+    (a `.git` directory or file), else `start`. Returns the root and the rule that chose it."""
+    start = start.absolute()
+    chain = [start, *start.parents]
+    for directory in chain:
+        if (directory / MAM_DIR).is_dir():
+            return directory, RULE_MAM_DIR
+    for directory in chain:
+        if (directory / ".git").exists():
+            return directory, RULE_GIT
+    return start, RULE_CWD
+
+
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
 
@@ -86,10 +110,13 @@ class Workspace:
     id: str
     registry_dir: Path
     logs_dir: Path
+    rule: str = RULE_ENV
+    """Which rule chose the root (`mam workspace` says it)."""
 
     def as_dict(self) -> dict[str, str]:
         return {
             "root": str(self.root),
+            "root_rule": self.rule,
             "id": self.id,
             "registry_dir": str(self.registry_dir),
             "logs_dir": str(self.logs_dir),
@@ -109,9 +136,14 @@ def resolve(
     `--workspace DIR` stands for `WORKSPACE_ROOT=DIR` and wins over every
     variable; `--registry-dir` wins over `--workspace` for the registry and
     takes the log dir with it (its sibling) unless `--logs-dir` is given.
-    Paths are made absolute here, once, so a later chdir changes nothing.
+    `WORKSPACE_ROOT` naming no directory is an error, not a fallback. With
+    neither, the root is found from the cwd (`find_root`) and stands for
+    `WORKSPACE_ROOT`; `MAM_JOBS_DIR` and `DELEGATE_JOB_LOGS_DIR` keep their
+    precedence over it. Paths are made absolute here, once, so a later chdir
+    changes nothing.
     """
     env = dict(_env(env))
+    rule = RULE_ENV
     if workspace is not None:
         root_path = Path(workspace)
         if not root_path.is_dir():
@@ -119,6 +151,16 @@ def resolve(
         env[ENV_WORKSPACE_ROOT] = str(root_path)
         env.pop(ENV_JOBS_DIR, None)
         env.pop(ENV_LOGS_DIR, None)
+        rule = RULE_FLAG
+    elif given := env.get(ENV_WORKSPACE_ROOT):
+        if not os.path.isdir(given):
+            raise UsageError(
+                f"WORKSPACE_ROOT={given!r} is not a directory: create it, fix or unset WORKSPACE_ROOT, "
+                "or pass --workspace DIR"
+            )
+    else:
+        found, rule = find_root(Path(os.getcwd()))
+        env[ENV_WORKSPACE_ROOT] = str(found)
     if registry is not None:
         env[ENV_JOBS_DIR] = str(registry)
         env.pop(ENV_LOGS_DIR, None)
@@ -131,4 +173,5 @@ def resolve(
         id=validate_workspace_id(ws_id),
         registry_dir=registry_dir(env).absolute(),
         logs_dir=logs_dir(env).absolute(),
+        rule=rule,
     )

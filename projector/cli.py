@@ -7,6 +7,7 @@ import sys
 
 import anyio
 
+from mam.cli_args import Parser, positive_seconds
 from mam.cli_common import (
     add_broker_arg,
     add_workspace_args,
@@ -23,7 +24,7 @@ PROG = "mam-projector"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = Parser(prog=PROG, description=__doc__)
     add_workspace_args(parser)
     add_broker_arg(parser)
     parser.add_argument(
@@ -33,9 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="fsync (default): every event is on disk before it is acknowledged; "
         "none: no fsync, for throwaway workspaces",
     )
-    parser.add_argument("--lease", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--lease", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="a claimed or running job with no heartbeat for this long becomes lost (default 30)")
-    parser.add_argument("--timeout-grace", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--timeout-grace", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="a job running past its timeout plus this becomes timed_out (default 30)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     def body() -> int:
         workspace = workspace_from_args(args)
         projector = Projector(
-            workspace, broker_from_args(args), durability=args.durability,
+            workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace),
         )
         print(

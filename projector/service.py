@@ -30,6 +30,7 @@ from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.record import JobRecord, encode_record
+from mam.runtime import Runtime, remove_runtime, write_runtime
 from mam.status import ProjectorStatus, encode
 from mam.timefmt import utc_now_iso
 from mam.topics import Topics
@@ -70,6 +71,7 @@ class Projector:
         intake: LocalIntake | None = None,
         restore_retained: bool = False,
         publish_local: LocalPublish | None = None,
+        served_by: str = "mam-projector",
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
@@ -102,6 +104,7 @@ class Projector:
         self.intake = intake
         self.restore_retained = restore_retained
         self.publish_local = publish_local
+        self.served_by = served_by
 
     def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
         return ProjectorStatus(
@@ -149,33 +152,49 @@ class Projector:
                     "started_at": self.started_at,
                 }
             )
-            self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
-            if self._repaired:
-                log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
-            connected_once = False
-            delay = self.retry_delay
-            while True:
-                lost: aiomqtt.MqttError | None = None
-                try:
-                    async with self._connection() as client:
-                        if not connected_once:
-                            connected_once = True
-                            task_status.started()
-                        delay = self.retry_delay
-                        await self._serve(client)
-                except* aiomqtt.MqttError as group:
-                    lost = group.exceptions[0]  # type: ignore[assignment]
-                except* StorageLost as group:
-                    raise MamError(
-                        f"{group.exceptions[0]}; stopping: fix the disk and restart the projector "
-                        "(unacknowledged events will be redelivered)"
-                    ) from None
-                self.log.close()
-                if not connected_once:
-                    raise unreachable(self.broker, lost) from None
-                log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            runtime = Runtime(
+                broker=self.broker.url,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                workspace=self.workspace.id,
+                started_at=self.started_at,
+                served_by=self.served_by,
+            )
+            write_runtime(self.workspace, runtime)
+            try:
+                await self._serve_with_reconnects(task_status)
+            finally:
+                remove_runtime(self.workspace, runtime.pid)
+
+    async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Repair what a crash left, then serve; reconnect with backoff once connected."""
+        self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
+        if self._repaired:
+            log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
+        connected_once = False
+        delay = self.retry_delay
+        while True:
+            lost: aiomqtt.MqttError | None = None
+            try:
+                async with self._connection() as client:
+                    if not connected_once:
+                        connected_once = True
+                        task_status.started()
+                    delay = self.retry_delay
+                    await self._serve(client)
+            except* aiomqtt.MqttError as group:
+                lost = group.exceptions[0]  # type: ignore[assignment]
+            except* StorageLost as group:
+                raise MamError(
+                    f"{group.exceptions[0]}; stopping: fix the disk and restart the projector "
+                    "(unacknowledged events will be redelivered)"
+                ) from None
+            self.log.close()
+            if not connected_once:
+                raise unreachable(self.broker, lost) from None
+            log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiomqtt.Client]:

@@ -1,0 +1,86 @@
+"""The runtime file: how clients find the broker that serves their workspace.
+
+The process that serves a workspace (`mam up`, `mam-projector`) writes
+`runtime.json` beside the registry dir (`<root>/.mam/runtime.json` in the
+usual layout) naming its broker URL (never a password) and pid, and removes
+it on a clean stop. Clients given neither `--broker` nor `MAM_BROKER_URL` use
+that URL while the file names a live process on this host. It is the one
+file a client ever opens, and clients never write it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mam.workspace import Workspace
+
+RUNTIME_NAME = "runtime.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What the serving process says about itself."""
+
+    broker: str
+    pid: int
+    host: str
+    workspace: str
+    started_at: str
+    served_by: str
+    """`mam up` or `mam-projector`."""
+
+
+def runtime_path(workspace: Workspace) -> Path:
+    return workspace.registry_dir.parent / RUNTIME_NAME
+
+
+def write_runtime(workspace: Workspace, runtime: Runtime) -> Path:
+    """Write the file atomically (a reader never sees half of it)."""
+    path = runtime_path(workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{RUNTIME_NAME}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(asdict(runtime), indent=2) + "\n", encoding="utf-8")
+    os.replace(temp, path)
+    return path
+
+
+def remove_runtime(workspace: Workspace, pid: int) -> None:
+    """Remove the file if it is still this process's (a newer server may have replaced it)."""
+    path = runtime_path(workspace)
+    current = read_runtime(workspace, live_only=False)
+    if current is not None and current.pid == pid and current.host == socket.gethostname():
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def read_runtime(workspace: Workspace, *, live_only: bool = True) -> Runtime | None:
+    """The serving process's runtime, or `None` when there is none (or, with
+    `live_only`, when it names a process that is gone or on another host)."""
+    try:
+        data = json.loads(runtime_path(workspace).read_bytes())
+        runtime = Runtime(**{key: data[key] for key in Runtime.__dataclass_fields__})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(runtime.pid, int) or not isinstance(runtime.broker, str):
+        return None
+    if live_only and not (runtime.host == socket.gethostname() and pid_alive(runtime.pid)):
+        return None
+    return runtime
+
+
+def pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
