@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress, broker_url_from_env, parse_broker_url
+from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress
 from mam.errors import EXIT_USAGE, MamError
-from mam.runtime import read_runtime, runtime_path
+from mam.runtime import choose_broker
 from mam.workspace import Workspace, resolve
 
 
@@ -49,19 +50,12 @@ def workspace_from_args(args: argparse.Namespace) -> Workspace:
 def broker_choice(
     args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
 ) -> tuple[BrokerAddress, str]:
-    """The broker to use and where that choice came from: `--broker`, else
-    `MAM_BROKER_URL`, else (with `discover`) the broker named by the workspace's
-    runtime file while the process that wrote it lives, else the default."""
-    if flag := getattr(args, "broker", None):
-        return parse_broker_url(flag), "--broker"
-    if env := broker_url_from_env(None):
-        return parse_broker_url(env), f"${ENV_BROKER_URL}"
-    if discover:
-        runtime = read_runtime(workspace or workspace_from_args(args))
-        if runtime is not None:
-            where = runtime_path(workspace or workspace_from_args(args))
-            return parse_broker_url(runtime.broker), f"{where} ({runtime.served_by}, pid {runtime.pid})"
-    return parse_broker_url(DEFAULT_BROKER_URL), "the default"
+    """The broker to use and where that choice came from (see `mam.runtime.choose_broker`);
+    without `discover`, the runtime file is not consulted (the projector itself)."""
+    explicit = getattr(args, "broker", None)
+    if discover and workspace is None and not explicit and not os.environ.get(ENV_BROKER_URL):
+        workspace = workspace_from_args(args)
+    return choose_broker(workspace if discover else None, explicit=explicit)
 
 
 def broker_from_args(
