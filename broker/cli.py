@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import anyio
 
 from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
+from mam.cli_args import Parser, add_verbose, port
 from mam.cli_common import run_cli, setup_logging
 from mam.signals import cancel_on_signal
 
 PROG = "mam-broker"
 
+ALLOW_ANONYMOUS_HELP = (
+    "serve an anonymous broker on a non-loopback --host: anyone who can reach it can submit jobs "
+    "that runners execute (without a --password-file, a non-loopback --host is refused)"
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = Parser(prog=PROG, description=__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
+        "--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
     )
     parser.add_argument(
         "--password-file",
@@ -26,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="F",
         help="require user:password (create the file with `mam passwd F USER`)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    add_verbose(parser, top=True)
     return parser
 
 
@@ -34,6 +42,7 @@ async def serve(broker: EmbeddedBroker) -> None:
     async with broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         print(broker.address.url, flush=True)
+        print(f"{PROG}: listening on {broker.listening}", file=sys.stderr, flush=True)
         await anyio.sleep_forever()
 
 
@@ -42,7 +51,10 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(PROG, args.verbose)
 
     def body() -> int:
-        anyio.run(serve, EmbeddedBroker(args.host, args.port, password_file=args.password_file))
+        broker = EmbeddedBroker(
+            args.host, args.port, password_file=args.password_file, allow_anonymous=args.allow_anonymous
+        )
+        anyio.run(serve, broker)
         return 0
 
     run_cli(PROG, body)

@@ -1,9 +1,14 @@
-"""The amqtt configuration mam runs its embedded broker with."""
+"""The amqtt configuration mam runs its embedded broker with, and when it may run anonymous."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
+
+from mam.errors import UsageError
+
+ALL_INTERFACES = ("", "0.0.0.0", "::")
 
 
 def broker_config(host: str, port: int, password_file: Path | None = None) -> dict[str, Any]:
@@ -19,3 +24,34 @@ def broker_config(host: str, port: int, password_file: Path | None = None) -> di
         "timeout_disconnect_delay": 0,
         "plugins": auth,
     }
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost`, 127.0.0.0/8 or ::1 (also as ::ffff:127.x.y.z).
+
+    `0.0.0.0`, `::` and `` mean every interface: not loopback.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def check_exposure(host: str, password_file: Path | None, allow_anonymous: bool) -> None:
+    """Refuse an anonymous broker on an address other machines can reach, unless asked for.
+
+    Anyone who can connect to an anonymous broker can submit jobs, and runners
+    execute jobs: off loopback that is remote code execution for the network.
+    """
+    if password_file is not None or allow_anonymous or is_loopback(host):
+        return
+    raise UsageError(
+        f"--host {host!r} is not a loopback address, and an anonymous broker there lets anyone who can reach it "
+        "submit jobs that runners execute: pass --password-file F (create it with `mam passwd F USER`), "
+        "or --allow-anonymous if you trust every machine that can reach it"
+    )

@@ -14,7 +14,7 @@ from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
 
 from mam.broker import gate
-from mam.broker.config import broker_config
+from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.passwords import check_password_file
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
@@ -91,7 +91,9 @@ class EmbeddedBroker:
         *,
         password_file: Path | None = None,
         publish_gate: gate.PublishGate | None = None,
+        allow_anonymous: bool = False,
     ) -> None:
+        check_exposure(host, password_file, allow_anonymous)
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file
@@ -99,14 +101,25 @@ class EmbeddedBroker:
         self.host = host
         self.requested_port = port
         self.port: int | None = None
+        self.bound: list[tuple[str, int]] = []
+        """Every (address, port) a listening socket is bound to, as the OS reports it."""
         self._broker: _Broker | None = None
 
     @property
     def address(self) -> BrokerAddress:
+        """Where a client on this machine connects: loopback when the broker listens on every interface."""
         if self.port is None:
             raise RuntimeError("the broker is not running")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
         return BrokerAddress(host=host, port=self.port)
+
+    @property
+    def listening(self) -> str:
+        """What the broker listens on, in words: `0.0.0.0:1883, all interfaces`."""
+        shown = " and ".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self.bound)
+        if self.host in ALL_INTERFACES:
+            return f"{shown}, all interfaces"
+        return shown
 
     async def start(self) -> None:
         broker = _Broker(broker_config(self.host, self.requested_port, self.password_file))
@@ -122,8 +135,9 @@ class EmbeddedBroker:
             raise
         self._broker = broker
         server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        log.debug("embedded broker listening on %s:%s", self.host, self.port)
+        self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
+        self.port = self.bound[0][1]
+        log.debug("embedded broker listening on %s", self.listening)
 
     async def publish(self, topic: str, payload: bytes, retain: bool) -> None:
         """Publish from inside the broker, as a plugin would (no client, no socket):
@@ -140,6 +154,7 @@ class EmbeddedBroker:
             broker, self._broker = self._broker, None
             await broker.shutdown()
             self.port = None
+            self.bound = []
 
     async def __aenter__(self) -> EmbeddedBroker:
         await self.start()
