@@ -1,8 +1,17 @@
 """`mam rebuild`: replay every audit log into a fresh registry and swap it in.
 
-With `verify=True` nothing changes: every record that differs from the fold
-of its log is reported. The projector must be stopped (its lock is taken),
-since a live projector changes records while they are compared.
+A rebuild takes the projector's lock, so it refuses while a projector serves
+the workspace.
+
+`verify=True` changes nothing and creates nothing: no lock, no directory. It
+runs beside a live projector, which appends to a log and then replaces the
+record, so a record read mid-update can differ from the fold of the log read
+just before it. While a projector is alive, a record that differs is read
+again (log, then record) after short pauses before it is reported. A job
+written so often that its record never catches up between reads is accepted
+if the record is exactly the fold of the first `version` events of its log
+(it trails the log by events the projector is committing), and listed as
+in flight; a record that is really wrong matches no prefix and is reported.
 """
 
 from __future__ import annotations
@@ -11,19 +20,26 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mam.discovery import projector_info
 from mam.projector import durable
 from mam.projector.audit_log import AuditLog
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
+from mam.record import decode_record
 from mam.timefmt import utc_now_iso
 from mam.workspace import Workspace
 
 Progress = Callable[[int, int], None]
+
+RECHECK_PAUSES = (0.05, 0.2, 0.5)
+"""Seconds to wait before each re-read of the records that differ, while a projector is alive:
+enough for it to finish a commit (append, then replace the record, fsyncs included)."""
 
 
 @dataclass
@@ -34,13 +50,42 @@ class Report:
     missing: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     corrupt: dict[str, str] = field(default_factory=dict)
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """`verify` beside a live projector: jobs whose record trails a still growing log, by how many events."""
 
     @property
     def clean(self) -> bool:
         return not (self.differing or self.missing or self.orphans or self.corrupt)
 
 
+@dataclass(frozen=True)
+class _Check:
+    """One job's record as read, and what the fold of its log says it should be."""
+
+    current: bytes | None
+    folded: bytes | None
+    events: int = 0
+    corrupt: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        if self.corrupt is not None:
+            return "corrupt"
+        if self.current is None:
+            return "missing"
+        if self.folded != self.current:
+            return "differing"
+        return None
+
+
+def nothing_to_check(workspace: Workspace) -> bool:
+    """Neither the registry nor the audit-log dir exists: no job was ever recorded here."""
+    return not workspace.registry_dir.is_dir() and not workspace.logs_dir.is_dir()
+
+
 def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | None = None) -> Report:
+    if verify:
+        return _verify(workspace, progress)
     registry_dir = workspace.registry_dir
     registry_dir.mkdir(parents=True, exist_ok=True)
     with ProjectorLock(registry_dir) as lock:
@@ -53,8 +98,6 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
                 "started_at": utc_now_iso(),
             }
         )
-        if verify:
-            return _replay(workspace, None, progress)
         staging = Path(tempfile.mkdtemp(prefix=".jobs.rebuild-", dir=registry_dir.parent))
         os.chmod(staging, registry_dir.stat().st_mode & 0o7777)
         try:
@@ -66,35 +109,111 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
         return report
 
 
-def _replay(workspace: Workspace, staging: Path | None, progress: Progress | None) -> Report:
+def _verify(workspace: Workspace, progress: Progress | None) -> Report:
+    """Compare without the lock, re-reading suspects while a projector may be changing them."""
     log, registry = AuditLog(workspace.logs_dir), Registry(workspace.registry_dir)
+    existing = _record_names(workspace.registry_dir)  # before the logs: a record's log is written first
     job_ids = sorted(log.job_ids())
-    existing = {
-        p.name[: -len(RECORD_SUFFIX)]
-        for p in workspace.registry_dir.glob(f"*{RECORD_SUFFIX}")
-        if not p.name.startswith(".")
-    }
+    checks = {job_id: _check(log, registry, workspace.id, job_id) for job_id in _counted(job_ids, progress)}
+    moving = _settle(workspace, log, registry, checks)
     report = Report(jobs=len(job_ids), orphans=sorted(existing - set(job_ids)))
-    for index, job_id in enumerate(job_ids, 1):
-        current = registry.read_bytes(job_id)
-        try:
-            entries = log.read(job_id)
-            state = replay(job_id, workspace.id, entries)
-        except (CorruptLog, ValueError) as exc:
-            report.corrupt[job_id] = str(exc)
-            data = current
+    for job_id, check in checks.items():
+        behind = _trailing(log, registry, workspace.id, job_id) if job_id in moving else None
+        if behind is None:
+            _tally(report, job_id, check)
         else:
-            report.events += len(entries)
-            data = record_bytes(state.record) if state.record is not None else None
-            if current is None:
-                report.missing.append(job_id)
-            elif data != current:
-                report.differing.append(job_id)
-        if staging is not None and data is not None:
-            _stage_record(staging / f"{job_id}{RECORD_SUFFIX}", data, registry.path(job_id) if data == current else None)
+            report.events += check.events
+            if behind:
+                report.in_flight[job_id] = behind
+    return report
+
+
+def _settle(workspace: Workspace, log: AuditLog, registry: Registry, checks: dict[str, _Check]) -> set[str]:
+    """Re-read (log, then record) every job whose record differs, while a projector is alive.
+
+    A record caught between its log's append and its own replacement agrees at
+    a later read. Returns the jobs that still differ and whose log grew since
+    the read before (the projector is still writing them).
+    """
+    suspects = [job_id for job_id, check in checks.items() if check.problem]
+    moving: set[str] = set()
+    for pause in RECHECK_PAUSES:
+        if not suspects or projector_info(workspace.registry_dir) is None:
+            break  # no one is writing: what differs now differs for good
+        time.sleep(pause)
+        before = {job_id: checks[job_id] for job_id in suspects}
+        for job_id in suspects:
+            checks[job_id] = _check(log, registry, workspace.id, job_id)
+        suspects = [job_id for job_id in suspects if checks[job_id].problem]
+        moving = {job_id for job_id in suspects if checks[job_id].events != before[job_id].events}
+    return moving
+
+
+def _trailing(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) -> int | None:
+    """How many events the record trails its log by, if it is exactly the fold of the log's
+    first `version` events; else `None`. The record is read first: the log, appended before
+    the record is replaced, then holds every event the record reflects."""
+    current = registry.read_bytes(job_id)
+    try:
+        version = decode_record(current).version if current is not None else None
+        entries = log.read(job_id)
+        if version is None or version > len(entries):
+            return None
+        state = replay(job_id, workspace_id, entries[:version])
+    except (CorruptLog, ValueError):
+        return None
+    if state.record is None or record_bytes(state.record) != current:
+        return None
+    return len(entries) - version
+
+
+def _replay(workspace: Workspace, staging: Path, progress: Progress | None) -> Report:
+    """Fold every log into `staging` (the caller holds the lock: nothing changes meanwhile)."""
+    log, registry = AuditLog(workspace.logs_dir), Registry(workspace.registry_dir)
+    existing = _record_names(workspace.registry_dir)
+    job_ids = sorted(log.job_ids())
+    report = Report(jobs=len(job_ids), orphans=sorted(existing - set(job_ids)))
+    for job_id in _counted(job_ids, progress):
+        check = _check(log, registry, workspace.id, job_id)
+        _tally(report, job_id, check)
+        data = check.current if check.corrupt is not None else check.folded
+        if data is not None:
+            unchanged = registry.path(job_id) if data == check.current else None
+            _stage_record(staging / f"{job_id}{RECORD_SUFFIX}", data, unchanged)
+    return report
+
+
+def _record_names(registry_dir: Path) -> set[str]:
+    return {p.name[: -len(RECORD_SUFFIX)] for p in registry_dir.glob(f"*{RECORD_SUFFIX}") if not p.name.startswith(".")}
+
+
+def _counted(job_ids: list[str], progress: Progress | None) -> Iterable[str]:
+    for index, job_id in enumerate(job_ids, 1):
+        yield job_id
         if progress is not None and (index % 256 == 0 or index == len(job_ids)):
             progress(index, len(job_ids))
-    return report
+
+
+def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) -> _Check:
+    """Read the job's log, then its record, and fold the log."""
+    try:
+        entries = log.read(job_id)
+        state = replay(job_id, workspace_id, entries)
+    except (CorruptLog, ValueError) as exc:
+        return _Check(current=registry.read_bytes(job_id), folded=None, corrupt=str(exc))
+    folded = record_bytes(state.record) if state.record is not None else None
+    return _Check(current=registry.read_bytes(job_id), folded=folded, events=len(entries))
+
+
+def _tally(report: Report, job_id: str, check: _Check) -> None:
+    report.events += check.events
+    problem = check.problem
+    if problem == "corrupt":
+        report.corrupt[job_id] = check.corrupt or ""
+    elif problem == "missing":
+        report.missing.append(job_id)
+    elif problem == "differing":
+        report.differing.append(job_id)
 
 
 def _stage_record(path: Path, data: bytes, unchanged: Path | None) -> None:
