@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import secrets
 import shlex
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -17,29 +21,100 @@ from mam.cli_common import workspace_from_args
 from mam.errors import UsageError
 from mam.signals import cancel_on_signal
 from mam.topics import Topics
-from mam.workspace import Workspace
+from mam.workspace import MAM_DIR, Workspace
+
+if TYPE_CHECKING:
+    from mam.broker.server import EmbeddedBroker
+
+GITIGNORE = ".gitignore"
+GITIGNORE_TEXT = "# written by `mam up`: the job registry, audit logs and runtime file are not source\n*\n"
+
+ALLOW_ANONYMOUS_HELP = (
+    "serve an anonymous broker on a non-loopback --host: anyone who can reach it can submit jobs "
+    "that runners execute (without a --password-file, a non-loopback --host is refused)"
+)
 
 
-def banner(workspace: Workspace, url: str, host: str, port: int) -> str:
-    topics = Topics(workspace.id)
-    example = shlex.quote('{"type":"submitted","prompt":"hello","agent":"claude-code"}')
-    port_flag = "" if port == 1883 else f" -p {port}"
-    return "\n".join(
-        [
-            f"mam up: broker    {url}",
-            f"mam up: workspace {workspace.id}  (root {workspace.root})",
-            f"mam up: registry  {workspace.registry_dir}",
-            f"mam up: logs      {workspace.logs_dir}",
-            f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
-            "mam up: submit a job from any MQTT client:",
-            f"  mosquitto_pub -h {host}{port_flag} -q 1 -t {topics.events('job-1')} -m {example}",
-            f"  mosquitto_sub -h {host}{port_flag} -v -t '{topics.all_states}'",
-            "mam up: an event is acknowledged only once it is in the audit log; job states are restored at start.",
-            "mam up: note: the embedded broker has no topic ACLs and keeps other clients' sessions in memory only;",
-            "mam up: for a shared broker or a projector on another host, use mosquitto or NATS (see README, Brokers).",
-            "mam up: Ctrl-C stops both.",
-        ]
+def add_arguments(up: argparse.ArgumentParser) -> None:
+    """The `mam up` flags (`mam.cli` builds the subparser and hands it here)."""
+    from mam.cli_args import add_verbose, port
+    from mam.cli_common import add_workspace_args
+
+    up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
+    up.add_argument("--port", type=port, default=1883, help="broker port (default 1883; 0 picks a free one)")
+    up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
+    up.add_argument(
+        "--password-file",
+        type=Path,
+        metavar="F",
+        help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
     )
+    up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    add_verbose(up)
+    add_workspace_args(up)
+
+
+def example_job_id() -> str:
+    """A job id for the banner's example that no one's own job is likely to have."""
+    return f"hello-{secrets.token_hex(2)}"
+
+
+def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False, job_id: str | None = None) -> str:
+    """What `mam up` prints once it serves: where to connect, what it listens on, how to try it.
+
+    `mam up: broker    URL` stays the first line, the URL its last word
+    (scripts grep it): the URL clients on this machine use. The line after it
+    says what the sockets are really bound to (`0.0.0.0:1883, all interfaces`).
+    """
+    from mam.broker.config import is_loopback
+
+    url, host, port = broker.address.url, broker.address.host, broker.address.port
+    topics = Topics(workspace.id)
+    job = job_id or example_job_id()
+    example = shlex.quote('{"type":"submitted","prompt":"hello","agent":"claude-code"}')
+    target = f"-h {host}" + ("" if port == 1883 else f" -p {port}") + (" -u USER -P PASS" if login else "")
+    lines = [
+        f"mam up: broker    {url}",
+        f"mam up: listening {broker.listening}",
+        f"mam up: workspace {workspace.id}  (root {workspace.root})",
+        f"mam up: registry  {workspace.registry_dir}",
+        f"mam up: logs      {workspace.logs_dir}",
+        f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
+        "mam up: submit a job from any MQTT client, then read its state:",
+        f"  mosquitto_pub {target} -q 1 -t {topics.events(job)} -m {example}",
+        f"  mosquitto_sub {target} -C 1 -v -t {topics.state(job)}",
+        "mam up: an event is acknowledged only once it is in the audit log; job states are restored at start.",
+        "mam up: note: the embedded broker has no topic ACLs and keeps other clients' sessions in memory only;",
+        "mam up: for a shared broker or a projector on another host, use mosquitto or NATS (see README, Brokers).",
+        "mam up: Ctrl-C stops both.",
+    ]
+    if not login and not is_loopback(broker.host):
+        lines.insert(
+            2,
+            "mam up: warning: --allow-anonymous: anyone who can reach this broker can submit jobs that runners execute",
+        )
+    return "\n".join(lines)
+
+
+def ignore_in_git(workspace: Workspace) -> Path | None:
+    """Write `<root>/.mam/.gitignore` (`*`) so the registry stays out of `git status`.
+
+    Only when the registry or the logs live under `<root>/.mam/` (a workspace
+    with its dirs elsewhere gets no `.mam/` just for this), and only if no
+    such file exists: a user's own is never replaced. Returns the path written.
+    """
+    mam_dir = workspace.root / MAM_DIR
+    if not any(d == mam_dir or mam_dir in d.parents for d in (workspace.registry_dir, workspace.logs_dir)):
+        return None
+    mam_dir.mkdir(parents=True, exist_ok=True)
+    path = mam_dir / GITIGNORE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return None
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(GITIGNORE_TEXT)
+    return path
 
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
@@ -48,12 +123,19 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.projector.service import Projector
 
     intake = LocalIntake(workspace.id)
-    embedded = EmbeddedBroker(args.host, args.port, password_file=args.password_file, publish_gate=intake.offer)
+    embedded = EmbeddedBroker(
+        args.host,
+        args.port,
+        password_file=args.password_file,
+        publish_gate=intake.offer,
+        allow_anonymous=args.allow_anonymous,
+    )
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         address = broker.address
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
+        ignore_in_git(workspace)
         projector = Projector(
             workspace,
             address,
@@ -61,9 +143,10 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
             intake=intake,
             restore_retained=True,
             publish_local=broker.publish,
+            served_by="mam up",
         )
         await tg.start(projector.run)
-        print(banner(workspace, broker.address.url, broker.address.host, broker.address.port), flush=True)
+        print(banner(workspace, broker, login=login is not None), flush=True)
 
 
 def _login(args: argparse.Namespace) -> BrokerAddress | None:
@@ -81,6 +164,9 @@ def _login(args: argparse.Namespace) -> BrokerAddress | None:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    from mam.broker.config import check_exposure
+
+    check_exposure(args.host, args.password_file, args.allow_anonymous)
     workspace = workspace_from_args(args)
     anyio.run(_serve, args, workspace, _login(args))
     print("mam up: stopped", file=sys.stderr)

@@ -1,0 +1,209 @@
+"""`mam up` and `mam-broker` on the command line: one-line usage errors, no anonymous
+broker off loopback unless asked, a banner that says where it really listens, and a
+registry that stays out of `git status`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mam.broker.config import is_loopback
+from mam.workspace import resolve
+
+from brokers import BIN, free_port, require_binary, wait_for_port
+from conftest import WorkspacePaths
+from e2e import submit, up_process, workspace_id
+from support import Daemon, child_env, mam, publish, run, wait_for_state
+
+BROKER = [str(BIN / "mam-broker")]
+
+
+def one_line(stderr: bytes) -> str:
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {stderr.decode()}"
+    assert "Traceback" not in lines[0]
+    return lines[0]
+
+
+async def wait_for_output(daemon: Daemon, text: str, timeout: float = 15) -> str:
+    """The daemon's output once it contains `text` (the file it writes to, read until then)."""
+    with anyio.fail_after(timeout):
+        while text not in (output := daemon.output()):
+            assert daemon.proc.poll() is None, f"exited with {daemon.proc.returncode}: {output}"
+            await anyio.sleep(0.02)
+    return output
+
+
+@pytest.mark.parametrize("command", ["mam up", "mam-broker"])
+@pytest.mark.parametrize("value", ["99999", "abc", "-1"])
+async def test_a_bad_port_is_a_one_line_usage_error_naming_flag_and_value(
+    command: str, value: str, ws: WorkspacePaths
+) -> None:
+    argv = mam("up", "--workspace", str(ws.root)) if command == "mam up" else list(BROKER)
+    result = await run([*argv, "--port", value], cwd=ws.elsewhere)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert "--port" in line and value in line, line
+    assert not list(ws.root.iterdir()), "a usage error creates nothing"
+
+
+@pytest.mark.parametrize("command", ["mam up", "mam-broker"])
+async def test_a_taken_port_is_a_one_line_error_naming_the_port(command: str, ws: WorkspacePaths) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = mam("up", "--workspace", str(ws.root)) if command == "mam up" else list(BROKER)
+        result = await run([*argv, "--port", str(port)], cwd=ws.elsewhere, timeout=20)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert f"port {port}" in line and "already in use" in line, line
+
+
+@pytest.mark.parametrize("command", ["mam up", "mam-broker"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
+async def test_an_anonymous_broker_off_loopback_is_refused_naming_the_flags_to_pass(
+    command: str, host: str, ws: WorkspacePaths
+) -> None:
+    argv = mam("up", "--workspace", str(ws.root)) if command == "mam up" else list(BROKER)
+    result = await run([*argv, "--host", host, "--port", "0"], cwd=ws.elsewhere, timeout=20)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert repr(host) in line and "not a loopback address" in line, line
+    assert "--password-file" in line and "--allow-anonymous" in line, line
+    assert not list(ws.root.iterdir()), "a refused start creates nothing"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.2.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("LocalHost", True),
+        ("::ffff:127.0.0.1", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("", False),
+        ("192.168.1.10", False),
+        ("fe80::1", False),
+        ("example.com", False),
+    ],
+)
+def test_only_127_8_and_ipv6_loopback_and_localhost_count_as_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_and_a_working_example(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    """Also `mam up -v`: -v after the subcommand turns on debug logging."""
+    port, ws_id = free_port(), workspace_id(ws.root)
+    up = Daemon(
+        mam("up", "--host", "0.0.0.0", "--allow-anonymous", "--port", str(port), "--workspace", str(ws.root), "-v"),
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=tmp_path / "up.log",
+    )
+    try:
+        output = await wait_for_output(up, "mam up: Ctrl-C stops both.")
+        lines = output.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("mam up: broker"))
+        assert lines[at].split()[-1] == f"mqtt://127.0.0.1:{port}", "the URL clients here use, last on its line"
+        assert lines[at + 1] == f"mam up: listening 0.0.0.0:{port}, all interfaces", lines[at + 1]
+        assert "--allow-anonymous: anyone who can reach this broker can submit jobs" in output
+        assert f"embedded broker listening on 0.0.0.0:{port}" in output, "-v after `up` logs debug lines"
+
+        pub = next(line.strip() for line in output.splitlines() if line.strip().startswith("mosquitto_pub"))
+        sub = next(line.strip() for line in output.splitlines() if line.strip().startswith("mosquitto_sub"))
+        job = re.search(r"/jobs/(hello-[0-9a-f]{4})/events", pub)
+        assert job is not None, pub
+        assert f"-t mam/{ws_id}/jobs/{job[1]}/state" in sub and "-C 1" in sub, sub
+        require_binary("mosquitto_pub")
+        published = await run(shlex.split(pub), cwd=ws.elsewhere)
+        assert published.returncode == 0, published.stderr
+        read = await run([*shlex.split(sub), "-W", "10"], cwd=ws.elsewhere)
+        assert read.returncode == 0, read.stderr
+        topic, payload = read.stdout.decode().split(" ", 1)
+        assert topic == f"mam/{ws_id}/jobs/{job[1]}/state"
+        assert json.loads(payload)["status"] == "submitted"
+    finally:
+        up.stop()
+    assert up.proc.returncode == 0, up.output()
+
+
+def test_each_start_gets_its_own_example_job_id() -> None:
+    from mam.up import example_job_id
+
+    ids = {example_job_id() for _ in range(20)}
+    assert len(ids) > 1 and all(re.fullmatch(r"hello-[0-9a-f]{4}", i) for i in ids)
+
+
+async def test_mam_broker_says_where_it_listens_and_takes_v_after_its_flags(tmp_path: Path) -> None:
+    port = free_port()
+    broker = Daemon(
+        [*BROKER, "--host", "0.0.0.0", "--allow-anonymous", "--port", str(port), "-v"],
+        cwd=tmp_path,
+        env=child_env(),
+        log=tmp_path / "broker.log",
+    )
+    try:
+        wait_for_port(port, broker.proc)
+        output = await wait_for_output(broker, f"mam-broker: listening on 0.0.0.0:{port}, all interfaces")
+        assert f"mqtt://127.0.0.1:{port}" in output
+        assert f"embedded broker listening on 0.0.0.0:{port}" in output, "-v logs debug lines"
+    finally:
+        broker.stop()
+
+
+def test_v_is_accepted_before_and_after_up() -> None:
+    from mam.broker.cli import build_parser as broker_parser
+    from mam.cli import build_parser
+
+    assert build_parser().parse_args(["-v", "up"]).verbose is True
+    assert build_parser().parse_args(["up", "-v"]).verbose is True
+    assert build_parser().parse_args(["up"]).verbose is False
+    assert broker_parser().parse_args(["-v", "--port", "0"]).verbose is True
+    assert broker_parser().parse_args(["--port", "0", "-v"]).verbose is True
+
+
+async def test_mam_up_keeps_the_registry_out_of_git_status(ws: WorkspacePaths) -> None:
+    git = require_binary("git")
+    subprocess.run([git, "init", "-q", str(ws.root)], check=True)
+    (ws.root / "README").write_text("tracked\n")
+    port, ws_id = free_port(), workspace_id(ws.root)
+    url = f"mqtt://127.0.0.1:{port}"
+    async with up_process(ws.root, ws.elsewhere, port):
+        await publish(url, f"mam/{ws_id}/jobs/j1/events", submit("j1"))
+        await wait_for_state(url, ws_id, "j1")
+        assert (ws.jobs / "j1.json").is_file() and (ws.logs / "j1" / "events.jsonl").is_file()
+        status = await run([git, "status", "--porcelain", "--untracked-files=all"], cwd=ws.root)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.decode().splitlines() == ["?? README"], status.stdout
+    assert (ws.root / ".mam" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_a_users_own_mam_gitignore_is_never_replaced(ws: WorkspacePaths) -> None:
+    from mam.up import ignore_in_git
+
+    (ws.root / ".mam").mkdir()
+    own = ws.root / ".mam" / ".gitignore"
+    own.write_text("jobs/\n")
+    assert ignore_in_git(resolve(workspace=ws.root, env={})) is None
+    assert own.read_text() == "jobs/\n"
+
+
+def test_no_mam_dir_is_made_for_a_gitignore_when_the_registry_lives_elsewhere(ws: WorkspacePaths) -> None:
+    from mam.up import ignore_in_git
+
+    workspace = resolve(workspace=ws.root, registry=ws.elsewhere / "jobs", env={})
+    assert ignore_in_git(workspace) is None
+    assert not (ws.root / ".mam").exists()
