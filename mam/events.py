@@ -107,7 +107,11 @@ class Cancelled(Event, tag="cancelled"):
 
 
 class TimedOut(Event, tag="timed_out"):
+    """Published by the runner that enforced the job's timeout, or derived by the projector."""
+
     reason: ShortText | None = None
+    exit_code: int | None = None
+    git: GitInfo | None = None
 
 
 class Lost(Event, tag="lost"):
@@ -129,8 +133,12 @@ AnyEvent = Union[
     Lost,
 ]
 
-DERIVED_TYPES: Final = frozenset({"timed_out", "lost"})
-"""Types only the projector itself derives; refused when published by clients."""
+DERIVED_TYPES: Final = frozenset({"lost"})
+"""Types only the projector itself derives; refused when published by clients.
+
+`timed_out` is not one: a runner that enforces a job's timeout publishes it
+(the projector also derives it for a job that runs past its timeout plus the
+grace). `lost` stays the projector's word: no client may declare a job lost."""
 
 EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in AnyEvent.__args__)  # type: ignore[attr-defined]
 

@@ -126,8 +126,11 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             return requested
         case ev.Cancelled(reason=reason):
             return replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason)
-        case ev.TimedOut(reason=reason):
-            return replace(state, status=Status.TIMED_OUT, finished_at=now, error=reason or "timed out")
+        case ev.TimedOut(reason=reason, exit_code=code, git=git):
+            if state.status not in _ACTIVE:
+                return _illegal(state, event, "claimed or running")
+            return replace(state, status=Status.TIMED_OUT, exit_code=code, error=reason or "timed out",
+                           finished_at=now, git_at_finish=git)
         case ev.Lost(reason=reason):
             return replace(state, status=Status.LOST, finished_at=now, error=reason or "runner lost")
     return Refusal(f"unhandled event type {ev.event_type(event)!r}")  # pragma: no cover

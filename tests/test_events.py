@@ -74,3 +74,10 @@ def test_every_type_has_a_tag() -> None:
         "timed_out",
         "lost",
     }
+
+
+def test_a_runner_may_publish_timed_out_but_never_lost() -> None:
+    event = ev.decode_event(b'{"type":"timed_out","reason":"timed out after 2s","exit_code":-15,'
+                            b'"git":{"commit":"abc1234","branch":"main","dirty":false}}')
+    assert isinstance(event, ev.TimedOut) and event.exit_code == -15 and event.git is not None
+    assert "timed_out" not in ev.DERIVED_TYPES and "lost" in ev.DERIVED_TYPES

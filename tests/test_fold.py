@@ -39,7 +39,7 @@ TABLE: dict[Status, dict[str, Status | None]] = {
         "failed": R,
         "cancel_requested": Status.CANCELLED,
         "cancelled": Status.CANCELLED,
-        "timed_out": Status.TIMED_OUT,
+        "timed_out": R,
         "lost": Status.LOST,
     },
     Status.CLAIMED: {
@@ -139,6 +139,19 @@ def test_finish_records_exit_code_result_and_time() -> None:
     done = apply(record_at(Status.RUNNING), ev.Failed(exit_code=7, error="bad"), CTX)
     assert isinstance(done, JobRecord)
     assert (done.exit_code, done.error, done.finished_at) == (7, "bad", CTX.received_at)
+
+
+def test_timed_out_records_the_reason_exit_code_time_and_git_state() -> None:
+    git = ev.GitInfo(commit="abc1234", branch="main", dirty=True)
+    done = apply(record_at(Status.RUNNING), ev.TimedOut(reason="timed out after 2s", exit_code=-15, git=git), CTX)
+    assert isinstance(done, JobRecord) and done.status is Status.TIMED_OUT
+    assert (done.exit_code, done.error, done.finished_at, done.git_at_finish) == (-15, "timed out after 2s",
+                                                                                  CTX.received_at, git)
+
+
+def test_timed_out_of_a_job_no_runner_holds_names_the_rule() -> None:
+    refused = apply(record_at(Status.SUBMITTED), ev.TimedOut(reason="timed out after 2s"), CTX)
+    assert isinstance(refused, Refusal) and "allowed only when the job is claimed or running" in refused.reason
 
 
 def test_cancel_request_on_running_job_keeps_it_running_until_the_runner_answers() -> None:
