@@ -8,7 +8,9 @@ or override profiles in `<workspace>/.mam/profiles.json` with the same shape.
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from importlib import resources
 from pathlib import Path
 
@@ -54,8 +56,34 @@ def command_for(*, command: str | None, profile: str | None, agent: str, workspa
     return list(profiles[name].argv)
 
 
+def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
+    """The flag that chose the command, as an error message names it."""
+    if command:
+        return "--command"
+    return f"--profile {profile}" if profile else f"--agent {agent}"
+
+
+def check_executable(argv: list[str], *, source: str, workspace: str, cwd: Path) -> None:
+    """Refuse, before any job is claimed, a command whose program cannot be run.
+
+    A bare name must be on PATH; a path (relative ones from `cwd`, where the
+    agents run) must be an executable file. A program named per job
+    (`{job_id}` in it) can only be checked when each job starts.
+    """
+    program = render(argv, job_id="{job_id}", workspace=workspace)[0]
+    if "{job_id}" in program:
+        return
+    if os.sep in program:
+        path = Path(program) if os.path.isabs(program) else cwd / program
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise UsageError(f"{source}: command {program!r} is not an executable file; fix the path, or pass --command/--profile")
+        return
+    if shutil.which(program) is None:
+        raise UsageError(f"{source}: command {program!r} is not on PATH; install it, or pass --command/--profile")
+
+
 def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
     return [arg.replace("{job_id}", job_id).replace("{workspace}", workspace) for arg in argv]
 
 
-__all__ = ["Profile", "builtin_profiles", "command_for", "load_profiles", "render"]
+__all__ = ["Profile", "builtin_profiles", "check_executable", "command_for", "command_source", "load_profiles", "render"]

@@ -3,19 +3,30 @@
 Everything is events on the broker: the runner learns of jobs from the
 retained `state` topics, claims with `expected_version` (the projector
 accepts the first claim and refuses the rest), starts only a job whose state
-names it as the claimant, and never touches the registry or log files.
+names it (and this instance's epoch) as the claimant, and never touches the
+registry or log files. One `Supervisor` runs each job (`supervisor.py`).
+
+The jobs do not depend on the connection. Every event goes into an ordered
+outbox (`outbox.py`) that one connection at a time drains; when the broker
+goes away the jobs keep running, the runner reconnects with backoff (0.5 s
+doubling to 5 s), announces itself online again with the same epoch, reads
+the states again, and sends what the outbox holds, oldest first.
+
+SIGINT/SIGTERM stop it in order: no new claims, every running job is stopped
+and handed back `failed`, the outbox is flushed (for a bounded time), the
+status goes `offline`, then it disconnects.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
-import signal
 import socket
-import subprocess
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import aiomqtt
 import anyio
@@ -23,13 +34,11 @@ import anyio.abc
 import msgspec
 
 from mam import events as ev
-from mam.agents.output import OutputStreamer
-from mam.agents.profiles import render
-from mam.agents.publisher import Publisher
+from mam.agents.outbox import WINDOW, Outbox, Wakeup
+from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.broker_url import BrokerAddress
 from mam.ids import validate_agent_id
 from mam.mqtt import make_client, unreachable
-from mam.provenance import git_info
 from mam.record import JobRecord, Status, decode_record
 from mam.status import AgentStatus, encode
 from mam.timefmt import utc_now_iso
@@ -38,14 +47,11 @@ from mam.workspace import Workspace
 
 log = logging.getLogger("mam.agent")
 
-
-@dataclass
-class RunningJob:
-    record: JobRecord
-    process: anyio.abc.Process | None = None
-    cancelled: bool = False
-    timed_out: bool = False
-    done: anyio.Event = field(default_factory=anyio.Event)
+RETRY_MIN = 0.5
+RETRY_MAX = 5.0
+KEEPALIVE = 10
+FLUSH_TIMEOUT = 10.0
+"""On stop, how long to wait for the broker to take the events still in the outbox."""
 
 
 def default_agent_id(agent: str) -> str:
@@ -69,20 +75,29 @@ class Runner:
         self.workspace = workspace
         self.broker = broker
         self.agent = agent
-        self.argv = argv
         self.concurrency = concurrency
-        self.heartbeat = heartbeat
-        self.kill_grace = kill_grace
         self.agent_id = agent_id or default_agent_id(agent)
         self.epoch = uuid.uuid4().hex
         self.started_at = utc_now_iso()
         self.topics = Topics(workspace.id)
-        self.active: dict[str, RunningJob] = {}
+        self.outbox = Outbox(self.topics, by=self.agent_id)
+        self.settings = Settings(
+            workspace=workspace,
+            runner_id=self.agent_id,
+            argv=argv,
+            heartbeat=heartbeat,
+            kill_grace=kill_grace,
+            put=self.outbox.put,
+            room=self.outbox.room,
+        )
+        self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()
         self.queued: dict[str, JobRecord] = {}
         """Submitted jobs for this agent not claimed yet, oldest first: claimed as capacity frees."""
-        self.pub: Publisher | None = None
         self.stopping = False
+        self._jobs: anyio.abc.TaskGroup | None = None
+        self._changed = Wakeup()
+        self._status_version = 0
 
     def status(self, status: str) -> AgentStatus:
         return AgentStatus(
@@ -98,187 +113,175 @@ class Runner:
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; a cancel stops the runner in order (see the module doc)."""
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._serve, stop, task_status)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                stop.set()
+
+    async def _serve(self, stop: anyio.Event, task_status: anyio.abc.TaskStatus[None]) -> None:
+        # Shielded: the caller's cancel only sets `stop`; the shutdown sequence below decides what ends when.
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as jobs:
+                self._jobs = jobs
+                async with anyio.create_task_group() as link:
+                    link.start_soon(self._stay_connected, task_status)
+                    await stop.wait()
+                    await self._shutdown()
+                    link.cancel_scope.cancel()
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        self.queued.clear()
+        for job in self.active.values():
+            job.stop(Ending.STOPPING)
+        await self._changed.until(lambda: not self.active)
+        with anyio.move_on_after(FLUSH_TIMEOUT):
+            await self._changed.until(lambda: not self.claiming)
+            await self.outbox.drained()
+        if self.outbox:
+            log.warning("stopping with %d event(s) the broker never acknowledged", len(self.outbox))
+
+    async def _stay_connected(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
+        connected_once = False
+        delay = RETRY_MIN
+        while True:
+            error: BaseException | None = None
+            try:
+                async with self._connection() as client:
+                    if not connected_once:
+                        connected_once = True
+                        task_status.started()
+                        log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
+                    else:
+                        log.info("reconnected to %s; %d event(s) to send", self.broker.url, len(self.outbox))
+                    delay = RETRY_MIN
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self.outbox.send, client)
+                        tg.start_soon(self._publish_status, client)
+                        await self._listen(client)
+            except* aiomqtt.MqttError as group:
+                error = group.exceptions[0]
+            if not connected_once:
+                raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
+            log.warning(
+                "lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs", self.broker.url, error, delay
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+        """A connection with the runner's will, announced online and subscribed to the states."""
         status_topic = self.topics.agent_status(self.agent_id)
         will = aiomqtt.Will(status_topic, encode(self.status("offline")), qos=1, retain=True)
-        client = make_client(self.broker, will=will, keepalive=10)
+        client = make_client(self.broker, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
+        await client.__aenter__()
         try:
-            async with client, Publisher(self.workspace, self.broker, by=self.agent_id) as pub:
-                self.pub = pub
-                await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
-                await client.subscribe(self.topics.all_states, qos=1)
-                task_status.started()
-                log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
+            await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
+            await client.subscribe(self.topics.all_states, qos=1)
+            yield client
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 try:
-                    async with anyio.create_task_group() as tg:
-                        async for message in client.messages:
-                            payload = message.payload if isinstance(message.payload, bytes) else b""
-                            try:
-                                record = decode_record(payload)
-                            except (msgspec.DecodeError, msgspec.ValidationError):
-                                continue
-                            await self._on_state(record, tg, client)
-                finally:
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                    if self.stopping:
                         await client.publish(status_topic, encode(self.status("offline")), qos=1, retain=True)
-        except aiomqtt.MqttError as exc:
-            raise unreachable(self.broker, exc) from None
+                    await client.__aexit__(None, None, None)
+                except aiomqtt.MqttError:
+                    pass
 
-    async def _on_state(self, record: JobRecord, tg: anyio.abc.TaskGroup, client: aiomqtt.Client) -> None:
+    async def _publish_status(self, client: aiomqtt.Client) -> None:
+        """Keep the retained online status current (the jobs it holds) on this connection."""
+        published = self._status_version
+        while True:
+            await self._changed.until(lambda seen=published: self._status_version != seen)
+            version = self._status_version
+            topic = self.topics.agent_status(self.agent_id)
+            await client.publish(topic, encode(self.status("online")), qos=1, retain=True, timeout=math.inf)
+            published = version
+
+    def _status_changed(self) -> None:
+        self._status_version += 1
+        self._changed.notify()
+
+    async def _listen(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            try:
+                record = decode_record(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            self._on_state(record)
+
+    def _on_state(self, record: JobRecord) -> None:
         if record.agent != self.agent:
             return
         job_id = record.job_id
-        running = self.active.get(job_id)
-        if running is not None:
-            running.record = record
-            if record.cancel_requested_at and not running.cancelled:
-                running.cancelled = True
-                tg.start_soon(self._terminate, running)
+        job = self.active.get(job_id)
+        if job is not None:
+            self._update_running(job, record)
             return
         if record.status is Status.SUBMITTED:
-            if job_id not in self.claiming:
+            if job_id not in self.claiming and not self.stopping:
                 self.queued[job_id] = record
-                await self._claim_what_fits()
+                self._claim_what_fits()
             return
         self.queued.pop(job_id, None)
-        if record.status is Status.CLAIMED and record.runner == self.agent_id and job_id in self.claiming:
-            self.claiming.discard(job_id)
-            self.active[job_id] = RunningJob(record)
-            await client.publish(
-                self.topics.agent_status(self.agent_id), encode(self.status("online")), qos=1, retain=True
-            )
-            tg.start_soon(self._run_job, self.active[job_id], client)
-        elif job_id in self.claiming:
-            self.claiming.discard(job_id)  # another runner won the claim
-            await self._claim_what_fits()
+        if job_id not in self.claiming:
+            return
+        self.claiming.discard(job_id)
+        if record.status is Status.CLAIMED and record.runner == self.agent_id and record.runner_epoch == self.epoch:
+            log.info("job %s: claimed", job_id)
+            if self.stopping:
+                error = "the runner stopped before it started the job"
+                self.outbox.put(job_id, ev.Failed(exit_code=None, error=error))
+                log.info("job %s: handed back as failed: %s", job_id, error)
+            else:
+                self._start(record)
+        self._claim_what_fits()
+        self._changed.notify()
 
-    async def _claim_what_fits(self) -> None:
-        while self.queued and len(self.active) + len(self.claiming) < self.concurrency:
+    def _update_running(self, job: Supervisor, record: JobRecord) -> None:
+        terminal_before = job.record.status.terminal
+        job.record = record
+        if record.cancel_requested_at and job.ending is None:
+            log.info("job %s: cancel requested; stopping it", record.job_id)
+            job.stop(Ending.CANCELLED)
+        elif record.status.terminal and not terminal_before:
+            log.warning(
+                "job %s is %s in the registry (%s) while this runner still runs it; its further events will be refused",
+                record.job_id,
+                record.status.value,
+                record.error,
+            )
+
+    def _claim_what_fits(self) -> None:
+        while not self.stopping and self.queued and len(self.active) + len(self.claiming) < self.concurrency:
             job_id, record = next(iter(self.queued.items()))
             del self.queued[job_id]
             self.claiming.add(job_id)
-            await self._send(
+            log.debug("job %s: claiming it at version %d", job_id, record.version)
+            self.outbox.put(
                 job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)
             )
 
-    async def _send(self, job_id: str, event: ev.AnyEvent) -> None:
-        assert self.pub is not None
-        await self.pub.publish(job_id, event)
+    def _start(self, record: JobRecord) -> None:
+        assert self._jobs is not None
+        job = Supervisor(record, self.settings)
+        if record.cancel_requested_at:
+            job.stop(Ending.CANCELLED)
+        self.active[record.job_id] = job
+        self._status_changed()
+        self._jobs.start_soon(self._run, job)
 
-    async def _run_job(self, job: RunningJob, client: aiomqtt.Client) -> None:
-        record = job.record
-        job_id = record.job_id
-        env = dict(os.environ) | {
-            "MAM_PROMPT": record.prompt,
-            "MAM_JOB_ID": job_id,
-            "MAM_WORKSPACE": self.workspace.id,
-            "WORKSPACE_ROOT": str(self.workspace.root),
-        }
-        argv = render(self.argv, job_id=job_id, workspace=self.workspace.id)
+    async def _run(self, job: Supervisor) -> None:
         try:
-            process = await anyio.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=self.workspace.root,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            await self._send(job_id, ev.Failed(exit_code=None, error=f"cannot start {argv[0]!r}: {exc.strerror}"))
-            self._finish(job_id)
-            return
-        job.process = process
-        await self._send(job_id, ev.Started(runner=self.agent_id, pid=process.pid))
-        if job.cancelled:  # the cancel request came between the claim and the start
-            _signal_group(process.pid, signal.SIGTERM)
-        output = OutputStreamer(lambda event: self._send(job_id, event))
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._feed, process, record.prompt)
-                tg.start_soon(output.read, "stdout", process.stdout)
-                tg.start_soon(output.read, "stderr", process.stderr)
-                tg.start_soon(output.tick)
-                tg.start_soon(self._beat, job_id)
-                if record.timeout:
-                    tg.start_soon(self._deadline, job, record.timeout)
-                code = await process.wait()
-                tg.cancel_scope.cancel()
-        except anyio.get_cancelled_exc_class():
-            # The runner is stopping (SIGTERM): stop the job and hand it back as failed.
-            with anyio.CancelScope(shield=True):
-                self.stopping = True
-                await self._terminate(job)
-                code = await process.wait()
-                await output.flush_all()
-                await self._report(job, code, output)
-                self._finish(job_id)
-            raise
-        with anyio.CancelScope(shield=True):
-            await output.flush_all()
-            await self._report(job, code, output)
-            self._finish(job_id)
-            await self._claim_what_fits()
-            await client.publish(
-                self.topics.agent_status(self.agent_id), encode(self.status("online")), qos=1, retain=True
-            )
-
-    async def _report(self, job: RunningJob, code: int, output: OutputStreamer) -> None:
-        job_id = job.record.job_id
-        if self.stopping:
-            await self._send(job_id, ev.Failed(exit_code=code, error="the runner stopped before the job finished"))
-        elif job.cancelled:
-            await self._send(job_id, ev.Cancelled(reason=job.record.cancel_reason or "cancelled on request"))
-        else:
-            git = await anyio.to_thread.run_sync(git_info, self.workspace.root)
-            if job.timed_out:
-                error = f"timed out after {job.record.timeout:g}s"
-                await self._send(job_id, ev.Failed(exit_code=code, error=error, git=git))
-            elif code == 0:
-                await self._send(job_id, ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git))
-            else:
-                error = output.tail("stderr") or f"exit code {code}"
-                await self._send(job_id, ev.Failed(exit_code=code, error=error, git=git))
-
-    def _finish(self, job_id: str) -> None:
-        job = self.active.pop(job_id, None)
-        if job is not None:
-            job.done.set()
-
-    @staticmethod
-    async def _feed(process: anyio.abc.Process, prompt: str) -> None:
-        assert process.stdin is not None
-        try:
-            await process.stdin.send(prompt.encode())
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
+            await job.run()
         finally:
-            await process.stdin.aclose()
-
-    async def _beat(self, job_id: str) -> None:
-        while True:
-            await anyio.sleep(self.heartbeat)
-            await self._send(job_id, ev.Heartbeat(runner=self.agent_id))
-
-    async def _deadline(self, job: RunningJob, timeout: float) -> None:
-        await anyio.sleep(timeout)
-        job.timed_out = True
-        await self._terminate(job)
-
-    async def _terminate(self, job: RunningJob) -> None:
-        """SIGTERM the job's process group, SIGKILL after the grace period."""
-        process = job.process
-        if process is None or process.returncode is not None:
-            return
-        _signal_group(process.pid, signal.SIGTERM)
-        with anyio.move_on_after(self.kill_grace):
-            await process.wait()
-            return
-        _signal_group(process.pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
+            del self.active[job.job_id]
+            self._status_changed()
+            self._claim_what_fits()

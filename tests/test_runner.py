@@ -158,8 +158,8 @@ async def test_runner_enforces_the_job_timeout(amqtt: RunningBroker, ws: Workspa
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
         await submit(amqtt, ws, "job-t", "hang", "--job-timeout", "1")
-        record = await wait_for_state(amqtt.url, ws_id, "job-t", lambda r: r["status"] == "failed", timeout=30)
-    assert "timed out after 1s" in record["error"]
+        record = await wait_for_state(amqtt.url, ws_id, "job-t", lambda r: r["status"] == "timed_out", timeout=30)
+    assert record["error"] == "timed out after 1s" and record["finished_at"] and record["exit_code"] == -15
 
 
 async def test_runner_stopped_mid_job_hands_it_back_failed(amqtt: RunningBroker, ws: WorkspacePaths) -> None:

@@ -1,0 +1,169 @@
+"""One claimed job, start to finish: start the agent, stream its output, stop it when asked, report.
+
+Every event goes into the runner's outbox, in the order it happened: `started`,
+the `output` events (all of them: both pipes are read to their end before
+anything else is decided), heartbeats, and one terminal event. The first
+reason to stop the agent decides how the job ends: a cancel request ends it
+`cancelled`, the job's timeout `timed_out`, the runner stopping `failed`
+(handed back); otherwise its exit code decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+
+import anyio
+
+from mam import events as ev
+from mam.agents.output import OutputStreamer
+from mam.agents.process import AgentProcess, spawn
+from mam.agents.profiles import render
+from mam.provenance import git_info
+from mam.record import JobRecord
+from mam.workspace import Workspace
+
+log = logging.getLogger("mam.agent")
+
+DRAIN_GRACE = 5.0
+"""After the agent exits, how long to wait for its pipes to close (a background child may hold them)."""
+
+Put = Callable[[str, ev.AnyEvent], object]
+
+
+class Ending(Enum):
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"
+    STOPPING = "runner stopping"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every job of one runner shares."""
+
+    workspace: Workspace
+    runner_id: str
+    argv: list[str]
+    heartbeat: float
+    kill_grace: float
+    put: Put
+    room: Callable[[], Awaitable[None]]
+
+
+class Supervisor:
+    def __init__(self, record: JobRecord, settings: Settings) -> None:
+        self.record = record
+        self.job_id = record.job_id
+        self.settings = settings
+        self.ending: Ending | None = None
+        self._stop_requested = anyio.Event()
+        self.process: AgentProcess | None = None
+
+    def stop(self, ending: Ending) -> None:
+        """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
+        if self.ending is None:
+            self.ending = ending
+            self._stop_requested.set()
+
+    def _put(self, event: ev.AnyEvent) -> None:
+        self.settings.put(self.job_id, event)
+
+    async def run(self) -> None:
+        argv = render(self.settings.argv, job_id=self.job_id, workspace=self.settings.workspace.id)
+        if self.ending is not None:  # cancelled or stopped before it ever started
+            await self._report(None, OutputStreamer(self._put))
+            return
+        try:
+            process = await spawn(argv, env=self._env(), cwd=self.settings.workspace.root)
+        except OSError as exc:
+            error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+            log.info("job %s: start failed: %s", self.job_id, error)
+            self._put(ev.Failed(exit_code=None, error=error))
+            return
+        self.process = process
+        self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid))
+        log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
+        output = OutputStreamer(self._put, room=self.settings.room)
+        code = await self._supervise(process, output)
+        log.info("job %s: exited with code %d", self.job_id, code)
+        await self._report(code, output)
+
+    def _env(self) -> dict[str, str]:
+        workspace = self.settings.workspace
+        return dict(os.environ) | {
+            "MAM_PROMPT": self.record.prompt,
+            "MAM_JOB_ID": self.job_id,
+            "MAM_WORKSPACE": workspace.id,
+            "WORKSPACE_ROOT": str(workspace.root),
+        }
+
+    async def _supervise(self, process: AgentProcess, output: OutputStreamer) -> int:
+        """Run until the agent has exited and its output is read to the end; return its exit code."""
+        drained = anyio.Event()
+
+        async def read_both() -> None:
+            async with anyio.create_task_group() as pipes:
+                pipes.start_soon(output.read, "stdout", process.stdout())
+                pipes.start_soon(output.read, "stderr", process.stderr())
+            drained.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(process.feed, self.record.prompt.encode())
+            tg.start_soon(read_both)
+            tg.start_soon(output.tick)
+            tg.start_soon(self._beat)
+            tg.start_soon(self._stop_when_asked, process)
+            if self.record.timeout:
+                tg.start_soon(self._deadline, self.record.timeout)
+            code = await process.wait()
+            with anyio.move_on_after(DRAIN_GRACE):
+                await drained.wait()
+            if not drained.is_set():
+                log.warning(
+                    "job %s: a background process still holds the agent's output open %gs after it exited; "
+                    "not reading it any further",
+                    self.job_id,
+                    DRAIN_GRACE,
+                )
+            tg.cancel_scope.cancel()
+        output.flush_all()
+        return code
+
+    async def _stop_when_asked(self, process: AgentProcess) -> None:
+        await self._stop_requested.wait()
+        await process.terminate(self.settings.kill_grace)
+
+    async def _beat(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.heartbeat)
+            self._put(ev.Heartbeat(runner=self.settings.runner_id))
+
+    async def _deadline(self, timeout: float) -> None:
+        await anyio.sleep(timeout)
+        if self.ending is None:
+            log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
+        self.stop(Ending.TIMED_OUT)
+
+    async def _report(self, code: int | None, output: OutputStreamer) -> None:
+        if self.ending is Ending.CANCELLED:
+            reason = self.record.cancel_reason or "cancelled on request"
+            self._put(ev.Cancelled(reason=reason))
+            log.info("job %s: cancelled (%s)", self.job_id, reason)
+            return
+        if self.ending is Ending.STOPPING:
+            error = "the runner stopped before the job finished"
+            self._put(ev.Failed(exit_code=code, error=error))
+            log.info("job %s: handed back as failed: %s", self.job_id, error)
+            return
+        git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
+        if self.ending is Ending.TIMED_OUT:
+            reason = f"timed out after {self.record.timeout:g}s"
+            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git))
+        elif code == 0:
+            self._put(ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git))
+        else:
+            self._put(ev.Failed(exit_code=code, error=output.tail("stderr") or f"exit code {code}", git=git))
+
