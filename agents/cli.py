@@ -15,7 +15,7 @@ from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
-from mam.follow import follow_on, outcome_code
+from mam.follow import Followed, follow_on, outcome_code
 from mam.provenance import git_info
 from mam.record import JobRecord
 
@@ -187,7 +187,7 @@ def run_submit(args: argparse.Namespace) -> int:
                 _print_record(record, args.json)
                 return 0
             print(job_id, file=sys.stderr)
-            final = await follow_on(pub.client, pub.topics, job_id, {event_id(record)})
+            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}))
             print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
             return outcome_code(final.status)
 

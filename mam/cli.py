@@ -11,9 +11,11 @@ from typing import Any
 import msgspec
 
 from mam import __version__
+from mam.cli_args import Parser, add_verbose, job_id
 from mam.cli_common import (
     add_broker_arg,
     add_workspace_args,
+    broker_choice,
     broker_from_args,
     run_cli,
     setup_logging,
@@ -22,6 +24,7 @@ from mam.cli_common import (
 from mam.discovery import projector_info
 from mam.reading import iter_records, read_events, read_record
 from mam.record import JobRecord, Status
+from mam.runtime import read_runtime
 
 PROG = "mam"
 
@@ -43,16 +46,39 @@ def _short(text: str | None, width: int = 48) -> str:
 
 def cmd_workspace(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    info: dict[str, Any] = workspace.as_dict() | {"broker": broker_from_args(args).url}
+    broker, source = broker_choice(args, workspace)
+    runtime = read_runtime(workspace)
+    info: dict[str, Any] = workspace.as_dict() | {"broker": broker.url, "broker_from": source}
+    info["served_by"] = (
+        {"process": runtime.served_by, "pid": runtime.pid, "broker": runtime.broker} if runtime else None
+    )
     info["projector"] = projector_info(workspace.registry_dir)
+    if runtime is not None and _same_broker(runtime.broker, broker.url) is False:
+        print(
+            f"mam: warning: this client would use {broker.url} ({source}), but {runtime.served_by} "
+            f"(pid {runtime.pid}) serves this workspace on {runtime.broker}: jobs published there are not "
+            "recorded here; unset MAM_BROKER_URL or pass --broker " + runtime.broker,
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
             if key == "projector":
                 value = f"pid {value['pid']} on {value['broker']}" if value else "none running"
+            elif key == "served_by":
+                value = f"{value['process']} (pid {value['pid']}) on {value['broker']}" if value else "nothing running"
             print(f"{key:<13}{value}")
     return 0
+
+
+def _same_broker(a: str, b: str) -> bool:
+    from mam.broker_url import parse_broker_url
+
+    x, y = parse_broker_url(a), parse_broker_url(b)
+    loopback = {"127.0.0.1", "localhost", "::1"}
+    hosts_match = x.host == y.host or (x.host in loopback and y.host in loopback)
+    return hosts_match and x.port == y.port and x.tls == y.tls
 
 
 def _print_tree(records: list[JobRecord]) -> None:
@@ -137,9 +163,12 @@ def _progress_bar(done: int, total: int) -> None:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    from mam.projector.rebuild import rebuild
+    from mam.projector.rebuild import nothing_to_check, rebuild
 
     workspace = workspace_from_args(args)
+    if args.verify and nothing_to_check(workspace) and not args.json:
+        print(f"nothing to check: no registry at {workspace.registry_dir} and no audit log at {workspace.logs_dir}")
+        return 0
     progress = _progress_bar if sys.stderr.isatty() and not args.json else None
     report = rebuild(workspace, verify=args.verify, progress=progress)
     if args.json:
@@ -157,6 +186,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
                 print(f"  {name}: record {label}{suffix}")
         for name, reason in report.corrupt.items():
             print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
+        for name, behind in report.in_flight.items():
+            print(f"  {name}: record trails its log by {behind} events the projector is writing; matches up to there")
     if report.corrupt or (args.verify and not report.clean):
         return 1
     return 0
@@ -181,7 +212,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     record = read_record(workspace, args.job_id)
     if args.follow and not record.status.terminal:
-        record = follow_blocking(workspace, broker_from_args(args), args.job_id, from_log=True)
+        record = follow_blocking(workspace, broker_from_args(args, workspace), args.job_id, from_log=True)
     else:
         print_logged(workspace, args.job_id)
     print(f"mam: job {record.job_id} {record.status.value}"
@@ -198,22 +229,15 @@ def cmd_up(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
 
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = Parser(prog=PROG, description=__doc__)
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    add_verbose(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    from mam.up import add_arguments as add_up_arguments
+
     up = sub.add_parser("up", help="run the embedded broker and the projector for a workspace")
-    up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
-    up.add_argument("--port", type=int, default=1883, help="broker port (default 1883; 0 picks a free one)")
-    up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
-    up.add_argument(
-        "--password-file",
-        type=Path,
-        metavar="F",
-        help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
-    )
-    add_workspace_args(up)
+    add_up_arguments(up)
     up.set_defaults(handler=cmd_up)
 
     register_writers(sub)
@@ -237,30 +261,47 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.set_defaults(handler=cmd_jobs)
 
     show = sub.add_parser("show", help="show one job's record")
-    show.add_argument("job_id", metavar="JOB")
+    show.add_argument("job_id", type=job_id, metavar="JOB")
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
     show.set_defaults(handler=cmd_show)
 
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
-    logs.add_argument("job_id", metavar="JOB")
+    logs.add_argument("job_id", type=job_id, metavar="JOB")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
     add_workspace_args(logs)
     add_broker_arg(logs)
     logs.set_defaults(handler=cmd_logs)
 
-    rebuild = sub.add_parser("rebuild", help="rebuild the registry from the audit log (stop the projector first)")
-    rebuild.add_argument("--verify", action="store_true", help="change nothing; report records that differ")
+    rebuild = sub.add_parser(
+        "rebuild", help="rebuild the registry from the audit log (stop the projector first, unless --verify)"
+    )
+    rebuild.add_argument(
+        "--verify",
+        action="store_true",
+        help="change and create nothing, also while a projector runs; report records that differ (exit 1)",
+    )
     rebuild.add_argument("--json", action="store_true")
     add_workspace_args(rebuild)
     rebuild.set_defaults(handler=cmd_rebuild)
 
     events = sub.add_parser("events", help="show one job's audit log")
-    events.add_argument("job_id", metavar="JOB")
+    events.add_argument("job_id", type=job_id, metavar="JOB")
     events.add_argument("--json", action="store_true")
     add_workspace_args(events)
     events.set_defaults(handler=cmd_events)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`-v` in any position: on every subcommand (and theirs) that has none yet."""
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of subparsers
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for child in action.choices.values():
+                if "-v" not in child._option_string_actions:  # noqa: SLF001
+                    add_verbose(child)
+                _verbose_everywhere(child)
 
 
 def main(argv: list[str] | None = None) -> None:

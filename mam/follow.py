@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import aiomqtt
 import anyio
@@ -31,16 +32,30 @@ def outcome_code(status: Status) -> int:
     return EXIT_OK if status is Status.SUCCEEDED else EXIT_FAILED
 
 
-def print_logged(workspace: Workspace, job_id: str, write: Write = write_output) -> set[str]:
-    """Print the output the audit log holds; return the ids of every logged event."""
-    seen: set[str] = set()
+OUTPUT_GRACE = 5.0
+"""How long a follower waits, once the job's state is terminal, for output events still in flight."""
+
+
+@dataclass(slots=True)
+class Followed:
+    """What a follower has shown so far: the ids of the events it saw, the output bytes it printed."""
+
+    seen: set[str] = field(default_factory=set)
+    printed: int = 0
+
+
+def print_logged(workspace: Workspace, job_id: str, write: Write = write_output) -> Followed:
+    """Print the output the audit log holds; return what was seen and printed."""
+    followed = Followed()
     for entry in read_events(workspace, job_id):
         event = entry.get("event", {})
         if event.get("id"):
-            seen.add(event["id"])
+            followed.seen.add(event["id"])
         if event.get("type") == "output":
-            write(event.get("stream", "stdout"), event.get("text", ""))
-    return seen
+            text = event.get("text", "")
+            write(event.get("stream", "stdout"), text)
+            followed.printed += len(text.encode())
+    return followed
 
 
 async def follow(
@@ -51,36 +66,54 @@ async def follow(
     try:
         async with make_client(broker) as client:
             await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
-            seen = print_logged(workspace, job_id, write) if from_log else set()
-            return await follow_on(client, topics, job_id, seen, write)
+            followed = print_logged(workspace, job_id, write) if from_log else Followed()
+            return await follow_on(client, topics, job_id, followed, write)
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
 
 
 async def follow_on(
-    client: aiomqtt.Client, topics: Topics, job_id: str, seen: set[str], write: Write = write_output
+    client: aiomqtt.Client, topics: Topics, job_id: str, followed: Followed, write: Write = write_output
 ) -> JobRecord:
-    """Follow on a client already subscribed to the job's events (the state is subscribed here)."""
+    """Follow on a client already subscribed to the job's events (the state is subscribed here).
+
+    The terminal state can arrive before the job's last output events (under
+    `mam up` an event reaches subscribers only once it is recorded, after the
+    state that counts it): the record's `output_bytes` says how much output
+    there is, so the follower keeps reading until it has printed that much,
+    for at most `OUTPUT_GRACE` seconds.
+    """
     decoder = msgspec.json.Decoder(ev.AnyEvent)
     await client.subscribe(topics.state(job_id), qos=1)
-    async for message in client.messages:
-        payload = message.payload if isinstance(message.payload, bytes) else b""
-        if str(message.topic) == topics.state(job_id):
-            try:
-                record = decode_record(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-            if record.status.terminal:
-                return record
-            continue
-        try:
-            event = decoder.decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        if isinstance(event, ev.Output) and (event.id is None or event.id not in seen):
-            if event.id:
-                seen.add(event.id)
-            write(event.stream, event.text)
+    final: JobRecord | None = None
+    with anyio.CancelScope() as grace:
+        async for message in client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            if str(message.topic) == topics.state(job_id):
+                try:
+                    record = decode_record(payload)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if record.status.terminal and final is None:
+                    final = record
+                    grace.deadline = anyio.current_time() + OUTPUT_GRACE
+            else:
+                try:
+                    event = decoder.decode(payload)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if isinstance(event, ev.Output) and (event.id is None or event.id not in followed.seen):
+                    if event.id:
+                        followed.seen.add(event.id)
+                    write(event.stream, event.text)
+                    followed.printed += len(event.text.encode())
+            if final is not None and followed.printed >= final.output_bytes:
+                return final
+    if final is not None:
+        missing = final.output_bytes - followed.printed
+        print(f"mam: {missing} bytes of output did not arrive in time; `mam logs {job_id}` has them all",
+              file=sys.stderr)
+        return final
     raise MamError(f"the broker closed the connection while following {job_id!r}")
 
 

@@ -21,6 +21,8 @@ from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress, pa
 from mam.workspace import Workspace
 
 RUNTIME_NAME = "runtime.json"
+UP_STATE_NAME = "up.json"
+"""Where `mam up` remembers its port across restarts (unlike the runtime file, kept on stop)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,23 @@ def read_runtime(workspace: Workspace, *, live_only: bool = True) -> Runtime | N
     if live_only and not (runtime.host == socket.gethostname() and pid_alive(runtime.pid)):
         return None
     return runtime
+
+
+def last_port(workspace: Workspace) -> int | None:
+    """The port `mam up` served this workspace on last time, if it recorded one."""
+    try:
+        port = json.loads((workspace.registry_dir.parent / UP_STATE_NAME).read_bytes()).get("port")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return port if isinstance(port, int) and 0 < port < 65536 else None
+
+
+def remember_port(workspace: Workspace, port: int) -> None:
+    path = workspace.registry_dir.parent / UP_STATE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{UP_STATE_NAME}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps({"port": port}) + "\n", encoding="utf-8")
+    os.replace(temp, path)
 
 
 def pid_alive(pid: object) -> bool:

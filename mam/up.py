@@ -10,6 +10,7 @@ import dataclasses
 import os
 import secrets
 import shlex
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ import anyio
 from mam.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.cli_common import workspace_from_args
 from mam.errors import UsageError
+from mam.runtime import last_port, remember_port
 from mam.signals import cancel_on_signal
 from mam.topics import Topics
 from mam.workspace import MAM_DIR, Workspace
@@ -26,6 +28,7 @@ from mam.workspace import MAM_DIR, Workspace
 if TYPE_CHECKING:
     from mam.broker.server import EmbeddedBroker
 
+DEFAULT_MQTT_PORT = 1883
 GITIGNORE = ".gitignore"
 GITIGNORE_TEXT = "# written by `mam up`: the job registry, audit logs and runtime file are not source\n*\n"
 
@@ -41,7 +44,12 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     from mam.cli_common import add_workspace_args
 
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
-    up.add_argument("--port", type=port, default=1883, help="broker port (default 1883; 0 picks a free one)")
+    up.add_argument(
+        "--port",
+        type=port,
+        help="broker port (default: the port it had last time in this workspace if free, else 1883 if free, "
+        "else a free one; 0 picks a free one)",
+    )
     up.add_argument("--durability", choices=("fsync", "none"), default="fsync")
     up.add_argument(
         "--password-file",
@@ -123,9 +131,10 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.projector.service import Projector
 
     intake = LocalIntake(workspace.id)
+    chosen, why = choose_port(args.host, args.port, workspace)
     embedded = EmbeddedBroker(
         args.host,
-        args.port,
+        chosen,
         password_file=args.password_file,
         publish_gate=intake.offer,
         allow_anonymous=args.allow_anonymous,
@@ -146,7 +155,42 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
             served_by="mam up",
         )
         await tg.start(projector.run)
+        remember_port(workspace, broker.address.port)
         print(banner(workspace, broker, login=login is not None), flush=True)
+        if why:
+            print(f"mam up: {why}", flush=True)
+
+
+def choose_port(
+    host: str, requested: int | None, workspace: Workspace, *, standard: int = DEFAULT_MQTT_PORT
+) -> tuple[int, str | None]:
+    """`--port` if given; else the port of last time if free, else the standard MQTT port if
+    free, else a free one (0). Returns the port to bind and, when it is not the one a user
+    would expect, why."""
+    if requested is not None:
+        return requested, None
+    last = last_port(workspace)
+    if last is not None and _free(host, last):
+        return last, None
+    if _free(host, standard):
+        return standard, None if last is None else f"port {last} of last time is taken; serving on {standard}"
+    taken = f"port {last} of last time and port {standard} are" if last is not None else f"port {standard} is"
+    return 0, (
+        f"{taken} taken (another broker?); serving on a free port, which this workspace keeps while it "
+        "is free. mam commands in the workspace find it through .mam/runtime.json"
+    )
+
+
+def _free(host: str, port: int) -> bool:
+    """Whether `port` can be bound on `host` now (a bind, never a connection to whoever holds it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _login(args: argparse.Namespace) -> BrokerAddress | None:

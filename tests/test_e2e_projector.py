@@ -135,7 +135,10 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
         assert example[0] == "mosquitto_pub"
         port = url.rsplit(":", 1)[1]
         ws_id = workspace_id(ws.root)
-        async with Watch(url, f"mam/{ws_id}/jobs/job-1/state") as state:
+        topic = example[example.index("-t") + 1]
+        job_id = topic.split("/")[3]
+        assert topic == f"mam/{ws_id}/jobs/{job_id}/events" and job_id != "job-1"
+        async with Watch(url, f"mam/{ws_id}/jobs/{job_id}/state") as state:
             published = await run(
                 [
                     shutil.which("mosquitto_pub") or "mosquitto_pub",
@@ -163,4 +166,4 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(20)
     assert code == 0, proc.stderr.read() if proc.stderr else ""
-    assert os.path.isfile(ws.jobs / "job-1.json")
+    assert os.path.isfile(ws.jobs / f"{job_id}.json")
