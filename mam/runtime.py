@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress, parse_broker_url
-from mam.workspace import Workspace
+from mam.workspace import MAM_DIR, Workspace
 
+GITIGNORE = ".gitignore"
+GITIGNORE_TEXT = "# written by mam: the job registry, audit logs and runtime file are not source\n*\n"
 RUNTIME_NAME = "runtime.json"
 UP_STATE_NAME = "up.json"
 """Where `mam up` remembers its port across restarts (unlike the runtime file, kept on stop)."""
@@ -123,3 +125,24 @@ def choose_broker(
         where = f"{runtime_path(workspace)} ({runtime.served_by}, pid {runtime.pid})"
         return parse_broker_url(runtime.broker), where
     return parse_broker_url(DEFAULT_BROKER_URL), "the default"
+
+
+def ignore_in_git(workspace: Workspace) -> Path | None:
+    """Write `<root>/.mam/.gitignore` (`*`) so the registry stays out of `git status`.
+
+    Only when the registry or the logs live under `<root>/.mam/` (a workspace
+    with its dirs elsewhere gets no `.mam/` just for this), and only if no
+    such file exists: a user's own is never replaced. Returns the path written.
+    """
+    mam_dir = workspace.root / MAM_DIR
+    if not any(d == mam_dir or mam_dir in d.parents for d in (workspace.registry_dir, workspace.logs_dir)):
+        return None
+    mam_dir.mkdir(parents=True, exist_ok=True)
+    path = mam_dir / GITIGNORE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return None
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(GITIGNORE_TEXT)
+    return path

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import secrets
 import shlex
 import socket
@@ -23,14 +22,12 @@ from mam.errors import UsageError
 from mam.runtime import last_port, remember_port
 from mam.signals import cancel_on_signal
 from mam.topics import Topics
-from mam.workspace import MAM_DIR, Workspace
+from mam.workspace import Workspace
 
 if TYPE_CHECKING:
     from mam.broker.server import EmbeddedBroker
 
 DEFAULT_MQTT_PORT = 1883
-GITIGNORE = ".gitignore"
-GITIGNORE_TEXT = "# written by `mam up`: the job registry, audit logs and runtime file are not source\n*\n"
 
 ALLOW_ANONYMOUS_HELP = (
     "serve an anonymous broker on a non-loopback --host: anyone who can reach it can submit jobs "
@@ -104,27 +101,6 @@ def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False,
     return "\n".join(lines)
 
 
-def ignore_in_git(workspace: Workspace) -> Path | None:
-    """Write `<root>/.mam/.gitignore` (`*`) so the registry stays out of `git status`.
-
-    Only when the registry or the logs live under `<root>/.mam/` (a workspace
-    with its dirs elsewhere gets no `.mam/` just for this), and only if no
-    such file exists: a user's own is never replaced. Returns the path written.
-    """
-    mam_dir = workspace.root / MAM_DIR
-    if not any(d == mam_dir or mam_dir in d.parents for d in (workspace.registry_dir, workspace.logs_dir)):
-        return None
-    mam_dir.mkdir(parents=True, exist_ok=True)
-    path = mam_dir / GITIGNORE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return None
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(GITIGNORE_TEXT)
-    return path
-
-
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
     from mam.broker.server import EmbeddedBroker
     from mam.projector.intake import LocalIntake
@@ -144,7 +120,6 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         address = broker.address
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
-        ignore_in_git(workspace)
         projector = Projector(
             workspace,
             address,

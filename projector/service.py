@@ -30,7 +30,7 @@ from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.record import JobRecord, encode_record
-from mam.runtime import Runtime, remove_runtime, write_runtime
+from mam.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 from mam.status import ProjectorStatus, encode
 from mam.timefmt import utc_now_iso
 from mam.topics import Topics
@@ -129,6 +129,7 @@ class Projector:
         """
         self.workspace.registry_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        ignore_in_git(self.workspace)
         try:
             await self._run_locked(task_status)
         finally:

@@ -17,7 +17,7 @@ from support import child_env, mam, run, wait_for_state
 def only_workspace_files(ws: WorkspacePaths) -> None:
     assert not list(ws.elsewhere.iterdir()), "nothing may land in the caller's cwd"
     assert sorted(p.name for p in ws.root.iterdir()) == [".mam"]
-    assert sorted(p.name for p in (ws.root / ".mam").iterdir()) == ["delegate_job_logs", "jobs"]
+    assert sorted(p.name for p in (ws.root / ".mam").iterdir()) == [".gitignore", "delegate_job_logs", "jobs"]
 
 
 @pytest.mark.parametrize("via", ["env", "flag"])
