@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Final, Literal, Union
 
+import json
+
 import msgspec
 from msgspec import Meta, Struct
 
@@ -28,7 +30,11 @@ Labels = Annotated[
     Meta(max_length=64),
 ]
 Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
-Version = Annotated[int, Meta(ge=0)]
+Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+"""Counts and sequence numbers: at most 2^53 - 1, the largest integer every JSON reader keeps exact."""
+ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+"""A process exit status or a negated signal number: a 32-bit int on every platform."""
+Pid = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 
 
 class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -68,7 +74,7 @@ class Claimed(Event, tag="claimed"):
 
 class Started(Event, tag="started"):
     runner: AgentName | None = None
-    pid: Annotated[int, Meta(ge=0)] | None = None
+    pid: Pid | None = None
 
 
 class Progress(Event, tag="progress"):
@@ -87,13 +93,13 @@ class Heartbeat(Event, tag="heartbeat"):
 
 
 class Succeeded(Event, tag="succeeded"):
-    exit_code: int | None = 0
+    exit_code: ExitCode | None = 0
     result: Text | None = None
     git: GitInfo | None = None
 
 
 class Failed(Event, tag="failed"):
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
     error: Text | None = None
     git: GitInfo | None = None
 
@@ -110,7 +116,7 @@ class TimedOut(Event, tag="timed_out"):
     """Published by the runner that enforced the job's timeout, or derived by the projector."""
 
     reason: ShortText | None = None
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
     git: GitInfo | None = None
 
 
@@ -155,7 +161,7 @@ def decode_event(payload: bytes) -> AnyEvent:
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise EventError(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
     try:
-        return _decoder.decode(payload)
+        event = _decoder.decode(payload)
     except msgspec.ValidationError as exc:
         message = str(exc)
         if "`$.type`" in message and message.startswith("Invalid value"):
@@ -163,6 +169,33 @@ def decode_event(payload: bytes) -> AnyEvent:
         raise EventError(f"invalid event: {message}") from None
     except msgspec.DecodeError as exc:
         raise EventError(f"malformed JSON: {exc}") from None
+    _refuse_duplicate_keys(payload)
+    return event
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def _refuse_duplicate_keys(payload: bytes) -> None:
+    """msgspec keeps the last of two equal keys (`{"prompt":"a","prompt":"b"}` is "b");
+    such a payload means different things to different readers, so it is refused.
+    Checked after msgspec accepted the payload, so only well-formed events pay (~4 µs)."""
+    try:
+        json.loads(payload, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as exc:
+        raise EventError(f"invalid event: duplicate key {str(exc)!r}; every key may appear once") from None
+    except ValueError:
+        pass  # msgspec accepted what the stdlib parser refuses (e.g. its NaN rules): nothing to add
 
 
 def encode_event(event: AnyEvent) -> bytes:
