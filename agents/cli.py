@@ -18,6 +18,7 @@ from mam.errors import UsageError
 from mam.follow import Followed, follow_on, outcome_code
 from mam.provenance import git_info
 from mam.record import JobRecord
+from mam.terminal import safe
 
 
 def _add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_help: str) -> None:
@@ -251,7 +252,8 @@ def run_session_list(args: argparse.Namespace) -> int:
         for job in s.jobs:
             counts[job.status.value] = counts.get(job.status.value, 0) + 1
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        print(f"{s.name}  agent={s.agent} role={s.role} onboarding={s.onboarding or '-'}  jobs: {summary}")
+        line = f"{s.name}  agent={s.agent} role={s.role} onboarding={s.onboarding or '-'}  jobs: {summary}"
+        print(safe(line, keep_layout=False))
         for job in s.jobs:
             print(f"  {job.job_id}  {job.status.value}")
     return 0

@@ -25,6 +25,7 @@ from mam.discovery import projector_info
 from mam.reading import iter_records, read_events, read_record
 from mam.record import JobRecord, Status
 from mam.runtime import read_runtime
+from mam.terminal import safe
 
 PROG = "mam"
 
@@ -34,13 +35,14 @@ def _dump(value: Any) -> None:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> None:
+    rows = [[safe(str(cell), keep_layout=False) for cell in row] for row in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _short(text: str | None, width: int = 48) -> str:
-    text = " ".join((text or "").split())
+    text = safe(" ".join((text or "").split()), keep_layout=False)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -129,7 +131,7 @@ def _show_text(record: JobRecord) -> None:
     for key, value in msgspec.to_builtins(record).items():
         if value in (None, {}, ""):
             continue
-        shown = json.dumps(value) if isinstance(value, dict) else str(value)
+        shown = json.dumps(value) if isinstance(value, dict) else safe(str(value))
         print(f"{key:<20}{shown}")
 
 
