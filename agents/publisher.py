@@ -9,6 +9,7 @@ the registry or log dirs.
 
 from __future__ import annotations
 
+import math
 import secrets
 import uuid
 from types import TracebackType
@@ -150,16 +151,24 @@ class Publisher:
                 [(self.topics.projector_status, 1), (self.topics.state(job_id), 1), (self.topics.rejected, 1)]
             )
             await self._wait_projector(PROJECTOR_WAIT)
-            await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
+        except aiomqtt.MqttError as exc:
+            raise unreachable(self.broker, exc) from None
+        # From here on the event may be recorded whatever happens to this connection:
+        # a failure is "no verdict", never "unreachable", so nobody resubmits blindly.
+        try:
             with anyio.fail_after(timeout):
+                await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1, timeout=math.inf)
                 return await self._wait_outcome(job_id, event.id)
         except TimeoutError:
             raise WaitTimeout(
-                f"job {job_id!r}: the event was published but no verdict (recorded or refused) came within "
-                f"{timeout:g}s; check `mam show {job_id}` later or raise --timeout"
+                f"job {job_id!r}: published, but no verdict (recorded or refused) came within {timeout:g}s; "
+                f"it may still be recorded: check `mam show {job_id}` before resubmitting, or raise --timeout"
             ) from None
         except aiomqtt.MqttError as exc:
-            raise unreachable(self.broker, exc) from None
+            raise WaitTimeout(
+                f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({exc}); "
+                f"it may be recorded: check `mam show {job_id}` before resubmitting"
+            ) from None
 
     async def publish_served(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
         """Publish once a projector serves the workspace; return when the broker has
@@ -170,7 +179,16 @@ class Publisher:
             await self._wait_projector(PROJECTOR_WAIT)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
-        return await self.publish(job_id, event)
+        validate_job_id(job_id)
+        event = self.stamp(event)
+        try:
+            await self.client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
+        except aiomqtt.MqttError as exc:
+            raise WaitTimeout(
+                f"job {job_id!r}: the broker did not acknowledge the publish ({exc}); it may still be "
+                f"recorded: check `mam show {job_id}` before resubmitting"
+            ) from None
+        return event
 
     async def wait_ended(self, job_id: str, *, timeout: float, limit: float | None = None) -> JobRecord:
         """The job's state once it is terminal (succeeded, failed, cancelled, ...).

@@ -201,3 +201,24 @@ async def test_bad_flag_values_are_one_line_usage_errors_naming_the_flag(
                        cwd=ws.elsewhere)
     assert result.returncode == 2
     assert named in _one_line_error(result.stderr)
+
+
+async def test_no_verdict_in_time_says_check_before_resubmitting_never_unreachable(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """A projector that is online but too slow to answer (here: stopped) gets an honest exit 3."""
+    import os
+    import signal
+
+    async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
+        os.kill(projector.pid, signal.SIGSTOP)
+        try:
+            result = await _submit(mosquitto, ws, "job-slow", "--timeout", "1")
+        finally:
+            os.kill(projector.pid, signal.SIGCONT)
+        assert result.returncode == 3
+        err = _one_line_error(result.stderr)
+        assert "no verdict" in err and "check `mam show job-slow` before resubmitting" in err
+        assert "cannot reach" not in err
+        # It was published: once the projector runs again, the job is recorded.
+        await wait_for_state(mosquitto.url, workspace_id(ws.root), "job-slow")
