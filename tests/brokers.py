@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,6 +109,20 @@ def amqtt_broker(tmp: Path) -> Iterator[RunningBroker]:
         stop(running.proc)
 
 
+DOCUMENTED_CONF = Path(__file__).resolve().parent.parent / "docs" / "mosquitto.conf"
+
+
+def documented_mosquitto_conf(port: int, data: Path) -> str:
+    """docs/mosquitto.conf with only the port, the data dir and the user replaced, so the
+    configuration the README recommends is the one the suite runs."""
+    text = DOCUMENTED_CONF.read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^listener 1883 127\.0\.0\.1$", f"listener {port} 127.0.0.1", text)
+    text = re.sub(r"(?m)^persistence_location .*$", f"persistence_location {data}/", text)
+    assert f"listener {port} " in text and str(data) in text, "docs/mosquitto.conf changed shape"
+    # As root mosquitto would switch to the 'mosquitto' user and lose its data dir.
+    return text + f"user {getpass.getuser()}\n"
+
+
 @contextmanager
 def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
     binary = require_binary("mosquitto")
@@ -115,17 +130,7 @@ def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
     data = tmp / "mosquitto-data"
     data.mkdir(parents=True, exist_ok=True)
     conf = tmp / "mosquitto.conf"
-    conf.write_text(
-        f"listener {port} 127.0.0.1\n"
-        f"user {getpass.getuser()}\n"  # as root mosquitto would switch to 'mosquitto' and lose its data dir
-        "allow_anonymous true\n"
-        "persistence true\n"
-        f"persistence_location {data}/\n"
-        "autosave_interval 1\n"
-        "max_queued_messages 0\n"
-        "max_inflight_messages 0\n"
-        "log_dest stderr\n"
-    )
+    conf.write_text(documented_mosquitto_conf(port, data))
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "mosquitto.log")
     running = RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")
