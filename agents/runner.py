@@ -151,8 +151,10 @@ class Runner:
         delay = RETRY_MIN
         while True:
             error: BaseException | None = None
+            connected = False
             try:
                 async with self._connection() as client:
+                    connected = True
                     if not connected_once:
                         connected_once = True
                         task_status.started()
@@ -168,9 +170,11 @@ class Runner:
                 error = group.exceptions[0]
             if not connected_once:
                 raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
-            log.warning(
-                "lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs", self.broker.url, error, delay
-            )
+            if connected:
+                log.warning("lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs",
+                            self.broker.url, error, delay)
+            else:
+                log.warning("cannot reach the broker at %s (%s); retrying in %.1fs", self.broker.url, error, delay)
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -27,9 +28,6 @@ from mam.record import JobRecord
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.agent")
-
-DRAIN_GRACE = 5.0
-"""After the agent exits, how long to wait for its pipes to close (a background child may hold them)."""
 
 Put = Callable[[str, ev.AnyEvent], object]
 
@@ -78,8 +76,9 @@ class Supervisor:
             return
         try:
             process = await spawn(argv, env=self._env(), cwd=self.settings.workspace.root)
-        except OSError as exc:
-            error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the prompt's env
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            error = f"cannot start {argv[0]!r}: {detail}"
             log.info("job %s: start failed: %s", self.job_id, error)
             self._put(ev.Failed(exit_code=None, error=error))
             return
@@ -118,16 +117,10 @@ class Supervisor:
             tg.start_soon(self._stop_when_asked, process)
             if self.record.timeout:
                 tg.start_soon(self._deadline, self.record.timeout)
+            # asyncio's wait returns once the process has exited and its pipes are closed;
+            # the readers then still hold what they have not turned into events yet.
             code = await process.wait()
-            with anyio.move_on_after(DRAIN_GRACE):
-                await drained.wait()
-            if not drained.is_set():
-                log.warning(
-                    "job %s: a background process still holds the agent's output open %gs after it exited; "
-                    "not reading it any further",
-                    self.job_id,
-                    DRAIN_GRACE,
-                )
+            await drained.wait()
             tg.cancel_scope.cancel()
         output.flush_all()
         return code
