@@ -57,7 +57,7 @@ def agent_name(text: str) -> str:
     """An agent or runner name: what `submitted.agent` and `claimed.runner` accept."""
     if not _AGENT.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r} may contain only letters, digits, '.', '_' and '-' (1-128, not starting with '.')"
+            f"{text!r} may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)"
         )
     return text
 
@@ -65,7 +65,7 @@ def agent_name(text: str) -> str:
 def job_id(text: str) -> str:
     if not _JOB.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"invalid job id {text!r}: use 1-128 of letters, digits, '.', '_' and '-', not starting with '.'"
+            f"invalid job id {text!r}: use 1-128 of letters, digits, '.', '_' and '-', starting with a letter or digit"
         )
     return text
 

@@ -1,4 +1,10 @@
-"""Validation of the ids that become topic segments and file names."""
+"""Validation of the ids that become topic segments and file names.
+
+Every id starts with a letter or a digit. Names that start with `.`, `_` or
+`-` are the projector's own (`_rejected.jsonl`, `.projector.lock`,
+`.projector.dirty`, `.<record>.tmp`) or read as options on a command line
+(`--help`), so no job, agent or workspace can ever be named like one.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,12 @@ from typing import Final
 
 from mam.errors import InvalidId
 
-WORKSPACE_ID_PATTERN: Final = r"^[A-Za-z0-9._-]{1,64}$"
-JOB_ID_PATTERN: Final = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
-AGENT_ID_PATTERN: Final = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
+WORKSPACE_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+AGENT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+ID_RULE: Final = "starting with a letter or digit"
+"""What the patterns above say beyond their length, for error messages."""
 
 _WORKSPACE_ID = re.compile(WORKSPACE_ID_PATTERN)
 _JOB_ID = re.compile(JOB_ID_PATTERN)
@@ -22,10 +31,10 @@ def _shown(value: str) -> str:
 
 def validate_workspace_id(value: str) -> str:
     """Return `value` if it is a legal workspace id, else raise `InvalidId`."""
-    if not _WORKSPACE_ID.fullmatch(value) or value in {".", ".."}:
+    if not _WORKSPACE_ID.fullmatch(value):
         raise InvalidId(
-            f"invalid workspace id {_shown(value)}: use 1-64 of A-Z a-z 0-9 . _ - "
-            "(no '/', no wildcards, not '.' or '..')"
+            f"invalid workspace id {_shown(value)}: use 1-64 of A-Z a-z 0-9 . _ - , {ID_RULE} "
+            "(no '/', no wildcards)"
         )
     return value
 
@@ -33,14 +42,14 @@ def validate_workspace_id(value: str) -> str:
 def validate_job_id(value: str) -> str:
     """Return `value` if it is a legal job id, else raise `InvalidId`."""
     if not _JOB_ID.fullmatch(value):
-        raise InvalidId(f"invalid job id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'")
+        raise InvalidId(f"invalid job id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , {ID_RULE}")
     return value
 
 
 def validate_agent_id(value: str) -> str:
     """Return `value` if it is a legal agent (runner) id, else raise `InvalidId`."""
     if not _AGENT_ID.fullmatch(value):
-        raise InvalidId(f"invalid agent id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , not starting with '.'")
+        raise InvalidId(f"invalid agent id {_shown(value)}: use 1-128 of A-Z a-z 0-9 . _ - , {ID_RULE}")
     return value
 
 

@@ -97,7 +97,7 @@ _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 def derive_workspace_id(root: Path) -> str:
     """A slug of the root's basename plus a short hash of its real path."""
     real = os.path.realpath(root)
-    slug = _SLUG_UNSAFE.sub("-", os.path.basename(real).lower()).strip(".-") or "root"
+    slug = _SLUG_UNSAFE.sub("-", os.path.basename(real).lower()).strip("._-") or "root"
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return f"{slug[:48]}-{digest}"
 
