@@ -250,18 +250,21 @@ class Runner:
         self._changed.notify()
 
     def _update_running(self, job: Supervisor, record: JobRecord) -> None:
-        terminal_before = job.record.status.terminal
         job.record = record
-        if record.cancel_requested_at and job.ending is None:
-            log.info("job %s: cancel requested; stopping it", record.job_id)
-            job.stop(Ending.CANCELLED)
-        elif record.status.terminal and not terminal_before:
+        if job.ending is not None:
+            return
+        if record.status.terminal:
+            # A finished job never changes: whatever the agent still does would be refused.
             log.warning(
-                "job %s is %s in the registry (%s) while this runner still runs it; its further events will be refused",
+                "job %s is %s in the registry (%s) while this runner runs it; stopping its agent",
                 record.job_id,
                 record.status.value,
-                record.error,
+                record.error or record.cancel_reason or "no reason given",
             )
+            job.stop(Ending.ENDED_ELSEWHERE)
+        elif record.cancel_requested_at:
+            log.info("job %s: cancel requested; stopping it", record.job_id)
+            job.stop(Ending.CANCELLED)
 
     def _claim_what_fits(self) -> None:
         while not self.stopping and self.queued and len(self.active) + len(self.claiming) < self.concurrency:

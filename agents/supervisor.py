@@ -5,7 +5,8 @@ the `output` events (all of them: both pipes are read to their end before
 anything else is decided), heartbeats, and one terminal event. The first
 reason to stop the agent decides how the job ends: a cancel request ends it
 `cancelled`, the job's timeout `timed_out`, the runner stopping `failed`
-(handed back); otherwise its exit code decides.
+(handed back); a job the registry has already ended (`lost`, say) is stopped
+with nothing more to say; otherwise its exit code decides.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Ending(Enum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed out"
     STOPPING = "runner stopping"
+    ENDED_ELSEWHERE = "ended in the registry"
+    """The registry already holds an outcome (lost, or one someone else published): nothing more to report."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ class Supervisor:
             reason = self.record.cancel_reason or "cancelled on request"
             self._put(ev.Cancelled(reason=reason))
             log.info("job %s: cancelled (%s)", self.job_id, reason)
+            return
+        if self.ending is Ending.ENDED_ELSEWHERE:
+            log.info("job %s: stopped; the registry had already ended it as %s", self.job_id, self.record.status.value)
             return
         if self.ending is Ending.STOPPING:
             error = "the runner stopped before the job finished"
