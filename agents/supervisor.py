@@ -32,6 +32,10 @@ log = logging.getLogger("mam.agent")
 
 Put = Callable[[str, ev.AnyEvent], object]
 
+MAX_ENV_STRING = 128 * 1024
+"""Linux refuses to exec with one environment string longer than this (MAX_ARG_STRLEN):
+a longer prompt goes to the agent on stdin only, never into a failed start."""
+
 
 class Ending(Enum):
     CANCELLED = "cancelled"
@@ -95,12 +99,18 @@ class Supervisor:
 
     def _env(self) -> dict[str, str]:
         workspace = self.settings.workspace
-        return dict(os.environ) | {
-            "MAM_PROMPT": self.record.prompt,
+        env = dict(os.environ) | {
             "MAM_JOB_ID": self.job_id,
             "MAM_WORKSPACE": workspace.id,
             "WORKSPACE_ROOT": str(workspace.root),
         }
+        env.pop("MAM_PROMPT", None)
+        size = len(f"MAM_PROMPT={self.record.prompt}".encode()) + 1
+        if size <= MAX_ENV_STRING:
+            env["MAM_PROMPT"] = self.record.prompt
+        else:
+            log.info("job %s: the prompt is too long for MAM_PROMPT (%d bytes); it is on stdin only", self.job_id, size)
+        return env
 
     async def _supervise(self, process: AgentProcess, output: OutputStreamer) -> int:
         """Run until the agent has exited and its output is read to the end; return its exit code."""

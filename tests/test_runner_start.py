@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_runner_support import MOCK, TERMINAL, agent_runner, submit
+from test_runner_support import MOCK, TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from support import BIN, DEAD_BROKER, child_env, run, wait_for_state
+from support import BIN, DEAD_BROKER, child_env, mam, run, wait_for_state
 
 
 async def test_a_job_that_cannot_start_fails_with_the_reason_and_the_queue_goes_on(
@@ -85,3 +85,23 @@ async def test_a_relative_command_is_found_from_the_workspace_root(amqtt: Runnin
         await submit(amqtt.url, ws, "job-rel", "echo")
         record = await wait_for_state(amqtt.url, ws_id, "job-rel", lambda r: r["status"] in TERMINAL, timeout=30)
     assert record["status"] == "succeeded", record
+
+
+async def test_a_prompt_too_long_for_an_environment_variable_still_reaches_the_agent_on_stdin(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    prompt = "echo " + "x" * 200_000  # Linux refuses to exec with an environment string over 128 KiB
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere), agent_runner(amqtt.url, ws, *mock_command()) as r:
+        submitted = await run(
+            mam("submit", "--prompt", "-", "--agent", "mock", "--job-id", "job-long", "--wait", "--broker", amqtt.url,
+                "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            input=prompt.encode(),
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        record = await wait_for_state(amqtt.url, ws_id, "job-long", lambda rec: rec["status"] in TERMINAL, timeout=30)
+    assert record["status"] == "succeeded", record
+    text = "".join(e["text"] for e in log_events(ws, "job-long") if e["type"] == "output")
+    assert f"prompt={prompt}\n" in text and "env_prompt= job=job-long" in text
+    assert "too long for MAM_PROMPT" in r.output()
