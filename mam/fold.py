@@ -90,25 +90,27 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if state.status is not Status.SUBMITTED:
                 holder = f" by {state.runner!r}" if state.runner else ""
                 return Refusal(f"job {state.job_id!r} is already {state.status.value}{holder}; claim refused")
-            return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now)
+            return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now,
+                           last_seen_at=now)
         case ev.Started(runner=runner):
             if state.status not in _OPEN_BEFORE_RUN:
                 return _illegal(state, event, "submitted or claimed")
             if state.runner and runner and runner != state.runner:
                 return Refusal(f"job {state.job_id!r} is claimed by {state.runner!r}, not {runner!r}")
-            return replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now)
+            return replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now,
+                           last_seen_at=now)
         case ev.Progress(message=message, percent=percent):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, progress=message, percent=percent)
+            return replace(state, progress=message, percent=percent, last_seen_at=now)
         case ev.Output(text=text):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, output_bytes=state.output_bytes + len(text.encode()))
+            return replace(state, output_bytes=state.output_bytes + len(text.encode()), last_seen_at=now)
         case ev.Heartbeat():
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, last_heartbeat_at=now)
+            return replace(state, last_heartbeat_at=now, last_seen_at=now)
         case ev.Succeeded(exit_code=code, result=result, git=git):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")

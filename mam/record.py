@@ -62,6 +62,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     runner_epoch: str | None = None
     git_at_submit: GitInfo | None = None
     git_at_finish: GitInfo | None = None
+    last_seen_at: str | None = None
+    """When the projector last received a sign of life for the job (claimed, started, progress,
+    output, heartbeat): its lease counts from here."""
 
 
 _encoder: Final = msgspec.json.Encoder()

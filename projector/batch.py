@@ -2,7 +2,8 @@
 
 Group commit: the whole batch is appended and fsync'd once per touched file,
 each touched record is written once, and only then are states published and
-the messages acknowledged.
+the messages acknowledged. Events parked for jobs not submitted yet
+(`parking.py`) are written in the same commit, before the same barrier.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from mam import events as ev
 from mam.fold import Context, Refusal, apply
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
 from mam.projector.durable import SyncPlan, replace_staged
+from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
@@ -27,8 +29,11 @@ class Batch:
     records: dict[str, JobRecord] = field(default_factory=dict)
     metas: list[JobMeta] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    parked: ParkedWrites = field(default_factory=ParkedWrites)
     duplicates: int = 0
     accepted: int = 0
+    held: int = 0
+    """Events parked in this batch."""
     _appended: set[str] = field(default_factory=set)
     _rejections_written: bool = False
 
@@ -52,8 +57,16 @@ class Batch:
             self.metas.append(_meta(result, event, event_id))
         return None
 
-    def commit(self, log: AuditLog, registry: Registry, dirty: DirtyList, *, durable: bool = True) -> None:
-        """Write the batch in DESIGN.md's order: audit log (durable), then records.
+    @property
+    def empty(self) -> bool:
+        """Nothing to write and nothing to publish."""
+        return not (self.lines or self.records or self.rejections or self.parked)
+
+    def commit(
+        self, log: AuditLog, registry: Registry, dirty: DirtyList, *, durable: bool = True, parked_dir: str = ""
+    ) -> None:
+        """Write the batch in DESIGN.md's order: audit log and parked events (durable), then records;
+        last, remove the parked files whose events were applied or refused.
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
@@ -69,11 +82,14 @@ class Batch:
         if not self._rejections_written:
             log.append_rejections(self.rejections, plan)
             self._rejections_written = True
-        staged = [log.stage_meta(meta, plan) for meta in self.metas]
+        staged = commit_parked(self.parked, parked_dir, plan) if self.parked else []
+        staged += [log.stage_meta(meta, plan) for meta in self.metas]
         staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
         plan.sync()
         replace_staged(staged, plan)
         plan.sync()
+        if self.parked:
+            remove_released(self.parked, parked_dir)
         if self.records:
             dirty.clear()
 

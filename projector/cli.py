@@ -17,6 +17,7 @@ from mam.cli_common import (
     workspace_from_args,
 )
 from mam.projector.liveness import Limits
+from mam.projector.parking import ParkLimits
 from mam.projector.service import DURABILITY_MODES, Projector
 from mam.signals import run_until_signal
 
@@ -35,9 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         "none: no fsync, for throwaway workspaces",
     )
     parser.add_argument("--lease", type=positive_seconds, default=30.0, metavar="SECONDS",
-                        help="a claimed or running job with no heartbeat for this long becomes lost (default 30)")
+                        help="a claimed or running job with no sign of life (heartbeat, progress, output) "
+                        "for this long becomes lost (default 30)")
     parser.add_argument("--timeout-grace", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="a job running past its timeout plus this becomes timed_out (default 30)")
+    parser.add_argument("--park-for", type=positive_seconds, default=ParkLimits().hold, metavar="SECONDS",
+                        help="a runner's event for a job not submitted yet waits this long for the job's "
+                        "'submitted' before it is refused (default 600)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -51,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         projector = Projector(
             workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace),
+            park=ParkLimits(hold=args.park_for),
         )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",

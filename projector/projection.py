@@ -9,22 +9,22 @@ read a job's log or record.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import OrderedDict
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
 from mam import events as ev
-from mam.fold import Refusal
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
+from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
 from mam.record import JobRecord, decode_record
@@ -46,7 +46,15 @@ class Message(Protocol):
 
 
 class Projection:
-    def __init__(self, workspace: Workspace, log: AuditLog, registry: Registry, limits: Limits, cache_max: int) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        log: AuditLog,
+        registry: Registry,
+        limits: Limits,
+        cache_max: int,
+        park: ParkLimits | None = None,
+    ) -> None:
         self.workspace = workspace
         self.topics = Topics(workspace.id)
         self.log = log
@@ -58,7 +66,8 @@ class Projection:
         self.open_jobs: dict[str, JobRecord] = {}
         self.children: dict[str, set[str]] = {}
         self._repair: set[str] = set()
-        self.judge_leases_from = 0.0
+        self.parking = Parking(workspace.logs_dir, park or ParkLimits())
+        self._leftovers: list[str] = []
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -66,10 +75,17 @@ class Projection:
         self._repair.clear()
 
     def load(self, keep_all: bool = False) -> list[JobRecord]:
-        """Open jobs and unfinished children from the registry (a blocking scan: run it in a
-        thread); with `keep_all`, every record is returned too."""
+        """Open jobs and unfinished children from the registry, and the parked events (a blocking
+        scan: run it in a thread); with `keep_all`, every record is returned too."""
         self.open_jobs, self.children, everything = _scan_registry(self.workspace.registry_dir, keep_all)
+        self.parking.load()
+        self._leftovers = [job_id for job_id in self.parking.jobs() if self.log.events_path(job_id).is_file()]
         return everything
+
+    @property
+    def waiting_on_time(self) -> bool:
+        """Whether a tick can derive anything: open leases or parked events."""
+        return bool(self.open_jobs) or len(self.parking) > 0
 
     def state(self, job_id: str) -> JobState:
         """The job's state, from the cache or its audit log.
@@ -91,60 +107,24 @@ class Projection:
                 self._repair.discard(evicted)
         return state
 
-    def fold(self, batch: list[Message], *, clock_due: bool = False) -> Batch:
+    def fold(self, batch: list[Message], *, judge: bool = False, fresh_since: datetime | None = None) -> Batch:
+        """Fold what arrived into a `Batch` of writes. With `judge` (only on a current view, see
+        `liveness.View`), also derive what time decides: lost leases and timeouts, counted at the
+        earliest from `fresh_since`, and refuse the parked events that waited too long."""
         staged = Batch()
         derived: list[tuple[str, ev.AnyEvent]] = []
         # The batch was taken from the broker at once: that moment is every event's receive time.
         now = utc_now()
         received_at = iso(now)
+        self._release_leftovers(staged, received_at)
         for message in batch:
-            topic = str(message.topic)
-            payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
-            payload = bytes(payload)
-            parsed = self.topics.parse(topic)
-            if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
-                presence = decode_agent_status(payload)
-                if presence is not None:
-                    derived += on_runner_status(self.open_jobs, presence)
-                continue
-            outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
-            reason: str | None
-            if isinstance(outcome, Accepted):
-                try:
-                    state = self.state(outcome.job_id)
-                except CorruptLog as exc:
-                    reason = f"{exc}; run `mam rebuild --verify`"
-                else:
-                    guard = self._delegation_refusal(state, outcome.job_id, outcome.event)
-                    refusal = (
-                        Refusal(guard)
-                        if guard
-                        else staged.add_event(
-                            state, outcome.job_id, self.workspace.id, outcome.event, outcome.event_id, received_at
-                        )
-                    )
-                    reason = refusal.reason if refusal else None
-                    if reason is None and isinstance(outcome.event, ev.Submitted) and outcome.event.parent:
-                        self.children.setdefault(outcome.event.parent, set()).add(outcome.job_id)
-                job_id, event_id = outcome.job_id, outcome.event_id
-            else:
-                reason, job_id, event_id = outcome.reason, outcome.job_id, outcome.event_id
-            if reason is not None:
-                staged.rejections.append(
-                    Rejection(
-                        received_at=received_at,
-                        topic=topic,
-                        reason=reason,
-                        job_id=job_id,
-                        event_id=event_id,
-                        payload=excerpt(payload),
-                        payload_bytes=len(payload),
-                    )
-                )
+            derived += self._take(staged, message, now, received_at)
         self._track_open(staged)
-        if clock_due:
-            leases = time.monotonic() >= self.judge_leases_from
-            derived += on_clock(self.open_jobs, utc_now(), self.limits, judge_leases=leases)
+        if judge:
+            now = utc_now()
+            derived += on_clock(self.open_jobs, now, self.limits, fresh_since=fresh_since)
+            for entry in self.parking.expire(staged.parked, now, fresh_since):
+                self._refuse_parked(staged, entry, self._expired_reason(entry), iso(now))
         received_at = utc_now_iso()
         for job_id, event in derived:
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
@@ -157,6 +137,101 @@ class Projection:
                 staged.records.setdefault(job_id, state.record)
         self._repair.clear()
         return staged
+
+    def _take(self, staged: Batch, message: Message, now: datetime, received_at: str) -> list[tuple[str, ev.AnyEvent]]:
+        """One message: a runner's presence (maybe deriving `lost`), or an event to fold, park or refuse."""
+        topic = str(message.topic)
+        payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
+        payload = bytes(payload)
+        parsed = self.topics.parse(topic)
+        if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
+            presence = decode_agent_status(payload)
+            return on_runner_status(self.open_jobs, presence) if presence is not None else []
+        outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
+        if isinstance(outcome, Accepted):
+            reason = self._accept(staged, outcome, topic, received_at)
+        else:
+            reason = outcome.reason
+        if reason is not None:
+            staged.rejections.append(
+                Rejection(
+                    received_at=received_at,
+                    topic=topic,
+                    reason=reason,
+                    job_id=outcome.job_id,
+                    event_id=outcome.event_id,
+                    payload=excerpt(payload),
+                    payload_bytes=len(payload),
+                )
+            )
+        return []
+
+    def _accept(self, staged: Batch, outcome: Accepted, topic: str, received_at: str) -> str | None:
+        """Fold a valid event, or park it if its job is not submitted yet; the reason if refused."""
+        job_id, event = outcome.job_id, outcome.event
+        try:
+            state = self.state(job_id)
+        except CorruptLog as exc:
+            return f"{exc}; run `mam rebuild --verify`"
+        if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
+            return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
+        guard = self._delegation_refusal(state, job_id, event)
+        if guard:
+            return guard
+        refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
+        if refusal is not None:
+            return refusal.reason
+        if isinstance(event, ev.Submitted):
+            if event.parent:
+                self.children.setdefault(event.parent, set()).add(job_id)
+            self._release(staged, state, job_id, received_at)
+        return None
+
+    def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
+        if self.parking.holds(job_id, entry.event.id or ""):
+            staged.duplicates += 1
+            return None
+        reason = self.parking.park(staged.parked, job_id, entry)
+        if reason is None:
+            staged.held += 1
+        return reason
+
+    def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
+        """Apply the events parked for a job that now exists, right after its `submitted`, in their order."""
+        for entry in self.parking.release(staged.parked, job_id):
+            event_id = entry.event.id or ""
+            refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, event_id, received_at)
+            if refusal is not None:
+                self._refuse_parked(staged, entry, refusal.reason, received_at)
+
+    def _release_leftovers(self, staged: Batch, received_at: str) -> None:
+        """Parked files of jobs that exist: a crash came between applying them and removing the file."""
+        for job_id in self._leftovers:
+            state = self.state(job_id)
+            if state.record is not None:
+                self._release(staged, state, job_id, received_at)
+        self._leftovers.clear()
+
+    def _refuse_parked(self, staged: Batch, entry: ParkedEntry, reason: str, received_at: str) -> None:
+        payload = ev.encode_event(entry.event)
+        staged.rejections.append(
+            Rejection(
+                received_at=received_at,
+                topic=entry.topic,
+                reason=reason,
+                job_id=entry.event.job_id,
+                event_id=entry.event.id,
+                payload=excerpt(payload),
+                payload_bytes=len(payload),
+            )
+        )
+
+    def _expired_reason(self, entry: ParkedEntry) -> str:
+        job_id = entry.event.job_id or "?"
+        return (
+            f"unknown job {job_id!r}: its first event must be 'submitted', got {ev.event_type(entry.event)!r}; "
+            f"waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"
+        )
 
     def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""

@@ -23,9 +23,10 @@ from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
 from mam.projector.intake import LocalIntake, LocalMessage
-from mam.projector.liveness import Limits
+from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
 from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait, queued
+from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
@@ -51,6 +52,7 @@ class Counters:
     accepted: int = 0
     rejected: int = 0
     duplicates: int = 0
+    parked: int = 0
     batches: int = 0
 
 
@@ -67,6 +69,7 @@ class Projector:
         client_id: str | None = None,
         retry_delay: float = 0.5,
         limits: Limits | None = None,
+        park: ParkLimits | None = None,
         tick: float = 1.0,
         intake: LocalIntake | None = None,
         restore_retained: bool = False,
@@ -96,9 +99,11 @@ class Projector:
         self.limits = limits or Limits()
         self.tick = tick
         self._last_clock = 0.0
+        self.view = View(tick)
         self.projection = Projection(
-            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max)
+            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max), park=park
         )
+        self._parked_dir = os.fspath(self.projection.parking.dir)
         self.counters = Counters()
         self.started_at = utc_now_iso()
         self.intake = intake
@@ -135,10 +140,11 @@ class Projector:
         finally:
             c = self.counters
             log.info(
-                "stopped: %d events accepted, %d refused, %d duplicates, in %d batches",
+                "stopped: %d events accepted, %d refused, %d duplicates, %d parked, in %d batches",
                 c.accepted,
                 c.rejected,
                 c.duplicates,
+                c.parked,
                 c.batches,
             )
 
@@ -246,18 +252,18 @@ class Projector:
         everything = await anyio.to_thread.run_sync(self.projection.load, restore)
         if everything:
             await self._restore_states(client, everything)
-        # Heartbeats queued while this projector was away arrive first: judge leases only
-        # once every runner has had a full lease to be heard from.
-        self.projection.judge_leases_from = time.monotonic() + self.limits.lease
+        if len(self.projection.parking):
+            log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
+        # What the broker queued while this projector was away is read before time is judged.
+        self.view.reset()
         while True:
             batch = await self._next_batch(client)
-            clock_due = time.monotonic() - self._last_clock >= self.tick
-            if clock_due:
-                self._last_clock = time.monotonic()
-            if not batch and not (clock_due and self.projection.open_jobs):
+            self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
+            judge = self._judge_due()
+            if not batch and not judge:
                 continue
-            staged = self.projection.fold(batch, clock_due=clock_due)
-            if not batch and not staged.records:
+            staged = self.projection.fold(batch, judge=judge, fresh_since=self.view.fresh_since)
+            if not batch and staged.empty:
                 continue
             committed = False
             try:
@@ -282,6 +288,22 @@ class Projector:
             batch.extend(await self.intake.next_batch(self.batch_max))
         batch.extend(queued(client, self.batch_max))
         return batch
+
+    def _backlogged(self, client: aiomqtt.Client, batch: list[Inbound]) -> bool:
+        """More arrived than one batch takes: the view is behind what is queued."""
+        if len(batch) >= self.batch_max or len(client.messages) > 0:
+            return True
+        return self.intake is not None and len(self.intake) > 0
+
+    def _judge_due(self) -> bool:
+        """Time is judged once a tick, and only on a current view (see `liveness.View`)."""
+        if not self.view.current or not self.projection.waiting_on_time:
+            return False
+        now = time.monotonic()
+        if now - self._last_clock < self.tick:
+            return False
+        self._last_clock = now
+        return True
 
     def _settle_local(self, batch: list[Inbound], committed: bool) -> None:
         """In-process events whatever happened to the connection: acknowledged once
@@ -326,6 +348,7 @@ class Projector:
         self.counters.batches += 1
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates
+        self.counters.parked += staged.held
         self.counters.rejected += len(staged.rejections)
 
     async def _publish_view(self, client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
@@ -344,7 +367,12 @@ class Projector:
             try:
                 await anyio.to_thread.run_sync(
                     functools.partial(
-                        staged.commit, self.log, self.registry, self.dirty, durable=self.durability == "fsync"
+                        staged.commit,
+                        self.log,
+                        self.registry,
+                        self.dirty,
+                        durable=self.durability == "fsync",
+                        parked_dir=self._parked_dir,
                     )
                 )
             except StorageLost:

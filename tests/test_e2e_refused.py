@@ -22,7 +22,7 @@ CASES = [
     ("job-1", b'{"type":"submitted","prompt":"p","agent":"a","job_id":"job-2"}', "contradicts the topic"),
     ("job-1", b'{"type":"submitted","prompt":"again","agent":"a"}', "already submitted"),
     ("job-1", b'{"type":"succeeded"}', "illegal transition"),
-    ("ghost", b'{"type":"started"}', "unknown job"),
+    ("ghost", b'{"type":"cancel_requested"}', "unknown job"),
     ("job-1", b'{"type":"lost"}', "derived by the projector"),
 ]
 

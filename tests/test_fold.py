@@ -179,3 +179,23 @@ def test_fold_is_deterministic() -> None:
         return state
 
     assert run() == run()
+
+
+SIGNS_OF_LIFE = ("claimed", "started", "progress", "output", "heartbeat")
+
+
+@pytest.mark.parametrize(("status", "kind"), [(s, k) for s, k, e in CASES if e is not None],
+                         ids=[f"{s.value}-{k}" for s, k, e in CASES if e is not None])
+def test_every_sign_of_life_and_only_those_renew_last_seen_at(status: Status, kind: str) -> None:
+    before = record_at(status)
+    result = apply(before, SAMPLES[kind], CTX)
+    assert isinstance(result, JobRecord)
+    if kind in SIGNS_OF_LIFE:
+        assert result.last_seen_at == CTX.received_at, f"{kind} is a sign of life"
+    else:
+        assert result.last_seen_at == before.last_seen_at, f"{kind} says nothing about the runner"
+
+
+def test_last_seen_at_is_the_last_key_of_the_record() -> None:
+    """Record keys are added, never moved: a new key goes last in the file."""
+    assert JobRecord.__struct_fields__[-1] == "last_seen_at"

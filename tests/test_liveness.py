@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import aiomqtt
+import anyio
+import pytest
 from test_runner import log_events, runner_process, submit
 
 from mam.timefmt import iso, utc_now
@@ -51,7 +54,7 @@ async def test_a_job_whose_heartbeats_stop_becomes_lost(amqtt: RunningBroker, ws
         await publish(amqtt.url, topic, b'{"type":"claimed","runner":"by-hand"}')
         await publish(amqtt.url, topic, b'{"type":"started"}')
         lost = await wait_for_state(amqtt.url, ws_id, "job-h", lambda r: r["status"] == "lost", timeout=20)
-    assert "no heartbeat for more than 1s" in lost["error"]
+    assert "no sign of life (heartbeat, progress, output) for more than 1s" in lost["error"]
 
 
 async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
@@ -64,18 +67,94 @@ async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws
     assert "ran past its timeout of 1s" in done["error"] and done["finished_at"]
 
 
-def test_leases_are_not_judged_right_after_a_reconnect() -> None:
-    from datetime import timedelta
-
+def test_a_lease_counts_from_when_the_view_became_current() -> None:
     from mam.projector.liveness import Limits, on_clock
     from mam.record import JobRecord, Status
 
     old = iso(utc_now() - timedelta(minutes=5))
     record = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p", submitted_at=old,
                        started_at=old, updated_at=old, timeout=10)
-    derived = on_clock({"j": record}, utc_now(), Limits(lease=30), judge_leases=False)
+    derived = on_clock({"j": record}, utc_now(), Limits(lease=30), fresh_since=utc_now())
     assert [type(e).__name__ for _, e in derived] == ["TimedOut"], "timeouts still apply"
     no_timeout = JobRecord(job_id="k", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
                            submitted_at=old, started_at=old, updated_at=old)
-    assert on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), judge_leases=False) == []
+    assert on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), fresh_since=utc_now()) == []
+    stale_view = utc_now() - timedelta(seconds=31)
+    lost = on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), fresh_since=stale_view)
+    assert [type(e).__name__ for _, e in lost] == ["Lost"]
     assert [type(e).__name__ for _, e in on_clock({"k": no_timeout}, utc_now(), Limits(lease=30))] == ["Lost"]
+
+
+def test_the_view_is_current_only_once_a_batch_was_read_after_a_stall_a_jump_or_a_backlog() -> None:
+    from mam.projector.liveness import View
+
+    view = View(tick=1.0)
+    view.observe(0.0, 1000.0, backlog=False)
+    assert view.current and view.fresh_since is not None and view.fresh_since.timestamp() == 1000.0
+    view.observe(1.0, 1001.0, backlog=False)
+    assert view.current and view.fresh_since.timestamp() == 1000.0, "a normal tick changes nothing"
+    view.observe(5.5, 1005.5, backlog=False)
+    assert not view.current, "4.5 s between two looks: the process was stopped; read again first"
+    view.observe(5.6, 1005.6, backlog=False)
+    assert view.current and view.fresh_since.timestamp() == 1005.6, "every lease restarts from here"
+    view.observe(5.7, 1005.7, backlog=True)
+    assert not view.current, "a full batch or more queued: behind"
+    view.observe(5.8, 1005.8, backlog=False)
+    assert view.current and view.fresh_since.timestamp() == 1005.8
+    view.observe(6.0, 1106.0, backlog=False)
+    assert not view.current, "the wall clock ran 100 s ahead of the monotonic one: a suspended host"
+    view.observe(6.1, 1106.1, backlog=False)
+    assert view.current
+    view.reset()
+    assert not view.current, "a reconnect: what the broker queued is unread"
+    view.observe(60.0, 1160.0, backlog=False)
+    assert view.current and view.fresh_since.timestamp() == 1160.0
+
+
+def test_progress_and_output_renew_a_lease_as_a_heartbeat_does() -> None:
+    from mam.projector.liveness import Limits, on_clock
+    from mam.record import JobRecord, Status
+
+    long_ago, just_now = iso(utc_now() - timedelta(minutes=5)), iso(utc_now())
+    running = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
+                        submitted_at=long_ago, started_at=long_ago, updated_at=just_now, last_seen_at=just_now)
+    assert on_clock({"j": running}, utc_now(), Limits(lease=30)) == []
+    from_before_the_key = JobRecord(job_id="k", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
+                                    submitted_at=long_ago, started_at=long_ago, updated_at=just_now,
+                                    last_heartbeat_at=just_now)
+    assert on_clock({"k": from_before_the_key}, utc_now(), Limits(lease=30)) == [], "older records still work"
+
+
+@pytest.mark.parametrize("kind", ["progress", "output"])
+async def test_a_job_reporting_only_progress_or_output_is_never_lost(
+    kind: str, amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    ws_id = workspace_id(ws.root)
+    topic = f"mam/{ws_id}/jobs/job-p/events"
+    sign = {"progress": {"message": "working"}, "output": {"text": "line\n"}}[kind]
+    lease = 1.0
+    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", f"{lease:g}")):
+        await publish(amqtt.url, topic, b'{"type":"submitted","prompt":"p","agent":"hand"}')
+        await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
+        started = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] == "running")
+        past_leases = iso(datetime.fromisoformat(started["started_at"].replace("Z", "+00:00"))
+                          + timedelta(seconds=4 * lease))
+        async with aiomqtt.Client("127.0.0.1", amqtt.port) as client:
+            async with anyio.create_task_group() as tg:
+
+                async def report() -> None:
+                    while True:  # the runner's own cadence, well inside the lease
+                        await client.publish(topic, json.dumps({"type": kind, **sign}).encode(), qos=1)
+                        await anyio.sleep(lease / 4)
+
+                tg.start_soon(report)
+                later = await wait_for_state(
+                    amqtt.url, ws_id, "job-p", lambda r: r["status"] != "running" or r["last_seen_at"] > past_leases,
+                    timeout=30,
+                )
+                tg.cancel_scope.cancel()
+            assert later["status"] == "running", later.get("error")
+            await client.publish(topic, b'{"type":"succeeded"}', qos=1)
+        done = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] != "running")
+    assert done["status"] == "succeeded"
+    assert "lost" not in [e["type"] for e in log_events(ws, "job-p")]
