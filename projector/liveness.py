@@ -55,6 +55,8 @@ class View:
         self.stall_after = STALL_TICKS * tick
         self.current = False
         self.fresh_since: datetime | None = None
+        self.observed_at: datetime | None = None
+        """The moment of the last look: time is judged as of then, as the view was read."""
         self._mono: float | None = None
         self._wall = 0.0
 
@@ -67,11 +69,12 @@ class View:
         """A look at the clocks (`time.monotonic()`, `time.time()`) right after taking a batch."""
         stalled = self._stalled(mono, wall)
         self._mono, self._wall = mono, wall
+        self.observed_at = datetime.fromtimestamp(wall, UTC)
         if stalled or backlog:
             self.current = False
         elif not self.current:
             self.current = True
-            self.fresh_since = datetime.fromtimestamp(wall, UTC)
+            self.fresh_since = self.observed_at
 
     def _stalled(self, mono: float, wall: float) -> bool:
         if self._mono is None:

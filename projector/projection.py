@@ -107,10 +107,15 @@ class Projection:
                 self._repair.discard(evicted)
         return state
 
-    def fold(self, batch: list[Message], *, judge: bool = False, fresh_since: datetime | None = None) -> Batch:
-        """Fold what arrived into a `Batch` of writes. With `judge` (only on a current view, see
-        `liveness.View`), also derive what time decides: lost leases and timeouts, counted at the
-        earliest from `fresh_since`, and refuse the parked events that waited too long."""
+    def fold(
+        self, batch: list[Message], *, judge_at: datetime | None = None, fresh_since: datetime | None = None
+    ) -> Batch:
+        """Fold what arrived into a `Batch` of writes. With `judge_at` (only on a current view, see
+        `liveness.View`), also derive what time decides as of then: lost leases and timeouts, counted
+        at the earliest from `fresh_since`, and refuse the parked events that waited too long.
+
+        `judge_at` is the moment the view was read, not the clock now: were the process stopped
+        midway through this fold, what queued meanwhile must not count against the runners."""
         staged = Batch()
         derived: list[tuple[str, ev.AnyEvent]] = []
         # The batch was taken from the broker at once: that moment is every event's receive time.
@@ -120,11 +125,10 @@ class Projection:
         for message in batch:
             derived += self._take(staged, message, now, received_at)
         self._track_open(staged)
-        if judge:
-            now = utc_now()
-            derived += on_clock(self.open_jobs, now, self.limits, fresh_since=fresh_since)
-            for entry in self.parking.expire(staged.parked, now, fresh_since):
-                self._refuse_parked(staged, entry, self._expired_reason(entry), iso(now))
+        if judge_at is not None:
+            derived += on_clock(self.open_jobs, judge_at, self.limits, fresh_since=fresh_since)
+            for entry in self.parking.expire(staged.parked, judge_at, fresh_since):
+                self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
         received_at = utc_now_iso()
         for job_id, event in derived:
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)

@@ -262,7 +262,8 @@ class Projector:
             judge = self._judge_due()
             if not batch and not judge:
                 continue
-            staged = self.projection.fold(batch, judge=judge, fresh_since=self.view.fresh_since)
+            judge_at = self.view.observed_at if judge else None
+            staged = self.projection.fold(batch, judge_at=judge_at, fresh_since=self.view.fresh_since)
             if not batch and staged.empty:
                 continue
             committed = False

@@ -51,9 +51,9 @@ class Harness:
         projection.load()
         return projection
 
-    def fold(self, *messages: tuple[str, bytes], judge: bool = False):  # noqa: ANN201 - a Batch
+    def fold(self, *messages: tuple[str, bytes]):  # noqa: ANN201 - a Batch
         batch = [LocalMessage(f"mam/{self.workspace.id}/jobs/{job}/events", payload) for job, payload in messages]
-        staged = self.projection.fold(batch, judge=judge)
+        staged = self.projection.fold(batch)
         staged.commit(
             self.log,
             self.registry,
