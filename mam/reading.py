@@ -1,15 +1,21 @@
-"""Reading the registry and audit log as files (read only; the projector writes)."""
+"""Reading the registry and audit log as files (read only; the projector writes).
+
+Nothing inside the registry or log dir is read through a link (the dirs
+themselves may be links the user chose): a record or log that is a link was
+planted, and what it points at is no job's (`mam.nofollow`).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from mam.errors import MamError
 from mam.ids import validate_job_id
+from mam.nofollow import SymlinkRefused, read_at, read_beneath
 from mam.record import JobRecord, decode_record
 from mam.workspace import Workspace
 
@@ -18,39 +24,58 @@ class NotFound(MamError):
     pass
 
 
+def _tampered(exc: SymlinkRefused) -> MamError:
+    return MamError(f"{exc} (a tampered workspace?): remove the link, then run `mam rebuild`")
+
+
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
+    """Every record that decodes, by name; links and hidden files are skipped."""
     root = workspace.registry_dir
-    if not root.is_dir():
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return
-    for path in sorted(root.glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            yield decode_record(path.read_bytes())
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
+    try:
+        with os.scandir(fd) as entries:
+            names = sorted(
+                e.name for e in entries if e.name.endswith(".json") and not e.name.startswith(".") and not e.is_symlink()
+            )
+        for name in names:
+            try:
+                data = read_at(fd, name, shown=str(root / name), action="read")
+                if data is not None:
+                    yield decode_record(data)
+            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+                continue
+    finally:
+        os.close(fd)
 
 
 def read_record(workspace: Workspace, job_id: str) -> JobRecord:
     validate_job_id(job_id)
     path = workspace.registry_dir / f"{job_id}.json"
     try:
-        return decode_record(path.read_bytes())
-    except FileNotFoundError:
-        raise NotFound(f"no job {job_id!r} in {workspace.registry_dir}: check the id with `mam jobs`") from None
+        data = read_beneath(workspace.registry_dir, path.name)
+    except SymlinkRefused as exc:
+        raise _tampered(exc) from None
+    if data is None:
+        raise NotFound(f"no job {job_id!r} in {workspace.registry_dir}: check the id with `mam jobs`")
+    try:
+        return decode_record(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise MamError(f"record {path} is damaged ({exc}): run `mam rebuild`") from None
 
 
 def read_events(workspace: Workspace, job_id: str) -> list[dict[str, Any]]:
     validate_job_id(job_id)
-    path: Path = workspace.logs_dir / job_id / "events.jsonl"
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_beneath(workspace.logs_dir, job_id, "events.jsonl")
+    except SymlinkRefused as exc:
+        raise _tampered(exc) from None
+    if data is None:
         raise NotFound(
             f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`"
-        ) from None
+        )
     entries = []
     for line in data.split(b"\n"):
         if line:

@@ -8,15 +8,19 @@ fold used, so a replay reproduces the registry byte for byte.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, overload
 
 import msgspec
 from msgspec import Struct
 
 from mam.events import AnyEvent
+from mam.ids import is_job_id
+from mam.nofollow import SymlinkRefused
 from mam.projector import durable
+from mam.projector.dirs import Dir, Root, warn_once
 
 EVENTS_FILE: Final = "events.jsonl"
 META_FILE: Final = "meta.json"
@@ -62,11 +66,17 @@ def encode_entry(entry: LogEntry) -> bytes:
     return _entry_encoder.encode(entry) + b"\n"
 
 
+def decode_entry(line: bytes) -> LogEntry:
+    return _entry_decoder.decode(line)
+
+
 class AuditLog:
+    """The event store. Every name under the logs dir is opened relative to a directory
+    descriptor without following a link (see `dirs.py`)."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._root = os.fspath(root)  # the hot path joins strings, not Paths
-        self._prefix = os.path.join(self._root, "")
+        self._root = Root(root, "audit-log dir")
         self._appender = durable.Appender()
 
     def close(self) -> None:
@@ -83,19 +93,38 @@ class AuditLog:
     def rejected_path(self) -> Path:
         return self.root / REJECTED_FILE
 
+    def ready(self) -> None:
+        """For a batch: the logs dir is there (made again if it went missing); if another
+        directory took its place, the descriptors cached for the old one are dropped."""
+        before = self._root.get()
+        if self._root.ready() is not before:
+            self._appender.close()
+
     def job_ids(self) -> Iterator[str]:
-        """Every job that has an event log, in no particular order."""
-        if not self.root.is_dir():
+        """Every job that has an event log (or whose log dir is a link: reading it says so)."""
+        root = self._root.get()
+        if root is None:
             return
-        for child in self.root.iterdir():
-            if not child.name.startswith((".", "_")) and (child / EVENTS_FILE).is_file():
-                yield child.name
+        for entry in root.entries():
+            if not is_job_id(entry.name):
+                continue  # the projector's own names (`_rejected.jsonl`, `_parked`), ids of old
+            if entry.is_symlink():
+                yield entry.name
+            elif entry.is_dir(follow_symlinks=False) and _has(root, entry.name, EVENTS_FILE):
+                yield entry.name
 
     def read(self, job_id: str) -> list[LogEntry]:
-        """The job's accepted events in applied order; a torn last line is ignored."""
-        try:
-            data = self.events_path(job_id).read_bytes()
-        except FileNotFoundError:
+        """The job's accepted events in applied order; a torn last line is ignored.
+
+        Raises `SymlinkRefused` if the job's log dir, its `events.jsonl` or its
+        `meta.json` is a link: the projector will not write there.
+        """
+        job_dir = self._job_dir(job_id)
+        if job_dir is None:
+            return []
+        data = job_dir.read(EVENTS_FILE)
+        job_dir.refuse_link(META_FILE)
+        if not data:
             return []
         lines = data.split(b"\n")
         if lines and lines[-1]:
@@ -103,19 +132,45 @@ class AuditLog:
         return [_entry_decoder.decode(line) for line in lines if line]
 
     def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
-        job_dir = self._prefix + job_id
-        self._appender.ensure_dir(job_dir, plan)
-        self._appender.append(f"{job_dir}{os.sep}{EVENTS_FILE}", data, plan)
+        fd = self._appender.cached(job_id)
+        if fd is None:
+            job_dir = self._job_dir(job_id, plan)
+            fd = self._appender.open_at(job_id, job_dir, EVENTS_FILE)
+        self._appender.write(fd, data, plan)
 
     def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> durable.Staged:
         data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
-        job_dir = self._prefix + meta.job_id
-        self._appender.ensure_dir(job_dir, plan)
-        return durable.stage_in(job_dir, META_FILE, data, plan)
+        return durable.stage_at(self._job_dir(meta.job_id, plan), META_FILE, data, plan)
 
     def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> None:
+        """Log refusals; if `_rejected.jsonl` is a link they are only published (said once)."""
         if not rejections:
             return
-        self._appender.ensure_dir(self._root, plan)
         data = b"".join(_entry_encoder.encode(r) + b"\n" for r in rejections)
-        self._appender.append(os.path.join(self._root, REJECTED_FILE), data, plan)
+        root = self._root.get(create=True)
+        assert root is not None
+        try:
+            fd = self._appender.open_at(REJECTED_FILE, root, REJECTED_FILE)  # no job id starts with `_`
+        except SymlinkRefused as exc:
+            warn_once(exc, "refused events are published on `rejected` but not logged until it is removed")
+            return
+        self._appender.write(fd, data, plan)
+
+    @overload
+    def _job_dir(self, job_id: str) -> Dir | None: ...
+    @overload
+    def _job_dir(self, job_id: str, plan: durable.SyncPlan) -> Dir: ...
+
+    def _job_dir(self, job_id: str, plan: durable.SyncPlan | None = None) -> Dir | None:
+        """The job's log dir, made (joining `plan`) if a plan is given; `None` if it does not exist."""
+        root = self._root.get(create=plan is not None)
+        if root is None:
+            return None
+        return root.subdir(job_id, create=plan is not None, plan=plan)
+
+
+def _has(root: Dir, name: str, inner: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(f"{name}/{inner}", dir_fd=root.fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -12,13 +12,17 @@ from dataclasses import dataclass, field
 
 from mam import events as ev
 from mam.fold import Context, Refusal, apply
-from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
-from mam.projector.durable import SyncPlan, replace_staged
+from mam.nofollow import SymlinkRefused
+from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
+from mam.projector.dirs import warn_once
+from mam.projector.durable import Staged, SyncPlan, replace_staged
+from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.record import JobRecord
+from mam.topics import Topics
 
 
 @dataclass(slots=True)
@@ -36,6 +40,9 @@ class Batch:
     """Events parked in this batch."""
     _appended: set[str] = field(default_factory=set)
     _rejections_written: bool = False
+    _before: dict[str, tuple[JobState, JobRecord | None]] = field(default_factory=dict)
+    """Each touched job's cached state and its record before this batch: a job refused at
+    commit (a link planted since the fold) is put back as the disk has it."""
 
     def add_event(
         self, state: JobState, job_id: str, workspace: str, event: ev.AnyEvent, event_id: str, received_at: str
@@ -47,6 +54,7 @@ class Batch:
         result = apply(state.record, event, Context(job_id, workspace, event_id, received_at))
         if isinstance(result, Refusal):
             return result
+        self._before.setdefault(job_id, (state, state.record))
         state.record = result
         state.seen.add(event_id)
         entry = LogEntry(seq=result.version, received_at=received_at, event=event)
@@ -72,18 +80,23 @@ class Batch:
         `durable.StorageLost` (not retryable).
         """
         plan = SyncPlan(durable)
-        registry.root.mkdir(parents=True, exist_ok=True)
+        registry.ready()
+        log.ready()
         if self.records:
             dirty.mark(list(self.records), durable_=durable)
-        for job_id, lines in self.lines.items():
+        for job_id, lines in list(self.lines.items()):
             if job_id not in self._appended:
-                log.append(job_id, b"".join(lines), plan)
+                try:
+                    log.append(job_id, b"".join(lines), plan)
+                except SymlinkRefused as exc:
+                    self._refuse_job(job_id, exc)
+                    continue
                 self._appended.add(job_id)
         if not self._rejections_written:
             log.append_rejections(self.rejections, plan)
             self._rejections_written = True
         staged = commit_parked(self.parked, parked_dir, plan) if self.parked else []
-        staged += [log.stage_meta(meta, plan) for meta in self.metas]
+        staged += self._stage_metas(log, plan)
         staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
         plan.sync()
         replace_staged(staged, plan)
@@ -92,6 +105,39 @@ class Batch:
             remove_released(self.parked, parked_dir)
         if self.records:
             dirty.clear()
+
+    def _refuse_job(self, job_id: str, exc: SymlinkRefused) -> None:
+        """A link planted at the job's log since the fold: its events of this batch are refused,
+        and its cached state is put back to what is on disk."""
+        warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
+        record = self.records.pop(job_id, None)
+        self.metas = [meta for meta in self.metas if meta.job_id != job_id]
+        state, before = self._before.pop(job_id)
+        state.record = before
+        topic = Topics(record.workspace).events(job_id) if record is not None else ""
+        for line in self.lines.pop(job_id):
+            entry = decode_entry(line)
+            event = entry.event
+            state.seen.discard(event.id or "")
+            payload = ev.encode_event(event)
+            self.rejections.append(
+                Rejection(
+                    received_at=entry.received_at, topic=topic, reason=str(exc), job_id=job_id, event_id=event.id,
+                    payload=excerpt(payload), payload_bytes=len(payload),
+                )
+            )
+            self.accepted -= 1
+
+    def _stage_metas(self, log: AuditLog, plan: SyncPlan) -> list[Staged]:
+        """Each submitted job's `meta.json`; one whose log dir became a link since its events
+        were appended (through a descriptor opened before) is left out, said once."""
+        staged = []
+        for meta in self.metas:
+            try:
+                staged.append(log.stage_meta(meta, plan))
+            except SymlinkRefused as exc:
+                warn_once(exc, f"meta.json of job {meta.job_id!r} not written")
+        return staged
 
 
 def _meta(record: JobRecord, event: ev.Submitted, event_id: str) -> JobMeta:

@@ -3,6 +3,11 @@
 `flock` is released by the kernel when its holder dies, so a stale lock from
 a killed process never blocks. The file also tells clients where the
 projector's broker is (see `mam.discovery`).
+
+The lock and the dirty list (`repair.DIRTY_NAME`) are files only the
+projector makes: if either is a link, someone tampered with the workspace,
+and the projector (or `mam rebuild`) refuses to start rather than write
+where the link points.
 """
 
 from __future__ import annotations
@@ -15,16 +20,41 @@ from typing import Any
 
 from mam.discovery import LOCK_NAME
 from mam.errors import WorkspaceLocked
+from mam.nofollow import SymlinkRefused, TamperedWorkspace
+from mam.projector.dirs import Dir, Root
+
+DIRTY_NAME = ".projector.dirty"
+
+
+def tampered(exc: SymlinkRefused) -> TamperedWorkspace:
+    return TamperedWorkspace(
+        f"refusing to start: {exc.filename} is a symlink, and only the projector makes that file "
+        "(a tampered workspace?); remove the link and start again"
+    )
 
 
 class ProjectorLock:
     def __init__(self, registry_dir: Path) -> None:
         self.path = registry_dir / LOCK_NAME
+        self._root = Root(registry_dir, "registry dir")
         self._fd: int | None = None
 
+    @property
+    def registry(self) -> Dir:
+        """The registry dir the lock is in, open (made if missing)."""
+        found = self._root.get(create=True)
+        assert found is not None
+        return found
+
     def acquire(self, info: dict[str, Any]) -> None:
-        """Take the lock and write `info` into it, or raise `WorkspaceLocked`."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the lock and write `info` into it, or raise `WorkspaceLocked` (or
+        `TamperedWorkspace` if the lock or the dirty list is a link)."""
+        registry = self.registry
+        try:
+            registry.refuse_link(DIRTY_NAME)
+            fd = registry.open(LOCK_NAME, os.O_RDWR | os.O_CREAT)
+        except SymlinkRefused as exc:
+            raise tampered(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -12,16 +12,17 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from datetime import datetime
-from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
 from mam import events as ev
+from mam.nofollow import SymlinkRefused
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
+from mam.projector.dirs import warn_once
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
@@ -77,7 +78,7 @@ class Projection:
     def load(self, keep_all: bool = False) -> list[JobRecord]:
         """Open jobs and unfinished children from the registry, and the parked events (a blocking
         scan: run it in a thread); with `keep_all`, every record is returned too."""
-        self.open_jobs, self.children, everything = _scan_registry(self.workspace.registry_dir, keep_all)
+        self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all)
         self.parking.load()
         self._leftovers = [job_id for job_id in self.parking.jobs() if self.log.events_path(job_id).is_file()]
         return everything
@@ -99,7 +100,8 @@ class Projection:
             self.jobs.move_to_end(job_id)
         else:
             state = replay(job_id, self.workspace.id, self.log.read(job_id))
-            if state.record is not None and self.registry.read_bytes(job_id) != record_bytes(state.record):
+            current = self.registry.read_bytes(job_id)  # read for a new job too: a link there is refused
+            if state.record is not None and current != record_bytes(state.record):
                 self._repair.add(job_id)
             self.jobs[job_id] = state
             while len(self.jobs) > self.cache_max:
@@ -132,8 +134,9 @@ class Projection:
         received_at = utc_now_iso()
         for job_id, event in derived:
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
-            state = self.state(job_id)
-            staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+            state = self._known(job_id)
+            if state is not None:
+                staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
         self._track_open(staged)
         for job_id in self._repair:
             state = self.jobs[job_id]
@@ -177,6 +180,9 @@ class Projection:
             state = self.state(job_id)
         except CorruptLog as exc:
             return f"{exc}; run `mam rebuild --verify`"
+        except SymlinkRefused as exc:
+            warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
+            return str(exc)
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
         guard = self._delegation_refusal(state, job_id, event)
@@ -211,8 +217,8 @@ class Projection:
     def _release_leftovers(self, staged: Batch, received_at: str) -> None:
         """Parked files of jobs that exist: a crash came between applying them and removing the file."""
         for job_id in self._leftovers:
-            state = self.state(job_id)
-            if state.record is not None:
+            state = self._known(job_id)
+            if state is not None and state.record is not None:
                 self._release(staged, state, job_id, received_at)
         self._leftovers.clear()
 
@@ -242,7 +248,21 @@ class Projection:
         if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
         open_children = len(self.children.get(event.parent, ()))
-        return check_delegation(job_id, event.parent, lambda j: self.state(j).record, open_children, self.delegation)
+        return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
+
+    def _known(self, job_id: str) -> JobState | None:
+        """`state`, or `None` for a job whose log does not fold or whose files are links (said once)."""
+        try:
+            return self.state(job_id)
+        except SymlinkRefused as exc:
+            warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
+        except CorruptLog:
+            pass  # events addressed to it are refused with the reason; `mam rebuild --verify` lists it
+        return None
+
+    def _record(self, job_id: str) -> JobRecord | None:
+        state = self._known(job_id)
+        return state.record if state is not None else None
 
     def _track_open(self, staged: Batch) -> None:
         for job_id, record in staged.records.items():
@@ -259,17 +279,20 @@ class Projection:
 
 
 def _scan_registry(
-    registry_dir: Path, keep_all: bool
+    registry: Registry, keep_all: bool
 ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
     """From the registry: claimed and running jobs (for liveness and timeouts),
     each parent's unfinished children (for the fan-out limit), and with
-    `keep_all` every record."""
+    `keep_all` every record. A record that is a link is not read."""
     found: dict[str, JobRecord] = {}
     children: dict[str, set[str]] = {}
     everything: list[JobRecord] = []
-    for path in registry_dir.glob("*.json"):
+    for name, is_link in registry.names():
         try:
-            record = decode_record(path.read_bytes())
+            data = None if is_link else registry.read_bytes(name)
+            if data is None:
+                continue
+            record = decode_record(data)
         except (OSError, ValueError):
             continue
         if keep_all:

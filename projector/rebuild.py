@@ -12,6 +12,15 @@ written so often that its record never catches up between reads is accepted
 if the record is exactly the fold of the first `version` events of its log
 (it trails the log by events the projector is committing), and listed as
 in flight; a record that is really wrong matches no prefix and is reported.
+
+Nothing is read or written through a link inside the registry or log dirs.
+A record that is a link is reported (`links`) and replaced by the fold of its
+log (or dropped, with no log); a job whose log dir or log is a link is
+reported as corrupt and its record kept as it was. A record whose name is not
+a legal job id (one made before ids had to start with a letter or digit, such
+as `_x.json`) is no job the projector can serve: it is kept as it is and
+reported (`kept`), never dropped. The registry dir itself may be a link the
+user chose: the new registry is built beside the real directory.
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from mam.discovery import projector_info
+from mam.discovery import LOCK_NAME, projector_info
+from mam.ids import is_job_id
+from mam.nofollow import SymlinkRefused
 from mam.projector import durable
 from mam.projector.audit_log import AuditLog
+from mam.projector.dirs import Dir
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
@@ -52,10 +63,14 @@ class Report:
     corrupt: dict[str, str] = field(default_factory=dict)
     in_flight: dict[str, int] = field(default_factory=dict)
     """`verify` beside a live projector: jobs whose record trails a still growing log, by how many events."""
+    links: list[str] = field(default_factory=list)
+    """Records that are symlinks: never read nor written through; replaced by the fold of their log."""
+    kept: list[str] = field(default_factory=list)
+    """Records whose name is not a legal job id (made before the rule): kept as they are."""
 
     @property
     def clean(self) -> bool:
-        return not (self.differing or self.missing or self.orphans or self.corrupt)
+        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links)
 
 
 @dataclass(frozen=True)
@@ -66,11 +81,14 @@ class _Check:
     folded: bytes | None
     events: int = 0
     corrupt: str | None = None
+    link: bool = False
 
     @property
     def problem(self) -> str | None:
         if self.corrupt is not None:
             return "corrupt"
+        if self.link:
+            return "link"
         if self.current is None:
             return "missing"
         if self.folded != self.current:
@@ -86,9 +104,7 @@ def nothing_to_check(workspace: Workspace) -> bool:
 def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | None = None) -> Report:
     if verify:
         return _verify(workspace, progress)
-    registry_dir = workspace.registry_dir
-    registry_dir.mkdir(parents=True, exist_ok=True)
-    with ProjectorLock(registry_dir) as lock:
+    with ProjectorLock(workspace.registry_dir) as lock:
         lock.acquire(
             {
                 "pid": os.getpid(),
@@ -98,25 +114,29 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
                 "started_at": utc_now_iso(),
             }
         )
-        staging = Path(tempfile.mkdtemp(prefix=".jobs.rebuild-", dir=registry_dir.parent))
-        os.chmod(staging, registry_dir.stat().st_mode & 0o7777)
+        registry = lock.registry
+        parent = Dir.open_path(os.path.dirname(registry.path))
+        staging_name = os.path.basename(tempfile.mkdtemp(prefix=".jobs.rebuild-", dir=parent.path))
         try:
+            staging = parent.subdir(staging_name)
+            assert staging is not None
+            os.fchmod(staging.fd, os.fstat(registry.fd).st_mode & 0o7777)
             report = _replay(workspace, staging, progress)
-            durable.SyncPlan().sync_tree(staging)
-            _swap(staging, registry_dir)
+            durable.SyncPlan().sync_dir(staging)
+            _swap(parent, staging_name, os.path.basename(registry.path), staging, registry)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(staging_name, dir_fd=parent.fd, ignore_errors=True)
         return report
 
 
 def _verify(workspace: Workspace, progress: Progress | None) -> Report:
     """Compare without the lock, re-reading suspects while a projector may be changing them."""
     log, registry = AuditLog(workspace.logs_dir), Registry(workspace.registry_dir)
-    existing = _record_names(workspace.registry_dir)  # before the logs: a record's log is written first
+    existing = dict(registry.names())  # before the logs: a record's log is written first
     job_ids = sorted(log.job_ids())
     checks = {job_id: _check(log, registry, workspace.id, job_id) for job_id in _counted(job_ids, progress)}
     moving = _settle(workspace, log, registry, checks)
-    report = Report(jobs=len(job_ids), orphans=sorted(existing - set(job_ids)))
+    report = _report(job_ids, existing)
     for job_id, check in checks.items():
         behind = _trailing(log, registry, workspace.id, job_id) if job_id in moving else None
         if behind is None:
@@ -153,38 +173,49 @@ def _trailing(log: AuditLog, registry: Registry, workspace_id: str, job_id: str)
     """How many events the record trails its log by, if it is exactly the fold of the log's
     first `version` events; else `None`. The record is read first: the log, appended before
     the record is replaced, then holds every event the record reflects."""
-    current = registry.read_bytes(job_id)
     try:
+        current = registry.read_bytes(job_id)
         version = decode_record(current).version if current is not None else None
         entries = log.read(job_id)
         if version is None or version > len(entries):
             return None
         state = replay(job_id, workspace_id, entries[:version])
-    except (CorruptLog, ValueError):
+    except (CorruptLog, ValueError, SymlinkRefused):
         return None
     if state.record is None or record_bytes(state.record) != current:
         return None
     return len(entries) - version
 
 
-def _replay(workspace: Workspace, staging: Path, progress: Progress | None) -> Report:
+def _replay(workspace: Workspace, staging: Dir, progress: Progress | None) -> Report:
     """Fold every log into `staging` (the caller holds the lock: nothing changes meanwhile)."""
     log, registry = AuditLog(workspace.logs_dir), Registry(workspace.registry_dir)
-    existing = _record_names(workspace.registry_dir)
+    existing = dict(registry.names())
     job_ids = sorted(log.job_ids())
-    report = Report(jobs=len(job_ids), orphans=sorted(existing - set(job_ids)))
+    report = _report(job_ids, existing)
+    old = registry.dir()
     for job_id in _counted(job_ids, progress):
         check = _check(log, registry, workspace.id, job_id)
         _tally(report, job_id, check)
         data = check.current if check.corrupt is not None else check.folded
         if data is not None:
-            unchanged = registry.path(job_id) if data == check.current else None
-            _stage_record(staging / f"{job_id}{RECORD_SUFFIX}", data, unchanged)
+            _stage_record(staging, f"{job_id}{RECORD_SUFFIX}", data, old if data == check.current else None)
+    for name in report.kept:
+        data = registry.read_bytes(name)
+        if data is not None:
+            _stage_record(staging, f"{name}{RECORD_SUFFIX}", data, old)
     return report
 
 
-def _record_names(registry_dir: Path) -> set[str]:
-    return {p.name[: -len(RECORD_SUFFIX)] for p in registry_dir.glob(f"*{RECORD_SUFFIX}") if not p.name.startswith(".")}
+def _report(job_ids: list[str], existing: dict[str, bool]) -> Report:
+    """What the names alone say: orphans (a job's record without a log), links, old names kept."""
+    logged = set(job_ids)
+    return Report(
+        jobs=len(job_ids),
+        orphans=sorted(n for n, link in existing.items() if is_job_id(n) and not link and n not in logged),
+        links=sorted(n for n, link in existing.items() if link),
+        kept=sorted(n for n, link in existing.items() if not is_job_id(n) and not link),
+    )
 
 
 def _counted(job_ids: list[str], progress: Progress | None) -> Iterable[str]:
@@ -199,15 +230,25 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
     try:
         entries = log.read(job_id)
         state = replay(job_id, workspace_id, entries)
+    except SymlinkRefused as exc:
+        return _read_record(registry, job_id, folded=None, corrupt=f"{exc.filename} is a symlink, not followed")
     except (CorruptLog, ValueError) as exc:
-        return _Check(current=registry.read_bytes(job_id), folded=None, corrupt=str(exc))
+        return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     folded = record_bytes(state.record) if state.record is not None else None
-    return _Check(current=registry.read_bytes(job_id), folded=folded, events=len(entries))
+    return _read_record(registry, job_id, folded=folded, events=len(entries))
+
+
+def _read_record(registry: Registry, job_id: str, **check: object) -> _Check:
+    """The check with the record as read; a record that is a link is not read."""
+    try:
+        return _Check(current=registry.read_bytes(job_id), **check)  # type: ignore[arg-type]
+    except SymlinkRefused:
+        return _Check(current=None, link=True, **check)  # type: ignore[arg-type]
 
 
 def _tally(report: Report, job_id: str, check: _Check) -> None:
     report.events += check.events
-    problem = check.problem
+    problem = check.problem  # a "link" is in `report.links` already
     if problem == "corrupt":
         report.corrupt[job_id] = check.corrupt or ""
     elif problem == "missing":
@@ -216,27 +257,33 @@ def _tally(report: Report, job_id: str, check: _Check) -> None:
         report.differing.append(job_id)
 
 
-def _stage_record(path: Path, data: bytes, unchanged: Path | None) -> None:
+def _stage_record(staging: Dir, name: str, data: bytes, unchanged_in: Dir | None) -> None:
     """Write a record into the staging dir; a record that is already right is hard-linked
-    instead, which spares creating a file (the dearest step) and, when the old registry is
-    removed, freeing one."""
-    if unchanged is not None:
+    from `unchanged_in` instead (never through a link), which spares creating a file (the
+    dearest step) and, when the old registry is removed, freeing one."""
+    if unchanged_in is not None:
         try:
-            os.link(unchanged, path)
+            os.link(name, name, src_dir_fd=unchanged_in.fd, dst_dir_fd=staging.fd, follow_symlinks=False)
             return
         except OSError:
             pass
-    path.write_bytes(data)
+    fd = staging.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        durable.write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
-def _swap(staging: Path, registry_dir: Path) -> None:
-    """Exchange the staged dir with the registry in one step where the OS allows it."""
-    if durable.rename_exchange(staging, registry_dir) != 0:
-        old = registry_dir.with_name(f".{registry_dir.name}.old-{os.getpid()}")
-        os.replace(registry_dir, old)
-        os.replace(staging, registry_dir)
-        staging = old
-    durable.fsync_dir(registry_dir.parent)
-    lock = staging / ".projector.lock"
-    if lock.exists():
-        os.replace(lock, registry_dir / ".projector.lock")
+def _swap(parent: Dir, staging_name: str, registry_name: str, staging: Dir, old: Dir) -> None:
+    """Exchange the staged dir with the registry in one step where the OS allows it; the old
+    registry ends up under the staging name, to be removed. The lock moves into the new one."""
+    if parent.exchange(staging_name, registry_name) != 0:
+        aside = f".{registry_name}.old-{os.getpid()}"
+        parent.replace(registry_name, aside)
+        parent.replace(staging_name, registry_name)
+        parent.replace(aside, staging_name)
+    os.fsync(parent.fd)
+    try:
+        os.replace(LOCK_NAME, LOCK_NAME, src_dir_fd=old.fd, dst_dir_fd=staging.fd)
+    except FileNotFoundError:
+        pass

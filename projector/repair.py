@@ -5,64 +5,109 @@ Before a batch appends to any log it lists the jobs it touches in
 are in place. After a crash only the jobs listed there can have a record
 behind its log, so start-up repair costs one batch's worth of jobs, not the
 whole history.
+
+The list is opened once, without following a link (a link there makes the
+projector refuse to start, see `lock.py`), and then rewritten in place
+through its descriptor: no path is looked up per batch.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from mam.ids import is_job_id
-from mam.projector import durable
+from mam.nofollow import SymlinkRefused
 from mam.projector.audit_log import AuditLog
+from mam.projector.dirs import Root, warn_once
+from mam.projector.lock import DIRTY_NAME, tampered
 from mam.projector.registry import Registry, record_bytes
-from mam.projector.replay import replay
+from mam.projector.replay import CorruptLog, replay
 from mam.record import JobRecord
 
-DIRTY_NAME = ".projector.dirty"
+__all__ = ["DIRTY_NAME", "DirtyList", "repair_dirty"]
+
+log = logging.getLogger("mam.projector")
 
 
 class DirtyList:
     def __init__(self, registry_dir: Path) -> None:
         self.path = registry_dir / DIRTY_NAME
+        self._root = Root(registry_dir, "registry dir")
+        self._fd: int | None = None
+        self._made = False
+        """The file was created by this process and its directory entry is not durable yet."""
+
+    def _open(self, *, create: bool) -> int | None:
+        if self._fd is not None:
+            return self._fd
+        registry = self._root.get(create=create)
+        if registry is None:
+            return None
+        try:
+            try:
+                self._fd = registry.open(DIRTY_NAME, os.O_RDWR)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                self._fd = registry.open(DIRTY_NAME, os.O_RDWR | os.O_CREAT)
+                self._made = True
+        except SymlinkRefused as exc:
+            raise tampered(exc) from None
+        return self._fd
 
     def mark(self, job_ids: list[str], *, durable_: bool = True) -> None:
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, "".join(f"{job_id}\n" for job_id in job_ids).encode())
-            if durable_:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created and durable_:
-            durable.fsync_dir(self.path.parent)
+        fd = self._open(create=True)
+        assert fd is not None
+        data = "".join(f"{job_id}\n" for job_id in job_ids).encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        if durable_:
+            os.fsync(fd)
+            if self._made:
+                registry = self._root.get()
+                assert registry is not None
+                os.fsync(registry.fd)
+                self._made = False
 
     def clear(self) -> None:
         """Empty the list; not fsync'd: a list that survives a crash only costs a check."""
-        try:
-            os.truncate(self.path, 0)
-        except FileNotFoundError:
-            pass
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
 
     def read(self) -> list[str]:
-        try:
-            names = self.path.read_text(encoding="utf-8", errors="replace").split()
-        except FileNotFoundError:
+        fd = self._open(create=False)
+        if fd is None:
             return []
+        names = os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", errors="replace").split()
         return [name for name in dict.fromkeys(names) if is_job_id(name)]
 
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
-def repair_dirty(workspace_id: str, log: AuditLog, registry: Registry, dirty: DirtyList) -> list[JobRecord]:
-    """Rewrite every listed record that differs from the fold of its log; return them."""
+
+def repair_dirty(workspace_id: str, log_: AuditLog, registry: Registry, dirty: DirtyList) -> list[JobRecord]:
+    """Rewrite every listed record that differs from the fold of its log; return them.
+
+    A job whose log or record is a link is left as it is (said once in the log):
+    its events are refused until the link is removed.
+    """
     repaired: list[JobRecord] = []
     for job_id in dirty.read():
-        state = replay(job_id, workspace_id, log.read(job_id))
-        if state.record is None:
-            continue
-        data = record_bytes(state.record)
-        if registry.read_bytes(job_id) != data:
-            durable.atomic_write(registry.path(job_id), data)
-            repaired.append(state.record)
+        try:
+            state = replay(job_id, workspace_id, log_.read(job_id))
+            if state.record is None:
+                continue
+            data = record_bytes(state.record)
+            if registry.read_bytes(job_id) != data:
+                registry.write(job_id, data)
+                repaired.append(state.record)
+        except SymlinkRefused as exc:
+            warn_once(exc, f"job {job_id!r} not repaired; its events are refused until it is removed")
+        except CorruptLog as exc:
+            log.warning("%s; record not repaired: run `mam rebuild --verify`", exc)
     dirty.clear()
     return repaired

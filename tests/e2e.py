@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from mam.projector.audit_log import AuditLog
+from mam import events as ev
+from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
+from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 from mam.workspace import resolve
@@ -106,3 +108,17 @@ def assert_log_and_registry_consistent(ws: WorkspacePaths, ws_id: str, expected:
         state = replay(job_id, ws_id, entries)
         assert state.record is not None
         assert registry.read_bytes(job_id) == record_bytes(state.record), f"{job_id}: record is not the fold of its log"
+
+
+def write_job(ws: WorkspacePaths, job_id: str) -> bytes:
+    """A job's audit log (one submit) and its record, written as the projector would; the record's bytes."""
+    submitted = ev.Submitted(prompt="p", agent="a", id=f"{job_id}-s")
+    entry = LogEntry(seq=1, received_at="2026-01-01T00:00:00.000Z", event=submitted)
+    log = AuditLog(ws.logs)
+    log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
+    log.close()
+    state = replay(job_id, workspace_id(ws.root), [entry])
+    assert state.record is not None
+    data = record_bytes(state.record)
+    Registry(ws.jobs).write(job_id, data)
+    return data

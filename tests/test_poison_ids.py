@@ -23,8 +23,8 @@ from mam.workspace import derive_workspace_id
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
-from e2e import projector_process, submit, up_process, workspace_id
-from support import Watch, publish, wait_for_state
+from e2e import projector_process, submit, up_process, workspace_id, write_job
+from support import Watch, mam, publish, run, wait_for_state
 
 POISON = ["_rejected.jsonl", "_x", "-x", "--help", ".projector.lock", ".projector.dirty", "_", "-"]
 
@@ -115,3 +115,24 @@ def _assert_nothing_named_after_poison(ws: WorkspacePaths, *, lines: int) -> Non
         p.name for p in ws.logs.iterdir() if p.name.startswith("good-")
     ), "no log dir for a poison id"
     assert not [p for p in ws.jobs.glob("*.json") if not p.name.startswith("good-")], "no record for a poison id"
+
+
+async def test_rebuild_keeps_records_named_before_ids_had_to_start_with_a_letter(ws: WorkspacePaths) -> None:
+    """`_underscore.json` and `-dash.json` (legal names once): no job the projector can serve
+    any more, but a person's data: kept byte for byte and reported, never dropped."""
+    ws.jobs.mkdir(parents=True)
+    ws.logs.mkdir(parents=True)
+    write_job(ws, "good-1")
+    legacy = {"_underscore": b'{"job_id": "_underscore"}\n', "-dash": b'{"job_id": "-dash"}\n'}
+    for name, data in legacy.items():
+        (ws.jobs / f"{name}.json").write_bytes(data)
+    (ws.logs / "_underscore").mkdir()
+    (ws.logs / "_underscore" / EVENTS_FILE).write_bytes(b"")
+    for args in (("--verify",), ()):
+        done = await run(mam("rebuild", "--json", *args, "--workspace", str(ws.root)), cwd=ws.root)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["kept"] == ["-dash", "_underscore"] and report["orphans"] == []
+    for name, data in legacy.items():
+        assert (ws.jobs / f"{name}.json").read_bytes() == data
+    assert (ws.jobs / "good-1.json").is_file()

@@ -1,0 +1,101 @@
+"""Opening names inside the registry and log dirs without ever following a link there.
+
+The registry and audit-log dirs may themselves be symbolic links a user
+chose. A name *inside* them never is one on purpose: a link there was
+planted, and following it would read a file from outside the workspace as
+if it were a record, or write a record into whatever file it names. So each
+such name is opened relative to its directory's descriptor with
+`O_NOFOLLOW`, and the kernel refuses a link instead of resolving it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Final
+
+from mam.errors import MamError
+
+NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
+_DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
+
+
+class SymlinkRefused(OSError):
+    """A name inside the registry or log dir is a symbolic link: refused, never followed."""
+
+    def __init__(self, path: str, action: str = "write") -> None:
+        super().__init__(errno.ELOOP, f"refusing to {action} through a symlink at {path}", path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class TamperedWorkspace(MamError):
+    """A file only the projector makes (its lock, its dirty list) is a link: it will not start."""
+
+
+def is_link_at(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_at(dir_fd: int, name: str, flags: int, mode: int = 0o644, *, shown: str, action: str = "write") -> int:
+    """`os.open(name, flags | O_NOFOLLOW, dir_fd=dir_fd)`; a link raises `SymlinkRefused` naming `shown`."""
+    try:
+        return os.open(name, flags | NOFOLLOW, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        # O_NOFOLLOW fails with ELOOP on a link, or ENOTDIR when O_DIRECTORY is asked too.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link_at(dir_fd, name):
+            raise SymlinkRefused(shown, action) from None
+        raise
+
+
+def open_dir_at(dir_fd: int, name: str, *, shown: str, action: str = "write") -> int:
+    """A directory inside `dir_fd`, opened without following a link."""
+    return open_at(dir_fd, name, _DIRECTORY, shown=shown, action=action)
+
+
+def read_at(dir_fd: int, name: str, *, shown: str, action: str = "write") -> bytes | None:
+    """The whole file `name` inside `dir_fd`, or `None` if there is none."""
+    try:
+        fd = open_at(dir_fd, name, os.O_RDONLY, shown=shown, action=action)
+    except FileNotFoundError:
+        return None
+    try:
+        return read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks = [os.read(fd, max(size, 65536))]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 65536))
+    return b"".join(chunks)
+
+
+def read_beneath(root: str | os.PathLike[str], *names: str, action: str = "read") -> bytes | None:
+    """`root/names...` read without following a link at any of `names` (`root` itself may be
+    one); `None` if a part is missing."""
+    root = os.fspath(root)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    shown = root
+    try:
+        for name in names[:-1]:
+            shown = os.path.join(shown, name)
+            try:
+                inner = open_dir_at(fd, name, shown=shown, action=action)
+            except FileNotFoundError:
+                return None
+            os.close(fd)
+            fd = inner
+        return read_at(fd, names[-1], shown=os.path.join(shown, names[-1]), action=action)
+    finally:
+        os.close(fd)

@@ -1,0 +1,255 @@
+"""No write through a link: a symlink planted in the registry or log dir is refused, never followed.
+
+Each test plants links that point outside the workspace, drives a real
+projector (or `mam rebuild`) to write where they are, and checks that every
+file outside is byte for byte what it was, that nothing new appeared there,
+and that the projector went on serving other jobs (or, for its own lock and
+dirty list, refused to start with one line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from brokers import RunningBroker
+from conftest import WorkspacePaths
+from e2e import event, projector_process, submit, workspace_id, write_job
+from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
+
+PRECIOUS = b"precious bytes that are no job's record\n"
+REFUSED_ONCE = "are refused until it is removed"
+
+
+class Outside:
+    """Files outside the workspace that links point at: they must never change."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.target = root / "target.json"
+        self.target.write_bytes(PRECIOUS)
+        self.dir = root / "dir"
+        self.dir.mkdir()
+        (self.dir / "events.jsonl").write_bytes(PRECIOUS)
+        self.before = self.snapshot()
+
+    def snapshot(self) -> dict[str, bytes | str]:
+        found: dict[str, bytes | str] = {}
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            for name in dirnames + filenames:
+                path = Path(dirpath, name)
+                found[str(path.relative_to(self.root))] = "dir" if path.is_dir() else path.read_bytes()
+        return found
+
+    def assert_untouched(self) -> None:
+        assert self.snapshot() == self.before, "a file outside the workspace changed or appeared"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Outside:
+    root = tmp_path / "outside"
+    root.mkdir()
+    return Outside(root)
+
+
+def shown(path: Path) -> str:
+    """How the projector names a path: its directory resolved once, the name itself not."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def plant_record(ws: WorkspacePaths, outside: Outside) -> Path:
+    link = ws.jobs / "victim.json"
+    link.symlink_to(outside.target)
+    return link
+
+
+def plant_log_dir(ws: WorkspacePaths, outside: Outside) -> Path:
+    link = ws.logs / "victim"
+    link.symlink_to(outside.dir, target_is_directory=True)
+    return link
+
+
+def plant_events(ws: WorkspacePaths, outside: Outside) -> Path:
+    (ws.logs / "victim").mkdir()
+    link = ws.logs / "victim" / "events.jsonl"
+    link.symlink_to(outside.target)
+    return link
+
+
+def plant_meta(ws: WorkspacePaths, outside: Outside) -> Path:
+    (ws.logs / "victim").mkdir()
+    link = ws.logs / "victim" / "meta.json"
+    link.symlink_to(outside.target)
+    return link
+
+
+PLANTS: dict[str, Callable[[WorkspacePaths, Outside], Path]] = {
+    "record": plant_record,
+    "log-dir": plant_log_dir,
+    "events.jsonl": plant_events,
+    "meta.json": plant_meta,
+}
+
+
+def make_dirs(ws: WorkspacePaths) -> None:
+    ws.jobs.mkdir(parents=True)
+    ws.logs.mkdir(parents=True)
+
+
+async def record_good_job(url: str, ws_id: str, job_id: str = "good-1") -> None:
+    await publish(url, f"mam/{ws_id}/jobs/{job_id}/events", submit(job_id, f"{job_id}-s"))
+    await wait_for_state(url, ws_id, job_id)
+
+
+@pytest.mark.parametrize("kind", list(PLANTS))
+async def test_a_link_at_a_jobs_own_path_refuses_its_events_and_writes_nothing_outside(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside, kind: str
+) -> None:
+    make_dirs(ws)
+    link = PLANTS[kind](ws, outside)
+    ws_id = workspace_id(ws.root)
+    topic = f"mam/{ws_id}/jobs/victim/events"
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
+            for attempt in range(2):
+                await publish(amqtt.url, topic, submit("victim", f"v{attempt}"))
+                refusal = await rejected.json()
+                assert refusal["topic"] == topic
+                assert refusal["reason"] == f"refusing to write through a symlink at {shown(link)}"
+        await record_good_job(amqtt.url, ws_id)
+        assert projector.proc.poll() is None, "the projector keeps serving"
+    outside.assert_untouched()
+    assert link.is_symlink(), "the link is left for a person to look at"
+    assert not (ws.jobs / "victim.json").is_file() or kind == "record"
+    assert projector.output().count(REFUSED_ONCE) == 1, "reported once in the log, not per event"
+
+
+async def test_links_under_a_job_the_projector_holds_are_replaced_never_followed(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
+) -> None:
+    """A link planted at a live job's record or its temp file, between two of its events."""
+    ws_id = workspace_id(ws.root)
+    topic = f"mam/{ws_id}/jobs/hot/events"
+    record, spare = ws.jobs / "hot.json", ws.jobs / ".hot.json.tmp"
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        await publish(amqtt.url, topic, submit("hot", "h1"))
+        await wait_for_state(amqtt.url, ws_id, "hot")
+        await publish(amqtt.url, topic, event("claimed", "h2", runner="r"))
+        await wait_for_state(amqtt.url, ws_id, "hot", lambda r: r["version"] == 2)
+        for planted in (record, spare):  # the record, and the previous version a recycled write overwrites
+            planted.unlink(missing_ok=True)
+            planted.symlink_to(outside.target)
+        for version, (kind, fields) in enumerate([("started", {}), ("progress", {"message": "m"})], start=3):
+            await publish(amqtt.url, topic, event(kind, f"h{version}", **fields))
+            await wait_for_state(amqtt.url, ws_id, "hot", lambda r, v=version: r["version"] == v)
+        assert projector.proc.poll() is None
+    outside.assert_untouched()
+    assert not record.is_symlink() and json.loads(record.read_bytes())["version"] == 4
+    assert not spare.is_symlink()
+
+
+async def test_a_link_at_the_refusal_log_is_not_written_and_refusals_are_still_published(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
+) -> None:
+    make_dirs(ws)
+    link = ws.logs / "_rejected.jsonl"
+    link.symlink_to(outside.target)
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
+            for attempt in range(2):
+                await publish(amqtt.url, f"mam/{ws_id}/jobs/new-{attempt}/events", b"not json")
+                assert "malformed JSON" in (await rejected.json())["reason"]
+        await record_good_job(amqtt.url, ws_id)
+        assert projector.proc.poll() is None
+    outside.assert_untouched()
+    assert link.is_symlink()
+    assert projector.output().count(f"refusing to write through a symlink at {shown(link)}: ") == 1
+
+
+@pytest.mark.parametrize("name", [".projector.lock", ".projector.dirty"])
+async def test_a_link_at_the_lock_or_the_dirty_list_refuses_to_start_with_one_line(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside, name: str
+) -> None:
+    make_dirs(ws)
+    link = ws.jobs / name
+    link.symlink_to(outside.target)
+    cmd = [str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(ws.root)]
+    projector = Daemon(cmd, cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "projector.log")
+    try:
+        assert await projector.wait() != 0
+    finally:
+        projector.stop()
+    for output in (projector.output(), (await run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.elsewhere)).stderr.decode()):
+        refusals = [line for line in output.splitlines() if "refusing to start" in line]
+        assert len(refusals) == 1, output
+        assert shown(link) in refusals[0] and "symlink" in refusals[0]
+        assert "Traceback" not in output
+    outside.assert_untouched()
+
+
+async def test_crash_repair_does_not_read_a_record_through_a_link(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
+) -> None:
+    """The dirty list names a job whose record is a link: repair neither reads nor replaces it."""
+    make_dirs(ws)
+    write_job(ws, "victim")
+    (ws.jobs / "victim.json").unlink()
+    (ws.jobs / "victim.json").symlink_to(outside.target)
+    (ws.jobs / ".projector.dirty").write_text("victim\n")
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        await record_good_job(amqtt.url, ws_id)
+        assert projector.proc.poll() is None
+    outside.assert_untouched()
+    assert (ws.jobs / "victim.json").is_symlink()
+    assert projector.output().count(REFUSED_ONCE) == 1
+
+
+async def test_a_registry_dir_that_is_a_link_the_user_chose_is_used_and_kept(
+    amqtt: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    real = tmp_path / "real-jobs"
+    real.mkdir()
+    (ws.root / ".mam").mkdir()
+    ws.jobs.symlink_to(real, target_is_directory=True)
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        await record_good_job(amqtt.url, ws_id)
+    assert (real / "good-1.json").is_file()
+    said = [line for line in projector.output().splitlines() if "through a symlink" in line]
+    assert len(said) == 1 and str(ws.jobs) in said[0] and str(real) in said[0]
+    rebuilt = await run(mam("rebuild", "--json", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert ws.jobs.is_symlink() and ws.jobs.resolve() == real.resolve(), "the user's link stays a link"
+    assert json.loads((real / "good-1.json").read_bytes())["job_id"] == "good-1"
+
+
+async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_link(
+    ws: WorkspacePaths, outside: Outside
+) -> None:
+    make_dirs(ws)
+    write_job(ws, "linked-record")
+    (ws.jobs / "linked-record.json").unlink()
+    (ws.jobs / "linked-record.json").symlink_to(outside.target)
+    kept = write_job(ws, "linked-log")
+    (ws.logs / "linked-log" / "events.jsonl").rename(outside.root / "moved.jsonl")
+    outside.before = outside.snapshot()
+    (ws.logs / "linked-log").rmdir()
+    (ws.logs / "linked-log").symlink_to(outside.root, target_is_directory=True)
+    verify = await run(mam("rebuild", "--verify", "--json", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert verify.returncode == 1
+    report = json.loads(verify.stdout)
+    assert report["links"] == ["linked-record"] and list(report["corrupt"]) == ["linked-log"]
+    rebuilt = await run(mam("rebuild", "--json", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert rebuilt.returncode == 1, "a log that cannot be read is reported as corrupt"
+    assert "symlink" in json.loads(rebuilt.stdout)["corrupt"]["linked-log"]
+    outside.assert_untouched()
+    assert not (ws.jobs / "linked-record.json").is_symlink()
+    assert json.loads((ws.jobs / "linked-record.json").read_bytes())["job_id"] == "linked-record"
+    assert (ws.jobs / "linked-log.json").read_bytes() == kept, "its record is kept as it was"
+
