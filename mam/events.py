@@ -5,10 +5,9 @@ Decode once at the edge with `decode_event`; past it nothing handles dicts.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Final, Literal, Union
-
-import json
 
 import msgspec
 from msgspec import Meta, Struct
