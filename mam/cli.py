@@ -182,6 +182,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             ("differs from its log", report.differing, "fixed"),
             ("is missing", report.missing, "fixed"),
             ("has no audit log", report.orphans, "dropped"),
+            ("is a symlink, never followed", report.links, "replaced; what it points at is untouched"),
+            ("is not named by a legal job id (made before the rule)", report.kept, "kept as it is"),
         ):
             suffix = "" if args.verify else f" ({outcome})"
             for name in names:

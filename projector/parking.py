@@ -32,7 +32,9 @@ from msgspec import Struct
 
 from mam import events as ev
 from mam.ids import is_job_id
+from mam.nofollow import SymlinkRefused, read_beneath
 from mam.projector import durable
+from mam.projector.dirs import Dir, warn_once
 from mam.projector.liveness import parse_time
 
 PARKED_DIR: Final = "_parked"
@@ -121,7 +123,7 @@ class Parking:
         """Index what is parked on disk (a blocking scan: run it in a thread)."""
         self._held.clear()
         self.count = self.size = 0
-        if not self.dir.is_dir():
+        if self.dir.is_symlink() or not self.dir.is_dir():
             return
         for path in self.dir.glob(f"*{SUFFIX}"):
             job_id = path.name[: -len(SUFFIX)]
@@ -132,8 +134,11 @@ class Parking:
     def read(self, job_id: str) -> list[ParkedEntry]:
         """The job's parked file in arrival order; a line that does not decode (a torn tail) is skipped."""
         try:
-            data = self.path(job_id).read_bytes()
-        except FileNotFoundError:
+            data = read_beneath(self.dir.parent, PARKED_DIR, f"{job_id}{SUFFIX}", action="write")
+        except SymlinkRefused as exc:
+            warn_once(exc, "not read: no parked events are taken from it")
+            return []
+        if data is None:
             return []
         entries = []
         for line in data.split(b"\n"):
@@ -241,18 +246,20 @@ def commit_parked(writes: ParkedWrites, parked_dir: str, plan: durable.SyncPlan)
     rewritten whole; return what `replace_staged` moves in. Idempotent, as `Batch.commit` must be."""
     if not writes:
         return []
-    durable.ensure_dir(parked_dir, plan)
+    directory = _parked_dir(parked_dir, plan)
+    assert directory is not None
     appender = durable.Appender(max_open=16)  # short-lived: a file may be removed after this batch
     try:
         for job_id, entries in writes.appends.items():
             if job_id not in writes._appended:
                 data = b"".join(encode_entry(e) for e in entries)
-                appender.append(os.path.join(parked_dir, f"{job_id}{SUFFIX}"), data, plan)
+                fd = appender.open_at(job_id, directory, f"{job_id}{SUFFIX}")
+                appender.write(fd, data, plan)
                 writes._appended.add(job_id)
     finally:
         appender.close()
     return [
-        durable.stage_in(parked_dir, f"{job_id}{SUFFIX}", b"".join(encode_entry(e) for e in entries), plan)
+        durable.stage_at(directory, f"{job_id}{SUFFIX}", b"".join(encode_entry(e) for e in entries), plan)
         for job_id, entries in writes.rewrites.items()
         if entries
     ]
@@ -263,9 +270,16 @@ def remove_released(writes: ParkedWrites, parked_dir: str) -> None:
 
     Not made durable itself: a file that comes back after a crash is released
     again, and its events are duplicates by id then."""
+    directory = _parked_dir(parked_dir)
+    if directory is None:
+        return
     for job_id, entries in writes.rewrites.items():
         if not entries:
-            try:
-                os.unlink(os.path.join(parked_dir, f"{job_id}{SUFFIX}"))
-            except FileNotFoundError:
-                pass
+            directory.unlink(f"{job_id}{SUFFIX}")
+
+
+def _parked_dir(path: str, plan: durable.SyncPlan | None = None) -> Dir | None:
+    """`<logs>/_parked`, opened without following a link (made, joining `plan`, if a plan is
+    given). A link there raises `SymlinkRefused`: the batch is retried, not written through."""
+    logs = Dir.open_path(os.path.dirname(path))
+    return logs.subdir(os.path.basename(path), create=plan is not None, plan=plan)

@@ -133,6 +133,10 @@ async def test_rebuild_keeps_records_named_before_ids_had_to_start_with_a_letter
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["kept"] == ["-dash", "_underscore"] and report["orphans"] == []
+    said = await run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.root)
+    assert "_underscore: record is not named by a legal job id (made before the rule) (kept as it is)" in (
+        said.stdout.decode()
+    )
     for name, data in legacy.items():
         assert (ws.jobs / f"{name}.json").read_bytes() == data
     assert (ws.jobs / "good-1.json").is_file()

@@ -253,3 +253,26 @@ async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_l
     assert json.loads((ws.jobs / "linked-record.json").read_bytes())["job_id"] == "linked-record"
     assert (ws.jobs / "linked-log.json").read_bytes() == kept, "its record is kept as it was"
 
+
+
+async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
+    amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
+) -> None:
+    """`<logs>/_parked` is the projector's own dir: with a link there, a batch that parks an
+    event is not acknowledged (degraded, with the reason) until the link goes; nothing is lost."""
+    make_dirs(ws)
+    link = ws.logs / "_parked"
+    link.symlink_to(outside.dir, target_is_directory=True)
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        async with Watch(amqtt.url, f"mam/{ws_id}/projector/status") as status:
+            await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", event("started", "e2"))
+            degraded = await status.json(lambda s: s["status"] == "degraded")
+            assert f"refusing to write through a symlink at {shown(link)}" in degraded["detail"]
+            outside.assert_untouched()
+            link.unlink()
+            await status.json(lambda s: s["status"] == "online")
+        await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", submit("early", "e1"))
+        await wait_for_state(amqtt.url, ws_id, "early", lambda r: r["status"] == "running")
+        assert projector.proc.poll() is None
+    outside.assert_untouched()
