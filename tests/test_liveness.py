@@ -132,20 +132,20 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
     ws_id = workspace_id(ws.root)
     topic = f"mam/{ws_id}/jobs/job-p/events"
     sign = {"progress": {"message": "working"}, "output": {"text": "line\n"}}[kind]
-    lease = 1.0
+    lease = 1.5
     async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", f"{lease:g}")):
         await publish(amqtt.url, topic, b'{"type":"submitted","prompt":"p","agent":"hand"}')
         await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
         started = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] == "running")
         past_leases = iso(datetime.fromisoformat(started["started_at"].replace("Z", "+00:00"))
-                          + timedelta(seconds=4 * lease))
+                          + timedelta(seconds=3 * lease))
         async with aiomqtt.Client("127.0.0.1", amqtt.port) as client:
             async with anyio.create_task_group() as tg:
 
                 async def report() -> None:
                     while True:  # the runner's own cadence, well inside the lease
                         await client.publish(topic, json.dumps({"type": kind, **sign}).encode(), qos=1)
-                        await anyio.sleep(lease / 4)
+                        await anyio.sleep(lease / 8)
 
                 tg.start_soon(report)
                 later = await wait_for_state(
