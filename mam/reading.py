@@ -15,7 +15,7 @@ import msgspec
 
 from mam.errors import MamError
 from mam.ids import validate_job_id
-from mam.nofollow import SymlinkRefused, read_at, read_beneath
+from mam.nofollow import PathRefused, read_at, read_beneath
 from mam.record import JobRecord, decode_record
 from mam.workspace import Workspace
 
@@ -24,8 +24,8 @@ class NotFound(MamError):
     pass
 
 
-def _tampered(exc: SymlinkRefused) -> MamError:
-    return MamError(f"{exc} (a tampered workspace?): remove the link, then run `mam rebuild`")
+def _tampered(exc: PathRefused) -> MamError:
+    return MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`")
 
 
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
@@ -56,7 +56,7 @@ def read_record(workspace: Workspace, job_id: str) -> JobRecord:
     path = workspace.registry_dir / f"{job_id}.json"
     try:
         data = read_beneath(workspace.registry_dir, path.name)
-    except SymlinkRefused as exc:
+    except PathRefused as exc:
         raise _tampered(exc) from None
     if data is None:
         raise NotFound(f"no job {job_id!r} in {workspace.registry_dir}: check the id with `mam jobs`")
@@ -70,7 +70,7 @@ def read_events(workspace: Workspace, job_id: str) -> list[dict[str, Any]]:
     validate_job_id(job_id)
     try:
         data = read_beneath(workspace.logs_dir, job_id, "events.jsonl")
-    except SymlinkRefused as exc:
+    except PathRefused as exc:
         raise _tampered(exc) from None
     if data is None:
         raise NotFound(

@@ -18,7 +18,7 @@ from msgspec import Struct
 
 from mam.events import AnyEvent
 from mam.ids import is_job_id
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused
 from mam.projector import durable
 from mam.projector.dirs import Dir, Root, warn_once
 
@@ -116,14 +116,15 @@ class AuditLog:
     def read(self, job_id: str) -> list[LogEntry]:
         """The job's accepted events in applied order; a torn last line is ignored.
 
-        Raises `SymlinkRefused` if the job's log dir, its `events.jsonl` or its
-        `meta.json` is a link: the projector will not write there.
+        Raises `PathRefused` if the job's log dir, its `events.jsonl` or its
+        `meta.json` is a link or another kind of file than the projector makes
+        there: the projector will not write there.
         """
         job_dir = self._job_dir(job_id)
         if job_dir is None:
             return []
         data = job_dir.read(EVENTS_FILE)
-        job_dir.refuse_link(META_FILE)
+        job_dir.refuse_other(META_FILE)
         if not data:
             return []
         lines = data.split(b"\n")
@@ -151,7 +152,7 @@ class AuditLog:
         assert root is not None
         try:
             fd = self._appender.open_at(REJECTED_FILE, root, REJECTED_FILE)  # no job id starts with `_`
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             warn_once(exc, "refused events are published on `rejected` but not logged until it is removed")
             return
         self._appender.write(fd, data, plan)

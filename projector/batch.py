@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from mam import events as ev
 from mam.fold import Context, Refusal, apply
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
 from mam.projector.dirs import warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
@@ -88,7 +88,7 @@ class Batch:
             if job_id not in self._appended:
                 try:
                     log.append(job_id, b"".join(lines), plan)
-                except SymlinkRefused as exc:
+                except PathRefused as exc:
                     self._refuse_job(job_id, exc)
                     continue
                 self._appended.add(job_id)
@@ -106,7 +106,7 @@ class Batch:
         if self.records:
             dirty.clear()
 
-    def _refuse_job(self, job_id: str, exc: SymlinkRefused) -> None:
+    def _refuse_job(self, job_id: str, exc: PathRefused) -> None:
         """A link planted at the job's log since the fold: its events of this batch are refused,
         and its cached state is put back to what is on disk."""
         warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
@@ -135,7 +135,7 @@ class Batch:
         for meta in self.metas:
             try:
                 staged.append(log.stage_meta(meta, plan))
-            except SymlinkRefused as exc:
+            except PathRefused as exc:
                 warn_once(exc, f"meta.json of job {meta.job_id!r} not written")
         return staged
 

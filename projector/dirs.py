@@ -18,7 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from mam.nofollow import NOFOLLOW, SymlinkRefused, is_link_at, open_at, open_dir_at, read_at
+from mam.nofollow import NOFOLLOW, PathRefused, SymlinkRefused, open_at, open_dir_at, read_at, refuse_other_at
 from mam.projector.libc import exchange_at
 
 if TYPE_CHECKING:
@@ -32,8 +32,9 @@ _warned: set[str] = set()
 _announced: set[str] = set()
 
 
-def warn_once(exc: SymlinkRefused, consequence: str) -> None:
-    """Log a refused link once per path (every event it refuses is on `rejected` anyway)."""
+def warn_once(exc: PathRefused, consequence: str) -> None:
+    """Log a refused link (or other planted file) once per path; each event it refuses
+    is on `rejected` anyway."""
     if exc.filename not in _warned:
         _warned.add(exc.filename)
         log.warning("%s: %s", exc, consequence)
@@ -73,9 +74,9 @@ class Dir:
         """The whole file, or `None` if there is none; a link raises `SymlinkRefused`."""
         return read_at(self.fd, name, shown=self.join(name), action=action)
 
-    def refuse_link(self, name: str, action: str = "write") -> None:
-        if is_link_at(self.fd, name):
-            raise SymlinkRefused(self.join(name), action)
+    def refuse_other(self, name: str, action: str = "write") -> None:
+        """Raise `PathRefused` if `name` exists and is a link or not a regular file."""
+        refuse_other_at(self.fd, name, shown=self.join(name), action=action)
 
     def subdir(self, name: str, *, create: bool = False, plan: SyncPlan | None = None) -> Dir | None:
         """The directory `name` in this one (made if `create`; the new entry joins `plan`'s

@@ -38,7 +38,7 @@ import signal
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused
 from mam.projector.appender import Appender, ensure_dir, write_all
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.libc import AT_FDCWD, HAS_RENAMEAT2, exchange_at, linux_libc_call, syncfs
@@ -253,7 +253,7 @@ def _reuse_spare(directory: Dir, tmp: str) -> int | None:
         fd = directory.open(tmp, os.O_WRONLY)
     except FileNotFoundError:
         return None
-    except SymlinkRefused as exc:
+    except PathRefused as exc:
         warn_once(exc, "removed it (a temp file is only ever made afresh or overwritten by the projector)")
         directory.unlink(tmp)
         return None

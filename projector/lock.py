@@ -20,16 +20,15 @@ from typing import Any
 
 from mam.discovery import LOCK_NAME
 from mam.errors import WorkspaceLocked
-from mam.nofollow import SymlinkRefused, TamperedWorkspace
+from mam.nofollow import PathRefused, TamperedWorkspace
 from mam.projector.dirs import Dir, Root
 
 DIRTY_NAME = ".projector.dirty"
 
 
-def tampered(exc: SymlinkRefused) -> TamperedWorkspace:
+def tampered(exc: PathRefused) -> TamperedWorkspace:
     return TamperedWorkspace(
-        f"refusing to start: {exc.filename} is a symlink, and only the projector makes that file "
-        "(a tampered workspace?); remove the link and start again"
+        f"{exc}, a file only the projector makes: not starting (a tampered workspace?); remove it and start again"
     )
 
 
@@ -51,9 +50,9 @@ class ProjectorLock:
         `TamperedWorkspace` if the lock or the dirty list is a link)."""
         registry = self.registry
         try:
-            registry.refuse_link(DIRTY_NAME)
+            registry.refuse_other(DIRTY_NAME)
             fd = registry.open(LOCK_NAME, os.O_RDWR | os.O_CREAT)
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             raise tampered(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

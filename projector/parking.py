@@ -32,7 +32,7 @@ from msgspec import Struct
 
 from mam import events as ev
 from mam.ids import is_job_id
-from mam.nofollow import SymlinkRefused, read_beneath
+from mam.nofollow import PathRefused, read_beneath
 from mam.projector import durable
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.liveness import parse_time
@@ -135,7 +135,7 @@ class Parking:
         """The job's parked file in arrival order; a line that does not decode (a torn tail) is skipped."""
         try:
             data = read_beneath(self.dir.parent, PARKED_DIR, f"{job_id}{SUFFIX}", action="write")
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             warn_once(exc, "not read: no parked events are taken from it")
             return []
         if data is None:

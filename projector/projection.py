@@ -17,7 +17,7 @@ from typing import Protocol
 import msgspec
 
 from mam import events as ev
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
@@ -180,7 +180,7 @@ class Projection:
             state = self.state(job_id)
         except CorruptLog as exc:
             return f"{exc}; run `mam rebuild --verify`"
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
             return str(exc)
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
@@ -254,7 +254,7 @@ class Projection:
         """`state`, or `None` for a job whose log does not fold or whose files are links (said once)."""
         try:
             return self.state(job_id)
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
         except CorruptLog:
             pass  # events addressed to it are refused with the reason; `mam rebuild --verify` lists it

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from mam.discovery import LOCK_NAME, projector_info
 from mam.ids import is_job_id
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused, SymlinkRefused
 from mam.projector import durable
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
@@ -180,7 +180,7 @@ def _trailing(log: AuditLog, registry: Registry, workspace_id: str, job_id: str)
         if version is None or version > len(entries):
             return None
         state = replay(job_id, workspace_id, entries[:version])
-    except (CorruptLog, ValueError, SymlinkRefused):
+    except (CorruptLog, ValueError, PathRefused):
         return None
     if state.record is None or record_bytes(state.record) != current:
         return None
@@ -232,6 +232,8 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
         state = replay(job_id, workspace_id, entries)
     except SymlinkRefused as exc:
         return _read_record(registry, job_id, folded=None, corrupt=f"{exc.filename} is a symlink, not followed")
+    except PathRefused as exc:
+        return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     except (CorruptLog, ValueError) as exc:
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     folded = record_bytes(state.record) if state.record is not None else None
@@ -242,7 +244,7 @@ def _read_record(registry: Registry, job_id: str, **check: object) -> _Check:
     """The check with the record as read; a record that is a link is not read."""
     try:
         return _Check(current=registry.read_bytes(job_id), **check)  # type: ignore[arg-type]
-    except SymlinkRefused:
+    except PathRefused:
         return _Check(current=None, link=True, **check)  # type: ignore[arg-type]
 
 

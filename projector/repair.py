@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from mam.ids import is_job_id
-from mam.nofollow import SymlinkRefused
+from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Root, warn_once
 from mam.projector.lock import DIRTY_NAME, tampered
@@ -53,7 +53,7 @@ class DirtyList:
                     return None
                 self._fd = registry.open(DIRTY_NAME, os.O_RDWR | os.O_CREAT)
                 self._made = True
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             raise tampered(exc) from None
         return self._fd
 
@@ -105,7 +105,7 @@ def repair_dirty(workspace_id: str, log_: AuditLog, registry: Registry, dirty: D
             if registry.read_bytes(job_id) != data:
                 registry.write(job_id, data)
                 repaired.append(state.record)
-        except SymlinkRefused as exc:
+        except PathRefused as exc:
             warn_once(exc, f"job {job_id!r} not repaired; its events are refused until it is removed")
         except CorruptLog as exc:
             log.warning("%s; record not repaired: run `mam rebuild --verify`", exc)

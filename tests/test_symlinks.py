@@ -126,6 +126,10 @@ async def test_a_link_at_a_jobs_own_path_refuses_its_events_and_writes_nothing_o
     assert link.is_symlink(), "the link is left for a person to look at"
     assert not (ws.jobs / "victim.json").is_file() or kind == "record"
     assert projector.output().count(REFUSED_ONCE) == 1, "reported once in the log, not per event"
+    read = await run(mam("show" if kind == "record" else "events", "victim", "--workspace", str(ws.root)), cwd=ws.root)
+    assert read.returncode != 0 and b"Traceback" not in read.stderr, "the CLI reads nothing through it either"
+    if kind in ("record", "log-dir", "events.jsonl"):
+        assert f"refusing to read through a symlink at {shown(link)}".encode() in read.stderr
 
 
 async def test_links_under_a_job_the_projector_holds_are_replaced_never_followed(
@@ -185,9 +189,9 @@ async def test_a_link_at_the_lock_or_the_dirty_list_refuses_to_start_with_one_li
     finally:
         projector.stop()
     for output in (projector.output(), (await run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.elsewhere)).stderr.decode()):
-        refusals = [line for line in output.splitlines() if "refusing to start" in line]
+        refusals = [line for line in output.splitlines() if "not starting" in line]
         assert len(refusals) == 1, output
-        assert shown(link) in refusals[0] and "symlink" in refusals[0]
+        assert f"refusing to write through a symlink at {shown(link)}" in refusals[0]
         assert "Traceback" not in output
     outside.assert_untouched()
 
@@ -276,3 +280,47 @@ async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
         await wait_for_state(amqtt.url, ws_id, "early", lambda r: r["status"] == "running")
         assert projector.proc.poll() is None
     outside.assert_untouched()
+
+
+def plant_file_at_log_dir(ws: WorkspacePaths) -> Path:
+    (ws.logs / "victim").write_bytes(PRECIOUS)
+    return ws.logs / "victim"
+
+
+def plant_fifo_at_record(ws: WorkspacePaths) -> Path:
+    os.mkfifo(ws.jobs / "victim.json")
+    return ws.jobs / "victim.json"
+
+
+def plant_dir_at_meta(ws: WorkspacePaths) -> Path:
+    (ws.logs / "victim" / "meta.json").mkdir(parents=True)
+    return ws.logs / "victim" / "meta.json"
+
+
+WRONG_KINDS: dict[str, tuple[Callable[[WorkspacePaths], Path], str]] = {
+    "file-at-log-dir": (plant_file_at_log_dir, "it is a file, not a directory"),
+    "fifo-at-record": (plant_fifo_at_record, "it is a fifo, not a regular file"),
+    "dir-at-meta": (plant_dir_at_meta, "it is a directory, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", list(WRONG_KINDS))
+async def test_another_kind_of_file_at_a_jobs_own_path_is_refused_and_hangs_nothing(
+    amqtt: RunningBroker, ws: WorkspacePaths, kind: str
+) -> None:
+    """A file where a job's log dir belongs, a fifo where its record belongs (opening it
+    would block), a directory where its meta.json belongs: refused like a link."""
+    make_dirs(ws)
+    plant, what = WRONG_KINDS[kind]
+    planted = plant(ws)
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
+            await publish(amqtt.url, f"mam/{ws_id}/jobs/victim/events", submit("victim", "v1"))
+            assert (await rejected.json())["reason"] == f"refusing to write {shown(planted)}: {what}"
+        await record_good_job(amqtt.url, ws_id)
+        assert projector.proc.poll() is None
+    shown_by_cli = await run(mam("show", "victim", "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=20)
+    assert shown_by_cli.returncode != 0 and b"Traceback" not in shown_by_cli.stderr
+    if kind == "fifo-at-record":
+        assert f"refusing to read {shown(planted)}: {what}".encode() in shown_by_cli.stderr
