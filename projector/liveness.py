@@ -17,7 +17,7 @@ that moment (`View.fresh_since`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from mam import events as ev
 from mam.record import JobRecord, Status
@@ -38,6 +38,58 @@ it counts as a jump (a suspended host, a clock stepped forward)."""
 class Limits:
     lease: float = 30.0
     timeout_grace: float = 30.0
+    will_grace: float = 15.0
+    """How long a suspect `offline` (seen around the projector's own reconnect) waits for the same
+    runner instance (epoch) to come back `online` before its jobs are lost (see `HeldWills`)."""
+    will_settle: float = 0.5
+    """How long any other `offline` waits before its jobs are lost: enough to see whether the
+    projector's own connection drops too (then the broker is stopping)."""
+
+
+class HeldWills:
+    """Runners' wills, held until it is clear they do not only mean the broker restarted.
+
+    A broker that stops publishes every connected client's will (mosquitto does:
+    live to the clients still connected, retained, and queued for persistent
+    sessions), so the projector reads `offline` for runners that are alive and
+    about to reconnect with the same epoch. So a will is acted on only once it
+    has settled (`will_settle`, a fraction of a second) with the projector's own
+    connection up all along. A will the projector saw shortly before losing its
+    broker, or within `will_grace` after reconnecting, is suspect: it waits
+    `will_grace` for the same instance to come back `online`, which drops it.
+    """
+
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[AgentStatus, datetime]] = {}
+        self.suspect_until: datetime | None = None
+        self.last_drop: datetime | None = None
+
+    def connection_lost(self, now: datetime) -> None:
+        self.last_drop = now
+
+    def reconnected(self, now: datetime, limits: Limits) -> None:
+        self.suspect_until = now + timedelta(seconds=limits.will_grace)
+
+    def take(self, status: AgentStatus, now: datetime) -> None:
+        """Hold an `offline`; an `online` of the same instance withdraws its held will."""
+        if status.status == "offline":
+            self.held[status.agent_id] = (status, now)
+            return
+        held = self.held.get(status.agent_id)
+        if held is not None and held[0].epoch == status.epoch:
+            del self.held[status.agent_id]  # the same instance is back: it only lost the broker
+
+    def due(self, now: datetime, limits: Limits) -> list[AgentStatus]:
+        """Held wills to act on now: settled ones, and suspect ones whose grace is over."""
+        due = [status for status, seen in self.held.values() if self._age_needed(seen, limits) <= (now - seen).total_seconds()]
+        for status in due:
+            del self.held[status.agent_id]
+        return due
+
+    def _age_needed(self, seen: datetime, limits: Limits) -> float:
+        dropped_after = self.last_drop is not None and self.last_drop >= seen
+        after_reconnect = self.suspect_until is not None and seen < self.suspect_until
+        return limits.will_grace if dropped_after or after_reconnect else limits.will_settle
 
 
 class View:

@@ -24,7 +24,7 @@ from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dirs import warn_once
 from mam.projector.ingest import Accepted, excerpt, ingest
-from mam.projector.liveness import OPEN, Limits, on_clock, on_runner_status
+from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
@@ -69,6 +69,7 @@ class Projection:
         self._repair: set[str] = set()
         self.parking = Parking(workspace.logs_dir, park or ParkLimits())
         self._leftovers: list[str] = []
+        self.wills = HeldWills()
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -129,6 +130,8 @@ class Projection:
         self._track_open(staged)
         if judge_at is not None:
             derived += on_clock(self.open_jobs, judge_at, self.limits, fresh_since=fresh_since)
+            for will in self.wills.due(judge_at, self.limits):
+                derived += on_runner_status(self.open_jobs, will)
             for entry in self.parking.expire(staged.parked, judge_at, fresh_since):
                 self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
         received_at = utc_now_iso()
@@ -153,7 +156,9 @@ class Projection:
         parsed = self.topics.parse(topic)
         if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
             presence = decode_agent_status(payload)
-            return on_runner_status(self.open_jobs, presence) if presence is not None else []
+            if presence is not None:
+                self.wills.take(presence, now)
+            return []
         outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
         if isinstance(outcome, Accepted):
             reason = self._accept(staged, outcome, topic, received_at)

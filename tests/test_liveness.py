@@ -158,3 +158,43 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
         done = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] != "running")
     assert done["status"] == "succeeded"
     assert "lost" not in [e["type"] for e in log_events(ws, "job-p")]
+
+
+def _will(epoch: str = "e1", status: str = "offline"):  # noqa: ANN202
+    from mam.status import AgentStatus
+
+    return AgentStatus(status=status, agent="a", agent_id="r1", epoch=epoch, pid=1, host="h", started_at="t")
+
+
+def test_a_will_is_acted_on_once_settled_while_the_projector_stays_connected() -> None:
+    from mam.projector.liveness import HeldWills, Limits
+
+    limits, wills, t0 = Limits(will_settle=0.5, will_grace=15), HeldWills(), utc_now()
+    wills.take(_will(), t0)
+    assert wills.due(t0 + timedelta(seconds=0.4), limits) == []
+    assert [w.epoch for w in wills.due(t0 + timedelta(seconds=0.6), limits)] == ["e1"]
+
+
+def test_a_will_seen_just_before_the_projector_lost_its_broker_waits_for_the_runner_to_return() -> None:
+    """mosquitto publishes every client's will as it stops: the runner comes back with the same epoch."""
+    from mam.projector.liveness import HeldWills, Limits
+
+    limits, wills, t0 = Limits(will_settle=0.5, will_grace=15), HeldWills(), utc_now()
+    wills.take(_will(), t0)
+    wills.connection_lost(t0 + timedelta(seconds=0.1))
+    wills.reconnected(t0 + timedelta(seconds=2), limits)
+    wills.take(_will(), t0 + timedelta(seconds=2.01))  # redelivered to the persistent session
+    assert wills.due(t0 + timedelta(seconds=5), limits) == []
+    wills.take(_will(status="online"), t0 + timedelta(seconds=5))
+    assert wills.due(t0 + timedelta(seconds=60), limits) == [], "the same instance came back: nothing is lost"
+
+
+def test_a_suspect_will_of_a_runner_that_never_returns_is_acted_on_after_the_grace() -> None:
+    from mam.projector.liveness import HeldWills, Limits
+
+    limits, wills, t0 = Limits(will_settle=0.5, will_grace=15), HeldWills(), utc_now()
+    wills.reconnected(t0, limits)
+    wills.take(_will(), t0 + timedelta(seconds=1))
+    wills.take(_will(epoch="another-instance", status="online"), t0 + timedelta(seconds=2))
+    assert wills.due(t0 + timedelta(seconds=10), limits) == []
+    assert [w.epoch for w in wills.due(t0 + timedelta(seconds=16.5), limits)] == ["e1"]

@@ -17,13 +17,6 @@ from support import wait_for_state
 
 LINES = 80  # the mock prints one every 0.05 s: the job runs for about 4 s
 
-WILL_ON_STOP = (
-    "mosquitto publishes every connected client's will when it stops (SIGTERM), retained and to persistent "
-    "sessions, so the projector marks the runner's jobs lost at once; needs the projector to give an offline "
-    "runner a grace to come back online with the same epoch before its jobs are lost"
-)
-
-
 async def wait_for_text(path: Path, text: str, *, timeout: float) -> None:
     """Return once `text` is in the file at `path` (a daemon's log)."""
     with anyio.fail_after(timeout):
@@ -31,9 +24,7 @@ async def wait_for_text(path: Path, text: str, *, timeout: float) -> None:
             await anyio.sleep(0.05)
 
 
-@pytest.mark.parametrize(
-    "kind", ["nats", pytest.param("mosquitto", marks=pytest.mark.xfail(strict=True, reason=WILL_ON_STOP))]
-)
+@pytest.mark.parametrize("kind", ["nats", "mosquitto"])
 async def test_a_broker_outage_mid_job_loses_and_doubles_nothing(kind: str, ws: WorkspacePaths, tmp_path: Path) -> None:
     ws_id = workspace_id(ws.root)
     # A broker of this test's own, persistent (as tests/brokers.py configures them):
