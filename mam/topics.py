@@ -46,6 +46,19 @@ class Topics:
         return f"{self.prefix}/jobs/+/state"
 
     @property
+    def malformed_events(self) -> tuple[str, ...]:
+        """Filters for publishes that miss the events topic of a job in ways that overlap
+        nothing the projector publishes: `jobs/<id>` and `jobs/<id>/events/<one more>`
+        (an extra level, a trailing `/`). The projector refuses them with a reason.
+        (`events/+/#` would catch deeper levels too, but NATS refuses it beside
+        `jobs/+/events` in a persistent session.)"""
+        return (f"{self.prefix}/jobs/+", f"{self.prefix}/jobs/+/events/+")
+
+    def owns(self, topic: str) -> bool:
+        """Whether `topic` lies under this workspace's `mam/<ws>/`."""
+        return topic.startswith(f"{self.prefix}/")
+
+    @property
     def rejected(self) -> str:
         return f"{self.prefix}/rejected"
 

@@ -46,10 +46,14 @@ class LocalIntake:
         self._arrived = anyio.Event()
 
     def offer(self, topic: str, payload: bytes, retain: bool) -> Awaitable[None] | None:
-        """The broker's gate: take an events-topic publish; the returned awaitable ends once it is recorded."""
-        parsed = self.topics.parse(topic)
-        if parsed is None or parsed.kind is not Kind.EVENTS:
+        """The broker's gate: take an events-topic publish (or a malformed topic of the workspace,
+        to refuse it); the returned awaitable ends once it is recorded."""
+        if not self.topics.owns(topic):
             return None
+        parsed = self.topics.parse(topic)
+        if parsed is not None and parsed.kind is not Kind.EVENTS:
+            return None  # presence, and the projector's own topics: not events to record or refuse
+        # An events topic, or a malformed one under mam/<ws>/ (refused with the reason).
         message = LocalMessage(topic, payload)
         self._pending.append(message)
         self._arrived.set()
