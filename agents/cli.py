@@ -188,7 +188,7 @@ def run_submit(args: argparse.Namespace) -> int:
                 _print_record(record, args.json)
                 return 0
             print(job_id, file=sys.stderr)
-            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}))
+            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}), states=pub.states)
             print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
             return outcome_code(final.status)
 

@@ -4,7 +4,9 @@
         job = await pub.submit(prompt="fix the tests", agent="claude-code", wait=True)
 
 Writers publish events and read retained state; they never open a file under
-the registry or log dirs.
+the registry or log dirs. When the workspace's public key is on this machine
+(`.mam/projector.pub`, beside the registry dir), a state whose signature does
+not verify is ignored, with one warning per job (`mam.signing`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from mam.errors import MamError, NoProjector, Refused
 from mam.ids import validate_job_id
 from mam.mqtt import make_client, unreachable
 from mam.provenance import git_info
-from mam.record import JobRecord, decode_record
+from mam.record import JobRecord
+from mam.signing import StateReader
 from mam.status import decode_projector_status
 from mam.timefmt import utc_now
 from mam.topics import Topics
@@ -57,6 +60,7 @@ class Publisher:
         self.by = by
         self.topics = Topics(workspace.id)
         self._client: aiomqtt.Client | None = None
+        self._states: StateReader | None = None
 
     async def __aenter__(self) -> Publisher:
         client = make_client(self.broker, keepalive=30)
@@ -82,6 +86,13 @@ class Publisher:
         if self._client is None:
             raise RuntimeError("use `async with Publisher(...)` before publishing")
         return self._client
+
+    @property
+    def states(self) -> StateReader:
+        """Reads the job states this publisher waits on (verified if the workspace's key is here)."""
+        if self._states is None:
+            self._states = StateReader.for_workspace(self.workspace)
+        return self._states
 
     def stamp(self, event: ev.AnyEvent) -> ev.AnyEvent:
         """Give an event the envelope fields the writer owns: id, ts, by."""
@@ -195,6 +206,7 @@ class Publisher:
 
         `limit`: the caller's whole time limit, named in the error (default `timeout`)."""
         client = self.client
+        states = self.states
         last: JobRecord | None = None
         try:
             await client.subscribe(self.topics.state(job_id), qos=1)
@@ -202,10 +214,10 @@ class Publisher:
                 async for message in client.messages:
                     if str(message.topic) != self.topics.state(job_id):
                         continue
-                    try:
-                        last = decode_record(_payload(message))
-                    except (msgspec.DecodeError, msgspec.ValidationError):
+                    record = states.record(str(message.topic), _payload(message))
+                    if record is None:
                         continue
+                    last = record
                     if last.status.terminal:
                         return last
         except TimeoutError:
@@ -232,14 +244,12 @@ class Publisher:
 
     async def _wait_outcome(self, job_id: str, event_id: str) -> JobRecord:
         state_topic = self.topics.state(job_id)
+        states = self.states
         async for message in self.client.messages:
             topic = str(message.topic)
             if topic == state_topic:
-                try:
-                    record = decode_record(_payload(message))
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue
-                if record.last_event_id == event_id:
+                record = states.record(topic, _payload(message))
+                if record is not None and record.last_event_id == event_id:
                     return record
             elif topic == self.topics.rejected:
                 try:
@@ -253,11 +263,14 @@ class Publisher:
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
         """The job's retained state, or `None` if the broker holds none in time."""
         client = self.client
+        states = self.states
         await client.subscribe(self.topics.state(job_id), qos=1)
         with anyio.move_on_after(timeout):
             async for message in client.messages:
                 if str(message.topic) == self.topics.state(job_id):
-                    return decode_record(_payload(message))
+                    record = states.record(str(message.topic), _payload(message))
+                    if record is not None:
+                        return record
         return None
 
 

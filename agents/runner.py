@@ -6,6 +6,12 @@ accepts the first claim and refuses the rest), starts only a job whose state
 names it (and this instance's epoch) as the claimant, and never touches the
 registry or log files. One `Supervisor` runs each job (`supervisor.py`).
 
+It acts only on states the workspace's projector signed (`mam.signing`):
+a state whose signature does not verify with the projector's key, or whose
+record is not the job (or workspace) of its topic, is ignored with one
+warning per job, whatever the broker let through. It claims a job at most
+once per instance, so a replayed old state cannot start a job a second time.
+
 The jobs do not depend on the connection. Every event goes into an ordered
 outbox (`outbox.py`) that one connection at a time drains; when the broker
 goes away the jobs keep running, the runner reconnects with backoff (0.5 s
@@ -31,16 +37,18 @@ from contextlib import asynccontextmanager
 import aiomqtt
 import anyio
 import anyio.abc
-import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.broker_url import BrokerAddress
+from mam.errors import UsageError
 from mam.ids import validate_agent_id
 from mam.mqtt import make_client, unreachable
-from mam.record import JobRecord, Status, decode_record
-from mam.status import AgentStatus, encode
+from mam.record import JobRecord, Status
+from mam.signing import StateReader, fingerprint, public_key_from_b64
+from mam.status import AgentStatus, decode_projector_status, encode
 from mam.timefmt import utc_now_iso
 from mam.topics import Topics
 from mam.workspace import Workspace
@@ -67,11 +75,14 @@ class Runner:
         *,
         agent: str,
         argv: list[str],
+        key: Ed25519PublicKey | str,
         concurrency: int = 1,
         heartbeat: float = 5.0,
         kill_grace: float = 5.0,
         agent_id: str | None = None,
     ) -> None:
+        """`key`: the projector's public key, or the fingerprint of the key to take from
+        `projector/status` (see `_learn_key`)."""
         self.workspace = workspace
         self.broker = broker
         self.agent = agent
@@ -81,6 +92,8 @@ class Runner:
         self.started_at = utc_now_iso()
         self.topics = Topics(workspace.id)
         self.outbox = Outbox(self.topics, by=self.agent_id)
+        self.pinned = key if isinstance(key, str) else None
+        self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
         self.settings = Settings(
             workspace=workspace,
             runner_id=self.agent_id,
@@ -92,6 +105,8 @@ class Runner:
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()
+        self.claimed_here: set[str] = set()
+        """Every job this instance has claimed: never claimed twice, whatever state is replayed."""
         self.queued: dict[str, JobRecord] = {}
         """Submitted jobs for this agent not claimed yet, oldest first: claimed as capacity frees."""
         self.stopping = False
@@ -186,6 +201,8 @@ class Runner:
         client = make_client(self.broker, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
         await client.__aenter__()
         try:
+            if self.states.key is None:
+                await self._learn_key(client)
             await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
             await client.subscribe(self.topics.all_states, qos=1)
             yield client
@@ -212,14 +229,44 @@ class Runner:
         self._status_version += 1
         self._changed.notify()
 
-    async def _listen(self, client: aiomqtt.Client) -> None:
+    async def _learn_key(self, client: aiomqtt.Client) -> None:
+        """Take the projector's key from its retained status, only if it has the pinned fingerprint.
+
+        A different key is a wrong `--projector-key`: the runner refuses to go on (exit 2)."""
+        topic = self.topics.projector_status
+        log.info("waiting for the projector of workspace %s to announce key %s", self.workspace.id, self.pinned)
+        await client.subscribe(topic, qos=1)
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
-            try:
-                record = decode_record(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            status = decode_projector_status(payload) if str(message.topic) == topic else None
+            if status is None or status.public_key is None:
                 continue
-            self._on_state(record)
+            try:
+                key = public_key_from_b64(status.public_key)
+            except ValueError:
+                continue
+            if fingerprint(key) != self.pinned:
+                raise UsageError(
+                    f"--projector-key {self.pinned}: the projector of workspace {self.workspace.id} announces key "
+                    f"{fingerprint(key)}; pass the fingerprint it logs at start, or its projector.pub file"
+                )
+            self.states.key = key
+            log.info("states are verified with the projector's key %s", self.pinned)
+            await client.unsubscribe(topic)
+            return
+        raise aiomqtt.MqttError("the broker closed the connection")
+
+    async def _listen(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            if self.states.key is None:
+                continue  # never: states are subscribed to once the key is known
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            record = self.states.record(str(message.topic), payload)
+            if record is not None:
+                self._on_state(record)
+
+    def _unverified(self, job_id: str, why: str) -> None:
+        log.warning("job %r: ignoring a state that carries %s; this runner never claims or runs it", job_id, why)
 
     def _on_state(self, record: JobRecord) -> None:
         if record.agent != self.agent:
@@ -230,7 +277,7 @@ class Runner:
             self._update_running(job, record)
             return
         if record.status is Status.SUBMITTED:
-            if job_id not in self.claiming and not self.stopping:
+            if job_id not in self.claiming and job_id not in self.claimed_here and not self.stopping:
                 self.queued[job_id] = record
                 self._claim_what_fits()
             return
@@ -250,6 +297,8 @@ class Runner:
         self._changed.notify()
 
     def _update_running(self, job: Supervisor, record: JobRecord) -> None:
+        if record.version < job.record.version:
+            return  # an older state, replayed
         job.record = record
         if job.ending is not None:
             return
@@ -271,6 +320,7 @@ class Runner:
             job_id, record = next(iter(self.queued.items()))
             del self.queued[job_id]
             self.claiming.add(job_id)
+            self.claimed_here.add(job_id)
             log.debug("job %s: claiming it at version %d", job_id, record.version)
             self.outbox.put(
                 job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)

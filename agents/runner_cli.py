@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from pathlib import Path
 
 import anyio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mam.agents.profiles import check_executable, command_for, command_source
 from mam.agents.runner import Runner
@@ -17,7 +20,10 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
+from mam.errors import UsageError
 from mam.signals import run_until_signal
+from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
+from mam.workspace import Workspace
 
 PROG = "mam-agent"
 
@@ -43,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="SIGTERM to SIGKILL on cancel, timeout or shutdown (default 5)",
     )
     parser.add_argument("--agent-id", type=agent_name, metavar="ID", help="runner id (default: agent-host-pid)")
+    parser.add_argument(
+        "--projector-key",
+        metavar="FILE|sha256:FINGERPRINT",
+        help="the key the workspace's projector signs states with: its public key file, or the fingerprint of "
+        "the key it announces on projector/status (default: the workspace's .mam/projector.pub)",
+    )
     add_workspace_args(parser, dirs=False)
     add_broker_arg(parser)
     add_verbose(parser, top=True)
@@ -60,11 +72,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         source = command_source(command=args.command, profile=args.profile, agent=args.agent)
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
+        key = projector_key(args.projector_key, workspace)
         runner = Runner(
             workspace,
             broker_from_args(args),
             agent=args.agent,
             argv=command,
+            key=key,
             concurrency=args.concurrency,
             heartbeat=args.heartbeat,
             kill_grace=args.kill_grace,
@@ -74,3 +88,31 @@ def main(argv: list[str] | None = None) -> None:
         return 0
 
     run_cli(PROG, body)
+
+
+def projector_key(given: str | None, workspace: Workspace) -> Ed25519PublicKey | str:
+    """The key states must verify with: from `--projector-key` (a file, or a fingerprint the runner
+    then matches against `projector/status`), else the workspace's own public key file."""
+    log = logging.getLogger("mam.agent")
+    if given is None:
+        key = load_workspace_key(workspace)
+        if key is None:
+            raise UsageError(
+                f"no projector key for workspace {workspace.id}: {public_key_path(workspace)} does not exist; "
+                "start the workspace's projector first (mam up, mam-projector), "
+                "or pass --projector-key FILE|sha256:FINGERPRINT"
+            )
+        log.info("states are verified with the projector's key %s (%s)", fingerprint(key), public_key_path(workspace))
+        return key
+    if given.lower().startswith("sha256:"):
+        pinned = parse_fingerprint(given)
+        if pinned is None:
+            raise UsageError(f"--projector-key {given}: a fingerprint is sha256: and 64 hex digits")
+        return pinned
+    try:
+        key = load_public_key(Path(given))
+    except (OSError, ValueError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"--projector-key {given}: {detail}; pass the projector's projector.pub") from None
+    log.info("states are verified with the projector's key %s (%s)", fingerprint(key), given)
+    return key

@@ -1,4 +1,9 @@
-"""Following a job's output: from its audit log, then live from the broker until it ends."""
+"""Following a job's output: from its audit log, then live from the broker until it ends.
+
+With the workspace's public key on this machine, a state whose signature does
+not verify is ignored (said once on stderr): a forged state cannot end the
+follow with a made-up outcome.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ from mam.broker_url import BrokerAddress
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
 from mam.mqtt import make_client, unreachable
 from mam.reading import read_events
-from mam.record import JobRecord, Status, decode_record
+from mam.record import JobRecord, Status
+from mam.signing import StateReader
 from mam.topics import Topics
 from mam.workspace import Workspace
 
@@ -63,17 +69,24 @@ async def follow(
 ) -> JobRecord:
     """Print the job's output until its state is terminal; return that state."""
     topics = Topics(workspace.id)
+    states = StateReader.for_workspace(workspace)
     try:
         async with make_client(broker) as client:
             await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
             followed = print_logged(workspace, job_id, write) if from_log else Followed()
-            return await follow_on(client, topics, job_id, followed, write)
+            return await follow_on(client, topics, job_id, followed, write, states=states)
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
 
 
 async def follow_on(
-    client: aiomqtt.Client, topics: Topics, job_id: str, followed: Followed, write: Write = write_output
+    client: aiomqtt.Client,
+    topics: Topics,
+    job_id: str,
+    followed: Followed,
+    write: Write = write_output,
+    *,
+    states: StateReader | None = None,
 ) -> JobRecord:
     """Follow on a client already subscribed to the job's events (the state is subscribed here).
 
@@ -81,8 +94,9 @@ async def follow_on(
     `mam up` an event reaches subscribers only once it is recorded, after the
     state that counts it): the record's `output_bytes` says how much output
     there is, so the follower keeps reading until it has printed that much,
-    for at most `OUTPUT_GRACE` seconds.
+    for at most `OUTPUT_GRACE` seconds. `states` checks the states (default: taken as they come).
     """
+    states = states or StateReader(topics.workspace, None)
     decoder = msgspec.json.Decoder(ev.AnyEvent)
     await client.subscribe(topics.state(job_id), qos=1)
     final: JobRecord | None = None
@@ -90,9 +104,8 @@ async def follow_on(
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             if str(message.topic) == topics.state(job_id):
-                try:
-                    record = decode_record(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                record = states.record(str(message.topic), payload)
+                if record is None:
                     continue
                 if record.status.terminal and final is None:
                     final = record

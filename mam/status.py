@@ -20,6 +20,8 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     broker: str
     durability: str = "fsync"
     detail: str | None = None
+    public_key: str | None = None
+    """The raw ed25519 public key that signs the workspace's states, base64 (see `mam.signing`)."""
 
 
 _decoder: Final = msgspec.json.Decoder(ProjectorStatus)

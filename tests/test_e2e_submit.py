@@ -17,7 +17,9 @@ from support import child_env, mam, run, wait_for_state
 def only_workspace_files(ws: WorkspacePaths) -> None:
     assert not list(ws.elsewhere.iterdir()), "nothing may land in the caller's cwd"
     assert sorted(p.name for p in ws.root.iterdir()) == [".mam"]
-    assert sorted(p.name for p in (ws.root / ".mam").iterdir()) == [".gitignore", "delegate_job_logs", "jobs"]
+    assert sorted(p.name for p in (ws.root / ".mam").iterdir()) == [
+        ".gitignore", "delegate_job_logs", "jobs", "projector.key", "projector.pub"
+    ]
 
 
 @pytest.mark.parametrize("via", ["env", "flag"])
@@ -63,6 +65,7 @@ async def test_submit_from_other_cwd_lands_in_workspace_root(
         assert meta["prompt"] == "write the tests" and meta["event_id"] == record["last_event_id"]
 
         state = await wait_for_state(broker.url, workspace_id(ws.root), "job-1")
+        assert state.pop("signature"), "the retained state is the record, signed by the projector"
         assert state == record
     only_workspace_files(ws)
 
@@ -115,6 +118,7 @@ async def test_mosquitto_clients_submit_and_read_state(broker: RunningBroker, ws
         record = json.loads(got.stdout)
         assert (record["job_id"], record["status"], record["agent_session"]) == ("job-1", "submitted", "herdr:demo")
         assert record["last_event_id"].startswith("p-"), "a hand-published event gets an id from the projector"
+        assert record.pop("signature"), "the retained state is the record, signed by the projector"
         assert json.loads((ws.jobs / "job-1.json").read_bytes()) == record
 
 

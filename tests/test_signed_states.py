@@ -1,0 +1,378 @@
+"""Signed states: a runner runs only what the projector recorded, whatever the broker lets through.
+
+The threat: on a broker without ACLs any client can publish retained states.
+Read a runner's id and epoch from its retained status, publish a `submitted`
+then a `claimed` state naming it for a job the registry never had, and an
+unverified runner runs the forged prompt. Here the runner (a real
+`mam-agent --agent shell`, real `sh`) must refuse such states with one
+warning per job and go on running genuine jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given
+from hypothesis import strategies as st
+from test_runner_support import TERMINAL, agent_runner, log_events, submit
+
+from mam.errors import MamError
+from mam.projector.signer import load_or_create
+from mam.record import JobRecord, Status, encode_record
+from mam.runtime import runtime_path
+from mam.signing import (
+    BadSignature,
+    StateReader,
+    fingerprint,
+    key_path,
+    load_workspace_key,
+    public_key_b64,
+    public_key_path,
+    sign_payload,
+    verify_payload,
+)
+from mam.topics import Topics
+from mam.workspace import resolve
+
+from brokers import RunningBroker
+from conftest import WorkspacePaths
+from e2e import projector_process, workspace_id
+from support import BIN, DEAD_BROKER, Daemon, Watch, child_env, mam, publish, run, wait_for_message, wait_for_state
+
+# -- the payload format ---------------------------------------------------------------------------------------------
+
+
+def record(job_id: str = "job-1", workspace: str = "ws-1", **fields: object) -> JobRecord:
+    values: dict = {"status": Status.SUBMITTED, "agent": "shell", "prompt": "true", "version": 1}
+    values.update(fields)
+    return JobRecord(job_id=job_id, workspace=workspace, submitted_at="2026-01-01T00:00:00.000Z",
+                     updated_at="2026-01-01T00:00:00.000Z", **values)
+
+
+KEY = Ed25519PrivateKey.generate()
+
+
+def test_a_signed_state_verifies_to_its_canonical_bytes_and_decodes_like_the_record() -> None:
+    canonical = encode_record(record())
+    payload = sign_payload(canonical, KEY)
+    assert payload.startswith(canonical[:-2] + b',"signature":"') and payload.endswith(b'"}\n')
+    assert verify_payload(payload, KEY.public_key()) == canonical
+    assert msgspec.json.decode(payload)["signature"], "the payload is still one JSON object"
+    assert msgspec.json.decode(payload, type=JobRecord) == record(), "readers that ignore signatures still work"
+
+
+def test_a_prompt_that_mimics_the_signature_member_does_not_confuse_the_cut() -> None:
+    fake = ',"signature":"' + "A" * 86 + '"}\n'
+    canonical = encode_record(record(prompt=fake))
+    assert verify_payload(sign_payload(canonical, KEY), KEY.public_key()) == canonical
+
+
+def test_every_tampered_byte_fails_verification() -> None:
+    payload = sign_payload(encode_record(record()), KEY)
+    for at in range(len(payload)):
+        tampered = bytearray(payload)
+        tampered[at] ^= 0x01
+        with pytest.raises(BadSignature):
+            verify_payload(bytes(tampered), KEY.public_key())
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (encode_record(record()), "no signature"),
+        (sign_payload(encode_record(record()), Ed25519PrivateKey.generate()), "does not verify"),
+        (sign_payload(encode_record(record()), KEY)[:-3] + b'=="}\n', "no signature"),
+        (b"", "no signature"),
+    ],
+    ids=["unsigned", "another-key", "padded", "empty"],
+)
+def test_an_unsigned_or_foreign_payload_fails_verification(payload: bytes, why: str) -> None:
+    with pytest.raises(BadSignature, match=why):
+        verify_payload(payload, KEY.public_key())
+
+
+@given(st.binary(max_size=600))
+def test_verify_refuses_arbitrary_bytes_with_bad_signature_only(data: bytes) -> None:
+    with pytest.raises(BadSignature):
+        verify_payload(data, KEY.public_key())
+
+
+@given(st.text(max_size=200), st.integers(min_value=0, max_value=10_000))
+def test_any_record_round_trips(prompt: str, version: int) -> None:
+    canonical = encode_record(record(prompt=prompt, version=version))
+    assert verify_payload(sign_payload(canonical, KEY), KEY.public_key()) == canonical
+
+
+def test_a_reader_takes_only_the_record_of_its_topic_and_warns_once_per_job() -> None:
+    warned: list[tuple[str, str]] = []
+    reader = StateReader("ws-1", KEY.public_key(), warn=lambda job, why: warned.append((job, why)))
+    topics = Topics("ws-1")
+    a = sign_payload(encode_record(record("job-a")), KEY)
+    assert reader.record(topics.state("job-a"), a) == record("job-a")
+    assert reader.record(topics.state("job-b"), a) is None
+    assert reader.record(topics.state("job-b"), a) is None
+    other_ws = sign_payload(encode_record(record("job-c", workspace="ws-2")), KEY)
+    assert reader.record(topics.state("job-c"), other_ws) is None
+    assert reader.record(topics.state("job-d"), encode_record(record("job-d"))) is None
+    assert [job for job, _ in warned] == ["job-b", "job-c", "job-d"], "one warning per job, not per message"
+    assert "for job 'job-a'" in warned[0][1] and "workspace 'ws-2'" in warned[1][1] and warned[2][1] == "no signature"
+    assert reader.record(topics.events("job-a"), a) is None and reader.record(topics.state("job-a"), b"") is None
+
+
+def test_without_a_key_a_reader_takes_states_as_they_come() -> None:
+    reader = StateReader("ws-1", None, warn=lambda job, why: pytest.fail("no key, no warning"))
+    assert reader.record(Topics("ws-1").state("job-1"), encode_record(record())) == record()
+
+
+# -- the key pair on disk -------------------------------------------------------------------------------------------
+
+
+def test_the_key_pair_is_made_once_private_key_0600_and_kept(tmp_path: Path) -> None:
+    workspace = resolve(workspace=tmp_path, env={})
+    key, made = load_or_create(workspace)
+    again, made_again = load_or_create(workspace)
+    assert made and not made_again and fingerprint(again.public_key()) == fingerprint(key.public_key())
+    assert stat.S_IMODE(key_path(workspace).stat().st_mode) == 0o600
+    assert key_path(workspace).parent == workspace.registry_dir.parent == tmp_path / ".mam"
+    assert fingerprint(load_workspace_key(workspace)) == fingerprint(key.public_key())  # type: ignore[arg-type]
+
+
+def test_a_link_or_a_readable_private_key_stops_the_projector_with_one_line(tmp_path: Path) -> None:
+    workspace = resolve(workspace=tmp_path, env={})
+    load_or_create(workspace)
+    path = key_path(workspace)
+    path.chmod(0o644)
+    with pytest.raises(MamError, match=r"others may read it \(mode 0644\): `chmod 600` it"):
+        load_or_create(workspace)
+    path.rename(tmp_path / "elsewhere.key")
+    path.symlink_to(tmp_path / "elsewhere.key")
+    with pytest.raises(MamError, match="cannot use the projector's signing key .*projector.key"):
+        load_or_create(workspace)
+
+
+# -- a real runner, a real broker with no ACL -----------------------------------------------------------------------
+
+
+def forged_state(ws_id: str, job_id: str, prompt: str, **fields: object) -> bytes:
+    """A state as an attacker writes it: the record's shape, unsigned."""
+    return encode_record(record(job_id, ws_id, prompt=prompt, **fields))
+
+
+async def wait_for_text(daemon: Daemon, text: str, *, timeout: float = 20) -> None:
+    with anyio.fail_after(timeout):
+        while text not in daemon.output():
+            await anyio.sleep(0.05)  # polling a daemon's log file for the line that proves it
+
+
+async def runner_epoch(url: str, ws_id: str, name: str) -> str:
+    _, payload = await wait_for_message(url, f"mam/{ws_id}/agents/{name}/status",
+                                        lambda _t, p: json.loads(p)["status"] == "online")
+    return json.loads(payload)["epoch"]
+
+
+def refused(ws: WorkspacePaths, job_id: str) -> list[str]:
+    rejected = ws.logs / "_rejected.jsonl"
+    return [line for line in rejected.read_text().splitlines() if job_id in line] if rejected.exists() else []
+
+
+def heard_of(ws: WorkspacePaths, job_id: str) -> list[str]:
+    """Anything the projector heard about `job_id`: a runner's claim of an unknown job would be
+    parked (and refused once its park time is over)."""
+    files = [p.name for p in ws.logs.rglob(f"{job_id}*")] + [p.name for p in ws.jobs.glob(f"{job_id}*")]
+    return files + refused(ws, job_id)
+
+
+async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_goes_on(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    topics = Topics(ws_id)
+    attacker = Ed25519PrivateKey.generate()
+    async with projector_process(mosquitto, ws.root, ws.elsewhere), \
+            agent_runner(mosquitto.url, ws, "--profile", "shell", agent="shell", name="victim") as runner:
+        epoch = await runner_epoch(mosquitto.url, ws_id, "victim")
+        for job_id, sign in (("forged-1", None), ("forged-2", attacker)):
+            prompt = f"touch {markers / job_id}"
+            for payload in (
+                forged_state(ws_id, job_id, prompt),
+                forged_state(ws_id, job_id, prompt, status=Status.CLAIMED, runner="victim", runner_epoch=epoch,
+                             version=2),
+            ):
+                await publish(mosquitto.url, topics.state(job_id), sign_payload(payload, sign) if sign else payload,
+                              retain=True)
+        await wait_for_text(runner, "job 'forged-1': ignoring a state that carries no signature")
+        await wait_for_text(runner, "job 'forged-2': ignoring a state that carries a signature that does not verify")
+        # The runner reads states in order: once it has run a genuine job submitted after the
+        # forgeries, it has long processed (and refused) all four of them.
+        await submit(mosquitto.url, ws, "real-1", f"touch {markers / 'real-1'}", agent="shell")
+        real = await wait_for_state(mosquitto.url, ws_id, "real-1", lambda r: r["status"] in TERMINAL, timeout=30)
+        log = runner.output()
+    assert real["status"] == "succeeded", real
+    assert sorted(p.name for p in markers.iterdir()) == ["real-1"], "a forged prompt ran"
+    assert log.count("job 'forged-1': ignoring") == 1 and log.count("job 'forged-2': ignoring") == 1, log
+    assert "claimed" not in "".join(line for line in log.splitlines() if "forged" in line)
+    for job_id in ("forged-1", "forged-2"):
+        assert not (ws.jobs / f"{job_id}.json").exists(), "the registry has no such job"
+        assert heard_of(ws, job_id) == [], "the runner sent nothing about the forged job"
+
+
+async def test_a_genuine_state_replayed_on_another_job_or_again_on_its_own_runs_nothing(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    """A state signed for job A, republished on job B's topic, is refused; A's own old states
+    replayed after A ran (its `submitted`, then its `claimed` naming this very runner) start nothing."""
+    ws_id = workspace_id(ws.root)
+    topics = Topics(ws_id)
+    ran = tmp_path / "ran.txt"
+    async with projector_process(mosquitto, ws.root, ws.elsewhere), \
+            agent_runner(mosquitto.url, ws, "--profile", "shell", agent="shell", name="r1") as runner:
+        seen: dict[str, bytes] = {}
+        async with Watch(mosquitto.url, topics.state("job-a")) as watch:
+            await submit(mosquitto.url, ws, "job-a", f"echo a >> {ran}", agent="shell")
+            for status in ("submitted", "claimed", "succeeded"):
+                _, seen[status] = await watch.next(lambda _t, p, s=status: json.loads(p)["status"] == s, timeout=30)
+        await publish(mosquitto.url, topics.state("job-b"), seen["submitted"], retain=True)
+        await wait_for_text(runner, "job 'job-b': ignoring a state that carries the projector's signature for job "
+                                    "'job-a', not for this topic's job")
+        await publish(mosquitto.url, topics.state("job-a"), seen["submitted"], retain=True)
+        await publish(mosquitto.url, topics.state("job-a"), seen["claimed"], retain=True)
+        await submit(mosquitto.url, ws, "job-c", f"echo c >> {ran}", agent="shell")
+        await wait_for_state(mosquitto.url, ws_id, "job-c", lambda r: r["status"] == "succeeded", timeout=30)
+        log = runner.output()
+    assert ran.read_text() == "a\nc\n", "job A ran once, job B never"
+    assert [e["type"] for e in log_events(ws, "job-a")].count("claimed") == 1
+    assert heard_of(ws, "job-b") == [] and refused(ws, "job-a") == [], "no claim was made of either"
+    assert log.count("job 'job-b': ignoring") == 1
+
+
+async def test_a_runner_without_any_key_refuses_to_start_in_one_line(ws: WorkspacePaths) -> None:
+    result = await run([str(BIN / "mam-agent"), "--agent", "shell", "--workspace", str(ws.root), "--broker",
+                        DEAD_BROKER], cwd=ws.elsewhere)
+    assert result.returncode == 2 and result.stderr.count(b"\n") == 1, result.stderr
+    line = result.stderr.decode()
+    assert line.startswith(f"mam-agent: error: no projector key for workspace {workspace_id(ws.root)}: ")
+    assert "start the workspace's projector first" in line and "--projector-key FILE|sha256:FINGERPRINT" in line
+    assert not (ws.root / ".mam").exists(), "a refused start creates nothing"
+
+
+def runner_elsewhere(url: str, root: Path, ws_id: str, key: str, log: Path) -> Daemon:
+    """`mam-agent` for a workspace dir that has no key file (same workspace id, another directory)."""
+    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--profile", "shell", "--broker", url, "--workspace",
+           str(root), "--workspace-id", ws_id, "--agent-id", "remote", "--projector-key", key]
+    return Daemon(cmd, cwd=root, env=child_env(), log=log)
+
+
+@pytest.mark.parametrize("form", ["fingerprint", "file"])
+async def test_projector_key_flag_lets_a_runner_without_the_key_file_run_jobs(
+    form: str, mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        status = json.loads((await wait_for_message(mosquitto.url, Topics(ws_id).projector_status))[1])
+        workspace = resolve(workspace=ws.root, env={})
+        key = load_workspace_key(workspace)
+        assert key is not None and status["public_key"] == public_key_b64(key), "projector/status carries the key"
+        if form == "file":
+            copy = tmp_path / "projector.pub"
+            copy.write_bytes(public_key_path(workspace).read_bytes())
+            given = str(copy)
+        else:
+            given = fingerprint(key)
+        runner = runner_elsewhere(mosquitto.url, remote, ws_id, given, tmp_path / "remote.log")
+        try:
+            await submit(mosquitto.url, ws, "job-r", "echo from afar", agent="shell")
+            record = await wait_for_state(mosquitto.url, ws_id, "job-r", lambda r: r["status"] in TERMINAL, timeout=30)
+        finally:
+            runner.stop()
+    assert record["status"] == "succeeded" and record["runner"] == "remote", (record, runner.output())
+    assert not (remote / ".mam").exists()
+    assert f"states are verified with the projector's key {fingerprint(key)}" in runner.output()
+
+
+async def test_a_wrong_fingerprint_refuses_once_the_projector_announces_its_key(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    wrong = "sha256:" + "0" * 64
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        key = load_workspace_key(resolve(workspace=ws.root, env={}))
+        assert key is not None
+        runner = runner_elsewhere(mosquitto.url, remote, ws_id, wrong, tmp_path / "remote.log")
+        try:
+            code = await runner.wait(timeout=30)
+        finally:
+            runner.stop()
+    errors = [line for line in runner.output().splitlines() if "error" in line]
+    assert code == 2 and errors == [
+        f"mam-agent: error: --projector-key {wrong}: the projector of workspace {ws_id} announces key "
+        f"{fingerprint(key)}; pass the fingerprint it logs at start, or its projector.pub file"
+    ], runner.output()
+
+
+async def test_a_malformed_fingerprint_is_a_usage_error(ws: WorkspacePaths) -> None:
+    result = await run([str(BIN / "mam-agent"), "--agent", "shell", "--workspace", str(ws.root), "--broker",
+                        DEAD_BROKER, "--projector-key", "sha256:abc"], cwd=ws.elsewhere)
+    assert result.returncode == 2
+    assert result.stderr.decode() == "mam-agent: error: --projector-key sha256:abc: a fingerprint is sha256: and 64 " \
+                                     "hex digits\n"
+
+
+# -- local clients: a forged state fakes no verdict ----------------------------------------------------------------
+
+
+async def test_a_follower_ignores_a_forged_outcome_and_says_so_once(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    topics = Topics(ws_id)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        await submit(mosquitto.url, ws, "job-f", "never run", agent="nobody")
+        follower = Daemon(mam("logs", "job-f", "-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                          cwd=ws.elsewhere, env=child_env(), log=tmp_path / "follow.log")
+        try:
+            forged = forged_state(ws_id, "job-f", "never run", status=Status.SUCCEEDED, exit_code=0, version=9)
+            for _ in range(3):
+                await publish(mosquitto.url, topics.state("job-f"), forged, retain=True)
+            await wait_for_text(follower, "ignoring a state of job 'job-f' that carries no signature")
+            cancelled = await run(mam("cancel", "job-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                                  cwd=ws.elsewhere)
+            assert cancelled.returncode == 0, cancelled.stderr
+            code = await follower.wait(timeout=30)
+        finally:
+            follower.stop()
+    assert code == 1, "the follower ended on the genuine outcome (cancelled), not the forged success"
+    assert follower.output().count("ignoring a state of job 'job-f'") == 1, follower.output()
+
+
+async def test_local_clients_take_the_projectors_states_and_refuse_an_unsigned_one(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """What `mam submit`/`cancel` wait with: the workspace's key from beside the registry dir."""
+    ws_id = workspace_id(ws.root)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        reader = StateReader.for_workspace(resolve(workspace=ws.root, env={}), warn=lambda j, w: None)
+        assert reader.key is not None
+        forged = forged_state(ws_id, "job-x", "p", last_event_id="e-1")
+        assert reader.record(Topics(ws_id).state("job-x"), forged) is None
+        await submit(mosquitto.url, ws, "job-x", "p", agent="nobody")
+        _, payload = await wait_for_message(mosquitto.url, Topics(ws_id).state("job-x"))
+        assert reader.record(Topics(ws_id).state("job-x"), payload) is not None, "the genuine state verifies"
+
+
+def test_the_key_files_sit_beside_the_registry_dir_like_the_runtime_file(tmp_path: Path) -> None:
+    workspace = resolve(workspace=tmp_path, registry=tmp_path / "elsewhere" / "jobs", env={})
+    assert key_path(workspace) == tmp_path / "elsewhere" / "projector.key"
+    assert public_key_path(workspace) == tmp_path / "elsewhere" / "projector.pub"
+    assert key_path(workspace).parent == runtime_path(workspace).parent
