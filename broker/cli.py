@@ -8,8 +8,9 @@ from pathlib import Path
 
 import anyio
 
+from mam.broker.limits import DEFAULT_CONNECT_TIMEOUT, MOST_CONNECTIONS, Limits
 from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
-from mam.cli_args import Parser, add_verbose, port
+from mam.cli_args import Parser, add_verbose, port, positive_int, positive_seconds
 from mam.cli_common import run_cli, setup_logging
 from mam.signals import cancel_on_signal
 
@@ -19,6 +20,27 @@ ALLOW_ANONYMOUS_HELP = (
     "serve an anonymous broker on a non-loopback --host: anyone who can reach it can submit jobs "
     "that runners execute (without a --password-file, a non-loopback --host is refused)"
 )
+
+
+def add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """`--connect-timeout` and `--max-connections`, for `mam-broker` and `mam up` alike."""
+    parser.add_argument(
+        "--connect-timeout",
+        type=positive_seconds,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"close a connection that sends no CONNECT within this (default {DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        metavar="N",
+        help=f"close new connections while N are open (default {MOST_CONNECTIONS}, fewer if ulimit -n is low)",
+    )
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    return Limits(connect_timeout=args.connect_timeout, max_connections=args.max_connections)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="require user:password (create the file with `mam passwd F USER`)",
     )
     parser.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    add_limit_flags(parser)
     add_verbose(parser, top=True)
     return parser
 
@@ -52,7 +75,11 @@ def main(argv: list[str] | None = None) -> None:
 
     def body() -> int:
         broker = EmbeddedBroker(
-            args.host, args.port, password_file=args.password_file, allow_anonymous=args.allow_anonymous
+            args.host,
+            args.port,
+            password_file=args.password_file,
+            allow_anonymous=args.allow_anonymous,
+            limits=limits_from_args(args),
         )
         anyio.run(serve, broker)
         return 0

@@ -8,7 +8,8 @@ issue #401). A `PublishGate` closes that for a consumer living in the same
 process: the gate sees each incoming publish first and may return an
 awaitable; the acknowledgement (and the delivery to subscribers) waits for it.
 If the awaitable fails, the publish is neither acknowledged nor delivered, so
-the client still holds it and will send it again.
+the client still holds it and will send it again. (`mam.broker.handler` puts
+the gate in front of amqtt's QoS flows.)
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
-from amqtt.session import INCOMING, IncomingApplicationMessage, OutgoingApplicationMessage
+from amqtt.session import IncomingApplicationMessage
 
 log = logging.getLogger("mam.broker")
 
@@ -26,31 +26,14 @@ PublishGate = Callable[[str, bytes, bool], Awaitable[None] | None]
 awaitable the acknowledgement waits for."""
 
 
-class GatedHandler(BrokerProtocolHandler):
-    """amqtt's broker-side protocol handler with the gate in front of the QoS flows."""
-
-    gate: PublishGate | None = None
-
-    async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
-        if self.gate is not None and app_message.direction == INCOMING:
-            retain = bool(app_message.publish_packet and app_message.publish_packet.retain_flag)
-            held = self.gate(app_message.topic, bytes(app_message.data or b""), retain)
-            if held is not None:
-                try:
-                    await held
-                except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
-                    log.warning("not acknowledging a publish on %s: %s", app_message.topic, exc)
-                    return
-        await super()._handle_message_flow(app_message)
-
-
-def install(handler: BrokerProtocolHandler, gate: PublishGate) -> None:
-    """Put `gate` in front of `handler`'s incoming publishes.
-
-    amqtt builds its handlers itself (`BrokerProtocolHandler.init_from_connect`
-    inside the broker's connection code), so the class is switched on the
-    instance, once, before the handler reads its first PUBLISH. `GatedHandler`
-    adds no state of its own, which is what makes the switch safe.
-    """
-    handler.__class__ = GatedHandler
-    handler.gate = gate  # type: ignore[attr-defined]
+async def passes(gate: PublishGate, message: IncomingApplicationMessage) -> bool:
+    """Offer an incoming publish to `gate`; False if it must not be acknowledged."""
+    retain = bool(message.publish_packet and message.publish_packet.retain_flag)
+    held = gate(message.topic, bytes(message.data or b""), retain)
+    if held is not None:
+        try:
+            await held
+        except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
+            log.warning("not acknowledging a publish on %s: %s", message.topic, exc)
+            return False
+    return True

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
+import math
+import socket
+from asyncio.trsock import TransportSocket
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from amqtt.adapters import ReaderAdapter, WriterAdapter
+import anyio
+from amqtt.adapters import ReaderAdapter, StreamReaderAdapter, StreamWriterAdapter, WriterAdapter
 from amqtt.broker import Broker
-from amqtt.errors import BrokerError
+from amqtt.errors import AMQTTError, BrokerError
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
 
 from mam.broker import gate
+from mam.broker.admission import ConnectionCap, accept_failures
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
+from mam.broker.flow import PacketReader, PublishWindow
+from mam.broker.handler import install_handler
+from mam.broker.limits import MOST_CONNECTIONS, Limits, resolve_limits
+from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
@@ -30,7 +42,14 @@ class PortInUse(UsageError):
 
 
 class _Broker(Broker):
-    """amqtt's broker with its retained-message leak closed.
+    """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
+
+    Every TCP connection counts against the connection cap, is read through a
+    `PacketReader` (one packet at a time, no faster than its publishes are
+    handled), must send CONNECT within the connect timeout, and has its
+    socket closed when amqtt is done with it: amqtt leaves the socket of a
+    client that closed or failed before CONNECT open, one descriptor lost
+    each time.
 
     On every CONNECT, amqtt 0.12 replays retained messages for every topic
     filter any client ever subscribed to, not only the connecting session's
@@ -50,14 +69,51 @@ class _Broker(Broker):
     fifth of the process's CPU time.
     """
 
-    publish_gate: gate.PublishGate | None = None
+    def __init__(self, config: dict[str, Any], *, limits: Limits, publish_gate: gate.PublishGate | None) -> None:
+        super().__init__(config)
+        self.limits = limits
+        self.publish_gate = publish_gate
+        self.cap = ConnectionCap(limits.max_connections or MOST_CONNECTIONS)
+        self.protocol_errors = Notice()
+        self.no_connect = Notice()
+
+    async def stream_connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
+    ) -> None:
+        if not self.cap.admit():
+            writer.transport.abort()
+            return
+        try:
+            packets = PacketReader(
+                StreamReaderAdapter(reader),
+                PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress),
+                max_packet=self.limits.max_packet,
+                peer=_peer(writer),
+                on_protocol_error=self.protocol_errors,
+            )
+            await self._client_connected(listener_name, packets, StreamWriterAdapter(writer))
+        finally:
+            writer.transport.abort()
+            self.cap.release()
 
     async def _initialize_client_session(
         self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
     ) -> tuple[BrokerProtocolHandler, Session]:
-        handler, session = await super()._initialize_client_session(reader, writer, remote_address, remote_port)
-        if self.publish_gate is not None:
-            gate.install(handler, self.publish_gate)
+        timeout = self.limits.connect_timeout
+        try:
+            with anyio.fail_after(timeout):
+                handler, session = await super()._initialize_client_session(reader, writer, remote_address, remote_port)
+        except TimeoutError:
+            self.no_connect(
+                f"closed the connection from {remote_address}:{remote_port}: no CONNECT within {timeout:g} s "
+                "(--connect-timeout)"
+            )
+            raise AMQTTError("no CONNECT in time") from None
+        window = reader.window if isinstance(reader, PacketReader) else None
+        install_handler(handler, window=window, publish_gate=self.publish_gate)
+        if session.keep_alive > 0:
+            # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
+            session.keep_alive = math.ceil(session.keep_alive * 1.5)
         return handler, session
 
     async def _broadcast_message(
@@ -92,18 +148,21 @@ class EmbeddedBroker:
         password_file: Path | None = None,
         publish_gate: gate.PublishGate | None = None,
         allow_anonymous: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         check_exposure(host, password_file, allow_anonymous)
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file
         self.publish_gate = publish_gate
+        self.limits = resolve_limits(limits or Limits())
         self.host = host
         self.requested_port = port
         self.port: int | None = None
         self.bound: list[tuple[str, int]] = []
         """Every (address, port) a listening socket is bound to, as the OS reports it."""
         self._broker: _Broker | None = None
+        self._loop_errors: tuple[asyncio.AbstractEventLoop, Any] | None = None
 
     @property
     def address(self) -> BrokerAddress:
@@ -122,8 +181,8 @@ class EmbeddedBroker:
         return shown
 
     async def start(self) -> None:
-        broker = _Broker(broker_config(self.host, self.requested_port, self.password_file))
-        broker.publish_gate = self.publish_gate
+        config = broker_config(self.host, self.requested_port, self.password_file)
+        broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate)
         try:
             await broker.start()
         except BrokerError as exc:
@@ -137,7 +196,16 @@ class EmbeddedBroker:
         server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
         self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
         self.port = self.bound[0][1]
-        log.debug("embedded broker listening on %s", self.listening)
+        _widen_backlog(server.sockets)  # type: ignore[union-attr]
+        self._watch_accept(broker)
+        log.debug("embedded broker listening on %s (at most %d connections)", self.listening, broker.cap.most)
+
+    def _watch_accept(self, broker: _Broker) -> None:
+        """A failed accept() (no descriptors left) becomes one notice now and then; the
+        clients already connected are served on (asyncio retries accepting each second)."""
+        loop = asyncio.get_running_loop()
+        self._loop_errors = (loop, loop.get_exception_handler())
+        loop.set_exception_handler(accept_failures(loop, Notice(), lambda: broker.cap.open))
 
     async def publish(self, topic: str, payload: bytes, retain: bool) -> None:
         """Publish from inside the broker, as a plugin would (no client, no socket):
@@ -155,6 +223,10 @@ class EmbeddedBroker:
             await broker.shutdown()
             self.port = None
             self.bound = []
+        if self._loop_errors is not None:
+            loop, previous = self._loop_errors
+            loop.set_exception_handler(previous)
+            self._loop_errors = None
 
     async def __aenter__(self) -> EmbeddedBroker:
         await self.start()
@@ -171,3 +243,24 @@ def _port_in_use(host: str, port: int) -> PortInUse:
         f"port {port} on {host} is already in use (often a system mosquitto): pass --port N, or --port 0 "
         f"for a free one, or use the broker that is listening: mam-projector --broker mqtt://{host}:{port}"
     )
+
+
+def _widen_backlog(listening: Iterable[TransportSocket]) -> None:
+    """Let the kernel queue up to SOMAXCONN connections not accepted yet.
+
+    asyncio listens with a backlog of 100: a burst of clients connecting at once
+    (runners coming back after a restart, or a flood) would have SYNs dropped and
+    wait a second or more each. asyncio's socket wrapper has no listen(); a
+    duplicate descriptor shares the socket.
+    """
+    for wrapped in listening:
+        with wrapped.dup() as sock:
+            sock.listen(socket.SOMAXCONN)
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    if not peer:
+        return "an unknown address"
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -37,6 +37,7 @@ ALLOW_ANONYMOUS_HELP = (
 
 def add_arguments(up: argparse.ArgumentParser) -> None:
     """The `mam up` flags (`mam.cli` builds the subparser and hands it here)."""
+    from mam.broker.cli import add_limit_flags
     from mam.cli_args import add_verbose, port
     from mam.cli_common import add_workspace_args
 
@@ -55,6 +56,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
         help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
     )
     up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    add_limit_flags(up)
     add_verbose(up)
     add_workspace_args(up)
 
@@ -102,6 +104,7 @@ def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False,
 
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
+    from mam.broker.cli import limits_from_args
     from mam.broker.server import EmbeddedBroker
     from mam.projector.intake import LocalIntake
     from mam.projector.service import Projector
@@ -114,6 +117,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         password_file=args.password_file,
         publish_gate=intake.offer,
         allow_anonymous=args.allow_anonymous,
+        limits=limits_from_args(args),
     )
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)

@@ -1,0 +1,90 @@
+"""amqtt's per-client protocol handler, with mam's gate, publish window and keep-alive in it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Coroutine
+from contextvars import ContextVar
+from typing import Any
+
+from amqtt.mqtt.constants import QOS_2
+from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
+from amqtt.mqtt.publish import PublishPacket
+from amqtt.session import INCOMING, IncomingApplicationMessage, OutgoingApplicationMessage
+
+from mam.broker import gate
+from mam.broker.flow import PacketReader, PublishWindow, Slot
+
+log = logging.getLogger("mam.broker")
+
+_SLOT: ContextVar[Slot | None] = ContextVar("mam_broker_publish_slot", default=None)
+"""The window slot of the publish the current task handles (each PUBLISH is a task of its own)."""
+
+
+class ClientHandler(BrokerProtocolHandler):
+    """amqtt's broker-side handler for one connection, with:
+
+    - the gate (`mam.broker.gate`) in front of the QoS flows of incoming publishes;
+    - each incoming publish counted in the client's `PublishWindow` from the moment it is
+      read until it is acknowledged (QoS 1), queued (QoS 0) or its PUBREC is sent (QoS 2:
+      the PUBREL it then waits for comes only if the reader reads on);
+    - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs.
+    """
+
+    gate: gate.PublishGate | None = None
+    window: PublishWindow | None = None
+
+    def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
+        packet and runs what it returns as a task, so the publish is counted before the loop
+        reads the next packet (an `async def` body would only start later)."""
+        slot = None
+        if self.window is not None:
+            header = publish_packet.fixed_header
+            slot = self.window.take(header.remaining_length if header else len(publish_packet.data or b""))
+        return self._publish(publish_packet, slot)
+
+    async def _publish(self, publish_packet: PublishPacket, slot: Slot | None) -> None:
+        _SLOT.set(slot)
+        try:
+            await super().handle_publish(publish_packet)
+        finally:
+            if slot is not None:
+                slot.release()
+
+    async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
+        if app_message.direction == INCOMING:
+            if self.gate is not None and not await gate.passes(self.gate, app_message):  # type: ignore[arg-type]
+                return
+            if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
+                slot.release()
+        await super()._handle_message_flow(app_message)
+
+    def handle_read_timeout(self) -> None:
+        """No packet for the keep-alive grace: close, unless it was this broker holding the client back."""
+        reader, grace = self.reader, self.keepalive_timeout
+        if not isinstance(reader, PacketReader) or grace is None or reader.holding:
+            return
+        if time.monotonic() - reader.last_heard >= grace:
+            client = self.session.client_id if self.session else "?"
+            log.info(
+                "closed the connection of client %s from %s: nothing received for %d s", client, reader.peer, grace
+            )
+            reader.close()
+
+
+def install_handler(
+    handler: BrokerProtocolHandler, *, window: PublishWindow | None, publish_gate: gate.PublishGate | None
+) -> None:
+    """Make `handler` a `ClientHandler` with `window` and `publish_gate`.
+
+    amqtt builds its handlers itself (`BrokerProtocolHandler.init_from_connect`
+    inside the broker's connection code), so the class is switched on the
+    instance, once, before the handler reads its first PUBLISH. `ClientHandler`
+    keeps no state beyond the two attributes set here, which is what makes the
+    switch safe.
+    """
+    handler.__class__ = ClientHandler
+    handler.window = window  # type: ignore[attr-defined]
+    handler.gate = publish_gate  # type: ignore[attr-defined]
