@@ -9,15 +9,13 @@ link at the file itself.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from mam.nofollow import NOFOLLOW, SymlinkRefused
+from mam.projector.dirs import Dir
 
 if TYPE_CHECKING:
-    from mam.projector.dirs import Dir
     from mam.projector.durable import PathArg, SyncPlan
 
 
@@ -113,19 +111,9 @@ class Appender:
         path = os.fspath(path)
         fd = self.cached(path)
         if fd is None:
-            try:
-                opened = os.open(path, _APPEND_FLAGS | NOFOLLOW, 0o644)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP and os.path.islink(path):
-                    raise SymlinkRefused(path) from None
-                raise
-            fd = self.adopt(path, opened)
+            directory, name = os.path.split(path)
+            fd = self.adopt(path, Dir.open_path(directory).open(name, _APPEND_FLAGS))
         self.write(fd, data, plan)
-
-    def forget(self, key: str) -> None:
-        fd = self._fds.pop(key, None)
-        if fd is not None:
-            os.close(fd)
 
     def close(self) -> None:
         while self._fds:

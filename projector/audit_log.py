@@ -107,7 +107,7 @@ class AuditLog:
             return
         for entry in root.entries():
             if not is_job_id(entry.name):
-                continue  # the projector's own names (`_rejected.jsonl`, `_parked`), ids of old
+                continue  # the projector's own names (`_rejected.jsonl`, `_parked`), ids from before the rule
             if entry.is_symlink():
                 yield entry.name
             elif entry.is_dir(follow_symlinks=False) and _has(root, entry.name, EVENTS_FILE):
@@ -148,10 +148,8 @@ class AuditLog:
         if not rejections:
             return
         data = b"".join(_entry_encoder.encode(r) + b"\n" for r in rejections)
-        root = self._root.get(create=True)
-        assert root is not None
         try:
-            fd = self._appender.open_at(REJECTED_FILE, root, REJECTED_FILE)  # no job id starts with `_`
+            fd = self._appender.open_at(REJECTED_FILE, self._root.make(), REJECTED_FILE)  # no job id starts with `_`
         except PathRefused as exc:
             warn_once(exc, "refused events are published on `rejected` but not logged until it is removed")
             return
@@ -164,7 +162,7 @@ class AuditLog:
 
     def _job_dir(self, job_id: str, plan: durable.SyncPlan | None = None) -> Dir | None:
         """The job's log dir, made (joining `plan`) if a plan is given; `None` if it does not exist."""
-        root = self._root.get(create=plan is not None)
+        root = self._root.get() if plan is None else self._root.make()
         if root is None:
             return None
         return root.subdir(job_id, create=plan is not None, plan=plan)

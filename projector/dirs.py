@@ -132,6 +132,12 @@ class Root:
         """The open directory; `None` if it does not exist and `create` is false."""
         return self._dir if self._dir is not None else self._open(create)
 
+    def make(self) -> Dir:
+        """The open directory, made first if it does not exist."""
+        found = self._dir if self._dir is not None else self._open(create=True)
+        assert found is not None
+        return found
+
     def ready(self) -> Dir:
         """For a batch: the directory, made again if it went missing and reopened if another
         took its place at the resolved path (one `lstat`)."""

@@ -10,10 +10,11 @@ each changed directory at the barrier.
 
 No link is followed. The `*_at` functions name files relative to an open
 `dirs.Dir` and open them with `O_NOFOLLOW`, so a link planted in the registry
-or log dir is refused (`mam.nofollow.SymlinkRefused`), never written through;
-renames replace a link, never its target. The path-based ones (`stage`,
-`stage_in`, `atomic_write`, `Appender.append`) follow links on the way to
-the directory, as the path names it, but not at the file itself.
+or log dir is refused (`mam.nofollow.SymlinkRefused`), never written through,
+as is any file of another kind than a regular one (`PathRefused`); renames
+replace a link, never its target. The path-based ones (`stage`, `stage_in`,
+`atomic_write`, `Appender.append`) follow links on the way to the directory,
+as the path names it, but not at the file itself.
 
 Recycled temp files. Creating an inode is by far the dearest step of an
 atomic replace on ext4 (tens to hundreds of microseconds, against a few for

@@ -41,9 +41,7 @@ class ProjectorLock:
     @property
     def registry(self) -> Dir:
         """The registry dir the lock is in, open (made if missing)."""
-        found = self._root.get(create=True)
-        assert found is not None
-        return found
+        return self._root.make()
 
     def acquire(self, info: dict[str, Any]) -> None:
         """Take the lock and write `info` into it, or raise `WorkspaceLocked` (or

@@ -41,21 +41,17 @@ class Registry:
         self._root.ready()
 
     def read_bytes(self, job_id: str) -> bytes | None:
-        """The record's bytes, or `None`; raises `SymlinkRefused` if the record is a link."""
+        """The record's bytes, or `None`; raises `PathRefused` if the record is a link or not a regular file."""
         root = self._root.get()
         return None if root is None else root.read(f"{job_id}{RECORD_SUFFIX}")
 
     def stage(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> durable.Staged:
         """Stage the record's new bytes; a record is rewritten batch after batch, so its temp file is recycled."""
-        root = self._root.get(create=True)
-        assert root is not None
-        return durable.stage_at(root, f"{job_id}{RECORD_SUFFIX}", data, plan, recycle=True)
+        return durable.stage_at(self._root.make(), f"{job_id}{RECORD_SUFFIX}", data, plan, recycle=True)
 
     def write(self, job_id: str, data: bytes) -> None:
         """Replace one record atomically and durably (repair)."""
-        root = self._root.get(create=True)
-        assert root is not None
-        durable.atomic_write_at(root, f"{job_id}{RECORD_SUFFIX}", data)
+        durable.atomic_write_at(self._root.make(), f"{job_id}{RECORD_SUFFIX}", data)
 
     def names(self) -> Iterator[tuple[str, bool]]:
         """Each record's name without `.json` (hidden temp files left out), and whether it is a link."""

@@ -42,7 +42,7 @@ class DirtyList:
     def _open(self, *, create: bool) -> int | None:
         if self._fd is not None:
             return self._fd
-        registry = self._root.get(create=create)
+        registry = self._root.make() if create else self._root.get()
         if registry is None:
             return None
         try:
