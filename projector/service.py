@@ -30,10 +30,11 @@ from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
-from mam.record import JobRecord, encode_record
+from mam.projector.signer import StateSigner
+from mam.record import JobRecord
 from mam.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 from mam.status import ProjectorStatus, encode
-from mam.timefmt import utc_now_iso
+from mam.timefmt import utc_now, utc_now_iso
 from mam.topics import Topics
 from mam.workspace import Workspace
 
@@ -110,6 +111,7 @@ class Projector:
         self.restore_retained = restore_retained
         self.publish_local = publish_local
         self.served_by = served_by
+        self.signer = StateSigner(workspace)
 
     def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
         return ProjectorStatus(
@@ -124,6 +126,7 @@ class Projector:
             broker=self.broker.url,
             durability=self.durability,
             detail=detail,
+            public_key=self.signer.public_key_b64,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -167,6 +170,7 @@ class Projector:
                 started_at=self.started_at,
                 served_by=self.served_by,
             )
+            self.restore_retained |= self.signer.load()  # a new key: republish every state, signed
             write_runtime(self.workspace, runtime)
             try:
                 await self._serve_with_reconnects(task_status)
@@ -184,7 +188,9 @@ class Projector:
             lost: aiomqtt.MqttError | None = None
             try:
                 async with self._connection() as client:
-                    if not connected_once:
+                    if connected_once:  # wills read now may only mean the broker restarted
+                        self.projection.wills.reconnected(utc_now(), self.limits)
+                    else:
                         connected_once = True
                         task_status.started()
                     delay = self.retry_delay
@@ -199,6 +205,7 @@ class Projector:
             self.log.close()
             if not connected_once:
                 raise unreachable(self.broker, lost) from None
+            self.projection.wills.connection_lost(utc_now())
             log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
             await anyio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -218,13 +225,14 @@ class Projector:
         async with client:
             if self.intake is None:
                 await client.subscribe(self.topics.all_events, qos=1)
+                await self._subscribe_to_misses(client)
             await client.subscribe(self.topics.all_agent_status, qos=1)
             # Records repaired at start-up, and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
             self._unpublished.update((record.job_id, record) for record in self._repaired)
             self._repaired = []
             for job_id, record in self._unpublished.items():
-                await client.publish(self.topics.state(job_id), encode_record(record), qos=1, retain=True)
+                await client.publish(self.topics.state(job_id), self.signer.payload(record), qos=1, retain=True)
             self._unpublished.clear()
             await client.publish(self.topics.projector_status, encode(self.status("online")), qos=1, retain=True)
             log.info("serving workspace %s on %s", self.workspace.id, self.broker.url)
@@ -235,6 +243,15 @@ class Projector:
                     await client.publish(
                         self.topics.projector_status, encode(self.status("offline", "stopped")), qos=1, retain=True
                     )
+
+    async def _subscribe_to_misses(self, client: aiomqtt.Client) -> None:
+        """Also take publishes that miss a job's events topic, to refuse them with a reason;
+        a broker that refuses such a filter costs only those refusals (said once)."""
+        granted = await client.subscribe([(topic, 1) for topic in self.topics.malformed_events])
+        refused = [t for t, code in zip(self.topics.malformed_events, granted or [], strict=False)
+                   if getattr(code, "value", code) not in (0, 1, 2)]
+        if refused:
+            log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
 
     async def _serve(self, client: aiomqtt.Client) -> None:
         """Take what arrived, fold, commit, publish, acknowledge; repeat.
@@ -323,11 +340,11 @@ class Projector:
 
         async def one(record: JobRecord) -> None:
             async with limiter:
-                await client.publish(self.topics.state(record.job_id), encode_record(record), qos=1, retain=True)
+                await client.publish(self.topics.state(record.job_id), self.signer.payload(record), qos=1, retain=True)
 
         if self.publish_local is not None:
             for record in records:
-                await self.publish_local(self.topics.state(record.job_id), encode_record(record), True)
+                await self.publish_local(self.topics.state(record.job_id), self.signer.payload(record), True)
         else:
             async with anyio.create_task_group() as tg:
                 for record in records:
@@ -337,7 +354,7 @@ class Projector:
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
         for job_id, record in staged.records.items():
-            await self._publish_view(client, self.topics.state(job_id), encode_record(record), retain=True)
+            await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for rejection in staged.rejections:
             await self._publish_view(client, self.topics.rejected, encode(rejection), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
