@@ -127,6 +127,7 @@ class Root:
         self.label = label
         self.real: str | None = None
         self._dir: Dir | None = None
+        self._resolve()  # at start: a link made later is not followed
 
     def get(self, *, create: bool = False) -> Dir | None:
         """The open directory; `None` if it does not exist and `create` is false."""

@@ -214,23 +214,26 @@ async def test_crash_repair_does_not_read_a_record_through_a_link(
     assert projector.output().count(REFUSED_ONCE) == 1
 
 
-async def test_a_registry_dir_that_is_a_link_the_user_chose_is_used_and_kept(
+async def test_registry_and_log_dirs_that_are_links_the_user_chose_are_used_and_kept(
     amqtt: RunningBroker, ws: WorkspacePaths, tmp_path: Path
 ) -> None:
-    real = tmp_path / "real-jobs"
-    real.mkdir()
+    real_jobs, real_logs = tmp_path / "real-jobs", tmp_path / "real-logs"
+    real_jobs.mkdir()
+    real_logs.mkdir()
     (ws.root / ".mam").mkdir()
-    ws.jobs.symlink_to(real, target_is_directory=True)
+    ws.jobs.symlink_to(real_jobs, target_is_directory=True)
+    ws.logs.symlink_to(real_logs, target_is_directory=True)
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
         await record_good_job(amqtt.url, ws_id)
-    assert (real / "good-1.json").is_file()
-    said = [line for line in projector.output().splitlines() if "through a symlink" in line]
-    assert len(said) == 1 and str(ws.jobs) in said[0] and str(real) in said[0]
+    assert (real_jobs / "good-1.json").is_file() and (real_logs / "good-1" / "events.jsonl").is_file()
+    said = [line for line in projector.output().splitlines() if "through a symlink; using that directory" in line]
+    assert len(said) == 2, "one line for each dir, once"
+    assert str(ws.jobs) in said[0] + said[1] and str(real_logs) in said[0] + said[1]
     rebuilt = await run(mam("rebuild", "--json", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert ws.jobs.is_symlink() and ws.jobs.resolve() == real.resolve(), "the user's link stays a link"
-    assert json.loads((real / "good-1.json").read_bytes())["job_id"] == "good-1"
+    assert ws.jobs.is_symlink() and ws.jobs.resolve() == real_jobs.resolve(), "the user's link stays a link"
+    assert json.loads((real_jobs / "good-1.json").read_bytes())["job_id"] == "good-1"
 
 
 async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_link(
