@@ -252,11 +252,8 @@ class Publisher:
                 if record is not None and record.last_event_id == event_id:
                     return record
             elif topic == self.topics.rejected:
-                try:
-                    refusal = msgspec.json.decode(_payload(message))
-                except msgspec.DecodeError:
-                    continue
-                if isinstance(refusal, dict) and refusal.get("event_id") == event_id:
+                refusal = states.refusal(_payload(message))
+                if refusal is not None and refusal.get("event_id") == event_id:
                     raise Refused(f"the projector refused the event: {refusal.get('reason')}")
         raise aiomqtt.MqttError("the broker closed the connection")
 

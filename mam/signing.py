@@ -200,6 +200,20 @@ class StateReader:
             self._refuse(parsed.job_id, str(exc))
             return None
 
+    def refusal(self, payload: bytes) -> dict[str, object] | None:
+        """A refusal from `rejected`: verified like a state when there is a key, else as it comes."""
+        if self.key is not None:
+            try:
+                payload = verify_payload(payload, self.key)
+            except BadSignature as exc:
+                self._refuse("(a refusal)", str(exc))
+                return None
+        try:
+            refusal = msgspec.json.decode(payload)
+        except msgspec.DecodeError:
+            return None
+        return refusal if isinstance(refusal, dict) else None
+
     def _verified(self, job_id: str, payload: bytes, key: Ed25519PublicKey) -> JobRecord:
         canonical = verify_payload(payload, key)
         try:

@@ -356,7 +356,7 @@ class Projector:
         for job_id, record in staged.records.items():
             await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for rejection in staged.rejections:
-            await self._publish_view(client, self.topics.rejected, encode(rejection), retain=False)
+            await self._publish_view(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         for message in messages:
             if isinstance(message, LocalMessage):

@@ -60,6 +60,13 @@ class StateSigner:
         assert self._key is not None
         return sign_payload(encode_record(record), self._key)
 
+    def signed(self, message: bytes) -> bytes:
+        """Any other JSON object the projector publishes (a refusal), signed the same way."""
+        if self._key is None:
+            self.load()
+        assert self._key is not None
+        return sign_payload(message.rstrip(b"\n") + b"\n", self._key)
+
 
 def load_or_create(workspace: Workspace) -> tuple[Ed25519PrivateKey, bool]:
     path = key_path(workspace)

@@ -376,3 +376,38 @@ def test_the_key_files_sit_beside_the_registry_dir_like_the_runtime_file(tmp_pat
     assert key_path(workspace) == tmp_path / "elsewhere" / "projector.key"
     assert public_key_path(workspace) == tmp_path / "elsewhere" / "projector.pub"
     assert key_path(workspace).parent == runtime_path(workspace).parent
+
+
+async def test_a_forged_refusal_does_not_make_submit_report_refused(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
+    """An attacker who sees the submit's event id forges an unsigned refusal for it; the CLI waits for the real verdict."""
+    import os
+    import signal
+
+    ws_id = workspace_id(ws.root)
+    topics = Topics(ws_id)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
+        async with Watch(mosquitto.url, topics.events("job-f")) as events:
+            os.kill(projector.pid, signal.SIGSTOP)
+            try:
+                async with anyio.create_task_group() as tg:
+                    result: dict = {}
+
+                    async def submit_it() -> None:
+                        result["done"] = await run(
+                            mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-f",
+                                "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                            cwd=ws.elsewhere,
+                        )
+
+                    tg.start_soon(submit_it)
+                    event_id = json.loads((await events.next())[1])["id"]
+                    forged = {"received_at": "x", "topic": topics.events("job-f"), "reason": "forged",
+                              "job_id": "job-f", "event_id": event_id, "payload": "", "payload_bytes": 0}
+                    await publish(mosquitto.url, topics.rejected, json.dumps(forged).encode())
+                    os.kill(projector.pid, signal.SIGCONT)
+            finally:
+                os.kill(projector.pid, signal.SIGCONT)
+    done = result["done"]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "job-f"
+    assert "ignoring" in done.stderr.decode() and "forged" not in done.stderr.decode()
