@@ -25,6 +25,7 @@ from mam.discovery import projector_info
 from mam.reading import iter_records, read_events, read_record
 from mam.record import JobRecord, Status
 from mam.runtime import read_runtime
+from mam.signing import fingerprint, load_workspace_key
 from mam.terminal import safe
 
 PROG = "mam"
@@ -55,6 +56,8 @@ def cmd_workspace(args: argparse.Namespace) -> int:
         {"process": runtime.served_by, "pid": runtime.pid, "broker": runtime.broker} if runtime else None
     )
     info["projector"] = projector_info(workspace.registry_dir)
+    key = load_workspace_key(workspace)
+    info["projector_key"] = fingerprint(key) if key is not None else None
     if runtime is not None and _same_broker(runtime.broker, broker.url) is False:
         print(
             f"mam: warning: this client would use {broker.url} ({source}), but {runtime.served_by} "
@@ -68,9 +71,11 @@ def cmd_workspace(args: argparse.Namespace) -> int:
         for key, value in info.items():
             if key == "projector":
                 value = f"pid {value['pid']} on {value['broker']}" if value else "none running"
+            elif key == "projector_key":
+                value = value or "none yet (made at the projector's first start)"
             elif key == "served_by":
                 value = f"{value['process']} (pid {value['pid']}) on {value['broker']}" if value else "nothing running"
-            print(f"{key:<13}{value}")
+            print(f"{key:<14}{value}")
     return 0
 
 
