@@ -48,9 +48,7 @@ def write_runtime(workspace: Workspace, runtime: Runtime) -> Path:
     """Write the file atomically (a reader never sees half of it)."""
     path = runtime_path(workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{RUNTIME_NAME}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(asdict(runtime), indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    _replace_file(path, (json.dumps(asdict(runtime), indent=2) + "\n").encode())
     return path
 
 
@@ -92,8 +90,21 @@ def last_port(workspace: Workspace) -> int | None:
 def remember_port(workspace: Workspace, port: int) -> None:
     path = workspace.registry_dir.parent / UP_STATE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{UP_STATE_NAME}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps({"port": port}) + "\n", encoding="utf-8")
+    _replace_file(path, (json.dumps({"port": port}) + "\n").encode())
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write `path` atomically through a fresh temp file, never through a link planted at
+    either name (a job runs in the workspace and could plant one): the temp file is created
+    exclusively without following links, and the rename replaces a link at `path` itself."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        os.unlink(temp)  # a leftover, or a planted link: removing it follows nothing
+    except FileNotFoundError:
+        pass
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
     os.replace(temp, path)
 
 

@@ -154,3 +154,22 @@ async def test_a_stale_runtime_file_is_ignored(ws: WorkspacePaths) -> None:
     }))
     described = json.loads((await run(mam("workspace", "--json"), cwd=ws.root, env=child_env(MAM_BROKER_URL=None))).stdout)
     assert described["broker"] == "mqtt://127.0.0.1:1883" and described["broker_from"] == "the default"
+
+
+def test_the_runtime_files_are_never_written_through_a_planted_link(ws: WorkspacePaths) -> None:
+    from mam.runtime import Runtime, remember_port, write_runtime
+
+    workspace = resolve(workspace=ws.root, env={})
+    (ws.root / ".mam").mkdir()
+    outside = ws.elsewhere.parent / "outside.txt"
+    outside.write_text("keep me")
+    import os
+
+    for name in ("runtime.json", f".runtime.json.{os.getpid()}.tmp", "up.json", f".up.json.{os.getpid()}.tmp"):
+        (ws.root / ".mam" / name).symlink_to(outside)
+    write_runtime(workspace, Runtime(broker="mqtt://127.0.0.1:1", pid=os.getpid(), host="h", workspace="w",
+                                     started_at="t", served_by="mam up"))
+    remember_port(workspace, 4242)
+    assert outside.read_text() == "keep me"
+    assert not (ws.root / ".mam" / "runtime.json").is_symlink()
+    assert json.loads((ws.root / ".mam" / "up.json").read_text()) == {"port": 4242}
