@@ -11,6 +11,7 @@ import secrets
 import shlex
 import socket
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     from mam.broker.cli import add_limit_flags
     from mam.cli_args import add_verbose, port
     from mam.cli_common import add_workspace_args
+    from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
     up.add_argument(
@@ -56,6 +58,11 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
         help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
     )
     up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    up.add_argument(
+        "--dashboard", nargs="?", type=port, const=DASHBOARD_PORT, metavar="PORT",
+        help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
+        "off loopback it needs --password-file, whose users log in to it",
+    )
     add_limit_flags(up)
     add_verbose(up)
     add_workspace_args(up)
@@ -138,6 +145,12 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         print(banner(workspace, broker, login=login is not None), flush=True)
         if why:
             print(f"mam up: {why}", flush=True)
+        if args.dashboard is not None:
+            from mam.web.server import serve_dashboard
+
+            serve = partial(serve_dashboard, workspace, address, host=args.host, port=args.dashboard,
+                            password_file=args.password_file)
+            print(f"mam up: dashboard {await tg.start(serve)}", flush=True)
 
 
 def choose_port(

@@ -17,6 +17,8 @@ from mam.topics import Topics
 
 BIN = Path(sys.executable).parent
 AMBIENT = ("WORKSPACE_ROOT", "DELEGATE_JOB_LOGS_DIR", "MAM_BROKER_URL")
+KEPT = ("MAM_ARTIFACTS_DIR",)
+"""Where CI collects files a test saves (screenshots): names no workspace or broker, so it stays."""
 DEAD_BROKER = "mqtt://127.0.0.1:9"
 """Where a test that forgot `--broker` would publish: nothing listens on the discard port."""
 
@@ -24,7 +26,7 @@ DEAD_BROKER = "mqtt://127.0.0.1:9"
 def scrub_environment(env: dict[str, str]) -> dict[str, str]:
     """Drop every variable that could point a test at a real workspace or broker."""
     for key in list(env):
-        if key.startswith("MAM_") or key in AMBIENT:
+        if (key.startswith("MAM_") and key not in KEPT) or key in AMBIENT:
             del env[key]
     env["MAM_BROKER_URL"] = DEAD_BROKER
     return env

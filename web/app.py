@@ -1,0 +1,109 @@
+"""The dashboard's one app: the page, its static files, one event stream, the cancel action.
+
+Handlers only translate HTTP to the calls the CLI makes: the stream reads the
+hub (`stream.py`), cancel goes through `Publisher.publish_and_wait` like
+`mam cancel`, with the projector's verdict as the answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mam import events as ev
+from mam.agents.publisher import Publisher
+from mam.broker_url import BrokerAddress
+from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
+from mam.ids import validate_job_id
+from mam.web.auth import Logins, RequireLogin
+from mam.web.filters import JobFilter
+from mam.web.hub import Hub
+from mam.web.stream import page_stream
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+CANCEL_TIMEOUT = 30.0
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopback: bool) -> Starlette:
+    """`loopback`: served on a loopback address, so only loopback host names are answered
+    (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1)."""
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def stream(request: Request) -> Response:
+        job = request.query_params.get("job") or None
+        try:
+            chosen = JobFilter.from_params(request.query_params)
+            if job is not None:
+                validate_job_id(job)
+        except MamError as exc:
+            return JSONResponse({"error": str(exc)}, 400)
+        return StreamingResponse(page_stream(hub, chosen, job), media_type="text/event-stream")
+
+    async def cancel(request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the request as application/json"}, 415)
+        try:
+            job_id = validate_job_id(request.path_params["job_id"])
+            body = msgspec.json.decode(await request.body() or b"{}")
+            reason = body.get("reason") if isinstance(body, dict) else None
+            event = ev.decode_event(ev.encode_event(ev.CancelRequested(reason=reason)))
+            async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
+                record = await pub.publish_and_wait(job_id, event, timeout=CANCEL_TIMEOUT)
+        except (msgspec.DecodeError, ev.EventError) as exc:
+            return JSONResponse({"error": f"bad request: {exc}"}, 400)
+        except MamError as exc:
+            return JSONResponse({"error": str(exc)}, _http_status(exc))
+        return JSONResponse({"job_id": record.job_id, "status": record.status.value})
+
+    middleware = [Middleware(SecurityHeaders)]
+    if loopback:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
+    if logins is not None:
+        middleware.insert(0, Middleware(RequireLogin, logins=logins))
+    routes = [
+        Route("/", page),
+        Route("/api/stream", stream),
+        Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def _http_status(exc: MamError) -> int:
+    if isinstance(exc, Refused):
+        return 409
+    return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
+
+
+class SecurityHeaders:
+    """Every response: a strict content security policy (no inline script, nothing from elsewhere)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]
+            await send(message)
+
+        await self.app(scope, receive, send if scope["type"] != "http" else with_headers)

@@ -1,0 +1,82 @@
+"""Who may open the dashboard: loopback by default, else a login from a `mam passwd` file (HTTP basic auth)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from pathlib import Path
+
+import anyio
+from pwdlib import PasswordHash
+from pwdlib.exceptions import UnknownHashError
+from pwdlib.hashers.argon2 import Argon2Hasher
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mam.broker.config import is_loopback
+from mam.broker.passwords import check_password_file
+from mam.errors import UsageError
+
+REALM = 'Basic realm="mam dashboard", charset="UTF-8"'
+
+
+def check_exposure(host: str, password_file: Path | None) -> None:
+    """A dashboard other machines can reach shows every prompt and cancels jobs: it needs a login."""
+    if password_file is None and not is_loopback(host):
+        raise UsageError(
+            f"--host {host!r} is not a loopback address: the dashboard shows every job and can cancel them, "
+            "so it needs a login there: pass --password-file F (create it with `mam passwd F USER`)"
+        )
+
+
+class Logins:
+    """The users of a password file (`user:argon2-hash` lines, as `mam passwd` writes them)."""
+
+    def __init__(self, path: Path) -> None:
+        check_password_file(path)
+        self.users = dict(line.split(":", 1) for line in path.read_text().splitlines() if ":" in line)
+        self._hasher = PasswordHash((Argon2Hasher(),))
+        self._passed: set[bytes] = set()
+
+    async def check(self, authorization: str | None) -> bool:
+        """Whether an `Authorization: Basic ...` header names a user and the right password.
+        A header that passed once is remembered (as a hash), so argon2 runs once per login."""
+        if not authorization or not authorization.lower().startswith("basic "):
+            return False
+        digest = hashlib.sha256(authorization.encode()).digest()
+        if digest in self._passed:
+            return True
+        try:
+            user, sep, password = base64.b64decode(authorization[6:].strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        stored = self.users.get(user)
+        if not sep or stored is None:
+            return False
+        ok = await anyio.to_thread.run_sync(self._verify, password, stored)
+        if ok:
+            self._passed.add(digest)
+        return ok
+
+    def _verify(self, password: str, stored: str) -> bool:
+        try:
+            return self._hasher.verify(password, stored)
+        except UnknownHashError:
+            return False
+
+
+class RequireLogin:
+    """ASGI middleware: every HTTP request carries a valid login, else 401 asks the browser for one."""
+
+    def __init__(self, app: ASGIApp, logins: Logins) -> None:
+        self.app = app
+        self.logins = logins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not await self.logins.check(Headers(scope=scope).get("authorization")):
+            response = PlainTextResponse("log in to see the dashboard\n", 401, headers={"WWW-Authenticate": REALM})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,175 @@
+"""The dashboard's live view of a workspace: one MQTT subscription, fanned out to every open page.
+
+The hub keeps what a page needs for its first paint (job states, runners,
+the projector's status, recent refusals) and hands each change to every
+subscriber. States and refusals count only when they verify
+(`mam.signing.StateReader`); an unverifiable one is ignored. A page that
+falls behind by `BUFFER` changes is cut off: its browser reconnects and gets
+a fresh snapshot, so a change is never silently lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiomqtt
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from mam import events as ev
+from mam.broker_url import BrokerAddress
+from mam.errors import MamError
+from mam.mqtt import make_client
+from mam.reading import iter_records
+from mam.record import JobRecord
+from mam.signing import StateReader
+from mam.status import decode_agent_status, decode_projector_status
+from mam.topics import Kind, Topics
+from mam.workspace import Workspace
+
+log = logging.getLogger("mam.web")
+
+BUFFER = 1000
+REFUSALS_KEPT = 200
+RETRY = (0.5, 1.0, 2.0, 5.0)
+_event_decoder = msgspec.json.Decoder(ev.AnyEvent)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing that changed: `kind` is job, event, agent, projector, refusal or broker."""
+
+    kind: str
+    data: Any
+    job_id: str | None = None
+    record: JobRecord | None = None
+
+
+Inbox = MemoryObjectReceiveStream[Change]
+
+
+class Hub:
+    def __init__(self, workspace: Workspace, broker: BrokerAddress) -> None:
+        self.workspace = workspace
+        self.broker = broker
+        self.topics = Topics(workspace.id)
+        self.reader = _reader(workspace)
+        self.jobs: dict[str, JobRecord] = {}
+        self.agents: dict[str, dict[str, Any]] = {}
+        self.projector: dict[str, Any] | None = None
+        self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
+        self.connected = False
+        self._pages: set[MemoryObjectSendStream[Change]] = set()
+
+    @contextmanager
+    def subscribe(self) -> Iterator[Inbox]:
+        send, receive = anyio.create_memory_object_stream[Change](BUFFER)
+        self._pages.add(send)
+        try:
+            yield receive
+        finally:
+            self._pages.discard(send)
+            send.close()
+            receive.close()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read the registry (when it is on this machine), then follow the broker until cancelled."""
+        for record in await anyio.to_thread.run_sync(lambda: list(iter_records(self.workspace))):
+            self.jobs[record.job_id] = record
+        task_status.started()
+        try:
+            attempt = 0
+            while True:
+                try:
+                    await self._follow()
+                    attempt = 0
+                except aiomqtt.MqttError as exc:
+                    log.debug("dashboard: broker %s: %s", self.broker.url, exc)
+                self._set_connected(False)
+                await anyio.sleep(RETRY[min(attempt, len(RETRY) - 1)])  # reconnect backoff
+                attempt += 1
+        finally:
+            for page in list(self._pages):
+                page.close()
+
+    async def _follow(self) -> None:
+        t = self.topics
+        async with make_client(self.broker, keepalive=30) as client:
+            await client.subscribe(
+                [(t.projector_status, 1), (t.all_agent_status, 1), (t.rejected, 1), (t.all_states, 1), (t.all_events, 1)]
+            )
+            self._set_connected(True)
+            async for message in client.messages:
+                payload = message.payload if isinstance(message.payload, bytes) else b""
+                self.take(str(message.topic), payload)
+
+    def take(self, topic: str, payload: bytes) -> None:
+        """Fold one message into the view and tell every page."""
+        parsed = self.topics.parse(topic)
+        if parsed is None:
+            return
+        if parsed.kind is Kind.STATE:
+            record = self.reader.record(topic, payload)
+            known = self.jobs.get(record.job_id) if record else None
+            if record is not None and (known is None or record.version >= known.version):
+                self.jobs[record.job_id] = record
+                self._tell(Change("job", msgspec.to_builtins(record), record.job_id, record))
+        elif parsed.kind is Kind.EVENTS and parsed.job_id:
+            try:
+                event = _event_decoder.decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return
+            self._tell(Change("event", {"job_id": parsed.job_id, "event": msgspec.to_builtins(event)}, parsed.job_id))
+        elif parsed.kind is Kind.REJECTED:
+            refusal = self.reader.refusal(payload)
+            if refusal is not None:
+                self.refusals.appendleft(refusal)
+                self._tell(Change("refusal", refusal))
+        elif parsed.kind is Kind.PROJECTOR_STATUS:
+            self._projector(payload)
+        elif parsed.kind is Kind.AGENT_STATUS and parsed.agent_id:
+            status = decode_agent_status(payload)
+            if status is None:
+                self.agents.pop(parsed.agent_id, None)
+                self._tell(Change("agent", {"agent_id": parsed.agent_id, "gone": True}))
+            else:
+                self.agents[parsed.agent_id] = msgspec.to_builtins(status)
+                self._tell(Change("agent", self.agents[parsed.agent_id]))
+
+    def _projector(self, payload: bytes) -> None:
+        status = decode_projector_status(payload)
+        self.projector = msgspec.to_builtins(status) if status is not None else None
+        if status is not None and status.status == "online" and self.reader.key is None:
+            try:
+                self.reader = _reader(self.workspace)  # its first start may have made the key just now
+            except MamError as exc:
+                log.warning("dashboard: %s", exc)
+        self._tell(Change("projector", self.projector))
+
+    def _set_connected(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            self._tell(Change("broker", {"connected": connected, "url": self.broker.url}))
+
+    def _tell(self, change: Change) -> None:
+        for page in list(self._pages):
+            try:
+                page.send_nowait(change)
+            except anyio.WouldBlock:
+                self._pages.discard(page)
+                page.close()  # fallen behind: its browser reconnects for a fresh snapshot
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._pages.discard(page)
+
+
+def _reader(workspace: Workspace) -> StateReader:
+    def warn(job_id: str, why: str) -> None:
+        log.warning("dashboard: ignoring a state of job %r that carries %s", job_id, why)
+
+    return StateReader.for_workspace(workspace, warn=warn)

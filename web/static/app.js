@@ -1,0 +1,136 @@
+// The dashboard: one event stream from the server (a snapshot, then changes), no polling.
+
+import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals } from "./view.js";
+
+const state = {
+  workspace: "", broker: "", connected: false, projector: null,
+  jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "",
+};
+let stream = null;
+let pending = false;
+
+function draw() {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => {
+    pending = false;
+    drawHeader(state);
+    drawJobs(state, open);
+    drawAgents(state);
+    drawRefusals(state);
+    drawDetail(state);
+  });
+}
+
+function params() {
+  const form = new FormData(document.querySelector("#filters"));
+  const query = new URLSearchParams();
+  for (const key of ["status", "agent", "label"]) if (form.get(key)) query.set(key, form.get(key).trim());
+  if (state.jobId) query.set("job", state.jobId);
+  return query;
+}
+
+function addEvent(entry) {
+  const detail = state.detail;
+  const id = entry.event && entry.event.id;
+  if (id && detail.seen.has(id)) return;
+  if (id) detail.seen.add(id);
+  detail.events.push(entry);
+  if (entry.event.type === "output") detail.output += entry.event.text;
+}
+
+const handlers = {
+  snapshot(data) {
+    Object.assign(state, { workspace: data.workspace, broker: data.broker, connected: data.connected });
+    state.projector = data.projector;
+    state.jobs = new Map(data.jobs.map((job) => [job.job_id, job]));
+    state.agents = new Map(data.agents.map((a) => [a.agent_id, a]));
+    state.refusals = data.refusals;
+    state.detail = null;
+    if (data.detail) {
+      state.detail = { ...data.detail, events: [], seen: new Set(), output: "" };
+      data.detail.events.forEach(addEvent);
+    }
+  },
+  job({ record, shown }) {
+    if (shown) state.jobs.set(record.job_id, record);
+    else state.jobs.delete(record.job_id);
+    if (state.detail && state.detail.job_id === record.job_id) state.detail.record = record;
+  },
+  event({ job_id, event }) {
+    if (state.detail && state.detail.job_id === job_id) addEvent({ event });
+  },
+  agent(status) {
+    if (status.gone) state.agents.delete(status.agent_id);
+    else state.agents.set(status.agent_id, status);
+  },
+  projector(status) {
+    state.projector = status;
+  },
+  refusal(refusal) {
+    state.refusals = [refusal, ...state.refusals].slice(0, 200);
+  },
+  broker({ connected }) {
+    state.connected = connected;
+  },
+};
+
+function connect() {
+  if (stream) stream.close();
+  const query = params();
+  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
+  stream = new EventSource(`/api/stream?${query}`);
+  for (const [name, handle] of Object.entries(handlers)) {
+    stream.addEventListener(name, (message) => {
+      handle(JSON.parse(message.data));
+      draw();
+    });
+  }
+  stream.addEventListener("error", () => {
+    state.connected = false;
+    draw();
+  });
+}
+
+function open(jobId) {
+  state.jobId = jobId;
+  state.verdict = "";
+  connect();
+}
+
+async function cancel() {
+  const jobId = state.jobId;
+  state.verdict = `asking to cancel ${jobId}…`;
+  draw();
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/cancel`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ reason: "cancelled from the dashboard" }),
+    });
+    const answer = await response.json();
+    state.verdict = response.ok
+      ? `cancel recorded: ${answer.job_id} is ${answer.status}`
+      : `cancel refused: ${answer.error}`;
+  } catch (error) {
+    state.verdict = `cancel failed: ${error}`;
+  }
+  draw();
+}
+
+function start() {
+  const query = new URLSearchParams(location.search);
+  const form = document.querySelector("#filters");
+  for (const key of ["status", "agent", "label"]) if (query.get(key)) form.elements[key].value = query.get(key);
+  state.jobId = query.get("job");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    connect();
+  });
+  form.elements.status.addEventListener("change", connect);
+  document.querySelector("#cancel").addEventListener("click", cancel);
+  document.querySelector("#close").addEventListener("click", () => open(null));
+  connect();
+}
+
+start();

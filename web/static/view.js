@@ -1,0 +1,95 @@
+// Drawing the dashboard from its state (see app.js); every value is shown as text.
+
+import { ago, el, fill, row, short } from "./dom.js";
+
+const $ = (selector) => document.querySelector(selector);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
+
+function status(value) {
+  return el("td", { class: `status ${value}`, "data-status": value }, value);
+}
+
+export function drawHeader(state) {
+  $("#workspace").textContent = state.workspace || "";
+  const broker = $("#broker");
+  broker.textContent = state.connected ? `broker ${state.broker}` : `broker ${state.broker || ""}: reconnecting…`;
+  broker.className = `badge ${state.connected ? "online" : "offline"}`;
+  const projector = state.projector;
+  const badge = $("#projector");
+  badge.textContent = projector
+    ? `projector ${projector.status} (pid ${projector.pid} on ${projector.host}, v${projector.version})` +
+      (projector.detail ? `: ${projector.detail}` : "")
+    : "projector: none announced";
+  badge.className = `badge ${projector ? projector.status : "offline"}`;
+}
+
+export function drawJobs(state, open) {
+  const jobs = [...state.jobs.values()].sort((a, b) =>
+    a.submitted_at === b.submitted_at ? (a.job_id < b.job_id ? 1 : -1) : a.submitted_at < b.submitted_at ? 1 : -1,
+  );
+  fill(
+    $("#jobs tbody"),
+    jobs.map((job) => {
+      const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+      const tr = row(
+        [el("td", { class: "id" }, job.job_id), status(job.status), job.agent, labels,
+         el("td", { title: job.submitted_at }, ago(job.submitted_at)), short(job.prompt)],
+        { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
+      );
+      tr.addEventListener("click", () => open(job.job_id));
+      return tr;
+    }),
+  );
+  $("#no-jobs").hidden = jobs.length > 0;
+}
+
+export function drawAgents(state) {
+  const agents = [...state.agents.values()].sort((a, b) => (a.agent_id < b.agent_id ? -1 : 1));
+  fill(
+    $("#agents tbody"),
+    agents.map((a) =>
+      row([a.agent_id, a.agent, status(a.status), a.host, el("td", { title: a.started_at }, ago(a.started_at)),
+           `${(a.jobs || []).length}/${a.concurrency}`], { "data-agent-id": a.agent_id }),
+    ),
+  );
+}
+
+export function drawRefusals(state) {
+  $("#refusals").replaceChildren(
+    ...state.refusals.map((r) =>
+      el("li", {},
+        el("span", { class: "reason" }, r.reason),
+        el("span", { class: "quiet" }, ` ${r.job_id ? `job ${r.job_id}, ` : ""}${r.topic} ${ago(r.received_at)}`),
+        el("code", {}, short(r.payload, 120))),
+    ),
+  );
+}
+
+export function drawDetail(state) {
+  const detail = state.detail;
+  $("#detail").hidden = !detail;
+  if (!detail) return;
+  const record = detail.record;
+  $("#detail-id").textContent = detail.job_id;
+  const badge = $("#detail-status");
+  badge.textContent = record ? record.status : "unknown";
+  badge.className = `status ${record ? record.status : ""}`;
+  $("#cancel").hidden = !record || TERMINAL.has(record.status);
+  $("#detail-problem").textContent = detail.problem || "";
+  $("#verdict").textContent = state.verdict || "";
+  fill(
+    $("#record tbody"),
+    Object.entries(record || {})
+      .filter(([, v]) => v !== null && v !== "" && !(typeof v === "object" && Object.keys(v).length === 0))
+      .map(([k, v]) => row([el("th", {}, k), el("td", {}, el("div", {}, typeof v === "object" ? JSON.stringify(v) : String(v)))])),
+  );
+  fill(
+    $("#events tbody"),
+    detail.events.map((entry) => {
+      const { type, id, v, ts, job_id, ...rest } = entry.event || {};
+      const given = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== null));
+      return row([entry.seq ?? "live", ago(entry.received_at || ts), type, short(JSON.stringify(given), 120)]);
+    }),
+  );
+  $("#output").textContent = detail.output;
+}

@@ -1,0 +1,77 @@
+"""What one page receives: a snapshot for its first paint, then the changes it shows, as server-sent events.
+
+A page asks for one filter and at most one job's detail; it reconnects with
+new parameters when either changes, and gets a fresh snapshot each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+
+from mam.errors import MamError
+from mam.reading import read_events, read_record
+from mam.web.filters import JobFilter, newest_first
+from mam.web.hub import Change, Hub
+
+KEEPALIVE = 15.0
+
+
+def frame(name: str, data: Any) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
+
+
+async def snapshot(hub: Hub, chosen: JobFilter, job_id: str | None) -> dict[str, Any]:
+    return {
+        "workspace": hub.workspace.id,
+        "connected": hub.connected,
+        "broker": hub.broker.url,
+        "jobs": msgspec.to_builtins(newest_first(hub.jobs.values(), chosen)),
+        "agents": sorted(hub.agents.values(), key=lambda a: a["agent_id"]),
+        "projector": hub.projector,
+        "refusals": list(hub.refusals),
+        "detail": await detail(hub, job_id) if job_id else None,
+    }
+
+
+async def detail(hub: Hub, job_id: str) -> dict[str, Any]:
+    """The job's record and its audit log, read as `mam show` and `mam events` read them."""
+    record = hub.jobs.get(job_id)
+    problem = None
+    try:
+        if record is None:
+            record = await anyio.to_thread.run_sync(read_record, hub.workspace, job_id)
+        events = await anyio.to_thread.run_sync(read_events, hub.workspace, job_id)
+    except MamError as exc:
+        events, problem = [], str(exc)
+    return {"job_id": job_id, "record": msgspec.to_builtins(record), "events": events, "problem": problem}
+
+
+def shown(change: Change, chosen: JobFilter, job_id: str | None) -> tuple[str, Any] | None:
+    """The frame a page with this filter and detail gets for a change, if any."""
+    if change.kind == "job" and change.record is not None:
+        return "job", {"record": change.data, "shown": chosen.matches(change.record)}
+    if change.kind == "event":
+        return ("event", change.data) if change.job_id == job_id else None
+    return change.kind, change.data
+
+
+async def page_stream(hub: Hub, chosen: JobFilter, job_id: str | None) -> AsyncIterator[bytes]:
+    with hub.subscribe() as inbox:
+        yield frame("snapshot", await snapshot(hub, chosen, job_id))
+        while True:
+            change: Change | None = None
+            with anyio.move_on_after(KEEPALIVE):
+                try:
+                    change = await inbox.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+            if change is None:
+                yield b": keepalive\n\n"
+                continue
+            out = shown(change, chosen, job_id)
+            if out is not None:
+                yield frame(*out)
