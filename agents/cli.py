@@ -10,14 +10,18 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam import presence
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import UsageError
-from mam.follow import Followed, follow_on, outcome_code
+from mam.errors import MamError, UsageError
+from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
+from mam.live import snapshot_agents, snapshot_job_ids
 from mam.provenance import git_info
+from mam.query import NoSuchJob, resolve_job_id
 from mam.record import JobRecord
+from mam.status import AgentStatus
 from mam.terminal import safe
 
 
@@ -82,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Ask for a job to be cancelled. Returns once the projector has recorded the request "
         "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended.",
     )
-    cancel.add_argument("job_id", type=job_id, metavar="JOB")
+    cancel.add_argument("job_id", type=job_id, metavar="JOB",
+                        help="the job's id, or any unique prefix or suffix of it among the states the broker retains")
     cancel.add_argument("--reason", metavar="R")
     _add_wait_args(
         cancel,
@@ -175,24 +180,71 @@ def run_submit(args: argparse.Namespace) -> int:
         )
     )
     job_id = args.job_id or new_job_id()
+    recorded = False
 
     async def go() -> int:
+        nonlocal recorded
         async with Publisher(workspace, broker, by="mam-cli") as pub:
             if args.no_wait:
                 _print_published(job_id, await pub.publish_served(job_id, event), args.json)
                 return 0
             if args.follow:
                 await pub.client.subscribe(pub.topics.events(job_id), qos=1)
-            record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
-            if not args.follow:
+                record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
+            else:
+                record, runners = await _submit_and_look(pub, job_id, event, args.timeout)
                 _print_record(record, args.json)
+                if runners is not None and not presence.serving(runners, args.agent):
+                    print(f"mam: warning: no runner for {args.agent!r} is online: job {job_id} waits until one "
+                          f"starts (`mam-agent --agent {args.agent}`); `mam agents` lists the runners",
+                          file=sys.stderr)
                 return 0
+            recorded = True
             print(job_id, file=sys.stderr)
-            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}), states=pub.states)
+            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}),
+                                    states=pub.states, say=say_on_stderr)
             print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
             return outcome_code(final.status)
 
-    return anyio.run(go)
+    try:
+        return anyio.run(go)
+    except KeyboardInterrupt:
+        if not recorded:
+            raise
+        print(f"\nmam: {stopped_following(job_id)}", file=sys.stderr)
+        return 130
+
+
+async def _submit_and_look(
+    pub: Publisher, job_id: str, event: ev.AnyEvent, timeout: float
+) -> tuple[JobRecord, list[AgentStatus] | None]:
+    """Publish and wait for the verdict while reading, on a connection of its own, which runners are
+    online (None if that could not be read)."""
+    runners: list[AgentStatus] | None = None
+
+    async def look() -> None:
+        nonlocal runners
+        try:
+            runners = list((await snapshot_agents(pub.broker, pub.topics)).values())
+        except MamError:
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(look)
+        record = await pub.publish_and_wait(job_id, event, timeout=timeout)
+    return record, runners
+
+
+async def _resolve_retained(pub: Publisher, text: str) -> str:
+    """The job id `text` is, or uniquely starts or ends, among the states the broker retains.
+
+    A writer opens no registry file, so `mam cancel` resolves a short id
+    against the retained states; an id nothing matches goes out as typed (the
+    projector then refuses it: unknown job)."""
+    try:
+        return resolve_job_id(text, await snapshot_job_ids(pub.broker, pub.topics))
+    except NoSuchJob:
+        return text
 
 
 def run_cancel(args: argparse.Namespace) -> int:
@@ -202,14 +254,15 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
+            job = await _resolve_retained(pub, args.job_id)
             if args.no_wait:
-                _print_published(args.job_id, await pub.publish_served(args.job_id, event), args.json)
+                _print_published(job, await pub.publish_served(job, event), args.json)
                 return 0
             deadline = anyio.current_time() + args.timeout
-            record = await pub.publish_and_wait(args.job_id, event, timeout=args.timeout)
+            record = await pub.publish_and_wait(job, event, timeout=args.timeout)
             if args.wait and not record.status.terminal:
                 remaining = max(deadline - anyio.current_time(), 0.001)
-                record = await pub.wait_ended(args.job_id, timeout=remaining, limit=args.timeout)
+                record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
             if args.json:
                 _print_record(record, True)
             else:

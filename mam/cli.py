@@ -22,29 +22,20 @@ from mam.cli_common import (
     workspace_from_args,
 )
 from mam.discovery import projector_info
-from mam.reading import iter_records, read_events, read_record
-from mam.record import JobRecord, Status
+from mam.humanize import ago, parse_time
+from mam.reading import read_events, read_record, resolve_id
+from mam.record import JobRecord
 from mam.runtime import read_runtime
 from mam.signing import fingerprint, load_workspace_key
+from mam.tables import short
 from mam.terminal import safe
+from mam.timefmt import utc_now
 
 PROG = "mam"
 
 
 def _dump(value: Any) -> None:
     print(json.dumps(msgspec.to_builtins(value), indent=2))
-
-
-def _table(rows: list[list[str]], header: list[str]) -> None:
-    rows = [[safe(str(cell), keep_layout=False) for cell in row] for row in rows]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
-def _short(text: str | None, width: int = 48) -> str:
-    text = safe(" ".join((text or "").split()), keep_layout=False)
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def cmd_workspace(args: argparse.Namespace) -> int:
@@ -88,66 +79,37 @@ def _same_broker(a: str, b: str) -> bool:
     return hosts_match and x.port == y.port and x.tls == y.tls
 
 
-def _print_tree(records: list[JobRecord]) -> None:
-    by_id = {r.job_id: r for r in records}
-    children: dict[str | None, list[JobRecord]] = {}
-    for record in records:
-        parent = record.parent if record.parent in by_id else None
-        children.setdefault(parent, []).append(record)
-
-    def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
-        branch = "" if root else ("`-- " if last else "|-- ")
-        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {_short(record.prompt, 40)}")
-        kids = children.get(record.job_id, [])
-        for index, kid in enumerate(kids):
-            draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
-
-    for record in children.get(None, []):
-        draw(record, "", True, True)
-
-
-def cmd_jobs(args: argparse.Namespace) -> int:
-    workspace = workspace_from_args(args)
-    records = [r for r in iter_records(workspace) if args.status is None or r.status.value == args.status]
-    records.sort(key=lambda r: (r.submitted_at, r.job_id))
-    if args.view == "tree":
-        if args.json:
-            _dump([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value} for r in records])
-        else:
-            _print_tree(records)
-        return 0
-    if args.json:
-        _dump(records)
-        return 0
-    if not records:
-        print(f"no jobs in {workspace.registry_dir}", file=sys.stderr)
-        return 0
-    _table(
-        [
-            [r.job_id, r.status.value, r.agent, r.agent_session or "-", r.submitted_at, _short(r.prompt)]
-            for r in records
-        ],
-        ["JOB", "STATUS", "AGENT", "SESSION", "SUBMITTED", "PROMPT"],
-    )
-    return 0
+_INDENT = 20
 
 
 def _show_text(record: JobRecord) -> None:
+    """One key a line; a multi-line value continues on lines indented under its first; times with their age."""
+    now = utc_now()
     for key, value in msgspec.to_builtins(record).items():
         if value in (None, {}, ""):
             continue
-        shown = json.dumps(value) if isinstance(value, dict) else safe(str(value))
-        print(f"{key:<20}{shown}")
+        if isinstance(value, dict):
+            shown = json.dumps(value)
+        else:
+            shown = safe(str(value)).replace("\t", "    ").rstrip("\n")
+            if key.endswith("_at") and isinstance(value, str) and parse_time(value) is not None:
+                shown += f"  ({ago(value, now)})"
+        lines = shown.split("\n")
+        print(f"{key:<{_INDENT}}{lines[0]}")
+        for more in lines[1:]:
+            print(f"{'':<{_INDENT}}{more}".rstrip())
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    record = read_record(workspace_from_args(args), args.job_id)
+    workspace = workspace_from_args(args)
+    record = read_record(workspace, resolve_id(workspace, args.job_id))
     _dump(record) if args.json else _show_text(record)
     return 0
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    entries = read_events(workspace_from_args(args), args.job_id)
+    workspace = workspace_from_args(args)
+    entries = read_events(workspace, resolve_id(workspace, args.job_id))
     if args.json:
         print(json.dumps(entries, indent=2))
         return 0
@@ -155,7 +117,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         event = entry.get("event", {})
         extra = {k: v for k, v in event.items() if k not in ("type", "id", "job_id", "v", "ts")}
         print(
-            f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{_short(json.dumps(extra), 80)}"
+            f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{short(json.dumps(extra), 80)}"
         )
     return 0
 
@@ -216,14 +178,19 @@ def cmd_passwd(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from mam.follow import follow_blocking, outcome_code, print_logged
+    from mam.follow import follow_blocking, outcome_code, print_logged, stopped_following
 
     workspace = workspace_from_args(args)
-    record = read_record(workspace, args.job_id)
+    job = resolve_id(workspace, args.job_id)
+    record = read_record(workspace, job)
     if args.follow and not record.status.terminal:
-        record = follow_blocking(workspace, broker_from_args(args, workspace), args.job_id, from_log=True)
+        try:
+            record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True)
+        except KeyboardInterrupt:
+            print(f"\nmam: {stopped_following(job)}", file=sys.stderr)
+            return 130
     else:
-        print_logged(workspace, args.job_id)
+        print_logged(workspace, job)
     print(f"mam: job {record.job_id} {record.status.value}"
           + (f" (exit code {record.exit_code})" if record.exit_code is not None else ""), file=sys.stderr)
     return outcome_code(record.status) if record.status.terminal else 0
@@ -237,6 +204,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
+    from mam.cli_jobs import register as register_listings
+    from mam.web.cli import register as register_dashboard
 
     parser = Parser(prog=PROG, description=__doc__)
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
@@ -250,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(handler=cmd_up)
 
     register_writers(sub)
+    register_dashboard(sub)
 
     passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
     passwd.add_argument("file", type=Path, metavar="FILE")
@@ -262,21 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_arg(ws)
     ws.set_defaults(handler=cmd_workspace)
 
-    jobs = sub.add_parser("jobs", help="list the workspace's jobs; `mam jobs tree` draws the delegation tree")
-    jobs.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
-    jobs.add_argument("--status", choices=[s.value for s in Status])
-    jobs.add_argument("--json", action="store_true")
-    add_workspace_args(jobs)
-    jobs.set_defaults(handler=cmd_jobs)
+    register_listings(sub)
 
     show = sub.add_parser("show", help="show one job's record")
-    show.add_argument("job_id", type=job_id, metavar="JOB")
+    show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
     show.set_defaults(handler=cmd_show)
 
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
-    logs.add_argument("job_id", type=job_id, metavar="JOB")
+    logs.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
     add_workspace_args(logs)
     add_broker_arg(logs)
@@ -295,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild.set_defaults(handler=cmd_rebuild)
 
     events = sub.add_parser("events", help="show one job's audit log")
-    events.add_argument("job_id", type=job_id, metavar="JOB")
+    events.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     events.add_argument("--json", action="store_true")
     add_workspace_args(events)
     events.set_defaults(handler=cmd_events)

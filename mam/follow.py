@@ -16,16 +16,28 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam import presence
 from mam.broker_url import BrokerAddress
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
 from mam.mqtt import make_client, unreachable
 from mam.reading import read_events
 from mam.record import JobRecord, Status
 from mam.signing import StateReader
-from mam.topics import Topics
+from mam.status import AgentStatus, decode_agent_status
+from mam.topics import Kind, Topics
 from mam.workspace import Workspace
 
 Write = Callable[[str, str], None]
+Say = Callable[[str], None]
+
+
+def say_on_stderr(note: str) -> None:
+    print(f"mam: {note}", file=sys.stderr, flush=True)
+
+
+def stopped_following(job_id: str) -> str:
+    """What a follower says when Ctrl-C stops it: the job goes on."""
+    return f"stopped following; job {job_id} keeps running: `mam logs -f {job_id}` follows it again"
 
 
 def write_output(stream: str, text: str) -> None:
@@ -65,7 +77,13 @@ def print_logged(workspace: Workspace, job_id: str, write: Write = write_output)
 
 
 async def follow(
-    workspace: Workspace, broker: BrokerAddress, job_id: str, *, from_log: bool, write: Write = write_output
+    workspace: Workspace,
+    broker: BrokerAddress,
+    job_id: str,
+    *,
+    from_log: bool,
+    write: Write = write_output,
+    say: Say | None = say_on_stderr,
 ) -> JobRecord:
     """Print the job's output until its state is terminal; return that state."""
     topics = Topics(workspace.id)
@@ -74,7 +92,7 @@ async def follow(
         async with make_client(broker) as client:
             await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
             followed = print_logged(workspace, job_id, write) if from_log else Followed()
-            return await follow_on(client, topics, job_id, followed, write, states=states)
+            return await follow_on(client, topics, job_id, followed, write, states=states, say=say)
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
 
@@ -87,8 +105,13 @@ async def follow_on(
     write: Write = write_output,
     *,
     states: StateReader | None = None,
+    say: Say | None = None,
 ) -> JobRecord:
     """Follow on a client already subscribed to the job's events (the state is subscribed here).
+
+    With `say`, the runners' statuses are subscribed too, and what the job
+    waits for is said whenever it changes (`queued: no runner for 'codex' is
+    online`, `claimed by r1, starting`).
 
     The terminal state can arrive before the job's last output events (under
     `mam up` an event reaches subscribers only once it is recorded, after the
@@ -98,15 +121,26 @@ async def follow_on(
     """
     states = states or StateReader(topics.workspace, None)
     decoder = msgspec.json.Decoder(ev.AnyEvent)
+    waiting = _Waiting(say) if say is not None else None
+    if waiting is not None:
+        # Subscribed before the state, so the retained runner statuses come first.
+        await client.subscribe(topics.all_agent_status, qos=1)
     await client.subscribe(topics.state(job_id), qos=1)
     final: JobRecord | None = None
     with anyio.CancelScope() as grace:
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
+            parsed = topics.parse(str(message.topic))
+            if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
+                if waiting is not None and parsed.agent_id:
+                    waiting.runner(parsed.agent_id, decode_agent_status(payload) if payload else None)
+                continue
             if str(message.topic) == topics.state(job_id):
                 record = states.record(str(message.topic), payload)
                 if record is None:
                     continue
+                if waiting is not None:
+                    waiting.job(record)
                 if record.status.terminal and final is None:
                     final = record
                     grace.deadline = anyio.current_time() + OUTPUT_GRACE
@@ -128,6 +162,40 @@ async def follow_on(
               file=sys.stderr)
         return final
     raise MamError(f"the broker closed the connection while following {job_id!r}")
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """Says what a followed job waits for, each time that changes."""
+
+    say: Say
+    runners: dict[str, AgentStatus] = field(default_factory=dict)
+    record: JobRecord | None = None
+    said: str | None = None
+
+    def runner(self, agent_id: str, status: AgentStatus | None) -> None:
+        if status is None:
+            self.runners.pop(agent_id, None)
+        else:
+            self.runners[agent_id] = status
+        self._update()
+
+    def job(self, record: JobRecord) -> None:
+        self.record = record
+        self._update()
+
+    def _update(self) -> None:
+        record = self.record
+        if record is None:
+            return
+        note = None
+        if record.status is Status.SUBMITTED:
+            note = presence.waiting_reason(record.agent, self.runners.values())
+        elif record.status is Status.CLAIMED:
+            note = f"claimed by {record.runner or 'a runner'}, starting"
+        if note is not None and note != self.said:
+            self.said = note
+            self.say(note)
 
 
 def follow_blocking(workspace: Workspace, broker: BrokerAddress, job_id: str, *, from_log: bool) -> JobRecord:

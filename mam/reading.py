@@ -16,6 +16,7 @@ import msgspec
 from mam.errors import MamError
 from mam.ids import validate_job_id
 from mam.nofollow import PathRefused, read_at, read_beneath
+from mam.query import NoSuchJob, resolve_job_id
 from mam.record import JobRecord, decode_record
 from mam.workspace import Workspace
 
@@ -28,6 +29,37 @@ def _tampered(exc: PathRefused) -> MamError:
     return MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`")
 
 
+def _record_names(fd: int) -> list[str]:
+    with os.scandir(fd) as entries:
+        return sorted(
+            e.name for e in entries if e.name.endswith(".json") and not e.name.startswith(".") and not e.is_symlink()
+        )
+
+
+def job_ids(workspace: Workspace) -> list[str]:
+    """The ids of the registry's records, from the file names alone (nothing is opened but the dir)."""
+    try:
+        fd = os.open(workspace.registry_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    try:
+        return [name.removesuffix(".json") for name in _record_names(fd)]
+    finally:
+        os.close(fd)
+
+
+def resolve_id(workspace: Workspace, text: str) -> str:
+    """The registry's one job id that is `text` or starts or ends with it (`mam show 5732ef`).
+
+    Raises `NotFound` (exit 1) when none does, `mam.query.AmbiguousJob` (exit 2,
+    naming the candidates) when several do."""
+    validate_job_id(text)
+    try:
+        return resolve_job_id(text, job_ids(workspace))
+    except NoSuchJob:
+        raise NotFound(f"no job {text!r} in {workspace.registry_dir}: check the id with `mam jobs`") from None
+
+
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
     """Every record that decodes, by name; links and hidden files are skipped."""
     root = workspace.registry_dir
@@ -36,10 +68,7 @@ def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        with os.scandir(fd) as entries:
-            names = sorted(
-                e.name for e in entries if e.name.endswith(".json") and not e.name.startswith(".") and not e.is_symlink()
-            )
+        names = _record_names(fd)
         for name in names:
             try:
                 data = read_at(fd, name, shown=str(root / name), action="read")

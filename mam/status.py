@@ -50,6 +50,9 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     started_at: str
     concurrency: int = 1
     jobs: list[str] = []
+    updated_at: str | None = None
+    """When the runner published this status (a will: when it connected); optional, readers fall
+    back to `started_at`."""
 
 
 _agent_decoder: Final = msgspec.json.Decoder(AgentStatus)

@@ -145,7 +145,7 @@ async def test_reading_commands_show_what_the_projector_wrote(amqtt: RunningBrok
             assert result.returncode == 0, result.stderr.decode()
     env = child_env(WORKSPACE_ROOT=str(ws.root))
     jobs = await run(mam("jobs", "--json"), cwd=ws.elsewhere, env=env)
-    assert [j["job_id"] for j in json.loads(jobs.stdout)] == ["job-a", "job-b"]
+    assert [j["job_id"] for j in json.loads(jobs.stdout)] == ["job-b", "job-a"], "newest first"
     table = await run(mam("jobs", "--status", "submitted"), cwd=ws.elsewhere, env=env)
     assert table.stdout.decode().splitlines()[0].split()[:2] == ["JOB", "STATUS"] and b"job-b" in table.stdout
     show = await run(mam("show", "job-a", "--json"), cwd=ws.elsewhere, env=env)

@@ -1,0 +1,187 @@
+"""`mam jobs` (with filters, `--watch`), `mam watch` and `mam agents`: listing what is there and live.
+
+The filtering, ordering and id resolution are `mam.query`'s; the live views
+are `mam.watch`'s; this module only turns flags into those calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+
+import anyio
+import msgspec
+
+from mam import presence
+from mam.cli_args import job_id
+from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.errors import UsageError
+from mam.humanize import parse_since
+from mam.live import snapshot_agents
+from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses, resolve_job_id, select
+from mam.reading import iter_records, job_ids
+from mam.record import JobRecord
+from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour
+from mam.timefmt import utc_now
+from mam.topics import Topics
+from mam.workspace import Workspace
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def add_filter_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("filters (all given must match)")
+    group.add_argument("--status", action="append", default=[], metavar="S[,S...]",
+                       help="only jobs with one of these statuses (repeatable, or a comma list)")
+    group.add_argument("--agent", metavar="NAME", help="only jobs for this agent")
+    group.add_argument("--session", metavar="S", help="only jobs of this agent session")
+    group.add_argument("--label", action="append", default=[], metavar="K=V", help="only jobs with this label (repeatable)")
+    group.add_argument("--parent", type=job_id, metavar="JOB", help="only jobs delegated by JOB (any unique prefix or suffix)")
+    group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
+    group.add_argument("--limit", type=_limit, metavar="N",
+                       help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or --json)")
+    group.add_argument("--json", action="store_true")
+
+
+def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
+    try:
+        statuses = parse_statuses(args.status)
+    except ValueError as exc:
+        raise UsageError(f"--status: {exc}") from None
+    try:
+        labels = parse_labels(args.label)
+    except ValueError as exc:
+        raise UsageError(f"--label: {exc}") from None
+    since = None
+    if args.since:
+        try:
+            since = parse_since(args.since, utc_now())
+        except ValueError as exc:
+            raise UsageError(f"--since: {exc}") from None
+    parent = None
+    if args.parent:
+        try:
+            parent = resolve_job_id(args.parent, job_ids(workspace))
+        except NoSuchJob:
+            parent = args.parent  # no such job: it has no children either
+    return JobFilter(statuses=statuses, agent=args.agent, session=args.session, labels=labels, parent=parent,
+                     since=since)
+
+
+def _print_tree(records: list[JobRecord]) -> None:
+    by_id = {r.job_id: r for r in records}
+    children: dict[str | None, list[JobRecord]] = {}
+    for record in records:
+        parent = record.parent if record.parent in by_id else None
+        children.setdefault(parent, []).append(record)
+
+    def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("`-- " if last else "|-- ")
+        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}")
+        kids = children.get(record.job_id, [])
+        for index, kid in enumerate(kids):
+            draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
+
+    for record in children.get(None, []):
+        draw(record, "", True, True)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    where = job_filter(args, workspace)
+    records = list(iter_records(workspace))
+    if args.watch:
+        from mam.watch import watch_jobs
+
+        if args.view == "tree":
+            raise UsageError("--watch shows the list, not the tree: drop `tree`")
+        return watch_jobs(workspace, broker_from_args(args, workspace), where, records, as_json=args.json,
+                          limit=args.limit)
+    if args.view == "tree":
+        chosen = sorted((r for r in records if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id))
+        if args.json:
+            print(json.dumps([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value} for r in chosen],
+                             indent=2))
+        else:
+            _print_tree(chosen)
+        return 0
+    limit = args.limit
+    if limit is None and not args.json and sys.stdout.isatty():
+        limit = max(shutil.get_terminal_size().lines - 3, 1)
+    shown, total = select(records, where, limit)
+    if args.json:
+        print(json.dumps([msgspec.to_builtins(r) for r in shown], indent=2))
+        return 0
+    if not shown:
+        where_ = workspace.registry_dir
+        print(f"no jobs match ({len(records)} in {where_})" if records else f"no jobs in {where_}", file=sys.stderr)
+        return 0
+    now = utc_now()
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in render([job_row(r, now) for r in shown], JOB_HEADER, colour=use_colour(sys.stdout), width=width):
+        print(line)
+    if total > len(shown):
+        print(f"mam: showing the newest {len(shown)} of {total} jobs; --limit {total} shows all", file=sys.stderr)
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    broker = broker_from_args(args, workspace)
+    if args.watch:
+        from mam.watch import watch_agents
+
+        return watch_agents(workspace, broker, as_json=args.json, everything=args.all)
+    found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
+    now = utc_now()
+    shown = presence.visible(found.values(), now, everything=args.all)
+    if args.json:
+        print(json.dumps([msgspec.to_builtins(s) for s in shown], indent=2))
+        return 0
+    if not shown:
+        hidden = len(found) - len(shown)
+        more = f" ({hidden} offline for over a day: --all shows them)" if hidden else ""
+        print(f"no runners for workspace {workspace.id} on {broker.url}{more}", file=sys.stderr)
+        return 0
+    for line in render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=use_colour(sys.stdout)):
+        print(line)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for watching in (False, True):
+        if watching:
+            parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)")
+            parser.set_defaults(view="list", watch=True)
+        else:
+            parser = sub.add_parser(
+                "jobs", help="list the workspace's jobs, newest first; `mam jobs tree` draws the delegation tree"
+            )
+            parser.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
+            parser.add_argument("-w", "--watch", action="store_true",
+                                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0)")
+        add_filter_args(parser)
+        add_workspace_args(parser)
+        add_broker_arg(parser)
+        parser.set_defaults(handler=cmd_jobs)
+
+    agents = sub.add_parser("agents", help="the runners: online or offline, since when, the jobs they hold")
+    agents.add_argument("--json", action="store_true")
+    agents.add_argument("-w", "--watch", action="store_true", help="keep showing them as they change (Ctrl-C stops)")
+    agents.add_argument("--all", action="store_true", help="also runners offline for more than a day")
+    add_workspace_args(agents)
+    add_broker_arg(agents)
+    agents.set_defaults(handler=cmd_agents)
+
+
+__all__ = ["add_filter_args", "cmd_agents", "cmd_jobs", "job_filter", "register"]

@@ -1,0 +1,156 @@
+"""Reading live status off the broker: job states and runner statuses as they change.
+
+Everything here comes from subscriptions (retained states first, then every
+change), never from files. Job states are checked with `StateReader` like
+every other client (verified when the workspace's key is on this machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiomqtt
+import anyio
+
+from mam.broker_url import BrokerAddress
+from mam.mqtt import make_client, unreachable
+from mam.record import JobRecord
+from mam.signing import StateReader
+from mam.status import AgentStatus, decode_agent_status
+from mam.topics import Kind, Topics
+
+QUIET = 0.4
+"""A snapshot of retained statuses is complete once this long passes without a new one..."""
+SETTLE = 0.1
+"""...or this long after the retained projector status (subscribed last, so delivered last) arrived."""
+SNAPSHOT_LIMIT = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    record: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AgentChange:
+    agent_id: str
+    status: AgentStatus | None
+    """None: the retained status was cleared."""
+
+
+Change = JobChange | AgentChange
+
+
+def _payload(message: aiomqtt.Message) -> bytes:
+    return message.payload if isinstance(message.payload, bytes) else b""
+
+
+def decode_change(topics: Topics, states: StateReader, message: aiomqtt.Message) -> Change | None:
+    """A job state (verified) or a runner status from a message; None for anything else."""
+    topic = str(message.topic)
+    parsed = topics.parse(topic)
+    if parsed is None:
+        return None
+    payload = _payload(message)
+    if parsed.kind is Kind.STATE:
+        record = states.record(topic, payload)
+        return JobChange(record) if record is not None else None
+    if parsed.kind is Kind.AGENT_STATUS and parsed.agent_id:
+        if not payload:
+            return AgentChange(parsed.agent_id, None)
+        status = decode_agent_status(payload)
+        return AgentChange(parsed.agent_id, status) if status is not None else None
+    return None
+
+
+async def changes(
+    client: aiomqtt.Client, topics: Topics, states: StateReader, *, jobs: bool = True, agents: bool = False
+) -> AsyncIterator[Change]:
+    """Subscribe on `client` and yield each change: the retained ones first, then live ones."""
+    filters = ([(topics.all_states, 1)] if jobs else []) + ([(topics.all_agent_status, 1)] if agents else [])
+    await client.subscribe(filters)
+    async for message in client.messages:
+        change = decode_change(topics, states, message)
+        if change is not None:
+            yield change
+
+
+async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> list[aiomqtt.Message]:
+    """The retained messages on `wildcard`, once the broker has delivered them.
+
+    MQTT marks no end of the retained messages: this takes them until the
+    workspace's retained projector status (subscribed after them, so sent after
+    them) arrived and `SETTLE` seconds passed, or until `QUIET` seconds pass
+    without a message; at most `SNAPSHOT_LIMIT` seconds."""
+    taken: list[aiomqtt.Message] = []
+    await client.subscribe(wildcard, qos=1)
+    await client.subscribe(topics.projector_status, qos=1)
+    with anyio.move_on_after(SNAPSHOT_LIMIT):
+        messages = client.messages.__aiter__()
+        wait = QUIET
+        while True:
+            with anyio.move_on_after(wait) as quiet:
+                message = await messages.__anext__()
+            if quiet.cancelled_caught:
+                break
+            if str(message.topic) == topics.projector_status:
+                wait = SETTLE
+            else:
+                taken.append(message)
+    return taken
+
+
+async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, AgentStatus]:
+    """The runners' retained statuses, by runner id (see `_retained` for when that is complete)."""
+    found: dict[str, AgentStatus] = {}
+    states = StateReader(topics.workspace, None)
+    for message in await _retained(client, topics, topics.all_agent_status):
+        change = decode_change(topics, states, message)
+        if isinstance(change, AgentChange):
+            if change.status is None:
+                found.pop(change.agent_id, None)
+            else:
+                found[change.agent_id] = change.status
+    return found
+
+
+async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str]:
+    """The ids of the jobs whose state the broker retains, from the topics alone (payloads unread)."""
+    ids = set()
+    for message in await _retained(client, topics, topics.all_states):
+        parsed = topics.parse(str(message.topic))
+        if parsed is not None and parsed.kind is Kind.STATE and parsed.job_id and message.payload:
+            ids.add(parsed.job_id)
+    return ids
+
+
+async def snapshot_agents(broker: BrokerAddress, topics: Topics) -> dict[str, AgentStatus]:
+    """`agent_statuses` on a connection of its own."""
+    try:
+        async with make_client(broker) as client:
+            return await agent_statuses(client, topics)
+    except aiomqtt.MqttError as exc:
+        raise unreachable(broker, exc) from None
+
+
+async def snapshot_job_ids(broker: BrokerAddress, topics: Topics) -> set[str]:
+    """`retained_job_ids` on a connection of its own."""
+    try:
+        async with make_client(broker) as client:
+            return await retained_job_ids(client, topics)
+    except aiomqtt.MqttError as exc:
+        raise unreachable(broker, exc) from None
+
+
+__all__ = [
+    "AgentChange",
+    "Change",
+    "JobChange",
+    "agent_statuses",
+    "changes",
+    "decode_change",
+    "retained_job_ids",
+    "snapshot_agents",
+    "snapshot_job_ids",
+]

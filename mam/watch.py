@@ -1,0 +1,206 @@
+"""Live views: `mam jobs --watch` (`mam watch`) and `mam agents --watch`.
+
+Driven by the broker subscription (retained states first, then each change),
+never by re-reading files. Three forms: on a terminal the table is redrawn in
+place (newest first, cut to the screen, statuses coloured unless `NO_COLOR`);
+piped, one line per change; `--json`, one record per line (ndjson). SIGINT
+or SIGTERM ends the watch with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import IO
+
+import aiomqtt
+import anyio
+import msgspec
+
+from mam import presence
+from mam.broker_url import BrokerAddress
+from mam.live import AgentChange, JobChange, changes
+from mam.mqtt import make_client, unreachable
+from mam.query import JobFilter, select
+from mam.record import JobRecord
+from mam.signals import cancel_on_signal
+from mam.signing import StateReader
+from mam.status import AgentStatus
+from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
+from mam.timefmt import utc_now
+from mam.topics import Topics
+from mam.workspace import Workspace
+
+TICK = 2.0
+"""How often a terminal view is redrawn without a change, so ages stay true."""
+_HOME_CLEAR = "\x1b[H\x1b[2J"
+_HIDE_CURSOR, _SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+@dataclass
+class _Screen:
+    """The terminal form: redraw the whole frame in place when something changed, or every TICK."""
+
+    out: IO[str]
+    title: str
+    frame: Callable[[int, int], list[str]]
+    dirty: anyio.Event = field(default_factory=anyio.Event)
+
+    def changed(self) -> None:
+        self.dirty.set()
+
+    async def run(self) -> None:
+        self.out.write(_HIDE_CURSOR)
+        try:
+            while True:
+                self._draw()
+                with anyio.move_on_after(TICK):
+                    await self.dirty.wait()
+                self.dirty = anyio.Event()
+        finally:
+            self.out.write(_SHOW_CURSOR)
+            self.out.flush()
+
+    def _draw(self) -> None:
+        size = shutil.get_terminal_size()
+        lines = self.frame(max(size.lines - 2, 1), size.columns)
+        footer = f"{self.title} · {utc_now():%H:%M:%S} UTC · Ctrl-C to stop"
+        self.out.write(_HOME_CLEAR + "\n".join([*lines, footer[: size.columns]]))
+        self.out.flush()
+
+
+async def _changes(
+    broker: BrokerAddress, topics: Topics, states: StateReader, *, jobs: bool
+) -> AsyncIterator[JobChange | AgentChange]:
+    """Job states (`jobs`) or runner statuses from a connection of their own; unreachable as one line."""
+    try:
+        async with make_client(broker) as client:
+            async for change in changes(client, topics, states, jobs=jobs, agents=not jobs):
+                yield change
+    except aiomqtt.MqttError as exc:
+        raise unreachable(broker, exc) from None
+    raise unreachable(broker, aiomqtt.MqttError("the broker closed the connection"))
+
+
+def _print(out: IO[str], text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+async def _until_signal(body: Callable[[], object]) -> None:
+    async with anyio.create_task_group() as tg:
+        await tg.start(cancel_on_signal, tg.cancel_scope)
+        await body()  # type: ignore[misc]
+        tg.cancel_scope.cancel()
+
+
+def watch_jobs(
+    workspace: Workspace,
+    broker: BrokerAddress,
+    where: JobFilter,
+    initial: list[JobRecord],
+    *,
+    as_json: bool,
+    limit: int | None,
+    out: IO[str] = sys.stdout,
+) -> int:
+    """Show the jobs matching `where` and every change to them until a signal; 0."""
+    topics = Topics(workspace.id)
+    states = StateReader.for_workspace(workspace)
+    known: dict[str, JobRecord] = {r.job_id: r for r in initial}
+    tty = out.isatty() and not as_json
+    colour = use_colour(out)
+
+    def emit(record: JobRecord) -> None:
+        if as_json:
+            _print(out, json.dumps(msgspec.to_builtins(record)))
+        else:
+            _print(out, line(job_row(record, utc_now())))
+
+    def frame(rows: int, columns: int) -> list[str]:
+        shown, total = select(known.values(), where, min(rows - 1, limit or rows))
+        lines = render([job_row(r, utc_now()) for r in shown], JOB_HEADER, colour=colour, width=columns)
+        if total > len(shown):
+            lines.append(f"... {total - len(shown)} more not shown")
+        return lines
+
+    screen = _Screen(out, f"mam jobs --watch: workspace {workspace.id}", frame)
+
+    async def follow() -> None:
+        async for change in _changes(broker, topics, states, jobs=True):
+            if not isinstance(change, JobChange):
+                continue
+            record = change.record
+            before = known.get(record.job_id)
+            if before is not None and before.version >= record.version:
+                continue
+            known[record.job_id] = record
+            if tty:
+                screen.changed()
+            elif where.matches(record):
+                emit(record)
+
+    async def body() -> None:
+        if not tty:
+            first, _ = select(initial, where, limit)
+            for record in first:
+                emit(record)
+        if tty:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(screen.run)
+                await follow()
+                tg.cancel_scope.cancel()
+        else:
+            await follow()
+
+    anyio.run(_until_signal, body)
+    return 0
+
+
+def watch_agents(
+    workspace: Workspace, broker: BrokerAddress, *, as_json: bool, everything: bool, out: IO[str] = sys.stdout
+) -> int:
+    """Show the runners and every change of their status until a signal; 0."""
+    topics = Topics(workspace.id)
+    known: dict[str, AgentStatus] = {}
+    tty = out.isatty() and not as_json
+    colour = use_colour(out)
+
+    def frame(rows: int, columns: int) -> list[str]:
+        now = utc_now()
+        shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]
+        return render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=colour, width=columns)
+
+    screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
+
+    async def follow() -> None:
+        async for change in _changes(broker, topics, StateReader(workspace.id, None), jobs=False):
+            if not isinstance(change, AgentChange) or change.status is None:
+                continue
+            if known.get(change.agent_id) == change.status:
+                continue
+            known[change.agent_id] = change.status
+            if tty:
+                screen.changed()
+            elif as_json:
+                _print(out, json.dumps(msgspec.to_builtins(change.status)))
+            else:
+                _print(out, line(agent_row(change.status, utc_now())))
+
+    async def body() -> None:
+        if tty:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(screen.run)
+                await follow()
+                tg.cancel_scope.cancel()
+        else:
+            await follow()
+
+    anyio.run(_until_signal, body)
+    return 0
+
+
+__all__ = ["watch_agents", "watch_jobs"]
