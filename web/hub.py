@@ -101,9 +101,13 @@ class Hub:
     async def _follow(self) -> None:
         t = self.topics
         async with make_client(self.broker, keepalive=30) as client:
-            await client.subscribe(
-                [(t.projector_status, 1), (t.all_agent_status, 1), (t.rejected, 1), (t.all_states, 1), (t.all_events, 1)]
-            )
+            # Presence and refusals at QoS 0: NATS caps a session's QoS 1 subscriptions (their summed
+            # max_ack_pending), and a viewer that misses one still has the registry and the next change.
+            for topic, qos in ((t.all_states, 1), (t.all_events, 1), (t.projector_status, 0), (t.all_agent_status, 0),
+                               (t.rejected, 0)):
+                granted = await client.subscribe(topic, qos=qos)
+                if any(code.is_failure for code in granted):
+                    log.warning("dashboard: the broker refused the subscription to %s (%s)", topic, granted)
             self._set_connected(True)
             async for message in client.messages:
                 payload = message.payload if isinstance(message.payload, bytes) else b""

@@ -1,0 +1,147 @@
+"""The dashboard's server side, over real sockets: every broker, the event stream, cancel, login, exposure.
+
+(The page itself is tested in a real browser in `test_dashboard_browser.py`.)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mam.broker.passwords import set_password
+from mam.broker_url import parse_broker_url
+from mam.errors import UsageError
+from mam.web.server import serve_dashboard
+from mam.workspace import resolve
+
+from brokers import RunningBroker
+from conftest import WorkspacePaths
+from e2e import projector_process
+from support import DEAD_BROKER
+
+
+@asynccontextmanager
+async def dashboard(root: Path, url: str, **options: object) -> AsyncIterator[str]:
+    """`serve_dashboard` in this process on a free port; yields its URL."""
+    workspace = resolve(workspace=root, env={})
+    async with anyio.create_task_group() as tg:
+        page = await tg.start(lambda task_status: serve_dashboard(
+            workspace, parse_broker_url(url), port=0, task_status=task_status, **options))
+        try:
+            yield page
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def request(page: str, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None
+                  ) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.0 request (the body ends when the server closes)."""
+    host, port = page.split("//")[1].rstrip("/").split(":")
+    head = {"Host": f"{host}:{port}", "Content-Length": str(len(body)), **(headers or {})}
+    lines = [f"{method} {path} HTTP/1.0", *(f"{k}: {v}" for k, v in head.items()), "", ""]
+    with anyio.fail_after(40):
+        async with await anyio.connect_tcp(host, int(port)) as sock:
+            await sock.send("\r\n".join(lines).encode() + body)
+            data = b""
+            try:
+                while True:
+                    data += await sock.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                pass
+    header, _, content = data.partition(b"\r\n\r\n")
+    status_line, *fields = header.decode().split("\r\n")
+    return int(status_line.split()[1]), {k.lower(): v.strip() for k, v in (f.split(":", 1) for f in fields)}, content
+
+
+class Stream:
+    """The page's event stream, read frame by frame."""
+
+    def __init__(self, page: str, query: str = "") -> None:
+        self.page, self.query, self.buffer = page, query, b""
+
+    async def __aenter__(self) -> Stream:
+        host, port = self.page.split("//")[1].rstrip("/").split(":")
+        self.sock = await anyio.connect_tcp(host, int(port))
+        await self.sock.send(f"GET /api/stream?{self.query} HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.sock.aclose()
+
+    async def next(self, name: str, predicate=lambda data: True, timeout: float = 15) -> dict:  # noqa: ANN001
+        with anyio.fail_after(timeout):
+            while True:
+                while b"\n\n" in self.buffer:
+                    frame, self.buffer = self.buffer.split(b"\n\n", 1)
+                    fields = dict(line.split(": ", 1) for line in frame.decode().splitlines() if ": " in line)
+                    if fields.get("event") == name and predicate(data := json.loads(fields["data"])):
+                        return data
+                self.buffer += await self.sock.receive()
+
+
+async def test_stream_shows_states_and_refusals_and_cancel_answers_with_the_verdict_on_every_broker(
+    broker: RunningBroker, ws: WorkspacePaths, guard: Path
+) -> None:
+    from mam.agents.publisher import Publisher
+
+    async with projector_process(broker, ws.root, guard), dashboard(ws.root, broker.url) as page:
+        async with Stream(page, "status=submitted,cancelled") as stream:
+            snapshot = await stream.next("snapshot")
+            assert snapshot["jobs"] == [] and snapshot["detail"] is None
+            async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(broker.url)) as pub:
+                await pub.submit(prompt="p", agent="nobody", job_id="dash-1", labels={"k": "v"}, wait=True)
+            job = await stream.next("job", lambda d: d["record"]["job_id"] == "dash-1")
+            assert job["shown"] and job["record"]["status"] == "submitted"
+
+            status, _, body = await request(page, "POST", "/api/jobs/dash-1/cancel", body=b"{}",
+                                            headers={"Content-Type": "application/json"})
+            assert (status, json.loads(body)) == (200, {"job_id": "dash-1", "status": "cancelled"})
+            await stream.next("job", lambda d: d["record"]["status"] == "cancelled" and d["shown"])
+
+            status, _, body = await request(page, "POST", "/api/jobs/dash-1/cancel", body=b"{}",
+                                            headers={"Content-Type": "application/json"})
+            assert status == 409 and "a finished job never changes" in json.loads(body)["error"]
+            refusal = await stream.next("refusal", lambda d: d.get("job_id") == "dash-1")
+            assert "finished job" in refusal["reason"]
+
+        # A reconnect with another filter and a job's detail: the record and its audit log come in the snapshot.
+        async with Stream(page, "status=running&job=dash-1") as stream:
+            snapshot = await stream.next("snapshot", lambda d: d["projector"] is not None)
+            assert snapshot["jobs"] == [] and snapshot["projector"]["status"] == "online"
+            assert snapshot["detail"]["record"]["status"] == "cancelled"
+            assert [e["event"]["type"] for e in snapshot["detail"]["events"]] == ["submitted", "cancel_requested"]
+
+
+async def test_a_password_file_asks_for_a_login(ws: WorkspacePaths, tmp_path: Path) -> None:
+    passwords = tmp_path / "passwd"
+    set_password(passwords, "ada", "s3cret")
+    async with dashboard(ws.root, DEAD_BROKER, password_file=passwords) as page:
+        status, headers, _ = await request(page, "GET", "/")
+        assert status == 401 and headers["www-authenticate"].startswith("Basic")
+        wrong = base64.b64encode(b"ada:nope").decode()
+        assert (await request(page, "GET", "/", headers={"Authorization": f"Basic {wrong}"}))[0] == 401
+        right = base64.b64encode(b"ada:s3cret").decode()
+        status, headers, body = await request(page, "GET", "/", headers={"Authorization": f"Basic {right}"})
+        assert status == 200 and b"<title>mam dashboard</title>" in body
+        assert "script-src" not in headers["content-security-policy"] and "default-src 'self'" in headers[
+            "content-security-policy"]
+
+
+async def test_off_loopback_without_a_login_is_refused_and_loopback_answers_only_loopback_names(
+    ws: WorkspacePaths,
+) -> None:
+    workspace = resolve(workspace=ws.root, env={})
+    with pytest.raises(UsageError, match="--password-file"):
+        await serve_dashboard(workspace, parse_broker_url(DEAD_BROKER), host="0.0.0.0", port=0)
+    async with dashboard(ws.root, DEAD_BROKER) as page:
+        assert (await request(page, "GET", "/"))[0] == 200
+        # A page elsewhere that rebinds its own name to 127.0.0.1 gets nothing.
+        assert (await request(page, "GET", "/", headers={"Host": "evil.example"}))[0] == 400
+        # Cancel takes JSON only: a cross-site form cannot post it.
+        assert (await request(page, "POST", "/api/jobs/x/cancel", body=b"reason=x"))[0] == 415
