@@ -7,7 +7,7 @@ every other client (verified when the workspace's key is on this machine).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiomqtt
@@ -65,11 +65,20 @@ def decode_change(topics: Topics, states: StateReader, message: aiomqtt.Message)
 
 
 async def changes(
-    client: aiomqtt.Client, topics: Topics, states: StateReader, *, jobs: bool = True, agents: bool = False
+    client: aiomqtt.Client,
+    topics: Topics,
+    states: StateReader,
+    *,
+    jobs: bool = True,
+    agents: bool = False,
+    subscribed: Callable[[], None] | None = None,
 ) -> AsyncIterator[Change]:
-    """Subscribe on `client` and yield each change: the retained ones first, then live ones."""
+    """Subscribe on `client` (then call `subscribed`) and yield each change: the retained ones first,
+    then live ones."""
     filters = ([(topics.all_states, 1)] if jobs else []) + ([(topics.all_agent_status, 1)] if agents else [])
     await client.subscribe(filters)
+    if subscribed is not None:
+        subscribed()
     async for message in client.messages:
         change = decode_change(topics, states, message)
         if change is not None:

@@ -61,7 +61,7 @@ class _Screen:
                     await self.dirty.wait()
                 self.dirty = anyio.Event()
         finally:
-            self.out.write(_SHOW_CURSOR)
+            self.out.write(_SHOW_CURSOR + "\n")
             self.out.flush()
 
     def _draw(self) -> None:
@@ -73,12 +73,17 @@ class _Screen:
 
 
 async def _changes(
-    broker: BrokerAddress, topics: Topics, states: StateReader, *, jobs: bool
+    broker: BrokerAddress,
+    topics: Topics,
+    states: StateReader,
+    *,
+    jobs: bool,
+    subscribed: Callable[[], None] | None = None,
 ) -> AsyncIterator[JobChange | AgentChange]:
     """Job states (`jobs`) or runner statuses from a connection of their own; unreachable as one line."""
     try:
         async with make_client(broker) as client:
-            async for change in changes(client, topics, states, jobs=jobs, agents=not jobs):
+            async for change in changes(client, topics, states, jobs=jobs, agents=not jobs, subscribed=subscribed):
                 yield change
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
@@ -129,8 +134,14 @@ def watch_jobs(
 
     screen = _Screen(out, f"mam jobs --watch: workspace {workspace.id}", frame)
 
+    def first_screen() -> None:
+        """Piped: the jobs there already, once subscribed (so no change is missed after them)."""
+        if not tty:
+            for record in select(initial, where, limit)[0]:
+                emit(record)
+
     async def follow() -> None:
-        async for change in _changes(broker, topics, states, jobs=True):
+        async for change in _changes(broker, topics, states, jobs=True, subscribed=first_screen):
             if not isinstance(change, JobChange):
                 continue
             record = change.record
@@ -144,10 +155,6 @@ def watch_jobs(
                 emit(record)
 
     async def body() -> None:
-        if not tty:
-            first, _ = select(initial, where, limit)
-            for record in first:
-                emit(record)
         if tty:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(screen.run)

@@ -1,0 +1,148 @@
+"""`mam jobs --watch` / `mam watch`: driven by the broker, a line per change, Ctrl-C exits 0."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+from mam.agents import Publisher
+from mam.broker_url import parse_broker_url
+from mam.workspace import resolve
+
+from brokers import RunningBroker
+from conftest import WorkspacePaths
+from e2e import event, projector_process, workspace_id
+from support import child_env, mam, publish
+
+
+class Lines:
+    """The lines a running command prints, read as they come."""
+
+    def __init__(self, proc: Process) -> None:
+        self.proc = proc
+        self.buffer = b""
+        self.seen: list[str] = []
+
+    async def next(self, predicate: Callable[[str], bool] = lambda line: True, *, timeout: float = 15) -> str:
+        assert self.proc.stdout is not None
+        with anyio.fail_after(timeout):
+            while True:
+                while b"\n" in self.buffer:
+                    raw, self.buffer = self.buffer.split(b"\n", 1)
+                    line = raw.decode()
+                    self.seen.append(line)
+                    if predicate(line):
+                        return line
+                self.buffer += await self.proc.stdout.receive()
+
+    async def record(self, predicate: Callable[[dict], bool], *, timeout: float = 15) -> dict:
+        return json.loads(await self.next(lambda line: predicate(json.loads(line)), timeout=timeout))
+
+    async def interrupt(self, timeout: float = 10) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        with anyio.fail_after(timeout):
+            return await self.proc.wait()
+
+
+@asynccontextmanager
+async def watching(cwd: Path, *args: str) -> AsyncIterator[Lines]:
+    proc = await anyio.open_process(mam(*args), cwd=cwd, env=child_env(), stdout=subprocess.PIPE)
+    try:
+        yield Lines(proc)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await proc.aclose()
+
+
+async def test_watch_json_emits_a_line_per_new_job_and_status_change_and_ctrl_c_exits_0(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    url, root = amqtt.url, str(ws.root)
+    where = ("--broker", url, "--workspace", root)
+    topic = f"mam/{workspace_id(ws.root)}/jobs/job-new/events"
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            await pub.submit(prompt="before", agent="a", job_id="job-old", wait=True)
+            async with watching(ws.elsewhere, "jobs", "--watch", "--json", *where) as everything, \
+                    watching(ws.elsewhere, "watch", "--agent", "b", *where) as only_b:
+                first = await everything.record(lambda r: True)
+                assert (first["job_id"], first["status"]) == ("job-old", "submitted")
+
+                await pub.submit(prompt="after", agent="a", job_id="job-new", wait=True)
+                new = await everything.record(lambda r: r["job_id"] == "job-new")
+                assert new["status"] == "submitted" and new["submitted_at"].endswith("Z"), "ISO 8601 UTC"
+                for kind, fields, status in (("claimed", {"runner": "r"}, "claimed"), ("started", {}, "running"),
+                                             ("succeeded", {"result": "ok"}, "succeeded")):
+                    await publish(url, topic, event(kind, f"e-{kind}", **fields))
+                    changed = await everything.record(lambda r: r["job_id"] == "job-new")
+                    assert changed["status"] == status
+
+                await pub.submit(prompt="for b", agent="b", job_id="job-b", wait=True)
+                line = await only_b.next()
+                assert line.split()[:3] == ["job-b", "submitted", "b"], "piped: one plain line per change"
+                assert only_b.seen == [line], "the filter kept every job-a line out"
+                await everything.record(lambda r: r["job_id"] == "job-b")
+                assert await everything.interrupt() == 0
+                assert await only_b.interrupt() == 0
+    assert [json.loads(line)["job_id"] for line in everything.seen] == ["job-old"] + ["job-new"] * 4 + ["job-b"]
+
+
+async def test_watch_of_an_unreachable_broker_is_one_line_exit_3(ws: WorkspacePaths) -> None:
+    from brokers import free_port
+    from support import run
+
+    result = await run(mam("watch", "--broker", f"mqtt://127.0.0.1:{free_port()}", "--workspace", str(ws.root)),
+                       cwd=ws.elsewhere)
+    assert result.returncode == 3 and b"cannot reach the MQTT broker" in result.stderr
+    assert result.stderr.count(b"\n") == 1, result.stderr
+
+
+async def _read_until(fd: int, text: bytes, timeout: float = 15) -> bytes:
+    import os
+
+    seen = b""
+    with anyio.fail_after(timeout):
+        while text not in seen:
+            seen += await anyio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
+    return seen
+
+
+async def test_on_a_terminal_the_table_is_redrawn_in_place_coloured_unless_no_color(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    import os
+    import pty
+
+    where = ("--broker", amqtt.url, "--workspace", str(ws.root))
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
+            await pub.submit(prompt="p", agent="a", job_id="job-t1", wait=True)
+            for no_color, coloured in ((None, True), ("1", False)):
+                master, slave = pty.openpty()
+                try:
+                    proc = await anyio.open_process(mam("watch", *where), cwd=ws.elsewhere, stdout=slave,
+                                                    env=child_env(NO_COLOR=no_color))
+                    async with proc:
+                        first = await _read_until(master, b"Ctrl-C to stop")
+                        assert b"\x1b[H\x1b[2J" in first and b"job-t1" in first
+                        assert (b"\x1b[2msubmitted\x1b[0m" in first) is coloured, first
+                        await publish(amqtt.url, f"mam/{workspace_id(ws.root)}/jobs/job-t1/events",
+                                      event("claimed", f"c-{coloured}", runner="r") if coloured else
+                                      event("started", "s1"))
+                        redrawn = await _read_until(master, b"claimed" if coloured else b"running")
+                        assert b"\x1b[H\x1b[2J" in redrawn, "the same screen, drawn again"
+                        proc.send_signal(signal.SIGINT)
+                        with anyio.fail_after(10):
+                            assert await proc.wait() == 0
+                finally:
+                    os.close(master)
+                    os.close(slave)
