@@ -25,7 +25,7 @@ from mam.broker_url import BrokerAddress
 from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
 from mam.ids import validate_job_id
 from mam.web.auth import Logins, RequireLogin
-from mam.web.filters import JobFilter
+from mam.web.filters import from_params
 from mam.web.hub import Hub
 from mam.web.stream import page_stream
 
@@ -51,7 +51,7 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
     async def stream(request: Request) -> Response:
         job = request.query_params.get("job") or None
         try:
-            chosen = JobFilter.from_params(request.query_params)
+            chosen = from_params(request.query_params)
             if job is not None:
                 validate_job_id(job)
         except MamError as exc:

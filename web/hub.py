@@ -26,10 +26,11 @@ from mam import events as ev
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
 from mam.mqtt import make_client
+from mam.presence import since
 from mam.reading import iter_records
 from mam.record import JobRecord
 from mam.signing import StateReader
-from mam.status import decode_agent_status, decode_projector_status
+from mam.status import AgentStatus, decode_agent_status, decode_projector_status
 from mam.topics import Kind, Topics
 from mam.workspace import Workspace
 
@@ -61,7 +62,7 @@ class Hub:
         self.topics = Topics(workspace.id)
         self.reader = _reader(workspace)
         self.jobs: dict[str, JobRecord] = {}
-        self.agents: dict[str, dict[str, Any]] = {}
+        self.agents: dict[str, AgentStatus] = {}
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
@@ -143,8 +144,8 @@ class Hub:
                 self.agents.pop(parsed.agent_id, None)
                 self._tell(Change("agent", {"agent_id": parsed.agent_id, "gone": True}))
             else:
-                self.agents[parsed.agent_id] = msgspec.to_builtins(status)
-                self._tell(Change("agent", self.agents[parsed.agent_id]))
+                self.agents[parsed.agent_id] = status
+                self._tell(Change("agent", runner(status)))
 
     def _projector(self, payload: bytes) -> None:
         status = decode_projector_status(payload)
@@ -170,6 +171,11 @@ class Hub:
                 page.close()  # fallen behind: its browser reconnects for a fresh snapshot
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._pages.discard(page)
+
+
+def runner(status: AgentStatus) -> dict[str, Any]:
+    """A runner as the page shows it: its status payload, and since when that status holds."""
+    return msgspec.to_builtins(status) | {"since": since(status)}
 
 
 def _reader(workspace: Workspace) -> StateReader:

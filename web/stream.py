@@ -7,15 +7,18 @@ new parameters when either changes, and gets a fresh snapshot each time.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import msgspec
 
 from mam.errors import MamError
+from mam.presence import visible
+from mam.query import JobFilter
 from mam.reading import read_events, read_record
-from mam.web.filters import JobFilter, newest_first
-from mam.web.hub import Change, Hub
+from mam.web.filters import newest_first
+from mam.web.hub import Change, Hub, runner
 
 KEEPALIVE = 15.0
 
@@ -30,7 +33,7 @@ async def snapshot(hub: Hub, chosen: JobFilter, job_id: str | None) -> dict[str,
         "connected": hub.connected,
         "broker": hub.broker.url,
         "jobs": msgspec.to_builtins(newest_first(hub.jobs.values(), chosen)),
-        "agents": sorted(hub.agents.values(), key=lambda a: a["agent_id"]),
+        "agents": [runner(s) for s in visible(hub.agents.values(), datetime.now(UTC))],
         "projector": hub.projector,
         "refusals": list(hub.refusals),
         "detail": await detail(hub, job_id) if job_id else None,

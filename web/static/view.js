@@ -44,11 +44,12 @@ export function drawJobs(state, open) {
 }
 
 export function drawAgents(state) {
-  const agents = [...state.agents.values()].sort((a, b) => (a.agent_id < b.agent_id ? -1 : 1));
+  const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
+  const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
     $("#agents tbody"),
     agents.map((a) =>
-      row([a.agent_id, a.agent, status(a.status), a.host, el("td", { title: a.started_at }, ago(a.started_at)),
+      row([a.agent_id, a.agent, status(a.status), a.host, el("td", { title: a.since }, ago(a.since)),
            `${(a.jobs || []).length}/${a.concurrency}`], { "data-agent-id": a.agent_id }),
     ),
   );
