@@ -145,3 +145,19 @@ async def test_off_loopback_without_a_login_is_refused_and_loopback_answers_only
         assert (await request(page, "GET", "/", headers={"Host": "evil.example"}))[0] == 400
         # Cancel takes JSON only: a cross-site form cannot post it.
         assert (await request(page, "POST", "/api/jobs/x/cancel", body=b"reason=x"))[0] == 415
+
+
+async def test_refusals_from_before_the_start_come_from_the_log_dir_newest_first_never_through_a_link(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws.logs.mkdir(parents=True)
+    lines = [{"received_at": f"2026-01-01T00:00:0{i}Z", "topic": "t", "reason": f"reason {i}"} for i in range(3)]
+    (ws.logs / "_rejected.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    async with dashboard(ws.root, DEAD_BROKER) as page, Stream(page) as stream:
+        assert [r["reason"] for r in (await stream.next("snapshot"))["refusals"]] == ["reason 2", "reason 1", "reason 0"]
+    planted = tmp_path / "planted.jsonl"
+    planted.write_text(json.dumps({"reason": "not the projector's"}) + "\n")
+    (ws.logs / "_rejected.jsonl").unlink()
+    (ws.logs / "_rejected.jsonl").symlink_to(planted)
+    async with dashboard(ws.root, DEAD_BROKER) as page, Stream(page) as stream:
+        assert (await stream.next("snapshot"))["refusals"] == []

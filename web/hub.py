@@ -25,13 +25,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mam import events as ev
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
-from mam.mqtt import make_client
+from mam.mqtt import make_client, unreachable
 from mam.presence import since
 from mam.reading import iter_records
 from mam.record import JobRecord
 from mam.signing import StateReader
 from mam.status import AgentStatus, decode_agent_status, decode_projector_status
 from mam.topics import Kind, Topics
+from mam.web.history import recent_refusals
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.web")
@@ -83,6 +84,7 @@ class Hub:
         """Read the registry (when it is on this machine), then follow the broker until cancelled."""
         for record in await anyio.to_thread.run_sync(lambda: list(iter_records(self.workspace))):
             self.jobs[record.job_id] = record
+        self.refusals.extend(await anyio.to_thread.run_sync(recent_refusals, self.workspace, REFUSALS_KEPT))
         task_status.started()
         try:
             attempt = 0
@@ -91,7 +93,10 @@ class Hub:
                     await self._follow()
                     attempt = 0
                 except aiomqtt.MqttError as exc:
-                    log.debug("dashboard: broker %s: %s", self.broker.url, exc)
+                    if self.connected:
+                        attempt = 0
+                    if attempt == 0:
+                        log.warning("dashboard: %s; retrying", unreachable(self.broker, exc))
                 self._set_connected(False)
                 await anyio.sleep(RETRY[min(attempt, len(RETRY) - 1)])  # reconnect backoff
                 attempt += 1

@@ -1,0 +1,52 @@
+"""What happened before the dashboard started, from the files when they are on this machine.
+
+The refusals the projector keeps in `<logs>/_rejected.jsonl` (docs/design.md,
+"What the projector writes"): only the file's tail is read, opened without
+following a link, like every read under the log dir (`mam.nofollow`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from mam.nofollow import open_at
+from mam.workspace import Workspace
+
+REJECTED_FILE = "_rejected.jsonl"
+TAIL_BYTES = 256 * 1024
+
+
+def recent_refusals(workspace: Workspace, limit: int) -> list[dict[str, Any]]:
+    """The last `limit` refusals in the log dir, newest first; none if there is no such file."""
+    root = os.fspath(workspace.logs_dir)
+    try:
+        dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        fd = open_at(dir_fd, REJECTED_FILE, os.O_RDONLY, shown=os.path.join(root, REJECTED_FILE), action="read")
+    except OSError:
+        return []
+    finally:
+        os.close(dir_fd)
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(size - TAIL_BYTES, 0), os.SEEK_SET)
+        data = os.read(fd, TAIL_BYTES)
+    finally:
+        os.close(fd)
+    lines = data.split(b"\n")[1 if size > TAIL_BYTES else 0 :]
+    found = []
+    for line in reversed(lines):
+        try:
+            refusal = msgspec.json.decode(line) if line else None
+        except msgspec.DecodeError:
+            continue
+        if isinstance(refusal, dict):
+            found.append(refusal)
+            if len(found) == limit:
+                break
+    return found
