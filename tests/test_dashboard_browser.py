@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from test_runner_support import agent_runner, mock_command
 
@@ -95,3 +96,24 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
         shot = tmp_path / "dashboard.png"
         await page.screenshot(path=str(shot))
         save_screenshot(shot)
+
+
+async def test_with_a_password_file_the_browser_logs_in_and_gets_the_live_page(ws: WorkspacePaths, tmp_path: Path) -> None:
+    from playwright.async_api import Error as PlaywrightError
+    from playwright.async_api import expect
+    from test_dashboard_server import dashboard
+
+    from mam.broker.passwords import set_password
+
+    passwords = tmp_path / "passwd"
+    set_password(passwords, "ada", "s3cret")
+    async with up_with_dashboard(ws) as (url, _), dashboard(ws.root, url, password_file=passwords) as page_url:
+        async with browser_page() as page:
+            with pytest.raises(PlaywrightError, match="AUTH"):  # the browser got a 401 and no page
+                await page.goto(page_url)
+        async with browser_page(http_credentials={"username": "ada", "password": "s3cret"}) as page:
+            await page.goto(page_url)
+            await expect(page.locator("#projector")).to_contain_text("projector online", timeout=WAIT)
+            async with publisher(url, ws) as pub:
+                await pub.submit(prompt="p", agent="nobody", job_id="web-login", wait=True)
+            await expect(row(page, "web-login").locator(".status")).to_have_text("submitted", timeout=WAIT)
