@@ -111,10 +111,10 @@ async def test_stream_shows_states_and_refusals_and_cancel_answers_with_the_verd
             assert "finished job" in refusal["reason"]
 
         # A reconnect with another filter and a job's detail: the record and its audit log come in the snapshot.
-        async with Stream(page, "status=running&job=dash-1") as stream:
+        async with Stream(page, "status=running&job=ash-1") as stream:  # a suffix, as the CLI takes it
             snapshot = await stream.next("snapshot", lambda d: d["projector"] is not None)
             assert snapshot["jobs"] == [] and snapshot["projector"]["status"] == "online"
-            assert snapshot["detail"]["record"]["status"] == "cancelled"
+            assert snapshot["detail"]["job_id"] == "dash-1" and snapshot["detail"]["record"]["status"] == "cancelled"
             assert [e["event"]["type"] for e in snapshot["detail"]["events"]] == ["submitted", "cancel_requested"]
 
 

@@ -24,6 +24,7 @@ from mam.agents.publisher import Publisher
 from mam.broker_url import BrokerAddress
 from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
 from mam.ids import validate_job_id
+from mam.query import NoSuchJob, resolve_job_id
 from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub
@@ -53,7 +54,7 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
         try:
             chosen = from_params(request.query_params)
             if job is not None:
-                validate_job_id(job)
+                job = _job(validate_job_id(job), hub)
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, 400)
         return StreamingResponse(page_stream(hub, chosen, job), media_type="text/event-stream")
@@ -86,6 +87,14 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=middleware)
+
+
+def _job(text: str, hub: Hub) -> str:
+    """A job id as the CLI takes it: whole, or a unique prefix or suffix of a job the hub knows."""
+    try:
+        return resolve_job_id(text, hub.jobs)
+    except NoSuchJob:
+        return text  # its record may still be in the registry: the detail says so if not
 
 
 def _http_status(exc: MamError) -> int:

@@ -48,6 +48,7 @@ const handlers = {
     state.refusals = data.refusals;
     state.detail = null;
     if (data.detail) {
+      state.jobId = data.detail.job_id;
       state.detail = { ...data.detail, events: [], seen: new Set(), output: "" };
       data.detail.events.forEach(addEvent);
     }
