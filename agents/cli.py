@@ -239,12 +239,20 @@ async def _resolve_retained(pub: Publisher, text: str) -> str:
     """The job id `text` is, or uniquely starts or ends, among the states the broker retains.
 
     A writer opens no registry file, so `mam cancel` resolves a short id
-    against the retained states; an id nothing matches goes out as typed (the
-    projector then refuses it: unknown job)."""
+    against the retained states. An id nothing matches, or any id when the
+    broker did not deliver every retained state in time, goes out as typed
+    (the projector refuses an unknown one). A short id that resolved is named
+    on stderr, so the reader sees which job was meant."""
+    known = await snapshot_job_ids(pub.broker, pub.topics)
+    if known is None:
+        return text
     try:
-        return resolve_job_id(text, await snapshot_job_ids(pub.broker, pub.topics))
+        found = resolve_job_id(text, known)
     except NoSuchJob:
         return text
+    if found != text:
+        print(f"mam: {text} is job {found}", file=sys.stderr)
+    return found
 
 
 def run_cancel(args: argparse.Namespace) -> int:

@@ -85,8 +85,9 @@ async def changes(
             yield change
 
 
-async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> list[aiomqtt.Message]:
-    """The retained messages on `wildcard`, once the broker has delivered them.
+async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> tuple[list[aiomqtt.Message], bool]:
+    """The retained messages on `wildcard`, once the broker has delivered them, and whether that
+    is all of them (False: `SNAPSHOT_LIMIT` cut the read short).
 
     MQTT marks no end of the retained messages: this takes them until the
     workspace's retained projector status (subscribed after them, so sent after
@@ -95,7 +96,7 @@ async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> li
     taken: list[aiomqtt.Message] = []
     await client.subscribe(wildcard, qos=1)
     await client.subscribe(topics.projector_status, qos=1)
-    with anyio.move_on_after(SNAPSHOT_LIMIT):
+    with anyio.move_on_after(SNAPSHOT_LIMIT) as limit:
         messages = client.messages.__aiter__()
         wait = QUIET
         while True:
@@ -107,14 +108,15 @@ async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> li
                 wait = SETTLE
             else:
                 taken.append(message)
-    return taken
+    return taken, not limit.cancelled_caught
 
 
 async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, AgentStatus]:
     """The runners' retained statuses, by runner id (see `_retained` for when that is complete)."""
     found: dict[str, AgentStatus] = {}
     states = StateReader(topics.workspace, None)
-    for message in await _retained(client, topics, topics.all_agent_status):
+    messages, _ = await _retained(client, topics, topics.all_agent_status)
+    for message in messages:
         change = decode_change(topics, states, message)
         if isinstance(change, AgentChange):
             if change.status is None:
@@ -124,10 +126,14 @@ async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, Ag
     return found
 
 
-async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str]:
-    """The ids of the jobs whose state the broker retains, from the topics alone (payloads unread)."""
+async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str] | None:
+    """The ids of the jobs whose state the broker retains, from the topics alone (payloads unread);
+    None if the broker did not deliver them all in time."""
+    messages, complete = await _retained(client, topics, topics.all_states)
+    if not complete:
+        return None
     ids = set()
-    for message in await _retained(client, topics, topics.all_states):
+    for message in messages:
         parsed = topics.parse(str(message.topic))
         if parsed is not None and parsed.kind is Kind.STATE and parsed.job_id and message.payload:
             ids.add(parsed.job_id)
@@ -143,7 +149,7 @@ async def snapshot_agents(broker: BrokerAddress, topics: Topics) -> dict[str, Ag
         raise unreachable(broker, exc) from None
 
 
-async def snapshot_job_ids(broker: BrokerAddress, topics: Topics) -> set[str]:
+async def snapshot_job_ids(broker: BrokerAddress, topics: Topics) -> set[str] | None:
     """`retained_job_ids` on a connection of its own."""
     try:
         async with make_client(broker) as client:

@@ -26,7 +26,7 @@ from mam.live import AgentChange, JobChange, changes
 from mam.mqtt import make_client, unreachable
 from mam.query import JobFilter, select
 from mam.record import JobRecord
-from mam.signals import cancel_on_signal
+from mam.signals import run_until_signal
 from mam.signing import StateReader
 from mam.status import AgentStatus
 from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
@@ -66,7 +66,7 @@ class _Screen:
 
     def _draw(self) -> None:
         size = shutil.get_terminal_size()
-        lines = self.frame(max(size.lines - 2, 1), size.columns)
+        lines = self.frame(max(size.lines - 1, 2), size.columns)  # the footer takes the last line
         footer = f"{self.title} · {utc_now():%H:%M:%S} UTC · Ctrl-C to stop"
         self.out.write(_HOME_CLEAR + "\n".join([*lines, footer[: size.columns]]))
         self.out.flush()
@@ -95,13 +95,6 @@ def _print(out: IO[str], text: str) -> None:
     out.flush()
 
 
-async def _until_signal(body: Callable[[], object]) -> None:
-    async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope)
-        await body()  # type: ignore[misc]
-        tg.cancel_scope.cancel()
-
-
 def watch_jobs(
     workspace: Workspace,
     broker: BrokerAddress,
@@ -126,7 +119,8 @@ def watch_jobs(
             _print(out, line(job_row(record, utc_now())))
 
     def frame(rows: int, columns: int) -> list[str]:
-        shown, total = select(known.values(), where, min(rows - 1, limit or rows))
+        room = max(rows - 2, 1)  # the header, and the line that says how many more there are
+        shown, total = select(known.values(), where, min(room, limit or room))
         lines = render([job_row(r, utc_now()) for r in shown], JOB_HEADER, colour=colour, width=columns)
         if total > len(shown):
             lines.append(f"... {total - len(shown)} more not shown")
@@ -163,7 +157,7 @@ def watch_jobs(
         else:
             await follow()
 
-    anyio.run(_until_signal, body)
+    anyio.run(run_until_signal, body)
     return 0
 
 
@@ -178,7 +172,7 @@ def watch_agents(
 
     def frame(rows: int, columns: int) -> list[str]:
         now = utc_now()
-        shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]
+        shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]  # and the header
         return render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=colour, width=columns)
 
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
@@ -206,7 +200,7 @@ def watch_agents(
         else:
             await follow()
 
-    anyio.run(_until_signal, body)
+    anyio.run(run_until_signal, body)
     return 0
 
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 
 import anyio
+from test_cli_watch import watching
 from test_runner_support import agent_runner, mock_command
 
 from brokers import RunningBroker
@@ -33,8 +34,10 @@ async def test_agents_lists_an_online_runner_and_its_jobs_then_offline_after_kil
             assert b"no runner" not in submitted.stderr, "a runner serves mock: no warning"
             await wait_for_state(url, workspace_id(ws.root), "job-h", lambda r: r["status"] == "running")
             status = f"mam/{workspace_id(ws.root)}/agents/r1/status"
-            async with Watch(url, status) as watch:
+            async with Watch(url, status) as watch, \
+                    watching(ws.elsewhere, "agents", "--watch", "--json", "--broker", url, "--workspace", root) as live:
                 await watch.json(lambda s: s["jobs"] == ["job-h"])
+                await live.record(lambda s: s["agent_id"] == "r1" and s["jobs"] == ["job-h"])
                 [listed] = await _agents(url, ws)
                 assert (listed["agent_id"], listed["agent"], listed["status"]) == ("r1", "mock", "online")
                 assert listed["jobs"] == ["job-h"] and listed["pid"] == runner.pid
@@ -45,6 +48,9 @@ async def test_agents_lists_an_online_runner_and_its_jobs_then_offline_after_kil
 
                 runner.kill9()
                 await watch.json(lambda s: s["status"] == "offline")
+                offline = await live.record(lambda s: s["status"] == "offline")
+                assert offline["agent_id"] == "r1", "--watch shows the will as it comes"
+                assert await live.interrupt() == 0
             [gone] = await _agents(url, ws)
             assert (gone["agent_id"], gone["status"]) == ("r1", "offline"), "shown: offline for less than a day"
 

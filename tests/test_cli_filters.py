@@ -146,3 +146,4 @@ async def test_every_reading_command_takes_a_unique_prefix_or_suffix(amqtt: Runn
         cancelled = await run(mam("cancel", "a1b2c3", "--broker", url, "--workspace", root), cwd=ws.elsewhere)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.decode().split() == [ids[1], "cancelled"]
+        assert f"a1b2c3 is job {ids[1]}" in cancelled.stderr.decode(), "the job a short id meant is named"
