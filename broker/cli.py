@@ -10,6 +10,7 @@ import anyio
 
 from mam.broker.limits import DEFAULT_CONNECT_TIMEOUT, MOST_CONNECTIONS, Limits
 from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
+from mam.broker.spool import Spool, default_spool_dir
 from mam.cli_args import Parser, add_verbose, port, positive_int, positive_seconds
 from mam.cli_common import run_cli, setup_logging
 from mam.signals import cancel_on_signal
@@ -56,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="require user:password (create the file with `mam passwd F USER`)",
     )
     parser.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="keep each workspace's events here until its projector acknowledges them, and the retained "
+        "messages across restarts (default $XDG_STATE_HOME/mam/broker-spool/HOST-PORT)",
+    )
     add_limit_flags(parser)
     add_verbose(parser, top=True)
     return parser
@@ -74,14 +82,21 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(PROG, args.verbose)
 
     def body() -> int:
+        spool = Spool(args.spool or default_spool_dir(args.host, args.port))
+        spool.open()
         broker = EmbeddedBroker(
             args.host,
             args.port,
             password_file=args.password_file,
             allow_anonymous=args.allow_anonymous,
             limits=limits_from_args(args),
+            publish_gate=spool.offer,
+            spool=spool,
         )
-        anyio.run(serve, broker)
+        try:
+            anyio.run(serve, broker)
+        finally:
+            spool.close()
         return 0
 
     run_cli(PROG, body)

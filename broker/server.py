@@ -28,6 +28,8 @@ from mam.broker.handler import install_handler
 from mam.broker.limits import MOST_CONNECTIONS, Limits, resolve_limits
 from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
+from mam.broker.spool import Spool
+from mam.broker.spool_delivery import SpoolHooks
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
 
@@ -41,7 +43,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(Broker):
+class _Broker(SpoolHooks, Broker):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a
@@ -149,12 +151,15 @@ class EmbeddedBroker:
         publish_gate: gate.PublishGate | None = None,
         allow_anonymous: bool = False,
         limits: Limits | None = None,
+        spool: Spool | None = None,
     ) -> None:
         check_exposure(host, password_file, allow_anonymous)
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file
         self.publish_gate = publish_gate
+        self.spool = spool
+        """`mam-broker`'s spool (`mam.broker.spool`): events kept on disk until the projector has them."""
         self.limits = resolve_limits(limits or Limits())
         self.host = host
         self.requested_port = port
@@ -183,6 +188,7 @@ class EmbeddedBroker:
     async def start(self) -> None:
         config = broker_config(self.host, self.requested_port, self.password_file)
         broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate)
+        broker.spool = self.spool
         try:
             await broker.start()
         except BrokerError as exc:

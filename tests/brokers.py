@@ -99,7 +99,7 @@ def _spawn(cmd: list[str], log: Path | None) -> subprocess.Popen[bytes]:
 @contextmanager
 def amqtt_broker(tmp: Path) -> Iterator[RunningBroker]:
     port = free_port()
-    cmd = [str(BIN / "mam-broker"), "--port", str(port)]
+    cmd = [str(BIN / "mam-broker"), "--port", str(port), "--spool", str(tmp / "amqtt-spool")]
     proc = _spawn(cmd, tmp / "amqtt.log")
     running = RunningBroker("amqtt", port, proc, cmd, tmp / "amqtt.log")
     try:

@@ -4,9 +4,11 @@ Each is a strict xfail, or asserts the gap outright: the day amqtt closes the
 gap, the suite fails, so the README's warning gets revisited. mam's answer to
 them: `mam up` runs broker and projector in one process, holds every PUBACK
 until the event is in the audit log and restores the retained states when it
-starts (test_up_durability.py), so no event rests in amqtt's memory alone; a
-standalone `mam-broker` keeps these gaps, and the README points shared setups
-to mosquitto or NATS, where the same tests pass (test_delivery.py).
+starts (test_up_durability.py); a standalone `mam-broker` keeps each
+workspace's events in its spool until the projector's session acknowledges
+them, and every retained message across its restart (test_broker_spool.py).
+What is left is amqtt's delivery to any other session, on any other topic:
+nothing queued for an anonymous offline session, nothing redelivered.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ async def first_message(url: str, topic: str, *, client_id: str | None = None, t
     return None
 
 
-@pytest.mark.xfail(strict=True, reason="amqtt 0.12 queues nothing for an offline persistent session")
+@pytest.mark.xfail(strict=True, reason="amqtt 0.12 queues nothing for an anonymous offline persistent session")
 async def test_amqtt_queues_for_an_offline_persistent_session(tmp_path: Path) -> None:
     with BROKERS["amqtt"](tmp_path) as broker:
         client_id, topic = f"offline-{uuid.uuid4().hex[:8]}", "gap/offline"
@@ -46,8 +48,8 @@ async def test_amqtt_queues_for_an_offline_persistent_session(tmp_path: Path) ->
         assert await first_message(broker.url, topic, client_id=client_id) == b"while-away"
 
 
-@pytest.mark.xfail(strict=True, reason="amqtt 0.12 keeps nothing (retained messages, sessions) across a restart")
-async def test_amqtt_keeps_retained_messages_across_a_restart(tmp_path: Path) -> None:
+async def test_mam_broker_keeps_retained_messages_across_a_restart(tmp_path: Path) -> None:
+    """amqtt 0.12 keeps nothing across a restart; `mam-broker` keeps every retained message in its spool."""
     with BROKERS["amqtt"](tmp_path) as broker:
         await publish(broker.url, "gap/retained", b"kept", retain=True)
         assert await first_message(broker.url, "gap/retained") == b"kept"
@@ -101,6 +103,23 @@ async def test_amqtt_acknowledges_a_publish_its_acl_refused(tmp_path: Path) -> N
         assert first.topic.value == "allowed/x"
     finally:
         await broker.shutdown()
+
+
+@pytest.mark.xfail(strict=True, reason="amqtt 0.12 does not redeliver unacknowledged QoS 1 messages (amqtt issue #401)")
+async def test_amqtt_redelivers_to_a_session_other_than_a_projectors(tmp_path: Path) -> None:
+    """The spool redelivers only to `mam-projector-<ws>`, and only a workspace's events."""
+    from test_delivery import receive_without_ack
+
+    with BROKERS["amqtt"](tmp_path) as broker:
+        client_id, topic = f"other-{uuid.uuid4().hex[:8]}", "gap/redeliver"
+        async with make_client(parse_broker_url(broker.url), identifier=client_id, clean_session=False) as c:
+            await c.subscribe(topic, qos=1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive_without_ack, broker.url, client_id, topic)
+            await anyio.sleep(0.5)  # the session must be connected: amqtt queues nothing for it offline
+            await publish(broker.url, topic, b"once")
+        with anyio.fail_after(5):
+            assert await receive_without_ack(broker.url, client_id, topic) == b"once"
 
 
 @pytest.mark.parametrize("kind", ["mosquitto", "nats"])

@@ -1,0 +1,199 @@
+"""Delivering a workspace's spooled events to its projector's session, until it acknowledges each.
+
+amqtt's own delivery (`Broker._run_broadcast`) sends a message to a session
+once, forgets it when the session is offline or anonymous, and drops its
+packet id after five seconds without a PUBACK. So for a topic the spool keeps
+(`mam.broker.spool.spooled_workspace`), amqtt's delivery skips the session
+`mam-projector-<ws>` (`SpoolHooks._topic_filtering`), and a `Delivery` task
+per workspace sends the spooled events itself: in seq order, to that session
+while it is connected and subscribed to a matching filter, each with a packet
+id of the session's own (reserved in its `inflight_out`, so amqtt picks no
+other) and a PUBACK waiter in the handler's table, which amqtt's
+`handle_puback` resolves. A PUBACK moves the spool's cursor; a connection
+that ends cancels the waiters, and what was unacknowledged is sent again,
+with DUP set, to the next connection of that session, including one to a
+broker restarted on the same spool. The projector dedupes by event id.
+
+Every other subscriber (a watcher of `mam/<ws>/jobs/+/events`) is served by
+amqtt as before. Retained messages are noted in the spool as amqtt keeps them
+and put back when the broker starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from functools import partial
+from typing import Any
+
+import anyio
+from amqtt.broker import RetainedApplicationMessage
+from amqtt.contexts import Action
+from amqtt.mqtt.publish import PublishPacket
+from amqtt.session import OutgoingApplicationMessage, Session
+
+from mam.broker.spool import Entry, Queue, Spool, spooled_workspace
+
+log = logging.getLogger("mam.broker")
+
+MAX_IN_FLIGHT = 20_000
+"""Unacknowledged deliveries to one projector connection (packet ids are 16 bits)."""
+POLL = 0.1
+"""How often an undelivered backlog looks for its projector's session."""
+
+
+class SpoolHooks:
+    """Mixed into mam's amqtt broker: with a `spool`, the delivery above and retained messages kept."""
+
+    spool: Spool | None = None
+    _delivery: Delivery | None = None
+
+    async def start(self) -> None:
+        await super().start()  # type: ignore[misc]
+        if self.spool is not None:
+            kept: dict[str, RetainedApplicationMessage] = self._retained_messages  # type: ignore[attr-defined]
+            for topic, (payload, qos) in self.spool.retained.items():
+                kept[topic] = RetainedApplicationMessage(None, topic, payload, qos)
+            self._delivery = Delivery(self, self.spool)
+
+    async def shutdown(self) -> None:
+        if self._delivery is not None:
+            await self._delivery.stop()
+            self._delivery = None
+        await super().shutdown()  # type: ignore[misc]
+
+    async def retain_message(
+        self, source_session: Session | None, topic_name: str | None, data: bytes | bytearray | None, qos: int | None = None
+    ) -> None:
+        await super().retain_message(source_session, topic_name, data, qos)  # type: ignore[misc]
+        if self.spool is not None and topic_name is not None:
+            self.spool.retain(topic_name, bytes(data or b""), qos or 0)
+
+    async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
+        if self.spool is not None and action == Action.RECEIVE and session is not None and topic:
+            workspace = spooled_workspace(topic)
+            if workspace is not None and session.client_id == f"mam-projector-{workspace}":
+                return False  # the spool delivers it (`Delivery`)
+        return await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
+
+
+class Delivery:
+    """One task per workspace with spooled events, sending them to its projector's session."""
+
+    def __init__(self, broker: Any, spool: Spool) -> None:
+        self.broker = broker
+        self.spool = spool
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        spool.on_durable = self.kick
+        for queue in list(spool.queues.values()):
+            self.kick(queue)
+
+    def kick(self, queue: Queue) -> None:
+        queue.changed.set()
+        task = self.tasks.get(queue.workspace)
+        if task is None or task.done():
+            self.tasks[queue.workspace] = asyncio.ensure_future(self._serve(queue))
+
+    async def stop(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        for task in self.tasks.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.tasks.clear()
+
+    async def _serve(self, queue: Queue) -> None:
+        link: Link | None = None
+        while True:
+            queue.changed.clear()
+            found = self._connection(queue)
+            if link is None or found is None or found[1] is not link.handler:
+                if link is not None:
+                    link.release()
+                link = Link(self.broker, self.spool, queue, *found) if found is not None else None
+            if link is not None:
+                await link.send_due()
+            if queue.entries:
+                with anyio.move_on_after(POLL):
+                    await queue.changed.wait()
+            else:
+                await queue.changed.wait()
+
+    def _connection(self, queue: Queue) -> tuple[Session, Any] | None:
+        held = self.broker._sessions.get(queue.client_id)  # noqa: SLF001 - amqtt has no public session table
+        if held is None:
+            return None
+        session, handler = held
+        if handler is None or session.transitions.state != "connected":
+            return None
+        return session, handler
+
+
+class Link:
+    """Deliveries to one connection of the projector's session."""
+
+    def __init__(self, broker: Any, spool: Spool, queue: Queue, session: Session, handler: Any) -> None:
+        self.broker, self.spool, self.queue, self.session, self.handler = broker, spool, queue, session, handler
+        self.in_flight: dict[int, int] = {}
+        """seq -> packet id, sent on this connection and not acknowledged yet."""
+        self.next_seq = queue.first_seq()
+
+    def filters(self) -> list[str]:
+        subscriptions: dict[str, list[tuple[Session, int]]] = self.broker._subscriptions  # noqa: SLF001
+        return [f for f, holders in subscriptions.items() if any(s is self.session for s, _ in holders)]
+
+    async def send_due(self) -> None:
+        filters = self.filters()
+        if not filters:
+            return
+        while self.next_seq <= self.queue.durable_upto and len(self.in_flight) < MAX_IN_FLIGHT:
+            entry = self.queue.entries.get(self.next_seq)
+            if entry is not None and entry.seq not in self.in_flight:
+                if not any(self.broker._matches(entry.topic, f) for f in filters):  # noqa: SLF001
+                    return  # not subscribed (yet) to what this one needs: wait, in order
+                if not await self._send(entry):
+                    return
+            self.next_seq += 1
+
+    async def _send(self, entry: Entry) -> bool:
+        if self.session.transitions.state != "connected":
+            return False
+        packet_id = self.session.next_packet_id
+        self.session.inflight_out[packet_id] = _RESERVED
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.handler._puback_waiters[packet_id] = waiter  # noqa: SLF001
+        self.in_flight[entry.seq] = packet_id
+        waiter.add_done_callback(partial(self._settled, entry, packet_id))
+        packet = PublishPacket.build(entry.topic, entry.payload, packet_id, entry.sent, 1, False)
+        entry.sent = True
+        try:
+            await self.handler._send_packet(packet)  # noqa: SLF001
+        except Exception as exc:  # noqa: BLE001 - a dead connection: the next one gets it again
+            log.debug("spool: delivering to %s failed: %s", self.queue.client_id, exc)
+            if not waiter.done():
+                waiter.cancel()
+            return False
+        return True
+
+    def _settled(self, entry: Entry, packet_id: int, waiter: asyncio.Future[Any]) -> None:
+        if self.session.inflight_out.get(packet_id) is _RESERVED:
+            del self.session.inflight_out[packet_id]
+        if self.handler._puback_waiters.get(packet_id) is waiter:  # noqa: SLF001
+            del self.handler._puback_waiters[packet_id]  # noqa: SLF001
+        if waiter.cancelled() or waiter.exception() is not None:
+            return
+        self.in_flight.pop(entry.seq, None)
+        self.spool.acked(self.queue, entry.seq)
+        self.queue.changed.set()
+
+    def release(self) -> None:
+        """This connection is over: free its packet ids; what it did not acknowledge goes to the next."""
+        for packet_id in self.in_flight.values():
+            if self.session.inflight_out.get(packet_id) is _RESERVED:
+                del self.session.inflight_out[packet_id]
+        self.in_flight.clear()
+
+
+_RESERVED = OutgoingApplicationMessage(None, "", 1, b"", False)
+"""Holds a packet id in a session's `inflight_out` while the spool's delivery uses it."""

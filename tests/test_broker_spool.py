@@ -1,0 +1,88 @@
+"""`mam-broker` keeps a workspace's events on disk until its projector acknowledges them.
+
+Real processes throughout: `mam-broker` with `--spool`, `mam-projector`, publishers
+that wait for each PUBACK. The broker is stopped cleanly and killed with SIGKILL.
+(`kill -9` of the projector under load on mam-broker: test_delivery.py, with
+mosquitto and NATS.)
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import aiomqtt
+import pytest
+from test_amqtt_gaps import first_message
+
+from brokers import BROKERS, RunningBroker, _spawn, wait_for_port
+from conftest import WorkspacePaths
+from e2e import assert_log_and_registry_consistent, projector_process, submit, workspace_id
+from support import publish, wait_for_state
+
+
+@contextmanager
+def own_broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    with BROKERS["amqtt"](tmp_path / "own-broker") as broker:
+        yield broker
+
+
+def restart(broker: RunningBroker, how: str) -> None:
+    """Stop `mam-broker` (SIGTERM, or SIGKILL) and start it again on the same port and spool."""
+    if how == "kill9":
+        broker.proc.send_signal(signal.SIGKILL)
+        broker.proc.wait(10)
+        broker.proc = _spawn(broker.restart_cmd, broker.log)
+        wait_for_port(broker.port, broker.proc)
+    else:
+        broker.restart()
+
+
+async def publish_all(url: str, port: int, ws_id: str, payloads: list[tuple[str, bytes]]) -> None:
+    """Each publish waits for its PUBACK: acknowledged means the broker has it on disk."""
+    async with aiomqtt.Client("127.0.0.1", port) as client:
+        for job_id, payload in payloads:
+            await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
+
+
+async def test_100_jobs_published_while_the_projector_is_down_are_all_recorded_once(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    expected = {f"down-{n}": [f"down-{n}-e0"] for n in range(100)}
+    with own_broker(tmp_path) as broker:
+        # No projector has ever connected: the spool keeps them all the same.
+        await publish_all(broker.url, broker.port, ws_id, [(j, submit(j, ids[0])) for j, ids in expected.items()])
+        async with projector_process(broker, ws.root, ws.elsewhere):
+            for job_id in expected:
+                await wait_for_state(broker.url, ws_id, job_id, timeout=30)
+        # Back again: everything was acknowledged, nothing comes twice.
+        async with projector_process(broker, ws.root, ws.elsewhere) as again:
+            await wait_for_state(broker.url, ws_id, "down-99")
+        assert ", 0 duplicates," in again.output(), again.output()
+    assert_log_and_registry_consistent(ws, ws_id, expected)
+
+
+@pytest.mark.parametrize("how", ["kill9", "stop"])
+async def test_a_broker_restart_keeps_unacknowledged_events_and_retained_states(
+    how: str, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    with own_broker(tmp_path) as broker:
+        async with projector_process(broker, ws.root, ws.elsewhere):
+            await publish(broker.url, f"mam/{ws_id}/jobs/before/events", submit("before", "b0"))
+            recorded = await wait_for_state(broker.url, ws_id, "before")
+        await publish(broker.url, "elsewhere/retained", b"kept", retain=True)
+        await publish_all(broker.url, broker.port, ws_id, [(f"away-{n}", submit(f"away-{n}", f"a{n}")) for n in range(20)])
+        restart(broker, how)
+        # The projector's state and an unrelated retained message, as they were.
+        assert await first_message(broker.url, "elsewhere/retained") == b"kept"
+        kept = await wait_for_state(broker.url, ws_id, "before", timeout=5)
+        assert kept == recorded
+        async with projector_process(broker, ws.root, ws.elsewhere):
+            for n in range(20):
+                await wait_for_state(broker.url, ws_id, f"away-{n}", timeout=30)
+    expected = {"before": ["b0"], **{f"away-{n}": [f"a{n}"] for n in range(20)}}
+    assert_log_and_registry_consistent(ws, ws_id, expected)
