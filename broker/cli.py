@@ -8,7 +8,9 @@ from pathlib import Path
 
 import anyio
 
+from mam.broker.acl import Policy, load_acl
 from mam.broker.limits import DEFAULT_CONNECT_TIMEOUT, MOST_CONNECTIONS, Limits
+from mam.broker.listeners import add_listener_flags, listeners_from_args
 from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
 from mam.broker.spool import Spool, default_spool_dir
 from mam.cli_args import Parser, add_verbose, port, positive_int, positive_seconds
@@ -40,6 +42,27 @@ def add_limit_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_acl_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--acl-file",
+        type=Path,
+        metavar="F",
+        help="who may publish and read which topics, in mosquitto's acl_file syntax (see docs/mosquitto.acl); "
+        "without it, see README, Brokers and access",
+    )
+
+
+def policy_from_args(
+    args: argparse.Namespace, workspace: str | None = None, projector_client: str | None = None
+) -> Policy:
+    """The access policy of `--acl-file` and `--password-file`; `workspace` and `projector_client`:
+    `mam up`'s workspace and the client id of its in-process projector."""
+    acl = load_acl(args.acl_file) if args.acl_file is not None else None
+    return Policy(
+        acl=acl, login=args.password_file is not None, workspace=workspace, projector_client=projector_client
+    )
+
+
 def limits_from_args(args: argparse.Namespace) -> Limits:
     return Limits(connect_timeout=args.connect_timeout, max_connections=args.max_connections)
 
@@ -64,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep each workspace's events here until its projector acknowledges them, and the retained "
         "messages across restarts (default $XDG_STATE_HOME/mam/broker-spool/HOST-PORT)",
     )
+    add_acl_flag(parser)
+    add_listener_flags(parser)
     add_limit_flags(parser)
     add_verbose(parser, top=True)
     return parser
@@ -74,6 +99,8 @@ async def serve(broker: EmbeddedBroker) -> None:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         print(broker.address.url, flush=True)
         print(f"{PROG}: listening on {broker.listening}", file=sys.stderr, flush=True)
+        for name, (host, port) in broker.endpoints.items():
+            print(f"{PROG}: {name} on {host}:{port}", file=sys.stderr, flush=True)
         await anyio.sleep_forever()
 
 
@@ -92,6 +119,8 @@ def main(argv: list[str] | None = None) -> None:
             limits=limits_from_args(args),
             publish_gate=spool.offer,
             spool=spool,
+            policy=policy_from_args(args),
+            listeners=listeners_from_args(args),
         )
         try:
             anyio.run(serve, broker)

@@ -6,23 +6,38 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
+from mam.broker.listeners import Listeners
 from mam.errors import UsageError
 
 ALL_INTERFACES = ("", "0.0.0.0", "::")
 
 
-def broker_config(host: str, port: int, password_file: Path | None = None) -> dict[str, Any]:
-    """One TCP listener; anonymous unless a password file is given; no $SYS chatter."""
+def broker_config(
+    host: str,
+    port: int,
+    password_file: Path | None = None,
+    *,
+    policy: str | None = None,
+    listeners: Listeners | None = None,
+) -> dict[str, Any]:
+    """A TCP listener (and the `listeners` asked for); anonymous unless a password file is
+    given; topics checked by the registered `mam.broker.acl` policy `policy`; no $SYS chatter."""
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    auth: dict[str, Any]
+    plugins: dict[str, Any]
     if password_file is None:
-        auth = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
+        plugins = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
     else:
-        auth = {"amqtt.plugins.authentication.FileAuthPlugin": {"password_file": str(password_file)}}
+        plugins = {"amqtt.plugins.authentication.FileAuthPlugin": {"password_file": str(password_file)}}
+    if policy is not None:
+        plugins["mam.broker.acl.WillPlugin"] = {"policy": policy}
+        plugins["mam.broker.acl.AclPlugin"] = {"policy": policy}
     return {
-        "listeners": {"default": {"type": "tcp", "bind": bind, "max_connections": 0}},
+        "listeners": {
+            "default": {"type": "tcp", "bind": bind, "max_connections": 0},
+            **(listeners.amqtt(host) if listeners is not None else {}),
+        },
         "timeout_disconnect_delay": 0,
-        "plugins": auth,
+        "plugins": plugins,
     }
 
 

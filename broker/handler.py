@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from contextvars import ContextVar
 from typing import Any
 
+from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
@@ -55,11 +56,23 @@ class ClientHandler(BrokerProtocolHandler):
 
     async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
         if app_message.direction == INCOMING:
-            if self.gate is not None and not await gate.passes(self.gate, app_message):  # type: ignore[arg-type]
+            if (
+                self.gate is not None
+                and await self._may_publish(app_message.topic)
+                and not await gate.passes(self.gate, app_message)  # type: ignore[arg-type]
+            ):
                 return
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
         await super()._handle_message_flow(app_message)
+
+    async def _may_publish(self, topic: str | None) -> bool:
+        """The topic plugins' verdict (`mam.broker.acl`), asked before the gate: a publish the ACL
+        refuses never reaches the in-process consumer (amqtt asks only later, before delivery)."""
+        if topic is None or self.session is None:
+            return False
+        verdicts = await self.plugins_manager.map_plugin_topic(session=self.session, topic=topic, action=Action.PUBLISH)
+        return all(verdicts.values())
 
     def handle_read_timeout(self) -> None:
         """No packet for the keep-alive grace: close, unless it was this broker holding the client back."""

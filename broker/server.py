@@ -21,11 +21,13 @@ from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
 
 from mam.broker import gate
+from mam.broker.acl import Policy, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.flow import PacketReader, PublishWindow
 from mam.broker.handler import install_handler
 from mam.broker.limits import MOST_CONNECTIONS, Limits, resolve_limits
+from mam.broker.listeners import Listeners
 from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
@@ -152,8 +154,17 @@ class EmbeddedBroker:
         allow_anonymous: bool = False,
         limits: Limits | None = None,
         spool: Spool | None = None,
+        policy: Policy | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
         check_exposure(host, password_file, allow_anonymous)
+        if listeners is not None:
+            listeners.check()
+        self.policy = policy or Policy(login=password_file is not None)
+        """Who may publish and read what (`mam.broker.acl`); the projector's topics are always reserved."""
+        self.listeners = listeners
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        """The extra listeners (`ws`, `tls`) and the (address, port) each is bound to."""
         if password_file is not None:
             check_password_file(password_file)
         self.password_file = password_file
@@ -186,12 +197,16 @@ class EmbeddedBroker:
         return shown
 
     async def start(self) -> None:
-        config = broker_config(self.host, self.requested_port, self.password_file)
+        self._policy_key = register(self.policy)
+        config = broker_config(
+            self.host, self.requested_port, self.password_file, policy=self._policy_key, listeners=self.listeners
+        )
         broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate)
         broker.spool = self.spool
         try:
             await broker.start()
         except BrokerError as exc:
+            unregister(self._policy_key)
             cause = exc.__cause__
             if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
                 raise _port_in_use(self.host, self.requested_port) from None
@@ -202,6 +217,11 @@ class EmbeddedBroker:
         server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
         self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
         self.port = self.bound[0][1]
+        self.endpoints = {
+            name: running.instance.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+            for name, running in broker._servers.items()  # noqa: SLF001
+            if name != "default"
+        }
         _widen_backlog(server.sockets)  # type: ignore[union-attr]
         self._watch_accept(broker)
         log.debug("embedded broker listening on %s (at most %d connections)", self.listening, broker.cap.most)
@@ -227,8 +247,10 @@ class EmbeddedBroker:
         if self._broker is not None:
             broker, self._broker = self._broker, None
             await broker.shutdown()
+            unregister(self._policy_key)
             self.port = None
             self.bound = []
+            self.endpoints = {}
         if self._loop_errors is not None:
             loop, previous = self._loop_errors
             loop.set_exception_handler(previous)

@@ -38,7 +38,8 @@ ALLOW_ANONYMOUS_HELP = (
 
 def add_arguments(up: argparse.ArgumentParser) -> None:
     """The `mam up` flags (`mam.cli` builds the subparser and hands it here)."""
-    from mam.broker.cli import add_limit_flags
+    from mam.broker.cli import add_acl_flag, add_limit_flags
+    from mam.broker.listeners import add_listener_flags
     from mam.cli_args import add_verbose, port
     from mam.cli_common import add_workspace_args
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
@@ -58,6 +59,8 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
         help="require user:password; the projector logs in with the user in MAM_BROKER_URL",
     )
     up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
+    add_acl_flag(up)
+    add_listener_flags(up)
     up.add_argument(
         "--dashboard", nargs="?", type=port, const=DASHBOARD_PORT, metavar="PORT",
         help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
@@ -98,10 +101,13 @@ def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False,
         f"  mosquitto_pub {target} -q 1 -t {topics.events(job)} -m {example}",
         f"  mosquitto_sub {target} -C 1 -v -t {topics.state(job)}",
         "mam up: an event is acknowledged only once it is in the audit log; job states are restored at start.",
-        "mam up: note: the embedded broker has no topic ACLs and keeps other clients' sessions in memory only;",
-        "mam up: for a shared broker or a projector on another host, use mosquitto or NATS (see README, Brokers).",
+        "mam up: only this process writes states, refusals and projector status; --acl-file sets who may do what else;",
+        "mam up: other clients' sessions are kept in memory only: for a shared broker, see README, Brokers.",
         "mam up: Ctrl-C stops both.",
     ]
+    for name, (bound, at) in broker.endpoints.items():
+        scheme = "ws" if name == "ws" else "mqtts"
+        lines.insert(2, f"mam up: {name:<9} {scheme}://{bound}:{at}")
     if not login and not is_loopback(broker.host):
         lines.insert(
             2,
@@ -111,12 +117,15 @@ def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False,
 
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
-    from mam.broker.cli import limits_from_args
+    from mam.broker.cli import limits_from_args, policy_from_args
+    from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
     from mam.projector.intake import LocalIntake
     from mam.projector.service import Projector
 
     intake = LocalIntake(workspace.id)
+    # The only client that may write the workspace's projector topics: its id never leaves this process.
+    projector_client = f"mam-projector-{workspace.id}-{secrets.token_hex(12)}"
     chosen, why = choose_port(args.host, args.port, workspace)
     embedded = EmbeddedBroker(
         args.host,
@@ -125,6 +134,8 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         publish_gate=intake.offer,
         allow_anonymous=args.allow_anonymous,
         limits=limits_from_args(args),
+        policy=policy_from_args(args, workspace.id, projector_client),
+        listeners=listeners_from_args(args),
     )
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
@@ -134,6 +145,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         projector = Projector(
             workspace,
             address,
+            client_id=projector_client,
             durability=args.durability,
             intake=intake,
             restore_retained=True,

@@ -1,0 +1,164 @@
+"""More ways in, same rules: MQTT over websockets (`--ws-port`) and over TLS (`--certfile/--keyfile`),
+bound to the same host, with the same password file and ACL as the plain listener."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import queue
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import paho.mqtt.client as paho
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from mam.broker.passwords import set_password
+
+from brokers import free_port, wait_for_port
+from conftest import WorkspacePaths
+from e2e import workspace_id
+from support import Daemon, child_env, mam, publish, run, wait_projector_online
+
+SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, its own CA, and its key (PEM files)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mam test broker")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    certfile, keyfile = tmp / "cert.pem", tmp / "key.pem"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return certfile, keyfile
+
+
+class PahoWatch:
+    """A paho client (tcp, websockets or TLS) in its own thread, its messages put on a queue."""
+
+    def __init__(
+        self, port: int, topic: str, *, transport: str = "tcp", ca: Path | None = None, login: str | None = None
+    ) -> None:
+        self.messages: queue.Queue[tuple[str, bytes]] = queue.Queue()
+        self.connected: queue.Queue[int] = queue.Queue()
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, transport=transport)  # type: ignore[arg-type]
+        if ca is not None:
+            self.client.tls_set(ca_certs=str(ca), cert_reqs=ssl.CERT_REQUIRED)
+        if login is not None:
+            user, password = login.split(":")
+            self.client.username_pw_set(user, password)
+        self.client.on_connect = lambda c, _u, _f, rc, _p: (self.connected.put(rc.value), c.subscribe(topic, 1))
+        self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, m.payload))
+        self.port = port
+
+    def __enter__(self) -> PahoWatch:
+        self.client.connect("127.0.0.1", self.port, keepalive=10)
+        self.client.loop_start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    async def connack(self) -> int:
+        return await anyio.to_thread.run_sync(lambda: self.connected.get(timeout=10))
+
+    async def next(self, timeout: float = 15) -> tuple[str, bytes]:
+        return await anyio.to_thread.run_sync(lambda: self.messages.get(timeout=timeout))
+
+
+@asynccontextmanager
+async def up(ws: WorkspacePaths, *args: str, login: str | None = None) -> AsyncIterator[tuple[int, Daemon]]:
+    port = free_port()
+    url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
+    daemon = Daemon(
+        mam("up", "--port", str(port), "--workspace", str(ws.root), *args),
+        cwd=ws.elsewhere,
+        env=child_env(MAM_BROKER_URL=url if login else None),
+        log=ws.root.parent / "up.log",
+    )
+    try:
+        wait_for_port(port, daemon.proc)
+        await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
+        yield port, daemon
+    finally:
+        daemon.stop()
+
+
+async def test_a_websocket_client_sees_live_state(ws: WorkspacePaths) -> None:
+    ws_id, ws_port = workspace_id(ws.root), free_port()
+    async with up(ws, "--ws-port", str(ws_port)) as (port, daemon):
+        assert f"ws://127.0.0.1:{ws_port}" in daemon.output()
+        with PahoWatch(ws_port, f"mam/{ws_id}/jobs/+/state", transport="websockets") as watch:
+            assert await watch.connack() == 0
+            await anyio.sleep(0.5)  # the SUBSCRIBE sent on connect is handled
+            await publish(f"mqtt://127.0.0.1:{port}", f"mam/{ws_id}/jobs/job-ws/events", SUBMIT)
+            topic, payload = await watch.next()
+        assert topic == f"mam/{ws_id}/jobs/job-ws/state" and json.loads(payload)["status"] == "submitted"
+
+
+async def test_tls_with_a_self_signed_certificate_and_the_same_logins_and_acl(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id, tls_port, ws_port = workspace_id(ws.root), free_port(), free_port()
+    certfile, keyfile = self_signed(tmp_path)
+    passwd = tmp_path / "passwd"
+    set_password(passwd, "agent", "pw")
+    flags = ("--password-file", str(passwd), "--certfile", str(certfile), "--keyfile", str(keyfile))
+    async with up(ws, *flags, "--tls-port", str(tls_port), "--ws-port", str(ws_port), login="agent:pw") as (port, _):
+        with PahoWatch(tls_port, f"mam/{ws_id}/jobs/+/state", ca=certfile, login="agent:pw") as watch:
+            assert await watch.connack() == 0
+            await anyio.sleep(0.5)
+            await publish(f"mqtt://agent:pw@127.0.0.1:{port}", f"mam/{ws_id}/jobs/job-tls/events", SUBMIT)
+            topic, payload = await watch.next()
+            assert topic == f"mam/{ws_id}/jobs/job-tls/state" and json.loads(payload)["status"] == "submitted"
+            # The same ACL on every listener: a forged state over TLS or websockets is dropped.
+            for transport, at, ca in (("tcp", tls_port, certfile), ("websockets", ws_port, None)):
+                with PahoWatch(at, "unused", transport=transport, ca=ca, login="agent:pw") as forger:
+                    assert await forger.connack() == 0
+                    await anyio.to_thread.run_sync(
+                        lambda f=forger: f.client.publish(topic, b'{"status":"succeeded"}', 1, True).wait_for_publish(5)
+                    )
+            with pytest.raises(queue.Empty):
+                await watch.next(timeout=1)
+        for transport, at, ca in (("tcp", tls_port, certfile), ("websockets", ws_port, None)):
+            with PahoWatch(at, "unused", transport=transport, ca=ca, login="agent:wrong") as refused:
+                assert await refused.connack() != 0, transport
+
+
+async def test_tls_flags_are_checked_before_serving(ws: WorkspacePaths, tmp_path: Path) -> None:
+    certfile, _ = self_signed(tmp_path)
+    only_cert = await run(
+        mam("up", "--port", "0", "--workspace", str(ws.root), "--certfile", str(certfile)), cwd=ws.elsewhere
+    )
+    assert only_cert.returncode == 2 and b"--certfile and --keyfile go together" in only_cert.stderr
+    bad = await run(
+        mam("up", "--port", "0", "--workspace", str(ws.root), "--certfile", str(certfile), "--keyfile", str(certfile)),
+        cwd=ws.elsewhere,
+    )
+    assert bad.returncode == 2 and b"cannot load --certfile" in bad.stderr
