@@ -29,21 +29,24 @@ def _tampered(exc: PathRefused) -> MamError:
     return MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`")
 
 
-def _record_names(fd: int) -> list[str]:
+def _record_names(fd: int, *, links: bool = False) -> list[str]:
     with os.scandir(fd) as entries:
         return sorted(
-            e.name for e in entries if e.name.endswith(".json") and not e.name.startswith(".") and not e.is_symlink()
+            e.name
+            for e in entries
+            if e.name.endswith(".json") and not e.name.startswith(".") and (links or not e.is_symlink())
         )
 
 
 def job_ids(workspace: Workspace) -> list[str]:
-    """The ids of the registry's records, from the file names alone (nothing is opened but the dir)."""
+    """The ids the registry's file names name (nothing is opened but the dir). Links are named too:
+    reading one then says it was planted."""
     try:
         fd = os.open(workspace.registry_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return []
     try:
-        return [name.removesuffix(".json") for name in _record_names(fd)]
+        return [name.removesuffix(".json") for name in _record_names(fd, links=True)]
     finally:
         os.close(fd)
 
@@ -51,13 +54,14 @@ def job_ids(workspace: Workspace) -> list[str]:
 def resolve_id(workspace: Workspace, text: str) -> str:
     """The registry's one job id that is `text` or starts or ends with it (`mam show 5732ef`).
 
-    Raises `NotFound` (exit 1) when none does, `mam.query.AmbiguousJob` (exit 2,
-    naming the candidates) when several do."""
+    Raises `mam.query.AmbiguousJob` (exit 2, naming the candidates) when
+    several do; when none does, `text` as typed (reading it then says what is
+    missing: the record, or the audit log of a job that has none)."""
     validate_job_id(text)
     try:
         return resolve_job_id(text, job_ids(workspace))
     except NoSuchJob:
-        raise NotFound(f"no job {text!r} in {workspace.registry_dir}: check the id with `mam jobs`") from None
+        return text
 
 
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:

@@ -13,7 +13,7 @@ import json
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO
 
 import aiomqtt
@@ -47,19 +47,21 @@ class _Screen:
     out: IO[str]
     title: str
     frame: Callable[[int, int], list[str]]
-    dirty: anyio.Event = field(default_factory=anyio.Event)
+    dirty: anyio.Event | None = None
+    """Made in the event loop, by `run`."""
 
     def changed(self) -> None:
-        self.dirty.set()
+        if self.dirty is not None:
+            self.dirty.set()
 
     async def run(self) -> None:
         self.out.write(_HIDE_CURSOR)
         try:
             while True:
+                self.dirty = anyio.Event()
                 self._draw()
                 with anyio.move_on_after(TICK):
                     await self.dirty.wait()
-                self.dirty = anyio.Event()
         finally:
             self.out.write(_SHOW_CURSOR + "\n")
             self.out.flush()
