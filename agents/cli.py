@@ -243,7 +243,7 @@ async def _resolve_retained(pub: Publisher, text: str) -> str:
     broker did not deliver every retained state in time, goes out as typed
     (the projector refuses an unknown one). A short id that resolved is named
     on stderr, so the reader sees which job was meant."""
-    known = await snapshot_job_ids(pub.broker, pub.topics)
+    known = await snapshot_job_ids(pub.broker, pub.topics, exact=text)
     if known is None:
         return text
     try:

@@ -149,11 +149,18 @@ async def snapshot_agents(broker: BrokerAddress, topics: Topics) -> dict[str, Ag
         raise unreachable(broker, exc) from None
 
 
-async def snapshot_job_ids(broker: BrokerAddress, topics: Topics) -> set[str] | None:
-    """`retained_job_ids` on a connection of its own."""
+async def snapshot_job_ids(broker: BrokerAddress, topics: Topics, *, exact: str | None = None) -> set[str] | None:
+    """`retained_job_ids` on a connection of its own. With `exact`, that job's own state topic is
+    asked too, so the id is in the set whenever the broker retains its state, even if a broker sent
+    the retained messages of the wildcard after the projector status that was to mark their end."""
     try:
         async with make_client(broker) as client:
-            return await retained_job_ids(client, topics)
+            ids = await retained_job_ids(client, topics)
+            if ids is not None and exact is not None and exact not in ids:
+                messages, _ = await _retained(client, topics, topics.state(exact))
+                if any(str(m.topic) == topics.state(exact) and m.payload for m in messages):
+                    ids.add(exact)
+            return ids
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
 
