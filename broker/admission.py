@@ -31,8 +31,7 @@ class ConnectionCap:
     def admit(self) -> bool:
         if self.open >= self.most:
             self.refused(
-                f"connection limit reached: {self.open} connections open (--max-connections {self.most}); "
-                "closing new ones until some close"
+                f"connection limit reached (--max-connections {self.most}): closing new connections until some close"
             )
             return False
         self.open += 1

@@ -14,11 +14,19 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from amqtt.adapters import ReaderAdapter, StreamReaderAdapter, StreamWriterAdapter, WriterAdapter
+from amqtt.adapters import (
+    ReaderAdapter,
+    StreamReaderAdapter,
+    StreamWriterAdapter,
+    WebSocketsReader,
+    WebSocketsWriter,
+    WriterAdapter,
+)
 from amqtt.broker import Broker
 from amqtt.errors import AMQTTError, BrokerError
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
+from websockets.asyncio.server import ServerConnection
 
 from mam.broker import gate
 from mam.broker.acl import Policy, register, unregister
@@ -88,17 +96,29 @@ class _Broker(SpoolHooks, Broker):
             writer.transport.abort()
             return
         try:
-            packets = PacketReader(
-                StreamReaderAdapter(reader),
-                PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress),
-                max_packet=self.limits.max_packet,
-                peer=_peer(writer),
-                on_protocol_error=self.protocol_errors,
-            )
+            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")))
             await self._client_connected(listener_name, packets, StreamWriterAdapter(writer))
         finally:
             writer.transport.abort()
             self.cap.release()
+
+    async def ws_connected(self, websocket: ServerConnection, listener_name: str) -> None:
+        """The same for MQTT over websockets (`--ws-port`); the websockets library closes the
+        connection when this returns."""
+        if not self.cap.admit():
+            websocket.transport.abort()
+            return
+        try:
+            packets = self._packets(WebSocketsReader(websocket), _peer(websocket.remote_address))
+            await self._client_connected(listener_name, packets, WebSocketsWriter(websocket))
+        finally:
+            self.cap.release()
+
+    def _packets(self, inner: ReaderAdapter, peer: str) -> PacketReader:
+        window = PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress)
+        return PacketReader(
+            inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors
+        )
 
     async def _initialize_client_session(
         self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
@@ -286,8 +306,8 @@ def _widen_backlog(listening: Iterable[TransportSocket]) -> None:
             sock.listen(socket.SOMAXCONN)
 
 
-def _peer(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
+def _peer(peer: Any) -> str:
+    """`host:port` of a socket's peer address (as asyncio or websockets report it)."""
     if not peer:
         return "an unknown address"
     host, port = peer[0], peer[1]

@@ -112,6 +112,17 @@ def raw_client(port: int, *, client_id: str = "raw", keepalive: int = 0) -> Iter
         yield sock
 
 
+async def until_admitted(port: int, timeout: float = 10) -> socket.socket:
+    """A connected raw client, once the broker has a free slot for it (a closed connection's slot is
+    given back when the broker is done with it, a moment after the client sees it closed)."""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(connected, port)
+            except (ConnectionError, AssertionError):
+                await anyio.sleep(0.05)
+
+
 def descriptors_for(needed: int) -> int:
     """Raise this process's descriptor limit toward `needed` spare ones; return how many it has spare."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -204,7 +215,7 @@ async def test_over_the_connection_cap_sockets_are_closed_with_one_notice_and_su
         await submit_confirmed(ws, port, "after-the-flood")
         output = up.output()
         assert output.count("connection limit reached") == 1, output[-2000:]
-        assert "(--max-connections 50)" in output
+        assert "connection limit reached (--max-connections 50)" in output
         assert output.count("no CONNECT within 2 s") == 1, "the idle ones let in are closed with one notice too"
         assert up.proc.poll() is None
 
@@ -390,3 +401,27 @@ async def test_qos2_publishes_do_not_hold_the_window_while_the_broker_waits_for_
                 while len(received) < 40:  # ten PUBRECs of 4 bytes, no PUBREL sent
                     received += await anyio.to_thread.run_sync(sock.recv, 4096)
             assert received == b"".join(b"\x50\x02" + struct.pack("!H", n + 1) for n in range(10))
+
+
+async def test_websocket_clients_are_under_the_same_cap_and_packet_rules(tmp_path: Path) -> None:
+    """`--ws-port`: a wildcard publish closes the connection, and the cap counts every listener."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    ws_port = free_port()
+    flags = ("--ws-port", str(ws_port), "--max-connections", "1")
+    async with broker_process(tmp_path, *flags) as (broker, port):
+        wait_for_port(ws_port, broker.proc)
+        async with connect(f"ws://127.0.0.1:{ws_port}/", subprotocols=["mqtt"]) as ws:  # type: ignore[list-item]
+            await ws.send(connect_packet("over-ws"))
+            assert await ws.recv() == b"\x20\x02\x00\x00"
+            await ws.send(publish_packet("a/#", b"x"))
+            with anyio.fail_after(5), pytest.raises(ConnectionClosed):
+                await ws.recv()
+        await wait_for_line(broker, "a topic name must not contain wildcards")
+        with await until_admitted(port):  # holds the only slot, once the websocket client's is free
+            with anyio.fail_after(5), pytest.raises(ConnectionClosed):
+                async with connect(f"ws://127.0.0.1:{ws_port}/", subprotocols=["mqtt"]) as ws:  # type: ignore[list-item]
+                    await ws.send(connect_packet("over-the-cap"))
+                    await ws.recv()
+        await wait_for_line(broker, "connection limit reached (--max-connections 1)")
