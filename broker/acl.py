@@ -201,6 +201,9 @@ class Policy:
 
     @staticmethod
     def _by_rules(rules: list[Rule], access: str, topic: str) -> bool:
+        """Granted by a rule, and not inside a `deny` filter (which wins, as in mosquitto)."""
+        if any(not rule.access and within(topic, rule.pattern) for rule in rules):
+            return False
         return any(access in rule.access and within(topic, rule.pattern) for rule in rules)
 
 

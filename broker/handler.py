@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Coroutine
@@ -12,7 +13,7 @@ from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
-from amqtt.session import INCOMING, IncomingApplicationMessage, OutgoingApplicationMessage
+from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage
 
 from mam.broker import gate
 from mam.broker.flow import PacketReader, PublishWindow, Slot
@@ -30,7 +31,10 @@ class ClientHandler(BrokerProtocolHandler):
     - each incoming publish counted in the client's `PublishWindow` from the moment it is
       read until it is acknowledged (QoS 1), queued (QoS 0) or its PUBREC is sent (QoS 2:
       the PUBREL it then waits for comes only if the reader reads on);
-    - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs.
+    - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs;
+    - the topic ACL (`mam.broker.acl`) asked before the gate;
+    - an outgoing QoS 1 or 2 message a persistent session's connection closed on kept for its
+      next connection (MQTT-4.4.0-1), where amqtt drops it.
     """
 
     gate: gate.PublishGate | None = None
@@ -65,6 +69,38 @@ class ClientHandler(BrokerProtocolHandler):
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
         await super()._handle_message_flow(app_message)
+
+    async def _handle_qos1_message_flow(
+        self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage
+    ) -> None:
+        try:
+            await super()._handle_qos1_message_flow(app_message)
+        except asyncio.CancelledError:
+            self._keep_for_redelivery(app_message)
+            raise
+
+    async def _handle_qos2_message_flow(
+        self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage
+    ) -> None:
+        try:
+            await super()._handle_qos2_message_flow(app_message)
+        except asyncio.CancelledError:
+            self._keep_for_redelivery(app_message)
+            raise
+
+    def _keep_for_redelivery(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
+        """MQTT-4.4.0-1: an outgoing QoS 1 or 2 message whose acknowledgement a persistent session's
+        closed connection never brought is sent again, with DUP, when it reconnects. amqtt drops it
+        from the session when the connection closes; it is put back here, and amqtt's own
+        `_retry_deliveries` resends it on the next connection."""
+        session = self.session
+        if (
+            app_message.direction == OUTGOING
+            and session is not None
+            and not session.clean_session
+            and app_message.packet_id is not None
+        ):
+            session.inflight_out[app_message.packet_id] = app_message  # type: ignore[assignment]
 
     async def _may_publish(self, topic: str | None) -> bool:
         """The topic plugins' verdict (`mam.broker.acl`), asked before the gate: a publish the ACL

@@ -55,6 +55,13 @@ def test_the_acl_file_reads_users_topics_patterns_and_comments() -> None:
     assert [r.pattern for r in acl.rules(None, "c2")] == ["public/#"], "a %u pattern skips anonymous clients"
 
 
+def test_a_deny_line_wins_over_a_wider_grant() -> None:
+    policy = Policy(acl=parse_acl("topic readwrite #\ntopic deny test/nosubscribe\n"))
+    assert policy.may("read", None, "c", "TopicA/B") and policy.may("write", None, "c", "test/other")
+    assert not policy.may("read", None, "c", "test/nosubscribe")
+    assert not policy.may("write", None, "c", "test/nosubscribe")
+
+
 @pytest.mark.parametrize("line", ["topic", "user", "topic read a/#/b", "publish a/b", "topic write a+/b"])
 def test_a_malformed_acl_line_is_refused_with_its_line_number(line: str) -> None:
     with pytest.raises(UsageError, match=r"acl file:2:"):

@@ -41,9 +41,10 @@ def connect_packet(
     keepalive: int = 0,
     will: tuple[str, bytes, bool] | None = None,
     login: tuple[str, str] | None = None,
+    clean: bool = True,
 ) -> bytes:
-    """An MQTT 3.1.1 CONNECT (clean session, will at QoS 1 if given, user and password if given)."""
-    flags, payload = 0x02, _string(client_id.encode())
+    """An MQTT 3.1.1 CONNECT (clean session unless not `clean`, will at QoS 1 if given, user and password if given)."""
+    flags, payload = 0x02 if clean else 0x00, _string(client_id.encode())
     if will is not None:
         topic, message, retain = will
         flags |= 0x04 | 0x08 | (0x20 if retain else 0)
