@@ -125,6 +125,7 @@ class Runner:
             started_at=self.started_at,
             concurrency=self.concurrency,
             jobs=sorted(self.active),
+            updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
