@@ -117,7 +117,6 @@ def main(argv: list[str] | None = None) -> None:
             password_file=args.password_file,
             allow_anonymous=args.allow_anonymous,
             limits=limits_from_args(args),
-            publish_gate=spool.offer,
             spool=spool,
             policy=policy_from_args(args),
             listeners=listeners_from_args(args),

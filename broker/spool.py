@@ -14,9 +14,8 @@ arrived meanwhile joins the next (group commit).
 everything; it is replaced atomically but not fsync'd: losing it only means
 redelivering events the projector dedupes by id. A file whose every record
 is acknowledged is emptied. Retained messages are appended to
-`retained.log` (an empty payload clears a topic), also in groups; a client's
-retained publish is acknowledged once it is there, and a will or a message
-the broker retains by itself is written as soon as it is kept. The log is
+`retained.log` (an empty payload clears a topic) as amqtt keeps them (after
+its ACL let them through), in groups, each group fsync'd. The log is
 compacted when the broker starts.
 
 The spool dir is created (0700) without following a link at it, and every
@@ -214,7 +213,7 @@ class Spool:
         """Spool a publish for a projector; the awaitable ends once it is on disk."""
         workspace = spooled_workspace(topic)
         if workspace is None:
-            return self.retain(topic, payload, 1) if retain else None
+            return None
         queue = self.queue(workspace)
         entry = Entry(queue.next_seq, topic, payload)
         queue.next_seq += 1

@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
+from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -43,13 +45,25 @@ POLL = 0.1
 """How often an undelivered backlog looks for its projector's session."""
 
 
+_CLIENT: ContextVar[Session | None] = ContextVar("mam_broker_spool_client", default=None)
+"""The session whose connection the current task serves (its reader loop and publish tasks inherit it)."""
+
+
 class SpoolHooks:
-    """Mixed into mam's amqtt broker: with a `spool`, the delivery above and retained messages kept."""
+    """Mixed into mam's amqtt broker: with a `spool`, the delivery above and retained messages kept.
+
+    The spool's gate replaces the broker's `publish_gate`: a publish is spooled (and its
+    PUBACK held until that is durable) only if the broker's topic ACL lets its client
+    publish there; one it refuses is dropped by amqtt after the PUBACK, as before, and
+    never reaches the spool or a projector.
+    """
 
     spool: Spool | None = None
     _delivery: Delivery | None = None
 
     async def start(self) -> None:
+        if self.spool is not None:
+            self.publish_gate = self._spool_gate
         await super().start()  # type: ignore[misc]
         if self.spool is not None:
             kept: dict[str, RetainedApplicationMessage] = self._retained_messages  # type: ignore[attr-defined]
@@ -64,11 +78,45 @@ class SpoolHooks:
         await super().shutdown()  # type: ignore[misc]
 
     async def retain_message(
-        self, source_session: Session | None, topic_name: str | None, data: bytes | bytearray | None, qos: int | None = None
+        self,
+        source_session: Session | None,
+        topic_name: str | None,
+        data: bytes | bytearray | None,
+        qos: int | None = None,
     ) -> None:
         await super().retain_message(source_session, topic_name, data, qos)  # type: ignore[misc]
         if self.spool is not None and topic_name is not None:
             self.spool.retain(topic_name, bytes(data or b""), qos or 0)
+
+    async def _handle_client_session(self, *args: Any, **kwargs: Any) -> None:
+        session = kwargs.get("client_session", args[2] if len(args) > 2 else None)
+        _CLIENT.set(session)
+        await super()._handle_client_session(*args, **kwargs)  # type: ignore[misc]
+
+    async def _handle_disconnect(self, client_session: Session, handler: Any, *args: Any, **kwargs: Any) -> None:
+        """Deliver what the client sent before it left: amqtt drops the publishes still queued
+        for its message loop when a client disconnects, and with PUBACKs held until the spool
+        is durable, a publisher's last batch is acknowledged all at once, often just before
+        its DISCONNECT."""
+        if self.spool is not None:
+            queue = client_session.delivered_message_queue
+            while not queue.empty():
+                message: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                message.set_result(queue.get_nowait())
+                await self._handle_message_delivery(client_session, handler, message)  # type: ignore[attr-defined]
+        await super()._handle_disconnect(client_session, handler, *args, **kwargs)  # type: ignore[misc]
+
+    def _spool_gate(self, topic: str, payload: bytes, retain: bool) -> Awaitable[None] | None:
+        if spooled_workspace(topic) is None:
+            return None  # retained messages are kept as amqtt keeps them (`retain_message`)
+        return self._admit(_CLIENT.get(), topic, payload, retain)
+
+    async def _admit(self, session: Session | None, topic: str, payload: bytes, retain: bool) -> None:
+        if session is not None and not await self._topic_filtering(session, topic, Action.PUBLISH):
+            return  # refused by the ACL: amqtt drops it once acknowledged; nothing spooled
+        held = self.spool.offer(topic, payload, retain) if self.spool is not None else None
+        if held is not None:
+            await held
 
     async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
         if self.spool is not None and action == Action.RECEIVE and session is not None and topic:
