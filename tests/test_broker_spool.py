@@ -17,6 +17,10 @@ import aiomqtt
 import pytest
 from test_amqtt_gaps import first_message
 
+from mam.broker.spool import Spool, decode_records, encode_record, spooled_workspace
+from mam.errors import UsageError
+from mam.nofollow import PathRefused
+
 from brokers import BROKERS, RunningBroker, _spawn, wait_for_port
 from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, projector_process, submit, workspace_id
@@ -86,3 +90,46 @@ async def test_a_broker_restart_keeps_unacknowledged_events_and_retained_states(
                 await wait_for_state(broker.url, ws_id, f"away-{n}", timeout=30)
     expected = {"before": ["b0"], **{f"away-{n}": [f"a{n}"] for n in range(20)}}
     assert_log_and_registry_consistent(ws, ws_id, expected)
+
+
+def test_a_torn_or_corrupt_tail_of_a_spool_file_is_ignored_and_the_intact_records_kept() -> None:
+    data = encode_record(1, "mam/w/jobs/a/events", b"one") + encode_record(2, "mam/w/jobs/b/events", b"two")
+    records, intact = decode_records(data + data[:10])
+    assert [seq for seq, _, _ in records] == [1, 2] and intact == len(data)
+    records, intact = decode_records(data[:-1] + b"X")
+    assert records == [(1, "mam/w/jobs/a/events", b"one")]
+
+
+@pytest.mark.parametrize(
+    ("topic", "workspace"),
+    [
+        ("mam/w1/jobs/j/events", "w1"),
+        ("mam/w1/jobs/j", "w1"),
+        ("mam/w1/jobs/j/events/x", "w1"),
+        ("mam/w1/jobs/j/state", None),
+        ("mam/w1/agents/a/status", None),
+        ("mam/w1/projector/status", None),
+        ("other/w1/jobs/j/events", None),
+        ("mam/../jobs/j/events", None),
+    ],
+)
+def test_the_spool_keeps_exactly_what_a_projector_subscribes_to(topic: str, workspace: str | None) -> None:
+    assert spooled_workspace(topic) == workspace
+
+
+def test_the_spool_dir_is_never_opened_through_a_link(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "spool").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PathRefused):
+        Spool(tmp_path / "spool").open()
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_two_brokers_cannot_share_a_spool(tmp_path: Path) -> None:
+    first = Spool(tmp_path / "spool")
+    first.open()
+    try:
+        with pytest.raises(UsageError, match="in use by another mam-broker"):
+            Spool(tmp_path / "spool").open()
+    finally:
+        first.close()
