@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -69,8 +70,9 @@ async def start_projector(port: int, ws: str, root: Path, *extra: str) -> subpro
             ws,
             *extra,
         ],
-        stderr=subprocess.PIPE,
+        stderr=(log := _log_file()),
     )
+    proc._mam_log = log  # type: ignore[attr-defined]
     await wait_online(port, ws)
     return proc
 
@@ -81,16 +83,28 @@ async def start_up(ws: str, root: Path, *extra: str) -> tuple[subprocess.Popen[b
     proc = subprocess.Popen(
         [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(root), "--workspace-id", ws, *extra],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=(log := _log_file()),
     )
+    proc._mam_log = log  # type: ignore[attr-defined]
     wait_for_port(port, proc)
     await wait_online(port, ws)
     return proc, port
 
 
+def _log_file() -> IO[bytes]:
+    """Where a server's stderr goes: a file, never a pipe nobody reads while it runs
+    (past 64 KiB of log lines the server would block on it and stall the benchmark)."""
+    return tempfile.TemporaryFile()
+
+
 def stop_projector(proc: subprocess.Popen[bytes]) -> str:
     """Stop it by its PID; return its closing statistics line."""
     proc.terminate()
-    _, err = proc.communicate()
+    proc.wait()
+    log = getattr(proc, "_mam_log", None)
+    err = b""
+    if log is not None:
+        log.seek(0)
+        err = log.read()
     stats = [line for line in err.decode().splitlines() if "stopped:" in line]
     return stats[-1] if stats else err.decode()[-500:]
