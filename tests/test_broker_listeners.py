@@ -8,6 +8,7 @@ import ipaddress
 import json
 import queue
 import ssl
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from mam.broker.passwords import set_password
 from brokers import free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import workspace_id
-from support import Daemon, child_env, mam, publish, run, wait_projector_online
+from support import Daemon, Watch, child_env, mam, publish, run, wait_projector_online
 
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 
@@ -162,3 +163,28 @@ async def test_tls_flags_are_checked_before_serving(ws: WorkspacePaths, tmp_path
         cwd=ws.elsewhere,
     )
     assert bad.returncode == 2 and b"cannot load --certfile" in bad.stderr
+
+
+async def test_a_silent_websocket_client_is_closed_and_its_will_published(ws: WorkspacePaths) -> None:
+    """Keep-alive over websockets too: a paho client whose network loop is stopped after its CONNACK."""
+    ws_id, ws_port = workspace_id(ws.root), free_port()
+    will_topic = f"mam/{ws_id}/agents/silent/status"
+    async with up(ws, "--ws-port", str(ws_port)) as (port, _):
+        async with Watch(f"mqtt://127.0.0.1:{port}", will_topic) as watch:
+            silent = paho.Client(paho.CallbackAPIVersion.VERSION2, transport="websockets")
+            silent.will_set(will_topic, b'{"status":"offline"}', qos=1)
+            connected: queue.Queue[int] = queue.Queue()
+            silent.on_connect = lambda _c, _u, _f, rc, _p: connected.put(rc.value)
+            silent.connect("127.0.0.1", ws_port, keepalive=2)
+            silent.loop_start()
+            try:
+                assert await anyio.to_thread.run_sync(lambda: connected.get(timeout=10)) == 0
+                silent.loop_stop()  # no more PINGREQ, the socket stays open
+                started = time.monotonic()
+                _, payload = await watch.next(timeout=10)
+                waited = time.monotonic() - started
+            finally:
+                if (sock := silent.socket()) is not None:
+                    sock.close()
+        assert payload == b'{"status":"offline"}'
+        assert waited <= 2 * 1.5 + 1, f"the will came {waited:.1f} s after the client went silent"

@@ -82,8 +82,9 @@ async def test_a_silent_client_is_closed_and_its_will_published(kind: str, reque
             _, payload = await watch.next(timeout=20)
             waited = time.monotonic() - started
     assert payload == b"gone"
-    # mosquitto checks keep-alives on a coarser tick (5.4 s measured for 2 s); mam's broker within 1.5 × + 1 s.
-    slack = 3 if kind == "mosquitto" else 1
+    # mosquitto checks keep-alives on a coarse tick (5 to 9 s measured for 2 s): only a comparison here.
+    # mam's broker: within 1.5 × keep-alive + 1 s.
+    slack = 10 if kind == "mosquitto" else 1
     assert 2 <= waited <= 2 * 1.5 + slack, f"closed after {waited:.1f} s"
 
 
