@@ -15,7 +15,7 @@ import anyio
 import msgspec
 
 from mam import presence
-from mam.cli_args import job_id
+from mam.cli_args import job_id, positive_int
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.humanize import parse_since
@@ -29,16 +29,6 @@ from mam.topics import Topics
 from mam.workspace import Workspace
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
 def add_filter_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("filters (all given must match)")
     group.add_argument("--status", action="append", default=[], metavar="S[,S...]",
@@ -48,7 +38,7 @@ def add_filter_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--label", action="append", default=[], metavar="K=V", help="only jobs with this label (repeatable)")
     group.add_argument("--parent", type=job_id, metavar="JOB", help="only jobs delegated by JOB (any unique prefix or suffix)")
     group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
-    group.add_argument("--limit", type=_limit, metavar="N",
+    group.add_argument("--limit", type=positive_int, metavar="N",
                        help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or --json)")
     group.add_argument("--json", action="store_true")
 

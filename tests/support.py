@@ -194,3 +194,13 @@ def processes_mentioning(text: str) -> list[int]:
         if state != b"Z" and text.encode() in cmdline:
             found.append(int(entry))
     return found
+
+
+async def wait_for_json_file(path: Path, timeout: float = 30) -> dict:
+    """The JSON another process writes at `path` (the runtime file), once it is there and whole."""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                return json.loads(path.read_bytes())
+            except (FileNotFoundError, ValueError):
+                await anyio.sleep(0.02)  # polling for a file another process writes

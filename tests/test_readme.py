@@ -13,10 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
-import anyio
-
 from brokers import free_port
-from support import BIN, Daemon, Watch, child_env, run
+from support import BIN, Daemon, Watch, child_env, run, wait_for_json_file
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -28,14 +26,6 @@ def quickstart_block(name: str) -> list[str]:
     assert match, f"README has no quickstart block {name!r}"
     return [line for line in match.group(1).splitlines() if line.strip()]
 
-
-async def _runtime(path: Path, timeout: float = 30) -> dict:
-    with anyio.fail_after(timeout):
-        while True:
-            try:
-                return json.loads(path.read_bytes())
-            except (FileNotFoundError, ValueError):
-                await anyio.sleep(0.02)  # polling for a file another process writes
 
 
 async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
@@ -57,7 +47,7 @@ async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     up = Daemon(["bash", "-c", f"exec {up_line}"], cwd=checkout, env=env, log=tmp_path / "up.log")
     runner: Daemon | None = None
     try:
-        runtime = await _runtime(checkout / ".mam" / "runtime.json")
+        runtime = await wait_for_json_file(checkout / ".mam" / "runtime.json")
         assert runtime["pid"] == up.pid
         async with Watch(runtime["broker"], "mam/+/agents/+/status") as status:
             runner = Daemon(["bash", "-c", f"exec {runner_line}"], cwd=checkout, env=env, log=tmp_path / "runner.log")

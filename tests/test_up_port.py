@@ -6,9 +6,6 @@ import json
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-
-import anyio
 
 from mam.up import choose_port
 from mam.workspace import resolve
@@ -16,7 +13,7 @@ from mam.workspace import resolve
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import workspace_id
-from support import BIN, Daemon, child_env, wait_projector_online
+from support import BIN, Daemon, child_env, wait_for_json_file, wait_projector_online
 
 
 @contextmanager
@@ -47,14 +44,6 @@ def test_taken_ports_fall_back_to_a_free_one_and_say_why(ws: WorkspacePaths) -> 
     assert why is not None and f"port {last} of last time and port {standard} are taken" in why
 
 
-async def _runtime(path: Path) -> dict:
-    with anyio.fail_after(20):
-        while True:
-            try:
-                return json.loads(path.read_bytes())
-            except (FileNotFoundError, ValueError):
-                await anyio.sleep(0.02)  # polling for a file another process writes
-
 
 async def test_a_restarted_mam_up_serves_on_the_same_port(ws: WorkspacePaths) -> None:
     (ws.root / ".mam").mkdir()
@@ -64,7 +53,7 @@ async def test_a_restarted_mam_up_serves_on_the_same_port(ws: WorkspacePaths) ->
         up = Daemon([str(BIN / "mam"), "up", "--workspace", str(ws.root)], cwd=ws.elsewhere, env=child_env(),
                     log=ws.root.parent / f"up-{attempt}.log")
         try:
-            runtime = await _runtime(ws.root / ".mam" / "runtime.json")
+            runtime = await wait_for_json_file(ws.root / ".mam" / "runtime.json")
             await wait_projector_online(runtime["broker"], workspace_id(ws.root), pid=up.pid)
             urls.append(runtime["broker"])
         finally:

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import pytest
 
 from mam.errors import UsageError
@@ -18,7 +17,7 @@ from mam.workspace import RULE_CWD, RULE_GIT, RULE_MAM_DIR, find_root, resolve
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from support import BIN, Daemon, child_env, mam, run
+from support import BIN, Daemon, child_env, mam, run, wait_for_json_file
 
 
 def _git_init(root: Path) -> None:
@@ -96,15 +95,6 @@ async def test_commands_run_from_a_subdirectory_land_in_the_workspace(
     assert not (sub / ".mam").exists() and not (ws.root / "src" / ".mam").exists()
 
 
-async def _wait_for_file(path: Path, timeout: float = 20) -> dict:
-    """The runtime file, once the serving process has written it."""
-    with anyio.fail_after(timeout):
-        while True:
-            try:
-                return json.loads(path.read_bytes())
-            except (FileNotFoundError, ValueError):
-                await anyio.sleep(0.02)  # polling for a file another process writes
-
 
 @asynccontextmanager
 async def mam_up_from(cwd: Path, log: Path) -> AsyncIterator[Daemon]:
@@ -126,7 +116,7 @@ async def test_a_client_without_broker_settings_reaches_mam_up_of_its_workspace(
     runtime_file = ws.root / ".mam" / "runtime.json"
     no_broker = child_env(MAM_BROKER_URL=None)
     async with mam_up_from(sub, ws.root.parent / "up.log") as up:
-        runtime = await _wait_for_file(runtime_file)
+        runtime = await wait_for_json_file(runtime_file)
         assert runtime["pid"] == up.pid and runtime["served_by"] == "mam up"
         assert runtime["broker"].startswith("mqtt://127.0.0.1:") and not runtime["broker"].endswith(":1883")
         assert not (sub / ".mam").exists(), "mam up in a subdirectory must not create a nested .mam/"
