@@ -14,9 +14,9 @@ from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 from mam.workspace import resolve
 
-from brokers import RunningBroker, wait_for_port
+from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths
-from support import BIN, Daemon, child_env, wait_projector_online
+from support import BIN, Daemon, child_env, mam, wait_projector_online
 
 
 def workspace_id(root: Path) -> str:
@@ -63,6 +63,26 @@ async def up_process(root: Path, cwd: Path, port: int, *, log_dir: Path | None =
         wait_for_port(port, daemon.proc)
         await wait_projector_online(f"mqtt://127.0.0.1:{port}", workspace_id(root), pid=daemon.pid)
         yield daemon
+    finally:
+        daemon.stop()
+
+
+@asynccontextmanager
+async def up_with_flags(ws: WorkspacePaths, *args: str, login: str | None = None) -> AsyncIterator[tuple[int, Daemon]]:
+    """`mam up` for `ws` on a free port with extra flags, once its projector is online; with
+    `login` (user:pass), its projector logs in as that user."""
+    port = free_port()
+    url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
+    daemon = Daemon(
+        mam("up", "--port", str(port), "--workspace", str(ws.root), *args),
+        cwd=ws.elsewhere,
+        env=child_env(MAM_BROKER_URL=url if login else None),
+        log=ws.root.parent / "up.log",
+    )
+    try:
+        wait_for_port(port, daemon.proc)
+        await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
+        yield port, daemon
     finally:
         daemon.stop()
 

@@ -30,8 +30,9 @@ from mam.errors import UsageError
 
 from brokers import RunningBroker, free_port, stop, wait_for_port
 from conftest import WorkspacePaths
+from e2e import up_with_flags as up
 from e2e import workspace_id
-from support import BIN, Daemon, Watch, _client, child_env, mam, publish, wait_for_state, wait_projector_online
+from support import BIN, Daemon, Watch, _client, child_env, publish, wait_for_state, wait_projector_online
 
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 
@@ -167,24 +168,6 @@ async def projector(url: str, ws: WorkspacePaths, ws_id: str) -> AsyncIterator[D
     try:
         await wait_projector_online(url, ws_id, pid=daemon.pid)
         yield daemon
-    finally:
-        daemon.stop()
-
-
-@asynccontextmanager
-async def up(ws: WorkspacePaths, *args: str, login: str | None = None) -> AsyncIterator[tuple[int, Daemon]]:
-    port = free_port()
-    url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
-    daemon = Daemon(
-        mam("up", "--port", str(port), "--workspace", str(ws.root), *args),
-        cwd=ws.elsewhere,
-        env=child_env(MAM_BROKER_URL=url if login else None),
-        log=ws.root.parent / "up.log",
-    )
-    try:
-        wait_for_port(port, daemon.proc)
-        await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
-        yield port, daemon
     finally:
         daemon.stop()
 

@@ -9,8 +9,6 @@ import json
 import queue
 import ssl
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -23,10 +21,11 @@ from cryptography.x509.oid import NameOID
 
 from mam.broker.passwords import set_password
 
-from brokers import free_port, wait_for_port
+from brokers import free_port
 from conftest import WorkspacePaths
+from e2e import up_with_flags as up
 from e2e import workspace_id
-from support import Daemon, Watch, child_env, mam, publish, run, wait_projector_online
+from support import Watch, mam, publish, run
 
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 
@@ -91,24 +90,6 @@ class PahoWatch:
 
     async def next(self, timeout: float = 15) -> tuple[str, bytes]:
         return await anyio.to_thread.run_sync(lambda: self.messages.get(timeout=timeout))
-
-
-@asynccontextmanager
-async def up(ws: WorkspacePaths, *args: str, login: str | None = None) -> AsyncIterator[tuple[int, Daemon]]:
-    port = free_port()
-    url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
-    daemon = Daemon(
-        mam("up", "--port", str(port), "--workspace", str(ws.root), *args),
-        cwd=ws.elsewhere,
-        env=child_env(MAM_BROKER_URL=url if login else None),
-        log=ws.root.parent / "up.log",
-    )
-    try:
-        wait_for_port(port, daemon.proc)
-        await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
-        yield port, daemon
-    finally:
-        daemon.stop()
 
 
 async def test_a_websocket_client_sees_live_state(ws: WorkspacePaths) -> None:
