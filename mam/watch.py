@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -150,17 +150,7 @@ def watch_jobs(
             elif where.matches(record):
                 emit(record)
 
-    async def body() -> None:
-        if tty:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(screen.run)
-                await follow()
-                tg.cancel_scope.cancel()
-        else:
-            await follow()
-
-    anyio.run(run_until_signal, body)
-    return 0
+    return _run(follow, screen if tty else None)
 
 
 def watch_agents(
@@ -193,14 +183,20 @@ def watch_agents(
             else:
                 _print(out, line(agent_row(change.status, utc_now())))
 
+    return _run(follow, screen if tty else None)
+
+
+def _run(follow: Callable[[], Awaitable[None]], screen: _Screen | None) -> int:
+    """Follow the changes until a signal, redrawing `screen` (on a terminal) beside; 0."""
+
     async def body() -> None:
-        if tty:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(screen.run)
-                await follow()
-                tg.cancel_scope.cancel()
-        else:
+        if screen is None:
             await follow()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(screen.run)
+            await follow()
+            tg.cancel_scope.cancel()
 
     anyio.run(run_until_signal, body)
     return 0
