@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from test_runner_support import agent_runner, mock_command
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from support import BIN, Daemon, Watch, child_env, mam, run, wait_for_state
+from support import BIN, Daemon, mam, run, wait_for_message, wait_for_state
 
 MOCK = Path(__file__).parent / "mock_agent.py"
 
@@ -22,32 +22,15 @@ MOCK = Path(__file__).parent / "mock_agent.py"
 async def runner_process(
     broker: RunningBroker, ws: WorkspacePaths, name: str = "r1", *extra: str
 ) -> AsyncIterator[Daemon]:
-    cmd = [
-        str(BIN / "mam-agent"),
-        "--agent",
-        "mock",
-        "--command",
-        f"{sys.executable} {MOCK}",
-        "--broker",
-        broker.url,
-        "--workspace",
-        str(ws.root),
-        "--agent-id",
-        name,
-        "--heartbeat",
-        "0.5",
-        "--kill-grace",
-        "1",
-        *extra,
-    ]
-    daemon = Daemon(cmd, cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / f"runner-{name}.log")
-    try:
-        async with Watch(broker.url, f"mam/{workspace_id(ws.root)}/agents/{name}/status") as status:
-            online = await status.json(lambda s: s["status"] == "online" and s["pid"] == daemon.pid)
+    async with agent_runner(broker.url, ws, *mock_command(), *extra, name=name) as daemon:
+        _, payload = await wait_for_message(
+            broker.url,
+            f"mam/{workspace_id(ws.root)}/agents/{name}/status",
+            lambda _t, p: json.loads(p).get("pid") == daemon.pid,
+        )
+        online = json.loads(payload)
         assert online["agent"] == "mock" and online["epoch"]
         yield daemon
-    finally:
-        daemon.stop()
 
 
 async def submit(broker: RunningBroker, ws: WorkspacePaths, job_id: str, prompt: str, *extra: str) -> None:
