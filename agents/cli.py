@@ -19,7 +19,7 @@ from mam.errors import MamError, UsageError
 from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
 from mam.live import snapshot_agents, snapshot_job_ids
 from mam.provenance import git_info
-from mam.query import NoSuchJob, resolve_job_id
+from mam.query import NoSuchJob, parse_labels, resolve_job_id
 from mam.record import JobRecord
 from mam.status import AgentStatus
 from mam.terminal import safe
@@ -101,13 +101,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
-    labels: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"invalid --label {pair!r}: write it as key=value")
-        labels[key] = value
-    return labels
+    try:
+        return parse_labels(pairs)
+    except ValueError as exc:
+        raise UsageError(f"invalid --label {exc}") from None
 
 
 def _prompt(value: str) -> str:
