@@ -46,6 +46,8 @@ Inbound = aiomqtt.Message | LocalMessage
 LocalPublish = Callable[[str, bytes, bool], Awaitable[None]]
 """Publish (topic, payload, retain) into a broker in this process, as `mam up` has one."""
 RESTORE_CONCURRENCY = 64
+OFFLINE_PUBLISH_WAIT = 5.0
+"""How long a stopping projector waits for its `offline` status to be acknowledged."""
 
 
 @dataclass(slots=True)
@@ -239,10 +241,14 @@ class Projector:
             try:
                 yield client
             finally:
-                with anyio.move_on_after(2, shield=True):
+                # A broker that keeps retained messages durably (mam-broker's spool) acknowledges this
+                # only once it is on disk: give it time, and say so if it does not come.
+                with anyio.move_on_after(OFFLINE_PUBLISH_WAIT, shield=True) as waiting:
                     await client.publish(
                         self.topics.projector_status, encode(self.status("offline", "stopped")), qos=1, retain=True
                     )
+                if waiting.cancelled_caught:
+                    log.warning("the broker did not acknowledge the offline status within %gs", OFFLINE_PUBLISH_WAIT)
 
     async def _subscribe_to_misses(self, client: aiomqtt.Client) -> None:
         """Also take publishes that miss a job's events topic, to refuse them with a reason;
