@@ -274,9 +274,10 @@ class WillPlugin(BaseAuthPlugin):
     """amqtt's authentication hook, deciding nothing (None) but dropping a will the client
     may not publish: amqtt publishes a will without asking the topic plugins.
 
-    Under `mam up` it also clears amqtt's `is_anonymous` mark, which amqtt's anonymous
-    plugin puts on every session and which stops amqtt from queueing QoS 1 and 2 messages
-    for an offline persistent session (MQTT-3.1.2-5 asks for the queueing, login or not).
+    It also clears amqtt's `is_anonymous` mark, which amqtt's anonymous plugin puts on every
+    session and which makes amqtt drop an anonymous persistent session when it disconnects
+    (CONNACK then says "no session present") and queue nothing for it: MQTT-3.1.2-4/5 ask
+    for the session and the queueing, login or not, as mosquitto keeps them.
     """
 
     @dataclass
@@ -289,8 +290,7 @@ class WillPlugin(BaseAuthPlugin):
         self.refused = Refusals()
 
     async def authenticate(self, *, session: Session) -> bool | None:
-        if self.policy.workspace is not None:
-            session.is_anonymous = False
+        session.is_anonymous = False
         topic = session.will_topic
         if session.will_flag and topic and not self.policy.may(WRITE, session.username, session.client_id or "", topic):
             self.refused(session.client_id or "", "will on", topic)
