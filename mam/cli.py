@@ -196,6 +196,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return outcome_code(record.status) if record.status.terminal else 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from mam.schema import event_schema, render
+
+    sys.stdout.write(render(event_schema(args.type)))
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from mam.up import run_up
 
@@ -264,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--json", action="store_true")
     add_workspace_args(events)
     events.set_defaults(handler=cmd_events)
+
+    schema = sub.add_parser("schema", help="print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json")
+    schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)")
+    schema.set_defaults(handler=cmd_schema)
     _verbose_everywhere(parser)
     return parser
 
