@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Final, Literal, Union
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 
@@ -34,6 +34,10 @@ Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 """A process exit status or a negated signal number: a 32-bit int on every platform."""
 Pid = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+RetryOutcome = Literal["failed", "lost", "timed_out"]
+"""The outcomes of an attempt a retry policy may retry."""
+MAX_RETRIES: Final = 100
+MAX_BACKOFF: Final = 3600.0
 
 
 class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -64,6 +68,16 @@ class Submitted(Event, tag="submitted"):
     timeout: Seconds | None = None
     parent: JobId | None = None
     git: GitInfo | None = None
+    retries: Annotated[int, Meta(ge=0, le=MAX_RETRIES)] | None | UnsetType = UNSET
+    """Retry policy: at most this many further attempts (see `Retrying`)."""
+    retry_on: Annotated[list[RetryOutcome], Meta(min_length=1, max_length=3)] | None | UnsetType = UNSET
+    """The outcomes that retry (default failed and lost)."""
+    backoff: Annotated[float, Meta(ge=0, le=MAX_BACKOFF)] | None | UnsetType = UNSET
+    """Seconds before the first retry, doubling each time, with jitter, capped (default 1)."""
+    after: Annotated[list[JobId], Meta(max_length=64)] | None | UnsetType = UNSET
+    """Jobs that must all succeed before this one may be claimed; it is `blocked` until then."""
+    retry_of: JobId | None | UnsetType = UNSET
+    """The finished job this one resubmits (`mam retry`)."""
 
 
 class Claimed(Event, tag="claimed"):
@@ -119,6 +133,22 @@ class TimedOut(Event, tag="timed_out"):
     git: GitInfo | None = None
 
 
+class Retrying(Event, tag="retrying"):
+    """Derived by the projector only: an attempt ended in an outcome the job's policy retries, so the
+    job is submitted again as attempt `attempt`, claimable from `not_before` (the backoff, jitter
+    included, is decided once, here, so a replay is exact)."""
+
+    attempt: Annotated[int, Meta(ge=2, le=MAX_RETRIES + 1)]
+    not_before: datetime
+    reason: ShortText | None = None
+
+
+class Unblocked(Event, tag="unblocked"):
+    """Derived by the projector only: every job a blocked job waits for (`after`) has succeeded."""
+
+    reason: ShortText | None = None
+
+
 class Lost(Event, tag="lost"):
     reason: ShortText | None = None
 
@@ -136,9 +166,11 @@ AnyEvent = Union[
     Cancelled,
     TimedOut,
     Lost,
+    Retrying,
+    Unblocked,
 ]
 
-DERIVED_TYPES: Final = frozenset({"lost"})
+DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})
 """Types only the projector itself derives; refused when published by clients.
 
 `timed_out` is not one: a runner that enforces a job's timeout publishes it

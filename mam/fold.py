@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from msgspec.structs import replace
 
+from mam import attempts
 from mam import events as ev
 from mam.record import JobRecord, Status
 
@@ -51,6 +52,7 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     result = _transition(state, event, ctx)
     if isinstance(result, Refusal):
         return result
+    result = attempts.end_attempt(state, result)
     return replace(result, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
 
 
@@ -58,7 +60,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
     return JobRecord(
         job_id=ctx.job_id,
         workspace=ctx.workspace,
-        status=Status.SUBMITTED,
+        status=Status.BLOCKED if event.after else Status.SUBMITTED,
         agent=event.agent,
         agent_session=event.agent_session,
         role=event.role,
@@ -71,6 +73,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         version=1,
         last_event_id=ctx.event_id,
         updated_at=ctx.received_at,
+        **attempts.from_submit(event),  # type: ignore[arg-type]
     )
 
 
@@ -87,9 +90,14 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
         case ev.Submitted():
             return Refusal(f"job {state.job_id!r} was already submitted; pick a new job id")
         case ev.Claimed(runner=runner, epoch=epoch):
+            if state.status is Status.BLOCKED:
+                waits = ", ".join(attempts.after_of(state))
+                return Refusal(f"job {state.job_id!r} is blocked until {waits} succeeded; claim refused")
             if state.status is not Status.SUBMITTED:
                 holder = f" by {state.runner!r}" if state.runner else ""
                 return Refusal(f"job {state.job_id!r} is already {state.status.value}{holder}; claim refused")
+            if early := attempts.too_early(state, now):
+                return Refusal(early)
             return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now,
                            last_seen_at=now)
         case ev.Started(runner=runner):
@@ -97,6 +105,8 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return _illegal(state, event, "submitted or claimed")
             if state.runner and runner and runner != state.runner:
                 return Refusal(f"job {state.job_id!r} is claimed by {state.runner!r}, not {runner!r}")
+            if state.status is Status.SUBMITTED and (early := attempts.too_early(state, now)):
+                return Refusal(early)
             return replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now,
                            last_seen_at=now)
         case ev.Progress(message=message, percent=percent):
@@ -123,7 +133,7 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                            git_at_finish=git)
         case ev.CancelRequested(reason=reason):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
-            if state.status is Status.SUBMITTED:
+            if state.status in attempts.NOT_STARTED:  # nothing runs: cancelled at once
                 return replace(requested, status=Status.CANCELLED, finished_at=now)
             return requested
         case ev.Cancelled(reason=reason):
@@ -135,4 +145,11 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                            finished_at=now, git_at_finish=git)
         case ev.Lost(reason=reason):
             return replace(state, status=Status.LOST, finished_at=now, error=reason or "runner lost")
+        case ev.Retrying():
+            retried = attempts.next_attempt(state, event)
+            return Refusal(retried) if isinstance(retried, str) else retried
+        case ev.Unblocked():
+            if state.status is not Status.BLOCKED:
+                return _illegal(state, event, "blocked")
+            return replace(state, status=Status.SUBMITTED)
     return Refusal(f"unhandled event type {ev.event_type(event)!r}")  # pragma: no cover

@@ -6,7 +6,7 @@ from enum import Enum
 from typing import Final
 
 import msgspec
-from msgspec import Struct
+from msgspec import UNSET, Struct, UnsetType
 
 from mam.events import GitInfo
 
@@ -20,6 +20,11 @@ class Status(str, Enum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
     LOST = "lost"
+    BLOCKED = "blocked"
+    """Waits for the jobs it names in `after` to succeed; not claimable yet."""
+    RETRYING = "retrying"
+    """An attempt ended in an outcome the job's policy retries: the projector at once derives the
+    `retrying` event that submits it again (so a record is seen in this status only between them)."""
 
     @property
     def terminal(self) -> bool:
@@ -27,6 +32,19 @@ class Status(str, Enum):
 
 
 TERMINAL: Final = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST})
+
+
+class Attempt(Struct, frozen=True, kw_only=True):
+    """How one attempt of a job with a retry policy ended."""
+
+    attempt: int
+    status: Status
+    runner: str | None = None
+    claimed_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
 
 
 class JobRecord(Struct, frozen=True, kw_only=True):
@@ -65,6 +83,35 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     last_seen_at: str | None = None
     """When the projector last received a sign of life for the job (claimed, started, progress,
     output, heartbeat): its lease counts from here."""
+    retries: int | UnsetType = UNSET
+    """Retry policy (see docs/design.md, Retries): further attempts allowed, outcomes that retry,
+    first backoff in seconds; each key absent when not given, so older records keep their bytes."""
+    retry_on: list[str] | UnsetType = UNSET
+    backoff: float | UnsetType = UNSET
+    attempt: int | UnsetType = UNSET
+    """The attempt now under way (1 when absent)."""
+    attempts: list[Attempt] | UnsetType = UNSET
+    """Each ended attempt's outcome, oldest first (jobs with a retry policy)."""
+    not_before: str | UnsetType = UNSET
+    """The retry's backoff: no claim is taken before this time."""
+    retry_of: str | UnsetType = UNSET
+    """The finished job this one resubmits (`mam retry`)."""
+    after: list[str] | UnsetType = UNSET
+    """The jobs that must all succeed before this one leaves `blocked`."""
+    question: str | UnsetType = UNSET
+    """The last question the job asked a person (`input_requested`), kept after it was answered; the
+    keys below are absent until a job asks, so older records keep their bytes."""
+    choices: list[str] | UnsetType = UNSET
+    """The answers the question allows (absent: any answer)."""
+    question_id: str | UnsetType = UNSET
+    """The id of the `input_requested` event that asked it: `mam ask` waits for the answer to this one."""
+    asked_at: str | UnsetType = UNSET
+    answer: str | UnsetType = UNSET
+    """The answer (`input_provided`); absent while the job waits, or when the question was withdrawn."""
+    resumed_at: str | UnsetType = UNSET
+    """When the job last stopped waiting (answered or withdrawn): its lease counts from here at the earliest."""
+    waited: float | UnsetType = UNSET
+    """Seconds the job spent waiting for answers, all questions together: its timeout does not count them."""
 
 
 _encoder: Final = msgspec.json.Encoder()

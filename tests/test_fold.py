@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from msgspec.structs import replace
 
@@ -71,6 +73,16 @@ TABLE: dict[Status, dict[str, Status | None]] = {
         "lost": Status.LOST,
     },
 }
+# Retries and dependencies (docs/design.md): `retrying` and `unblocked` are derived by the projector only.
+SAMPLES["retrying"] = ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC))
+SAMPLES["unblocked"] = ev.Unblocked()
+for row in TABLE.values():
+    row |= {"retrying": R, "unblocked": R}
+NOTHING_RUNS = {kind: R for kind in SAMPLES} | {
+    "cancel_requested": Status.CANCELLED, "cancelled": Status.CANCELLED, "lost": Status.LOST,
+}
+TABLE[Status.BLOCKED] = NOTHING_RUNS | {"unblocked": Status.SUBMITTED}
+TABLE[Status.RETRYING] = NOTHING_RUNS | {"retrying": Status.SUBMITTED}
 for terminal in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST):
     TABLE[terminal] = dict.fromkeys(SAMPLES, R)
 
@@ -196,6 +208,13 @@ def test_every_sign_of_life_and_only_those_renew_last_seen_at(status: Status, ki
         assert result.last_seen_at == before.last_seen_at, f"{kind} says nothing about the runner"
 
 
-def test_last_seen_at_is_the_last_key_of_the_record() -> None:
+def test_record_keys_added_later_follow_last_seen_at() -> None:
     """Record keys are added, never moved: a new key goes last in the file."""
-    assert JobRecord.__struct_fields__[-1] == "last_seen_at"
+    fields = JobRecord.__struct_fields__
+    assert fields[fields.index("last_seen_at") + 1] == "retries"
+
+
+def test_the_table_covers_every_status_and_every_event_type() -> None:
+    assert set(TABLE) == set(Status), "a status without a row"
+    assert set(SAMPLES) == set(ev.EVENT_TYPES), "an event type without a sample"
+    assert all(set(row) == set(SAMPLES) for row in TABLE.values()), "a row without every event type"
