@@ -22,6 +22,8 @@ from mam.errors import UsageError
 class Profile(msgspec.Struct, frozen=True):
     argv: list[str]
     doc: str = ""
+    worktree: bool = False
+    """Run each job in a git worktree of its own unless `mam-agent --no-worktree` says otherwise."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -56,6 +58,14 @@ def command_for(*, command: str | None, profile: str | None, agent: str, workspa
     return list(profiles[name].argv)
 
 
+def profile_wants_worktree(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> bool:
+    """The chosen profile's `worktree` default (False for `--command`)."""
+    if command:
+        return False
+    chosen = load_profiles(workspace_root).get(profile or agent)
+    return chosen is not None and chosen.worktree
+
+
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
     """The flag that chose the command, as an error message names it."""
     if command:
@@ -86,4 +96,5 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
     return [arg.replace("{job_id}", job_id).replace("{workspace}", workspace) for arg in argv]
 
 
-__all__ = ["Profile", "builtin_profiles", "check_executable", "command_for", "command_source", "load_profiles", "render"]
+__all__ = ["Profile", "builtin_profiles", "check_executable", "command_for", "command_source", "load_profiles",
+           "profile_wants_worktree", "render"]

@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.supervisor import Ending, Settings, Supervisor
+from mam.agents.worktree import Worktrees
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
 from mam.ids import validate_agent_id
@@ -80,6 +81,7 @@ class Runner:
         heartbeat: float = 5.0,
         kill_grace: float = 5.0,
         agent_id: str | None = None,
+        worktrees: Worktrees | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`)."""
@@ -102,6 +104,7 @@ class Runner:
             kill_grace=kill_grace,
             put=self.outbox.put,
             room=self.outbox.room,
+            worktrees=worktrees,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -9,8 +9,9 @@ from pathlib import Path
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mam.agents.profiles import check_executable, command_for, command_source
+from mam.agents.profiles import check_executable, command_for, command_source, profile_wants_worktree
 from mam.agents.runner import Runner
+from mam.agents.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 from mam.cli_args import Parser, add_verbose, agent_name, positive_int, positive_seconds
 from mam.cli_common import (
     add_broker_arg,
@@ -55,6 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="the key the workspace's projector signs states with: its public key file, or the fingerprint of "
         "the key it announces on projector/status (default: the workspace's .mam/projector.pub)",
     )
+    parser.add_argument(
+        "--worktree",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run each job in its own git worktree, on a new branch mam/<job_id> under .mam/worktrees "
+        "(default: the profile's \"worktree\" key, else off)",
+    )
+    parser.add_argument(
+        "--keep-worktree",
+        choices=KEEP_POLICIES,
+        metavar="always|failed|never",
+        help="which jobs' worktrees stay after the job ends (default failed: those that did not succeed); "
+        "the branch always stays",
+    )
     add_workspace_args(parser, dirs=False)
     add_broker_arg(parser)
     add_verbose(parser, top=True)
@@ -72,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         source = command_source(command=args.command, profile=args.profile, agent=args.agent)
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
+        worktrees = job_worktrees(args, workspace)
         key = projector_key(args.projector_key, workspace)
         runner = Runner(
             workspace,
@@ -83,11 +99,29 @@ def main(argv: list[str] | None = None) -> None:
             heartbeat=args.heartbeat,
             kill_grace=args.kill_grace,
             agent_id=args.agent_id,
+            worktrees=worktrees,
         )
         anyio.run(run_until_signal, runner.run)
         return 0
 
     run_cli(PROG, body)
+
+
+def job_worktrees(args: argparse.Namespace, workspace: Workspace) -> Worktrees | None:
+    """`--worktree` (or the profile's default): the workspace must be in a git repository with a commit."""
+    wanted = args.worktree
+    if wanted is None:
+        wanted = profile_wants_worktree(
+            command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+        )
+    if not wanted:
+        if args.keep_worktree:
+            raise UsageError(f"--keep-worktree {args.keep_worktree}: jobs run without a worktree; add --worktree")
+        return None
+    try:
+        return Worktrees.open(workspace.root, args.keep_worktree or DEFAULT_KEEP)
+    except WorktreeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def projector_key(given: str | None, workspace: Workspace) -> Ed25519PublicKey | str:

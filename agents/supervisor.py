@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 import anyio
 
@@ -24,6 +25,7 @@ from mam import events as ev
 from mam.agents.output import OutputStreamer
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
+from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
 from mam.provenance import git_info
 from mam.record import JobRecord
 from mam.workspace import Workspace
@@ -56,6 +58,8 @@ class Settings:
     kill_grace: float
     put: Put
     room: Callable[[], Awaitable[None]]
+    worktrees: Worktrees | None = None
+    """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
 
 
 class Supervisor:
@@ -66,6 +70,9 @@ class Supervisor:
         self.ending: Ending | None = None
         self._stop_requested = anyio.Event()
         self.process: AgentProcess | None = None
+        self.tree: JobTree | None = None
+        self.succeeded = False
+        """Whether the job was reported `succeeded` (a worktree's clean-up depends on it)."""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -74,6 +81,7 @@ class Supervisor:
             self._stop_requested.set()
 
     def _put(self, event: ev.AnyEvent) -> None:
+        self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)
         self.settings.put(self.job_id, event)
 
     async def run(self) -> None:
@@ -81,13 +89,26 @@ class Supervisor:
         if self.ending is not None:  # cancelled or stopped before it ever started
             await self._report(None, OutputStreamer(self._put))
             return
+        cwd = self.settings.workspace.root
+        if self.settings.worktrees is not None:
+            base = self.record.git_at_submit.commit if self.record.git_at_submit else None
+            try:
+                self.tree = await anyio.to_thread.run_sync(self.settings.worktrees.create, self.job_id, base)
+            except WorktreeError as exc:
+                log.info("job %s: %s", self.job_id, exc)
+                self._put(ev.Failed(exit_code=None, error=str(exc)))
+                return
+            cwd = self.tree.cwd
         try:
-            process = await spawn(argv, env=self._env(), cwd=self.settings.workspace.root)
+            process = await spawn(argv, env=self._env(), cwd=cwd)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the prompt's env
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot start {argv[0]!r}: {detail}"
             log.info("job %s: start failed: %s", self.job_id, error)
             self._put(ev.Failed(exit_code=None, error=error))
+            if self.tree is not None and self.settings.worktrees is not None:  # nothing ran in it: no work to lose
+                clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=False, saved=True)
+                await anyio.to_thread.run_sync(clean_up)
             return
         self.process = process
         self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid))
@@ -95,7 +116,22 @@ class Supervisor:
         output = OutputStreamer(self._put, room=self.settings.room)
         code = await self._supervise(process, output)
         log.info("job %s: exited with code %d", self.job_id, code)
-        await self._report(code, output)
+        saved = await self._save_worktree()
+        await self._report(code, output, saved)
+        if self.tree is not None and self.settings.worktrees is not None:
+            clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=self.succeeded,
+                               saved=saved is not None and saved.committed_all)
+            await anyio.to_thread.run_sync(clean_up)
+
+    async def _save_worktree(self) -> Saved | None:
+        """Commit what the agent left in its worktree; None without one (or when git could not read it)."""
+        if self.tree is None or self.settings.worktrees is None:
+            return None
+        try:
+            return await anyio.to_thread.run_sync(self.settings.worktrees.finish, self.tree)
+        except WorktreeError as exc:
+            log.warning("job %s: cannot save worktree %s: %s", self.job_id, self.tree.path, exc)
+            return None
 
     def _env(self) -> dict[str, str]:
         workspace = self.settings.workspace
@@ -153,7 +189,7 @@ class Supervisor:
             log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
         self.stop(Ending.TIMED_OUT)
 
-    async def _report(self, code: int | None, output: OutputStreamer) -> None:
+    async def _report(self, code: int | None, output: OutputStreamer, saved: Saved | None = None) -> None:
         if self.ending is Ending.CANCELLED:
             reason = self.record.cancel_reason or "cancelled on request"
             self._put(ev.Cancelled(reason=reason))
@@ -164,10 +200,13 @@ class Supervisor:
             return
         if self.ending is Ending.STOPPING:
             error = "the runner stopped before the job finished"
-            self._put(ev.Failed(exit_code=code, error=error))
+            self._put(ev.Failed(exit_code=code, error=error, git=saved.git if saved else None))
             log.info("job %s: handed back as failed: %s", self.job_id, error)
             return
-        git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
+        if self.tree is not None:
+            git = saved.git if saved else None  # the job's worktree, never the user's checkout
+        else:
+            git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
         if self.ending is Ending.TIMED_OUT:
             reason = f"timed out after {self.record.timeout:g}s"
             self._put(ev.TimedOut(reason=reason, exit_code=code, git=git))

@@ -22,6 +22,7 @@ from mam.cli_common import (
     workspace_from_args,
 )
 from mam.discovery import projector_info
+from mam.events import GitInfo
 from mam.humanize import ago, parse_time
 from mam.reading import read_events, read_record, resolve_id
 from mam.record import JobRecord
@@ -90,6 +91,8 @@ def _show_text(record: JobRecord) -> None:
             continue
         if isinstance(value, dict):
             shown = json.dumps(value)
+            if key == "git_at_finish" and record.git_at_finish is not None:
+                shown += "".join(f"\n{line}" for line in _worktree_lines(record.git_at_finish))
         else:
             shown = safe(str(value)).replace("\t", "    ").rstrip("\n")
             if key.endswith("_at") and isinstance(value, str) and parse_time(value) is not None:
@@ -98,6 +101,16 @@ def _show_text(record: JobRecord) -> None:
         print(f"{key:<{_INDENT}}{lines[0]}")
         for more in lines[1:]:
             print(f"{'':<{_INDENT}}{more}".rstrip())
+
+
+def _worktree_lines(git: GitInfo) -> list[str]:
+    """For a job run in a worktree (`base` recorded): its branch, diffstat, and how to review it."""
+    if not git.base or not git.commit:
+        return []
+    files, plus, minus = git.files_changed or 0, git.insertions or 0, git.deletions or 0
+    stat = f"{files} file{'s' * (files != 1)} changed, {plus} insertion{'s' * (plus != 1)}(+), " \
+        f"{minus} deletion{'s' * (minus != 1)}(-)"
+    return [f"branch {safe(git.branch or '(detached)')}: {stat}", f"review: git diff {git.base}..{git.commit}"]
 
 
 def cmd_show(args: argparse.Namespace) -> int:

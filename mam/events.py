@@ -41,11 +41,20 @@ MAX_BACKOFF: Final = 3600.0
 
 
 class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Provenance: the workspace's git state when a job was submitted or finished."""
+    """Provenance: the workspace's git state when a job was submitted or finished.
+
+    A job run in a worktree of its own (`mam-agent --worktree`) also reports
+    the commit it started from (`base`) and the diffstat of `base..commit`.
+    Those fields default to UNSET, which msgspec never encodes: a GitInfo
+    without them has exactly the bytes it had before they existed."""
 
     commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")] | None = None
     branch: ShortText | None = None
     dirty: bool = False
+    base: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")] | UnsetType = UNSET
+    files_changed: Version | UnsetType = UNSET
+    insertions: Version | UnsetType = UNSET
+    deletions: Version | UnsetType = UNSET
 
 
 class Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):

@@ -1,0 +1,220 @@
+"""A git worktree per job (`mam-agent --worktree`): made at start, saved and measured at the end, removed by policy.
+
+Each job runs in `<root>/.mam/worktrees/<job_id>`, a worktree of the
+workspace's repository on a new branch `mam/<job_id>`, started from the
+commit recorded at submit (`git_at_submit.commit`) or else the repository's
+HEAD. Parallel jobs never share files, and the user's checkout (its files,
+its index, its current branch) is never touched: every call here names its
+directory with `git -C`, and the calls that change the repository's shared
+state (`worktree add/remove`, the commit of what a job left) go one at a
+time through one lock per runner.
+
+When the job ends, what the agent left uncommitted (tracked and untracked
+files, .gitignore respected) is committed to the job's branch so nothing is
+lost, and the job's `git_at_finish` says where the work is: `base`, `commit`
+(the branch head), `branch`, `dirty` (the agent had left uncommitted work,
+which that commit now holds) and the diffstat of `base..commit`.
+
+Only plain subprocess calls to git; no shell.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from mam.events import GitInfo
+
+log = logging.getLogger("mam.agent")
+
+KeepPolicy = Literal["always", "failed", "never"]
+KEEP_POLICIES: Final[tuple[KeepPolicy, ...]] = ("always", "failed", "never")
+DEFAULT_KEEP: Final[KeepPolicy] = "failed"
+"""Keep the worktree of a job that did not succeed; a job's branch is always kept."""
+
+IDENTITY: Final = ("mam", "mam@localhost")
+"""Who commits a job's leftovers when neither the environment nor git's config names anyone."""
+
+GIT_TIMEOUT: Final = 120.0
+_ENV_DROPPED: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+"""Variables that would point git at another repository or index than the one named with -C."""
+_SHORTSTAT = re.compile(r"(\d+) (file|insertion|deletion)")
+
+
+class WorktreeError(Exception):
+    """Why a job's worktree cannot be made or saved, in one line."""
+
+
+@dataclass(frozen=True)
+class JobTree:
+    """One job's worktree."""
+
+    job_id: str
+    path: Path
+    """The worktree's top directory, `<root>/.mam/worktrees/<job_id>`."""
+    cwd: Path
+    """Where the agent runs: the workspace root's place inside the worktree."""
+    branch: str
+    base: str
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `Worktrees.finish` found and did: the record's `git_at_finish`, and whether all work is on the branch."""
+
+    git: GitInfo
+    committed_all: bool
+
+
+def _git_env() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
+
+
+def git(directory: Path, *args: str, check: bool = True) -> str:
+    """Run `git -C directory args`; its stdout stripped, or `WorktreeError` with git's own words."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            env=_git_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise WorktreeError("git is not on PATH; install git, or run without --worktree") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorktreeError(f"git {args[0]} failed: {exc}") from None
+    if check and out.returncode != 0:
+        detail = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
+        raise WorktreeError(f"git {args[0]}: {detail}")
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def parse_shortstat(text: str) -> tuple[int, int, int]:
+    """`git diff --shortstat`'s line as (files changed, insertions, deletions); an empty diff is all zeros."""
+    counts = {kind: int(n) for n, kind in _SHORTSTAT.findall(text)}
+    return counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0)
+
+
+class Worktrees:
+    """The worktrees one runner makes for its jobs in one workspace's repository."""
+
+    def __init__(self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP) -> None:
+        self.root = root
+        self.top = top
+        self.keep = keep
+        self.dir = root / ".mam" / "worktrees"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, root: Path, keep: KeepPolicy = DEFAULT_KEEP) -> Worktrees:
+        """For the workspace at `root`, or `WorktreeError` if it is not in a git repository with a commit."""
+        try:
+            top = git(root, "rev-parse", "--show-toplevel")
+        except WorktreeError as exc:
+            if "not on PATH" in str(exc):
+                raise
+            raise WorktreeError(
+                f"--worktree: workspace {root} is not in a git repository; run git init and commit there, "
+                "or run without --worktree"
+            ) from None
+        if not git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False):
+            raise WorktreeError(f"--worktree: the git repository at {top} has no commit yet; commit once, then start")
+        return cls(root, Path(top), keep)
+
+    def create(self, job_id: str, base_hint: str | None) -> JobTree:
+        """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
+        repository has it, else from HEAD."""
+        branch = f"mam/{job_id}"
+        if not git(self.top, "check-ref-format", "--branch", branch, check=False):
+            raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
+        base = self._base(base_hint)
+        path = self.dir / job_id
+        with self._lock:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            ignore = self.dir / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")  # the worktrees never show in the user's `git status`
+            try:
+                git(self.top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+            except WorktreeError as exc:
+                raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        cwd = path / self._inside()
+        cwd.mkdir(parents=True, exist_ok=True)
+        log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
+        return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base)
+
+    def _base(self, hint: str | None) -> str:
+        if hint:
+            found = git(self.top, "rev-parse", "--verify", "--quiet", f"{hint}^{{commit}}", check=False)
+            if found:
+                return found
+            log.warning("the commit recorded at submit (%s) is not in %s; starting from HEAD", hint, self.top)
+        return git(self.top, "rev-parse", "--verify", "HEAD^{commit}")
+
+    def _inside(self) -> Path:
+        """The workspace root relative to the repository's top (`.` when they are the same)."""
+        try:
+            return self.root.resolve().relative_to(Path(self.top).resolve())
+        except ValueError:
+            return Path(".")
+
+    def finish(self, tree: JobTree) -> Saved:
+        """Commit what the agent left uncommitted to the job's branch; the job's `git_at_finish`."""
+        with self._lock:
+            left = git(tree.path, "status", "--porcelain", "--untracked-files=all")
+            committed_all = True
+            if left:
+                git(tree.path, "add", "--all")
+                try:
+                    self._commit(tree)
+                except WorktreeError as exc:
+                    log.warning("job %s: could not commit what the agent left in %s: %s", tree.job_id, tree.path, exc)
+                    committed_all = False
+            head = git(tree.path, "rev-parse", "HEAD")
+            branch = git(tree.path, "rev-parse", "--abbrev-ref", "HEAD")
+            # base against the index: what is committed, plus what could not be (it was added above)
+            files, insertions, deletions = parse_shortstat(git(tree.path, "diff", "--cached", "--shortstat", tree.base))
+        info = GitInfo(
+            commit=head,
+            branch=None if branch == "HEAD" else branch,
+            dirty=bool(left),
+            base=tree.base,
+            files_changed=files,
+            insertions=insertions,
+            deletions=deletions,
+        )
+        return Saved(git=info, committed_all=committed_all)
+
+    def _commit(self, tree: JobTree) -> None:
+        who: list[str] = []
+        if not (git(tree.path, "config", "user.name", check=False) and git(tree.path, "config", "user.email", check=False)):
+            who = ["-c", f"user.name={IDENTITY[0]}", "-c", f"user.email={IDENTITY[1]}"]  # env GIT_AUTHOR_* still win
+        message = f"mam: work job {tree.job_id} left uncommitted"
+        git(tree.path, *who, "-c", "gc.auto=0", "commit", "--quiet", "--no-verify", "-m", message)
+
+    def clean_up(self, tree: JobTree, *, succeeded: bool, saved: bool) -> bool:
+        """Remove the worktree if the policy says so and all its work is on the branch; True if removed.
+
+        The branch always stays: `git branch -D mam/<job_id>` is the user's call."""
+        if not saved or self.keep == "always" or (self.keep == "failed" and not succeeded):
+            log.info("job %s: worktree kept at %s", tree.job_id, tree.path)
+            return False
+        with self._lock:
+            try:
+                git(self.top, "worktree", "remove", "--force", str(tree.path))
+            except WorktreeError as exc:
+                log.warning("job %s: could not remove worktree %s: %s", tree.job_id, tree.path, exc)
+                return False
+        log.info("job %s: worktree removed; its work is on branch %s", tree.job_id, tree.branch)
+        return True
+
+
+__all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees", "git"]
