@@ -11,6 +11,8 @@ import msgspec
 
 from mam import events as ev
 from mam import presence
+from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
+from mam.agents.cli_retry import register as register_retry
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
@@ -52,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)")
     submit.add_argument("--parent", type=job_id, metavar="JOB", help="the job that delegates this one")
     submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
+    add_policy_args(submit)
     _add_wait_args(
         submit,
         wait_help="(the default; kept for scripts) return once the projector has recorded the job",
@@ -98,6 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_workspace_args(cancel)
     add_broker_arg(cancel)
     cancel.set_defaults(handler=run_cancel)
+    register_retry(subparsers)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -122,6 +126,10 @@ _FLAG_OF_FIELD = {
     "labels": "--label",
     "timeout": "--job-timeout",
     "parent": "--parent",
+    "retries": "--retries",
+    "retry_on": "--retry-on",
+    "backoff": "--backoff",
+    "after": "--after",
     "reason": "--reason",
 }
 
@@ -174,14 +182,17 @@ def run_submit(args: argparse.Namespace) -> int:
             timeout=args.job_timeout,
             parent=args.parent,
             git=git_info(workspace.root),
+            **policy_fields(args),
         )
     )
     job_id = args.job_id or new_job_id()
     recorded = False
 
     async def go() -> int:
-        nonlocal recorded
+        nonlocal recorded, event
         async with Publisher(workspace, broker, by="mam-cli") as pub:
+            if isinstance(event, ev.Submitted) and event.after:
+                event = msgspec.structs.replace(event, after=await resolve_after(pub, event.after))
             if args.no_wait:
                 _print_published(job_id, await pub.publish_served(job_id, event), args.json)
                 return 0

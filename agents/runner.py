@@ -41,9 +41,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
+from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.agents.worktree import Worktrees
 from mam.broker_url import BrokerAddress
+from mam.attempts import attempt_of
 from mam.errors import UsageError
 from mam.ids import validate_agent_id
 from mam.mqtt import make_client, unreachable
@@ -108,8 +110,10 @@ class Runner:
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()
-        self.claimed_here: set[str] = set()
-        """Every job this instance has claimed: never claimed twice, whatever state is replayed."""
+        self.claimed_here: set[tuple[str, int]] = set()
+        """Every job attempt this instance has claimed: never claimed twice, whatever state is replayed."""
+        self.alarm = Alarm(self._claim_what_fits)
+        """Wakes the runner when a queued retry's backoff (`not_before`) is over."""
         self.queued: dict[str, JobRecord] = {}
         """Submitted jobs for this agent not claimed yet, oldest first: claimed as capacity frees."""
         self.stopping = False
@@ -155,6 +159,7 @@ class Runner:
     async def _shutdown(self) -> None:
         self.stopping = True
         self.queued.clear()
+        self.alarm.cancel()
         for job in self.active.values():
             job.stop(Ending.STOPPING)
         await self._changed.until(lambda: not self.active)
@@ -281,7 +286,8 @@ class Runner:
             self._update_running(job, record)
             return
         if record.status is Status.SUBMITTED:
-            if job_id not in self.claiming and job_id not in self.claimed_here and not self.stopping:
+            if job_id not in self.claiming and (job_id, attempt_of(record)) not in self.claimed_here \
+                    and not self.stopping:
                 self.queued[job_id] = record
                 self._claim_what_fits()
             return
@@ -303,10 +309,16 @@ class Runner:
     def _update_running(self, job: Supervisor, record: JobRecord) -> None:
         if record.version < job.record.version:
             return  # an older state, replayed
+        moved_on = attempt_of(record) != attempt_of(job.record)
         job.record = record
         if job.ending is not None:
             return
-        if record.status.terminal:
+        if moved_on:
+            # The registry ended this attempt (lost, say) and retries the job: this agent's work is void.
+            log.warning("job %s: the registry retries it as attempt %d while this runner runs attempt %d; "
+                        "stopping its agent", record.job_id, attempt_of(record), attempt_of(record) - 1)
+            job.stop(Ending.ENDED_ELSEWHERE)
+        elif record.status.terminal:
             # A finished job never changes: whatever the agent still does would be refused.
             log.warning(
                 "job %s is %s in the registry (%s) while this runner runs it; stopping its agent",
@@ -320,15 +332,26 @@ class Runner:
             job.stop(Ending.CANCELLED)
 
     def _claim_what_fits(self) -> None:
-        while not self.stopping and self.queued and len(self.active) + len(self.claiming) < self.concurrency:
-            job_id, record = next(iter(self.queued.items()))
+        """Claim queued jobs, oldest first, while there is room; one in a retry's backoff waits for it."""
+        wake = math.inf
+        for job_id, record in list(self.queued.items()):
+            if self.stopping or len(self.active) + len(self.claiming) >= self.concurrency:
+                break
+            if job_id in self.active:
+                continue  # its previous attempt is still stopping here
+            wait = seconds_until_claimable(record)
+            if wait > 0:
+                wake = min(wake, wait)
+                continue
             del self.queued[job_id]
             self.claiming.add(job_id)
-            self.claimed_here.add(job_id)
+            self.claimed_here.add((job_id, attempt_of(record)))
             log.debug("job %s: claiming it at version %d", job_id, record.version)
             self.outbox.put(
                 job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)
             )
+        if wake < math.inf and self._jobs is not None and not self.stopping:
+            self.alarm.set(self._jobs, wake)
 
     def _start(self, record: JobRecord) -> None:
         assert self._jobs is not None
@@ -344,5 +367,9 @@ class Runner:
             await job.run()
         finally:
             del self.active[job.job_id]
+            record = job.record
+            if record.status is Status.SUBMITTED and not self.stopping \
+                    and (record.job_id, attempt_of(record)) not in self.claimed_here:
+                self.queued[record.job_id] = record  # retried by the registry while it ran here
             self._status_changed()
             self._claim_what_fits()

@@ -9,6 +9,7 @@ read a job's log or record.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import OrderedDict
 from datetime import datetime
@@ -22,13 +23,16 @@ from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
+from mam.projector.dependencies import Dependents
+from mam.projector.dependencies import check as check_after
 from mam.projector.dirs import warn_once
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
-from mam.record import JobRecord, decode_record
+from mam.projector.retries import on_retrying
+from mam.record import JobRecord, Status, decode_record
 from mam.status import decode_agent_status
 from mam.timefmt import iso, utc_now, utc_now_iso
 from mam.topics import Kind, Topics
@@ -70,6 +74,12 @@ class Projection:
         self.parking = Parking(workspace.logs_dir, park or ParkLimits())
         self._leftovers: list[str] = []
         self.wills = HeldWills()
+        self.dependents = Dependents()
+        """Each job's blocked dependents (`after`), kept current like `children`."""
+        self._retry_pending: set[str] = set()
+        """Jobs found `retrying` at load (a crash before their `retrying` event): derived on the next batch."""
+        self.rng = random.Random()
+        """Draws the retries' jitter; the draw is written into the derived event, never drawn again."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -79,7 +89,10 @@ class Projection:
     def load(self, keep_all: bool = False) -> list[JobRecord]:
         """Open jobs and unfinished children from the registry, and the parked events (a blocking
         scan: run it in a thread); with `keep_all`, every record is returned too."""
-        self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all)
+        waits: list[JobRecord] = []
+        self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits)
+        self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
+        self._retry_pending = {r.job_id for r in waits if r.status is Status.RETRYING}
         self.parking.load()
         self._leftovers = [job_id for job_id in self.parking.jobs() if self.log.events_path(job_id).is_file()]
         return everything
@@ -135,18 +148,38 @@ class Projection:
             for entry in self.parking.expire(staged.parked, judge_at, fresh_since):
                 self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
         received_at = utc_now_iso()
-        for job_id, event in derived:
-            event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
-            state = self._known(job_id)
-            if state is not None:
-                staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+        self._add_derived(staged, derived, received_at)
         self._track_open(staged)
+        self._follow_up(staged, received_at)
         for job_id in self._repair:
             state = self.jobs[job_id]
             if state.record is not None:
                 staged.records.setdefault(job_id, state.record)
         self._repair.clear()
         return staged
+
+    def _add_derived(self, staged: Batch, derived: list[tuple[str, ev.AnyEvent]], received_at: str) -> None:
+        for job_id, event in derived:
+            event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
+            state = self._known(job_id)
+            if state is not None:
+                staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+
+    def _follow_up(self, staged: Batch, received_at: str) -> None:
+        """Retries and dependencies: derive what this batch's records call for (`retrying` for an attempt
+        the policy retries, `unblocked` or `cancelled` for the jobs waiting on one that ended), then what
+        those call for in turn (a cancelled job cancels the jobs waiting on it), until nothing follows."""
+        changed = list(staged.records.values())
+        changed += [r for r in map(self._record, sorted(self._retry_pending)) if r is not None]
+        self._retry_pending.clear()
+        while True:
+            derived = on_retrying(changed, utc_now(), self.rng) + self.dependents.derive(changed, self._record)
+            if not derived:
+                return
+            versions = {job_id: record.version for job_id, record in staged.records.items()}
+            self._add_derived(staged, derived, received_at)
+            self._track_open(staged)
+            changed = [r for job_id, r in staged.records.items() if versions.get(job_id) != r.version]
 
     def _take(self, staged: Batch, message: Message, now: datetime, received_at: str) -> list[tuple[str, ev.AnyEvent]]:
         """One message: a runner's presence (maybe deriving `lost`), or an event to fold, park or refuse."""
@@ -190,7 +223,7 @@ class Projection:
             return str(exc)
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
-        guard = self._delegation_refusal(state, job_id, event)
+        guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         if guard:
             return guard
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
@@ -255,6 +288,12 @@ class Projection:
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
 
+    def _dependency_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """A first submit naming jobs to run after: each must be known."""
+        if not isinstance(event, ev.Submitted) or not event.after or state.record is not None:
+            return None
+        return check_after(job_id, event.after, self._record)
+
     def _known(self, job_id: str) -> JobState | None:
         """`state`, or `None` for a job whose log does not fold or whose files are links (said once)."""
         try:
@@ -275,6 +314,7 @@ class Projection:
                 self.open_jobs[job_id] = record
             else:
                 self.open_jobs.pop(job_id, None)
+            self.dependents.track(record)
             if record.parent:
                 siblings = self.children.setdefault(record.parent, set())
                 if record.status.terminal:
@@ -284,11 +324,12 @@ class Projection:
 
 
 def _scan_registry(
-    registry: Registry, keep_all: bool
+    registry: Registry, keep_all: bool, waits: list[JobRecord] | None = None
 ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
     """From the registry: claimed and running jobs (for liveness and timeouts),
     each parent's unfinished children (for the fan-out limit), and with
-    `keep_all` every record. A record that is a link is not read."""
+    `keep_all` every record; into `waits`, the blocked and retrying jobs.
+    A record that is a link is not read."""
     found: dict[str, JobRecord] = {}
     children: dict[str, set[str]] = {}
     everything: list[JobRecord] = []
@@ -304,6 +345,8 @@ def _scan_registry(
             everything.append(record)
         if record.status in OPEN:
             found[record.job_id] = record
+        if waits is not None and record.status in (Status.BLOCKED, Status.RETRYING):
+            waits.append(record)
         if record.parent and not record.status.terminal:
             children.setdefault(record.parent, set()).add(record.job_id)
     return found, children, everything

@@ -1,0 +1,154 @@
+"""The retry and dependency flags of `mam submit` (`--retries`, `--retry-on`, `--backoff`, `--after`),
+and `mam retry JOB`: resubmit a finished job as a new one, for the cases no policy covered."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+import msgspec
+
+from mam import events as ev
+from mam.agents.publisher import Publisher, new_job_id
+from mam.attempts import RETRY_OUTCOMES
+from mam.cli_args import job_id
+from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.errors import Refused, UsageError
+from mam.provenance import git_info
+from mam.record import JobRecord
+
+
+def retries(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of retries") from None
+    if not 0 <= value <= ev.MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 to {ev.MAX_RETRIES}")
+    return value
+
+
+def outcomes(text: str) -> list[str]:
+    given = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in given if part not in RETRY_OUTCOMES]
+    if unknown or not given:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: name one or more of {', '.join(RETRY_OUTCOMES)}, separated by commas"
+        )
+    return given
+
+
+def backoff_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= ev.MAX_BACKOFF:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 to {ev.MAX_BACKOFF:g} seconds")
+    return value
+
+
+def job_ids(text: str) -> list[str]:
+    return [job_id(part.strip()) for part in text.split(",") if part.strip()]
+
+
+def add_policy_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("retries and dependencies")
+    group.add_argument("--retries", type=retries, metavar="N",
+                       help="retry up to N more times when an attempt ends in an outcome of --retry-on")
+    group.add_argument("--retry-on", type=outcomes, metavar="OUTCOME[,OUTCOME...]",
+                       help=f"the outcomes that retry: {', '.join(RETRY_OUTCOMES)} (default failed,lost)")
+    group.add_argument("--backoff", type=backoff_seconds, metavar="SECONDS",
+                       help="wait before the first retry (default 1), doubling each time, with jitter, "
+                       "at most 600 s")
+    group.add_argument("--after", type=job_ids, action="append", default=[], metavar="JOB[,JOB...]",
+                       help="blocked until these jobs have all succeeded; cancelled if one ends otherwise "
+                       "(repeatable)")
+
+
+def policy_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The `submitted` fields the flags ask for (none when none is given)."""
+    if args.retries is None and (args.retry_on is not None or args.backoff is not None):
+        which = "--retry-on" if args.retry_on is not None else "--backoff"
+        raise UsageError(f"{which} needs --retries N (how many more attempts)")
+    fields: dict[str, Any] = {}
+    if args.retries is not None:
+        fields["retries"] = args.retries
+        if args.retry_on is not None:
+            fields["retry_on"] = list(dict.fromkeys(args.retry_on))
+        if args.backoff is not None:
+            fields["backoff"] = args.backoff
+    after = [job for group in args.after for job in group]
+    if after:
+        fields["after"] = list(dict.fromkeys(after))
+    return fields
+
+
+async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
+    """Each `--after` id as the retained states know it (a unique prefix or suffix is enough)."""
+    from mam.agents.cli import _resolve_retained
+
+    return [await _resolve_retained(pub, job) for job in after]
+
+
+def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
+    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent
+    and retry policy, with `retry_of` naming the job it retries (its `after` is not carried over: those
+    jobs have ended)."""
+    return ev.Submitted(
+        prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
+        labels=record.labels, timeout=record.timeout, parent=record.parent, git=git,
+        retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
+        retry_of=record.job_id,
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    retry = subparsers.add_parser(
+        "retry",
+        help="resubmit a finished job as a new job (same prompt, agent, labels, parent; retry_of set)",
+        description="Resubmit a finished job as a new job with the same prompt, agent, session, role, labels, "
+        "timeout, parent and retry policy; the new record's retry_of names the old job. Prints the new job's id "
+        "once the projector has recorded it (exit 0); exit 1 if the job is unknown or has not finished.",
+    )
+    retry.add_argument("job_id", type=job_id, metavar="JOB",
+                       help="the finished job's id, or any unique prefix or suffix of it among the retained states")
+    retry.add_argument("--job-id", dest="new_job_id", type=job_id, metavar="ID",
+                       help="the new job's id (default: generated)")
+    retry.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="how long to wait for the verdict (default 30); no verdict in time exits 3")
+    retry.add_argument("--json", action="store_true", help="print the new job's recorded state as JSON")
+    add_workspace_args(retry)
+    add_broker_arg(retry)
+    retry.set_defaults(handler=run_retry)
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    from mam.agents.cli import _resolve_retained
+
+    workspace = workspace_from_args(args)
+    broker = broker_from_args(args, workspace)
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            old_id = await _resolve_retained(pub, args.job_id)
+            old = await pub.state(old_id)
+            if old is None:
+                raise Refused(f"no job {old_id!r} is known in workspace {workspace.id}: check the id with `mam jobs`")
+            if not old.status.terminal:
+                raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
+                              f"(`mam cancel {old_id}` first to start it over)")
+            git = await anyio.to_thread.run_sync(git_info, workspace.root)
+            new_id = args.new_job_id or new_job_id()
+            record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=args.timeout)
+        if args.json:
+            print(json.dumps(msgspec.to_builtins(record), indent=2))
+        else:
+            print(record.job_id)
+            print(f"mam: {record.job_id} retries {old_id} ({old.status.value})", file=sys.stderr)
+        return 0
+
+    return anyio.run(go)
