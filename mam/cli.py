@@ -225,6 +225,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
     from mam.cli_jobs import register as register_listings
+    from mam.mcp_server.cli import register as register_mcp
     from mam.web.cli import register as register_dashboard
 
     parser = Parser(prog=PROG, description=__doc__)
@@ -240,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_writers(sub)
     register_dashboard(sub)
+    register_mcp(sub)
 
     passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
     passwd.add_argument("file", type=Path, metavar="FILE")

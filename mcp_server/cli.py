@@ -1,0 +1,41 @@
+"""`mam mcp`: serve the workspace's jobs to an agent as Model Context Protocol tools, over stdio."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import anyio
+
+from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+
+log = logging.getLogger("mam.mcp")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mcp = subparsers.add_parser(
+        "mcp",
+        help="serve the workspace's jobs as MCP tools over stdio (`claude mcp add mam -- mam mcp`)",
+        description="A Model Context Protocol server over stdin/stdout: tools to submit, find, wait for, read "
+        "and cancel the workspace's jobs. Inside a job (MAM_JOB_ID set), submitted jobs get it as their parent. "
+        "Logs go to stderr.",
+    )
+    add_workspace_args(mcp)
+    add_broker_arg(mcp)
+    mcp.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mam.mcp_server.served import Served
+    from mam.mcp_server.server import serve_stdio
+
+    workspace = workspace_from_args(args)
+    served = Served.start(workspace, broker_from_args(args, workspace))
+    if not getattr(args, "verbose", False):
+        logging.getLogger("mcp").setLevel(logging.WARNING)  # one line per request otherwise
+    log.info("mcp server for workspace %s (%s), broker %s", workspace.id, workspace.root, served.broker.url)
+    anyio.run(serve_stdio, served)
+    return 0
+
+
+__all__ = ["register"]

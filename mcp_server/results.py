@@ -1,0 +1,116 @@
+"""The tools' structured results: the SDK publishes each as the tool's output schema.
+
+A job's full record travels as a plain JSON object with the registry file's
+keys (`mam show --json`), so a key the record gains (`usage`, say) reaches
+the caller without a change here.
+"""
+
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
+
+from mam.record import JobRecord
+from mam.tables import short
+
+PROMPT_SHOWN = 200
+"""Characters of a prompt a listing shows; `get_job` has the whole record."""
+
+
+class SubmitResult(TypedDict):
+    """The submitted job: its id, and with `wait` its state as the projector recorded it."""
+
+    job_id: str
+    event_id: str
+    recorded: bool
+    """False with wait=false: the broker has the event; whether the projector records it is not known yet."""
+    status: NotRequired[str]
+    parent: NotRequired[str | None]
+    job: NotRequired[dict[str, Any]]
+    """The recorded state (the registry's record)."""
+    waiting: NotRequired[str]
+    """What a queued job waits for, when that is known: `queued: no runner for 'codex' is online ...`."""
+
+
+class CancelResult(TypedDict):
+    """The job once the cancel request is recorded: a job nobody claimed is cancelled at once,
+    a running one when its runner has stopped it (`wait_job` tells)."""
+
+    job_id: str
+    status: str
+    job: dict[str, Any]
+
+
+class JobSummary(TypedDict):
+    job_id: str
+    status: str
+    agent: str
+    role: str | None
+    labels: dict[str, str]
+    parent: str | None
+    submitted_at: str
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    prompt: str
+    """The prompt, cut to its first 200 characters."""
+    usage: NotRequired[dict[str, Any]]
+
+
+class JobList(TypedDict):
+    """Matching jobs, newest first."""
+
+    jobs: list[JobSummary]
+    total: int
+    """How many jobs match in all (more than listed when `limit` cut the list)."""
+
+
+class Ended(TypedDict):
+    """A job that has ended, with what it produced."""
+
+    job_id: str
+    status: str
+    """succeeded, failed, cancelled, timed_out or lost."""
+    exit_code: int | None
+    result: str | None
+    error: str | None
+    finished_at: str | None
+    usage: NotRequired[dict[str, Any]]
+    """Cost and tokens, when the agent reported them."""
+    output_tail: str
+    """The last bytes of its output (stdout and stderr as they were recorded); empty when the audit log is not here."""
+    output_bytes: int
+
+
+class Output(TypedDict):
+    """A job's output so far, from its audit log."""
+
+    job_id: str
+    status: str | None
+    text: str
+    truncated: bool
+    """Older output was left out (`tail_bytes`)."""
+    next_seq: int
+    """Pass as `from_seq` to get only the output recorded after this call's."""
+
+
+def summary(record: JobRecord, full: dict[str, Any]) -> JobSummary:
+    """A listing's line for a job (`full` is its record as a JSON object)."""
+    row = JobSummary(
+        job_id=record.job_id,
+        status=record.status.value,
+        agent=record.agent,
+        role=record.role,
+        labels=dict(record.labels),
+        parent=record.parent,
+        submitted_at=record.submitted_at,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        exit_code=record.exit_code,
+        prompt=short(record.prompt, PROMPT_SHOWN),
+    )
+    if full.get("usage") is not None:
+        row["usage"] = full["usage"]
+    return row
+
+
+__all__ = ["CancelResult", "Ended", "JobList", "JobSummary", "Output", "SubmitResult", "summary"]

@@ -1,0 +1,107 @@
+"""What every tool shares: the workspace served, its one broker connection, and how a failure is reported."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+import msgspec
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mam.agents.publisher import Publisher
+from mam.broker_list import Brokers
+from mam.errors import MamError
+from mam.ids import validate_job_id
+from mam.mcp_server.connection import Channel, SharedConnection
+from mam.reading import read_record, resolve_id
+from mam.record import JobRecord
+from mam.workspace import Workspace
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+BY = "mam-mcp"
+"""The `by` of every event this server publishes."""
+
+
+class ChannelPublisher(Publisher):
+    """The Publisher (confirmed writes, waits) on a channel of the shared connection, not a connection of its own."""
+
+    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel) -> None:
+        super().__init__(workspace, broker, by=BY)
+        self._channel = channel
+
+    @property
+    def client(self) -> Any:  # a Channel stands in for the aiomqtt client
+        return self._channel
+
+
+@dataclass(frozen=True)
+class Served:
+    """The workspace this server serves, resolved once at start like any command's."""
+
+    workspace: Workspace
+    broker: Brokers
+    connection: SharedConnection
+    parent: str | None = None
+    """The job this server runs inside (`MAM_JOB_ID`, set by the runner): the default parent of a submit."""
+
+    @classmethod
+    def start(cls, workspace: Workspace, broker: Brokers) -> Served:
+        inside = os.environ.get("MAM_JOB_ID") or None
+        return cls(workspace, broker, SharedConnection(broker), validate_job_id(inside) if inside else None)
+
+    @asynccontextmanager
+    async def publisher(self) -> AsyncIterator[Publisher]:
+        """A publisher for one tool call, on its own channel of the shared connection."""
+        async with self.connection.channel() as channel:
+            yield ChannelPublisher(self.workspace, self.broker, channel)
+
+    async def job_id(self, text: str) -> str:
+        """The registry's one id that is `text` or starts or ends with it; `text` if none is (as `mam show`)."""
+        return await anyio.to_thread.run_sync(resolve_id, self.workspace, text)
+
+    async def record(self, job_id: str) -> JobRecord:
+        return await anyio.to_thread.run_sync(read_record, self.workspace, job_id)
+
+
+def as_dict(record: JobRecord) -> dict[str, Any]:
+    """A record as its JSON object: the registry file's keys (`mam show --json`)."""
+    value: dict[str, Any] = msgspec.to_builtins(record)
+    return value
+
+
+def reported(tool: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Turn mam's expected failures into a tool error carrying the CLI's one-line reason."""
+
+    @functools.wraps(tool)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await tool(*args, **kwargs)
+        except MamError as exc:
+            raise ToolError(str(exc)) from None
+        except BaseExceptionGroup as group:  # a task group's: a reason only if that is all it holds
+            expected = _only_mam_errors(group)
+            if expected is None:
+                raise
+            raise ToolError(str(expected)) from None
+
+    return call
+
+
+def _only_mam_errors(group: BaseExceptionGroup) -> MamError | None:
+    matched, rest = group.split(MamError)
+    if matched is None or rest is not None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if isinstance(leaf, MamError) else None
+
+
+__all__ = ["BY", "ChannelPublisher", "Served", "as_dict", "reported"]

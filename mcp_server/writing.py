@@ -1,0 +1,137 @@
+"""`submit_job` and `cancel_job`: `mam submit` and `mam cancel` as tools, on the same confirmed-write path.
+
+Each publishes only once a projector serves the workspace, then returns the
+projector's verdict: the recorded state, or its refusal as a tool error.
+"""
+
+import argparse
+from typing import Annotated
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from mam import events as ev
+from mam import presence
+from mam.agents.publisher import Publisher, new_job_id
+from mam.cli_args import agent_name
+from mam.errors import MamError, UsageError
+from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.live import agent_statuses
+from mam.mcp_server.results import CancelResult, SubmitResult
+from mam.mcp_server.served import Served, as_dict, reported
+from mam.provenance import git_info
+from mam.record import Status
+from mam.status import AgentStatus
+
+VERDICT_WAIT = 30.0
+"""How long a write waits for the projector's verdict (`mam submit --timeout`'s default)."""
+
+Prompt = Annotated[str, Field(description="what the job should do; the agent gets it on stdin")]
+Agent = Annotated[
+    str,
+    Field(description="the agent that should run it (a runner `mam-agent --agent NAME` claims it), e.g. claude-code",
+          json_schema_extra={"pattern": AGENT_ID_PATTERN}),
+]
+Role = Annotated[str | None, Field(description="the role the agent plays in it, e.g. reviewer")]
+Labels = Annotated[dict[str, str] | None, Field(description="labels to find it by later, e.g. {\"ticket\": \"12\"}")]
+Parent = Annotated[
+    str | None,
+    Field(description="the job that delegates this one (default: the job this server runs inside, $MAM_JOB_ID)",
+          json_schema_extra={"pattern": JOB_ID_PATTERN}),
+]
+JobTimeout = Annotated[float | None, Field(gt=0, description="seconds the job may run before its runner stops it")]
+Wait = Annotated[
+    bool,
+    Field(description="return once the projector has recorded the job (or refused it); false: once the broker "
+          "has the event"),
+]
+JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
+Reason = Annotated[str | None, Field(description="why, recorded with the request")]
+
+
+def checked(event: ev.AnyEvent) -> ev.AnyEvent:
+    """Validate with the projector's own schema before publishing, naming the argument
+    (`role: Expected str of length <= 256`)."""
+    try:
+        return ev.decode_event(ev.encode_event(event))
+    except ev.EventError as exc:
+        message = str(exc).removeprefix("invalid event: ")
+        reason, _, where = message.partition(" - at `$.")
+        raise UsageError(f"{where.split('`')[0].split('.')[0].split('[')[0]}: {reason}" if where else message) from None
+
+
+def _agent(text: str) -> str:
+    try:
+        return agent_name(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"agent: {exc}") from None
+
+
+async def _runners(pub: Publisher, served: Served) -> list[AgentStatus] | None:
+    """The runners' retained statuses, read on a channel of their own; None if that failed."""
+    try:
+        async with served.connection.channel() as channel:
+            return list((await agent_statuses(channel, pub.topics)).values())  # type: ignore[arg-type]
+    except MamError:
+        return None
+
+
+def register(app: MCPServer, served: Served) -> None:
+    @app.tool()
+    @reported
+    async def submit_job(
+        prompt: Prompt,
+        agent: Agent,
+        role: Role = None,
+        labels: Labels = None,
+        parent: Parent = None,
+        timeout: JobTimeout = None,
+        wait: Wait = True,
+    ) -> SubmitResult:
+        """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
+        claims and runs it. Returns the job's id and, with wait (the default), its recorded state. Follow it
+        with wait_job (its result) or job_output (its output so far)."""
+        if not prompt.strip():
+            raise UsageError("prompt: the prompt is empty")
+        chosen_parent = parent or served.parent
+        event = checked(
+            ev.Submitted(
+                prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=timeout,
+                parent=chosen_parent, git=await anyio.to_thread.run_sync(git_info, served.workspace.root),
+            )
+        )
+        job_id = new_job_id()
+        async with served.publisher() as pub:
+            if not wait:
+                sent = await pub.publish_served(job_id, event)
+                return SubmitResult(job_id=job_id, event_id=sent.id or "", recorded=False, parent=chosen_parent)
+            runners: list[AgentStatus] | None = None
+
+            async def look() -> None:
+                nonlocal runners
+                runners = await _runners(pub, served)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(look)
+                record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
+        result = SubmitResult(job_id=job_id, event_id=record.last_event_id or "", recorded=True,
+                              status=record.status.value, parent=record.parent, job=as_dict(record))
+        if runners is not None and record.status is Status.SUBMITTED:
+            result["waiting"] = presence.waiting_reason(record.agent, runners)
+        return result
+
+    @app.tool()
+    @reported
+    async def cancel_job(job: JobRef, reason: Reason = None) -> CancelResult:
+        """Ask for a job to be cancelled. Returns once the projector has recorded the request: a job nobody
+        claimed is cancelled at once, a running one once its runner has stopped it (wait_job tells when).
+        A finished job cannot be cancelled."""
+        event = checked(ev.CancelRequested(reason=reason))
+        job_id = await served.job_id(job)
+        async with served.publisher() as pub:
+            record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
+        return CancelResult(job_id=record.job_id, status=record.status.value, job=as_dict(record))
+
+
+__all__ = ["register"]

@@ -1,0 +1,162 @@
+"""`mam mcp`: an MCP client from the `mcp` SDK, over stdio, against a real `mam up` and a real runner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from test_runner_support import agent_runner, mock_command
+
+from brokers import free_port
+from conftest import WorkspacePaths
+from e2e import up_process, workspace_id
+from support import BIN, child_env, wait_for_state
+
+TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job"}
+
+
+@asynccontextmanager
+async def mcp_session(ws: WorkspacePaths, *args: str, **env: str | None) -> AsyncIterator[ClientSession]:
+    """`mam mcp` for `ws`, spawned by the SDK's stdio client from another directory; stopped when the client
+    closes its stdin. Its stderr goes to a log beside the workspace."""
+    server = StdioServerParameters(
+        command=str(BIN / "mam"), args=["mcp", "--workspace", str(ws.root), *args], env=child_env(**env),
+        cwd=ws.elsewhere,
+    )
+    with open(ws.root.parent / "mcp-stderr.log", "a") as errlog:
+        async with stdio_client(server, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """The text of the tool error a call gets (it must get one)."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: WorkspacePaths) -> None:
+    """No broker needed to list the tools, or to be told a job does not exist; the server stays up after."""
+    async with mcp_session(ws) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) >= TOOLS
+        submit = tools["submit_job"].input_schema
+        assert set(submit["required"]) == {"prompt", "agent"}
+        assert {"role", "labels", "parent", "timeout", "wait"} <= set(submit["properties"])
+        assert submit["properties"]["wait"]["default"] is True
+        assert tools["list_jobs"].input_schema["properties"]["status"]["items"]["enum"][0] == "submitted"
+        assert tools["wait_job"].input_schema["required"] == ["job"]
+        assert tools["wait_job"].output_schema is not None
+        assert {"status", "result", "exit_code", "error", "output_tail"} <= set(
+            tools["wait_job"].output_schema["properties"])
+
+        assert "no job 'nope'" in await refused(session, "get_job", job="nope")
+        assert "invalid job id '../x'" in await refused(session, "wait_job", job="../x")
+        assert "status: 'done' is not a status" in await refused(session, "list_jobs", status=["done"])
+        assert await call(session, "list_jobs") == {"jobs": [], "total": 0}
+
+
+async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, *mock_command()),
+        mcp_session(ws, "--broker", url) as session,
+    ):
+        submitted = await call(session, "submit_job", prompt="echo stream 3", agent="mock", role="tester",
+                               labels={"ticket": "12"}, timeout=60)
+        job = submitted["job_id"]
+        assert submitted["recorded"] is True and submitted["job"]["job_id"] == job
+        assert submitted["job"]["labels"] == {"ticket": "12"} and submitted["job"]["role"] == "tester"
+
+        ended = await call(session, "wait_job", job=job[-6:], timeout=30)
+        assert ended["status"] == "succeeded" and ended["exit_code"] == 0
+        assert "line 2" in (ended["result"] or "") and ended["output_tail"].endswith("line 2\n")
+        assert f"job={job}" in ended["output_tail"]
+
+        output = await call(session, "job_output", job=job)
+        assert output["status"] == "succeeded" and not output["truncated"]
+        assert output["text"].startswith("prompt=echo stream 3\n") and output["text"].endswith("line 2\n")
+        assert (await call(session, "job_output", job=job, tail_bytes=7))["text"] == "line 2\n"
+        later = await call(session, "job_output", job=job, from_seq=output["next_seq"])
+        assert later["text"] == "" and later["next_seq"] == output["next_seq"]
+
+        queued = await call(session, "submit_job", prompt="p", agent="nobody", labels={"ticket": "13"})
+        assert queued["status"] == "submitted"
+        assert "no runner for 'nobody' is online" in queued["waiting"]
+        unconfirmed = await call(session, "submit_job", prompt="p", agent="nobody", wait=False)
+        assert unconfirmed["recorded"] is False
+        await wait_for_state(url, workspace_id(ws.root), unconfirmed["job_id"])
+
+        listed = await call(session, "list_jobs", status=["succeeded"])
+        assert [j["job_id"] for j in listed["jobs"]] == [job] and listed["total"] == 1
+        assert {j["job_id"] for j in (await call(session, "list_jobs", agent="nobody"))["jobs"]} == {
+            queued["job_id"], unconfirmed["job_id"]}
+        assert [j["job_id"] for j in (await call(session, "list_jobs", labels={"ticket": "13"}))["jobs"]] == [
+            queued["job_id"]]
+        newest = await call(session, "list_jobs", limit=1)
+        assert newest["total"] == 3 and len(newest["jobs"]) == 1
+
+        record = await call(session, "get_job", job=job)
+        assert record["status"] == "succeeded" and record["prompt"] == "echo stream 3"
+
+
+async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, *mock_command()),
+        mcp_session(ws, "--broker", url) as session,
+    ):
+        job = (await call(session, "submit_job", prompt="hang", agent="mock"))["job_id"]
+        await wait_for_state(url, workspace_id(ws.root), job, lambda r: r["status"] == "running")
+        with anyio.fail_after(20):
+            running_wait = await session.call_tool("wait_job", {"job": job, "timeout": 0.5})
+        assert running_wait.is_error and "had not ended within 0.5s; it is running" in str(running_wait.content)
+
+        ended: dict[str, Any] = {}
+
+        async def wait() -> None:  # on the server's one connection, beside the cancel
+            ended.update(await call(session, "wait_job", job=job, timeout=30))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            requested = await call(session, "cancel_job", job=job, reason="enough")
+            assert requested["job"]["cancel_reason"] == "enough"
+        assert ended["status"] == "cancelled" and "hanging" in ended["output_tail"]
+
+        assert "the projector refused the event" in await refused(session, "cancel_job", job=job)
+        assert "unknown parent job 'missing'" in await refused(session, "submit_job", prompt="p", agent="mock",
+                                                               parent="missing")
+        assert "agent: 'bad agent!' may contain only" in await refused(session, "submit_job", prompt="p",
+                                                                        agent="bad agent!")
+        assert (await call(session, "get_job", job=job))["status"] == "cancelled"  # still serving
+
+
+async def test_a_job_submitted_from_inside_a_job_gets_it_as_parent(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    async with up_process(ws.root, ws.elsewhere, port):
+        async with mcp_session(ws, "--broker", url) as session:
+            outer = (await call(session, "submit_job", prompt="delegate", agent="nobody"))["job_id"]
+        async with mcp_session(ws, "--broker", url, MAM_JOB_ID=outer) as inside:
+            child = await call(inside, "submit_job", prompt="a part of it", agent="nobody")
+            assert child["parent"] == outer and child["job"]["parent"] == outer
+            other = await call(inside, "submit_job", prompt="elsewhere", agent="nobody", parent=child["job_id"])
+            assert other["job"]["parent"] == child["job_id"]
+            children = await call(inside, "list_jobs", parent=outer)
+            assert [j["job_id"] for j in children["jobs"]] == [child["job_id"]]
