@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 from test_runner_support import agent_runner, submit
@@ -22,7 +23,7 @@ from mam.record import JobRecord, Status, decode_record, encode_record
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import BIN, child_env, mam, run, wait_for_state
+from support import BIN, child_env, mam, publish, run, wait_for_state
 
 AGENT_GIT = "git -c user.name=agent -c user.email=agent@example.invalid"
 
@@ -241,3 +242,40 @@ def test_git_info_written_before_the_worktree_keys_keeps_its_bytes() -> None:
 )
 def test_parse_shortstat(line: str, counts: tuple[int, int, int]) -> None:
     assert parse_shortstat(line) == counts
+
+
+async def test_a_job_starts_from_the_commit_recorded_at_submit_else_from_head(ws: WorkspacePaths) -> None:
+    first = make_repo(ws.root)
+    ws_id = workspace_id(ws.root)
+    async with served(ws) as url:
+        await submit(url, ws, "job-old", "cat a.txt", agent="sh")  # queued: no runner yet
+        (ws.root / "a.txt").write_text("two\n")
+        git(ws.root, "commit", "-q", "-am", "two")
+        second = git(ws.root, "rev-parse", "HEAD")
+        unknown = {"type": "submitted", "prompt": "cat a.txt", "agent": "sh", "git": {"commit": "f" * 40}}
+        await publish(url, f"mam/{ws_id}/jobs/job-unknown/events", json.dumps(unknown).encode())
+        async with _runners(url, ws, [("sh", ())]):
+            old = await wait_for_state(url, ws_id, "job-old", lambda r: r["status"] == "succeeded", timeout=60)
+            new = await wait_for_state(url, ws_id, "job-unknown", lambda r: r["status"] == "succeeded", timeout=60)
+    assert old["git_at_submit"]["commit"] == first and old["git_at_finish"]["base"] == first
+    assert old["result"] == "one\n", "the job saw the tree of the commit recorded at submit"
+    assert new["git_at_finish"]["base"] == second and new["result"] == "two\n", "an unknown commit: from HEAD"
+    assert new["git_at_finish"]["files_changed"] == 0 and new["git_at_finish"]["commit"] == second
+
+
+async def test_a_cancelled_job_keeps_its_work_on_its_branch(ws: WorkspacePaths, tmp_path: Path) -> None:
+    make_repo(ws.root)
+    ws_id = workspace_id(ws.root)
+    started = tmp_path / "started"
+    async with served(ws, ("sh", ("--keep-worktree", "never"))) as url:
+        await submit(url, ws, "job-c", f"echo partial > p.txt; touch {started}; exec sleep 60", agent="sh")
+        await wait_for_state(url, ws_id, "job-c", lambda r: r["status"] == "running", timeout=60)
+        with anyio.fail_after(30):
+            while not started.exists():  # the agent has written its file (a file the test waits on, not a sleep)
+                await anyio.sleep(0.05)
+        cancelled = await run(mam("cancel", "job-c", "--wait", "--broker", url, "--workspace", str(ws.root)),
+                              cwd=ws.elsewhere)
+        assert cancelled.returncode == 0, cancelled.stderr
+        await wait_for_state(url, ws_id, "job-c", lambda r: r["status"] == "cancelled", timeout=30)
+    assert git(ws.root, "show", "mam/job-c:p.txt") == "partial"
+    assert not (ws.root / ".mam" / "worktrees" / "job-c").exists()
