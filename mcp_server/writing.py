@@ -5,6 +5,7 @@ projector's verdict: the recorded state, or its refusal as a tool error.
 """
 
 import argparse
+import re
 from typing import Annotated
 
 import anyio
@@ -57,8 +58,11 @@ def checked(event: ev.AnyEvent) -> ev.AnyEvent:
         return ev.decode_event(ev.encode_event(event))
     except ev.EventError as exc:
         message = str(exc).removeprefix("invalid event: ")
-        reason, _, where = message.partition(" - at `$.")
-        raise UsageError(f"{where.split('`')[0].split('.')[0].split('[')[0]}: {reason}" if where else message) from None
+        field = re.search(r"`\$\.([A-Za-z_]+)", message)
+        if field is None:
+            raise UsageError(message) from None
+        reason = message.split(" - at ")[0] + (" (in a key)" if " - at `key` in " in message else "")
+        raise UsageError(f"{field.group(1)}: {reason}") from None
 
 
 def _agent(text: str) -> str:

@@ -66,6 +66,14 @@ async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: W
         assert "invalid job id '../x'" in await refused(session, "wait_job", job="../x")
         assert "status: 'done' is not a status" in await refused(session, "list_jobs", status=["done"])
         assert await call(session, "list_jobs") == {"jobs": [], "total": 0}
+        # Checked before anything is published, with the argument named:
+        assert "agent: 'bad agent!' may contain only" in await refused(session, "submit_job", prompt="p",
+                                                                        agent="bad agent!")
+        assert "role: Expected `str` of length <= 256" in await refused(session, "submit_job", prompt="p",
+                                                                         agent="a", role="r" * 300)
+        assert "labels: Expected `str` matching" in await refused(session, "submit_job", prompt="p", agent="a",
+                                                                   labels={"no spaces": "v"})
+        assert "prompt: the prompt is empty" in await refused(session, "submit_job", prompt=" ", agent="a")
 
 
 async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
@@ -142,8 +150,6 @@ async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: Work
         assert "the projector refused the event" in await refused(session, "cancel_job", job=job)
         assert "unknown parent job 'missing'" in await refused(session, "submit_job", prompt="p", agent="mock",
                                                                parent="missing")
-        assert "agent: 'bad agent!' may contain only" in await refused(session, "submit_job", prompt="p",
-                                                                        agent="bad agent!")
         assert (await call(session, "get_job", job=job))["status"] == "cancelled"  # still serving
 
 
