@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any
 
@@ -13,7 +13,7 @@ from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
-from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage
+from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage, Session
 
 from mam.broker import gate
 from mam.broker.flow import PacketReader, PublishWindow, Slot
@@ -39,6 +39,7 @@ class ClientHandler(BrokerProtocolHandler):
 
     gate: gate.PublishGate | None = None
     window: PublishWindow | None = None
+    topic_filter: TopicFilter | None = None
 
     def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
@@ -107,6 +108,8 @@ class ClientHandler(BrokerProtocolHandler):
         refuses never reaches the in-process consumer (amqtt asks only later, before delivery)."""
         if topic is None or self.session is None:
             return False
+        if self.topic_filter is not None:
+            return await self.topic_filter(self.session, topic, Action.PUBLISH)
         verdicts = await self.plugins_manager.map_plugin_topic(session=self.session, topic=topic, action=Action.PUBLISH)
         return all(verdicts.values())
 
@@ -123,8 +126,16 @@ class ClientHandler(BrokerProtocolHandler):
             reader.close()
 
 
+TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]
+"""The broker's own topic check (`Broker._topic_filtering`, memoised by `mam.broker.acl.VerdictMemo`)."""
+
+
 def install_handler(
-    handler: BrokerProtocolHandler, *, window: PublishWindow | None, publish_gate: gate.PublishGate | None
+    handler: BrokerProtocolHandler,
+    *,
+    window: PublishWindow | None,
+    publish_gate: gate.PublishGate | None,
+    topic_filter: TopicFilter | None = None,
 ) -> None:
     """Make `handler` a `ClientHandler` with `window` and `publish_gate`.
 
@@ -137,3 +148,4 @@ def install_handler(
     handler.__class__ = ClientHandler
     handler.window = window  # type: ignore[attr-defined]
     handler.gate = publish_gate  # type: ignore[attr-defined]
+    handler.topic_filter = topic_filter  # type: ignore[attr-defined]

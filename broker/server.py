@@ -29,7 +29,7 @@ from amqtt.session import Session
 from websockets.asyncio.server import ServerConnection
 
 from mam.broker import gate
-from mam.broker.acl import Policy, register, unregister
+from mam.broker.acl import Policy, VerdictMemo, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.flow import PacketReader, PublishWindow
@@ -53,7 +53,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(SpoolHooks, Broker):
+class _Broker(SpoolHooks, VerdictMemo, Broker):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a
@@ -134,7 +134,7 @@ class _Broker(SpoolHooks, Broker):
             )
             raise AMQTTError("no CONNECT in time") from None
         window = reader.window if isinstance(reader, PacketReader) else None
-        install_handler(handler, window=window, publish_gate=self.publish_gate)
+        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self._topic_filtering)
         if session.keep_alive > 0:
             # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
             session.keep_alive = math.ceil(session.keep_alive * 1.5)
