@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import Protocol
 
 import anyio
 
@@ -27,18 +28,37 @@ async def _always_room() -> None:
     return None
 
 
+class TextFilter(Protocol):
+    """What a stream's decoded text passes through before it becomes events (`formats.Transcript`)."""
+
+    def feed(self, text: str) -> str: ...
+
+    def end(self) -> str: ...
+
+
 class OutputStreamer:
     """Coalesces text from both streams; sends a full chunk at once, the rest every `interval`.
 
     `room` is awaited before each read from a pipe: when the outbox is full
     (the broker is away), reading pauses and the agent blocks on its own
     writes instead of the runner buffering without bound.
+
+    A stream with a filter (an agent's structured stdout) sends what its
+    filter makes of the text, not the text itself: every decoded character
+    goes through the filter, and what the filter gives back is sent whole.
     """
 
     def __init__(
-        self, send: Send, *, room: Room = _always_room, chunk: int = CHUNK_CHARS, interval: float = FLUSH_INTERVAL
+        self,
+        send: Send,
+        *,
+        room: Room = _always_room,
+        chunk: int = CHUNK_CHARS,
+        interval: float = FLUSH_INTERVAL,
+        filters: dict[str, TextFilter] | None = None,
     ) -> None:
         self.send = send
+        self.filters = filters or {}
         self.room = room
         self.chunk = chunk
         self.interval = interval
@@ -53,12 +73,15 @@ class OutputStreamer:
     async def read(self, stream: str, source: AsyncIterable[bytes]) -> None:
         """Read `source` to its end; every decoded character goes into an event."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        through = self.filters.get(stream)
         async for data in source:
-            self._add(stream, decoder.decode(data))
+            text = decoder.decode(data)
+            self._add(stream, through.feed(text) if through else text)
             if self._pending_chars[stream] >= self.chunk:
                 self.flush(stream, whole_chunks_only=True)
             await self.room()
-        self._add(stream, decoder.decode(b"", final=True))
+        text = decoder.decode(b"", final=True)
+        self._add(stream, through.feed(text) + through.end() if through else text)
         self.flush(stream)
 
     def _add(self, stream: str, text: str) -> None:

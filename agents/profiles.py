@@ -4,6 +4,11 @@ A template is a list of arguments, never a shell line; `{job_id}` and
 `{workspace}` may appear in an argument. The prompt is never put on the
 command line: it goes to the process on stdin and in `MAM_PROMPT`. Users add
 or override profiles in `<workspace>/.mam/profiles.json` with the same shape.
+
+A profile's `format` names how the agent's stdout is read (`formats/`: its
+own machine-readable stream, parsed into a transcript, a result and usage);
+a profile without one runs a plain command, whose stdout is the output as it
+is and whose exit code decides.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 
+from mam.agents.formats import FORMATS
 from mam.errors import UsageError
 
 
@@ -24,6 +30,8 @@ class Profile(msgspec.Struct, frozen=True):
     doc: str = ""
     worktree: bool = False
     """Run each job in a git worktree of its own unless `mam-agent --no-worktree` says otherwise."""
+    format: str | None = None
+    """How the agent's stdout is read: a key of `formats.FORMATS`; None (absent) for a plain command."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -41,6 +49,10 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
             profiles |= _profiles.decode(user.read_bytes())
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise UsageError(f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}}') from None
+        for name, chosen in profiles.items():
+            if chosen.format is not None and chosen.format not in FORMATS:
+                raise UsageError(f"{user}: profile {name!r}: format {chosen.format!r} is not one mam reads "
+                                 f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command")
     return profiles
 
 
@@ -64,6 +76,14 @@ def profile_wants_worktree(*, command: str | None, profile: str | None, agent: s
         return False
     chosen = load_profiles(workspace_root).get(profile or agent)
     return chosen is not None and chosen.worktree
+
+
+def profile_format(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> str | None:
+    """The chosen profile's output `format` (None for `--command`, or a profile without one)."""
+    if command:
+        return None
+    chosen = load_profiles(workspace_root).get(profile or agent)
+    return chosen.format if chosen is not None else None
 
 
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
@@ -97,4 +117,4 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
 
 
 __all__ = ["Profile", "builtin_profiles", "check_executable", "command_for", "command_source", "load_profiles",
-           "profile_wants_worktree", "render"]
+           "profile_format", "profile_wants_worktree", "render"]

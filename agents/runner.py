@@ -84,9 +84,11 @@ class Runner:
         kill_grace: float = 5.0,
         agent_id: str | None = None,
         worktrees: Worktrees | None = None,
+        output_format: str | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
-        `projector/status` (see `_learn_key`)."""
+        `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
+        agent's stdout is read (`formats/`); None runs a plain command."""
         self.workspace = workspace
         self.broker = broker
         self.agent = agent
@@ -107,6 +109,7 @@ class Runner:
             put=self.outbox.put,
             room=self.outbox.room,
             worktrees=worktrees,
+            output_format=output_format,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -9,7 +9,13 @@ from pathlib import Path
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mam.agents.profiles import check_executable, command_for, command_source, profile_wants_worktree
+from mam.agents.profiles import (
+    check_executable,
+    command_for,
+    command_source,
+    profile_format,
+    profile_wants_worktree,
+)
 from mam.agents.runner import Runner
 from mam.agents.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 from mam.cli_args import Parser, add_verbose, agent_name, positive_int, positive_seconds
@@ -100,6 +106,9 @@ def main(argv: list[str] | None = None) -> None:
             kill_grace=args.kill_grace,
             agent_id=args.agent_id,
             worktrees=worktrees,
+            output_format=profile_format(
+                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+            ),
         )
         anyio.run(run_until_signal, runner.run)
         return 0

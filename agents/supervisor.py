@@ -6,7 +6,9 @@ anything else is decided), heartbeats, and one terminal event. The first
 reason to stop the agent decides how the job ends: a cancel request ends it
 `cancelled`, the job's timeout `timed_out`, the runner stopping `failed`
 (handed back); a job the registry has already ended (`lost`, say) is stopped
-with nothing more to say; otherwise its exit code decides.
+with nothing more to say; otherwise its exit code decides (and, for an agent
+run through a profile's `format`, what the agent itself reported:
+`formats/verdict.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from enum import Enum
 from functools import partial
 
 import anyio
+from msgspec import UNSET
 
 from mam import events as ev
+from mam.agents.formats import Transcript, parser_for
+from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.output import OutputStreamer
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
@@ -60,6 +65,8 @@ class Settings:
     room: Callable[[], Awaitable[None]]
     worktrees: Worktrees | None = None
     """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
+    output_format: str | None = None
+    """The profile's `format`: the agent's stdout is read by that parser (`formats/`); None for a plain command."""
 
 
 class Supervisor:
@@ -70,6 +77,7 @@ class Supervisor:
         self.ending: Ending | None = None
         self._stop_requested = anyio.Event()
         self.process: AgentProcess | None = None
+        self.transcript = Transcript(parser_for(settings.output_format)) if settings.output_format else None
         self.tree: JobTree | None = None
         self.succeeded = False
         """Whether the job was reported `succeeded` (a worktree's clean-up depends on it)."""
@@ -113,7 +121,8 @@ class Supervisor:
         self.process = process
         self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid))
         log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
-        output = OutputStreamer(self._put, room=self.settings.room)
+        filters = {"stdout": self.transcript} if self.transcript else None
+        output = OutputStreamer(self._put, room=self.settings.room, filters=filters)
         code = await self._supervise(process, output)
         log.info("job %s: exited with code %d", self.job_id, code)
         saved = await self._save_worktree()
@@ -209,7 +218,12 @@ class Supervisor:
             git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
         if self.ending is Ending.TIMED_OUT:
             reason = f"timed out after {self.record.timeout:g}s"
-            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git))
+            usage = usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET
+            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage))
+        elif self.transcript is not None and code is not None:
+            parser = self.transcript.parser
+            outcome, stderr = parser.outcome(), output.tail("stderr")
+            self._put(verdict(outcome, program=parser.program, code=code, stderr=stderr, git=git))
         elif code == 0:
             self._put(ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git))
         else:

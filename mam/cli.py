@@ -225,6 +225,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
     from mam.cli_jobs import register as register_listings
+    from mam.cli_usage import register as register_usage
     from mam.mcp_server.cli import register as register_mcp
     from mam.web.cli import register as register_dashboard
 
@@ -255,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     ws.set_defaults(handler=cmd_workspace)
 
     register_listings(sub)
+    register_usage(sub)
 
     show = sub.add_parser("show", help="show one job's record")
     show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")

@@ -23,7 +23,7 @@ from mam.live import snapshot_agents
 from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses, resolve_job_id, select
 from mam.reading import iter_records, job_ids
 from mam.record import JobRecord
-from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour
+from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_cost
 from mam.timefmt import utc_now
 from mam.topics import Topics
 from mam.workspace import Workspace
@@ -118,7 +118,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     now = utc_now()
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    for line in render([job_row(r, now) for r in shown], JOB_HEADER, colour=use_colour(sys.stdout), width=width):
+    header, rows = with_cost(JOB_HEADER, [job_row(r, now) for r in shown], shown)
+    for line in render(rows, header, colour=use_colour(sys.stdout), width=width):
         print(line)
     if total > len(shown):
         print(f"mam: showing the newest {len(shown)} of {total} jobs; --limit {total} shows all", file=sys.stderr)

@@ -57,6 +57,22 @@ class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     deletions: Version | UnsetType = UNSET
 
 
+class Usage(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What an agent reported it used for a job (`agents/formats/`); a field it did not report is absent.
+
+    `input_tokens` counts every input token, those served from a cache
+    included; `cached_input_tokens` is that cached part. On the terminal events
+    `usage` is left out unless given (UNSET), so a plain command's events keep
+    their bytes and older projectors still take them."""
+
+    cost_usd: Annotated[float, Meta(ge=0, le=1e9)] | None = None
+    input_tokens: Version | None = None
+    output_tokens: Version | None = None
+    cached_input_tokens: Version | None = None
+    turns: Version | None = None
+    agent_session_id: ShortText | None = None
+
+
 class Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
     """The envelope every event carries."""
 
@@ -118,12 +134,14 @@ class Succeeded(Event, tag="succeeded"):
     exit_code: ExitCode | None = 0
     result: Text | None = None
     git: GitInfo | None = None
+    usage: Usage | None | UnsetType = UNSET
 
 
 class Failed(Event, tag="failed"):
     exit_code: ExitCode | None = None
     error: Text | None = None
     git: GitInfo | None = None
+    usage: Usage | None | UnsetType = UNSET
 
 
 class CancelRequested(Event, tag="cancel_requested"):
@@ -140,6 +158,7 @@ class TimedOut(Event, tag="timed_out"):
     reason: ShortText | None = None
     exit_code: ExitCode | None = None
     git: GitInfo | None = None
+    usage: Usage | None | UnsetType = UNSET
 
 
 class Retrying(Event, tag="retrying"):

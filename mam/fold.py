@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from msgspec import UnsetType
 from msgspec.structs import replace
 
 from mam import attempts
@@ -121,16 +122,16 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
             return replace(state, last_heartbeat_at=now, last_seen_at=now)
-        case ev.Succeeded(exit_code=code, result=result, git=git):
+        case ev.Succeeded(exit_code=code, result=result, git=git, usage=usage):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, status=Status.SUCCEEDED, exit_code=code, result=result, finished_at=now,
-                           git_at_finish=git)
-        case ev.Failed(exit_code=code, error=error, git=git):
+            return _with_usage(replace(state, status=Status.SUCCEEDED, exit_code=code, result=result,
+                                       finished_at=now, git_at_finish=git), usage)
+        case ev.Failed(exit_code=code, error=error, git=git, usage=usage):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now,
-                           git_at_finish=git)
+            return _with_usage(replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now,
+                                       git_at_finish=git), usage)
         case ev.CancelRequested(reason=reason):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
             if state.status in attempts.NOT_STARTED:  # nothing runs: cancelled at once
@@ -138,11 +139,11 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             return requested
         case ev.Cancelled(reason=reason):
             return replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason)
-        case ev.TimedOut(reason=reason, exit_code=code, git=git):
+        case ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, "claimed or running")
-            return replace(state, status=Status.TIMED_OUT, exit_code=code, error=reason or "timed out",
-                           finished_at=now, git_at_finish=git)
+            return _with_usage(replace(state, status=Status.TIMED_OUT, exit_code=code, error=reason or "timed out",
+                                       finished_at=now, git_at_finish=git), usage)
         case ev.Lost(reason=reason):
             return replace(state, status=Status.LOST, finished_at=now, error=reason or "runner lost")
         case ev.Retrying():
@@ -153,3 +154,8 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return _illegal(state, event, "blocked")
             return replace(state, status=Status.SUBMITTED)
     return Refusal(f"unhandled event type {ev.event_type(event)!r}")  # pragma: no cover
+
+
+def _with_usage(state: JobRecord, usage: ev.Usage | None | UnsetType) -> JobRecord:
+    """The agent's reported usage, kept only when there is one (an absent one leaves the record's bytes as before)."""
+    return replace(state, usage=usage) if isinstance(usage, ev.Usage) else state

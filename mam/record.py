@@ -8,7 +8,7 @@ from typing import Final
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from mam.events import GitInfo
+from mam.events import GitInfo, Usage
 
 
 class Status(str, Enum):
@@ -112,6 +112,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """When the job last stopped waiting (answered or withdrawn): its lease counts from here at the earliest."""
     waited: float | UnsetType = UNSET
     """Seconds the job spent waiting for answers, all questions together: its timeout does not count them."""
+    usage: Usage | UnsetType = UNSET
+    """What the agent reported it used (cost, tokens, turns, its session id), from the job's terminal
+    event; absent from the file when it reported nothing, so older records keep their bytes."""
 
 
 _encoder: Final = msgspec.json.Encoder()

@@ -16,6 +16,7 @@ from mam.humanize import ago, between
 from mam.record import JobRecord
 from mam.status import AgentStatus
 from mam.terminal import safe
+from mam.usage import cost_of, money
 
 JOB_HEADER: Final = ["JOB", "STATUS", "AGENT", "SESSION", "AGE", "DURATION", "PROMPT"]
 AGENT_HEADER: Final = ["AGENT", "RUNNER", "HOST", "STATUS", "SINCE", "SLOTS", "JOBS"]
@@ -53,6 +54,16 @@ def job_row(record: JobRecord, now: datetime) -> list[str]:
         between(record.started_at, record.finished_at, now),
         short(record.prompt),
     ]
+
+
+def with_cost(header: Sequence[str], rows: list[list[str]], records: Sequence[JobRecord]) -> tuple[list[str], list[list[str]]]:
+    """A COST column before PROMPT, only when one of `records` (the rows' jobs, in order) has a reported cost."""
+    costs = [cost_of(record) for record in records]
+    if all(cost is None for cost in costs):
+        return list(header), rows
+    at = list(header).index("PROMPT")
+    return ([*header[:at], "COST", *header[at:]],
+            [[*row[:at], money(cost), *row[at:]] for row, cost in zip(rows, costs, strict=True)])
 
 
 def agent_row(status: AgentStatus, now: datetime) -> list[str]:
@@ -96,4 +107,5 @@ def line(row: Sequence[str]) -> str:
     return "  ".join(safe(str(cell), keep_layout=False) for cell in row)
 
 
-__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "job_row", "line", "render", "short", "use_colour"]
+__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "job_row", "line", "render", "short", "use_colour",
+           "with_cost"]

@@ -9,6 +9,15 @@ function status(value) {
   return el("td", { class: `status ${value}`, "data-status": value }, value);
 }
 
+// What the agent reported it spent: `$0.0123` (two places from a dollar up), nothing when it reported no cost.
+function cost(usage) {
+  const usd = usage ? usage.cost_usd : undefined;
+  if (typeof usd !== "number") return el("td", { class: "cost" }, "");
+  const tokens = ["input_tokens", "cached_input_tokens", "output_tokens", "turns"]
+    .filter((k) => typeof usage[k] === "number").map((k) => `${k} ${usage[k]}`).join(", ");
+  return el("td", { class: "cost", title: tokens }, usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`);
+}
+
 export function drawHeader(state) {
   $("#workspace").textContent = state.workspace || "";
   const broker = $("#broker");
@@ -33,7 +42,7 @@ export function drawJobs(state, open) {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
       const tr = row(
         [el("td", { class: "id" }, job.job_id), status(job.status), job.agent, labels,
-         el("td", { title: job.submitted_at }, ago(job.submitted_at)), short(job.prompt)],
+         el("td", { title: job.submitted_at }, ago(job.submitted_at)), cost(job.usage), short(job.prompt)],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
       tr.addEventListener("click", () => open(job.job_id));

@@ -1,0 +1,160 @@
+"""Claude Code's `claude -p --output-format stream-json --verbose`: one JSON object a line.
+
+The lines (Claude Code's headless docs and the Agent SDK's message types):
+`system` (subtype `init`: `session_id`, `model`, tools), `assistant` and
+`user` messages whose `message.content` is a list of blocks (`text`,
+`tool_use` with `name` and `input`, `tool_result` with `content` and
+`is_error`), and last the `result` object: `subtype` (`success`, or
+`error_max_turns`, `error_during_execution`, ...), `is_error`, `result` (the
+final answer, or the error's text), `session_id`, `num_turns`,
+`total_cost_usd`, `usage` {`input_tokens`, `output_tokens`,
+`cache_read_input_tokens`, `cache_creation_input_tokens`}.
+
+Claude's `input_tokens` leaves out the tokens read from or written to its
+prompt cache; mam's `input_tokens` counts them all (`cached_input_tokens` is
+the part read from the cache), so the three are added up here.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Struct
+
+from mam.agents.formats.base import (
+    Outcome,
+    StreamParser,
+    first_line,
+    make_usage,
+    one_line,
+    readable,
+    tool_summary,
+)
+
+
+class Block(Struct):
+    type: str = ""
+    text: str | None = None
+    name: str | None = None
+    input: object = None
+    content: object = None
+    is_error: bool | None = None
+
+
+class Message(Struct):
+    content: list[Block] | str = []
+
+
+class TokenUsage(Struct):
+    input_tokens: int | float | None = None
+    output_tokens: int | float | None = None
+    cache_read_input_tokens: int | float | None = None
+    cache_creation_input_tokens: int | float | None = None
+
+
+class Line(Struct):
+    type: str
+    subtype: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    message: Message | None = None
+    result: str | None = None
+    is_error: bool | None = None
+    num_turns: int | float | None = None
+    total_cost_usd: int | float | None = None
+    usage: TokenUsage | None = None
+    errors: list[object] | None = None
+
+
+_decoder = msgspec.json.Decoder(Line)
+
+
+def _result_text(content: object) -> str:
+    """A tool result's content: a string, or a list of blocks of which the text ones count."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+class ClaudeStream(StreamParser):
+    name = "claude-stream-json"
+    program = "claude"
+
+    def __init__(self) -> None:
+        self._result: Line | None = None
+        self._session: str | None = None
+
+    def line(self, text: str) -> str:
+        if not text.strip():
+            return ""
+        try:
+            line = _decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return readable(text)  # not one of its lines: shown as it came
+        self._session = line.session_id or self._session
+        if line.type == "system" and line.subtype == "init":
+            model = f", model {line.model}" if line.model else ""
+            return f"[claude session {line.session_id or '?'}{model}]\n"
+        if line.type in ("assistant", "user") and line.message is not None:
+            return self._message(line.message)
+        if line.type == "result":
+            self._result = line
+            return self._summary(line)
+        return ""
+
+    def _message(self, message: Message) -> str:
+        if isinstance(message.content, str):
+            return ""  # the prompt echoed back
+        shown = []
+        for block in message.content:
+            if block.type == "text" and block.text:
+                shown.append(readable(block.text))
+            elif block.type == "tool_use":
+                shown.append(f"→ {block.name or 'tool'} {tool_summary(block.input)}".rstrip() + "\n")
+            elif block.type == "tool_result":
+                said = first_line(_result_text(block.content))
+                shown.append(f"← {'error: ' if block.is_error else ''}{said or '(no output)'}\n")
+        return "".join(shown)
+
+    def _summary(self, line: Line) -> str:
+        if self._failed(line):
+            return f"✗ claude: {one_line(self._error(line) or 'error')}\n"
+        parts = []
+        if line.num_turns is not None:
+            parts.append(f"{line.num_turns:g} turns")
+        if line.total_cost_usd is not None:
+            parts.append(f"${line.total_cost_usd:.4f}")
+        return f"[claude done{': ' + ', '.join(parts) if parts else ''}]\n"
+
+    @staticmethod
+    def _failed(line: Line) -> bool:
+        return bool(line.is_error) or (line.subtype is not None and line.subtype != "success")
+
+    @staticmethod
+    def _error(line: Line) -> str:
+        said = [str(e) for e in line.errors or [] if e]
+        return line.result or "; ".join(said) or (line.subtype or "error")
+
+    def outcome(self) -> Outcome:
+        line = self._result
+        if line is None:
+            return Outcome(complete=False, usage=make_usage(agent_session_id=self._session))
+        tokens = line.usage or TokenUsage()
+        read = tokens.cache_read_input_tokens or 0
+        written = tokens.cache_creation_input_tokens or 0
+        given = tokens.input_tokens
+        usage = make_usage(
+            cost_usd=line.total_cost_usd,
+            input_tokens=None if given is None else given + read + written,
+            output_tokens=tokens.output_tokens,
+            cached_input_tokens=tokens.cache_read_input_tokens,
+            turns=line.num_turns,
+            agent_session_id=line.session_id or self._session,
+        )
+        if self._failed(line):
+            return Outcome(complete=True, error=self._error(line), usage=usage)
+        return Outcome(complete=True, result=line.result, usage=usage)
+
+
+__all__ = ["ClaudeStream"]

@@ -1,0 +1,58 @@
+"""How a job run through a format ends: the agent's own report decides, not only its exit code.
+
+`succeeded` only when the stream carried its final result, the agent
+reported no error, and it exited 0; its `result` is the agent's final
+answer. Otherwise `failed`, with the error the agent reported, or, for a
+stream cut short (a crash, a kill), a sentence saying so with the exit code
+and the end of stderr. Either way the usage the agent reported goes with it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from msgspec import UNSET, UnsetType
+
+from mam import events as ev
+from mam.agents.formats.base import Outcome
+
+MAX_TEXT: Final = 60_000
+"""A result or error longer than this is cut (events carry at most 64 Ki characters of text)."""
+STDERR_SHOWN: Final = 500
+
+
+def fit(text: str | None, limit: int = MAX_TEXT) -> str | None:
+    if not text:
+        return None
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [cut: {len(text) - limit} more characters]"
+
+
+def usage_of(outcome: Outcome) -> ev.Usage | UnsetType:
+    """The usage for a terminal event: left out (not null) when the agent reported none."""
+    return outcome.usage if outcome.usage is not None else UNSET
+
+
+def failure(outcome: Outcome, *, program: str, code: int, stderr: str) -> str:
+    said = stderr.strip()[-STDERR_SHOWN:]
+    if not outcome.complete:
+        why = f": {outcome.error}" if outcome.error else ""
+        tail = f"; stderr: {said}" if said else ""
+        return f"{program} stopped before it reported a result (exit code {code}){why}{tail}"
+    if outcome.error is not None:
+        return outcome.error
+    return f"{program} reported a result but exited with code {code}" + (f"; stderr: {said}" if said else "")
+
+
+def verdict(
+    outcome: Outcome, *, program: str, code: int, stderr: str, git: ev.GitInfo | None
+) -> ev.Succeeded | ev.Failed:
+    usage = usage_of(outcome)
+    if outcome.complete and outcome.error is None and code == 0:
+        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage)
+    error = fit(failure(outcome, program=program, code=code, stderr=stderr))
+    return ev.Failed(exit_code=code, error=error, git=git, usage=usage)
+
+
+__all__ = ["MAX_TEXT", "failure", "fit", "usage_of", "verdict"]

@@ -1,0 +1,81 @@
+"""`mam usage`: what the workspace's agents reported they spent, totalled by agent, session or delegation tree.
+
+The sums are `mam.usage`'s; this module turns flags into that call and the
+totals into a table or JSON. It reads the registry files, like `mam jobs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mam.cli_common import add_workspace_args, workspace_from_args
+from mam.errors import UsageError
+from mam.humanize import parse_since
+from mam.query import JobFilter
+from mam.reading import iter_records
+from mam.tables import render
+from mam.timefmt import utc_now
+from mam.usage import BY, Group, Totals, group, money, total
+
+_FIRST_COLUMN = {"agent": "AGENT", "session": "SESSION", "parent": "JOB (ITS TREE)"}
+HEADER_REST = ["JOBS", "REPORTED", "COST", "INPUT", "CACHED", "OUTPUT", "TURNS"]
+
+
+def count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _cells(key: str, sums: Totals) -> list[str]:
+    return [key, str(sums.jobs), str(sums.reporting), money(sums.cost_usd), count(sums.input_tokens),
+            count(sums.cached_input_tokens), count(sums.output_tokens), count(sums.turns)]
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    records = list(iter_records(workspace))
+    if args.since:
+        try:
+            since = parse_since(args.since, utc_now())
+        except ValueError as exc:
+            raise UsageError(f"--since: {exc}") from None
+        records = [r for r in records if JobFilter(since=since).matches(r)]
+    groups = group(records, args.by)
+    overall = total(records)
+    if args.json:
+        print(json.dumps({"by": args.by, "since": args.since, "groups": [_json(g, args.by) for g in groups],
+                          "total": overall.as_dict()}, indent=2))
+        return 0
+    if not records:
+        print(f"no jobs{' since ' + args.since if args.since else ''} in {workspace.registry_dir}", file=sys.stderr)
+        return 0
+    rows = [_cells("  " * g.depth + g.key, g.totals) for g in groups]
+    rows.append(_cells("TOTAL", overall))
+    for line in render(rows, [_FIRST_COLUMN[args.by], *HEADER_REST]):
+        print(line)
+    return 0
+
+
+def _json(row: Group, by: str) -> dict[str, object]:
+    fields: dict[str, object] = {"key": row.key} | row.totals.as_dict()
+    if by == "parent":
+        fields["depth"] = row.depth
+    return fields
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "usage", help="total the cost and tokens the agents reported, by agent, session or delegation tree"
+    )
+    parser.add_argument("--since", metavar="DURATION|TIME",
+                        help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
+    parser.add_argument("--by", choices=BY, default="agent",
+                        help="one row per agent (default), per session (the job's agent_session), or per "
+                        "delegation tree: each root and each job that delegated, with all its descendants")
+    parser.add_argument("--json", action="store_true")
+    add_workspace_args(parser)
+    parser.set_defaults(handler=cmd_usage)
+
+
+__all__ = ["cmd_usage", "count", "register"]
