@@ -309,12 +309,13 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     ws_id = workspace_id(ws.root)
-    jobs = {"ok": "summarise the repo", "fail": "fail on purpose", "crash": "crash on purpose"}
+    jobs = {"ok": "summarise the repo", "fail": "fail on purpose", "crash": "crash on purpose",
+            "stuck": "hang on purpose"}
     async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--concurrency", "3", agent=agent, env=fake_env()
+        url, ws, "--concurrency", "4", agent=agent, env=fake_env()
     ):
         for job_id, prompt in jobs.items():
-            await submit(url, ws, job_id, prompt, agent=agent)
+            await submit(url, ws, job_id, prompt, *(["--job-timeout", "1"] if job_id == "stuck" else []), agent=agent)
         records = {
             job_id: await wait_for_state(url, ws_id, job_id, lambda r: r["status"] in TERMINAL, timeout=30)
             for job_id in jobs
@@ -322,7 +323,7 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
         logs = await run(mam("logs", "ok", "--workspace", str(ws.root)), cwd=ws.elsewhere)
         verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
 
-    ok, fail, crash = records["ok"], records["fail"], records["crash"]
+    ok, fail, crash, stuck = records["ok"], records["fail"], records["crash"], records["stuck"]
     assert ok["status"] == "succeeded" and ok["result"] == "answer: summarise the repo", "the answer, not a tail"
     session = ok["usage"].pop("agent_session_id")
     assert ok["usage"] == usage and len(session) == 36
@@ -334,6 +335,9 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
     assert crash["status"] == "failed" and crash["exit_code"] == -9
     assert crash["error"] == (f"{program} stopped before it reported a result (exit code -9); "
                               "stderr: fatal: connection reset by peer")
+
+    assert stuck["status"] == "timed_out" and stuck["error"] == "timed out after 1s"
+    assert list(stuck["usage"]) == ["agent_session_id"], "what it had said by then: its session"
 
     transcript = logs.stdout.decode()
     assert logs.returncode == 0 and tool_line in transcript and "answer: summarise the repo" in transcript

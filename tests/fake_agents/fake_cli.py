@@ -2,8 +2,8 @@
 
 The prompt's words choose the run: `fail` (the agent reports an error in its
 stream and still exits 0), `crash` (the stream stops mid-line: the process
-writes to stderr and kills itself), anything else a success whose answer is
-`answer: <prompt>`. Every line is flushed as it is written, like the real
+writes to stderr and kills itself), `hang` (it stops writing and waits to be
+killed), anything else a success whose answer is `answer: <prompt>`. Every line is flushed as it is written, like the real
 CLIs do on a pipe.
 """
 
@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 
 def require(condition: bool, message: str) -> None:
@@ -35,7 +36,7 @@ def read_prompt() -> str:
 
 def mode(prompt: str) -> str:
     words = prompt.split()
-    return "fail" if "fail" in words else "crash" if "crash" in words else "ok"
+    return next((word for word in ("fail", "crash", "hang") if word in words), "ok")
 
 
 def emit(obj: dict) -> None:
@@ -49,3 +50,9 @@ def crash(partial: str) -> None:
     sys.stdout.flush()
     print("fatal: connection reset by peer", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hang() -> None:
+    """Stop writing, as an agent stuck on a long tool call does, until a signal ends the process."""
+    while True:
+        time.sleep(1)
