@@ -9,7 +9,7 @@ confirmed write and wait run on it unchanged. Subscriptions are counted
 across channels: a topic is unsubscribed when the last channel that asked for
 it closes. When the connection drops, every open channel ends (its waits end
 as when a broker closes a connection) and the connection is made again with
-backoff.
+backoff, or at once when a tool call needs it.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ BUFFER = 1000
 """Messages a channel may have waiting; past that the reader waits for it (back-pressure, nothing dropped)."""
 RETRY = (0.5, 1.0, 2.0, 5.0)
 CONNECT_WAIT = 5.0
-"""How long a tool call waits for the connection (at start, or while it is made again) before it fails."""
+"""How long a tool call without a connection waits for an attempt to connect before it fails."""
 UNSUBSCRIBE_WAIT = 2.0
-"""How long closing a channel, or the connection, waits for the broker's answer."""
+"""How long closing a channel waits for the broker's answer."""
 
 
 class Channel:
@@ -104,9 +104,12 @@ class SharedConnection:
         self.generation = 0
         """Counts the connections lost: a channel's subscriptions count only on the connection it was opened on."""
         self._client: aiomqtt.Client | None = None
-        self._up = anyio.Event()
         self._channels: set[Channel] = set()
         self._error: BrokerUnreachable | None = None
+        self._settled = anyio.Event()
+        """Set when the connection attempt under way has connected or failed (then replaced by a fresh one)."""
+        self._wanted = anyio.Event()
+        """Set by a tool call that finds no connection: the next attempt is made at once, not after the backoff."""
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, read, and connect again after a loss (to the next broker of a cluster first), until
@@ -116,41 +119,37 @@ class SharedConnection:
         attempt = 0
         while True:
             try:
-                client = await rotation.open(lambda address: make_client(address, keepalive=30))
+                async with rotation.connect(lambda address: make_client(address, keepalive=30)) as client:
+                    attempt = 0
+                    try:
+                        await self._read(client)
+                    finally:
+                        self._lost()
             except aiomqtt.MqttError as exc:
                 self._error = unreachable(self.broker, exc)
                 if attempt == 0:
                     log.warning("%s; retrying", self._error)
-            else:
-                attempt = 0
-                try:
-                    await self._read(client)
-                except aiomqtt.MqttError as exc:
-                    self._error = unreachable(self.broker, exc)
-                    log.warning("lost the broker connection (%s); reconnecting", exc)
-                finally:
-                    rotation.lost()
-                    self._lost()
-                    with anyio.move_on_after(UNSUBSCRIBE_WAIT, shield=True):
-                        try:
-                            await client.__aexit__(None, None, None)
-                        except aiomqtt.MqttError:
-                            pass  # already gone
-            await anyio.sleep(RETRY[min(attempt, len(RETRY) - 1)])  # reconnect backoff
+            self._settle()
+            with anyio.move_on_after(RETRY[min(attempt, len(RETRY) - 1)]):  # reconnect backoff...
+                await self._wanted.wait()  # ...unless a tool call wants the connection now
+            self._wanted = anyio.Event()
             attempt += 1
 
     async def _read(self, client: aiomqtt.Client) -> None:
         self._client, self._error = client, None
-        self._up.set()
+        self._settle()
         log.debug("connected to %s", self.broker.url)
         async for message in client.messages:
             for channel in list(self._channels):
                 if channel.wants(message.topic):
                     await channel.deliver(message)
 
+    def _settle(self) -> None:
+        self._settled.set()
+        self._settled = anyio.Event()
+
     def _lost(self) -> None:
         self._client = None
-        self._up = anyio.Event()
         self.counts.clear()
         self.generation += 1
         for channel in self._channels:
@@ -158,9 +157,13 @@ class SharedConnection:
 
     @asynccontextmanager
     async def channel(self) -> AsyncIterator[Channel]:
-        """A channel on the connection; `BrokerUnreachable` if there is none within `CONNECT_WAIT`."""
-        with anyio.move_on_after(CONNECT_WAIT):
-            await self._up.wait()
+        """A channel on the connection. Without one, the next attempt is made at once; if that fails (or
+        nothing connects within `CONNECT_WAIT`), `BrokerUnreachable`."""
+        if self._client is None:
+            settled = self._settled
+            self._wanted.set()
+            with anyio.move_on_after(CONNECT_WAIT):
+                await settled.wait()
         client = self._client
         if client is None:
             raise self._error or unreachable(self.broker, TimeoutError("no connection yet"))
@@ -177,6 +180,5 @@ class SharedConnection:
                         await client.unsubscribe(unused)
                     except aiomqtt.MqttError:
                         pass  # the connection is going: its subscriptions go with it
-
 
 __all__ = ["Channel", "SharedConnection"]

@@ -166,3 +166,19 @@ async def test_a_job_submitted_from_inside_a_job_gets_it_as_parent(ws: Workspace
             assert other["job"]["parent"] == child["job_id"]
             children = await call(inside, "list_jobs", parent=outer)
             assert [j["job_id"] for j in children["jobs"]] == [child["job_id"]]
+
+
+async def test_the_server_outlives_its_broker(ws: WorkspacePaths) -> None:
+    """Started before any broker, it says so per call; once one is up it connects at the next call; when that
+    broker goes away it still reads the registry, says why it cannot write, and writes again once it is back."""
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    async with mcp_session(ws, "--broker", url) as session:
+        assert f"cannot reach the MQTT broker at {url}" in await refused(session, "submit_job", prompt="p",
+                                                                          agent="nobody")
+        async with up_process(ws.root, ws.elsewhere, port):
+            job = (await call(session, "submit_job", prompt="p", agent="nobody"))["job_id"]
+        assert (await call(session, "get_job", job=job))["status"] == "submitted"
+        assert f"cannot reach the MQTT broker at {url}" in await refused(session, "cancel_job", job=job)
+        async with up_process(ws.root, ws.elsewhere, port):
+            assert (await call(session, "cancel_job", job=job))["status"] == "cancelled"
