@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,6 +19,13 @@ from e2e import up_process, workspace_id
 from support import BIN, child_env, wait_for_state
 
 TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job"}
+FAKE_CLIS = Path(__file__).parent / "fake_agents"
+
+
+def fake_clis() -> dict[str, str]:
+    """A runner's environment with the suite's fake agent CLIs (`claude`, ...) first on PATH."""
+    return child_env(PATH=os.pathsep.join([str(FAKE_CLIS), str(BIN), os.environ.get("PATH", "")]),
+                     PYTHONDONTWRITEBYTECODE="1")
 
 
 @asynccontextmanager
@@ -82,8 +91,14 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
     async with (
         up_process(ws.root, ws.elsewhere, port),
         agent_runner(url, ws, *mock_command()),
+        agent_runner(url, ws, name="r2", agent="claude-code", env=fake_clis()),
         mcp_session(ws, "--broker", url) as session,
     ):
+        claude = await call(session, "submit_job", prompt="summarise the repo", agent="claude-code")
+        answered = await call(session, "wait_job", job=claude["job_id"], timeout=30)
+        assert answered["status"] == "succeeded" and answered["result"] == "answer: summarise the repo"
+        assert answered["usage"]["cost_usd"] == 0.0123 and answered["usage"]["output_tokens"] == 345
+
         submitted = await call(session, "submit_job", prompt="echo stream 3", agent="mock", role="tester",
                                labels={"ticket": "12"}, timeout=60)
         job = submitted["job_id"]
@@ -110,13 +125,15 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         await wait_for_state(url, workspace_id(ws.root), unconfirmed["job_id"])
 
         listed = await call(session, "list_jobs", status=["succeeded"])
-        assert [j["job_id"] for j in listed["jobs"]] == [job] and listed["total"] == 1
+        assert [j["job_id"] for j in listed["jobs"]] == [job, claude["job_id"]] and listed["total"] == 2
         assert {j["job_id"] for j in (await call(session, "list_jobs", agent="nobody"))["jobs"]} == {
             queued["job_id"], unconfirmed["job_id"]}
         assert [j["job_id"] for j in (await call(session, "list_jobs", labels={"ticket": "13"}))["jobs"]] == [
             queued["job_id"]]
         newest = await call(session, "list_jobs", limit=1)
-        assert newest["total"] == 3 and len(newest["jobs"]) == 1
+        assert newest["total"] == 4 and len(newest["jobs"]) == 1
+        (summary,) = (await call(session, "list_jobs", agent="claude-code"))["jobs"]
+        assert summary["usage"]["cost_usd"] == 0.0123 and summary["prompt"] == "summarise the repo"
 
         record = await call(session, "get_job", job=job)
         assert record["status"] == "succeeded" and record["prompt"] == "echo stream 3"
