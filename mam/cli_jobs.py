@@ -15,6 +15,7 @@ import anyio
 import msgspec
 
 from mam import presence
+from mam.attempts import after_of
 from mam.cli_args import job_id, positive_int
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
@@ -77,7 +78,10 @@ def _print_tree(records: list[JobRecord]) -> None:
 
     def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
         branch = "" if root else ("`-- " if last else "|-- ")
-        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}")
+        after = after_of(record)
+        waits = f"  (after {', '.join(after)})" if after else ""
+        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}"
+              f"{waits}")
         kids = children.get(record.job_id, [])
         for index, kid in enumerate(kids):
             draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
@@ -100,7 +104,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.view == "tree":
         chosen = sorted((r for r in records if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id))
         if args.json:
-            print(json.dumps([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value} for r in chosen],
+            print(json.dumps([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
+                               "after": list(after_of(r))} for r in chosen],
                              indent=2))
         else:
             _print_tree(chosen)

@@ -31,6 +31,10 @@ class Batch:
 
     lines: dict[str, list[bytes]] = field(default_factory=dict)
     records: dict[str, JobRecord] = field(default_factory=dict)
+    verdicts: dict[str, JobRecord] = field(default_factory=dict)
+    """A job's record as the events received in this batch left it, when the projector then derived
+    more of its events in the same batch (a submit whose dependencies had already ended, say): it is
+    published before the final record, so the sender sees the state that names its event."""
     metas: list[JobMeta] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     parked: ParkedWrites = field(default_factory=ParkedWrites)
@@ -111,6 +115,7 @@ class Batch:
         and its cached state is put back to what is on disk."""
         warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
         record = self.records.pop(job_id, None)
+        self.verdicts.pop(job_id, None)
         self.metas = [meta for meta in self.metas if meta.job_id != job_id]
         state, before = self._before.pop(job_id)
         state.record = before

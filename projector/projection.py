@@ -160,6 +160,8 @@ class Projection:
 
     def _add_derived(self, staged: Batch, derived: list[tuple[str, ev.AnyEvent]], received_at: str) -> None:
         for job_id, event in derived:
+            if job_id in staged.records:  # the state its sender waits for, before what is derived from it
+                staged.verdicts.setdefault(job_id, staged.records[job_id])
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
             state = self._known(job_id)
             if state is not None:

@@ -359,6 +359,8 @@ class Projector:
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
+        for job_id, record in staged.verdicts.items():
+            await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for job_id, record in staged.records.items():
             await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for rejection in staged.rejections:
