@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 
 import anyio
 
@@ -34,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", False):
         logging.getLogger("mcp").setLevel(logging.WARNING)  # one line per request otherwise
     log.info("mcp server for workspace %s (%s), broker %s", workspace.id, workspace.root, served.broker.url)
+    # The client ends the server by closing its stdin. A signal ends it at once: the SDK reads stdin in a
+    # thread no cancel reaches, and there is nothing to hand back (no will, no retained state, no files).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     anyio.run(serve_stdio, served)
     return 0
 

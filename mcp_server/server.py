@@ -8,7 +8,6 @@ from mcp.server.mcpserver import MCPServer
 from mam import __version__
 from mam.mcp_server import lookup, output, waiting, writing
 from mam.mcp_server.served import Served
-from mam.signals import cancel_on_signal
 
 TOOL_MODULES = (writing, lookup, waiting, output)
 """Each registers its tools with `register(app, served)`; a new concern is a module added here."""
@@ -28,10 +27,9 @@ def build(served: Served) -> MCPServer:
 
 
 async def serve_stdio(served: Served) -> None:
-    """Serve until the client closes stdin (or SIGINT/SIGTERM), holding the broker connection meanwhile."""
+    """Serve until the client closes stdin, holding the broker connection meanwhile."""
     app = build(served)
     async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope)
         await tg.start(served.connection.run)
         await app.run_stdio_async()
         tg.cancel_scope.cancel()

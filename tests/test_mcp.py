@@ -16,7 +16,7 @@ from test_runner_support import agent_runner, mock_command
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
-from support import BIN, child_env, wait_for_state
+from support import BIN, child_env, mam, run, wait_for_state
 
 TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job"}
 FAKE_CLIS = Path(__file__).parent / "fake_agents"
@@ -83,6 +83,12 @@ async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: W
         assert "labels: Expected `str` matching" in await refused(session, "submit_job", prompt="p", agent="a",
                                                                    labels={"no spaces": "v"})
         assert "prompt: the prompt is empty" in await refused(session, "submit_job", prompt=" ", agent="a")
+
+
+async def test_the_server_ends_when_its_client_closes_stdin(ws: WorkspacePaths) -> None:
+    result = await run(mam("mcp", "--workspace", str(ws.root)), cwd=ws.elsewhere, input=b"", timeout=20)
+    assert result.returncode == 0 and result.stdout == b"", "stdout carries the protocol only"
+    assert b"mcp server for workspace" in result.stderr
 
 
 async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
