@@ -172,6 +172,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
         for name, behind in report.in_flight.items():
             print(f"  {name}: record trails its log by {behind} events the projector is writing; matches up to there")
+        print(f"query index: {report.index}" + ("" if args.verify else f" ({workspace.registry_dir}/.index.sqlite)"))
+        for name in report.index_differing:
+            print(f"  {name}: its row in the query index differs from its record (`mam rebuild` makes it anew)")
     if report.corrupt or (args.verify and not report.clean):
         return 1
     return 0

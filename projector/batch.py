@@ -9,9 +9,11 @@ the messages acknowledged. Events parked for jobs not submitted yet
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mam import events as ev
 from mam.fold import Context, Refusal, apply
+from mam.index import Position
 from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
 from mam.projector.dirs import warn_once
@@ -23,6 +25,9 @@ from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.record import JobRecord
 from mam.topics import Topics
+
+if TYPE_CHECKING:
+    from mam.projector.index_writer import IndexWriter
 
 
 @dataclass(slots=True)
@@ -47,6 +52,8 @@ class Batch:
     _before: dict[str, tuple[JobState, JobRecord | None]] = field(default_factory=dict)
     """Each touched job's cached state and its record before this batch: a job refused at
     commit (a link planted since the fold) is put back as the disk has it."""
+    _position: Position | None = None
+    """The registry position this batch takes in the query index (kept across a retried commit)."""
 
     def add_event(
         self, state: JobState, job_id: str, workspace: str, event: ev.AnyEvent, event_id: str, received_at: str
@@ -75,10 +82,19 @@ class Batch:
         return not (self.lines or self.records or self.rejections or self.parked)
 
     def commit(
-        self, log: AuditLog, registry: Registry, dirty: DirtyList, *, durable: bool = True, parked_dir: str = ""
+        self,
+        log: AuditLog,
+        registry: Registry,
+        dirty: DirtyList,
+        *,
+        durable: bool = True,
+        parked_dir: str = "",
+        index: IndexWriter | None = None,
     ) -> None:
         """Write the batch in DESIGN.md's order: audit log and parked events (durable), then records;
-        last, remove the parked files whose events were applied or refused.
+        last, remove the parked files whose events were applied or refused. With `index`, the
+        batch takes the next position (in the dirty list before any append) and the query index
+        commits its rows after the records are in place, before the last barrier.
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
@@ -87,7 +103,9 @@ class Batch:
         registry.ready()
         log.ready()
         if self.records:
-            dirty.mark(list(self.records), durable_=durable)
+            if index is not None and self._position is None:
+                self._position = index.advance()
+            dirty.mark(list(self.records), durable_=durable, position=self._position)
         for job_id, lines in list(self.lines.items()):
             if job_id not in self._appended:
                 try:
@@ -104,6 +122,8 @@ class Batch:
         staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
         plan.sync()
         replace_staged(staged, plan)
+        if index is not None and self.records and self._position is not None:
+            index.commit(self.records, {meta.job_id for meta in self.metas}, self._position)
         plan.sync()
         if self.parked:
             remove_released(self.parked, parked_dir)

@@ -22,10 +22,12 @@ from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
-from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
+from mam.projector.delegation import check as check_delegation
 from mam.projector.dirs import warn_once
+from mam.projector.index_startup import load_from_index
+from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, ingest
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
@@ -86,11 +88,19 @@ class Projection:
         self.jobs.clear()
         self._repair.clear()
 
-    def load(self, keep_all: bool = False) -> list[JobRecord]:
-        """Open jobs and unfinished children from the registry, and the parked events (a blocking
-        scan: run it in a thread); with `keep_all`, every record is returned too."""
+    def load(self, keep_all: bool = False, index: IndexWriter | None = None) -> list[JobRecord]:
+        """Open jobs and unfinished children, and the parked events (blocking: run it in a thread):
+        from the query `index` when it is usable (only the open jobs' records are read), else
+        from a scan of the registry; with `keep_all` (a scan), every record is returned too."""
         waits: list[JobRecord] = []
-        self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits)
+        wait_statuses = (Status.BLOCKED, Status.RETRYING)
+        loaded = None if keep_all or index is None else load_from_index(self.registry, index, OPEN | set(wait_statuses))
+        if loaded is not None:
+            found, self.children = loaded
+            self.open_jobs = {r.job_id: r for r in found if r.status in OPEN}
+            waits, everything = [r for r in found if r.status in wait_statuses], []
+        else:
+            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits)
         self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
         self._retry_pending = {r.job_id for r in waits if r.status is Status.RETRYING}
         self.parking.load()

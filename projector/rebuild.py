@@ -39,6 +39,7 @@ from mam.nofollow import PathRefused, SymlinkRefused
 from mam.projector import durable
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
+from mam.projector.index_verify import StagedIndex, verify_index
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
@@ -67,10 +68,14 @@ class Report:
     """Records that are symlinks: never read nor written through; replaced by the fold of their log."""
     kept: list[str] = field(default_factory=list)
     """Records whose name is not a legal job id (made before the rule): kept as they are."""
+    index: str = ""
+    """The query index: `rebuilt`; with `verify`, `current`, `missing` or `stale: why`."""
+    index_differing: list[str] = field(default_factory=list)
+    """`verify`: jobs whose row in a current index is not what their record says."""
 
     @property
     def clean(self) -> bool:
-        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links)
+        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links or self.index_differing)
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,7 @@ def _verify(workspace: Workspace, progress: Progress | None) -> Report:
             report.events += check.events
             if behind:
                 report.in_flight[job_id] = behind
+    report.index, report.index_differing = verify_index(workspace, {j: c.current for j, c in checks.items()})
     return report
 
 
@@ -194,16 +200,25 @@ def _replay(workspace: Workspace, staging: Dir, progress: Progress | None) -> Re
     job_ids = sorted(log.job_ids())
     report = _report(job_ids, existing)
     old = registry.dir()
-    for job_id in _counted(job_ids, progress):
-        check = _check(log, registry, workspace.id, job_id)
-        _tally(report, job_id, check)
-        data = check.current if check.corrupt is not None else check.folded
-        if data is not None:
-            _stage_record(staging, f"{job_id}{RECORD_SUFFIX}", data, old if data == check.current else None)
-    for name in report.kept:
-        data = registry.read_bytes(name)
-        if data is not None:
-            _stage_record(staging, f"{name}{RECORD_SUFFIX}", data, old)
+    index = StagedIndex(staging)
+    try:
+        for job_id in _counted(job_ids, progress):
+            check = _check(log, registry, workspace.id, job_id)
+            _tally(report, job_id, check)
+            data = check.current if check.corrupt is not None else check.folded
+            if data is not None:
+                _stage_record(staging, f"{job_id}{RECORD_SUFFIX}", data, old if data == check.current else None)
+                index.add(job_id, data)
+        for name in report.kept:
+            data = registry.read_bytes(name)
+            if data is not None:
+                _stage_record(staging, f"{name}{RECORD_SUFFIX}", data, old)
+                index.add(name, data)
+        index.finish()
+    except BaseException:
+        index.abandon()
+        raise
+    report.index = "rebuilt"
     return report
 
 

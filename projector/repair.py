@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from mam.ids import is_job_id
+from mam.index import Position, parse_position
 from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Root, warn_once
@@ -38,6 +39,9 @@ class DirtyList:
         self._fd: int | None = None
         self._made = False
         """The file was created by this process and its directory entry is not durable yet."""
+        self.position: Position | None = None
+        """The registry's position for the query index (`mam.index`): written at the head of the
+        list by every batch and kept when it is emptied; `None` if the list carries none."""
 
     def _open(self, *, create: bool) -> int | None:
         if self._fd is not None:
@@ -57,10 +61,12 @@ class DirtyList:
             raise tampered(exc) from None
         return self._fd
 
-    def mark(self, job_ids: list[str], *, durable_: bool = True) -> None:
+    def mark(self, job_ids: list[str], *, durable_: bool = True, position: Position | None = None) -> None:
         fd = self._open(create=True)
         assert fd is not None
-        data = "".join(f"{job_id}\n" for job_id in job_ids).encode()
+        self.position = position  # a batch that keeps no index drops the position: the index is then stale
+        head = f"{self.position.token}\n" if self.position is not None else ""
+        data = (head + "".join(f"{job_id}\n" for job_id in job_ids)).encode()
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
         if durable_:
@@ -72,15 +78,30 @@ class DirtyList:
                 self._made = False
 
     def clear(self) -> None:
-        """Empty the list; not fsync'd: a list that survives a crash only costs a check."""
+        """Empty the list but for the position; not fsync'd: a list that survives a crash only costs a check."""
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            head = f"{self.position.token}\n".encode() if self.position is not None else b""
+            if head:
+                os.pwrite(self._fd, head, 0)
+            os.ftruncate(self._fd, len(head))
+
+    def set_position(self, position: Position) -> None:
+        """Point the list at a new index build (its jobs, if any, stay listed), durably."""
+        fd = self._open(create=True)
+        assert fd is not None
+        names = self.read()
+        self.position = position
+        data = "".join(f"{line}\n" for line in [position.token, *names]).encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
 
     def read(self) -> list[str]:
         fd = self._open(create=False)
         if fd is None:
             return []
         names = os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", errors="replace").split()
+        self.position = next((p for p in map(parse_position, names) if p is not None), None)
         return [name for name in dict.fromkeys(names) if is_job_id(name)]
 
     def close(self) -> None:

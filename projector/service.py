@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -22,6 +22,8 @@ from mam.mqtt import make_client, unreachable
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
+from mam.projector.index_startup import bounded, restorable, scan_all
+from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
@@ -97,6 +99,9 @@ class Projector:
         self.log = AuditLog(workspace.logs_dir)
         self.registry = Registry(workspace.registry_dir)
         self.dirty = DirtyList(workspace.registry_dir)
+        self.index = IndexWriter(self.registry, self.dirty)
+        """The query index (`mam.index`), kept in the same commit as the records."""
+        self._restore_all = False
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}
         self.limits = limits or Limits()
@@ -172,18 +177,22 @@ class Projector:
                 started_at=self.started_at,
                 served_by=self.served_by,
             )
-            self.restore_retained |= self.signer.load()  # a new key: republish every state, signed
+            self._restore_all = self.signer.load()  # a new key: republish every state, signed
+            self.restore_retained |= self._restore_all
             write_runtime(self.workspace, runtime)
             try:
                 await self._serve_with_reconnects(task_status)
             finally:
+                self.index.close()
                 remove_runtime(self.workspace, runtime.pid)
 
     async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Repair what a crash left, then serve; reconnect with backoff once connected."""
+        cut_off = self.dirty.read()
         self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
         if self._repaired:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
+        log.info("query index: %s", await anyio.to_thread.run_sync(self.index.start, cut_off))
         connected_once = False
         delay = self.retry_delay
         while True:
@@ -272,9 +281,10 @@ class Projector:
         self.projection.reset()
         self.log.close()
         restore, self.restore_retained = self.restore_retained, False
-        everything = await anyio.to_thread.run_sync(self.projection.load, restore)
-        if everything:
-            await self._restore_states(client, everything)
+        scan = restore and not self.index.usable
+        everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
+        if restore:
+            await self._restore_states(client, self._restorable(everything))
         if len(self.projection.parking):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.
@@ -340,8 +350,19 @@ class Projector:
         elif self.intake is not None:
             self.intake.put_back(local)
 
-    async def _restore_states(self, client: aiomqtt.Client, records: list[JobRecord]) -> None:
-        """Publish every record as retained state (the embedded broker forgot them when it stopped)."""
+    def _restorable(self, scanned: list[JobRecord]) -> Iterable[JobRecord]:
+        """The states to publish again at start (`index_startup`: every unfinished job and the ones that
+        finished last; everything once for a new key)."""
+        found = restorable(self.registry, self.index, everything=self._restore_all)
+        if found is not None:
+            return found
+        if self._restore_all:
+            return scanned or scan_all(self.registry)
+        return bounded(scanned)
+
+    async def _restore_states(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
+        """Publish records as retained state (the embedded broker forgot them when it stopped)."""
+        records = await anyio.to_thread.run_sync(list, records)
         limiter = anyio.CapacityLimiter(RESTORE_CONCURRENCY)
 
         async def one(record: JobRecord) -> None:
@@ -399,6 +420,7 @@ class Projector:
                         self.dirty,
                         durable=self.durability == "fsync",
                         parked_dir=self._parked_dir,
+                        index=self.index,
                     )
                 )
             except StorageLost:
