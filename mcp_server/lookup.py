@@ -9,7 +9,7 @@ from pydantic import Field
 from mam.errors import UsageError
 from mam.humanize import parse_since
 from mam.mcp_server.results import JobList, summary
-from mam.mcp_server.served import Served, as_dict, reported
+from mam.mcp_server.served import JobRef, Served, as_dict, reported
 from mam.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id, select
 from mam.reading import iter_records, job_ids
 from mam.record import Status
@@ -17,7 +17,6 @@ from mam.timefmt import utc_now
 
 DEFAULT_LIMIT = 20
 
-JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
 Statuses = Annotated[
     list[str] | None,
     Field(description="only jobs with one of these statuses",

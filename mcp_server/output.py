@@ -8,13 +8,12 @@ from pydantic import Field
 
 from mam.errors import MamError
 from mam.mcp_server.results import Output
-from mam.mcp_server.served import Served, reported
+from mam.mcp_server.served import JobRef, Served, reported
 from mam.reading import read_events
 from mam.workspace import Workspace
 
 DEFAULT_TAIL = 16 * 1024
 
-JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
 TailBytes = Annotated[int, Field(ge=1, description="at most this many bytes: the last ones")]
 FromSeq = Annotated[
     int | None,

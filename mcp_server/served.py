@@ -7,11 +7,12 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import anyio
 import msgspec
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from mam.agents.publisher import Publisher
 from mam.broker_list import Brokers
@@ -27,6 +28,9 @@ R = TypeVar("R")
 
 BY = "mam-mcp"
 """The `by` of every event this server publishes."""
+
+JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
+"""A tool's job argument: resolved against the registry like `mam show`'s (`Served.job_id`)."""
 
 
 class ChannelPublisher(Publisher):
@@ -104,4 +108,4 @@ def _only_mam_errors(group: BaseExceptionGroup) -> MamError | None:
     return leaf if isinstance(leaf, MamError) else None
 
 
-__all__ = ["BY", "ChannelPublisher", "Served", "as_dict", "reported"]
+__all__ = ["BY", "ChannelPublisher", "JobRef", "Served", "as_dict", "reported"]

@@ -9,7 +9,7 @@ from pydantic import Field
 from mam.errors import MamError
 from mam.mcp_server.output import logged_output, tail
 from mam.mcp_server.results import Ended
-from mam.mcp_server.served import Served, as_dict, reported
+from mam.mcp_server.served import JobRef, Served, as_dict, reported
 from mam.record import JobRecord
 
 DEFAULT_WAIT = 50.0
@@ -17,7 +17,6 @@ DEFAULT_WAIT = 50.0
 LONGEST_WAIT = 24 * 3600.0
 DEFAULT_TAIL = 4096
 
-JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
 Timeout = Annotated[
     float,
     Field(gt=0, le=LONGEST_WAIT, description="seconds to wait at most (keep it under your client's limit for a tool "

@@ -20,7 +20,7 @@ from mam.errors import MamError, UsageError
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.live import agent_statuses
 from mam.mcp_server.results import CancelResult, SubmitResult
-from mam.mcp_server.served import Served, as_dict, reported
+from mam.mcp_server.served import JobRef, Served, as_dict, reported
 from mam.provenance import git_info
 from mam.record import Status
 from mam.status import AgentStatus
@@ -47,7 +47,6 @@ Wait = Annotated[
     Field(description="return once the projector has recorded the job (or refused it); false: once the broker "
           "has the event"),
 ]
-JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
 Reason = Annotated[str | None, Field(description="why, recorded with the request")]
 
 
