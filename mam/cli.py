@@ -87,9 +87,13 @@ def _show_text(record: JobRecord) -> None:
     """One key a line; a multi-line value continues on lines indented under its first; times with their age."""
     now = utc_now()
     for key, value in msgspec.to_builtins(record).items():
-        if value in (None, {}, ""):
+        if value in (None, {}, "", []):
             continue
-        if isinstance(value, dict):
+        if key == "attempts":
+            shown = "\n".join(_attempt_line(attempt) for attempt in value)
+        elif isinstance(value, list):
+            shown = safe(", ".join(str(item) for item in value))
+        elif isinstance(value, dict):
             shown = json.dumps(value)
             if key == "git_at_finish" and record.git_at_finish is not None:
                 shown += "".join(f"\n{line}" for line in _worktree_lines(record.git_at_finish))
@@ -101,6 +105,15 @@ def _show_text(record: JobRecord) -> None:
         print(f"{key:<{_INDENT}}{lines[0]}")
         for more in lines[1:]:
             print(f"{'':<{_INDENT}}{more}".rstrip())
+
+
+def _attempt_line(attempt: dict[str, Any]) -> str:
+    """One ended attempt of a job with a retry policy: `1 failed (exit 1) on r1 at ...: error`."""
+    code = attempt.get("exit_code")
+    line = f"{attempt['attempt']} {attempt['status']}" + (f" (exit {code})" if code is not None else "")
+    line += f" on {attempt.get('runner') or '?'} at {attempt.get('finished_at') or '?'}"
+    error = " ".join((attempt.get("error") or "").split())
+    return safe(f"{line}: {error[:120]}" if error else line)
 
 
 def _worktree_lines(git: GitInfo) -> list[str]:

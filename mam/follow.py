@@ -17,6 +17,7 @@ import msgspec
 
 from mam import events as ev
 from mam import presence
+from mam.attempts import after_of, attempt_of
 from mam.broker_url import BrokerAddress
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
 from mam.mqtt import make_client, unreachable
@@ -191,6 +192,11 @@ class _Waiting:
         note = None
         if record.status is Status.SUBMITTED:
             note = presence.waiting_reason(record.agent, self.runners.values())
+            if attempt_of(record) > 1:
+                retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
+                note = f"{retry}; {note}" if note else retry
+        elif record.status is Status.BLOCKED:
+            note = f"blocked until {', '.join(after_of(record))} succeeded"
         elif record.status is Status.CLAIMED:
             note = f"claimed by {record.runner or 'a runner'}, starting"
         if note is not None and note != self.said:

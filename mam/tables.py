@@ -22,6 +22,8 @@ JOB_HEADER: Final = ["JOB", "STATUS", "AGENT", "SESSION", "AGE", "DURATION", "PR
 AGENT_HEADER: Final = ["AGENT", "RUNNER", "HOST", "STATUS", "SINCE", "SLOTS", "JOBS"]
 _COLOURS: Final = {
     "submitted": "2",
+    "blocked": "2",
+    "retrying": "33",
     "claimed": "36",
     "running": "34;1",
     "succeeded": "32",

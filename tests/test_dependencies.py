@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 
+import anyio
 from test_runner_support import agent_runner, log_events, submit
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import mam, run, wait_for_state
+from support import Daemon, child_env, mam, run, wait_for_state
 
 DONE = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
@@ -117,3 +118,25 @@ async def test_jobs_tree_shows_the_dependencies(ws: WorkspacePaths) -> None:
     assert "[blocked]" in line and "after job-a" in line
     as_json = json.loads((await run(mam("jobs", "tree", "--json", *base), cwd=ws.elsewhere)).stdout)
     assert {j["job_id"]: j.get("after") for j in as_json} == {"job-a": [], "job-b": ["job-a"]}
+
+
+async def test_following_a_blocked_job_says_what_it_waits_for(ws: WorkspacePaths) -> None:
+    ws_id = workspace_id(ws.root)
+    async with up_with_flags(ws) as (port, _):
+        url = f"mqtt://127.0.0.1:{port}"
+        base = ["--broker", url, "--workspace", str(ws.root)]
+        await submit(url, ws, "job-a", "p", agent="nobody")
+        follower = Daemon(mam("submit", "--prompt", "p", "--agent", "nobody", "--job-id", "job-b", "--after", "job-a",
+                              "--follow", *base), cwd=ws.elsewhere, env=child_env(), log=ws.elsewhere / "follow.log")
+        try:
+            with anyio.fail_after(15):
+                while "blocked until job-a succeeded" not in follower.output():
+                    await anyio.sleep(0.05)
+            cancel = await run(mam("cancel", "job-a", *base), cwd=ws.elsewhere)
+            assert cancel.returncode == 0, cancel.stderr.decode()
+            assert await follower.wait() == 1
+        finally:
+            follower.stop()
+        final = await wait_for_state(url, ws_id, "job-b", lambda r: r["status"] in DONE)
+    assert final["cancel_reason"] == "dependency job-a ended cancelled"
+    assert "mam: job job-b cancelled" in follower.output()

@@ -65,6 +65,9 @@ async def test_a_job_failing_twice_then_succeeding_is_retried_after_its_backoff(
         assert at(claim["received_at"]) >= not_before, "claimed before its backoff was over"
         assert entry["event"]["by"] == "mam-projector"
     assert at(done["not_before"]) == at(retries[-1][1]["event"]["not_before"])
+    shown = (await run(mam("show", "job-r", "--workspace", str(ws.root)), cwd=ws.elsewhere)).stdout.decode()
+    assert "1 failed (exit 1) on r1 at " in shown and ": run 1 fails" in shown
+    assert "3 succeeded (exit 0) on r1" in shown
 
 
 async def test_spent_retries_end_the_job_failed_with_every_attempt_kept(ws: WorkspacePaths) -> None:
