@@ -157,3 +157,16 @@ def test_a_plain_job_folds_to_the_bytes_it_had_before_these_keys() -> None:
     record = fold(ev.Submitted(prompt="p", agent="a"), ev.Claimed(runner="r1"), ev.Started(), ev.Succeeded())
     data = encode_record(record)
     assert data.endswith(b'"last_seen_at":"2026-01-01T00:00:00.000Z"}\n')
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"type":"retrying","attempt":2,"not_before":"2026-01-01T00:00:00Z"}',
+    b'{"type":"unblocked"}',
+])
+def test_retrying_and_unblocked_are_refused_from_clients(payload: bytes) -> None:
+    from mam.projector.ingest import Refused, ingest
+    from mam.topics import Topics
+
+    topics = Topics("ws")
+    outcome = ingest(topics.events("job-1"), payload, topics, datetime(2026, 1, 1, tzinfo=UTC))
+    assert isinstance(outcome, Refused) and "derived by the projector" in outcome.reason
