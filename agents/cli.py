@@ -11,6 +11,7 @@ import msgspec
 
 from mam import events as ev
 from mam import presence
+from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
 from mam.agents.publisher import Publisher, new_job_id
@@ -92,6 +93,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cancel.add_argument("job_id", type=job_id, metavar="JOB",
                         help="the job's id, or any unique prefix or suffix of it among the states the broker retains")
     cancel.add_argument("--reason", metavar="R")
+    cancel.add_argument("--tree", action="store_true",
+                        help="also cancel every unfinished job delegated under it (each with a reason naming it); "
+                        "lists them all, the job first")
     _add_wait_args(
         cancel,
         wait_help="also wait until the job has ended, and print its final status",
@@ -266,13 +270,16 @@ async def _resolve_retained(pub: Publisher, text: str) -> str:
 def run_cancel(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
-    event = _check(ev.CancelRequested(reason=args.reason))
+    event = _check(ev.CancelRequested(reason=args.reason, tree=True if args.tree else msgspec.UNSET))
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
             job = await _resolve_retained(pub, args.job_id)
             if args.no_wait:
                 _print_published(job, await pub.publish_served(job, event), args.json)
+                return 0
+            if args.tree:
+                _print_tree(await cancel_tree(pub, job, event, timeout=args.timeout, wait=args.wait), args.json)
                 return 0
             deadline = anyio.current_time() + args.timeout
             record = await pub.publish_and_wait(job, event, timeout=args.timeout)
@@ -286,6 +293,16 @@ def run_cancel(args: argparse.Namespace) -> int:
         return 0
 
     return anyio.run(go)
+
+
+def _print_tree(records: list[JobRecord], as_json: bool) -> None:
+    """`mam cancel --tree`: the job and each job cancelled with it, one a line (a JSON array with --json)."""
+    if as_json:
+        print(json.dumps([msgspec.to_builtins(record) for record in records], indent=2))
+        return
+    for record in records:
+        pending = "" if record.status.terminal else " (cancel requested)"
+        print(f"{record.job_id} {record.status.value}{pending}")
 
 
 def run_session_create(args: argparse.Namespace) -> int:

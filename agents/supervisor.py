@@ -25,6 +25,7 @@ import anyio
 from msgspec import UNSET
 
 from mam import events as ev
+from mam import waiting
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.output import OutputStreamer
@@ -32,7 +33,7 @@ from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
 from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
 from mam.provenance import git_info
-from mam.record import JobRecord
+from mam.record import JobRecord, Status
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.agent")
@@ -71,6 +72,7 @@ class Settings:
 
 class Supervisor:
     def __init__(self, record: JobRecord, settings: Settings) -> None:
+        self._record_changed = anyio.Event()
         self.record = record
         self.job_id = record.job_id
         self.settings = settings
@@ -192,8 +194,31 @@ class Supervisor:
             await anyio.sleep(self.settings.heartbeat)
             self._put(ev.Heartbeat(runner=self.settings.runner_id))
 
+    @property
+    def record(self) -> JobRecord:
+        return self._record
+
+    @record.setter
+    def record(self, record: JobRecord) -> None:
+        """The runner hands over each newer state of the job; `_deadline` looks at every one."""
+        self._record = record
+        self._record_changed.set()
+        self._record_changed = anyio.Event()
+
     async def _deadline(self, timeout: float) -> None:
-        await anyio.sleep(timeout)
+        """Stop the job once it has run `timeout` seconds, its waits for a person not counted: while its
+        state is `waiting` the deadline stands still, and each ended wait (`waited`) moves it on."""
+        started = anyio.current_time()
+        while True:
+            changed = self._record_changed
+            if self.record.status is Status.WAITING:
+                await changed.wait()
+                continue
+            left = started + timeout + waiting.waited(self.record) - anyio.current_time()
+            if left <= 0:
+                break
+            with anyio.move_on_after(left):
+                await changed.wait()
         if self.ending is None:
             log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
         self.stop(Ending.TIMED_OUT)

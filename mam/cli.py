@@ -240,6 +240,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
+    from mam.agents.input_cli import register as register_input
     from mam.cli_jobs import register as register_listings
     from mam.cli_usage import register as register_usage
     from mam.mcp_server.cli import register as register_mcp
@@ -257,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(handler=cmd_up)
 
     register_writers(sub)
+    register_input(sub)
     register_dashboard(sub)
     register_mcp(sub)
 

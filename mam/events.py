@@ -146,6 +146,36 @@ class Failed(Event, tag="failed"):
 
 class CancelRequested(Event, tag="cancel_requested"):
     reason: ShortText | None = None
+    tree: bool | UnsetType = UNSET
+    """`mam cancel --tree`: the projector also cancels every unfinished job delegated under this one
+    (derived `cancel_requested` events, each reason naming this job; see `mam.cascade`)."""
+
+
+Question = Annotated[str, Meta(min_length=1, max_length=4096)]
+Choices = Annotated[list[Annotated[str, Meta(min_length=1, max_length=256)]], Meta(min_length=1, max_length=32)]
+
+
+class InputRequested(Event, tag="input_requested"):
+    """A running job asks a person a question (`mam ask`): it is `waiting` until answered."""
+
+    question: Question
+    choices: Choices | None = None
+    """When given, an answer must be one of these."""
+
+
+class InputProvided(Event, tag="input_provided"):
+    """The answer to a waiting job's question (`mam answer`): the job runs on."""
+
+    answer: Text
+    question_id: EventId | None = None
+    """The id of the `input_requested` this answers; when given, an answer to another question is refused."""
+
+
+class InputWithdrawn(Event, tag="input_withdrawn"):
+    """The job stops waiting without an answer (`mam ask --timeout` ran out)."""
+
+    question_id: EventId | None = None
+    reason: ShortText | None = None
 
 
 class Cancelled(Event, tag="cancelled"):
@@ -196,6 +226,9 @@ AnyEvent = Union[
     Lost,
     Retrying,
     Unblocked,
+    InputRequested,
+    InputProvided,
+    InputWithdrawn,
 ]
 
 DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})

@@ -13,6 +13,7 @@ from msgspec.structs import replace
 
 from mam import attempts
 from mam import events as ev
+from mam import waiting
 from mam.record import JobRecord, Status
 
 
@@ -32,7 +33,8 @@ class Refusal:
 
 
 _OPEN_BEFORE_RUN = frozenset({Status.SUBMITTED, Status.CLAIMED})
-_ACTIVE = frozenset({Status.CLAIMED, Status.RUNNING})
+_ACTIVE = frozenset({Status.CLAIMED, Status.RUNNING, Status.WAITING})
+_ACTIVE_WORDS = "claimed or running (or waiting for an answer)"
 
 
 def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecord | Refusal:
@@ -54,6 +56,7 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     if isinstance(result, Refusal):
         return result
     result = attempts.end_attempt(state, result)
+    result = waiting.stop_waiting(state, result, ctx.received_at)
     return replace(result, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
 
 
@@ -112,28 +115,30 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                            last_seen_at=now)
         case ev.Progress(message=message, percent=percent):
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return replace(state, progress=message, percent=percent, last_seen_at=now)
         case ev.Output(text=text):
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return replace(state, output_bytes=state.output_bytes + len(text.encode()), last_seen_at=now)
         case ev.Heartbeat():
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return replace(state, last_heartbeat_at=now, last_seen_at=now)
         case ev.Succeeded(exit_code=code, result=result, git=git, usage=usage):
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return _with_usage(replace(state, status=Status.SUCCEEDED, exit_code=code, result=result,
                                        finished_at=now, git_at_finish=git), usage)
         case ev.Failed(exit_code=code, error=error, git=git, usage=usage):
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return _with_usage(replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now,
                                        git_at_finish=git), usage)
-        case ev.CancelRequested(reason=reason):
+        case ev.CancelRequested(reason=reason, tree=tree):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
+            if tree is True:  # `mam cancel --tree`: the projector cancels the jobs under it (mam.cascade)
+                requested = replace(requested, cancel_tree=True)
             if state.status in attempts.NOT_STARTED:  # nothing runs: cancelled at once
                 return replace(requested, status=Status.CANCELLED, finished_at=now)
             return requested
@@ -141,7 +146,7 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             return replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason)
         case ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage):
             if state.status not in _ACTIVE:
-                return _illegal(state, event, "claimed or running")
+                return _illegal(state, event, _ACTIVE_WORDS)
             return _with_usage(replace(state, status=Status.TIMED_OUT, exit_code=code, error=reason or "timed out",
                                        finished_at=now, git_at_finish=git), usage)
         case ev.Lost(reason=reason):
@@ -149,6 +154,15 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
         case ev.Retrying():
             retried = attempts.next_attempt(state, event)
             return Refusal(retried) if isinstance(retried, str) else retried
+        case ev.InputRequested():
+            asked = waiting.ask(state, event, ctx.event_id, now)
+            return Refusal(asked) if isinstance(asked, str) else asked
+        case ev.InputProvided():
+            answered = waiting.answer(state, event)
+            return Refusal(answered) if isinstance(answered, str) else answered
+        case ev.InputWithdrawn():
+            withdrawn = waiting.withdraw(state, event)
+            return Refusal(withdrawn) if isinstance(withdrawn, str) else withdrawn
         case ev.Unblocked():
             if state.status is not Status.BLOCKED:
                 return _illegal(state, event, "blocked")

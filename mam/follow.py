@@ -199,6 +199,8 @@ class _Waiting:
             note = f"blocked until {', '.join(after_of(record))} succeeded"
         elif record.status is Status.CLAIMED:
             note = f"claimed by {record.runner or 'a runner'}, starting"
+        elif record.status is Status.WAITING and record.question:
+            note = f"waiting for an answer: {record.question} (`mam answer {record.job_id} TEXT`)"
         if note is not None and note != self.said:
             self.said = note
             self.say(note)

@@ -126,6 +126,18 @@ async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, Ag
     return found
 
 
+async def retained_states(client: aiomqtt.Client, topics: Topics, states: StateReader) -> dict[str, JobRecord]:
+    """The job states the broker retains, by job id, each checked by `states` (see `_retained` for when
+    that is complete); the client stays subscribed, so every change follows on its messages."""
+    found: dict[str, JobRecord] = {}
+    messages, _ = await _retained(client, topics, topics.all_states)
+    for message in messages:
+        change = decode_change(topics, states, message)
+        if isinstance(change, JobChange):
+            found[change.record.job_id] = change.record
+    return found
+
+
 async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str] | None:
     """The ids of the jobs whose state the broker retains, from the topics alone (payloads unread);
     None if the broker did not deliver them all in time."""
@@ -173,6 +185,7 @@ __all__ = [
     "changes",
     "decode_change",
     "retained_job_ids",
+    "retained_states",
     "snapshot_agents",
     "snapshot_job_ids",
 ]

@@ -25,6 +25,9 @@ class Status(str, Enum):
     RETRYING = "retrying"
     """An attempt ended in an outcome the job's policy retries: the projector at once derives the
     `retrying` event that submits it again (so a record is seen in this status only between them)."""
+    WAITING = "waiting"
+    """A running job asked a person a question (`input_requested`) and waits for the answer: its lease
+    and its timeout do not run meanwhile."""
 
     @property
     def terminal(self) -> bool:
@@ -115,6 +118,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     usage: Usage | UnsetType = UNSET
     """What the agent reported it used (cost, tokens, turns, its session id), from the job's terminal
     event; absent from the file when it reported nothing, so older records keep their bytes."""
+    cancel_tree: bool | UnsetType = UNSET
+    """Its cancel request asked for its whole delegation tree (`mam cancel --tree`): every unfinished job
+    under it is cancelled too, each with a reason naming it (absent otherwise)."""
 
 
 _encoder: Final = msgspec.json.Encoder()

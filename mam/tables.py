@@ -13,7 +13,7 @@ from typing import IO, Final
 
 from mam import presence
 from mam.humanize import ago, between
-from mam.record import JobRecord
+from mam.record import JobRecord, Status
 from mam.status import AgentStatus
 from mam.terminal import safe
 from mam.usage import cost_of, money
@@ -26,6 +26,7 @@ _COLOURS: Final = {
     "retrying": "33",
     "claimed": "36",
     "running": "34;1",
+    "waiting": "35;1",
     "succeeded": "32",
     "failed": "31;1",
     "timed_out": "31",
@@ -54,7 +55,7 @@ def job_row(record: JobRecord, now: datetime) -> list[str]:
         record.agent_session or "-",
         ago(record.submitted_at, now),
         between(record.started_at, record.finished_at, now),
-        short(record.prompt),
+        short(f"asks: {record.question}" if record.status is Status.WAITING and record.question else record.prompt),
     ]
 
 

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from mam import events as ev
+from mam import waiting
 from mam.record import JobRecord, Status
 from mam.status import AgentStatus
 
-OPEN = frozenset({Status.CLAIMED, Status.RUNNING})
+OPEN = frozenset({Status.CLAIMED, Status.RUNNING, Status.WAITING})
+"""Jobs a runner holds. A `waiting` one is held too (its runner's will still ends it), but neither its
+lease nor its timeout runs while it waits for a person."""
 
 STALL_TICKS = 2.0
 """A gap between two looks at the clock longer than this many ticks means the projector
@@ -140,11 +143,15 @@ def parse_time(at: str) -> datetime:
 
 
 def last_sign_of_life(record: JobRecord) -> datetime | None:
-    """`last_seen_at`; for a record written before that key existed, the latest of the older ones."""
+    """`last_seen_at` (for a record written before that key existed, the latest of the older ones), or
+    when the job last stopped waiting for a person if that is later: no lease runs during a wait."""
     if record.last_seen_at is not None:
-        return parse_time(record.last_seen_at)
-    times = [parse_time(t) for t in (record.last_heartbeat_at, record.started_at, record.claimed_at) if t]
-    return max(times, default=None)
+        times = [record.last_seen_at]
+    else:
+        times = [t for t in (record.last_heartbeat_at, record.started_at, record.claimed_at) if t]
+    if isinstance(record.resumed_at, str):
+        times.append(record.resumed_at)
+    return max((parse_time(t) for t in times), default=None)
 
 
 def on_runner_status(open_jobs: dict[str, JobRecord], status: AgentStatus) -> list[tuple[str, ev.AnyEvent]]:
@@ -165,8 +172,11 @@ def on_clock(
     Call it only on a current view (`View.current`)."""
     derived: list[tuple[str, ev.AnyEvent]] = []
     for job_id, record in open_jobs.items():
+        if record.status is Status.WAITING:
+            continue  # a person is to answer: neither the lease nor the timeout runs
         if record.status is Status.RUNNING and record.timeout is not None and record.started_at:
-            if (now - parse_time(record.started_at)).total_seconds() > record.timeout + limits.timeout_grace:
+            ran = (now - parse_time(record.started_at)).total_seconds() - waiting.waited(record)
+            if ran > record.timeout + limits.timeout_grace:
                 derived.append((job_id, ev.TimedOut(reason=f"ran past its timeout of {record.timeout:g}s")))
                 continue
         alive_at = last_sign_of_life(record)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import msgspec
 
+from mam import cascade
 from mam import events as ev
 from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
@@ -180,12 +181,15 @@ class Projection:
     def _follow_up(self, staged: Batch, received_at: str) -> None:
         """Retries and dependencies: derive what this batch's records call for (`retrying` for an attempt
         the policy retries, `unblocked` or `cancelled` for the jobs waiting on one that ended), then what
-        those call for in turn (a cancelled job cancels the jobs waiting on it), until nothing follows."""
+        those call for in turn (a cancelled job cancels the jobs waiting on it), until nothing follows.
+        Cascading cancel too: a job cancelled (or asked to be, with `tree`) has every unfinished job under it
+        asked to cancel (`mam.cascade`)."""
         changed = list(staged.records.values())
         changed += [r for r in map(self._record, sorted(self._retry_pending)) if r is not None]
         self._retry_pending.clear()
         while True:
             derived = on_retrying(changed, utc_now(), self.rng) + self.dependents.derive(changed, self._record)
+            derived += cascade.derive(changed, self.children, self._record)
             if not derived:
                 return
             versions = {job_id: record.version for job_id, record in staged.records.items()}

@@ -83,6 +83,18 @@ NOTHING_RUNS = {kind: R for kind in SAMPLES} | {
 }
 TABLE[Status.BLOCKED] = NOTHING_RUNS | {"unblocked": Status.SUBMITTED}
 TABLE[Status.RETRYING] = NOTHING_RUNS | {"retrying": Status.SUBMITTED}
+# Waiting for a person (docs/design.md): a running job asks, is `waiting` until answered or withdrawn, and
+# meanwhile takes what a running job takes but another question, a claim or a start.
+SAMPLES["input_requested"] = ev.InputRequested(question="Proceed?")
+SAMPLES["input_provided"] = ev.InputProvided(answer="yes")
+SAMPLES["input_withdrawn"] = ev.InputWithdrawn()
+for row in TABLE.values():
+    row |= {"input_requested": R, "input_provided": R, "input_withdrawn": R}
+TABLE[Status.RUNNING]["input_requested"] = Status.WAITING
+TABLE[Status.WAITING] = {kind: (Status.WAITING if to is Status.RUNNING else to)
+                         for kind, to in TABLE[Status.RUNNING].items()} | {
+    "input_requested": R, "input_provided": Status.RUNNING, "input_withdrawn": Status.RUNNING,
+}
 for terminal in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST):
     TABLE[terminal] = dict.fromkeys(SAMPLES, R)
 

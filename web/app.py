@@ -1,13 +1,15 @@
-"""The dashboard's one app: the page, its static files, one event stream, the cancel action.
+"""The dashboard's one app: the page, its static files, one event stream, the cancel and answer actions.
 
 Handlers only translate HTTP to the calls the CLI makes: the stream reads the
-hub (`stream.py`), cancel goes through `Publisher.publish_and_wait` like
-`mam cancel`, with the projector's verdict as the answer.
+hub (`stream.py`), cancel and answer go through `Publisher.publish_and_wait`
+like `mam cancel` and `mam answer`, with the projector's verdict as the reply.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -59,14 +61,14 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
             return JSONResponse({"error": str(exc)}, 400)
         return StreamingResponse(page_stream(hub, chosen, job), media_type="text/event-stream")
 
-    async def cancel(request: Request) -> Response:
+    async def publish(request: Request, make: Callable[[dict[str, Any]], ev.AnyEvent]) -> Response:
+        """Publish the event `make` builds from the JSON body, and answer with the projector's verdict."""
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return JSONResponse({"error": "send the request as application/json"}, 415)
         try:
             job_id = validate_job_id(request.path_params["job_id"])
             body = msgspec.json.decode(await request.body() or b"{}")
-            reason = body.get("reason") if isinstance(body, dict) else None
-            event = ev.decode_event(ev.encode_event(ev.CancelRequested(reason=reason)))
+            event = ev.decode_event(ev.encode_event(make(body if isinstance(body, dict) else {})))
             async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
                 record = await pub.publish_and_wait(job_id, event, timeout=CANCEL_TIMEOUT)
         except (msgspec.DecodeError, ev.EventError) as exc:
@@ -74,6 +76,15 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, _http_status(exc))
         return JSONResponse({"job_id": record.job_id, "status": record.status.value})
+
+    async def cancel(request: Request) -> Response:
+        return await publish(request, lambda body: ev.CancelRequested(reason=body.get("reason")))
+
+    async def answer(request: Request) -> Response:
+        """`mam answer`: the answer to a waiting job's question (`{"answer": ..., "question_id": ...}`)."""
+        return await publish(
+            request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
+        )
 
     middleware = [Middleware(SecurityHeaders)]
     if loopback:
@@ -84,6 +95,7 @@ def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopbac
         Route("/", page),
         Route("/api/stream", stream),
         Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+        Route("/api/jobs/{job_id}/answer", answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=middleware)

@@ -119,6 +119,27 @@ async function cancel() {
   draw();
 }
 
+async function answer(text) {
+  const jobId = state.jobId;
+  const record = state.detail && state.detail.record;
+  state.verdict = `answering ${jobId}…`;
+  draw();
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/answer`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ answer: text, question_id: record ? record.question_id : null }),
+    });
+    const reply = await response.json();
+    state.verdict = response.ok
+      ? `answer recorded: ${reply.job_id} is ${reply.status}`
+      : `answer refused: ${reply.error}`;
+  } catch (error) {
+    state.verdict = `answer failed: ${error}`;
+  }
+  draw();
+}
+
 function start() {
   const query = new URLSearchParams(location.search);
   const form = document.querySelector("#filters");
@@ -130,6 +151,15 @@ function start() {
   });
   form.elements.status.addEventListener("change", connect);
   document.querySelector("#cancel").addEventListener("click", cancel);
+  const asked = document.querySelector("#answer");
+  asked.addEventListener("submit", (event) => {
+    event.preventDefault();
+    answer(asked.elements.text.value);
+  });
+  document.querySelector("#choices").addEventListener("click", (event) => {
+    const choice = event.target.closest("button[data-choice]");
+    if (choice) answer(choice.dataset.choice);
+  });
   document.querySelector("#close").addEventListener("click", () => open(null));
   connect();
 }

@@ -18,6 +18,26 @@ function cost(usage) {
   return el("td", { class: "cost", title: tokens }, usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`);
 }
 
+// A waiting job's question, shown where its prompt would be.
+function asks(job) {
+  return job.status === "waiting" && job.question ? `asks: ${job.question}` : "";
+}
+
+// The answer form of a waiting job: its question, a button per choice (else a text field). Redrawn only when
+// the question changes, so what a person is typing stays.
+function drawAnswer(record) {
+  const form = $("#answer");
+  form.hidden = !record || record.status !== "waiting";
+  if (form.hidden || form.dataset.questionId === record.question_id) return;
+  form.dataset.questionId = record.question_id || "";
+  $("#question").textContent = record.question || "";
+  const choices = record.choices || [];
+  $("#choices").replaceChildren(...choices.map((c) => el("button", { type: "button", "data-choice": c }, c)));
+  form.elements.text.hidden = choices.length > 0;
+  $("#send-answer").hidden = choices.length > 0;
+  form.elements.text.value = "";
+}
+
 export function drawHeader(state) {
   $("#workspace").textContent = state.workspace || "";
   const broker = $("#broker");
@@ -42,7 +62,7 @@ export function drawJobs(state, open) {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
       const tr = row(
         [el("td", { class: "id" }, job.job_id), status(job.status), job.agent, labels,
-         el("td", { title: job.submitted_at }, ago(job.submitted_at)), cost(job.usage), short(job.prompt)],
+         el("td", { title: job.submitted_at }, ago(job.submitted_at)), cost(job.usage), short(asks(job) || job.prompt)],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
       tr.addEventListener("click", () => open(job.job_id));
@@ -85,6 +105,7 @@ export function drawDetail(state) {
   badge.textContent = record ? record.status : "unknown";
   badge.className = `status ${record ? record.status : ""}`;
   $("#cancel").hidden = !record || TERMINAL.has(record.status);
+  drawAnswer(record);
   $("#detail-problem").textContent = detail.problem || "";
   $("#verdict").textContent = state.verdict || "";
   fill(

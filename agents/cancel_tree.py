@@ -1,0 +1,85 @@
+"""`mam cancel --tree`: cancel a job and every unfinished job delegated under it, and say which.
+
+The projector does the cascading (`mam.cascade`: it derives a cancel request
+for each unfinished descendant in the same batch as the request). This side
+only reads which jobs that is: the retained states before the request give
+the tree (a writer opens no registry file), and after the verdict it waits
+until each of them carries its cancel request (or has ended; with `--wait`,
+until each has ended), so the reply lists them with their status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiomqtt
+import anyio
+
+from mam import events as ev
+from mam.agents.publisher import Publisher, WaitTimeout
+from mam.cascade import tree_of
+from mam.live import retained_states
+from mam.mqtt import unreachable
+from mam.record import JobRecord
+
+
+async def cancel_tree(
+    pub: Publisher, job_id: str, event: ev.CancelRequested, *, timeout: float, wait: bool
+) -> list[JobRecord]:
+    """Publish the tree cancel of `job_id` and return its state and its descendants', root first."""
+    deadline = anyio.current_time() + timeout
+    client, topics = pub.client, pub.topics
+    try:
+        known = await retained_states(client, topics, pub.states)
+    except aiomqtt.MqttError as exc:
+        raise unreachable(pub.broker, exc) from None
+    tree = tree_of(job_id, known)
+    known[job_id] = await pub.publish_and_wait(job_id, event, timeout=timeout)
+
+    def settled(record: JobRecord) -> bool:
+        return record.status.terminal or (not wait and record.cancel_requested_at is not None)
+
+    pending = {job for job in [job_id, *tree] if not settled(known[job])}
+    if pending:
+        await _until_settled(pub, known, pending, settled, max(deadline - anyio.current_time(), 0.001), timeout)
+    return [known[job] for job in [job_id, *tree]]
+
+
+async def _until_settled(
+    pub: Publisher,
+    known: dict[str, JobRecord],
+    pending: set[str],
+    settled: Callable[[JobRecord], bool],
+    left: float,
+    limit: float,
+) -> None:
+    """Read states until every pending job is settled. The states that came while the verdict was
+    awaited were passed over, so the wildcard is subscribed again: the broker sends each retained
+    state anew, then every change."""
+    client, topics = pub.client, pub.topics
+    try:
+        await client.subscribe(topics.all_states, qos=1)
+        with anyio.fail_after(left):
+            async for message in client.messages:
+                record = pub.states.record(str(message.topic), _payload(message))
+                if record is None or record.job_id not in known:
+                    continue
+                if record.version >= known[record.job_id].version:
+                    known[record.job_id] = record
+                if settled(known[record.job_id]):
+                    pending.discard(record.job_id)
+                if not pending:
+                    return
+    except TimeoutError:
+        waiting = ", ".join(f"{job} ({known[job].status.value})" for job in sorted(pending))
+        raise WaitTimeout(
+            f"the tree cancel was recorded, but within {limit:g}s these had not followed: {waiting}; "
+            "`mam jobs` shows them, or raise --timeout"
+        ) from None
+    except aiomqtt.MqttError as exc:
+        raise unreachable(pub.broker, exc) from None
+    raise unreachable(pub.broker, aiomqtt.MqttError("the broker closed the connection"))
+
+
+def _payload(message: aiomqtt.Message) -> bytes:
+    return message.payload if isinstance(message.payload, bytes) else b""
