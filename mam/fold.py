@@ -56,7 +56,7 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     if isinstance(result, Refusal):
         return result
     result = attempts.end_attempt(state, result)
-    result = waiting.stop_waiting(state, result, ctx.received_at)
+    result = waiting.account_waits(state, result, ctx.received_at)
     return replace(result, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
 
 

@@ -5,10 +5,11 @@ the answers it allows) in the record, so every subscriber to the job's state
 sees it at once; `input_provided` (an answer, checked against the choices) or
 `input_withdrawn` (the asker gave up waiting) returns it to `running`.
 Whenever a job leaves `waiting`, by an answer or by ending, the time it
-waited is added to `waited` (from the receive times: no clock here), which
-the projector's timeout derivation and the runner's timeout both discount;
-`resumed_at` is when it stopped waiting, from which its lease counts at the
-earliest (see docs/design.md, Waiting for a person).
+waited is added to `waited` (from the receive times: no clock here; each
+attempt of a retried job counts its own), which the projector's timeout
+derivation and the runner's timeout both discount; `resumed_at` is when it
+stopped waiting, from which its lease counts at the earliest (see
+docs/design.md, Waiting for a person).
 """
 
 from __future__ import annotations
@@ -61,9 +62,12 @@ def _not_waiting(state: JobRecord, kind: str, question_id: str | None) -> str | 
     return None
 
 
-def stop_waiting(before: JobRecord, after: JobRecord, now: str) -> JobRecord:
+def account_waits(before: JobRecord, after: JobRecord, now: str) -> JobRecord:
     """`after` is the fold's result of an event applied to `before`: when it takes the job out of
-    `waiting` (answered, withdrawn, or ended), the wait is added to `waited`."""
+    `waiting` (answered, withdrawn, or ended), the wait is added to `waited`. A retry (`retrying`:
+    the next attempt) starts without waits, as its timeout counts that attempt alone."""
+    if before.status is Status.RETRYING and after.status is Status.SUBMITTED:
+        return replace(after, waited=UNSET, resumed_at=UNSET)
     if before.status is not Status.WAITING or after.status is Status.WAITING or not isinstance(before.asked_at, str):
         return after
     waited = (_parse(now) - _parse(before.asked_at)).total_seconds()

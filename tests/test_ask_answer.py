@@ -252,3 +252,13 @@ async def test_an_mcp_client_answers_with_answer_job(ws: WorkspacePaths) -> None
         assert answered["status"] == "running" and answered["job"]["answer"] == "right"
         done = await wait_for_state(url, ws_id, "job-mcp", lambda r: r["status"] == "succeeded", timeout=30)
     assert done["result"] == "took right\n"
+
+
+def test_a_retried_attempt_starts_without_the_waits_of_the_one_before() -> None:
+    answered = _fold(_asked(), ev.InputProvided(answer="go"), _at(3), "a1")
+    assert isinstance(answered, JobRecord) and answered.waited == 2.0
+    retrying = replace(answered, status=Status.RETRYING, retries=2, attempt=1, attempts=[])
+    again = _fold(retrying, ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, 0, 0, 4)), _at(4), "r2")
+    assert isinstance(again, JobRecord) and again.status is Status.SUBMITTED
+    assert again.waited is not answered.waited and again.resumed_at is not answered.resumed_at, "unset again"
+    assert again.question == "Proceed?", "the question asked stays in the record"
