@@ -39,10 +39,12 @@ async def cancel_tree(
     def settled(record: JobRecord) -> bool:
         return record.status.terminal or (not wait and record.cancel_requested_at is not None)
 
-    pending = {job for job in [job_id, *tree] if not settled(known[job])}
+    watched = {job: known[job] for job in [job_id, *tree]}
+    pending = {job for job, record in watched.items() if not settled(record)}
     if pending:
-        await _until_settled(pub, known, pending, settled, max(deadline - anyio.current_time(), 0.001), timeout)
-    return [known[job] for job in [job_id, *tree]]
+        left = max(deadline - anyio.current_time(), 0.001)
+        await _until_settled(pub, watched, pending, settled, left, timeout)
+    return list(watched.values())
 
 
 async def _until_settled(
@@ -53,16 +55,19 @@ async def _until_settled(
     left: float,
     limit: float,
 ) -> None:
-    """Read states until every pending job is settled. The states that came while the verdict was
-    awaited were passed over, so the wildcard is subscribed again: the broker sends each retained
-    state anew, then every change."""
+    """Read states until every pending job is settled, keeping the newest of each job of `known` (the
+    watched ones). The states that came while the verdict was awaited were passed over, so the
+    wildcard is subscribed again: the broker sends each retained state anew, then every change."""
     client, topics = pub.client, pub.topics
     try:
         await client.subscribe(topics.all_states, qos=1)
         with anyio.fail_after(left):
             async for message in client.messages:
+                parsed = topics.parse(str(message.topic))
+                if parsed is None or parsed.job_id not in known:
+                    continue  # not a watched job's state: not even verified
                 record = pub.states.record(str(message.topic), _payload(message))
-                if record is None or record.job_id not in known:
+                if record is None:
                     continue
                 if record.version >= known[record.job_id].version:
                     known[record.job_id] = record

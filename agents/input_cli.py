@@ -106,6 +106,7 @@ def run_ask(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-ask") as pub:
+            await _started(pub, job)
             asked = await pub.publish_and_wait(job, event, timeout=VERDICT_TIMEOUT)
             question_id = asked.question_id if isinstance(asked.question_id, str) else ""
             try:
@@ -117,6 +118,23 @@ def run_ask(args: argparse.Namespace) -> int:
         return 0
 
     return anyio.run(go)
+
+
+async def _started(pub: Publisher, job: str) -> None:
+    """Return once the job's state says its agent has started. The runner publishes `started` on its
+    own connection just before it starts the agent, so a question asked at once could otherwise reach
+    the projector first (and be refused: only a running job asks). No state at all, or none in time:
+    the question goes out, and the projector's verdict says what is wrong."""
+    first = await pub.state(job)
+    if first is None or first.status not in (Status.SUBMITTED, Status.CLAIMED):
+        return
+    topic = pub.topics.state(job)
+    with anyio.move_on_after(VERDICT_TIMEOUT):
+        async for message in pub.client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            record = pub.states.record(topic, payload) if str(message.topic) == topic else None
+            if record is not None and record.status not in (Status.SUBMITTED, Status.CLAIMED):
+                return
 
 
 async def _answered(pub: Publisher, job: str, question_id: str) -> JobRecord:
