@@ -22,14 +22,15 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
 from mam.errors import MamError, NoProjector, Refused
+from mam.failover import open_client
 from mam.ids import validate_job_id
-from mam.mqtt import make_client, unreachable
+from mam.mqtt import unreachable
 from mam.provenance import git_info
 from mam.record import JobRecord
 from mam.signing import StateReader
-from mam.status import decode_projector_status
+from mam.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale
 from mam.timefmt import utc_now
 from mam.topics import Topics
 from mam.workspace import Workspace
@@ -54,7 +55,7 @@ def new_event_id() -> str:
 class Publisher:
     """Publishes events for one workspace; `async with` connects and disconnects."""
 
-    def __init__(self, workspace: Workspace, broker: BrokerAddress, *, by: str | None = None) -> None:
+    def __init__(self, workspace: Workspace, broker: Brokers, *, by: str | None = None) -> None:
         self.workspace = workspace
         self.broker = broker
         self.by = by
@@ -63,9 +64,8 @@ class Publisher:
         self._states: StateReader | None = None
 
     async def __aenter__(self) -> Publisher:
-        client = make_client(self.broker, keepalive=30)
         try:
-            await client.__aenter__()
+            client = await open_client(self.broker, keepalive=30)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
         self._client = client
@@ -231,12 +231,24 @@ class Publisher:
         raise unreachable(self.broker, aiomqtt.MqttError("the broker closed the connection"))
 
     async def _wait_projector(self, timeout: float) -> None:
+        """Return once the projector announces itself online; an `online` it stopped refreshing
+        (`mam.status.stale`) does not count, but a fresh one may still replace it in time."""
+        left_behind: ProjectorStatus | None = None
         with anyio.move_on_after(timeout):
             async for message in self.client.messages:
                 if str(message.topic) == self.topics.projector_status:
                     status = decode_projector_status(_payload(message))
                     if status is not None and status.status != "offline":
-                        return
+                        if not stale(status, utc_now()):
+                            return
+                        left_behind = status
+        if left_behind is not None:
+            raise NoProjector(
+                f"the projector of workspace {self.workspace.id!r} last said it was online "
+                f"{describe_heartbeat(left_behind, utc_now())} on {left_behind.broker} (pid {left_behind.pid} on "
+                f"{left_behind.host}), and no newer status came within {timeout:g}s: it, or the broker node it "
+                "was connected to, is gone (nothing published); restart it, or check that it can reach a broker"
+            )
         raise NoProjector(
             f"no projector is online for workspace {self.workspace.id!r} on {self.broker.url} (nothing published); "
             "start one with `mam up` or `mam-projector` in this workspace, or check --broker / MAM_BROKER_URL"

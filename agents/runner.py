@@ -44,9 +44,10 @@ from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.agents.worktree import Worktrees
-from mam.broker_url import BrokerAddress
 from mam.attempts import attempt_of
+from mam.broker_list import Brokers
 from mam.errors import UsageError
+from mam.failover import Rotation, subscribe_required
 from mam.ids import validate_agent_id
 from mam.mqtt import make_client, unreachable
 from mam.record import JobRecord, Status
@@ -74,7 +75,7 @@ class Runner:
     def __init__(
         self,
         workspace: Workspace,
-        broker: BrokerAddress,
+        broker: Brokers,
         *,
         agent: str,
         argv: list[str],
@@ -91,6 +92,7 @@ class Runner:
         agent's stdout is read (`formats/`); None runs a plain command."""
         self.workspace = workspace
         self.broker = broker
+        self.rotation = Rotation(broker)
         self.agent = agent
         self.concurrency = concurrency
         self.agent_id = agent_id or default_agent_id(agent)
@@ -187,7 +189,7 @@ class Runner:
                         task_status.started()
                         log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
                     else:
-                        log.info("reconnected to %s; %d event(s) to send", self.broker.url, len(self.outbox))
+                        log.info("reconnected to %s; %d event(s) to send", self.rotation.where(), len(self.outbox))
                     delay = RETRY_MIN
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.outbox.send, client)
@@ -199,7 +201,7 @@ class Runner:
                 raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
             if connected:
                 log.warning("lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs",
-                            self.broker.url, error, delay)
+                            self.rotation.where(), error, delay)
             else:
                 log.warning("cannot reach the broker at %s (%s); retrying in %.1fs", self.broker.url, error, delay)
             await anyio.sleep(delay)
@@ -210,13 +212,14 @@ class Runner:
         """A connection with the runner's will, announced online and subscribed to the states."""
         status_topic = self.topics.agent_status(self.agent_id)
         will = aiomqtt.Will(status_topic, encode(self.status("offline")), qos=1, retain=True)
-        client = make_client(self.broker, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
-        await client.__aenter__()
+        client = await self.rotation.open(
+            lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
+        )
         try:
             if self.states.key is None:
                 await self._learn_key(client)
             await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
-            await client.subscribe(self.topics.all_states, qos=1)
+            await subscribe_required(client, self.topics.all_states)
             yield client
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -226,6 +229,7 @@ class Runner:
                     await client.__aexit__(None, None, None)
                 except aiomqtt.MqttError:
                     pass
+            self.rotation.lost()
 
     async def _publish_status(self, client: aiomqtt.Client) -> None:
         """Keep the retained online status current (the jobs it holds) on this connection."""

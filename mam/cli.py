@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from mam import __version__
+from mam.broker_list import Brokers
 from mam.cli_args import Parser, add_verbose, job_id
 from mam.cli_common import (
     add_broker_arg,
@@ -28,9 +29,11 @@ from mam.reading import read_events, read_record, resolve_id
 from mam.record import JobRecord
 from mam.runtime import read_runtime
 from mam.signing import fingerprint, load_workspace_key
+from mam.status import ProjectorStatus
 from mam.tables import short
 from mam.terminal import safe
 from mam.timefmt import utc_now
+from mam.workspace import Workspace
 
 PROG = "mam"
 
@@ -50,7 +53,14 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     info["projector"] = projector_info(workspace.registry_dir)
     key = load_workspace_key(workspace)
     info["projector_key"] = fingerprint(key) if key is not None else None
-    if runtime is not None and _same_broker(runtime.broker, broker.url) is False:
+    from mam.announced import describe as describe_announced
+    from mam.announced import summary as announced_summary
+
+    announced, unreachable_why = _announced(workspace, broker)
+    info["projector_status"] = announced_summary(announced, utc_now()) if unreachable_why is None else None
+    if unreachable_why is not None:
+        info["broker_unreachable"] = unreachable_why
+    if runtime is not None and _same_broker(runtime.broker, broker) is False:
         print(
             f"mam: warning: this client would use {broker.url} ({source}), but {runtime.served_by} "
             f"(pid {runtime.pid}) serves this workspace on {runtime.broker}: jobs published there are not "
@@ -67,17 +77,32 @@ def cmd_workspace(args: argparse.Namespace) -> int:
                 value = value or "none yet (made at the projector's first start)"
             elif key == "served_by":
                 value = f"{value['process']} (pid {value['pid']}) on {value['broker']}" if value else "nothing running"
-            print(f"{key:<14}{value}")
+            elif key == "projector_status":
+                value = "unknown: the broker cannot be reached" if unreachable_why else describe_announced(
+                    announced, utc_now())
+            print(f"{key:<17}{value}")
     return 0
 
 
-def _same_broker(a: str, b: str) -> bool:
-    from mam.broker_url import parse_broker_url
+def _announced(workspace: Workspace, broker: Brokers) -> tuple[ProjectorStatus | None, str | None]:
+    """The projector's retained status on the broker, or why the broker could not be asked."""
+    import anyio
 
-    x, y = parse_broker_url(a), parse_broker_url(b)
-    loopback = {"127.0.0.1", "localhost", "::1"}
-    hosts_match = x.host == y.host or (x.host in loopback and y.host in loopback)
-    return hosts_match and x.port == y.port and x.tls == y.tls
+    from mam.announced import announced_status
+    from mam.errors import BrokerUnreachable
+    from mam.topics import Topics
+
+    try:
+        return anyio.run(announced_status, broker, Topics(workspace.id)), None
+    except BrokerUnreachable as exc:
+        return None, str(exc)
+
+
+def _same_broker(a: str, b: Brokers) -> bool:
+    """Whether the runtime file's broker list and the client's share a broker."""
+    from mam.broker_list import overlap, parse_brokers
+
+    return overlap(parse_brokers(a), b)
 
 
 _INDENT = 20

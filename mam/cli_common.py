@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress
+from mam.broker_list import Brokers
+from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
 from mam.errors import EXIT_USAGE, MamError
 from mam.runtime import choose_broker
 from mam.workspace import Workspace, resolve
@@ -29,12 +30,24 @@ def add_workspace_args(parser: argparse.ArgumentParser, *, dirs: bool = True) ->
         group.add_argument("--logs-dir", metavar="DIR", help="audit-log dir (default: $DELEGATE_JOB_LOGS_DIR, ...)")
 
 
+class _JoinBrokers(argparse.Action):
+    """`--broker` given again adds brokers: the values are kept as one comma-separated list."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        given = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{given},{values}" if given else values)
+
+
 def add_broker_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
         metavar="URL",
-        help="mqtt://[user:pass@]host:port or mqtts://... (default: $MAM_BROKER_URL, else the broker named "
-        f"by the workspace's .mam/runtime.json while its server runs, else {DEFAULT_BROKER_URL})",
+        action=_JoinBrokers,
+        help="mqtt://[user:pass@]host:port or mqtts://...; several brokers of one cluster: repeat the flag "
+        "or separate URLs with commas (the first that answers is used, the next on loss) "
+        "(default: $MAM_BROKER_URL, the same, else the broker named by the workspace's .mam/runtime.json "
+        f"while its server runs, else {DEFAULT_BROKER_URL})",
     )
 
 
@@ -49,7 +62,7 @@ def workspace_from_args(args: argparse.Namespace) -> Workspace:
 
 def broker_choice(
     args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
-) -> tuple[BrokerAddress, str]:
+) -> tuple[Brokers, str]:
     """The broker to use and where that choice came from (see `mam.runtime.choose_broker`);
     without `discover`, the runtime file is not consulted (the projector itself)."""
     explicit = getattr(args, "broker", None)
@@ -60,8 +73,9 @@ def broker_choice(
 
 def broker_from_args(
     args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
-) -> BrokerAddress:
-    """The broker to use (see `broker_choice`)."""
+) -> Brokers:
+    """The broker, or brokers of one cluster, to use (see `broker_choice`); connect with
+    `mam.failover.connect` / `open_client`, or a `Rotation` for a client that stays connected."""
     return broker_choice(args, workspace, discover=discover)[0]
 
 

@@ -18,9 +18,10 @@ import msgspec
 from mam import events as ev
 from mam import presence
 from mam.attempts import after_of, attempt_of
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
-from mam.mqtt import make_client, unreachable
+from mam.failover import connect
+from mam.mqtt import unreachable
 from mam.reading import read_events
 from mam.record import JobRecord, Status
 from mam.signing import StateReader
@@ -79,7 +80,7 @@ def print_logged(workspace: Workspace, job_id: str, write: Write = write_output)
 
 async def follow(
     workspace: Workspace,
-    broker: BrokerAddress,
+    broker: Brokers,
     job_id: str,
     *,
     from_log: bool,
@@ -90,7 +91,7 @@ async def follow(
     topics = Topics(workspace.id)
     states = StateReader.for_workspace(workspace)
     try:
-        async with make_client(broker) as client:
+        async with connect(broker) as client:
             await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
             followed = print_logged(workspace, job_id, write) if from_log else Followed()
             return await follow_on(client, topics, job_id, followed, write, states=states, say=say)
@@ -206,5 +207,5 @@ class _Waiting:
             self.say(note)
 
 
-def follow_blocking(workspace: Workspace, broker: BrokerAddress, job_id: str, *, from_log: bool) -> JobRecord:
+def follow_blocking(workspace: Workspace, broker: Brokers, job_id: str, *, from_log: bool) -> JobRecord:
     return anyio.run(lambda: follow(workspace, broker, job_id, from_log=from_log))

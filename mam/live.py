@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import aiomqtt
 import anyio
 
-from mam.broker_url import BrokerAddress
-from mam.mqtt import make_client, unreachable
+from mam.broker_list import Brokers
+from mam.failover import connect
+from mam.mqtt import unreachable
 from mam.record import JobRecord
 from mam.signing import StateReader
 from mam.status import AgentStatus, decode_agent_status
@@ -152,21 +153,21 @@ async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str] |
     return ids
 
 
-async def snapshot_agents(broker: BrokerAddress, topics: Topics) -> dict[str, AgentStatus]:
+async def snapshot_agents(broker: Brokers, topics: Topics) -> dict[str, AgentStatus]:
     """`agent_statuses` on a connection of its own."""
     try:
-        async with make_client(broker) as client:
+        async with connect(broker) as client:
             return await agent_statuses(client, topics)
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
 
 
-async def snapshot_job_ids(broker: BrokerAddress, topics: Topics, *, exact: str | None = None) -> set[str] | None:
+async def snapshot_job_ids(broker: Brokers, topics: Topics, *, exact: str | None = None) -> set[str] | None:
     """`retained_job_ids` on a connection of its own. With `exact`, that job's own state topic is
     asked too, so the id is in the set whenever the broker retains its state, even if a broker sent
     the retained messages of the wildcard after the projector status that was to mark their end."""
     try:
-        async with make_client(broker) as client:
+        async with connect(broker) as client:
             ids = await retained_job_ids(client, topics)
             if ids is not None and exact is not None and exact not in ids:
                 messages, _ = await _retained(client, topics, topics.state(exact))

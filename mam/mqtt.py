@@ -1,4 +1,5 @@
-"""Opening aiomqtt clients from a `BrokerAddress`, with errors a person can act on."""
+"""Opening aiomqtt clients from a `BrokerAddress`, with errors a person can act on (several
+brokers: `mam.failover`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import aiomqtt
 
+from mam.broker_list import BrokerList
 from mam.broker_url import BrokerAddress
 from mam.errors import BrokerUnreachable
 
@@ -24,14 +26,15 @@ def make_client(address: BrokerAddress, **kwargs: Any) -> aiomqtt.Client:
     )
 
 
-def unreachable(address: BrokerAddress, exc: BaseException) -> BrokerUnreachable:
-    """The one-line error for a broker we could not talk to."""
+def unreachable(address: BrokerAddress | BrokerList, exc: BaseException) -> BrokerUnreachable:
+    """The one-line error for a broker (or every broker of a list) we could not talk to."""
     detail = str(exc) or type(exc).__name__
+    several = isinstance(address, BrokerList) and len(address) > 1
     if "not authori" in detail.lower() or "bad user name or password" in detail.lower():
         return BrokerUnreachable(
             f"broker {address.url} refused the credentials ({detail}): check user:pass in --broker or MAM_BROKER_URL"
         )
+    where = f"any of the MQTT brokers {address.url}" if several else f"the MQTT broker at {address.url}"
     return BrokerUnreachable(
-        f"cannot reach the MQTT broker at {address.url} ({detail}): start one with `mam up`, "
-        "or pass --broker / set MAM_BROKER_URL"
+        f"cannot reach {where} ({detail}): start one with `mam up`, or pass --broker / set MAM_BROKER_URL"
     )

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, BrokerAddress, parse_broker_url
+from mam.broker_list import Brokers, parse_brokers
+from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, parse_broker_url
 from mam.workspace import MAM_DIR, Workspace
 
 GITIGNORE = ".gitignore"
@@ -122,19 +123,20 @@ def pid_alive(pid: object) -> bool:
 
 def choose_broker(
     workspace: Workspace | None, *, explicit: str | None = None, env: Mapping[str, str] | None = None
-) -> tuple[BrokerAddress, str]:
-    """The broker a client of `workspace` should use, and where the choice came from:
-    `explicit` (a `--broker` flag), else `MAM_BROKER_URL`, else the broker the
+) -> tuple[Brokers, str]:
+    """The broker(s) a client of `workspace` should use, and where the choice came from:
+    `explicit` (a `--broker` flag), else `MAM_BROKER_URL`, else the broker(s) the
     workspace's runtime file names while its process lives (skipped when
-    `workspace` is `None`), else the default."""
+    `workspace` is `None`), else the default. Each may be a comma-separated list
+    (`mam.broker_list`): a `BrokerList` then, a `BrokerAddress` for one URL."""
     env = os.environ if env is None else env
     if explicit:
-        return parse_broker_url(explicit), "--broker"
+        return parse_brokers(explicit), "--broker"
     if url := env.get(ENV_BROKER_URL):
-        return parse_broker_url(url), f"${ENV_BROKER_URL}"
+        return parse_brokers(url), f"${ENV_BROKER_URL}"
     if workspace is not None and (runtime := read_runtime(workspace)) is not None:
         where = f"{runtime_path(workspace)} ({runtime.served_by}, pid {runtime.pid})"
-        return parse_broker_url(runtime.broker), where
+        return parse_brokers(runtime.broker), where
     return parse_broker_url(DEFAULT_BROKER_URL), "the default"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final, Literal
 
 import msgspec
@@ -22,6 +23,44 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     detail: str | None = None
     public_key: str | None = None
     """The raw ed25519 public key that signs the workspace's states, base64 (see `mam.signing`)."""
+    heartbeat_at: str | None = None
+    """When the projector published this status; it republishes it every `heartbeat_every` seconds."""
+    heartbeat_every: float | None = None
+
+
+STALE_BEATS: Final = 3
+"""A status not republished for this many heartbeat intervals is stale."""
+
+
+def heartbeat_age(status: ProjectorStatus, now: datetime) -> float | None:
+    """Seconds since the projector last republished its status (`None`: it does not say)."""
+    if status.heartbeat_at is None:
+        return None
+    try:
+        at = datetime.fromisoformat(status.heartbeat_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return (now - at).total_seconds()
+
+
+def stale(status: ProjectorStatus, now: datetime) -> bool:
+    """An `online` (or `degraded`) status its projector stopped refreshing: it, or the broker node
+    that held its will, is gone. A projector that sends no heartbeat is never judged stale."""
+    if status.status == "offline" or not status.heartbeat_every or status.heartbeat_every <= 0:
+        return False
+    age = heartbeat_age(status, now)
+    return age is not None and age > STALE_BEATS * status.heartbeat_every
+
+
+def describe_heartbeat(status: ProjectorStatus, now: datetime) -> str:
+    """`48s ago (heartbeat every 10s)`, for messages about a status."""
+    age = heartbeat_age(status, now)
+    if age is None:
+        return "at an unknown time (no heartbeat)"
+    every = f" (heartbeat every {status.heartbeat_every:g}s)" if status.heartbeat_every else ""
+    return f"{max(age, 0):.0f}s ago{every}"
 
 
 _decoder: Final = msgspec.json.Decoder(ProjectorStatus)

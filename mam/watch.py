@@ -21,9 +21,10 @@ import anyio
 import msgspec
 
 from mam import presence
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
+from mam.failover import connect
 from mam.live import AgentChange, JobChange, changes
-from mam.mqtt import make_client, unreachable
+from mam.mqtt import unreachable
 from mam.query import JobFilter, select
 from mam.record import JobRecord
 from mam.signals import run_until_signal
@@ -75,7 +76,7 @@ class _Screen:
 
 
 async def _changes(
-    broker: BrokerAddress,
+    broker: Brokers,
     topics: Topics,
     states: StateReader,
     *,
@@ -84,7 +85,7 @@ async def _changes(
 ) -> AsyncIterator[JobChange | AgentChange]:
     """Job states (`jobs`) or runner statuses from a connection of their own; unreachable as one line."""
     try:
-        async with make_client(broker) as client:
+        async with connect(broker) as client:
             async for change in changes(client, topics, states, jobs=jobs, agents=not jobs, subscribed=subscribed):
                 yield change
     except aiomqtt.MqttError as exc:
@@ -99,7 +100,7 @@ def _print(out: IO[str], text: str) -> None:
 
 def watch_jobs(
     workspace: Workspace,
-    broker: BrokerAddress,
+    broker: Brokers,
     where: JobFilter,
     initial: list[JobRecord],
     *,
@@ -154,7 +155,7 @@ def watch_jobs(
 
 
 def watch_agents(
-    workspace: Workspace, broker: BrokerAddress, *, as_json: bool, everything: bool, out: IO[str] = sys.stdout
+    workspace: Workspace, broker: Brokers, *, as_json: bool, everything: bool, out: IO[str] = sys.stdout
 ) -> int:
     """Show the runners and every change of their status until a signal; 0."""
     topics = Topics(workspace.id)

@@ -18,7 +18,7 @@ from mam.cli_common import (
 )
 from mam.projector.liveness import Limits
 from mam.projector.parking import ParkLimits
-from mam.projector.service import DURABILITY_MODES, Projector
+from mam.projector.service import DURABILITY_MODES, HEARTBEAT, Projector
 from mam.signals import run_until_signal
 
 PROG = "mam-projector"
@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--park-for", type=positive_seconds, default=ParkLimits().hold, metavar="SECONDS",
                         help="a runner's event for a job not submitted yet waits this long for the job's "
                         "'submitted' before it is refused (default 600)")
+    parser.add_argument("--heartbeat", type=positive_seconds, default=HEARTBEAT, metavar="SECONDS",
+                        help="republish the retained online status this often, so clients can tell a stale "
+                        f"one (no refresh for 3 intervals) from a live one (default {HEARTBEAT:g})")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         projector = Projector(
             workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace),
-            park=ParkLimits(hold=args.park_for),
+            park=ParkLimits(hold=args.park_for), heartbeat=args.heartbeat,
         )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",

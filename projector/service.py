@@ -16,8 +16,10 @@ import anyio
 import anyio.abc
 
 import mam
+from mam.broker_list import Brokers
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
+from mam.failover import Rotation, subscribe_required
 from mam.mqtt import make_client, unreachable
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
@@ -50,6 +52,9 @@ LocalPublish = Callable[[str, bytes, bool], Awaitable[None]]
 RESTORE_CONCURRENCY = 64
 OFFLINE_PUBLISH_WAIT = 5.0
 """How long a stopping projector waits for its `offline` status to be acknowledged."""
+HEARTBEAT = 10.0
+"""How often the projector republishes its retained status, so a client can tell a stale `online`
+(left by a broker node that died with the projector's will) from a live one (`mam.status.stale`)."""
 
 
 @dataclass(slots=True)
@@ -67,7 +72,7 @@ class Projector:
     def __init__(
         self,
         workspace: Workspace,
-        broker: BrokerAddress,
+        broker: Brokers,
         *,
         durability: str = "fsync",
         batch_max: int = 8000,
@@ -80,6 +85,7 @@ class Projector:
         restore_retained: bool = False,
         publish_local: LocalPublish | None = None,
         served_by: str = "mam-projector",
+        heartbeat: float = HEARTBEAT,
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
@@ -91,6 +97,10 @@ class Projector:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
         self.broker = broker
+        self.rotation = Rotation(broker)
+        """Which of the brokers (one, or the nodes of a cluster) the projector is connected to."""
+        self.heartbeat = max(heartbeat, tick)  # the serve loop looks at the clock once a tick
+        self._next_beat = 0.0
         self.durability = durability
         self.batch_max = batch_max
         self.client_id = client_id or f"mam-projector-{workspace.id}"
@@ -120,7 +130,9 @@ class Projector:
         self.served_by = served_by
         self.signer = StateSigner(workspace)
 
-    def status(self, status: str, detail: str | None = None) -> ProjectorStatus:
+    def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
+        """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
+        on = on or self.rotation.last
         return ProjectorStatus(
             status=status,  # type: ignore[arg-type]
             workspace=self.workspace.id,
@@ -130,10 +142,12 @@ class Projector:
             started_at=self.started_at,
             registry_dir=str(self.workspace.registry_dir),
             logs_dir=str(self.workspace.logs_dir),
-            broker=self.broker.url,
+            broker=on.url if on is not None else self.broker.url,
             durability=self.durability,
             detail=detail,
             public_key=self.signer.public_key_b64,
+            heartbeat_at=utc_now_iso(),
+            heartbeat_every=self.heartbeat,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -217,15 +231,16 @@ class Projector:
             if not connected_once:
                 raise unreachable(self.broker, lost) from None
             self.projection.wills.connection_lost(utc_now())
-            log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.broker.url, lost, delay)
+            log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.rotation.where(), lost, delay)
             await anyio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
-        offline = encode(self.status("offline", "connection lost"))
+    def _client_for(self, address: BrokerAddress) -> aiomqtt.Client:
+        """The projector's client for one broker: the same persistent session (client id) on every
+        node of a cluster, so the session resumes on whichever answers; a will naming that node."""
+        offline = encode(self.status("offline", "connection lost", on=address))
         client = make_client(
-            self.broker,
+            address,
             identifier=self.client_id,
             clean_session=False,
             keepalive=15,
@@ -233,20 +248,27 @@ class Projector:
             will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
         )
         enable_manual_ack(client)
-        async with client:
+        return client
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+        async with self.rotation.connect(self._client_for) as client:
             if self.intake is None:
-                await client.subscribe(self.topics.all_events, qos=1)
+                await subscribe_required(client, self.topics.all_events)
                 await self._subscribe_to_misses(client)
-            await client.subscribe(self.topics.all_agent_status, qos=1)
+            await subscribe_required(client, self.topics.all_agent_status)
             # Records repaired at start-up, and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
             self._unpublished.update((record.job_id, record) for record in self._repaired)
             self._repaired = []
+            # Queued, not awaited (as every state is): a NATS node mid-election takes seconds to store
+            # a retained message, and events wait meanwhile.
             for job_id, record in self._unpublished.items():
-                await client.publish(self.topics.state(job_id), self.signer.payload(record), qos=1, retain=True)
+                publish_nowait(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
             self._unpublished.clear()
-            await client.publish(self.topics.projector_status, encode(self.status("online")), qos=1, retain=True)
-            log.info("serving workspace %s on %s", self.workspace.id, self.broker.url)
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+            self._next_beat = time.monotonic() + self.heartbeat
+            log.info("serving workspace %s on %s", self.workspace.id, self.rotation.where())
             try:
                 yield client
             finally:
@@ -292,6 +314,7 @@ class Projector:
         while True:
             batch = await self._next_batch(client)
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
+            self._beat(client)
             judge = self._judge_due()
             if not batch and not judge:
                 continue
@@ -309,6 +332,13 @@ class Projector:
             finally:
                 if self.intake is not None:
                     self._settle_local(batch, committed)
+
+    def _beat(self, client: aiomqtt.Client) -> None:
+        """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + self.heartbeat
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
 
     async def _next_batch(self, client: aiomqtt.Client) -> list[Inbound]:
         """What arrived, waiting at most one tick: from the broker, or from the intake

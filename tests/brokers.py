@@ -152,7 +152,9 @@ def nats_broker(tmp: Path) -> Iterator[RunningBroker]:
         f'server_name: "mam-test-{mqtt_port}"\n'
         f"listen: 127.0.0.1:{port}\n"
         f'jetstream {{ store_dir: "{store}" }}\n'
-        f'mqtt {{ listen: 127.0.0.1:{mqtt_port}, ack_wait: "2s", max_ack_pending: 20000 }}\n'
+        # The projector's session holds four QoS 1 subscriptions; NATS refuses one that takes the
+        # session's summed max_ack_pending past 65,535.
+        f'mqtt {{ listen: 127.0.0.1:{mqtt_port}, ack_wait: "2s", max_ack_pending: 16000 }}\n'
     )
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "nats.log")

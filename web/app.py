@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mam import events as ev
 from mam.agents.publisher import Publisher
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
 from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
 from mam.ids import validate_job_id
 from mam.query import NoSuchJob, resolve_job_id
@@ -44,7 +44,7 @@ SECURITY_HEADERS = {
 }
 
 
-def build_app(hub: Hub, broker: BrokerAddress, *, logins: Logins | None, loopback: bool) -> Starlette:
+def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool) -> Starlette:
     """`loopback`: served on a loopback address, so only loopback host names are answered
     (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1)."""
 

@@ -23,8 +23,9 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mam import events as ev
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
 from mam.errors import MamError
+from mam.failover import Rotation
 from mam.mqtt import make_client, unreachable
 from mam.presence import since
 from mam.reading import iter_records
@@ -57,8 +58,9 @@ Inbox = MemoryObjectReceiveStream[Change]
 
 
 class Hub:
-    def __init__(self, workspace: Workspace, broker: BrokerAddress) -> None:
+    def __init__(self, workspace: Workspace, broker: Brokers) -> None:
         self.workspace = workspace
+        self.rotation = Rotation(broker)
         self.broker = broker
         self.topics = Topics(workspace.id)
         self.reader = _reader(workspace)
@@ -106,7 +108,7 @@ class Hub:
 
     async def _follow(self) -> None:
         t = self.topics
-        async with make_client(self.broker, keepalive=30) as client:
+        async with self.rotation.connect(lambda address: make_client(address, keepalive=30)) as client:
             # Presence and refusals at QoS 0: NATS caps a session's QoS 1 subscriptions (their summed
             # max_ack_pending), and a viewer that misses one still has the registry and the next change.
             for topic, qos in ((t.all_states, 1), (t.all_events, 1), (t.projector_status, 0), (t.all_agent_status, 0),

@@ -15,7 +15,7 @@ import anyio.abc
 import uvicorn
 
 from mam.broker.config import is_loopback
-from mam.broker_url import BrokerAddress
+from mam.broker_list import Brokers
 from mam.errors import UsageError
 from mam.web.app import build_app
 from mam.web.auth import Logins, check_exposure
@@ -28,7 +28,7 @@ SHUTDOWN_GRACE = 3.0
 
 async def serve_dashboard(
     workspace: Workspace,
-    broker: BrokerAddress,
+    broker: Brokers,
     *,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
