@@ -60,8 +60,8 @@ Inbox = MemoryObjectReceiveStream[Change]
 class Hub:
     def __init__(self, workspace: Workspace, broker: Brokers) -> None:
         self.workspace = workspace
-        self.rotation = Rotation(broker)
         self.broker = broker
+        self.rotation = Rotation(broker)
         self.topics = Topics(workspace.id)
         self.reader = _reader(workspace)
         self.jobs: dict[str, JobRecord] = {}
