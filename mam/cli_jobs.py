@@ -1,7 +1,8 @@
 """`mam jobs` (with filters, `--watch`), `mam watch` and `mam agents`: listing what is there and live.
 
-The filtering, ordering and id resolution are `mam.query`'s; the live views
-are `mam.watch`'s; this module only turns flags into those calls.
+The filtering, ordering and id resolution are `mam.query`'s, answered through
+the query index when it is current (`mam.listing`); the live views are
+`mam.watch`'s; this module only turns flags into those calls.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
+from collections.abc import Iterable
 
 import anyio
 import msgspec
@@ -20,13 +23,15 @@ from mam.cli_args import job_id, positive_int
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.humanize import parse_since
+from mam.listing import Jobs
 from mam.live import snapshot_agents
-from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses, resolve_job_id, select
-from mam.reading import iter_records, job_ids
+from mam.query import JobFilter, parse_labels, parse_statuses
+from mam.reading import resolve_id
 from mam.record import JobRecord
-from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_cost
+from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
 from mam.timefmt import utc_now
 from mam.topics import Topics
+from mam.usage import cost_of
 from mam.workspace import Workspace
 
 
@@ -61,21 +66,26 @@ def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
             raise UsageError(f"--since: {exc}") from None
     parent = None
     if args.parent:
-        try:
-            parent = resolve_job_id(args.parent, job_ids(workspace))
-        except NoSuchJob:
-            parent = args.parent  # no such job: it has no children either
+        parent = resolve_id(workspace, args.parent)  # as typed if no job matches: it has no children either
     return JobFilter(statuses=statuses, agent=args.agent, session=args.session, labels=labels, parent=parent,
                      since=since)
 
 
-def _print_tree(records: list[JobRecord]) -> None:
-    by_id = {r.job_id: r for r in records}
-    children: dict[str | None, list[JobRecord]] = {}
-    for record in records:
-        parent = record.parent if record.parent in by_id else None
-        children.setdefault(parent, []).append(record)
+WATCH_FIRST = 1_000
+"""Records a terminal `--watch` reads at start (the newest matching): more than a screen shows."""
 
+
+def _print_json(items: Iterable[object]) -> None:
+    """A JSON array printed one item at a time, byte for byte what `json.dumps(list, indent=2)` prints."""
+    out = sys.stdout
+    count = 0
+    for item in items:
+        out.write(("[\n" if count == 0 else ",\n") + textwrap.indent(json.dumps(item, indent=2), "  "))
+        count += 1
+    out.write("\n]\n" if count else "[]\n")
+
+
+def _print_tree(roots: Iterable[JobRecord], children: dict[str, list[JobRecord]]) -> None:
     def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
         branch = "" if root else ("`-- " if last else "|-- ")
         after = after_of(record)
@@ -86,49 +96,63 @@ def _print_tree(records: list[JobRecord]) -> None:
         for index, kid in enumerate(kids):
             draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
 
-    for record in children.get(None, []):
+    for record in roots:
         draw(record, "", True, True)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     where = job_filter(args, workspace)
-    records = list(iter_records(workspace))
-    if args.watch:
-        from mam.watch import watch_jobs
-
+    with Jobs(workspace) as jobs:
+        if args.watch:
+            if args.view == "tree":
+                raise UsageError("--watch shows the list, not the tree: drop `tree`")
+            return _watch(args, workspace, where, jobs)
         if args.view == "tree":
-            raise UsageError("--watch shows the list, not the tree: drop `tree`")
-        return watch_jobs(workspace, broker_from_args(args, workspace), where, records, as_json=args.json,
-                          limit=args.limit)
-    if args.view == "tree":
-        chosen = sorted((r for r in records if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id))
+            if args.json:
+                _print_json({"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
+                             "after": list(after_of(r))} for r in jobs.oldest_first(where))
+            else:
+                _print_tree(*jobs.tree(where))
+            return 0
+        limit = args.limit
+        if limit is None and not args.json and sys.stdout.isatty():
+            limit = max(shutil.get_terminal_size().lines - 3, 1)
+        shown, total = jobs.select(where, limit)
         if args.json:
-            print(json.dumps([{"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
-                               "after": list(after_of(r))} for r in chosen],
-                             indent=2))
-        else:
-            _print_tree(chosen)
-        return 0
-    limit = args.limit
-    if limit is None and not args.json and sys.stdout.isatty():
-        limit = max(shutil.get_terminal_size().lines - 3, 1)
-    shown, total = select(records, where, limit)
-    if args.json:
-        print(json.dumps([msgspec.to_builtins(r) for r in shown], indent=2))
-        return 0
-    if not shown:
-        where_ = workspace.registry_dir
-        print(f"no jobs match ({len(records)} in {where_})" if records else f"no jobs in {where_}", file=sys.stderr)
-        return 0
-    now = utc_now()
+            _print_json(msgspec.to_builtins(r) for r in shown)
+            return 0
+        now = utc_now()
+        rows: list[list[str]] = []
+        costs: list[float | None] = []
+        for record in shown:  # one record at a time: only its row is kept
+            rows.append(job_row(record, now))
+            costs.append(cost_of(record))
+        if not rows:
+            where_, count = workspace.registry_dir, jobs.total()
+            print(f"no jobs match ({count} in {where_})" if count else f"no jobs in {where_}", file=sys.stderr)
+            return 0
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    header, rows = with_cost(JOB_HEADER, [job_row(r, now) for r in shown], shown)
+    header, rows = with_costs(JOB_HEADER, rows, costs)
     for line in render(rows, header, colour=use_colour(sys.stdout), width=width):
         print(line)
-    if total > len(shown):
-        print(f"mam: showing the newest {len(shown)} of {total} jobs; --limit {total} shows all", file=sys.stderr)
+    if total > len(rows):
+        print(f"mam: showing the newest {len(rows)} of {total} jobs; --limit {total} shows all", file=sys.stderr)
     return 0
+
+
+def _watch(args: argparse.Namespace, workspace: Workspace, where: JobFilter, jobs: Jobs) -> int:
+    """`--watch`: the first screen from the registry (through the index: on a terminal only the
+    newest matching jobs are read), then the broker's states."""
+    from mam.watch import watch_jobs
+
+    tty = sys.stdout.isatty() and not args.json
+    first = args.limit if not tty else min(args.limit or WATCH_FIRST, WATCH_FIRST)
+    shown, matching = jobs.select(where, first)
+    initial = list(shown)
+    jobs.close()
+    return watch_jobs(workspace, broker_from_args(args, workspace), where, initial, as_json=args.json,
+                      limit=args.limit, matching=matching)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:

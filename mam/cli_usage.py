@@ -1,7 +1,8 @@
 """`mam usage`: what the workspace's agents reported they spent, totalled by agent, session or delegation tree.
 
 The sums are `mam.usage`'s; this module turns flags into that call and the
-totals into a table or JSON. It reads the registry files, like `mam jobs`.
+totals into a table or JSON. It reads the registry files, like `mam jobs`
+(with `--since`, through the query index: only the matching records).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import sys
 from mam.cli_common import add_workspace_args, workspace_from_args
 from mam.errors import UsageError
 from mam.humanize import parse_since
+from mam.listing import Jobs
 from mam.query import JobFilter
-from mam.reading import iter_records
 from mam.tables import render
 from mam.timefmt import utc_now
 from mam.usage import BY, Group, Totals, group, money, total
@@ -34,13 +35,14 @@ def _cells(key: str, sums: Totals) -> list[str]:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    records = list(iter_records(workspace))
+    since = None
     if args.since:
         try:
             since = parse_since(args.since, utc_now())
         except ValueError as exc:
             raise UsageError(f"--since: {exc}") from None
-        records = [r for r in records if JobFilter(since=since).matches(r)]
+    with Jobs(workspace) as jobs:  # through the query index when it is current: only the matching records are read
+        records = sorted(jobs.select(JobFilter(since=since))[0], key=lambda r: r.job_id)
     groups = group(records, args.by)
     overall = total(records)
     if args.json:

@@ -58,10 +58,32 @@ def resolve_id(workspace: Workspace, text: str) -> str:
     several do; when none does, `text` as typed (reading it then says what is
     missing: the record, or the audit log of a job that has none)."""
     validate_job_id(text)
+    if _named(workspace, text):
+        return text  # an exact id wins: nothing to list
     try:
-        return resolve_job_id(text, job_ids(workspace))
+        return resolve_job_id(text, _ids_like(workspace, text))
     except NoSuchJob:
         return text
+
+
+def _named(workspace: Workspace, job_id: str) -> bool:
+    """Whether the registry has an entry `<job_id>.json` (a link counts: reading it says it was planted)."""
+    try:
+        os.stat(workspace.registry_dir / f"{job_id}.json", follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _ids_like(workspace: Workspace, text: str) -> list[str]:
+    """The ids that may match `text`: from the query index when it is current, else every file name."""
+    from mam.index import IndexReader
+
+    reader = IndexReader.open(workspace.registry_dir)
+    if reader is None:
+        return job_ids(workspace)
+    with reader:
+        return reader.ids_like(text)
 
 
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:

@@ -61,7 +61,13 @@ def job_row(record: JobRecord, now: datetime) -> list[str]:
 
 def with_cost(header: Sequence[str], rows: list[list[str]], records: Sequence[JobRecord]) -> tuple[list[str], list[list[str]]]:
     """A COST column before PROMPT, only when one of `records` (the rows' jobs, in order) has a reported cost."""
-    costs = [cost_of(record) for record in records]
+    return with_costs(header, rows, [cost_of(record) for record in records])
+
+
+def with_costs(
+    header: Sequence[str], rows: list[list[str]], costs: Sequence[float | None]
+) -> tuple[list[str], list[list[str]]]:
+    """`with_cost` given each row's cost (the records need not be kept)."""
     if all(cost is None for cost in costs):
         return list(header), rows
     at = list(header).index("PROMPT")
@@ -111,4 +117,4 @@ def line(row: Sequence[str]) -> str:
 
 
 __all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "job_row", "line", "render", "short", "use_colour",
-           "with_cost"]
+           "with_cost", "with_costs"]

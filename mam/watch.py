@@ -107,8 +107,10 @@ def watch_jobs(
     as_json: bool,
     limit: int | None,
     out: IO[str] = sys.stdout,
+    matching: int = 0,
 ) -> int:
-    """Show the jobs matching `where` and every change to them until a signal; 0."""
+    """Show the jobs matching `where` and every change to them until a signal; 0. `initial` may be
+    only the newest of the `matching` jobs the registry held (the first screen, read through the index)."""
     topics = Topics(workspace.id)
     states = StateReader.for_workspace(workspace)
     known: dict[str, JobRecord] = {r.job_id: r for r in initial}
@@ -125,6 +127,7 @@ def watch_jobs(
         room = max(rows - 2, 1)  # the header, and the line that says how many more there are
         shown, total = select(known.values(), where, min(room, limit or room))
         lines = render([job_row(r, utc_now()) for r in shown], JOB_HEADER, colour=colour, width=columns)
+        total = max(total, matching)
         if total > len(shown):
             lines.append(f"... {total - len(shown)} more not shown")
         return lines

@@ -8,10 +8,11 @@ from pydantic import Field
 
 from mam.errors import UsageError
 from mam.humanize import parse_since
+from mam.listing import Jobs
 from mam.mcp_server.results import JobList, summary
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
-from mam.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id, select
-from mam.reading import iter_records, job_ids
+from mam.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id
+from mam.reading import job_ids
 from mam.record import Status
 from mam.timefmt import utc_now
 
@@ -72,8 +73,9 @@ def register(app: MCPServer, served: Served) -> None:
         given must match."""
         def read() -> JobList:
             where = _filter(status, agent, labels, parent, since, job_ids(served.workspace))
-            shown, total = select(iter_records(served.workspace), where, limit)
-            return JobList(jobs=[summary(r, as_dict(r)) for r in shown], total=total)
+            with Jobs(served.workspace) as jobs:  # through the query index when it is current
+                shown, total = jobs.select(where, limit)
+                return JobList(jobs=[summary(r, as_dict(r)) for r in shown], total=total)
 
         return await anyio.to_thread.run_sync(read)
 

@@ -183,10 +183,11 @@ class IndexWriter:
         self.close()
         registry_at = self.dirty.position
         meta: dict[str, str] = {}
+        why: str | None = "missing"
         if _exists(directory, INDEX_NAME):
             self.conn = self._open(directory)
             meta = read_meta(self.conn)
-        why = staleness(meta, DirtyState(registry_at, bool(dirty_names)), live=False)
+            why = staleness(meta, DirtyState(registry_at, bool(dirty_names)), live=False)
         if why is None and self.conn is not None:
             self.position = registry_at
             return "current"
@@ -199,7 +200,7 @@ class IndexWriter:
             self._reconcile(dirty_names, registry_at)
             return f"caught up with the {len(dirty_names)} job(s) of a batch cut off"
         count = self.rebuild(directory)
-        return f"rebuilt from {count} record(s) ({why or 'missing'})"
+        return f"rebuilt from {count} record(s) ({why})"
 
     def _open(self, directory: Dir) -> sqlite3.Connection:
         conn = _connect(directory.join(INDEX_NAME))

@@ -206,7 +206,8 @@ class Projector:
         self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
         if self._repaired:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
-        log.info("query index: %s", await anyio.to_thread.run_sync(self.index.start, cut_off))
+        outcome = await anyio.to_thread.run_sync(self.index.start, cut_off)
+        (log.info if outcome == "current" else log.warning)("query index: %s", outcome)
         connected_once = False
         delay = self.retry_delay
         while True:

@@ -27,6 +27,7 @@ from mam.broker_list import Brokers
 from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
 from mam.ids import validate_job_id
 from mam.query import NoSuchJob, resolve_job_id
+from mam.reading import resolve_id
 from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub
@@ -106,7 +107,9 @@ def _job(text: str, hub: Hub) -> str:
     try:
         return resolve_job_id(text, hub.jobs)
     except NoSuchJob:
-        return text  # its record may still be in the registry: the detail says so if not
+        if not hub.indexed:
+            return text  # its record may still be in the registry: the detail says so if not
+    return resolve_id(hub.workspace, text)  # the hub holds only the newest jobs: ask the registry
 
 
 def _http_status(exc: MamError) -> int:

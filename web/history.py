@@ -1,5 +1,8 @@
 """What happened before the dashboard started, from the files when they are on this machine.
 
+The jobs: through the query index when it is current (`mam.listing`), only
+the newest `FIRST_LOAD` records at start, and for each page's first paint the
+newest jobs its filter matches; without a current index, every record once.
 The refusals the projector keeps in `<logs>/_rejected.jsonl` (docs/design.md,
 "What the projector writes"): only the file's tail is read, opened without
 following a link, like every read under the log dir (`mam.nofollow`).
@@ -12,11 +15,31 @@ from typing import Any
 
 import msgspec
 
+from mam.listing import recent
 from mam.nofollow import open_at
+from mam.query import JobFilter
+from mam.reading import iter_records
+from mam.record import JobRecord
 from mam.workspace import Workspace
 
 REJECTED_FILE = "_rejected.jsonl"
 TAIL_BYTES = 256 * 1024
+FIRST_LOAD = 2_000
+"""Records the dashboard reads at start when the index is current: the newest jobs."""
+
+
+def first_jobs(workspace: Workspace) -> tuple[list[JobRecord], bool]:
+    """The records the dashboard starts with, and whether they came through the index (then only
+    the newest `FIRST_LOAD`; each page's snapshot asks `matching` for older ones)."""
+    found = recent(workspace, JobFilter(), FIRST_LOAD)
+    if found is not None:
+        return found, True
+    return list(iter_records(workspace)), False
+
+
+def matching(workspace: Workspace, where: JobFilter, limit: int) -> list[JobRecord] | None:
+    """The newest `limit` records matching `where`, through a current index; `None` without one."""
+    return recent(workspace, where, limit)
 
 
 def recent_refusals(workspace: Workspace, limit: int) -> list[dict[str, Any]]:

@@ -28,12 +28,11 @@ from mam.errors import MamError
 from mam.failover import Rotation
 from mam.mqtt import make_client, unreachable
 from mam.presence import since
-from mam.reading import iter_records
 from mam.record import JobRecord
 from mam.signing import StateReader
 from mam.status import AgentStatus, decode_agent_status, decode_projector_status
 from mam.topics import Kind, Topics
-from mam.web.history import recent_refusals
+from mam.web.history import first_jobs, recent_refusals
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.web")
@@ -65,6 +64,8 @@ class Hub:
         self.topics = Topics(workspace.id)
         self.reader = _reader(workspace)
         self.jobs: dict[str, JobRecord] = {}
+        self.indexed = False
+        """Whether `jobs` started from the query index (only the newest): snapshots then ask it too."""
         self.agents: dict[str, AgentStatus] = {}
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
@@ -84,7 +85,8 @@ class Hub:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the registry (when it is on this machine), then follow the broker until cancelled."""
-        for record in await anyio.to_thread.run_sync(lambda: list(iter_records(self.workspace))):
+        first, self.indexed = await anyio.to_thread.run_sync(first_jobs, self.workspace)
+        for record in first:
             self.jobs[record.job_id] = record
         self.refusals.extend(await anyio.to_thread.run_sync(recent_refusals, self.workspace, REFUSALS_KEPT))
         task_status.started()

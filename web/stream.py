@@ -17,7 +17,9 @@ from mam.errors import MamError
 from mam.presence import visible
 from mam.query import JobFilter
 from mam.reading import read_events, read_record
-from mam.web.filters import newest_first
+from mam.record import JobRecord
+from mam.web.filters import TABLE_LIMIT, newest_first
+from mam.web.history import matching
 from mam.web.hub import Change, Hub, runner
 
 KEEPALIVE = 15.0
@@ -27,12 +29,26 @@ def frame(name: str, data: Any) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
 
 
+async def jobs_for(hub: Hub, chosen: JobFilter) -> list[JobRecord]:
+    """The newest jobs the filter matches: the hub's, and, when the hub started from the query index,
+    the registry's through it (a state the hub has since is newer than the file)."""
+    found = await anyio.to_thread.run_sync(matching, hub.workspace, chosen, TABLE_LIMIT) if hub.indexed else None
+    if found is None:
+        return newest_first(hub.jobs.values(), chosen)
+    merged = {r.job_id: r for r in found}
+    for job_id, record in hub.jobs.items():
+        known = merged.get(job_id)
+        if known is None or record.version >= known.version:
+            merged[job_id] = record
+    return newest_first(merged.values(), chosen)
+
+
 async def snapshot(hub: Hub, chosen: JobFilter, job_id: str | None) -> dict[str, Any]:
     return {
         "workspace": hub.workspace.id,
         "connected": hub.connected,
         "broker": hub.broker.url,
-        "jobs": msgspec.to_builtins(newest_first(hub.jobs.values(), chosen)),
+        "jobs": msgspec.to_builtins(await jobs_for(hub, chosen)),
         "agents": [runner(s) for s in visible(hub.agents.values(), datetime.now(UTC))],
         "projector": hub.projector,
         "refusals": list(hub.refusals),

@@ -1,0 +1,143 @@
+"""Which jobs a reading face shows: through the query index when it is current, else by a scan.
+
+`mam jobs` (list, tree, `--json`, `--watch`'s first screen), `mam usage`,
+the dashboard's first load and the MCP server's `list_jobs` ask `Jobs` for
+records. With a current index (`mam.index`) it decides which jobs and in
+what order, and only the records to show are read from their files, one at a
+time (streamed: `--json` of every job holds one record at a time). Without
+one (missing, stale, or a filter the index has no column for) every record
+is read and filtered in memory with `mam.query`, as before the index existed:
+both paths give the same jobs in the same order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import msgspec
+
+from mam.index import IndexReader, JobRow, can_serve
+from mam.nofollow import read_at
+from mam.query import JobFilter, select
+from mam.reading import iter_records
+from mam.record import JobRecord, decode_record
+from mam.workspace import Workspace
+
+
+class Jobs:
+    """One look at a workspace's jobs (one index snapshot). Use as a context manager."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.index, self.why = IndexReader.open_or_why(workspace.registry_dir)
+        """The index, or `None`; `why` says how it stands (`current`, `missing`, `stale: ...`)."""
+        self._scanned: list[JobRecord] | None = None
+        self._dir_fd: int | None = None
+
+    def __enter__(self) -> Jobs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def indexed(self, where: JobFilter) -> bool:
+        """Whether `where` is answered by the index."""
+        return self.index is not None and can_serve(where)
+
+    def scanned(self) -> list[JobRecord]:
+        """Every record (read once), for what the index cannot answer."""
+        if self._scanned is None:
+            self._scanned = list(iter_records(self.workspace))
+        return self._scanned
+
+    def total(self) -> int:
+        """How many jobs the registry holds."""
+        return self.index.total() if self.index is not None else len(self.scanned())
+
+    def select(self, where: JobFilter, limit: int | None = None) -> tuple[Iterator[JobRecord], int]:
+        """The matching records newest first (at most `limit`), streamed; and how many match in all."""
+        if self.index is not None and can_serve(where):
+            return self.read(self.index.ids(where, limit)), self.index.count(where)
+        shown, total = select(self.scanned(), where, limit)
+        return iter(shown), total
+
+    def oldest_first(self, where: JobFilter) -> Iterator[JobRecord]:
+        """Every matching record, oldest first (by submit time, then id), streamed."""
+        if self.index is not None and can_serve(where):
+            return self.read(row.job_id for row in self.index.rows(where, oldest_first=True))
+        return iter(sorted((r for r in self.scanned() if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id)))
+
+    def tree(self, where: JobFilter) -> tuple[Iterator[JobRecord], dict[str, list[JobRecord]]]:
+        """The matching jobs as a forest, oldest first: the roots (streamed; a job whose parent does
+        not match is a root) and each matching parent's matching children (only they are held)."""
+        if self.index is not None and can_serve(where):
+            roots, children = self.index.tree(where)
+            held = {parent: list(self.read(row.job_id for row in rows)) for parent, rows in children.items()}
+            return self.read(row.job_id for row in roots), held
+        chosen = list(self.oldest_first(where))
+        by_id = {r.job_id for r in chosen}
+        kids: dict[str, list[JobRecord]] = {}
+        top: list[JobRecord] = []
+        for record in chosen:
+            if record.parent in by_id:
+                kids.setdefault(record.parent or "", []).append(record)
+            else:
+                top.append(record)
+        return iter(top), kids
+
+    def rows(self, where: JobFilter, limit: int | None = None) -> Iterator[JobRow] | None:
+        """The index's rows (no record read), newest first; `None` when the index cannot answer."""
+        if self.index is None or not can_serve(where):
+            return None
+        return self.index.rows(where, limit)
+
+    def ids_like(self, text: str) -> list[str] | None:
+        """The ids that are, start or end with `text`, from the index; `None` without one."""
+        return self.index.ids_like(text) if self.index is not None else None
+
+    def read(self, job_ids: Iterable[str]) -> Iterator[JobRecord]:
+        """The records of `job_ids` in that order, one at a time; one that is gone, a link, or does
+        not decode is left out (a scan leaves it out too)."""
+        fd = self._registry_fd()
+        if fd is None:
+            return
+        root = Path(self.workspace.registry_dir)
+        for job_id in job_ids:
+            name = f"{job_id}.json"
+            try:
+                data = read_at(fd, name, shown=str(root / name), action="read")
+                if data is not None:
+                    yield decode_record(data)
+            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+                continue
+
+    def _registry_fd(self) -> int | None:
+        if self._dir_fd is None:
+            try:
+                self._dir_fd = os.open(self.workspace.registry_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        return self._dir_fd
+
+
+def recent(workspace: Workspace, where: JobFilter, limit: int) -> list[JobRecord] | None:
+    """The newest `limit` matching records through a current index; `None` without one (the
+    caller has its own copy of every record then)."""
+    with Jobs(workspace) as jobs:
+        if not jobs.indexed(where):
+            return None
+        shown, _ = jobs.select(where, limit)
+        return list(shown)
+
+
+__all__ = ["Jobs", "recent"]
