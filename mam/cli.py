@@ -25,7 +25,7 @@ from mam.cli_common import (
 from mam.discovery import projector_info
 from mam.events import GitInfo
 from mam.humanize import ago, parse_time
-from mam.reading import read_events, read_record, resolve_id
+from mam.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 from mam.record import JobRecord
 from mam.runtime import read_runtime
 from mam.signing import fingerprint, load_workspace_key
@@ -153,7 +153,20 @@ def _worktree_lines(git: GitInfo) -> list[str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    record = read_record(workspace, resolve_id(workspace, args.job_id))
+    job = resolve_id(workspace, args.job_id)
+    try:
+        record = read_record(workspace, job)
+    except NotFound:
+        pruned = read_pruned(workspace, job)
+        if pruned is None:
+            raise
+        record, where = pruned  # its last record, from its archived log
+        if args.json:
+            _dump(msgspec.to_builtins(record) | {"archived_log": str(where)})
+        else:
+            _show_text(record)
+            print(f"{'archived_log':<{_INDENT}}{where}  (pruned: `mam events {job}` reads it)")
+        return 0
     _dump(record) if args.json else _show_text(record)
     return 0
 
@@ -213,6 +226,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         print(f"query index: {report.index}" + ("" if args.verify else f" ({workspace.registry_dir}/.index.sqlite)"))
         for name in report.index_differing:
             print(f"  {name}: its row in the query index differs from its record (`mam rebuild` makes it anew)")
+        if report.pruned or report.pruning:
+            print(f"pruned jobs: {report.pruned}, archived in {workspace.logs_dir}/_archive")
+        for name in report.pruning:
+            print(f"  {name}: its live log ends in 'pruned' but is not archived yet" + ("" if args.verify else " (archived)"))
+        for name in report.tombstones_differing:
+            print(f"  {name}: its tombstone differs from its archived log (`mam rebuild` makes it anew)")
     if report.corrupt or (args.verify and not report.clean):
         return 1
     return 0
@@ -267,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mam.agents.cli import register as register_writers
     from mam.agents.input_cli import register as register_input
     from mam.cli_jobs import register as register_listings
+    from mam.cli_prune import register as register_prune
     from mam.cli_usage import register as register_usage
     from mam.mcp_server.cli import register as register_mcp
     from mam.web.cli import register as register_dashboard
@@ -300,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_listings(sub)
     register_usage(sub)
+    register_prune(sub)
 
     show = sub.add_parser("show", help="show one job's record")
     show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")

@@ -211,6 +211,13 @@ class Lost(Event, tag="lost"):
     reason: ShortText | None = None
 
 
+class Pruned(Event, tag="pruned"):
+    """A finished job leaves the registry (`mam prune`, or the projector's own `retention`): its record
+    and retained state are removed, its audit log is archived, and its id is never taken again."""
+
+    reason: ShortText | None = None
+
+
 AnyEvent = Union[
     Submitted,
     Claimed,
@@ -229,6 +236,7 @@ AnyEvent = Union[
     InputRequested,
     InputProvided,
     InputWithdrawn,
+    Pruned,
 ]
 
 DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})

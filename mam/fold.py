@@ -43,10 +43,14 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
         if isinstance(event, ev.Submitted):
             return _submit(event, ctx)
         return Refusal(f"unknown job {ctx.job_id!r}: its first event must be 'submitted', got {ev.event_type(event)!r}")
+    if isinstance(state.pruned_at, str):
+        return Refusal(pruned_reason(state))
     if event.expected_version is not None and event.expected_version != state.version:
         return Refusal(
             f"expected_version {event.expected_version} does not match job {ctx.job_id!r} at version {state.version}"
         )
+    if isinstance(event, ev.Pruned):
+        return _prune(state, ctx)
     if state.status.terminal:
         return Refusal(
             f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "
@@ -79,6 +83,20 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         updated_at=ctx.received_at,
         **attempts.from_submit(event),  # type: ignore[arg-type]
     )
+
+
+def _prune(state: JobRecord, ctx: Context) -> JobRecord | Refusal:
+    """Only a finished job is pruned; its record then carries `pruned_at` (the projector archives it)."""
+    if not state.status.terminal:
+        return Refusal(f"job {ctx.job_id!r} is {state.status.value}; only a finished job can be pruned")
+    return replace(state, pruned_at=ctx.received_at, version=state.version + 1, last_event_id=ctx.event_id,
+                   updated_at=ctx.received_at)
+
+
+def pruned_reason(state: JobRecord) -> str:
+    """Why any event for a pruned job is refused: its id is never taken again."""
+    return (f"job {state.job_id!r} was pruned on {str(state.pruned_at)[:10]}; its id is not reused "
+            f"(its log is archived: `mam events {state.job_id}`)")
 
 
 def _illegal(state: JobRecord, event: ev.AnyEvent, allowed: str) -> Refusal:

@@ -57,6 +57,14 @@ def between(start: str | None, end: str | None, now: datetime) -> str:
     return span((finished - begun).total_seconds())
 
 
+def parse_duration(text: str) -> float:
+    """`30d`, `12h`, `1h30m`, `90s`, `2w` (or `0s`) as seconds; ValueError naming the text otherwise."""
+    compact = text.strip().lower()
+    if not compact or _SPAN.sub("", compact) != "":
+        raise ValueError(f"{text!r} is not a duration: use a number and a unit (s, m, h, d, w), e.g. 30d, 12h, 1h30m")
+    return sum(float(n) * _UNITS[unit] for n, unit in _SPAN.findall(compact))
+
+
 def parse_since(text: str, now: datetime) -> datetime:
     """`30m`, `2h`, `1d`, `1h30m` (that long before `now`) or an ISO 8601 time; ValueError if neither.
 
@@ -71,4 +79,4 @@ def parse_since(text: str, now: datetime) -> datetime:
     return moment
 
 
-__all__ = ["ago", "between", "parse_since", "parse_time", "span"]
+__all__ = ["ago", "between", "parse_duration", "parse_since", "parse_time", "span"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -121,6 +122,35 @@ def read_record(workspace: Workspace, job_id: str) -> JobRecord:
         raise MamError(f"record {path} is damaged ({exc}): run `mam rebuild`") from None
 
 
+def read_pruned(workspace: Workspace, job_id: str) -> tuple[JobRecord, Path] | None:
+    """A pruned job's last record and where its archived log is (`mam.archive`), or `None`."""
+    from mam.archive import ArchiveError, archived_record
+
+    try:
+        return archived_record(workspace, job_id)
+    except PathRefused as exc:
+        raise _tampered(exc) from None
+    except ArchiveError as exc:
+        raise MamError(f"{exc}: `mam rebuild --verify` lists what is damaged") from None
+
+
+def _archived_log(workspace: Workspace, job_id: str) -> bytes:
+    """The log of a job that was pruned (its archive), else `NotFound`."""
+    from mam.archive import ArchiveError, read_archived_log
+
+    try:
+        found = read_archived_log(workspace, job_id)
+    except PathRefused as exc:
+        raise _tampered(exc) from None
+    except ArchiveError as exc:
+        raise MamError(f"{exc}: `mam rebuild --verify` lists what is damaged") from None
+    if found is None:
+        raise NotFound(
+            f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`"
+        )
+    return found[0]
+
+
 def read_events(workspace: Workspace, job_id: str) -> list[dict[str, Any]]:
     validate_job_id(job_id)
     try:
@@ -128,9 +158,7 @@ def read_events(workspace: Workspace, job_id: str) -> list[dict[str, Any]]:
     except PathRefused as exc:
         raise _tampered(exc) from None
     if data is None:
-        raise NotFound(
-            f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`"
-        )
+        data = _archived_log(workspace, job_id)
     entries = []
     for line in data.split(b"\n"):
         if line:

@@ -121,6 +121,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     cancel_tree: bool | UnsetType = UNSET
     """Its cancel request asked for its whole delegation tree (`mam cancel --tree`): every unfinished job
     under it is cancelled too, each with a reason naming it (absent otherwise)."""
+    pruned_at: str | UnsetType = UNSET
+    """When the job was pruned (`pruned`): such a record is never a registry file; it is the last state
+    published for the job (its retained state is then cleared) and the fold of its archived log."""
 
 
 _encoder: Final = msgspec.json.Encoder()

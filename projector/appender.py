@@ -115,6 +115,12 @@ class Appender:
             fd = self.adopt(path, Dir.open_path(directory).open(name, _APPEND_FLAGS))
         self.write(fd, data, plan)
 
+    def forget(self, key: str) -> None:
+        """Close the descriptor kept under `key`, if any (its file is about to go)."""
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+
     def close(self) -> None:
         while self._fds:
             os.close(self._fds.popitem()[1])

@@ -7,6 +7,7 @@ fold used, so a replay reproduces the registry byte for byte.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from mam.ids import is_job_id
 from mam.nofollow import PathRefused
 from mam.projector import durable
 from mam.projector.dirs import Dir, Root, warn_once
+
+log = logging.getLogger("mam.projector")
 
 EVENTS_FILE: Final = "events.jsonl"
 META_FILE: Final = "meta.json"
@@ -83,6 +86,10 @@ class AuditLog:
         """Close the cached descriptors (the projector is stopping or reconnecting)."""
         self._appender.close()
 
+    def dir(self, *, create: bool = False) -> Dir | None:
+        """The logs dir, open (resolved once if it is a link the user chose)."""
+        return self._root.get(create=create)
+
     def job_dir(self, job_id: str) -> Path:
         return self.root / job_id
 
@@ -131,6 +138,28 @@ class AuditLog:
         if lines and lines[-1]:
             lines.pop()
         return [_entry_decoder.decode(line) for line in lines if line]
+
+    def raw(self, job_id: str) -> bytes | None:
+        """The job's `events.jsonl` as it is on disk, or `None`; a link raises `PathRefused`."""
+        job_dir = self._job_dir(job_id)
+        return None if job_dir is None else job_dir.read(EVENTS_FILE)
+
+    def remove(self, job_id: str, plan: durable.SyncPlan) -> None:
+        """Delete the job's log dir (its log was archived): its files, then itself; the removal
+        joins `plan`'s barrier. A dir that holds more than files is left (said in the log)."""
+        self._appender.forget(job_id)
+        root = self._root.get()
+        job_dir = None if root is None else root.subdir(job_id)
+        if root is None or job_dir is None:
+            return
+        for entry in job_dir.entries():
+            if not entry.is_dir(follow_symlinks=False):
+                job_dir.unlink(entry.name)
+        try:
+            os.rmdir(job_id, dir_fd=root.fd)
+        except OSError as exc:
+            log.warning("%s: not removed after archiving its log (%s)", job_dir.path, exc.strerror or exc)
+        plan.changed(root)
 
     def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
         fd = self._appender.cached(job_id)

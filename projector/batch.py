@@ -15,6 +15,7 @@ from mam import events as ev
 from mam.fold import Context, Refusal, apply
 from mam.index import Position
 from mam.nofollow import PathRefused
+from mam.projector import retention
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
 from mam.projector.dirs import warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
@@ -94,7 +95,9 @@ class Batch:
         """Write the batch in DESIGN.md's order: audit log and parked events (durable), then records;
         last, remove the parked files whose events were applied or refused. With `index`, the
         batch takes the next position (in the dirty list before any append) and the query index
-        commits its rows after the records are in place, before the last barrier.
+        commits its rows after the records are in place, before the last barrier. A pruned job's
+        record is not written: its archive and tombstone are staged with the records, and its
+        record and live log removed only after that barrier (`retention.py`), behind one more.
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
@@ -119,12 +122,18 @@ class Batch:
             self._rejections_written = True
         staged = commit_parked(self.parked, parked_dir, plan) if self.parked else []
         staged += self._stage_metas(log, plan)
-        staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in self.records.items()]
+        pruned = retention.pruned_ids(self.records)  # archived and tombstoned instead of written
+        kept = {job_id: record for job_id, record in self.records.items() if job_id not in pruned}
+        staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in kept.items()]
+        staged += retention.stage([self.records[job_id] for job_id in pruned], log, registry, plan)
         plan.sync()
         replace_staged(staged, plan)
         if index is not None and self.records and self._position is not None:
-            index.commit(self.records, {meta.job_id for meta in self.metas}, self._position)
+            index.commit(kept, {meta.job_id for meta in self.metas}, self._position, removed=pruned)
         plan.sync()
+        if pruned:  # only now that their archives are durable do their records and live logs go
+            retention.remove(pruned, log, registry, plan)
+            plan.sync()
         if self.parked:
             remove_released(self.parked, parked_dir)
         if self.records:

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "for this long becomes lost (default 30)")
     parser.add_argument("--timeout-grace", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="a job running past its timeout plus this becomes timed_out (default 30)")
+    parser.add_argument("--log-heartbeats-every", type=positive_seconds, default=Limits().heartbeat_log_every,
+                        metavar="SECONDS", help="log at most one heartbeat a job in this many seconds; the "
+                        "others only renew its lease (default 60)")
     parser.add_argument("--park-for", type=positive_seconds, default=ParkLimits().hold, metavar="SECONDS",
                         help="a runner's event for a job not submitted yet waits this long for the job's "
                         "'submitted' before it is refused (default 600)")
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> None:
         workspace = workspace_from_args(args)
         projector = Projector(
             workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
-            limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace),
+            limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace,
+                          heartbeat_log_every=args.log_heartbeats_every),
             park=ParkLimits(hold=args.park_for), heartbeat=args.heartbeat,
         )
         print(

@@ -29,9 +29,10 @@ def load_limits(workspace_root: Path) -> DelegationLimits:
         return DelegationLimits()
     try:
         data = json.loads(path.read_text())
+        default = DelegationLimits()  # a slotted dataclass: its class attributes are descriptors, not defaults
         limits = DelegationLimits(
-            max_depth=int(data.get("max_depth", DelegationLimits.max_depth)),
-            max_children=int(data.get("max_children", DelegationLimits.max_children)),
+            max_depth=int(data.get("max_depth", default.max_depth)),
+            max_children=int(data.get("max_children", default.max_children)),
         )
     except (ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path}: {exc}; expected {{\"max_depth\": N, \"max_children\": N}}") from None

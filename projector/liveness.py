@@ -16,6 +16,7 @@ that moment (`View.fresh_since`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -47,6 +48,9 @@ class Limits:
     will_settle: float = 0.5
     """How long any other `offline` waits before its jobs are lost: enough to see whether the
     projector's own connection drops too (then the broker is stopping)."""
+    heartbeat_log_every: float = 60.0
+    """At most one heartbeat a job in this many seconds goes into the audit log (`heartbeat_log.py`);
+    the others only renew the lease in memory."""
 
 
 class HeldWills:
@@ -165,9 +169,15 @@ def on_runner_status(open_jobs: dict[str, JobRecord], status: AgentStatus) -> li
 
 
 def on_clock(
-    open_jobs: dict[str, JobRecord], now: datetime, limits: Limits, *, fresh_since: datetime | None = None
+    open_jobs: dict[str, JobRecord],
+    now: datetime,
+    limits: Limits,
+    *,
+    fresh_since: datetime | None = None,
+    seen: Mapping[str, datetime] | None = None,
 ) -> list[tuple[str, ev.AnyEvent]]:
-    """Timeouts, and leases counted from the later of a job's last sign of life and `fresh_since`.
+    """Timeouts, and leases counted from the later of a job's last sign of life (its record's, or an
+    unlogged heartbeat's in `seen`) and `fresh_since`.
 
     Call it only on a current view (`View.current`)."""
     derived: list[tuple[str, ev.AnyEvent]] = []
@@ -180,6 +190,9 @@ def on_clock(
                 derived.append((job_id, ev.TimedOut(reason=f"ran past its timeout of {record.timeout:g}s")))
                 continue
         alive_at = last_sign_of_life(record)
+        heard = seen.get(job_id) if seen else None  # a heartbeat not logged (`heartbeat_log.py`)
+        if heard is not None and (alive_at is None or heard > alive_at):
+            alive_at = heard
         if fresh_since is not None and (alive_at is None or alive_at < fresh_since):
             alive_at = fresh_since
         if alive_at is not None and (now - alive_at).total_seconds() > limits.lease:

@@ -27,13 +27,16 @@ from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dirs import warn_once
+from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, ingest
-from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status
+from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
+from mam.projector.retention import archived_state
+from mam.projector.retention_sweep import refusal as prune_refusal
 from mam.projector.retries import on_retrying
 from mam.record import JobRecord, Status, decode_record
 from mam.status import decode_agent_status
@@ -83,6 +86,10 @@ class Projection:
         """Jobs found `retrying` at load (a crash before their `retrying` event): derived on the next batch."""
         self.rng = random.Random()
         """Draws the retries' jitter; the draw is written into the derived event, never drawn again."""
+        self.heartbeats = HeartbeatLog(limits.heartbeat_log_every)
+        """Which heartbeats are logged; the others' times renew leases in memory (`heartbeat_log.py`)."""
+        self.prunes: list[tuple[str, ev.Pruned]] = []
+        """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -125,8 +132,11 @@ class Projection:
             self.jobs.move_to_end(job_id)
         else:
             state = replay(job_id, self.workspace.id, self.log.read(job_id))
+            archived = archived_state(job_id, self.workspace.id, self.log, self.registry) if state.record is None else None
             current = self.registry.read_bytes(job_id)  # read for a new job too: a link there is refused
-            if state.record is not None and current != record_bytes(state.record):
+            if archived is not None:
+                state = archived  # pruned: every event is refused, a redelivered one is a duplicate
+            elif state.record is not None and current != record_bytes(state.record):
                 self._repair.add(job_id)
             self.jobs[job_id] = state
             while len(self.jobs) > self.cache_max:
@@ -152,8 +162,10 @@ class Projection:
         for message in batch:
             derived += self._take(staged, message, now, received_at)
         self._track_open(staged)
+        derived += self._queued_prunes()
         if judge_at is not None:
-            derived += on_clock(self.open_jobs, judge_at, self.limits, fresh_since=fresh_since)
+            derived += on_clock(self.open_jobs, judge_at, self.limits, fresh_since=fresh_since,
+                                seen=self.heartbeats.seen)
             for will in self.wills.due(judge_at, self.limits):
                 derived += on_runner_status(self.open_jobs, will)
             for entry in self.parking.expire(staged.parked, judge_at, fresh_since):
@@ -239,7 +251,10 @@ class Projection:
             return str(exc)
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
+        if self.heartbeats.skip(job_id, state.record, event, parse_time(received_at)):
+            return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
+        guard = guard or self._prune_refusal(state, job_id, event)
         if guard:
             return guard
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
@@ -304,6 +319,18 @@ class Projection:
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
 
+    def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
+        """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""
+        queued, self.prunes = self.prunes, []
+        return [(job_id, event) for job_id, event in queued
+                if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None]
+
+    def _prune_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """A `pruned` event for a finished job with an unfinished job under it."""
+        if not isinstance(event, ev.Pruned):
+            return None
+        return prune_refusal(job_id, state.record, self.children, self._record)
+
     def _dependency_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A first submit naming jobs to run after: each must be known."""
         if not isinstance(event, ev.Submitted) or not event.after or state.record is not None:
@@ -330,6 +357,7 @@ class Projection:
                 self.open_jobs[job_id] = record
             else:
                 self.open_jobs.pop(job_id, None)
+                self.heartbeats.forget(job_id)
             self.dependents.track(record)
             if record.parent:
                 siblings = self.children.setdefault(record.parent, set())

@@ -21,6 +21,12 @@ a legal job id (one made before ids had to start with a letter or digit, such
 as `_x.json`) is no job the projector can serve: it is kept as it is and
 reported (`kept`), never dropped. The registry dir itself may be a link the
 user chose: the new registry is built beside the real directory.
+
+Pruned jobs have no record and no live log: their archived logs give their
+tombstones, made anew in the new registry and checked by `verify`
+(`tombstone_check.py`). A live log that ends in `pruned` (a prune a crash cut
+short) gets no record: a rebuild archives it and removes it, as the
+projector's start-up repair would, and both report it (`pruning`).
 """
 
 from __future__ import annotations
@@ -36,13 +42,15 @@ from dataclasses import dataclass, field
 from mam.discovery import LOCK_NAME, projector_info
 from mam.ids import is_job_id
 from mam.nofollow import PathRefused, SymlinkRefused
-from mam.projector import durable
+from mam.projector import durable, retention
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
 from mam.projector.index_verify import StagedIndex, verify_index
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
+from mam.projector.tombstone_check import rebuild_tombstones, verify_tombstones
+from mam.pruning import is_pruned
 from mam.record import decode_record
 from mam.timefmt import utc_now_iso
 from mam.workspace import Workspace
@@ -72,10 +80,18 @@ class Report:
     """The query index: `rebuilt`; with `verify`, `current`, `missing` or `stale: why`."""
     index_differing: list[str] = field(default_factory=list)
     """`verify`: jobs whose row in a current index is not what their record says."""
+    pruned: int = 0
+    """Pruned jobs: archived logs, a tombstone each (`tombstone_check.py`); archives that do not fold are `corrupt`."""
+    pruning: list[str] = field(default_factory=list)
+    """Live logs that end in `pruned`: a prune a crash cut short (`mam rebuild` finishes it, as the projector
+    does at start)."""
+    tombstones_differing: list[str] = field(default_factory=list)
+    """`verify`: pruned jobs whose tombstone is missing, extra, or not what their archive says."""
 
     @property
     def clean(self) -> bool:
-        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links or self.index_differing)
+        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links or self.index_differing
+                    or self.pruning or self.tombstones_differing)
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,10 @@ class _Check:
     events: int = 0
     corrupt: str | None = None
     link: bool = False
+    pruned: bool = False
+    """The log ends in `pruned`: no record, the log belongs in the archive."""
+    gone: bool = False
+    """Neither log nor record is there any more (pruned beside a live projector while checked)."""
 
     @property
     def problem(self) -> str | None:
@@ -94,6 +114,10 @@ class _Check:
             return "corrupt"
         if self.link:
             return "link"
+        if self.pruned:
+            return "pruning"
+        if self.gone:
+            return None
         if self.current is None:
             return "missing"
         if self.folded != self.current:
@@ -151,6 +175,9 @@ def _verify(workspace: Workspace, progress: Progress | None) -> Report:
             if behind:
                 report.in_flight[job_id] = behind
     report.index, report.index_differing = verify_index(workspace, {j: c.current for j, c in checks.items()})
+    tombstones = verify_tombstones(workspace)
+    report.pruned, report.tombstones_differing = tombstones.pruned, tombstones.differing
+    report.corrupt.update(tombstones.corrupt)
     return report
 
 
@@ -205,6 +232,8 @@ def _replay(workspace: Workspace, staging: Dir, progress: Progress | None) -> Re
         for job_id in _counted(job_ids, progress):
             check = _check(log, registry, workspace.id, job_id)
             _tally(report, job_id, check)
+            if check.pruned:  # a prune a crash cut short: archive its log (its record is not staged)
+                _finish_prune(log, registry, workspace.id, job_id)
             data = check.current if check.corrupt is not None else check.folded
             if data is not None:
                 _stage_record(staging, f"{job_id}{RECORD_SUFFIX}", data, old if data == check.current else None)
@@ -219,7 +248,16 @@ def _replay(workspace: Workspace, staging: Dir, progress: Progress | None) -> Re
         index.abandon()
         raise
     report.index = "rebuilt"
+    tombstones = rebuild_tombstones(workspace, staging)
+    report.pruned = tombstones.pruned
+    report.corrupt.update(tombstones.corrupt)
     return report
+
+
+def _finish_prune(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) -> None:
+    state = replay(job_id, workspace_id, log.read(job_id))
+    assert state.record is not None
+    retention.finish(state.record, log, registry)
 
 
 def _report(job_ids: list[str], existing: dict[str, bool]) -> Report:
@@ -251,8 +289,13 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     except (CorruptLog, ValueError) as exc:
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
+    if state.record is not None and is_pruned(state.record):
+        return _read_record(registry, job_id, folded=None, events=len(entries), pruned=True)
     folded = record_bytes(state.record) if state.record is not None else None
-    return _read_record(registry, job_id, folded=folded, events=len(entries))
+    check = _read_record(registry, job_id, folded=folded, events=len(entries))
+    if not entries and check.current is None and not log.events_path(job_id).exists():
+        return _Check(current=None, folded=None, gone=True)
+    return check
 
 
 def _read_record(registry: Registry, job_id: str, **check: object) -> _Check:
@@ -272,6 +315,8 @@ def _tally(report: Report, job_id: str, check: _Check) -> None:
         report.missing.append(job_id)
     elif problem == "differing":
         report.differing.append(job_id)
+    elif problem == "pruning":
+        report.pruning.append(job_id)
 
 
 def _stage_record(staging: Dir, name: str, data: bytes, unchanged_in: Dir | None) -> None:

@@ -20,11 +20,13 @@ from pathlib import Path
 from mam.ids import is_job_id
 from mam.index import Position, parse_position
 from mam.nofollow import PathRefused
+from mam.projector import retention
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Root, warn_once
 from mam.projector.lock import DIRTY_NAME, tampered
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
+from mam.pruning import is_pruned
 from mam.record import JobRecord
 
 __all__ = ["DIRTY_NAME", "DirtyList", "repair_dirty"]
@@ -120,7 +122,13 @@ def repair_dirty(workspace_id: str, log_: AuditLog, registry: Registry, dirty: D
     for job_id in dirty.read():
         try:
             state = replay(job_id, workspace_id, log_.read(job_id))
+            if state.record is None:  # no live log: maybe a pruned job whose removal a crash cut short
+                state = retention.archived_state(job_id, workspace_id, log_, registry) or state
             if state.record is None:
+                continue
+            if is_pruned(state.record):  # a prune a crash cut short: finish it (its state is cleared on connect)
+                retention.finish(state.record, log_, registry)
+                repaired.append(state.record)
                 continue
             data = record_bytes(state.record)
             if registry.read_bytes(job_id) != data:

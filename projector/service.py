@@ -34,7 +34,10 @@ from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
+from mam.projector.retention import pruned_ids
+from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.signer import StateSigner
+from mam.pruning import is_pruned
 from mam.record import JobRecord
 from mam.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 from mam.status import ProjectorStatus, encode
@@ -129,6 +132,8 @@ class Projector:
         self.publish_local = publish_local
         self.served_by = served_by
         self.signer = StateSigner(workspace)
+        self.sweep = RetentionSweep.for_workspace(workspace)
+        """The workspace's own `retention` (`.mam/config.json`), if it has one."""
 
     def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
         """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
@@ -266,6 +271,8 @@ class Projector:
             # a retained message, and events wait meanwhile.
             for job_id, record in self._unpublished.items():
                 publish_nowait(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+                if is_pruned(record):  # then cleared: a fresh subscriber gets nothing
+                    publish_nowait(client, self.topics.state(job_id), b"", retain=True)
             self._unpublished.clear()
             publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             self._next_beat = time.monotonic() + self.heartbeat
@@ -316,8 +323,9 @@ class Projector:
             batch = await self._next_batch(client)
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
+            await self._sweep()
             judge = self._judge_due()
-            if not batch and not judge:
+            if not batch and not judge and not self.projection.prunes:
                 continue
             judge_at = self.view.observed_at if judge else None
             staged = self.projection.fold(batch, judge_at=judge_at, fresh_since=self.view.fresh_since)
@@ -333,6 +341,17 @@ class Projector:
             finally:
                 if self.intake is not None:
                     self._settle_local(batch, committed)
+
+    async def _sweep(self) -> None:
+        """The workspace's `retention`: once due, on a current view, queue the jobs it prunes now."""
+        sweep = self.sweep
+        if sweep is None or not self.view.current or not sweep.due():
+            return
+        found = await anyio.to_thread.run_sync(sweep.scan, utc_now())
+        sweep.scanned(len(found), self.tick)
+        if found:
+            log.info("retention: pruning %d job(s) %s", len(found), sweep.policy.describe())
+            self.projection.prunes += [(job_id, sweep.event()) for job_id in found]
 
     def _beat(self, client: aiomqtt.Client) -> None:
         """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
@@ -415,6 +434,8 @@ class Projector:
             await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for job_id, record in staged.records.items():
             await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+        for job_id in pruned_ids(staged.records):  # after its last state, cleared: a fresh subscriber gets nothing
+            await self._publish_view(client, self.topics.state(job_id), b"", retain=True)
         for rejection in staged.rejections:
             await self._publish_view(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)

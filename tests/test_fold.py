@@ -95,8 +95,12 @@ TABLE[Status.WAITING] = {kind: (Status.WAITING if to is Status.RUNNING else to)
                          for kind, to in TABLE[Status.RUNNING].items()} | {
     "input_requested": R, "input_provided": Status.RUNNING, "input_withdrawn": Status.RUNNING,
 }
+# Retention (docs/design.md): only a finished job is pruned; it keeps its status, and `pruned_at` says the rest.
+SAMPLES["pruned"] = ev.Pruned(reason="old")
+for row in TABLE.values():
+    row["pruned"] = R
 for terminal in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST):
-    TABLE[terminal] = dict.fromkeys(SAMPLES, R)
+    TABLE[terminal] = dict.fromkeys(SAMPLES, R) | {"pruned": terminal}
 
 
 def record_at(status: Status) -> JobRecord:
@@ -230,3 +234,12 @@ def test_the_table_covers_every_status_and_every_event_type() -> None:
     assert set(TABLE) == set(Status), "a status without a row"
     assert set(SAMPLES) == set(ev.EVENT_TYPES), "an event type without a sample"
     assert all(set(row) == set(SAMPLES) for row in TABLE.values()), "a row without every event type"
+
+
+def test_a_pruned_job_takes_no_event_and_says_when_it_was_pruned() -> None:
+    pruned = apply(record_at(Status.SUCCEEDED), SAMPLES["pruned"], CTX)
+    assert isinstance(pruned, JobRecord) and pruned.pruned_at == CTX.received_at
+    for kind, event in SAMPLES.items():
+        refused = apply(pruned, event, replace_ctx("e-later", "2026-02-01T00:00:00.000Z"))
+        assert isinstance(refused, Refusal), kind
+        assert refused.reason.startswith("job 'job-1' was pruned on 2026-01-01"), refused.reason

@@ -32,7 +32,9 @@ async def test_kill9_of_a_runner_mid_job_ends_in_lost(amqtt: RunningBroker, ws: 
 
 async def test_a_late_will_from_an_old_runner_instance_changes_nothing(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     ws_id = workspace_id(ws.root)
-    async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
+    # Every heartbeat logged at most a second apart, so the record shows them advancing.
+    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--log-heartbeats-every", "1")), \
+            runner_process(amqtt, ws):
         await submit(amqtt, ws, "job-w", "hang")
         running = await wait_for_state(amqtt.url, ws_id, "job-w", lambda r: r["status"] == "running", timeout=30)
         stale = {"status": "offline", "agent": "mock", "agent_id": "r1", "epoch": "an-older-epoch", "pid": 1,

@@ -50,7 +50,9 @@ async def test_sigstop_longer_than_a_lease_ends_in_the_real_outcome_not_lost(
     broker: RunningBroker = request.getfixturevalue(kind)
     ws_id = workspace_id(ws.root)
     topic = {job: f"mam/{ws_id}/jobs/{job}/events" for job in ("job-done", "job-busy")}
-    async with projector_process(broker, ws.root, ws.elsewhere, extra=("--lease", f"{LEASE:g}")) as projector:
+    # Heartbeats logged a lease apart at most, so the record's last_seen_at shows them advancing.
+    extra = ("--lease", f"{LEASE:g}", "--log-heartbeats-every", f"{LEASE / 2:g}")
+    async with projector_process(broker, ws.root, ws.elsewhere, extra=extra) as projector:
         for job, job_topic in topic.items():
             await publish(broker.url, job_topic, submit(job, f"{job}-1"))
             await publish(broker.url, job_topic, event("started", f"{job}-2", runner="r"))
