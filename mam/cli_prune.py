@@ -26,9 +26,8 @@ from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args,
 from mam.errors import UsageError
 from mam.humanize import ago, parse_duration
 from mam.mqtt import unreachable
-from mam.pruning import Brief, Policy, Selection, finished_statuses, select
+from mam.pruning import Policy, Selection, finished_statuses, select, workspace_briefs
 from mam.query import parse_statuses
-from mam.reading import iter_records
 from mam.terminal import safe
 from mam.timefmt import utc_now
 from mam.workspace import Workspace
@@ -80,7 +79,7 @@ def run_prune(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     policy = _policy(args)
     now = utc_now()
-    selection = select((Brief.of(record) for record in iter_records(workspace)), policy, now)
+    selection = select(workspace_briefs(workspace), policy, now)
     chosen = [brief.job_id for brief in selection.chosen]
     if args.dry_run or not chosen:
         _print_plan(selection, policy, args, workspace)

@@ -1,4 +1,5 @@
-"""Which finished jobs a prune takes: pure functions over records (`mam prune`, the projector's `retention`).
+"""Which finished jobs a prune takes (`mam prune`, the projector's `retention`): pure functions over
+each job's brief (id, parent, status, finish time), read once by `workspace_briefs`.
 
 A job is pruned only once it has finished, long enough ago, in one of the
 statuses asked for, and only when nothing under it in its delegation tree
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Final
 
 from mam.humanize import parse_duration, parse_time
+from mam.query import JobFilter
+from mam.reading import iter_records
 from mam.record import TERMINAL, JobRecord, Status
+from mam.workspace import Workspace
 
 CONFIG_NAME: Final = "config.json"
 DEFAULT_EVERY: Final = 3600.0
@@ -63,6 +67,18 @@ class Selection:
     """Oldest finished first."""
     kept: dict[str, str] = field(default_factory=dict)
     """Jobs the policy would take but an unfinished job under them keeps: job id -> that job's id."""
+
+
+def workspace_briefs(workspace: Workspace) -> list[Brief]:
+    """Every job's brief, from the query index's rows when it is current (no record is read), else
+    from a scan of the records: the one read here, for `mam prune` and the projector's retention."""
+    from mam.listing import Jobs
+
+    with Jobs(workspace) as jobs:
+        rows = jobs.rows(JobFilter())
+        if rows is not None:
+            return [Brief(row.job_id, row.parent, row.status, row.finished_at) for row in rows]
+    return [Brief.of(record) for record in iter_records(workspace)]
 
 
 def finished_statuses(values: Iterable[Status]) -> frozenset[Status]:
@@ -182,5 +198,5 @@ def _words(seconds: float) -> str:
 
 __all__ = [
     "Brief", "Policy", "PolicyError", "Selection", "finished_statuses", "is_pruned", "load_policy", "parse_policy",
-    "select", "unfinished_below",
+    "select", "unfinished_below", "workspace_briefs",
 ]

@@ -3,7 +3,8 @@
 With a `retention` in `.mam/config.json` (`mam.pruning.load_policy`), the
 projector looks for the jobs it takes once its view is current after start,
 then every `every` seconds (an hour by default): a scan of the registry in a
-worker thread (`mam.pruning.select`, at most `SWEEP_LIMIT` jobs at a time; when
+worker thread (`mam.pruning.select` over the query index's rows, or the records
+without a current index; at most `SWEEP_LIMIT` jobs at a time; when
 it found that many it looks again at the next tick). It queues them, and the
 next fold derives one `pruned` event for each (by `mam-projector`, into the
 job's audit log like every derived event), checked like a published one.
@@ -22,8 +23,7 @@ from typing import Final
 
 from mam import events as ev
 from mam.errors import UsageError
-from mam.pruning import Brief, Policy, PolicyError, load_policy, select
-from mam.reading import iter_records
+from mam.pruning import Policy, PolicyError, load_policy, select, workspace_briefs
 from mam.record import JobRecord
 from mam.workspace import Workspace
 
@@ -89,8 +89,8 @@ class RetentionSweep:
 
     def scan(self, now: datetime) -> list[str]:
         """The ids of the jobs to prune now, oldest finished first."""
-        briefs = (Brief.of(record) for record in iter_records(self.workspace))
-        return [brief.job_id for brief in select(briefs, self.policy, now, limit=SWEEP_LIMIT).chosen]
+        chosen = select(workspace_briefs(self.workspace), self.policy, now, limit=SWEEP_LIMIT).chosen
+        return [brief.job_id for brief in chosen]
 
     def scanned(self, found: int, tick: float, mono: float | None = None) -> None:
         """Schedule the next look: at the next tick when this one was cut at the limit."""
