@@ -286,10 +286,23 @@ def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return seen
 
 
+_plain_decoder: Final = msgspec.json.Decoder()
+
+
 def _refuse_duplicate_keys(payload: bytes) -> None:
     """msgspec keeps the last of two equal keys (`{"prompt":"a","prompt":"b"}` is "b");
     such a payload means different things to different readers, so it is refused.
-    Checked after msgspec accepted the payload, so only well-formed events pay (~4 µs)."""
+    Checked after msgspec accepted the payload, so only well-formed events pay.
+
+    Fast path: a payload that msgspec re-encodes to the very same bytes has no duplicate
+    (a dropped key would make the encoding shorter). Compact JSON as msgspec writes it, which
+    is what mam's own clients send, is decided so in ~2 µs; anything else takes the stdlib
+    parser with a hook per object (~10-15 µs for an event)."""
+    try:
+        if _encoder.encode(_plain_decoder.decode(payload)) == payload:
+            return
+    except (msgspec.DecodeError, msgspec.EncodeError):
+        pass  # what msgspec skipped unread in an unknown field (a number out of range): the slow path decides
     try:
         json.loads(payload, object_pairs_hook=_unique_pairs)
     except _DuplicateKey as exc:
