@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -17,13 +19,89 @@ import aiomqtt  # noqa: E402
 
 from mam import events as ev  # noqa: E402
 
-from brokers import BROKERS, RunningBroker, free_port, wait_for_port  # noqa: E402
+from brokers import (  # noqa: E402
+    BROKERS,
+    RunningBroker,
+    documented_mosquitto_conf,
+    free_port,
+    require_binary,
+    stop,
+    wait_for_port,
+)
+
+MOSQUITTO_DEFAULT_INFLIGHT = 20
+"""mosquitto's own `max_inflight_messages` when a configuration does not set it."""
 
 
 @contextmanager
-def broker(kind: str) -> Iterator[RunningBroker]:
-    with tempfile.TemporaryDirectory(prefix=f"mam-bench-{kind}-") as tmp, BROKERS[kind](Path(tmp)) as running:
-        yield running
+def broker(kind: str, *, inflight: int | None = None) -> Iterator[RunningBroker]:
+    """A broker of `kind` in a temporary dir. For mosquitto, `inflight` replaces docs/mosquitto.conf's
+    `max_inflight_messages 0` (no cap): 20 is mosquitto's default, the window of unacknowledged QoS 1
+    messages it sends one subscriber."""
+    with tempfile.TemporaryDirectory(prefix=f"mam-bench-{kind}-") as tmp:
+        start = BROKERS[kind] if kind != "mosquitto" or inflight is None else _mosquitto_with(inflight)
+        with start(Path(tmp)) as running:
+            yield running
+
+
+def _mosquitto_with(inflight: int) -> Callable[[Path], AbstractContextManager[RunningBroker]]:
+    """Like the suite's mosquitto, with `max_inflight_messages` set to `inflight`."""
+
+    @contextmanager
+    def start(tmp: Path) -> Iterator[RunningBroker]:
+        port, data = free_port(), tmp / "mosquitto-data"
+        data.mkdir(parents=True, exist_ok=True)
+        text = documented_mosquitto_conf(port, data)
+        text, found = re.subn(r"(?m)^max_inflight_messages \d+$", f"max_inflight_messages {inflight}", text)
+        assert found == 1, "docs/mosquitto.conf no longer sets max_inflight_messages"
+        (conf := tmp / "mosquitto.conf").write_text(text)
+        cmd = [require_binary("mosquitto"), "-c", str(conf)]
+        with open(tmp / "mosquitto.log", "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            wait_for_port(port, proc)
+            yield RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")
+        finally:
+            stop(proc)
+
+    return start
+
+
+def inflight_label(kind: str, inflight: int | None) -> str:
+    """What the broker lets one subscriber have unacknowledged, for the benchmark's header."""
+    if kind != "mosquitto":
+        return ""
+    if inflight is None or inflight == 0:
+        return " mosquitto max_inflight_messages=0 (no cap, docs/mosquitto.conf)"
+    default = " (mosquitto's default)" if inflight == MOSQUITTO_DEFAULT_INFLIGHT else ""
+    return f" mosquitto max_inflight_messages={inflight}{default}"
+
+
+def profile(pid: int, seconds: int = 12) -> None:
+    """With MAM_BENCH_PROFILE=out.txt (and not already there), record `pid` with py-spy for `seconds`
+    (raw format; MAM_BENCH_PROFILE_ARGS adds flags, e.g. "--gil" or "--idle -r 500")."""
+    out = os.environ.get("MAM_BENCH_PROFILE")
+    if not out or os.path.exists(out):
+        return
+    extra = os.environ.get("MAM_BENCH_PROFILE_ARGS", "").split()
+    subprocess.Popen(
+        [
+            str(BIN / "py-spy"),
+            "record",
+            "--pid",
+            str(pid),
+            "-o",
+            out,
+            "-f",
+            "raw",
+            "-d",
+            str(seconds),
+            "--threads",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def job_events(job_id: str, per_job: int) -> list[bytes]:

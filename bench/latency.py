@@ -1,16 +1,19 @@
 """Publish -> retained state latency at a steady rate, against a bare subscriber's latency.
 
-    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 10] [--jobs 100] [--broker mosquitto|amqtt|nats|up]
+    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 10] [--jobs 100] [--window 100] [--inflight 20]
+        [--broker mosquitto,up]
 
-The same paced publisher runs twice on the same broker: once with a bare
-aiomqtt subscriber on the events (the broker's own round trip), once with
-`mam-projector` (fsync on), timing each event until a retained state of its
-job shows a version at or past it. Prints p50/p99 of both. With `--broker up`
-the bare subscriber runs on a standalone embedded broker (`mam-broker`) and
-the projector is a whole `mam up`.
+For each broker named (comma-separated; default mosquitto, then `mam up`),
+the same paced publisher runs twice: once with a bare aiomqtt subscriber on the
+events (the broker's own round trip), once with `mam-projector` (fsync on),
+timing each event until a retained state of its job shows a version at or
+past it. Prints p50/p99 of both. With `up` the bare subscriber runs on a
+standalone embedded broker (`mam-broker`) and the projector is a whole `mam up`.
+On mosquitto, `--inflight` is its `max_inflight_messages` (20, mosquitto's
+default; 0 = no cap, as docs/mosquitto.conf sets it).
 
 The publisher does not wait for one PUBACK before sending the next publish
-(it keeps up to 200 in flight), so the pace holds even where the PUBACK
+(it keeps up to `--window` in flight), so the pace holds even where the PUBACK
 waits for the event to be durable (`mam up`).
 """
 
@@ -27,10 +30,20 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved, start_projector, start_up, stop_projector
+from _common import (
+    MOSQUITTO_DEFAULT_INFLIGHT,
+    broker,
+    inflight_label,
+    interleaved,
+    profile,
+    start_projector,
+    start_up,
+    stop_projector,
+)
 
 BIN = Path(sys.executable).parent
-IN_FLIGHT = 200
+WINDOW = 100
+BROKERS = ("mosquitto", "amqtt", "nats", "up")
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -39,15 +52,21 @@ def percentile(values: list[float], p: float) -> float:
 
 
 async def paced_publish(
-    port: int, ws: str, events: list[tuple[str, bytes]], rate: int, sent: dict[tuple[str, int], float]
+    port: int,
+    ws: str,
+    events: list[tuple[str, bytes]],
+    rate: int,
+    sent: dict[tuple[str, int], float],
+    window: int,
 ) -> None:
     tick = 0.01
     per_tick = max(1, int(rate * tick))
     versions: dict[str, int] = {}
     async with (
-        aiomqtt.Client("127.0.0.1", port, max_inflight_messages=IN_FLIGHT, max_queued_outgoing_messages=0) as client,
+        aiomqtt.Client("127.0.0.1", port, max_inflight_messages=window, max_queued_outgoing_messages=0) as client,
         anyio.create_task_group() as tg,
     ):
+        client.pending_calls_threshold = len(events)  # aiomqtt warns past 10 publishes awaiting their PUBACK
         start = time.perf_counter()
         for i in range(0, len(events), per_tick):
             for job, payload in events[i : i + per_tick]:
@@ -59,14 +78,14 @@ async def paced_publish(
                 await anyio.sleep(delay)
 
 
-async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -> list[float]:
+async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int, window: int) -> list[float]:
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     counts: dict[str, int] = {}
     async with aiomqtt.Client("127.0.0.1", port) as sub:
         await sub.subscribe("mam/lat-raw/jobs/+/events", qos=1)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(paced_publish, port, "lat-raw", events, rate, sent)
+            tg.start_soon(paced_publish, port, "lat-raw", events, rate, sent, window)
             async for message in sub.messages:
                 job = str(message.topic).split("/")[3]
                 counts[job] = counts.get(job, 0) + 1
@@ -76,12 +95,15 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int) -
     return got
 
 
-async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: int, *, up: bool) -> list[float]:
+async def projector_latencies(
+    port: int, events: list[tuple[str, bytes]], rate: int, window: int, *, up: bool
+) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
     if up:
         proc, port = await start_up("lat-proj", root)
     else:
         proc = await start_projector(port, "lat-proj", root)
+    profile(proc.pid)
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     seen: dict[str, int] = {}
@@ -89,7 +111,7 @@ async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: 
         async with aiomqtt.Client("127.0.0.1", port) as sub:
             await sub.subscribe("mam/lat-proj/jobs/+/state", qos=1)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(paced_publish, port, "lat-proj", events, rate, sent)
+                tg.start_soon(paced_publish, port, "lat-proj", events, rate, sent, window)
                 async for message in sub.messages:
                     now = time.perf_counter()
                     record = json.loads(message.payload)  # type: ignore[arg-type]
@@ -104,25 +126,56 @@ async def projector_latencies(port: int, events: list[tuple[str, bytes]], rate: 
     return got
 
 
+def summary(name: str, values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return f"{name}: p50 {statistics.median(ms):6.2f} ms   p99 {percentile(ms, 0.99):6.2f} ms   max {max(ms):6.2f} ms"
+
+
+def broker_list(text: str) -> list[str]:
+    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    unknown = [kind for kind in kinds if kind not in BROKERS]
+    if not kinds or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: name brokers among {', '.join(BROKERS)}, comma-separated")
+    return kinds
+
+
+async def one_broker(kind: str, events: list[tuple[str, bytes]], args: argparse.Namespace) -> None:
+    up = kind == "up"
+    with broker("amqtt" if up else kind, inflight=args.inflight) as running:
+        raw = await raw_latencies(running.port, events, args.rate, args.window)
+        proj = await projector_latencies(running.port, events, args.rate, args.window, up=up)
+    print(
+        f"broker={kind} rate={args.rate}/s events={len(events)} jobs={args.jobs} publisher window={args.window}"
+        + inflight_label(kind, args.inflight)
+    )
+    print("  " + summary("raw subscriber (event)", raw))
+    print("  " + summary("mam up (state)        " if up else "mam-projector (state) ", proj))
+    print(f"  p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}", flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt", "nats", "up"), default="mosquitto")
+    parser.add_argument(
+        "--broker",
+        type=broker_list,
+        default=["mosquitto", "up"],
+        help=f"brokers to run on, in turn, comma-separated among {', '.join(BROKERS)} (default mosquitto,up)",
+    )
+    parser.add_argument("--window", type=int, default=WINDOW, help=f"QoS 1 publishes in flight (default {WINDOW})")
+    parser.add_argument(
+        "--inflight",
+        type=int,
+        default=MOSQUITTO_DEFAULT_INFLIGHT,
+        help=f"mosquitto's max_inflight_messages (default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap)",
+    )
     args = parser.parse_args()
     total = int(args.rate * args.seconds)
     events = interleaved(args.jobs, total // args.jobs)
-    with broker("amqtt" if args.broker == "up" else args.broker) as running:
-        raw = await raw_latencies(running.port, events, args.rate)
-        proj = await projector_latencies(running.port, events, args.rate, up=args.broker == "up")
-    print(f"broker={args.broker} rate={args.rate}/s events={len(events)} jobs={args.jobs}")
-    for name, values in (("raw subscriber (event)", raw), ("mam-projector (state) ", proj)):
-        ms = [v * 1000 for v in values]
-        print(
-            f"{name}: p50 {statistics.median(ms):6.2f} ms   p99 {percentile(ms, 0.99):6.2f} ms   max {max(ms):6.2f} ms"
-        )
-    print(f"p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}")
+    for kind in args.broker:
+        await one_broker(kind, events, args)
 
 
 if __name__ == "__main__":

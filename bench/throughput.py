@@ -1,9 +1,14 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
-    .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats] [--rounds 2]
+    .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
+        [--rounds 2] [--window 100] [--inflight 20]
 
 Both consumers are separate processes; the same publisher sends the same
-interleaved events (QoS 1) in both runs. The raw rate is a subscriber that
+interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
+(unacknowledged). On mosquitto, `--inflight` is its `max_inflight_messages`: how many
+QoS 1 messages it sends a subscriber before that subscriber acknowledges one (20, mosquitto's
+default; 0 = no cap, as docs/mosquitto.conf sets it). The projector acknowledges an event only
+once it is durable, so that window bounds its batches. The raw rate is a subscriber that
 only counts messages; the projector rate is from the first publish until the
 retained state of every job shows its last event, with fsync on (or
 `--durability none`). Each round runs both, the rounds alternate the order
@@ -28,7 +33,16 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
-from _common import broker, interleaved, start_projector, start_up, stop_projector
+from _common import (
+    MOSQUITTO_DEFAULT_INFLIGHT,
+    broker,
+    inflight_label,
+    interleaved,
+    profile,
+    start_projector,
+    start_up,
+    stop_projector,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -114,10 +128,17 @@ class Snapshot:
         )
 
 
-async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> None:
-    async with aiomqtt.Client("127.0.0.1", port, max_queued_outgoing_messages=0, max_inflight_messages=200) as client:
+WINDOW = 100
+"""QoS 1 publishes the publisher keeps in flight (`--window`)."""
+
+
+async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]], window: int) -> None:
+    async with aiomqtt.Client(
+        "127.0.0.1", port, max_queued_outgoing_messages=0, max_inflight_messages=window
+    ) as client:
+        client.pending_calls_threshold = window  # aiomqtt warns past 10 publishes awaiting their PUBACK
         async with anyio.create_task_group() as tg:
-            limiter = anyio.CapacityLimiter(200)
+            limiter = anyio.CapacityLimiter(window)
 
             async def one(job: str, payload: bytes) -> None:
                 async with limiter:
@@ -127,7 +148,7 @@ async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]]) -> No
                 tg.start_soon(one, job, payload)
 
 
-async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int) -> Phase:
+async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int, window: int) -> Phase:
     proc = subprocess.Popen(
         [sys.executable, "-c", RAW_SUBSCRIBER, str(port), f"mam/{ws}/jobs/+/events", str(len(events)), ws],
         stdout=subprocess.PIPE,
@@ -138,7 +159,7 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_p
         assert proc.stdout.readline().strip() == b"ready"
         before = Snapshot.take(proc.pid, broker_pid)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(publish_all, port, ws, events)
+            tg.start_soon(publish_all, port, ws, events, window)
             line = await anyio.to_thread.run_sync(proc.stdout.readline)
         phase = before.phase_until_now(len(events))
         assert line.strip() == b"done", line
@@ -149,7 +170,15 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_p
 
 
 async def projector_rate(
-    port: int, ws: str, events: list[tuple[str, bytes]], per_job: int, durability: str, broker_pid: int, *, up: bool
+    port: int,
+    ws: str,
+    events: list[tuple[str, bytes]],
+    per_job: int,
+    durability: str,
+    broker_pid: int,
+    *,
+    up: bool,
+    window: int,
 ) -> tuple[Phase, Path]:
     """The projector's rate: `mam-projector` on the broker at `port`, or with `up`, a whole
     `mam up` of its own (whose broker is then the projector's own process)."""
@@ -162,29 +191,10 @@ async def projector_rate(
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
             await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
-            if (profile := os.environ.get("MAM_BENCH_PROFILE")) and not os.path.exists(profile):
-                extra = os.environ.get("MAM_BENCH_PROFILE_ARGS", "").split()  # e.g. "--idle" or "--gil"
-                subprocess.Popen(
-                    [
-                        str(BIN / "py-spy"),
-                        "record",
-                        "--pid",
-                        str(proc.pid),
-                        "-o",
-                        profile,
-                        "-f",
-                        "raw",
-                        "-d",
-                        "12",
-                        "--threads",
-                        *extra,
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            profile(proc.pid)
             before = Snapshot.take(proc.pid, broker_pid)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(publish_all, port, ws, events)
+                tg.start_soon(publish_all, port, ws, events, window)
                 async for message in watcher.messages:
                     if json.loads(message.payload).get("version") == per_job:  # type: ignore[arg-type]
                         break
@@ -221,17 +231,30 @@ async def main() -> None:
         help="rounds of one raw and one projector run each, in ABBA order (raw, projector, projector, raw, ...), "
         "so that a machine whose speed drifts during the benchmark favours neither side (default 2)",
     )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=WINDOW,
+        help=f"QoS 1 publishes the publisher keeps unacknowledged (default {WINDOW}; paho's own default is 20)",
+    )
+    parser.add_argument(
+        "--inflight",
+        type=int,
+        default=MOSQUITTO_DEFAULT_INFLIGHT,
+        help="mosquitto's max_inflight_messages: QoS 1 messages it sends a subscriber unacknowledged "
+        f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf)",
+    )
     args = parser.parse_args()
     per_job = args.events // args.jobs
     events = interleaved(args.jobs, per_job)
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
-    with broker("amqtt" if args.broker == "up" else args.broker) as running:
+    with broker("amqtt" if args.broker == "up" else args.broker, inflight=args.inflight) as running:
         for r in range(args.rounds):
             for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
                 if side == "raw":
-                    raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid))
+                    raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid, args.window))
                 else:
                     proj, root = await projector_rate(
                         running.port,
@@ -241,10 +264,14 @@ async def main() -> None:
                         args.durability,
                         running.proc.pid,
                         up=args.broker == "up",
+                        window=args.window,
                     )
                     verify(root, args.jobs, per_job, n)
                     projs.append(proj)
-    print(f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds}")
+    print(
+        f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
+        f"publisher window={args.window}" + inflight_label(args.broker, args.inflight)
+    )
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")
         print("  " + raw.line("raw aiomqtt subscriber", n))
