@@ -24,7 +24,7 @@ from mam.nofollow import PathRefused
 from mam.projector.dirs import Dir
 from mam.projector.index_writer import Builder, new_generation
 from mam.projector.registry import Registry
-from mam.record import decode_record
+from mam.record import JobRecord, decode_record
 from mam.workspace import Workspace
 
 RECHECK_PAUSES = (0.05, 0.2, 0.5)
@@ -39,11 +39,14 @@ class StagedIndex:
         self.staging = staging
         self.builder = Builder(staging, INDEX_NAME)
 
-    def add(self, job_id: str, data: bytes) -> None:
-        try:
-            self.builder.add(job_id, decode_record(data))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            pass  # a record kept as it was that does not decode: readers skip it too
+    def add(self, job_id: str, data: bytes, record: JobRecord | None = None) -> None:
+        """A record's row: `record` if given (the fold the bytes were made from), else `data` decoded."""
+        if record is None:
+            try:
+                record = decode_record(data)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return  # a record kept as it was that does not decode: readers skip it too
+        self.builder.add(job_id, record)
 
     def finish(self) -> None:
         position = Position(new_generation(), 0)

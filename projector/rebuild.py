@@ -51,7 +51,7 @@ from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
 from mam.projector.tombstone_check import rebuild_tombstones, verify_tombstones
 from mam.pruning import is_pruned
-from mam.record import decode_record
+from mam.record import JobRecord, decode_record
 from mam.timefmt import utc_now_iso
 from mam.workspace import Workspace
 
@@ -107,6 +107,8 @@ class _Check:
     """The log ends in `pruned`: no record, the log belongs in the archive."""
     gone: bool = False
     """Neither log nor record is there any more (pruned beside a live projector while checked)."""
+    record: JobRecord | None = None
+    """The fold of the log (`folded` decoded), for the query index."""
 
     @property
     def problem(self) -> str | None:
@@ -237,7 +239,7 @@ def _replay(workspace: Workspace, staging: Dir, progress: Progress | None) -> Re
             data = check.current if check.corrupt is not None else check.folded
             if data is not None:
                 _stage_record(staging, f"{job_id}{RECORD_SUFFIX}", data, old if data == check.current else None)
-                index.add(job_id, data)
+                index.add(job_id, data, check.record if data is check.folded else None)
         for name in report.kept:
             data = registry.read_bytes(name)
             if data is not None:
@@ -292,7 +294,7 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
     if state.record is not None and is_pruned(state.record):
         return _read_record(registry, job_id, folded=None, events=len(entries), pruned=True)
     folded = record_bytes(state.record) if state.record is not None else None
-    check = _read_record(registry, job_id, folded=folded, events=len(entries))
+    check = _read_record(registry, job_id, folded=folded, events=len(entries), record=state.record)
     if not entries and check.current is None and not log.events_path(job_id).exists():
         return _Check(current=None, folded=None, gone=True)
     return check
