@@ -25,6 +25,7 @@ from mam.broker_list import Brokers
 from mam.failover import connect
 from mam.live import AgentChange, JobChange, changes
 from mam.mqtt import unreachable
+from mam.pruning import is_pruned
 from mam.query import JobFilter, select
 from mam.record import JobRecord
 from mam.signals import run_until_signal
@@ -148,7 +149,10 @@ def watch_jobs(
             before = known.get(record.job_id)
             if before is not None and before.version >= record.version:
                 continue
-            known[record.job_id] = record
+            if is_pruned(record):  # its last state: it leaves the registry, and this view (piped: one line more)
+                known.pop(record.job_id, None)
+            else:
+                known[record.job_id] = record
             if tty:
                 screen.changed()
             elif where.matches(record):

@@ -25,7 +25,7 @@ from mam.topics import Topics
 
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
-from support import Watch, _client, mam, publish, run, tree_snapshot
+from support import BIN, Watch, _client, mam, publish, run, tree_snapshot
 
 
 def sent(kind: str, event_id: str, **fields: object) -> bytes:
@@ -245,3 +245,17 @@ async def test_prune_refuses_bad_input_in_one_line(ws: WorkspacePaths) -> None:
         assert len(lines) == 1 and expected in lines[0], lines
     nothing = await run(mam("prune", "--older-than", "1d", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert nothing.returncode == 0 and "nothing to prune" in nothing.stderr.decode()
+
+
+async def test_a_retention_the_projector_cannot_read_stops_it_in_one_line(ws: WorkspacePaths, mosquitto) -> None:
+    (ws.root / ".mam").mkdir()
+    for retention, expected in (
+        ({"older_than": "a month"}, "retention.older_than: 'a month' is not a duration"),
+        ({"older_than": "30d", "status": ["running"]}, "retention.status: running is not a finished status"),
+        ({"older_than": "30d", "keep": 3}, "retention: unknown key 'keep'"),
+    ):
+        (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": retention}))
+        projector = [str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)]
+        result = await run(projector, cwd=ws.elsewhere, timeout=30)
+        lines = result.stderr.decode().strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
