@@ -229,7 +229,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         if report.pruned or report.pruning:
             print(f"pruned jobs: {report.pruned}, archived in {workspace.logs_dir}/_archive")
         for name in report.pruning:
-            print(f"  {name}: its live log ends in 'pruned' but is not archived yet" + ("" if args.verify else " (archived)"))
+            done = "" if args.verify else " (archived)"
+            print(f"  {name}: its live log ends in 'pruned' but is not archived yet{done}")
         for name in report.tombstones_differing:
             print(f"  {name}: its tombstone differs from its archived log (`mam rebuild` makes it anew)")
     if report.corrupt or (args.verify and not report.clean):

@@ -94,7 +94,8 @@ def run_prune(args: argparse.Namespace) -> int:
         _say_kept(selection)
         for job_id, reason in refused.items():
             print(f"mam: {job_id} not pruned: {safe(reason)}", file=sys.stderr)
-        print(f"mam: pruned {len(pruned)} job(s); their logs are in {workspace.logs_dir / ARCHIVE_DIR}", file=sys.stderr)
+        where = workspace.logs_dir / ARCHIVE_DIR
+        print(f"mam: pruned {len(pruned)} job(s); their logs are in {where}", file=sys.stderr)
     return 1 if refused else 0
 
 

@@ -132,7 +132,8 @@ class Projection:
             self.jobs.move_to_end(job_id)
         else:
             state = replay(job_id, self.workspace.id, self.log.read(job_id))
-            archived = archived_state(job_id, self.workspace.id, self.log, self.registry) if state.record is None else None
+            archived = None if state.record is not None else archived_state(
+                job_id, self.workspace.id, self.log, self.registry)
             current = self.registry.read_bytes(job_id)  # read for a new job too: a link there is refused
             if archived is not None:
                 state = archived  # pruned: every event is refused, a redelivered one is a duplicate
@@ -251,7 +252,8 @@ class Projection:
             return str(exc)
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
-        if self.heartbeats.skip(job_id, state.record, event, parse_time(received_at)):
+        if isinstance(event, ev.Heartbeat) and self.heartbeats.skip(job_id, state.record, event,
+                                                                    parse_time(received_at)):
             return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         guard = guard or self._prune_refusal(state, job_id, event)

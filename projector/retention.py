@@ -156,7 +156,8 @@ def expected_tombstones(log_: AuditLog, workspace_id: str) -> tuple[dict[str, by
             if entry.name.startswith(".") or not entry.name.endswith(ARCHIVE_SUFFIX) or not is_job_id(job_id):
                 continue  # a temp file a crash left
             try:
-                state = replay(job_id, workspace_id, _entries(read_archive(log_, (ARCHIVE_DIR, month, entry.name), job_id)))
+                data = read_archive(log_, (ARCHIVE_DIR, month, entry.name), job_id)
+                state = replay(job_id, workspace_id, _entries(data))
             except (CorruptLog, ValueError, PathRefused) as exc:
                 problems[job_id] = str(exc)
                 continue

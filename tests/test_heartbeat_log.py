@@ -17,6 +17,7 @@ from mam.record import JobRecord, Status
 from mam.timefmt import iso
 from mam.topics import Topics
 
+from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, _client, mam, run
@@ -45,7 +46,9 @@ def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     assert "job-1" not in beats.seen
 
 
-async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(ws: WorkspacePaths, mosquitto) -> None:
+async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(
+    ws: WorkspacePaths, mosquitto: RunningBroker
+) -> None:
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
     flags = ("--lease", "1", "--log-heartbeats-every", "1.5")

@@ -23,6 +23,7 @@ from mam.projector.repair import DirtyList
 from mam.projector.replay import replay
 from mam.topics import Topics
 
+from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import BIN, Watch, _client, mam, publish, run, tree_snapshot
@@ -48,8 +49,12 @@ CANCEL = ("cancel_requested", {"reason": "done with it"})
 RUN = [SUBMIT, ("claimed", {"runner": "r1"}), ("started", {})]
 
 
+def child_of(parent: str) -> tuple[str, dict]:
+    return "submitted", {"prompt": "p", "agent": "a", "parent": parent}
+
+
 async def finished(url: str, ws_id: str, job_id: str, parent: str | None = None) -> dict:
-    submit = ("submitted", {"prompt": "p", "agent": "a", **({"parent": parent} if parent else {})})
+    submit = child_of(parent) if parent else SUBMIT
     return await record_events(url, ws_id, job_id, submit, *RUN[1:], ("succeeded", {"result": "ok"}))
 
 
@@ -90,7 +95,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         await finished(url, ws_id, "job-done")
         await record_events(url, ws_id, "job-running", *RUN)
         await finished(url, ws_id, "job-parent")
-        await record_events(url, ws_id, "job-child", ("submitted", {"prompt": "p", "agent": "a", "parent": "job-parent"}))
+        await record_events(url, ws_id, "job-child", child_of("job-parent"))
         wide = ("--workspace", str(ws.root), "--broker", url)
 
         before = tree_snapshot(ws.root / ".mam")
@@ -127,7 +132,8 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         assert show.returncode == 0, show.stderr.decode()
         assert "pruned_at" in show.stdout.decode() and "_archive" in show.stdout.decode()
 
-        again = await run(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-old", *wide), cwd=ws.elsewhere)
+        resubmit = mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-old", *wide)
+        again = await run(resubmit, cwd=ws.elsewhere)
         assert again.returncode == 1
         assert "job 'job-old' was pruned on" in again.stderr.decode()
         assert not (ws.jobs / "job-old.json").exists(), "a later submit brought a pruned job back"
@@ -141,7 +147,9 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
     assert (await verify_clean(ws))["pruned"] == 2
 
 
-async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of_one(ws: WorkspacePaths, mosquitto) -> None:
+async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of_one(
+    ws: WorkspacePaths, mosquitto: RunningBroker
+) -> None:
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
@@ -149,7 +157,7 @@ async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of
         await record_events(url, ws_id, "job-running", *RUN)
         await finished(url, ws_id, "job-top")
         await finished(url, ws_id, "job-middle", parent="job-top")
-        await record_events(url, ws_id, "job-leaf", ("submitted", {"prompt": "p", "agent": "a", "parent": "job-middle"}))
+        await record_events(url, ws_id, "job-leaf", child_of("job-middle"))
         async with Watch(url, topics.rejected) as rejected:
             for job_id in ("job-running", "job-top", "job-nobody"):
                 await publish(url, topics.events(job_id), sent("pruned", f"prune-{job_id}"))
@@ -165,7 +173,9 @@ async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of
         await verify_clean(ws)
 
 
-async def test_retention_in_the_workspace_config_prunes_on_its_own(ws: WorkspacePaths, mosquitto) -> None:
+async def test_retention_in_the_workspace_config_prunes_on_its_own(
+    ws: WorkspacePaths, mosquitto: RunningBroker
+) -> None:
     (ws.root / ".mam").mkdir()
     policy = {"older_than": "1s", "status": ["cancelled"], "every": "1s"}
     (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": policy}))
@@ -204,7 +214,7 @@ PRUNED_LOG = [
 ]
 
 
-async def test_a_prune_cut_short_by_a_crash_is_finished_at_start(ws: WorkspacePaths, mosquitto) -> None:
+async def test_a_prune_cut_short_by_a_crash_is_finished_at_start(ws: WorkspacePaths, mosquitto: RunningBroker) -> None:
     """The `pruned` event is in the live log and the record still there: the projector died before
     archiving. Its start-up repair (the dirty list names the job) archives the log, then removes both."""
     ws_id = workspace_id(ws.root)
@@ -247,7 +257,9 @@ async def test_prune_refuses_bad_input_in_one_line(ws: WorkspacePaths) -> None:
     assert nothing.returncode == 0 and "nothing to prune" in nothing.stderr.decode()
 
 
-async def test_a_retention_the_projector_cannot_read_stops_it_in_one_line(ws: WorkspacePaths, mosquitto) -> None:
+async def test_a_retention_the_projector_cannot_read_stops_it_in_one_line(
+    ws: WorkspacePaths, mosquitto: RunningBroker
+) -> None:
     (ws.root / ".mam").mkdir()
     for retention, expected in (
         ({"older_than": "a month"}, "retention.older_than: 'a month' is not a duration"),
