@@ -59,8 +59,8 @@ def resolve_id(workspace: Workspace, text: str) -> str:
     several do; when none does, `text` as typed (reading it then says what is
     missing: the record, or the audit log of a job that has none)."""
     validate_job_id(text)
-    if _named(workspace, text):
-        return text  # an exact id wins: nothing to list
+    if _named(workspace, text) or _pruned(workspace, text):
+        return text  # an exact id wins (a pruned job's too): nothing to list
     try:
         return resolve_job_id(text, _ids_like(workspace, text))
     except NoSuchJob:
@@ -71,6 +71,17 @@ def _named(workspace: Workspace, job_id: str) -> bool:
     """Whether the registry has an entry `<job_id>.json` (a link counts: reading it says it was planted)."""
     try:
         os.stat(workspace.registry_dir / f"{job_id}.json", follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _pruned(workspace: Workspace, job_id: str) -> bool:
+    """Whether the job was pruned (it has a tombstone, `mam.archive`)."""
+    from mam.archive import TOMBSTONES_DIR
+
+    try:
+        os.stat(workspace.registry_dir / TOMBSTONES_DIR / job_id, follow_symlinks=False)
     except OSError:
         return False
     return True

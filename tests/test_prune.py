@@ -96,6 +96,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         await record_events(url, ws_id, "job-running", *RUN)
         await finished(url, ws_id, "job-parent")
         await record_events(url, ws_id, "job-child", child_of("job-parent"))
+        await record_events(url, ws_id, "job-done-too", SUBMIT)  # a longer id: `mam show job-done` is not it
         wide = ("--workspace", str(ws.root), "--broker", url)
 
         before = tree_snapshot(ws.root / ".mam")
@@ -131,6 +132,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         show = await run(mam("show", "job-done", "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert show.returncode == 0, show.stderr.decode()
         assert "pruned_at" in show.stdout.decode() and "_archive" in show.stdout.decode()
+        assert "job-done-too" not in show.stdout.decode() + show.stderr.decode()
 
         resubmit = mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-old", *wide)
         again = await run(resubmit, cwd=ws.elsewhere)
