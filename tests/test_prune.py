@@ -16,10 +16,11 @@ import json
 import anyio
 
 from mam import events as ev
+from mam.projector import retention
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
-from mam.projector.durable import SyncPlan
+from mam.projector.durable import SyncPlan, replace_staged
 from mam.projector.registry import Registry, record_bytes
-from mam.projector.repair import DirtyList
+from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import replay
 from mam.topics import Topics
 
@@ -263,13 +264,39 @@ async def test_a_retention_the_projector_cannot_read_stops_it_in_one_line(
     ws: WorkspacePaths, mosquitto: RunningBroker
 ) -> None:
     (ws.root / ".mam").mkdir()
-    for retention, expected in (
+    for policy, expected in (
         ({"older_than": "a month"}, "retention.older_than: 'a month' is not a duration"),
         ({"older_than": "30d", "status": ["running"]}, "retention.status: running is not a finished status"),
         ({"older_than": "30d", "keep": 3}, "retention: unknown key 'keep'"),
     ):
-        (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": retention}))
+        (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": policy}))
         projector = [str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)]
         result = await run(projector, cwd=ws.elsewhere, timeout=30)
         lines = result.stderr.decode().strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
+
+
+def test_repair_redoes_a_prune_cut_after_its_archive_whatever_is_left(ws: WorkspacePaths) -> None:
+    """Archive and tombstone durable, then the crash: with the live log still there (the record gone or
+    not), repair writes the same archive again and removes the rest; with nothing left, it changes nothing."""
+    ws_id = workspace_id(ws.root)
+    write_log(ws, ws_id, "job-cut", PRUNED_LOG)
+    log, registry = AuditLog(ws.logs), Registry(ws.jobs)
+    state = replay("job-cut", ws_id, log.read("job-cut"))
+    assert state.record is not None
+    plan = SyncPlan()
+    staged = retention.stage([state.record], log, registry, plan)
+    plan.sync()
+    replace_staged(staged, plan)
+    (archive,) = (ws.logs / "_archive").glob("*/job-cut.jsonl.gz")
+    first = archive.read_bytes()
+    (ws.jobs / "job-cut.json").unlink()  # the crash came between the record's removal and the log's
+    for _ in range(2):  # and a second start finds nothing left to do
+        dirty = DirtyList(ws.jobs)
+        dirty.mark(["job-cut"])
+        repaired = repair_dirty(ws_id, log, registry, dirty)
+        dirty.close()
+        assert [r.job_id for r in repaired] == ["job-cut"] and repaired[0].pruned_at
+        assert not (ws.logs / "job-cut").exists() and not (ws.jobs / "job-cut.json").exists()
+        assert archive.read_bytes() == first and (ws.jobs / ".tombstones" / "job-cut").is_file()
+    log.close()
