@@ -148,6 +148,17 @@ def job_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
     )
 
 
+MUTABLE_COLUMNS: Final = ("status", "started_at", "finished_at", "updated_at", "version", "cost_usd")
+"""The columns an event after `submitted` can change; the others are written once, at submit (the fold
+sets them only there; `rebuild --verify` would show a row that drifted)."""
+
+
+def update_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
+    """The `MUTABLE_COLUMNS` of a record, then its id (an `UPDATE ... WHERE job_id = ?`)."""
+    return (record.status.value, record.started_at, record.finished_at, record.updated_at, record.version,
+            cost_of(record), job_id)
+
+
 def label_values(job_id: str, record: JobRecord) -> list[tuple[str, str, str]]:
     return [(job_id, key, value) for key, value in record.labels.items()]
 
@@ -466,7 +477,8 @@ def _stream(cursor: sqlite3.Cursor, size: int = 512) -> Iterable[tuple[Any, ...]
 
 
 __all__ = [
-    "COMPANIONS", "DIRTY_NAME", "INDEXES", "INDEX_NAME", "IndexReader", "JobRow", "Position", "SCHEMA",
+    "COMPANIONS", "DIRTY_NAME", "INDEXES", "INDEX_NAME", "MUTABLE_COLUMNS", "IndexReader", "JobRow", "Position",
+    "SCHEMA",
     "SCHEMA_VERSION", "can_serve", "connect_read_only", "filter_sql", "index_path", "job_values", "label_values",
-    "parse_dirty", "parse_position", "prompt_head", "read_dirty", "staleness",
+    "parse_dirty", "parse_position", "prompt_head", "read_dirty", "staleness", "update_values",
 ]

@@ -34,6 +34,7 @@ from mam.index import (
     INDEX_NAME,
     INDEXES,
     JOB_COLUMNS,
+    MUTABLE_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
     DirtyState,
@@ -42,6 +43,7 @@ from mam.index import (
     label_values,
     read_meta,
     staleness,
+    update_values,
 )
 from mam.nofollow import PathRefused
 from mam.projector.dirs import Dir
@@ -60,6 +62,7 @@ _UPSERT: Final = (
     f"ON CONFLICT (job_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in JOB_COLUMNS[1:])
 )
+_UPDATE: Final = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in MUTABLE_COLUMNS)} WHERE job_id = ?"
 _INSERT: Final = f"INSERT OR REPLACE INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
 _TERMINAL: Final = tuple(s.value for s in Status if s.terminal)
 
@@ -268,10 +271,14 @@ class IndexWriter:
         if conn is None:
             self.position = position
             return
+        relabel = [job_id for job_id in records if fresh is None or job_id in fresh]
+        changed = [(job_id, r) for job_id, r in records.items() if fresh is not None and job_id not in fresh]
         try:
             conn.execute("BEGIN")
-            conn.executemany(_UPSERT, [job_values(job_id, r) for job_id, r in records.items()])
-            relabel = [job_id for job_id in records if fresh is None or job_id in fresh]
+            conn.executemany(_UPSERT, [job_values(job_id, records[job_id]) for job_id in relabel])
+            # A job submitted before this batch has its row: only what later events change is written.
+            if changed and conn.executemany(_UPDATE, [update_values(*item) for item in changed]).rowcount != len(changed):
+                conn.executemany(_UPSERT, [job_values(*item) for item in changed])  # a row was missing
             gone = list(removed)
             if relabel or gone:
                 conn.executemany("DELETE FROM job_labels WHERE job_id = ?", [(j,) for j in (*relabel, *gone)])
@@ -281,7 +288,7 @@ class IndexWriter:
                 )
             if gone:
                 conn.executemany("DELETE FROM jobs WHERE job_id = ?", [(j,) for j in gone])
-            _write_meta(conn, position)
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sequence', ?)", (str(position.sequence),))
             conn.execute("COMMIT")
             _mark_read(conn)
         except sqlite3.Error as exc:
