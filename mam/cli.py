@@ -171,6 +171,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record_or_pruned(workspace: Workspace, job: str) -> JobRecord:
+    """The job's record, or a pruned job's last one (the fold of its archived log)."""
+    try:
+        return read_record(workspace, job)
+    except NotFound:
+        pruned = read_pruned(workspace, job)
+        if pruned is None:
+            raise
+        return pruned[0]
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     entries = read_events(workspace, resolve_id(workspace, args.job_id))
@@ -256,7 +267,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
-    record = read_record(workspace, job)
+    record = _record_or_pruned(workspace, job)
     if args.follow and not record.status.terminal:
         try:
             record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True)
