@@ -95,6 +95,7 @@ class Projection:
         """Forget every cached state (they may run ahead of the disk)."""
         self.jobs.clear()
         self._repair.clear()
+        self.heartbeats.seen.clear()  # a (re)connect gives every runner a full lease anyway (`liveness.View`)
 
     def load(self, keep_all: bool = False, index: IndexWriter | None = None) -> list[JobRecord]:
         """Open jobs and unfinished children, and the parked events (blocking: run it in a thread):
