@@ -178,16 +178,15 @@ async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of
         await verify_clean(ws)
 
 
-async def test_retention_in_the_workspace_config_prunes_on_its_own(
-    ws: WorkspacePaths, mosquitto: RunningBroker
-) -> None:
+async def test_retention_in_the_workspace_config_prunes_on_its_own(ws: WorkspacePaths, broker: RunningBroker) -> None:
+    """On each broker: the projector derives the prune, and the broker then retains no state for the job."""
     (ws.root / ".mam").mkdir()
     policy = {"older_than": "1s", "status": ["cancelled"], "every": "1s"}
     (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": policy}))
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
-    async with projector_process(mosquitto, ws.root, ws.elsewhere):
-        url = mosquitto.url
+    async with projector_process(broker, ws.root, ws.elsewhere):
+        url = broker.url
         await finished(url, ws_id, "job-kept")
         async with Watch(url, topics.state("job-gone")) as state:
             await record_events(url, ws_id, "job-gone", SUBMIT, CANCEL)
@@ -195,6 +194,8 @@ async def test_retention_in_the_workspace_config_prunes_on_its_own(
             await state.next(lambda _t, payload: payload == b"", timeout=5)  # then cleared
         assert last["status"] == "cancelled"
         assert not (ws.jobs / "job-gone.json").exists() and (ws.jobs / "job-kept.json").is_file()
+        retained = await retained_state_topics(url, ws_id)
+        assert topics.state("job-kept") in retained and topics.state("job-gone") not in retained
         pruned_by = archived(ws, "job-gone")[-1]
         assert (pruned_by["type"], pruned_by["by"]) == ("pruned", "mam-projector")
         assert pruned_by["reason"] == "retention: finished cancelled more than 1s ago"
