@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 
@@ -35,7 +36,7 @@ class Topics:
         return f"{self.prefix}/jobs/{validate_job_id(job_id)}/events"
 
     def state(self, job_id: str) -> str:
-        return f"{self.prefix}/jobs/{validate_job_id(job_id)}/state"
+        return _state_topic(self.workspace, job_id)
 
     @property
     def all_events(self) -> str:
@@ -97,6 +98,12 @@ class Topics:
         if len(rest) == 3 and rest[0] == "agents" and rest[2] == "status":
             return ParsedTopic(kind=Kind.AGENT_STATUS, workspace=self.workspace, agent_id=rest[1])
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _state_topic(workspace: str, job_id: str) -> str:
+    """A job's state topic, remembered: the projector publishes one per job per batch."""
+    return f"{ROOT}/{workspace}/jobs/{validate_job_id(job_id)}/state"
 
 
 @dataclass(frozen=True, slots=True)

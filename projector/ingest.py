@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,12 +12,14 @@ from msgspec.structs import replace
 from mam import events as ev
 from mam.errors import InvalidId
 from mam.ids import validate_job_id
-from mam.topics import Kind, Topics
+from mam.topics import Kind, ParsedTopic, Topics
 
 MAX_CLOCK_SKEW = timedelta(hours=1)
 """An event stamped further ahead of the projector's clock than this is refused."""
 
 PAYLOAD_EXCERPT_BYTES = 2048
+TOPICS_REMEMBERED = 4096
+"""Topics whose parse (and job id check) is remembered: every event of a job arrives on the same topic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +38,9 @@ class Refused:
 
 def ingest(topic: str, payload: bytes, topics: Topics, now: datetime, *, retained: bool = False) -> Accepted | Refused:
     """Validate one message on an events topic; never raises for bad input."""
-    parsed = topics.parse(topic)
-    if parsed is None or parsed.kind is not Kind.EVENTS or parsed.job_id is None:
-        return Refused(f"topic {topic!r} is not an events topic of workspace {topics.workspace!r}")
-    try:
-        job_id = validate_job_id(parsed.job_id)
-    except InvalidId as exc:
-        return Refused(f"topic job id refused: {exc}")
+    job_id = _events_topic_job(topics, topic)
+    if isinstance(job_id, Refused):
+        return job_id
     if retained:
         return Refused("events must be published without the retain flag", job_id=job_id)
     try:
@@ -67,6 +66,24 @@ def ingest(topic: str, payload: bytes, topics: Topics, now: datetime, *, retaine
             )
     event_id = event.id or f"p-{uuid.uuid4().hex}"
     return Accepted(job_id=job_id, event=replace(event, id=event_id, job_id=job_id), event_id=event_id)
+
+
+@functools.lru_cache(maxsize=TOPICS_REMEMBERED)
+def parse_topic(topics: Topics, topic: str) -> ParsedTopic | None:
+    """`topics.parse(topic)`, remembered."""
+    return topics.parse(topic)
+
+
+@functools.lru_cache(maxsize=TOPICS_REMEMBERED)
+def _events_topic_job(topics: Topics, topic: str) -> str | Refused:
+    """The valid job id of an events topic, or why the topic is refused; remembered."""
+    parsed = parse_topic(topics, topic)
+    if parsed is None or parsed.kind is not Kind.EVENTS or parsed.job_id is None:
+        return Refused(f"topic {topic!r} is not an events topic of workspace {topics.workspace!r}")
+    try:
+        return validate_job_id(parsed.job_id)
+    except InvalidId as exc:
+        return Refused(f"topic job id refused: {exc}")
 
 
 def excerpt(payload: bytes) -> str:

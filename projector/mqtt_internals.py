@@ -14,6 +14,11 @@
    `asyncio.wait` per message; the projector takes the first message that way
    and then whatever else is already queued (`len(client.messages)` says how
    many) straight from aiomqtt's queue.
+4. Per-packet costs (`streamline`, `ack_all`). paho matches every incoming
+   message against per-topic callbacks (aiomqtt registers none), formats a
+   DEBUG log call for every packet in and out, and queues each PUBACK as a
+   packet of its own, written with a `send` of its own. The projector
+   acknowledges a whole batch at once: its PUBACKs go out as one write.
 
 aiomqtt builds a `paho.mqtt.client.Client` as `_client` and queues incoming
 messages in `_queue`; this module is the one place that reaches for them, so
@@ -23,8 +28,14 @@ session may be handed queued messages right after CONNACK.
 
 from __future__ import annotations
 
+import logging
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 import aiomqtt
 import paho.mqtt.client as paho
+from paho.mqtt.matcher import MQTTMatcher
 
 
 class PahoUnavailable(RuntimeError):
@@ -46,6 +57,51 @@ def ack(client: aiomqtt.Client, message: aiomqtt.Message) -> None:
     """Queue the PUBACK for `message` (nothing for QoS 0)."""
     if message.qos > 0:
         _paho(client).ack(message.mid, message.qos)
+
+
+_PUBACK = struct.Struct("!BBH")
+"""A PUBACK as paho's `_send_command_with_mid` packs it: type, remaining length 2, packet id
+(MQTT 5 too: a success PUBACK may end after the packet id, MQTT-3.4.2.1)."""
+
+
+def ack_all(client: aiomqtt.Client, messages: Iterable[aiomqtt.Message]) -> None:
+    """Queue the PUBACKs of `messages`, in order, as one packet on paho's queue (one write);
+    QoS 2 ones (the projector subscribes at QoS 1, so none) through paho's own `ack`."""
+    inner = _paho(client)
+    pubacks = bytearray()
+    for message in messages:
+        if message.qos == 1:
+            pubacks += _PUBACK.pack(paho.PUBACK, 2, message.mid)
+        elif message.qos == 2:
+            inner.ack(message.mid, 2)
+    if pubacks:
+        inner._packet_queue(paho.PUBACK, bytes(pubacks), 0, 0)
+
+
+class _NoFilteredCallbacks(MQTTMatcher):
+    """paho's per-topic callbacks, for a client that registers none: nothing to match."""
+
+    def iter_match(self, topic: str) -> Iterator[Any]:
+        if self._root._children or self._root._content is not None:  # someone did register one
+            return super().iter_match(topic)
+        return iter(())
+
+
+def streamline(client: aiomqtt.Client) -> None:
+    """Before connecting: skip paho's per-topic callback matching (aiomqtt uses none), and its DEBUG
+    log calls unless paho's logger is enabled for DEBUG (its warnings and errors are still logged)."""
+    inner = _paho(client)
+    if type(getattr(inner, "_on_message_filtered", None)) is MQTTMatcher:
+        inner._on_message_filtered = _NoFilteredCallbacks()
+    logger = getattr(inner, "_logger", None)
+    if logger is not None and not logger.isEnabledFor(logging.DEBUG):
+        easy_log = inner._easy_log
+
+        def log_unless_debug(level: int, fmt: str, *args: Any) -> None:
+            if level != paho.MQTT_LOG_DEBUG:
+                easy_log(level, fmt, *args)
+
+        inner._easy_log = log_unless_debug  # type: ignore[method-assign]
 
 
 def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:

@@ -30,7 +30,7 @@ from mam.projector.dirs import warn_once
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
-from mam.projector.ingest import Accepted, excerpt, ingest
+from mam.projector.ingest import Accepted, excerpt, ingest, parse_topic
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
@@ -216,7 +216,7 @@ class Projection:
         topic = str(message.topic)
         payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
         payload = bytes(payload)
-        parsed = self.topics.parse(topic)
+        parsed = parse_topic(self.topics, topic)
         if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
             presence = decode_agent_status(payload)
             if presence is not None:

@@ -29,7 +29,7 @@ from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
-from mam.projector.mqtt_internals import ack, enable_manual_ack, next_batch, publish_nowait, queued
+from mam.projector.mqtt_internals import ack_all, enable_manual_ack, next_batch, publish_nowait, queued, streamline
 from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
@@ -254,6 +254,7 @@ class Projector:
             will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
         )
         enable_manual_ack(client)
+        streamline(client)
         return client
 
     @asynccontextmanager
@@ -442,8 +443,7 @@ class Projector:
         for message in messages:
             if isinstance(message, LocalMessage):
                 message.ack()
-            else:
-                ack(client, message)
+        ack_all(client, (message for message in messages if not isinstance(message, LocalMessage)))
         self.counters.batches += 1
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates
