@@ -12,7 +12,7 @@ import json
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import anyio
 import msgspec
@@ -85,14 +85,14 @@ def _print_json(items: Iterable[object]) -> None:
     out.write("\n]\n" if count else "[]\n")
 
 
-def _print_tree(roots: Iterable[JobRecord], children: dict[str, list[JobRecord]]) -> None:
+def _print_tree(roots: Iterable[JobRecord], children: Callable[[str], list[JobRecord]]) -> None:
     def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
         branch = "" if root else ("`-- " if last else "|-- ")
         after = after_of(record)
         waits = f"  (after {', '.join(after)})" if after else ""
         print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}"
               f"{waits}")
-        kids = children.get(record.job_id, [])
+        kids = children(record.job_id)
         for index, kid in enumerate(kids):
             draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
 

@@ -421,20 +421,20 @@ class IndexReader:
         for (job_id,) in _stream(self.conn.execute(sql, params)):
             yield job_id
 
-    def tree(self, where: JobFilter) -> tuple[Iterator[JobRow], dict[str, list[JobRow]]]:
-        """The matching jobs as a forest, oldest first: the roots (streamed; a job whose parent
-        does not match is a root), and the children of each matching parent (in memory: only
-        delegated jobs are held)."""
+    def tree(self, where: JobFilter) -> tuple[Iterator[str], dict[str, list[str]]]:
+        """The matching jobs as a forest, oldest first: the roots' ids (streamed; a job whose parent
+        does not match is a root), and each matching parent's matching children's ids (only ids are
+        held)."""
         condition, params = filter_sql(where, "j")
         parent_condition, parent_params = filter_sql(where, "p")
         matched_parent = f"EXISTS (SELECT 1 FROM jobs p WHERE p.job_id = j.parent AND {parent_condition})"
-        children: dict[str, list[JobRow]] = {}
-        sql = f"SELECT {_ROW_SELECT} FROM jobs j WHERE j.parent IS NOT NULL AND {condition} AND {matched_parent} {_OLDEST}"
-        for values in _stream(self.conn.execute(sql, [*params, *parent_params])):
-            row = _row(values)
-            children.setdefault(row.parent or "", []).append(row)
-        roots_sql = f"SELECT {_ROW_SELECT} FROM jobs j WHERE {condition} AND NOT {matched_parent} {_OLDEST}"
-        roots = (_row(v) for v in _stream(self.conn.execute(roots_sql, [*params, *parent_params])))
+        children: dict[str, list[str]] = {}
+        sql = (f"SELECT j.parent, j.job_id FROM jobs j WHERE j.parent IS NOT NULL AND {condition} "
+               f"AND {matched_parent} {_OLDEST}")
+        for parent, job_id in _stream(self.conn.execute(sql, [*params, *parent_params])):
+            children.setdefault(parent, []).append(job_id)
+        roots_sql = f"SELECT j.job_id FROM jobs j WHERE {condition} AND NOT {matched_parent} {_OLDEST}"
+        roots = (job_id for (job_id,) in _stream(self.conn.execute(roots_sql, [*params, *parent_params])))
         return roots, children
 
     def ids_like(self, text: str) -> list[str]:

@@ -13,7 +13,7 @@ both paths give the same jobs in the same order.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -77,13 +77,13 @@ class Jobs:
             return self.read(row.job_id for row in self.index.rows(where, oldest_first=True))
         return iter(sorted((r for r in self.scanned() if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id)))
 
-    def tree(self, where: JobFilter) -> tuple[Iterator[JobRecord], dict[str, list[JobRecord]]]:
+    def tree(self, where: JobFilter) -> tuple[Iterator[JobRecord], Callable[[str], list[JobRecord]]]:
         """The matching jobs as a forest, oldest first: the roots (streamed; a job whose parent does
-        not match is a root) and each matching parent's matching children (only they are held)."""
+        not match is a root), and a function giving a job's matching children (through the index,
+        only their ids are held; each child's record is read when it is asked for)."""
         if self.index is not None and can_serve(where):
             roots, children = self.index.tree(where)
-            held = {parent: list(self.read(row.job_id for row in rows)) for parent, rows in children.items()}
-            return self.read(row.job_id for row in roots), held
+            return self.read(roots), lambda job_id: list(self.read(children.get(job_id, ())))
         chosen = list(self.oldest_first(where))
         by_id = {r.job_id for r in chosen}
         kids: dict[str, list[JobRecord]] = {}
@@ -93,7 +93,7 @@ class Jobs:
                 kids.setdefault(record.parent or "", []).append(record)
             else:
                 top.append(record)
-        return iter(top), kids
+        return iter(top), lambda job_id: kids.get(job_id, [])
 
     def rows(self, where: JobFilter, limit: int | None = None) -> Iterator[JobRow] | None:
         """The index's rows (no record read), newest first; `None` when the index cannot answer."""

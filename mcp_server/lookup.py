@@ -72,7 +72,7 @@ def register(app: MCPServer, served: Served) -> None:
         """The workspace's jobs, newest first, each in brief (get_job has the whole record); every filter
         given must match."""
         def read() -> JobList:
-            where = _filter(status, agent, labels, parent, since, job_ids(served.workspace))
+            where = _filter(status, agent, labels, parent, since, job_ids(served.workspace) if parent else [])
             with Jobs(served.workspace) as jobs:  # through the query index when it is current
                 shown, total = jobs.select(where, limit)
                 return JobList(jobs=[summary(r, as_dict(r)) for r in shown], total=total)
