@@ -1,8 +1,8 @@
 """A NATS cluster for the failover tests: three nodes with JetStream and MQTT on free loopback ports.
 
-Each node has its own store dir, server name and route port, and routes to the
-others; the MQTT streams are made with as many replicas as there are nodes
-(`stream_replicas`), the README's configuration. Nodes are stopped by PID.
+Each node runs docs/nats-cluster.conf (the README's configuration: every MQTT
+stream on all three nodes) with its own store dir, server name, ports and
+routes to the two others. Nodes are stopped by PID.
 """
 
 from __future__ import annotations
@@ -52,23 +52,33 @@ class Cluster:
         return next(node for node in self.nodes if node.url == url)
 
 
-def node_conf(name: str, *, client: int, route: int, mqtt: int, store: Path, routes: list[int], size: int) -> str:
-    """The README's node configuration, on loopback ports (ack_wait short, so a test sees redelivery soon)."""
-    peers = ", ".join(f"nats-route://127.0.0.1:{port}" for port in routes)
-    return (
-        f'server_name: "{name}"\n'
-        f"listen: 127.0.0.1:{client}\n"
-        f'jetstream {{ store_dir: "{store}" }}\n'
-        f'cluster {{ name: "mam-test", listen: 127.0.0.1:{route}, routes: [{peers}] }}\n'
-        f'mqtt {{ listen: 127.0.0.1:{mqtt}, stream_replicas: {size}, ack_wait: "2s", max_ack_pending: 16000 }}\n'
-    )
+DOCUMENTED_CONF = Path(__file__).resolve().parent.parent / "docs" / "nats-cluster.conf"
+
+
+def node_conf(name: str, *, client: int, route: int, mqtt: int, store: Path, routes: list[int]) -> str:
+    """docs/nats-cluster.conf (node nats-1 of three) with only its name, ports, routes and store
+    dir replaced, so the cluster the README recommends is the one the suite runs."""
+    text = DOCUMENTED_CONF.read_text(encoding="utf-8")
+    other_a, other_b = (f'"nats-route://127.0.0.1:{port}"' for port in routes)
+    for documented, here in (
+        ('server_name: "nats-1"', f'server_name: "{name}"'),
+        ("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{client}"),
+        ('store_dir: "/var/lib/nats"', f'store_dir: "{store}"'),
+        ("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{route}"),
+        ('"nats-route://nats-2:6222"', other_a),
+        ('"nats-route://nats-3:6222"', other_b),
+        ("listen: 0.0.0.0:1883", f"listen: 127.0.0.1:{mqtt}"),
+    ):
+        assert text.count(documented) == 1, f"docs/nats-cluster.conf changed shape: {documented!r}"
+        text = text.replace(documented, here)
+    return text
 
 
 @asynccontextmanager
-async def nats_cluster(tmp: Path, size: int = 3) -> AsyncIterator[Cluster]:
-    """Start `size` nodes, yield the cluster once MQTT works end to end on every node, stop them all."""
+async def nats_cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    """Start three nodes, yield the cluster once MQTT works end to end on every node, stop them all."""
     binary = require_binary("nats-server")
-    ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+    ports = [(free_port(), free_port(), free_port()) for _ in range(3)]
     nodes: list[Node] = []
     try:
         for i, (client, route, mqtt) in enumerate(ports):
@@ -77,8 +87,7 @@ async def nats_cluster(tmp: Path, size: int = 3) -> AsyncIterator[Cluster]:
             store.mkdir(parents=True, exist_ok=True)
             conf = tmp / f"nats-{name}.conf"
             others = [r for j, (_, r, _) in enumerate(ports) if j != i]
-            conf.write_text(node_conf(name, client=client, route=route, mqtt=mqtt, store=store, routes=others,
-                                      size=size))
+            conf.write_text(node_conf(name, client=client, route=route, mqtt=mqtt, store=store, routes=others))
             log = tmp / f"nats-{name}.log"
             with open(log, "ab") as out:
                 proc = subprocess.Popen([binary, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
