@@ -14,11 +14,15 @@
    `asyncio.wait` per message; the projector takes the first message that way
    and then whatever else is already queued (`len(client.messages)` says how
    many) straight from aiomqtt's queue.
-4. Per-packet costs (`streamline`, `ack_all`). paho matches every incoming
-   message against per-topic callbacks (aiomqtt registers none), formats a
-   DEBUG log call for every packet in and out, and queues each PUBACK as a
-   packet of its own, written with a `send` of its own. The projector
-   acknowledges a whole batch at once: its PUBACKs go out as one write.
+4. Per-packet costs (`streamline`, `ack_all`). paho's `loop_read`, which
+   aiomqtt calls each time the socket is readable, reads one packet unless
+   publishes await their acknowledgements: one trip through the event loop
+   per event. It matches every incoming message against per-topic callbacks
+   (aiomqtt registers none), makes a DEBUG log call for every packet in and
+   out, and queues each PUBACK as a packet of its own, written with a `send`
+   of its own. Streamlined, a readable socket is read until it would block
+   (at most `READ_BURST` packets), and the projector acknowledges a whole
+   batch at once: its PUBACKs go out as one write.
 
 aiomqtt builds a `paho.mqtt.client.Client` as `_client` and queues incoming
 messages in `_queue`; this module is the one place that reaches for them, so
@@ -87,10 +91,35 @@ class _NoFilteredCallbacks(MQTTMatcher):
         return iter(())
 
 
+READ_BURST = 256
+"""Packets read per readable socket at most: what is left is read on the next turn of the event loop."""
+
+
+def _read_burst(inner: paho.Client) -> None:
+    """paho's `loop_read`, reading packets until the socket would block (at most `READ_BURST`)."""
+    packet_read, rc_handle = inner._packet_read, inner._loop_rc_handle
+
+    def loop_read(max_packets: int = 1) -> paho.MQTTErrorCode:
+        for _ in range(max(max_packets, READ_BURST)):
+            if inner._sock is None:
+                return paho.MQTTErrorCode.MQTT_ERR_NO_CONN
+            rc = packet_read()
+            if rc > 0:
+                return rc_handle(rc)
+            if rc == paho.MQTTErrorCode.MQTT_ERR_AGAIN:
+                break
+        return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    inner.loop_read = loop_read  # type: ignore[method-assign]
+
+
 def streamline(client: aiomqtt.Client) -> None:
-    """Before connecting: skip paho's per-topic callback matching (aiomqtt uses none), and its DEBUG
-    log calls unless paho's logger is enabled for DEBUG (its warnings and errors are still logged)."""
+    """Before connecting: read each readable socket in one burst; skip paho's per-topic callback matching
+    (aiomqtt uses none), and its DEBUG log calls unless paho's logger is enabled for DEBUG (its
+    warnings and errors are still logged)."""
     inner = _paho(client)
+    if hasattr(inner, "_packet_read") and hasattr(inner, "_loop_rc_handle"):
+        _read_burst(inner)
     if type(getattr(inner, "_on_message_filtered", None)) is MQTTMatcher:
         inner._on_message_filtered = _NoFilteredCallbacks()
     logger = getattr(inner, "_logger", None)
