@@ -106,6 +106,18 @@ async def test_clients_connect_to_the_first_broker_that_answers(mosquitto: Runni
         )
         assert result.returncode == 0, result.stderr
         assert json.loads((ws.jobs / "job-listed.json").read_bytes())["status"] == "submitted"
+        # A runner given the list claims and runs jobs; a follower given the list sees it end.
+        runner = Daemon([str(BIN / "mam-agent"), "--agent", "mock", *mock_command(), "--workspace", str(ws.root),
+                         "--broker", brokers], cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "runner.log")
+        try:
+            result = await run(
+                mam("submit", "--prompt", "echo listed", "--agent", "mock", "--follow", "--workspace", str(ws.root)),
+                cwd=ws.elsewhere, env=child_env(MAM_BROKER_URL=brokers), timeout=60,
+            )
+            assert result.returncode == 0, (result.stderr, runner.output())
+            assert b"prompt=echo listed" in result.stdout
+        finally:
+            runner.stop()
     finally:
         projector.stop()
 
