@@ -12,20 +12,20 @@ from typing import Annotated, Final, Literal, Union
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.ids import AGENT_ID_PATTERN, END, JOB_ID_PATTERN
 
 SCHEMA_VERSION: Final = 1
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 """Events larger than this are refused before they are parsed."""
 
-EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}" + END)]
 JobId = Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
 AgentName = Annotated[str, Meta(pattern=AGENT_ID_PATTERN)]
 ShortText = Annotated[str, Meta(max_length=256)]
 Text = Annotated[str, Meta(max_length=64 * 1024)]
 Prompt = Annotated[str, Meta(min_length=1, max_length=512 * 1024)]
 Labels = Annotated[
-    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}$")], Annotated[str, Meta(max_length=256)]],
+    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}" + END)], Annotated[str, Meta(max_length=256)]],
     Meta(max_length=64),
 ]
 Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
@@ -48,10 +48,10 @@ class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     Those fields default to UNSET, which msgspec never encodes: a GitInfo
     without them has exactly the bytes it had before they existed."""
 
-    commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}" + END)] | None = None
     branch: ShortText | None = None
     dirty: bool = False
-    base: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")] | UnsetType = UNSET
+    base: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}" + END)] | UnsetType = UNSET
     files_changed: Version | UnsetType = UNSET
     insertions: Version | UnsetType = UNSET
     deletions: Version | UnsetType = UNSET
@@ -107,7 +107,7 @@ class Submitted(Event, tag="submitted"):
 
 class Claimed(Event, tag="claimed"):
     runner: AgentName
-    epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = None
+    epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}" + END)] | None = None
 
 
 class Started(Event, tag="started"):

@@ -13,9 +13,15 @@ from typing import Final
 
 from mam.errors import InvalidId
 
-WORKSPACE_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-AGENT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+END: Final = r"$(?!\n)"
+"""The end of a whole-string pattern. Python's `$` also matches before a trailing newline, so
+msgspec (which searches with `re`) would take `"agent\n"` for `"agent"`; the lookahead refuses it
+and reads the same in ECMA-262, where JSON Schema validators in other languages apply the
+patterns of `mam schema`."""
+
+WORKSPACE_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}" + END
+JOB_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}" + END
+AGENT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}" + END
 
 ID_RULE: Final = "starting with a letter or digit"
 """What the patterns above say beyond their length, for error messages."""

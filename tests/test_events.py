@@ -81,3 +81,19 @@ def test_a_runner_may_publish_timed_out_but_never_lost() -> None:
                             b'"git":{"commit":"abc1234","branch":"main","dirty":false}}')
     assert isinstance(event, ev.TimedOut) and event.exit_code == -15 and event.git is not None
     assert "timed_out" not in ev.DERIVED_TYPES and "lost" in ev.DERIVED_TYPES
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type":"submitted","prompt":"p","agent":"a\\n"}',
+        b'{"type":"submitted","prompt":"p","agent":"a","parent":"job\\n"}',
+        b'{"type":"submitted","prompt":"p","agent":"a","labels":{"k\\n":"v"}}',
+        b'{"type":"submitted","id":"e1\\n","prompt":"p","agent":"a"}',
+        b'{"type":"claimed","runner":"r","epoch":"ep\\n"}',
+    ],
+)
+def test_a_trailing_newline_is_not_part_of_an_id(payload: bytes) -> None:
+    """Python's `$` matches before a final newline; the patterns refuse it (and mean the same in JSON Schema)."""
+    with pytest.raises(ev.EventError):
+        ev.decode_event(payload)
