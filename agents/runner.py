@@ -112,6 +112,7 @@ class Runner:
             room=self.outbox.room,
             worktrees=worktrees,
             output_format=output_format,
+            broker_url=broker.full_url,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -68,6 +68,10 @@ class Settings:
     """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
     output_format: str | None = None
     """The profile's `format`: the agent's stdout is read by that parser (`formats/`); None for a plain command."""
+    broker_url: str | None = None
+    """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
+    environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
+    also from a host other than the projector's."""
 
 
 class Supervisor:
@@ -151,6 +155,8 @@ class Supervisor:
             "MAM_WORKSPACE": workspace.id,
             "WORKSPACE_ROOT": str(workspace.root),
         }
+        if self.settings.broker_url and not env.get("MAM_BROKER_URL"):
+            env["MAM_BROKER_URL"] = self.settings.broker_url
         env.pop("MAM_PROMPT", None)
         size = len(f"MAM_PROMPT={self.record.prompt}".encode()) + 1
         if size <= MAX_ENV_STRING:

@@ -115,8 +115,8 @@ async def _answer(url: str, ws: WorkspacePaths, job: str, text: str) -> tuple[in
 
 
 def _runner_env() -> dict[str, str]:
-    """The runner's environment, handed to its jobs: no MAM_BROKER_URL, so `mam ask` inside a job finds the
-    broker as any command there does, from the workspace's runtime file that `mam up` writes."""
+    """The runner's environment, handed to its jobs: no MAM_BROKER_URL of its own, so each job gets the
+    runner's `--broker` as MAM_BROKER_URL."""
     return child_env(MAM_BROKER_URL=None)
 
 
@@ -262,3 +262,16 @@ def test_a_retried_attempt_starts_without_the_waits_of_the_one_before() -> None:
     assert isinstance(again, JobRecord) and again.status is Status.SUBMITTED
     assert again.waited is not answered.waited and again.resumed_at is not answered.resumed_at, "unset again"
     assert again.question == "Proceed?", "the question asked stays in the record"
+
+
+async def test_a_job_gets_its_runners_broker_so_mam_inside_it_reaches_the_same_one(ws: WorkspacePaths) -> None:
+    """Without MAM_BROKER_URL of its own, a runner hands its --broker to each job, so `mam ask`
+    (and `mam submit`, `mam mcp`) inside the job need no runtime file on the job's host."""
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
+        url, ws, "--profile", "shell", agent="shell", env=_runner_env()
+    ):
+        await submit(url, ws, "job-env", 'echo "broker=$MAM_BROKER_URL"\n', agent="shell")
+        done = await wait_for_state(url, ws_id, "job-env", lambda r: r["status"] == "succeeded", timeout=30)
+    assert done["result"] == f"broker={url}\n", done
