@@ -179,13 +179,13 @@ async def test_a_live_projector_refreshes_its_status_and_is_not_stale(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
     ws_id = workspace_id(ws.root)
-    async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--heartbeat", "1")) as projector:
+    async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--heartbeat", "2")) as projector:
         first = await wait_projector_online(mosquitto.url, ws_id, pid=projector.pid)
         _, later = await wait_for_message(
             mosquitto.url, Topics(ws_id).projector_status,
-            lambda _t, p: json.loads(p).get("heartbeat_at", "") > first["heartbeat_at"], timeout=5,
+            lambda _t, p: json.loads(p).get("heartbeat_at", "") > first["heartbeat_at"], timeout=10,
         )
-        assert json.loads(later)["status"] == "online" and json.loads(later)["heartbeat_every"] == 1
+        assert json.loads(later)["status"] == "online" and json.loads(later)["heartbeat_every"] == 2
         result = await run(mam("workspace", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
         line = next(x for x in result.stdout.decode().splitlines() if x.startswith("projector_status"))
         assert f"online on {mosquitto.url} (pid {projector.pid}" in line and "stale" not in line, line
