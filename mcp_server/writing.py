@@ -6,7 +6,7 @@ projector's verdict: the recorded state, or its refusal as a tool error.
 
 import argparse
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -42,6 +42,22 @@ Parent = Annotated[
           json_schema_extra={"pattern": JOB_ID_PATTERN}),
 ]
 JobTimeout = Annotated[float | None, Field(gt=0, description="seconds the job may run before its runner stops it")]
+Retries = Annotated[
+    int | None, Field(ge=0, le=ev.MAX_RETRIES, description="retry policy: at most this many further attempts")
+]
+RetryOn = Annotated[
+    list[ev.RetryOutcome] | None,
+    Field(description="the outcomes that retry (default: failed and lost)"),
+]
+Backoff = Annotated[
+    float | None,
+    Field(ge=0, description="seconds before the first retry, doubling each time, with jitter (default 1)"),
+]
+After = Annotated[
+    list[str] | None,
+    Field(description="jobs (ids, or unique prefixes or suffixes) that must all succeed before this one may run; "
+          "it is blocked until then, and cancelled if one of them ends otherwise"),
+]
 Wait = Annotated[
     bool,
     Field(description="return once the projector has recorded the job (or refused it); false: once the broker "
@@ -91,6 +107,10 @@ def register(app: MCPServer, served: Served) -> None:
         parent: Parent = None,
         timeout: JobTimeout = None,
         wait: Wait = True,
+        retries: Retries = None,
+        retry_on: RetryOn = None,
+        backoff: Backoff = None,
+        after: After = None,
     ) -> SubmitResult:
         """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
         claims and runs it. Returns the job's id and, with wait (the default), its recorded state. Follow it
@@ -98,10 +118,17 @@ def register(app: MCPServer, served: Served) -> None:
         if not prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         chosen_parent = parent or served.parent
+        policy: dict[str, Any] = {
+            name: value
+            for name, value in (("retries", retries), ("retry_on", retry_on), ("backoff", backoff))
+            if value is not None
+        }
+        if after:
+            policy["after"] = [await served.job_id(job) for job in after]
         event = checked(
             ev.Submitted(
                 prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=timeout,
-                parent=chosen_parent, git=await anyio.to_thread.run_sync(git_info, served.workspace.root),
+                parent=chosen_parent, git=await anyio.to_thread.run_sync(git_info, served.workspace.root), **policy,
             )
         )
         job_id = new_job_id()

@@ -216,3 +216,18 @@ async def test_python_api_submit_records_git_provenance(amqtt: RunningBroker, ws
             record = await pub.submit(prompt="p", agent="a", wait=True)
     assert record.git_at_submit is not None  # type: ignore[union-attr]
     assert (record.git_at_submit.commit, record.git_at_submit.branch) == (head, "main")  # type: ignore[union-attr]
+
+
+async def test_python_api_submit_takes_a_retry_policy_and_dependencies(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+    from mam.agents import Publisher
+    from mam.broker_url import parse_broker_url
+    from mam.workspace import resolve
+
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
+            first = await pub.submit(prompt="p", agent="a", job_id="job-first", wait=True)
+            then = await pub.submit(prompt="q", agent="a", job_id="job-then", wait=True, retries=3,
+                                    retry_on=["lost"], backoff=2.0, after=["job-first"])
+    assert first.status.value == "submitted"  # type: ignore[union-attr]
+    assert then.status.value == "blocked" and then.after == ["job-first"]  # type: ignore[union-attr]
+    assert (then.retries, then.retry_on, then.backoff) == (3, ["lost"], 2.0)  # type: ignore[union-attr]

@@ -175,6 +175,18 @@ async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: Work
                                                                parent="missing")
         assert (await call(session, "get_job", job=job))["status"] == "cancelled"  # still serving
 
+        # A retry policy and dependencies, as `mam submit --retries/--retry-on/--backoff/--after`: after a
+        # cancelled job (named by a suffix), the job is cancelled at once with a reason naming it.
+        after = await call(session, "submit_job", prompt="p", agent="nobody", after=[job[-8:]], retries=2,
+                           retry_on=["failed", "timed_out"], backoff=0.5)
+        recorded = after["job"]
+        assert (recorded["after"], recorded["retries"], recorded["retry_on"], recorded["backoff"]) == (
+            [job], 2, ["failed", "timed_out"], 0.5)
+        assert recorded["status"] == "blocked", recorded  # the verdict on the submit; then, derived:
+        ended = await wait_for_state(url, workspace_id(ws.root), after["job_id"], lambda r: r["status"] == "cancelled")
+        assert job in ended["cancel_reason"], ended
+        assert "missing" in await refused(session, "submit_job", prompt="p", agent="mock", after=["missing"])
+
 
 async def test_a_job_submitted_from_inside_a_job_gets_it_as_parent(ws: WorkspacePaths) -> None:
     port = free_port()
