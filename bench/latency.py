@@ -96,22 +96,22 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int, w
 
 
 async def projector_latencies(
-    port: int, events: list[tuple[str, bytes]], rate: int, window: int, *, up: bool
+    port: int, events: list[tuple[str, bytes]], rate: int, window: int, *, up: bool, ws: str = "lat-proj"
 ) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
     if up:
-        proc, port = await start_up("lat-proj", root)
+        proc, port = await start_up(ws, root)
     else:
-        proc = await start_projector(port, "lat-proj", root)
+        proc = await start_projector(port, ws, root)
     profile(proc.pid)
     sent: dict[tuple[str, int], float] = {}
     got: list[float] = []
     seen: dict[str, int] = {}
     try:
         async with aiomqtt.Client("127.0.0.1", port) as sub:
-            await sub.subscribe("mam/lat-proj/jobs/+/state", qos=1)
+            await sub.subscribe(f"mam/{ws}/jobs/+/state", qos=1)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(paced_publish, port, "lat-proj", events, rate, sent, window)
+                tg.start_soon(paced_publish, port, ws, events, rate, sent, window)
                 async for message in sub.messages:
                     now = time.perf_counter()
                     record = json.loads(message.payload)  # type: ignore[arg-type]
