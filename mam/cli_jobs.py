@@ -13,6 +13,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from datetime import datetime
 
 import anyio
 import msgspec
@@ -49,6 +50,16 @@ def add_filter_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--json", action="store_true")
 
 
+def since_from_args(text: str | None, flag: str = "--since") -> datetime | None:
+    """`--since` (`30m`, `2h`, `1d` or an ISO time) as a time, or None when not given; a usage error naming it."""
+    if not text:
+        return None
+    try:
+        return parse_since(text, utc_now())
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
 def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
     try:
         statuses = parse_statuses(args.status)
@@ -58,12 +69,7 @@ def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
         labels = parse_labels(args.label)
     except ValueError as exc:
         raise UsageError(f"--label: {exc}") from None
-    since = None
-    if args.since:
-        try:
-            since = parse_since(args.since, utc_now())
-        except ValueError as exc:
-            raise UsageError(f"--since: {exc}") from None
+    since = since_from_args(args.since)
     parent = None
     if args.parent:
         parent = resolve_id(workspace, args.parent)  # as typed if no job matches: it has no children either

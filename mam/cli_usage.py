@@ -12,12 +12,10 @@ import json
 import sys
 
 from mam.cli_common import add_workspace_args, workspace_from_args
-from mam.errors import UsageError
-from mam.humanize import parse_since
+from mam.cli_jobs import since_from_args
 from mam.listing import Jobs
 from mam.query import JobFilter
 from mam.tables import render
-from mam.timefmt import utc_now
 from mam.usage import BY, Group, Totals, group, money, total
 
 _FIRST_COLUMN = {"agent": "AGENT", "session": "SESSION", "parent": "JOB (ITS TREE)"}
@@ -35,12 +33,7 @@ def _cells(key: str, sums: Totals) -> list[str]:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
-    since = None
-    if args.since:
-        try:
-            since = parse_since(args.since, utc_now())
-        except ValueError as exc:
-            raise UsageError(f"--since: {exc}") from None
+    since = since_from_args(args.since)
     with Jobs(workspace) as jobs:  # through the query index when it is current: only the matching records are read
         records = sorted(jobs.select(JobFilter(since=since))[0], key=lambda r: r.job_id)
     groups = group(records, args.by)

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam import attempts
+from mam import attempts, waiting
 from mam import events as ev
-from mam import waiting
 from mam.record import JobRecord, Status
 
 

@@ -16,13 +16,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import msgspec
-
 from mam.index import IndexReader, JobRow, can_serve
-from mam.nofollow import read_at
 from mam.query import JobFilter, select
-from mam.reading import iter_records
-from mam.record import JobRecord, decode_record
+from mam.reading import iter_records, records_at
+from mam.record import JobRecord
 from mam.workspace import Workspace
 
 
@@ -111,15 +108,7 @@ class Jobs:
         fd = self._registry_fd()
         if fd is None:
             return
-        root = Path(self.workspace.registry_dir)
-        for job_id in job_ids:
-            name = f"{job_id}.json"
-            try:
-                data = read_at(fd, name, shown=str(root / name), action="read")
-                if data is not None:
-                    yield decode_record(data)
-            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-                continue
+        yield from records_at(fd, Path(self.workspace.registry_dir), (f"{job_id}.json" for job_id in job_ids))
 
     def _registry_fd(self) -> int | None:
         if self._dir_fd is None:

@@ -8,7 +8,7 @@ planted, and what it points at is no job's (`mam.nofollow`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,16 +106,21 @@ def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        names = _record_names(fd)
-        for name in names:
-            try:
-                data = read_at(fd, name, shown=str(root / name), action="read")
-                if data is not None:
-                    yield decode_record(data)
-            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-                continue
+        yield from records_at(fd, Path(root), _record_names(fd))
     finally:
         os.close(fd)
+
+
+def records_at(fd: int, root: Path, names: Iterable[str]) -> Iterator[JobRecord]:
+    """The records named `names` in the registry open at `fd`, in that order; one that is gone, a
+    link, or does not decode is left out."""
+    for name in names:
+        try:
+            data = read_at(fd, name, shown=str(root / name), action="read")
+            if data is not None:
+                yield decode_record(data)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
 
 
 def read_record(workspace: Workspace, job_id: str) -> JobRecord:

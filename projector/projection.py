@@ -23,9 +23,9 @@ from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.delegation import DelegationLimits, load_limits
+from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
-from mam.projector.delegation import check as check_delegation
 from mam.projector.dirs import warn_once
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.index_startup import load_from_index
