@@ -23,6 +23,15 @@
    of its own. Streamlined, a readable socket is read until it would block
    (at most `READ_BURST` packets), and the projector acknowledges a whole
    batch at once: its PUBACKs go out as one write.
+5. TCP's small-packet delays. The projector answers an event only once it
+   is durable, so its kernel delays the TCP acknowledgement meanwhile, and a
+   broker that leaves Nagle's algorithm on (mosquitto does by default) holds
+   back the events that follow the first of a burst until that
+   acknowledgement comes: a whole commit later. After each read the socket is
+   switched to quick acknowledgements (`TCP_QUICKACK`, Linux; the kernel
+   leaves the mode again by itself). The projector's own writes go out at
+   once (`NO_DELAY`, passed when the client is made): a state queued behind a
+   write the broker has not acknowledged would otherwise wait for it.
 
 aiomqtt builds a `paho.mqtt.client.Client` as `_client` and queues incoming
 messages in `_queue`; this module is the one place that reaches for them, so
@@ -33,6 +42,7 @@ session may be handed queued messages right after CONNACK.
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -94,6 +104,22 @@ class _NoFilteredCallbacks(MQTTMatcher):
 READ_BURST = 256
 """Packets read per readable socket at most: what is left is read on the next turn of the event loop."""
 
+NO_DELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+"""`socket_options` for `aiomqtt.Client`: the projector's writes are not held back by Nagle's algorithm."""
+
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
+def _quick_ack(sock: object) -> None:
+    """Acknowledge what arrives without delay, until the kernel leaves quick-ack mode again (Linux)."""
+    setsockopt = getattr(sock, "setsockopt", None)
+    if _QUICKACK is None or setsockopt is None:
+        return
+    try:
+        setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+    except OSError:
+        pass
+
 
 def _read_burst(inner: paho.Client) -> None:
     """paho's `loop_read`, reading packets until the socket would block (at most `READ_BURST`)."""
@@ -108,15 +134,16 @@ def _read_burst(inner: paho.Client) -> None:
                 return rc_handle(rc)
             if rc == paho.MQTTErrorCode.MQTT_ERR_AGAIN:
                 break
+        _quick_ack(inner._sock)
         return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
 
     inner.loop_read = loop_read  # type: ignore[method-assign]
 
 
 def streamline(client: aiomqtt.Client) -> None:
-    """Before connecting: read each readable socket in one burst; skip paho's per-topic callback matching
-    (aiomqtt uses none), and its DEBUG log calls unless paho's logger is enabled for DEBUG (its
-    warnings and errors are still logged)."""
+    """Before connecting: read each readable socket in one burst, then acknowledge at once (TCP); skip
+    paho's per-topic callback matching (aiomqtt uses none), and its DEBUG log calls unless paho's
+    logger is enabled for DEBUG (its warnings and errors are still logged)."""
     inner = _paho(client)
     if hasattr(inner, "_packet_read") and hasattr(inner, "_loop_rc_handle"):
         _read_burst(inner)

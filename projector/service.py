@@ -29,7 +29,15 @@ from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
-from mam.projector.mqtt_internals import ack_all, enable_manual_ack, next_batch, publish_nowait, queued, streamline
+from mam.projector.mqtt_internals import (
+    NO_DELAY,
+    ack_all,
+    enable_manual_ack,
+    next_batch,
+    publish_nowait,
+    queued,
+    streamline,
+)
 from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
@@ -252,6 +260,7 @@ class Projector:
             keepalive=15,
             max_inflight_messages=0,
             will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
+            socket_options=NO_DELAY,
         )
         enable_manual_ack(client)
         streamline(client)
