@@ -1,14 +1,15 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
     .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
-        [--rounds 2] [--window 100] [--inflight 20]
+        [--rounds 2] [--window 100] [--inflight 20[,0]]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
 (unacknowledged). On mosquitto, `--inflight` is its `max_inflight_messages`: how many
 QoS 1 messages it sends a subscriber before that subscriber acknowledges one (20, mosquitto's
-default; 0 = no cap, as docs/mosquitto.conf sets it). The projector acknowledges an event only
-once it is durable, so that window bounds its batches. The raw rate is a subscriber that
+default; 0 = no cap, as docs/mosquitto.conf sets it; several, comma-separated, are compared in
+turn). The projector acknowledges an event only once it is durable, so that window bounds its
+batches. The raw rate is a subscriber that
 only counts messages; the projector rate is from the first publish until the
 retained state of every job shows its last event, with fsync on (or
 `--durability none`). Each round runs both, the rounds alternate the order
@@ -212,6 +213,16 @@ def verify(root: Path, jobs: int, per_job: int, total: int) -> None:
     assert len(records) == jobs and all(r["version"] == per_job and r["status"] == "succeeded" for r in records)
 
 
+def inflight_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give counts of 0 or more, comma-separated (e.g. 20,0)")
+    return values
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000)
@@ -239,18 +250,25 @@ async def main() -> None:
     )
     parser.add_argument(
         "--inflight",
-        type=int,
-        default=MOSQUITTO_DEFAULT_INFLIGHT,
+        type=inflight_list,
+        default=[MOSQUITTO_DEFAULT_INFLIGHT],
         help="mosquitto's max_inflight_messages: QoS 1 messages it sends a subscriber unacknowledged "
-        f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf)",
+        f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf); "
+        "several, comma-separated (20,0), compare each on a broker of its own in turn",
     )
     args = parser.parse_args()
     per_job = args.events // args.jobs
     events = interleaved(args.jobs, per_job)
+    for inflight in args.inflight:
+        await compare(args, events, per_job, inflight)
+
+
+async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per_job: int, inflight: int) -> None:
+    """The raw subscriber and the projector, ABBA, on one broker (for mosquitto, with `inflight`)."""
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
-    with broker("amqtt" if args.broker == "up" else args.broker, inflight=args.inflight) as running:
+    with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
         for r in range(args.rounds):
             for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
                 if side == "raw":
@@ -270,7 +288,7 @@ async def main() -> None:
                     projs.append(proj)
     print(
         f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
-        f"publisher window={args.window}" + inflight_label(args.broker, args.inflight)
+        f"publisher window={args.window}" + inflight_label(args.broker, inflight)
     )
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")
@@ -284,6 +302,7 @@ async def main() -> None:
     print(f"raw aiomqtt subscriber : {raw_rate_:10.0f} events/s  {1e6 * raw_cpu / n:5.0f} ms cpu/1k events")
     print(f"mam-projector          : {proj_rate:10.0f} events/s  {1e6 * proj_cpu / n:5.0f} ms cpu/1k events")
     print(f"ratio projector/raw    : {proj_rate / raw_rate_:10.2f}   (events per cpu-s: {raw_cpu / proj_cpu:.2f})")
+    print(flush=True)
 
 
 if __name__ == "__main__":
