@@ -50,6 +50,9 @@ from typing import Any
 import aiomqtt
 import paho.mqtt.client as paho
 from paho.mqtt.matcher import MQTTMatcher
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 
 class PahoUnavailable(RuntimeError):
@@ -140,6 +143,39 @@ def _read_burst(inner: paho.Client) -> None:
     inner.loop_read = loop_read  # type: ignore[method-assign]
 
 
+_MID = struct.Struct("!H")
+
+
+def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
+    """paho builds a reason code and a properties object for every PUBACK and calls aiomqtt, which looks the
+    packet id up among the publishes it awaits (an exception for each it does not: every state the projector
+    publishes). A plain PUBACK (packet id only: success) is handled with shared objects instead, and aiomqtt
+    hears only of the publishes it awaits; any other goes to paho as before."""
+    handle, do_on_publish = inner._handle_pubackcomp, inner._do_on_publish
+    success, no_properties = ReasonCode(PacketTypes.PUBACK), Properties(PacketTypes.PUBACK)
+
+    def handle_pubackcomp(cmd: str) -> paho.MQTTErrorCode:
+        packet = inner._in_packet["packet"]
+        if cmd != "PUBACK" or len(packet) != 2:
+            return handle(cmd)  # type: ignore[arg-type]
+        (mid,) = _MID.unpack(packet)
+        with inner._out_message_mutex:
+            if mid in inner._out_messages:
+                return do_on_publish(mid, success, no_properties)
+        return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign,assignment]
+    awaited = getattr(client, "_pending_publishes", None)
+    on_publish = inner.on_publish
+    if isinstance(awaited, dict) and on_publish is not None:
+
+        def on_awaited_publish(*args: Any) -> None:
+            if args[2] in awaited:  # (client, userdata, mid, reason code, properties)
+                on_publish(*args)
+
+        inner.on_publish = on_awaited_publish
+
+
 def streamline(client: aiomqtt.Client) -> None:
     """Before connecting: read each readable socket in one burst, then acknowledge at once (TCP); skip
     paho's per-topic callback matching (aiomqtt uses none), and its DEBUG log calls unless paho's
@@ -147,6 +183,8 @@ def streamline(client: aiomqtt.Client) -> None:
     inner = _paho(client)
     if hasattr(inner, "_packet_read") and hasattr(inner, "_loop_rc_handle"):
         _read_burst(inner)
+    if all(hasattr(inner, name) for name in ("_handle_pubackcomp", "_do_on_publish", "_in_packet", "_out_messages")):
+        _lean_pubacks(client, inner)
     if type(getattr(inner, "_on_message_filtered", None)) is MQTTMatcher:
         inner._on_message_filtered = _NoFilteredCallbacks()
     logger = getattr(inner, "_logger", None)
