@@ -21,7 +21,7 @@ from pathlib import Path
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sign states (ed25519)", ("StateSigner.payload", "StateSigner.signed")),
     ("publish states (paho)", ("publish_nowait", "Projector._publish_view")),
-    ("PUBACKs for the states (paho)", ("Client._handle_pubackcomp",)),
+    ("PUBACKs for the states (paho)", ("Client._handle_pubackcomp", "handle_pubackcomp")),
     ("acknowledge events", ("ack_all", "mqtt_internals.py:ack", "Client.ack")),
     ("decode and check events", ("ingest",)),
     ("fold into records", ("Projection.fold",)),
@@ -34,11 +34,12 @@ is ambiguous (py-spy names a frame `function (path/file.py:line)`)."""
 OTHER = "event loop and the rest"
 
 
-def _names(frame: str) -> tuple[str, str]:
-    """`function` and `file.py:function` of a py-spy frame `function (path/file.py:line)`."""
+def _names(frame: str) -> tuple[str, str, str]:
+    """`function`, its last part (a nested function's own name) and `file.py:function` of a py-spy frame
+    `function (path/file.py:line)`."""
     function, _, where = frame.partition(" (")
     file = where.rsplit(":", 1)[0].rsplit("/", 1)[-1]
-    return function, f"{file}:{function}"
+    return function, function.rsplit(".", 1)[-1], f"{file}:{function}"
 
 
 def stage_of(frames: list[str]) -> str:
