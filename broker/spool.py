@@ -13,10 +13,8 @@ arrived meanwhile joins the next (group commit).
 `<ws>.acked` holds the highest seq below which the projector acknowledged
 everything; it is replaced atomically but not fsync'd: losing it only means
 redelivering events the projector dedupes by id. A file whose every record
-is acknowledged is emptied. Retained messages are appended to
-`retained.log` (an empty payload clears a topic) as amqtt keeps them (after
-its ACL let them through), in groups, each group fsync'd. The log is
-compacted when the broker starts.
+is acknowledged is emptied. Retained messages are kept in `retained.log`
+(`mam.broker.retained_log`).
 
 The spool dir is created (0700) without following a link at it, and every
 file in it is opened relative to it with `O_NOFOLLOW`.
@@ -28,20 +26,19 @@ import asyncio
 import fcntl
 import logging
 import os
-import struct
-import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mam.broker.retained_log import RetainedLog
+from mam.broker.spool_records import decode_records, encode_record
 from mam.errors import UsageError
 from mam.ids import InvalidId, validate_workspace_id
 from mam.nofollow import open_at, open_dir_at
 
 log = logging.getLogger("mam.broker")
 
-_HEAD = struct.Struct("<IQII")  # crc32 of the rest, seq, topic length, payload length
 CURSOR_DELAY = 0.05
 """Acknowledgements are gathered this long before the cursor file is rewritten."""
 COMPACT_BYTES = 1 << 20
@@ -58,26 +55,6 @@ def spooled_workspace(topic: str) -> str | None:
         return validate_workspace_id(parts[1])
     except InvalidId:
         return None
-
-
-def encode_record(seq: int, topic: str, payload: bytes) -> bytes:
-    name = topic.encode()
-    body = _HEAD.pack(0, seq, len(name), len(payload))[4:] + name + payload
-    return struct.pack("<I", zlib.crc32(body)) + body
-
-
-def decode_records(data: bytes) -> tuple[list[tuple[int, str, bytes]], int]:
-    """The intact records of a spool file, and the length they span (a torn tail is ignored)."""
-    records, at = [], 0
-    while at + _HEAD.size <= len(data):
-        crc, seq, tlen, plen = _HEAD.unpack_from(data, at)
-        end = at + _HEAD.size + tlen + plen
-        if end > len(data) or zlib.crc32(data[at + 4 : end]) != crc:
-            break
-        start = at + _HEAD.size
-        records.append((seq, data[start : start + tlen].decode(), data[start + tlen : end]))
-        at = end
-    return records, at
 
 
 @dataclass(slots=True)
@@ -117,13 +94,11 @@ class Spool:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.queues: dict[str, Queue] = {}
-        self.retained: dict[str, tuple[bytes, int]] = {}
         self._dir = -1
         self._lock = -1
         self._waiting: list[tuple[Queue, Entry, asyncio.Future[None]]] = []
         self._committing: asyncio.Task[None] | None = None
-        self._retain_log: list[tuple[str, bytes, asyncio.Future[None]]] = []
-        self._retain_task: asyncio.Task[None] | None = None
+        self.retained_log: RetainedLog | None = None
         self._cursors_due: set[str] = set()
         self._in_write: set[str] = set()
         self.on_durable: Callable[[Queue], None] = lambda queue: queue.changed.set()
@@ -150,10 +125,23 @@ class Spool:
         for name in os.listdir(self._dir):
             if name.endswith(".spool"):
                 self._load(name[: -len(".spool")])
-        self._load_retained()
+        self.retained_log = RetainedLog(self._open, self._dir, str(self.path / "retained.log"))
+        self.retained_log.load()
+
+    @property
+    def retained(self) -> dict[str, tuple[bytes, int]]:
+        """The retained messages kept: topic -> (payload, qos)."""
+        return self.retained_log.kept if self.retained_log is not None else {}
+
+    def retain(self, topic: str, payload: bytes, qos: int) -> None:
+        """amqtt kept `payload` as `topic`'s retained message (empty: cleared); see `RetainedLog`."""
+        if self.retained_log is not None:
+            self.retained_log.note(topic, payload, qos)
 
     def close(self) -> None:
-        self._flush_retained()
+        if self.retained_log is not None:
+            self.retained_log.close()
+            self.retained_log = None
         for workspace in self._cursors_due:
             self._write_cursor(self.queues[workspace])
         self._cursors_due.clear()
@@ -299,72 +287,6 @@ class Spool:
 
     def _pending_for(self, queue: Queue) -> bool:
         return queue.workspace in self._in_write or any(q is queue for q, _, _ in self._waiting)
-
-    # -- retained messages ----------------------------------------------------------------
-
-    def retain(self, topic: str, payload: bytes, qos: int) -> asyncio.Future[None]:
-        """Keep a retained message (empty `payload`: cleared); the future ends once it is on disk."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        current = self.retained.get(topic)
-        if (current[0] if current else b"") == payload:
-            done.set_result(None)  # already kept (the gate saw it before amqtt retained it)
-            return done
-        if payload:
-            self.retained[topic] = (payload, qos)
-        else:
-            self.retained.pop(topic, None)
-        self._retain_log.append((topic, payload, done))
-        if self._retain_task is None or self._retain_task.done():
-            self._retain_task = asyncio.ensure_future(self._flush_retained_soon())
-        return done
-
-    async def _flush_retained_soon(self) -> None:
-        while self._retain_log:
-            batch, self._retain_log = self._retain_log, []
-            try:
-                await asyncio.to_thread(self._append_retained, [(t, p) for t, p, _ in batch])
-            except OSError as exc:
-                log.error("spool: cannot write %s: %s", self.path / "retained.log", exc)
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            for _, _, done in batch:
-                if not done.done():
-                    done.set_result(None)
-
-    def _flush_retained(self) -> None:
-        if self._dir >= 0 and self._retain_log:
-            batch, self._retain_log = self._retain_log, []
-            self._append_retained([(t, p) for t, p, _ in batch])
-
-    def _append_retained(self, batch: list[tuple[str, bytes]]) -> None:
-        fd = self._open("retained.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            data = b"".join(encode_record(0, topic, payload) for topic, payload in batch)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _load_retained(self) -> None:
-        records, _ = decode_records(self._read("retained.log"))
-        for _, topic, payload in records:
-            if payload:
-                self.retained[topic] = (payload, 1)
-            else:
-                self.retained.pop(topic, None)
-        fd = self._open("retained.log.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            os.write(fd, b"".join(encode_record(0, t, p) for t, (p, _) in self.retained.items()))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace("retained.log.tmp", "retained.log", src_dir_fd=self._dir, dst_dir_fd=self._dir)
-        os.fsync(self._dir)
 
 
 def default_spool_dir(host: str, port: int) -> Path:

@@ -8,6 +8,7 @@ mosquitto and NATS.)
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,9 @@ import aiomqtt
 import pytest
 from test_amqtt_gaps import first_message
 
-from mam.broker.spool import Spool, decode_records, encode_record, spooled_workspace
+from mam.broker import retained_log
+from mam.broker.spool import Spool, spooled_workspace
+from mam.broker.spool_records import decode_records, encode_record
 from mam.errors import UsageError
 from mam.nofollow import PathRefused
 
@@ -133,3 +136,44 @@ def test_two_brokers_cannot_share_a_spool(tmp_path: Path) -> None:
             Spool(tmp_path / "spool").open()
     finally:
         first.close()
+
+
+async def _settled(spool: Spool) -> None:
+    """Until the retained log has written what it was given and its fsyncs and compactions are done."""
+    log = spool.retained_log
+    assert log is not None
+    for _ in range(1000):
+        await asyncio.sleep(0)  # a loop turn: the pending write runs
+        if not log._pending and not log._background:  # noqa: SLF001
+            return
+        if log._background:  # noqa: SLF001
+            await asyncio.wait(set(log._background), timeout=10)  # noqa: SLF001
+    raise AssertionError("the retained log did not settle")
+
+
+async def test_the_retained_log_is_compacted_while_the_broker_runs_and_keeps_the_latest_of_each_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retained_log, "COMPACT_BYTES", 4096)
+    spool = Spool(tmp_path / "spool")
+    spool.open()
+    try:
+        for version in range(2000):
+            spool.retain(f"mam/w/jobs/j{version % 3}/state", b"x" * 100 + str(version).encode(), 1)
+            spool.retain("mam/w/jobs/gone/state", b"soon cleared", 1)
+            spool.retain("mam/w/jobs/gone/state", b"", 0)
+            if version % 50 == 0:
+                await _settled(spool)
+        await _settled(spool)
+        size = (tmp_path / "spool" / "retained.log").stat().st_size
+        assert size < 4 * 4096, f"retained.log is {size} bytes: never compacted"
+    finally:
+        spool.close()
+    again = Spool(tmp_path / "spool")
+    again.open()
+    try:
+        assert again.retained == {
+            f"mam/w/jobs/j{n}/state": (b"x" * 100 + str(v).encode(), 1) for n, v in ((0, 1998), (1, 1999), (2, 1997))
+        }
+    finally:
+        again.close()
