@@ -31,7 +31,9 @@ class ClientHandler(BrokerProtocolHandler):
     - each incoming publish counted in the client's `PublishWindow` from the moment it is
       read until it is acknowledged (QoS 1), queued (QoS 0) or its PUBREC is sent (QoS 2:
       the PUBREL it then waits for comes only if the reader reads on);
-    - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs;
+    - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs. One
+      timer per connection watches for silence here: amqtt's own timing cost a task and a
+      timer for every packet read (`asyncio.wait_for`) and another timer for every packet sent;
     - the topic ACL (`mam.broker.acl`) asked before the gate;
     - an outgoing QoS 1 or 2 message a persistent session's connection closed on kept for its
       next connection (MQTT-4.4.0-1), where amqtt drops it.
@@ -40,6 +42,29 @@ class ClientHandler(BrokerProtocolHandler):
     gate: gate.PublishGate | None = None
     window: PublishWindow | None = None
     topic_filter: TopicFilter | None = None
+    grace: int = 0
+    """Seconds of silence after which the connection is closed (1.5 keep-alive periods; 0: never)."""
+    _silence: asyncio.TimerHandle | None = None
+
+    async def start(self) -> None:
+        """Start amqtt's reader with no read timeout, and the silence timer in its place."""
+        session = self.session
+        if session is not None:
+            self.grace, session.keep_alive = session.keep_alive, 0  # what the reader loop times reads by
+        self.keepalive_timeout = None  # amqtt's per-packet write timer, which only logs
+        try:
+            await super().start()
+        finally:
+            if session is not None:
+                session.keep_alive = self.grace
+        if self.grace > 0:
+            self._watch(self.grace)
+
+    async def stop(self) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+            self._silence = None
+        await super().stop()
 
     def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
@@ -113,17 +138,26 @@ class ClientHandler(BrokerProtocolHandler):
         verdicts = await self.plugins_manager.map_plugin_topic(session=self.session, topic=topic, action=Action.PUBLISH)
         return all(verdicts.values())
 
-    def handle_read_timeout(self) -> None:
-        """No packet for the keep-alive grace: close, unless it was this broker holding the client back."""
-        reader, grace = self.reader, self.keepalive_timeout
-        if not isinstance(reader, PacketReader) or grace is None or reader.holding:
+    def _watch(self, delay: float) -> None:
+        self._silence = asyncio.get_running_loop().call_later(delay, self._check_silence)
+
+    def _check_silence(self) -> None:
+        """Close a connection silent for `grace` seconds, unless it was this broker holding the client back."""
+        self._silence = None
+        reader = self.reader
+        if not isinstance(reader, PacketReader) or reader.closed:
             return
-        if time.monotonic() - reader.last_heard >= grace:
-            client = self.session.client_id if self.session else "?"
-            log.info(
-                "closed the connection of client %s from %s: nothing received for %d s", client, reader.peer, grace
-            )
-            reader.close()
+        silent = time.monotonic() - reader.last_heard
+        if reader.holding or silent < self.grace:
+            self._watch(self.grace - silent if not reader.holding else self.grace)
+            return
+        client = self.session.client_id if self.session else "?"
+        log.info(
+            "closed the connection of client %s from %s: nothing received for %d s", client, reader.peer, self.grace
+        )
+        reader.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()  # amqtt's reader loop then ends the connection, and the will fires
 
 
 TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 from collections import OrderedDict
@@ -44,6 +45,7 @@ CURSOR_DELAY = 0.05
 COMPACT_BYTES = 1 << 20
 
 
+@functools.lru_cache(maxsize=4096)
 def spooled_workspace(topic: str) -> str | None:
     """The workspace whose projector takes a publish on `topic`, or None."""
     parts = topic.split("/")

@@ -106,6 +106,13 @@ class SpoolHooks:
                 await self._handle_message_delivery(client_session, handler, message)  # type: ignore[attr-defined]
         await super()._handle_disconnect(client_session, handler, *args, **kwargs)  # type: ignore[misc]
 
+    def spool_delivers(self, topic: str) -> str | None:
+        """The client id of the projector session the spool delivers `topic` to (amqtt does not), or None."""
+        if self.spool is None:
+            return None
+        workspace = spooled_workspace(topic)
+        return None if workspace is None else f"mam-projector-{workspace}"
+
     def _spool_gate(self, topic: str, payload: bytes, retain: bool) -> Awaitable[None] | None:
         if spooled_workspace(topic) is None:
             return None  # retained messages are kept as amqtt keeps them (`retain_message`)
