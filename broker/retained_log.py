@@ -58,6 +58,8 @@ class RetainedLog:
         self._sync_due: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._failed = False
+        self._damaged = False
+        """A write failed: the file may end in part of a record, and is rewritten before it grows again."""
 
     # -- start and stop -----------------------------------------------------------------
 
@@ -87,10 +89,17 @@ class RetainedLog:
         if self._fd < 0:
             return
         try:
-            self._write(self._take_pending())
+            if self._damaged:
+                self._pending.clear()
+                fd, self._written = self._rewrite(list(self.kept.items()))
+                self._replace()
+                os.close(self._fd)
+                self._fd = fd
+            else:
+                self._write(self._take_pending())
             os.fsync(self._fd)
         except OSError as exc:
-            log.error("spool: cannot write %s: %s", self._shown, exc)
+            log.error("spool: cannot write %s: %s; the retained messages since the last write are lost", self._shown, exc)
         os.close(self._fd)
         self._fd = -1
 
@@ -126,21 +135,32 @@ class RetainedLog:
         """Once per loop iteration that retained something: append it, and see to the fsync."""
         if not self._pending or self._fd < 0:
             return
+        if self._damaged:
+            # A failed write may have left part of a record: what follows it would not be read back.
+            # `kept` holds everything, so the log is rewritten from it instead (once there is room).
+            self._pending.clear()
+            if self._since_snapshot is None:
+                self._spawn(self._compact())
+            return
         try:
             self._write(self._take_pending())
         except OSError as exc:
+            self._damaged = True
             self._report(exc)
             return
         self._failed = False
-        self._unsynced = True
-        if self._sync_due is None:
-            self._sync_due = asyncio.get_running_loop().call_later(SYNC_INTERVAL, self._sync)
+        self._sync_soon()
         if (
             self._since_snapshot is None
             and self._written > COMPACT_BYTES
             and self._written > COMPACT_FACTOR * self._live
         ):
             self._spawn(self._compact())
+
+    def _sync_soon(self) -> None:
+        self._unsynced = True
+        if self._sync_due is None:
+            self._sync_due = asyncio.get_running_loop().call_later(SYNC_INTERVAL, self._sync)
 
     def _sync(self) -> None:
         self._sync_due = None
@@ -173,6 +193,9 @@ class RetainedLog:
             return
         old, self._fd, self._written = self._fd, fd, size + len(data)
         os.close(old)
+        self._damaged = self._failed = False
+        if data:
+            self._sync_soon()
         log.debug("spool: compacted %s to %d retained message(s)", self._shown, len(snapshot))
 
     # -- files ----------------------------------------------------------------------------

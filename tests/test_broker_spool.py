@@ -17,6 +17,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 from test_amqtt_gaps import first_message
+from test_disk_full import fill, small_disk  # noqa: F401 - a fixture
 
 from mam.broker import retained_log
 from mam.broker.spool import Spool, spooled_workspace
@@ -175,5 +176,35 @@ async def test_the_retained_log_is_compacted_while_the_broker_runs_and_keeps_the
         assert again.retained == {
             f"mam/w/jobs/j{n}/state": (b"x" * 100 + str(v).encode(), 1) for n, v in ((0, 1998), (1, 1999), (2, 1997))
         }
+    finally:
+        again.close()
+
+
+async def test_a_write_the_full_disk_cut_short_is_repaired_and_every_retained_message_comes_back(
+    small_disk: Path,
+) -> None:
+    spool = Spool(small_disk / "spool")
+    spool.open()
+    latest: dict[str, bytes] = {}
+    try:
+        for n in range(20):
+            spool.retain(f"mam/w/jobs/j{n}/state", b"before %d" % n, 1)
+            latest[f"mam/w/jobs/j{n}/state"] = b"before %d" % n
+        await _settled(spool)
+        fill(small_disk / "filler")
+        for n in range(20):  # these writes fail, some of them half done
+            spool.retain(f"mam/w/jobs/j{n}/state", b"during %d " % n + b"x" * 2000, 1)
+            latest[f"mam/w/jobs/j{n}/state"] = b"during %d " % n + b"x" * 2000
+            await _settled(spool)
+        (small_disk / "filler").unlink()
+        spool.retain("mam/w/jobs/after/state", b"after", 1)
+        latest["mam/w/jobs/after/state"] = b"after"
+        await _settled(spool)
+    finally:
+        spool.close()
+    again = Spool(small_disk / "spool")
+    again.open()
+    try:
+        assert {topic: payload for topic, (payload, _) in again.retained.items()} == latest
     finally:
         again.close()
