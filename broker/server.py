@@ -40,6 +40,7 @@ from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
+from mam.broker.subscriptions import SubscriptionTable
 from mam.broker.topic_match import matcher
 from mam.broker_url import BrokerAddress
 from mam.errors import UsageError
@@ -75,6 +76,10 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     With a `publish_gate`, every client's incoming publishes pass the gate
     first (see `mam.broker.gate`).
 
+    The subscription table is walked over snapshots (`mam.broker.subscriptions`):
+    amqtt's walk, with awaits inside, lost a message for every subscriber after
+    the point where another client's SUBSCRIBE or disconnect changed the table.
+
     A message no subscription matches is not queued for broadcast: amqtt
     would spend a task and an `asyncio.wait` on it only to find no one to
     send it to. Under `mam up` that is most messages (events go to the
@@ -85,6 +90,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
 
     def __init__(self, config: dict[str, Any], *, limits: Limits, publish_gate: gate.PublishGate | None) -> None:
         super().__init__(config)
+        self._subscriptions = SubscriptionTable()
         self.limits = limits
         self.publish_gate = publish_gate
         self.cap = ConnectionCap(limits.max_connections or MOST_CONNECTIONS)
@@ -153,7 +159,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             spooled_for = self.spool_delivers(topic)
             if not any(
                 any(held.client_id != spooled_for for held, _ in holders) and matcher(a_filter)(topic)
-                for a_filter, holders in self._subscriptions.items()
+                for a_filter, holders in dict.items(self._subscriptions)  # no await in here: the live table
             ):
                 return
         await super()._broadcast_message(session, topic, data, force_qos)

@@ -144,3 +144,59 @@ async def test_embedded_broker_replays_only_the_connecting_sessions_retained_mes
     assert await first_message(amqtt.url, f"{prefix}/a/projector/status") == b"status-a"
     assert await first_message(amqtt.url, f"{prefix}/b/jobs/j/state") == b"state-b"
     assert await first_message(amqtt.url, f"{prefix}/c/nothing", timeout=1) is None
+
+
+async def test_every_subscriber_gets_every_message_while_other_clients_subscribe_and_unsubscribe(
+    tmp_path: Path,
+) -> None:
+    """amqtt 0.12 walks its subscription table with awaits inside: a SUBSCRIBE or UNSUBSCRIBE
+    meanwhile ended the walk, and subscribers after that point lost the message (a subscriber
+    missed 347 of 3,000 here; in mam, a `mam submit` whose state never came). mam's broker walks
+    a snapshot (`mam.broker.subscriptions`)."""
+    count = 1500
+    with BROKERS["amqtt"](tmp_path) as broker:
+        address = parse_broker_url(broker.url)
+        received = 0
+        all_in = anyio.Event()
+        churning = anyio.Event()
+
+        async def first_subscriber(ready: anyio.Event) -> None:
+            async with make_client(address) as client:
+                await client.subscribe("gap/+/+", qos=1)  # the filter walked first
+                ready.set()
+                async for _ in client.messages:
+                    pass
+
+        async def last_subscriber(ready: anyio.Event) -> None:
+            nonlocal received
+            async with make_client(address) as client:
+                await client.subscribe("gap/#", qos=1)  # walked after it
+                ready.set()
+                async for _ in client.messages:
+                    received += 1
+                    if received == count:
+                        all_in.set()
+
+        async def churn() -> None:
+            async with make_client(address) as client:
+                n = 0
+                while True:
+                    await client.subscribe(f"churn/{n}", qos=1)
+                    churning.set()
+                    await client.unsubscribe(f"churn/{n}")
+                    n += 1
+
+        async with anyio.create_task_group() as tg:
+            for subscriber in (first_subscriber, last_subscriber):
+                ready = anyio.Event()
+                tg.start_soon(subscriber, ready)
+                await ready.wait()
+            tg.start_soon(churn)
+            await churning.wait()
+            async with make_client(address) as publisher:
+                for n in range(count):
+                    await publisher.publish(f"gap/{n}/x", b"m", qos=1)
+            with anyio.move_on_after(30):
+                await all_in.wait()
+            tg.cancel_scope.cancel()
+        assert received == count, f"the last subscriber got {received} of {count} messages"
