@@ -187,21 +187,20 @@ def _settle(workspace: Workspace, log: AuditLog, registry: Registry, checks: dic
     """Re-read (log, then record) every job whose record differs, while a projector is alive.
 
     A record caught between its log's append and its own replacement agrees at
-    a later read. Returns the jobs that still differ and whose log grew since
-    the read before (the projector is still writing them).
+    a later read. Returns the jobs that still differ while a projector is alive
+    (on a loaded machine a commit can outlast every pause: its `syncfs` waits for
+    the disk): `_trailing` then tells a record that trails its log, a commit
+    still under way, from one that is wrong.
     """
     suspects = [job_id for job_id, check in checks.items() if check.problem]
-    moving: set[str] = set()
     for pause in RECHECK_PAUSES:
         if not suspects or projector_info(workspace.registry_dir) is None:
-            break  # no one is writing: what differs now differs for good
+            return set()  # no one is writing: what differs now differs for good
         time.sleep(pause)
-        before = {job_id: checks[job_id] for job_id in suspects}
         for job_id in suspects:
             checks[job_id] = _check(log, registry, workspace.id, job_id)
         suspects = [job_id for job_id in suspects if checks[job_id].problem]
-        moving = {job_id for job_id in suspects if checks[job_id].events != before[job_id].events}
-    return moving
+    return set(suspects) if suspects and projector_info(workspace.registry_dir) is not None else set()
 
 
 def _trailing(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) -> int | None:

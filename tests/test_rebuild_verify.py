@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import anyio
@@ -78,6 +79,42 @@ async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
     for result in results:
         report = json.loads(result.stdout)
         assert result.returncode == 0 and report["differing"] == report["missing"] == [], report
+
+
+async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_flight_not_differing(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """A projector stopped between a log's append and its record's replacement (a commit that outlasts
+    every re-read, as a slow `syncfs` on a loaded machine does): the record trails its log, which is
+    in flight, not wrong. Frozen at five moments of a steady stream of writes."""
+    ws_id = workspace_id(ws.root)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
+        await record_running_jobs(mosquitto, ws_id)
+        done = anyio.Event()
+
+        async def keep_writing() -> None:
+            async with make_client(parse_broker_url(mosquitto.url)) as client:
+                n = 0
+                while not done.is_set():
+                    for job_id in JOBS:
+                        payload = json.dumps({"type": "output", "text": f"line {n}\n"}).encode()
+                        await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
+                    n += 1
+
+        reports = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_writing)
+            for _ in range(5):
+                await wait_for_state(mosquitto.url, ws_id, JOBS[-1], lambda r: r["output_bytes"] > 0)
+                os.kill(projector.pid, signal.SIGSTOP)
+                try:
+                    reports.append(await run(verify(ws, "--json"), cwd=ws.elsewhere))
+                finally:
+                    os.kill(projector.pid, signal.SIGCONT)
+            done.set()
+    for result in reports:
+        report = json.loads(result.stdout)
+        assert report["differing"] == report["missing"] == [], report
 
 
 async def test_verify_beside_a_live_projector_still_reports_a_damaged_record(
