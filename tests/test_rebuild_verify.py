@@ -37,6 +37,17 @@ async def record_running_jobs(broker: RunningBroker, ws_id: str) -> None:
         await wait_for_state(broker.url, ws_id, job_id, lambda r: r["version"] == 3)
 
 
+async def keep_writing(broker: RunningBroker, ws_id: str, done: anyio.Event) -> None:
+    """Output events for every job, one round after another, until `done`."""
+    async with make_client(parse_broker_url(broker.url)) as client:
+        n = 0
+        while not done.is_set():
+            for job_id in JOBS:
+                payload = json.dumps({"type": "output", "text": f"line {n}\n"}).encode()
+                await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
+            n += 1
+
+
 def verify(ws: WorkspacePaths, *extra: str) -> list[str]:
     return mam("rebuild", "--verify", "--workspace", str(ws.root), *extra)
 
@@ -62,18 +73,8 @@ async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         await record_running_jobs(mosquitto, ws_id)
         done = anyio.Event()
-
-        async def keep_writing() -> None:
-            async with make_client(parse_broker_url(mosquitto.url)) as client:
-                n = 0
-                while not done.is_set():
-                    for job_id in JOBS:
-                        payload = json.dumps({"type": "output", "text": f"line {n}\n"}).encode()
-                        await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
-                    n += 1
-
         async with anyio.create_task_group() as tg:
-            tg.start_soon(keep_writing)
+            tg.start_soon(keep_writing, mosquitto, ws_id, done)
             results = [await run(verify(ws, "--json"), cwd=ws.elsewhere) for _ in range(3)]
             done.set()
     for result in results:
@@ -91,19 +92,9 @@ async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_fli
     async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
         await record_running_jobs(mosquitto, ws_id)
         done = anyio.Event()
-
-        async def keep_writing() -> None:
-            async with make_client(parse_broker_url(mosquitto.url)) as client:
-                n = 0
-                while not done.is_set():
-                    for job_id in JOBS:
-                        payload = json.dumps({"type": "output", "text": f"line {n}\n"}).encode()
-                        await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
-                    n += 1
-
         reports = []
         async with anyio.create_task_group() as tg:
-            tg.start_soon(keep_writing)
+            tg.start_soon(keep_writing, mosquitto, ws_id, done)
             for _ in range(5):
                 await wait_for_state(mosquitto.url, ws_id, JOBS[-1], lambda r: r["output_bytes"] > 0)
                 os.kill(projector.pid, signal.SIGSTOP)
