@@ -22,7 +22,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sign states (ed25519)", ("StateSigner.payload", "StateSigner.signed")),
     ("publish states (paho)", ("publish_nowait", "Projector._publish_view")),
     ("PUBACKs for the states (paho)", ("Client._handle_pubackcomp", "handle_pubackcomp")),
-    ("acknowledge events", ("ack_all", "mqtt_internals.py:ack", "Client.ack")),
+    ("acknowledge events", ("ack_all", "Client.ack")),
     ("decode and check events", ("ingest",)),
     ("fold into records", ("Projection.fold",)),
     ("commit (worker thread)", ("Batch.commit",)),

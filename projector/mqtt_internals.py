@@ -70,12 +70,6 @@ def enable_manual_ack(client: aiomqtt.Client) -> None:
     _paho(client).manual_ack_set(True)
 
 
-def ack(client: aiomqtt.Client, message: aiomqtt.Message) -> None:
-    """Queue the PUBACK for `message` (nothing for QoS 0)."""
-    if message.qos > 0:
-        _paho(client).ack(message.mid, message.qos)
-
-
 _PUBACK = struct.Struct("!BBH")
 """A PUBACK as paho's `_send_command_with_mid` packs it: type, remaining length 2, packet id
 (MQTT 5 too: a success PUBACK may end after the packet id, MQTT-3.4.2.1)."""
