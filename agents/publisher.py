@@ -136,11 +136,6 @@ class Publisher:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`)."""
         job_id = validate_job_id(job_id) if job_id else new_job_id()
-        policy: dict[str, Any] = {
-            name: value
-            for name, value in (("retries", retries), ("retry_on", retry_on), ("backoff", backoff), ("after", after))
-            if value is not None
-        }
         event = self.stamp(
             ev.Submitted(
                 prompt=prompt,
@@ -151,7 +146,7 @@ class Publisher:
                 timeout=timeout,
                 parent=parent,
                 git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
-                **policy,
+                **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),
             )
         )
         if not wait:

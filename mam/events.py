@@ -6,8 +6,9 @@ Decode once at the edge with `decode_event`; past it nothing handles dicts.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -103,6 +104,19 @@ class Submitted(Event, tag="submitted"):
     """Jobs that must all succeed before this one may be claimed; it is `blocked` until then."""
     retry_of: JobId | None | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
+
+
+def submit_policy(
+    *,
+    retries: int | None = None,
+    retry_on: Sequence[str] | None = None,
+    backoff: float | None = None,
+    after: list[str] | None = None,
+) -> dict[str, Any]:
+    """The retry policy and dependencies given for a `Submitted`, as its keyword arguments: one not
+    given stays UNSET, so a submit without them has exactly the bytes it had before they existed."""
+    given = (("retries", retries), ("retry_on", retry_on), ("backoff", backoff), ("after", after))
+    return {name: value for name, value in given if value is not None}
 
 
 class Claimed(Event, tag="claimed"):

@@ -6,7 +6,7 @@ projector's verdict: the recorded state, or its refusal as a tool error.
 
 import argparse
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -118,13 +118,8 @@ def register(app: MCPServer, served: Served) -> None:
         if not prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         chosen_parent = parent or served.parent
-        policy: dict[str, Any] = {
-            name: value
-            for name, value in (("retries", retries), ("retry_on", retry_on), ("backoff", backoff))
-            if value is not None
-        }
-        if after:
-            policy["after"] = [await served.job_id(job) for job in after]
+        dependencies = [await served.job_id(job) for job in after] if after else None
+        policy = ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=dependencies)
         event = checked(
             ev.Submitted(
                 prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=timeout,
