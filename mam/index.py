@@ -6,29 +6,8 @@ JSON records stay the contract and the source of truth (with the audit log);
 the index is a projection of them, written by the projector in the same
 commit as the records, rebuilt by `mam rebuild`, checked by `rebuild --verify`.
 
-Position. The registry's position is a token the projector keeps in its
-dirty list (`<registry>/.projector.dirty`, see `mam.projector.repair`):
-`#position=<generation>.<sequence>`, where the generation names one build of
-the index and the sequence counts the batches that changed records. Every
-batch that changes records writes the token with the next sequence (and the
-jobs it touches) before it appends to any log, and the index commits the
-same sequence with the batch's rows. The index is *current* when
-
-- its schema is this mam's, and the dirty list carries a position token of
-  the same generation;
-- with no batch in flight (the dirty list names no job), its sequence equals
-  the token's; with a batch in flight, a live projector holds the lock and
-  the index's sequence is at least the token's minus one (that batch's rows
-  are being committed: a reader sees what a reader of the JSON files would
-  see mid-batch).
-
-Anything else is *stale* and never trusted: an index written by another
-schema, one whose generation is not the registry's (copied, restored), one
-behind the token (a crash between the records and the index; an older mam
-that writes records without the index drops the token, which is also stale),
-a batch in flight with no live projector (a crash mid-batch). A stale or
-missing index is rebuilt by the projector at its start; until then readers
-bypass it and scan the JSON files, as they did before it existed.
+Its schema and the row a record becomes: `mam.index_schema`; its position, and
+when an index is current or stale: `mam.index_position`.
 
 Readers open the index read-only (`file:...?mode=ro`); in WAL mode they never
 block the projector. A reader of a workspace whose projector is stopped may
@@ -42,125 +21,43 @@ import sqlite3
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
 from mam.discovery import projector_info
-from mam.humanize import parse_time
-from mam.nofollow import PathRefused, read_beneath
+from mam.index_position import (
+    DIRTY_NAME,
+    DirtyState,
+    Position,
+    parse_dirty,
+    parse_position,
+    read_dirty,
+    read_meta,
+    staleness,
+)
+from mam.index_schema import (
+    COMPANIONS,
+    INDEX_NAME,
+    INDEXES,
+    JOB_COLUMNS,
+    MUTABLE_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    job_values,
+    label_values,
+    micros,
+    prompt_head,
+    update_values,
+)
 from mam.query import JobFilter
-from mam.record import JobRecord, Status
+from mam.record import Status
 
-INDEX_NAME: Final = ".index.sqlite"
-COMPANIONS: Final = ("-wal", "-shm", "-journal")
-"""The files SQLite keeps beside the index."""
-DIRTY_NAME: Final = ".projector.dirty"
-SCHEMA_VERSION: Final = 1
-POSITION_PREFIX: Final = "#position="
-PROMPT_HEAD: Final = 160
-"""Characters of a job's prompt (whitespace collapsed) kept for tables; more than any column shows."""
 READ_TIMEOUT: Final = 2.0
 
-JOB_COLUMNS: Final = (
-    "job_id", "status", "agent", "agent_session", "parent", "submitted_at", "submitted_us", "started_at",
-    "finished_at", "updated_at", "version", "cost_usd", "prompt_head",
-)
-
-SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    agent_session TEXT,
-    parent TEXT,
-    submitted_at TEXT NOT NULL,
-    submitted_us INTEGER,
-    started_at TEXT,
-    finished_at TEXT,
-    updated_at TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    cost_usd REAL,
-    prompt_head TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS job_labels (
-    job_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (job_id, key)
-) WITHOUT ROWID;
-"""
-"""Tables; `INDEXES` are made after them (after the rows, when a whole index is built)."""
-
-INDEXES: Final = """
-CREATE INDEX IF NOT EXISTS jobs_newest ON jobs (submitted_at, job_id);
-CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, submitted_at, job_id);
-CREATE INDEX IF NOT EXISTS jobs_agent ON jobs (agent, submitted_at, job_id);
-CREATE INDEX IF NOT EXISTS jobs_session ON jobs (agent_session) WHERE agent_session IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent) WHERE parent IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS labels_pair ON job_labels (key, value);
-"""
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO: Final = timedelta(microseconds=1)
 _NEWEST: Final = "ORDER BY j.submitted_at DESC, j.job_id DESC"
 _OLDEST: Final = "ORDER BY j.submitted_at, j.job_id"
 UNFINISHED: Final = tuple(s.value for s in Status if not s.terminal)
-
-
-# -- what a row holds ---------------------------------------------------------------------------
-
-
-def prompt_head(prompt: str, size: int = PROMPT_HEAD) -> str:
-    """The first `size` characters of the prompt with its whitespace collapsed, as a table shows
-    it, without splitting a whole long prompt: the collapse of a prefix is a prefix of the
-    collapse of the whole."""
-    scan = size * 2
-    while True:
-        head = " ".join(prompt[:scan].split())
-        if len(head) >= size or scan >= len(prompt):
-            return head[:size]
-        scan *= 4
-
-
-def micros(moment: datetime) -> int:
-    """An aware moment as integer microseconds since the epoch (exact, for `--since`)."""
-    return (moment - _EPOCH) // _MICRO
-
-
-def cost_of(record: JobRecord) -> float | None:
-    """`usage.cost_usd`, when the record carries usage (a key added by the runners' usage report)."""
-    usage = getattr(record, "usage", None)
-    cost = usage.get("cost_usd") if isinstance(usage, dict) else getattr(usage, "cost_usd", None)
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-
-
-def job_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
-    """The `jobs` row of a record, in `JOB_COLUMNS` order."""
-    submitted = parse_time(record.submitted_at)
-    return (
-        job_id, record.status.value, record.agent, record.agent_session, record.parent, record.submitted_at,
-        micros(submitted) if submitted is not None else None, record.started_at, record.finished_at,
-        record.updated_at, record.version, cost_of(record), prompt_head(record.prompt),
-    )
-
-
-MUTABLE_COLUMNS: Final = ("status", "started_at", "finished_at", "updated_at", "version", "cost_usd")
-"""The columns an event after `submitted` can change; the others are written once, at submit (the fold
-sets them only there; `rebuild --verify` would show a row that drifted)."""
-
-
-def update_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
-    """The `MUTABLE_COLUMNS` of a record, then its id (an `UPDATE ... WHERE job_id = ?`)."""
-    return (record.status.value, record.started_at, record.finished_at, record.updated_at, record.version,
-            cost_of(record), job_id)
-
-
-def label_values(job_id: str, record: JobRecord) -> list[tuple[str, str, str]]:
-    return [(job_id, key, value) for key, value in record.labels.items()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,89 +87,6 @@ _ROW_SELECT: Final = (
 
 def _row(values: tuple[Any, ...]) -> JobRow:
     return JobRow(values[0], Status(values[1]), *values[2:])
-
-
-# -- the position ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    generation: str
-    sequence: int
-
-    @property
-    def token(self) -> str:
-        return f"{POSITION_PREFIX}{self.generation}.{self.sequence}"
-
-    def next(self) -> Position:
-        return Position(self.generation, self.sequence + 1)
-
-
-def parse_position(text: str) -> Position | None:
-    """A `#position=<generation>.<sequence>` token, or `None` if it is not one."""
-    if not text.startswith(POSITION_PREFIX):
-        return None
-    generation, _, sequence = text[len(POSITION_PREFIX) :].rpartition(".")
-    if not generation or not sequence.isdigit():
-        return None
-    return Position(generation, int(sequence))
-
-
-@dataclass(frozen=True, slots=True)
-class DirtyState:
-    """What the dirty list says: the registry's position, and whether a batch is in flight."""
-
-    position: Position | None
-    in_flight: bool
-
-
-def parse_dirty(data: bytes) -> DirtyState:
-    position, in_flight = None, False
-    for token in data.decode("utf-8", errors="replace").split():
-        found = parse_position(token)
-        if found is not None:
-            position = found
-        else:
-            in_flight = True
-    return DirtyState(position, in_flight)
-
-
-def read_dirty(registry_dir: Path) -> DirtyState:
-    """The dirty list as it is now; a link or an unreadable file says nothing (stale)."""
-    try:
-        data = read_beneath(registry_dir, DIRTY_NAME)
-    except (OSError, PathRefused):
-        return DirtyState(None, True)
-    return parse_dirty(data or b"")
-
-
-def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
-    try:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    except sqlite3.Error:
-        return {}
-
-
-def staleness(meta: dict[str, str], dirty: DirtyState, live: bool) -> str | None:
-    """Why an index with this meta cannot be trusted against this dirty list, or `None` if it is
-    current (see the module docstring)."""
-    if meta.get("schema") != str(SCHEMA_VERSION):
-        return f"schema {meta.get('schema', 'unknown')}, not {SCHEMA_VERSION}"
-    if dirty.position is None:
-        return "the registry carries no position (written by a projector that keeps no index?)"
-    if meta.get("generation") != dirty.position.generation:
-        return f"generation {meta.get('generation')!r} is not the registry's {dirty.position.generation!r}"
-    try:
-        sequence = int(meta.get("sequence", ""))
-    except ValueError:
-        return "no sequence"
-    at = dirty.position.sequence
-    if dirty.in_flight and not live:
-        return f"a batch (position {at}) was cut off before the index caught up; the projector repairs it at start"
-    lowest = at - 1 if dirty.in_flight else at
-    if sequence < lowest or (not live and sequence != at):
-        return f"position {sequence} is not the registry's {at}"
-    return None
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -476,9 +290,9 @@ def _stream(cursor: sqlite3.Cursor, size: int = 512) -> Iterable[tuple[Any, ...]
         yield from chunk
 
 
-__all__ = [
-    "COMPANIONS", "DIRTY_NAME", "INDEXES", "INDEX_NAME", "MUTABLE_COLUMNS", "IndexReader", "JobRow", "Position",
-    "SCHEMA",
-    "SCHEMA_VERSION", "can_serve", "connect_read_only", "filter_sql", "index_path", "job_values", "label_values",
-    "parse_dirty", "parse_position", "prompt_head", "read_dirty", "staleness", "update_values",
+__all__ = [  # the index's names, wherever they are defined
+    "COMPANIONS", "DIRTY_NAME", "INDEXES", "INDEX_NAME", "JOB_COLUMNS", "MUTABLE_COLUMNS", "SCHEMA", "SCHEMA_VERSION",
+    "DirtyState", "IndexReader", "JobRow", "Position", "can_serve", "connect_read_only", "filter_sql", "index_path",
+    "job_values", "label_values", "micros", "parse_dirty", "parse_position", "prompt_head", "read_dirty", "read_meta",
+    "staleness", "update_values",
 ]

@@ -1,7 +1,7 @@
 """The projector's side of the query index (`mam.index`): build it, keep it in step, say where it is.
 
 `IndexWriter` is opened at start-up. It trusts the index only when it is
-current against the dirty list's position (`mam.index.staleness`); after a
+current against the dirty list's position (`mam.index_position.staleness`); after a
 crash mid-batch it re-reads the records the dirty list names; anything else
 (missing, another schema or generation, behind) is rebuilt from the records
 into a temp file and swapped in, under a new generation. Each batch that
