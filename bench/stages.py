@@ -20,7 +20,7 @@ from pathlib import Path
 
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sign states (ed25519)", ("StateSigner.payload", "StateSigner.signed")),
-    ("publish states (paho)", ("publish_nowait", "Projector._publish_view")),
+    ("publish states (paho)", ("publish_nowait", "Views.publish")),
     ("PUBACKs for the states (paho)", ("Client._handle_pubackcomp", "handle_pubackcomp")),
     ("acknowledge events", ("ack_all", "Client.ack")),
     ("decode and check events", ("ingest",)),

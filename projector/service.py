@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -42,9 +42,9 @@ from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
-from mam.projector.retention import pruned_ids
 from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.signer import StateSigner
+from mam.projector.views import LocalPublish, Views
 from mam.pruning import is_pruned
 from mam.record import JobRecord
 from mam.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
@@ -58,9 +58,6 @@ log = logging.getLogger("mam.projector")
 DURABILITY_MODES = ("fsync", "none")
 
 Inbound = aiomqtt.Message | LocalMessage
-LocalPublish = Callable[[str, bytes, bool], Awaitable[None]]
-"""Publish (topic, payload, retain) into a broker in this process, as `mam up` has one."""
-RESTORE_CONCURRENCY = 64
 OFFLINE_PUBLISH_WAIT = 5.0
 """How long a stopping projector waits for its `offline` status to be acknowledged."""
 HEARTBEAT = 10.0
@@ -137,9 +134,9 @@ class Projector:
         self.started_at = utc_now_iso()
         self.intake = intake
         self.restore_retained = restore_retained
-        self.publish_local = publish_local
         self.served_by = served_by
         self.signer = StateSigner(workspace)
+        self.views = Views(self.topics, self.signer, publish_local)
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
 
@@ -324,7 +321,7 @@ class Projector:
         scan = restore and not self.index.usable
         everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
         if restore:
-            await self._restore_states(client, self._restorable(everything))
+            await self.views.restore(client, self._restorable(everything))
         if len(self.projection.parking):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.
@@ -420,35 +417,9 @@ class Projector:
             return scanned or scan_all(self.registry)
         return bounded(scanned)
 
-    async def _restore_states(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
-        """Publish records as retained state (the embedded broker forgot them when it stopped)."""
-        records = await anyio.to_thread.run_sync(list, records)
-        limiter = anyio.CapacityLimiter(RESTORE_CONCURRENCY)
-
-        async def one(record: JobRecord) -> None:
-            async with limiter:
-                await client.publish(self.topics.state(record.job_id), self.signer.payload(record), qos=1, retain=True)
-
-        if self.publish_local is not None:
-            for record in records:
-                await self.publish_local(self.topics.state(record.job_id), self.signer.payload(record), True)
-        else:
-            async with anyio.create_task_group() as tg:
-                for record in records:
-                    tg.start_soon(one, record)
-        log.info("restored the retained state of %d job(s)", len(records))
-
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
-        for job_id, record in staged.verdicts.items():
-            await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
-        for job_id, record in staged.records.items():
-            await self._publish_view(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
-        for job_id in pruned_ids(staged.records):  # after its last state, cleared: a fresh subscriber gets nothing
-            await self._publish_view(client, self.topics.state(job_id), b"", retain=True)
-        for rejection in staged.rejections:
-            await self._publish_view(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
-            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+        await self.views.publish_batch(client, staged)
         for message in messages:
             if isinstance(message, LocalMessage):
                 message.ack()
@@ -458,14 +429,6 @@ class Projector:
         self.counters.duplicates += staged.duplicates
         self.counters.parked += staged.held
         self.counters.rejected += len(staged.rejections)
-
-    async def _publish_view(self, client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
-        """A state or refusal: straight into the broker in this process if there is one,
-        else queued on the client (on the wire before the PUBACKs queued after it)."""
-        if self.publish_local is not None:
-            await self.publish_local(topic, payload, retain)
-        else:
-            publish_nowait(client, topic, payload, retain=retain)
 
     async def _commit(self, client: aiomqtt.Client, staged: Batch) -> None:
         """Commit a batch, retrying on storage errors; nothing is acked until it lands."""

@@ -1,0 +1,76 @@
+"""What the projector publishes for readers: each job's retained state (signed), refusals, and
+at start the states a restarted embedded broker forgot.
+
+Under `mam up` they go straight into the broker in the same process (`publish_local`); else they
+are queued on the projector's client, on the wire before the PUBACKs queued after them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+import aiomqtt
+import anyio
+
+from mam.projector.batch import Batch
+from mam.projector.mqtt_internals import publish_nowait
+from mam.projector.retention import pruned_ids
+from mam.projector.signer import StateSigner
+from mam.record import JobRecord
+from mam.status import encode
+from mam.topics import Topics
+
+log = logging.getLogger("mam.projector")
+
+LocalPublish = Callable[[str, bytes, bool], Awaitable[None]]
+"""Publish (topic, payload, retain) into a broker in this process, as `mam up` has one."""
+RESTORE_CONCURRENCY = 64
+
+
+class Views:
+    """The projector's publishing of states and refusals, over its client or into its own broker."""
+
+    def __init__(self, topics: Topics, signer: StateSigner, publish_local: LocalPublish | None) -> None:
+        self.topics = topics
+        self.signer = signer
+        self.publish_local = publish_local
+
+    async def publish_batch(self, client: aiomqtt.Client, staged: Batch) -> None:
+        """A committed batch's states (a verdict first where one was derived from), the retained states
+        of the jobs it pruned cleared, and its refusals."""
+        for job_id, record in staged.verdicts.items():
+            await self.publish(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+        for job_id, record in staged.records.items():
+            await self.publish(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+        for job_id in pruned_ids(staged.records):  # after its last state, cleared: a fresh subscriber gets nothing
+            await self.publish(client, self.topics.state(job_id), b"", retain=True)
+        for rejection in staged.rejections:
+            await self.publish(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
+            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+
+    async def publish(self, client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
+        """A state or refusal: straight into the broker in this process if there is one,
+        else queued on the client (on the wire before the PUBACKs queued after it)."""
+        if self.publish_local is not None:
+            await self.publish_local(topic, payload, retain)
+        else:
+            publish_nowait(client, topic, payload, retain=retain)
+
+    async def restore(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
+        """Publish records as retained state (the embedded broker forgot them when it stopped)."""
+        records = await anyio.to_thread.run_sync(list, records)
+        limiter = anyio.CapacityLimiter(RESTORE_CONCURRENCY)
+
+        async def one(record: JobRecord) -> None:
+            async with limiter:
+                await client.publish(self.topics.state(record.job_id), self.signer.payload(record), qos=1, retain=True)
+
+        if self.publish_local is not None:
+            for record in records:
+                await self.publish_local(self.topics.state(record.job_id), self.signer.payload(record), True)
+        else:
+            async with anyio.create_task_group() as tg:
+                for record in records:
+                    tg.start_soon(one, record)
+        log.info("restored the retained state of %d job(s)", len(records))
