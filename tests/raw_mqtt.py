@@ -119,15 +119,6 @@ def descriptors_for(needed: int) -> int:
     return soft - in_use - 64
 
 
-async def wait_for_line(daemon: Daemon, text: str, timeout: float = 10) -> str:
-    """The daemon's output once it holds `text`."""
-    with anyio.fail_after(timeout):
-        while text not in (output := daemon.output()):
-            assert daemon.proc.poll() is None, f"exited with {daemon.proc.returncode}: {output}"
-            await anyio.sleep(0.02)
-    return output
-
-
 @asynccontextmanager
 async def broker_process(tmp_path: Path, *flags: str) -> AsyncIterator[tuple[Daemon, int]]:
     port = free_port()

@@ -69,6 +69,14 @@ class Daemon:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    async def wait_for_output(self, text: str, timeout: float) -> str:
+        """The daemon's output once it holds `text` (its log file, read until then); it must not exit first."""
+        with anyio.fail_after(timeout):
+            while text not in (output := self.output()):
+                assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {output}"
+                await anyio.sleep(0.02)  # polling the daemon's log file for the line that proves it
+        return output
+
     async def wait(self, timeout: float = 20) -> int:
         with anyio.fail_after(timeout):
             return await anyio.to_thread.run_sync(self.proc.wait)

@@ -30,7 +30,6 @@ from raw_mqtt import (
     until_admitted,
     until_closed,
     up_process,
-    wait_for_line,
 )
 
 from brokers import BIN, free_port, wait_for_port
@@ -49,7 +48,7 @@ async def test_a_socket_that_sends_no_connect_is_closed_within_the_connect_timeo
             assert await anyio.to_thread.run_sync(until_closed, silent, 6) == b""
             assert await anyio.to_thread.run_sync(until_closed, slow, 6) == b""
             assert 0.8 <= time.monotonic() - started < 6
-        output = await wait_for_line(broker, "no CONNECT within 1 s (--connect-timeout)")
+        output = await broker.wait_for_output("no CONNECT within 1 s (--connect-timeout)", timeout=10)
         assert output.count("--connect-timeout") == 1, "one notice, the second close is only counted"
 
 
@@ -83,7 +82,7 @@ async def test_a_client_silent_past_its_keep_alive_is_closed(tmp_path: Path) -> 
             started = time.monotonic()
             assert await anyio.to_thread.run_sync(until_closed, sock, 6) == b""
             assert time.monotonic() - started >= 1.4
-        await wait_for_line(broker, "closed the connection of client sleepy")
+        await broker.wait_for_output("closed the connection of client sleepy", timeout=10)
 
 
 async def test_clients_that_leave_before_connect_keep_no_descriptor(tmp_path: Path) -> None:
@@ -139,7 +138,7 @@ async def test_accept_failing_with_emfile_is_one_notice_and_connected_clients_ar
             await survivor.subscribe("still/served", qos=1)
             hogs = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
             try:
-                await wait_for_line(daemon, "cannot accept new connections: Too many open files")
+                await daemon.wait_for_output("cannot accept new connections: Too many open files", timeout=10)
                 await survivor.publish("still/served", b"yes", qos=1)
                 with anyio.fail_after(5):
                     assert (await anext(aiter(survivor.messages))).payload == b"yes"
@@ -188,10 +187,10 @@ async def test_websocket_clients_are_under_the_same_cap_and_packet_rules(tmp_pat
             await ws.send(publish_packet("a/#", b"x"))
             with anyio.fail_after(5), pytest.raises(ConnectionClosed):
                 await ws.recv()
-        await wait_for_line(broker, "a topic name must not contain wildcards")
+        await broker.wait_for_output("a topic name must not contain wildcards", timeout=10)
         with await until_admitted(port):  # holds the only slot, once the websocket client's is free
             with anyio.fail_after(5), pytest.raises(ConnectionClosed):
                 async with connect(f"ws://127.0.0.1:{ws_port}/", subprotocols=["mqtt"]) as ws:  # type: ignore[list-item]
                     await ws.send(connect_packet("over-the-cap"))
                     await ws.recv()
-        await wait_for_line(broker, "connection limit reached (--max-connections 1)")
+        await broker.wait_for_output("connection limit reached (--max-connections 1)", timeout=10)

@@ -21,7 +21,6 @@ from raw_mqtt import (
     submit_confirmed,
     until_closed,
     up_process,
-    wait_for_line,
 )
 
 from mam.broker.limits import Limits
@@ -41,7 +40,7 @@ async def test_a_publish_to_a_wildcard_or_empty_topic_closes_that_connection_una
         with raw_client(port) as sock:
             sock.sendall(publish_packet(topic, b"x"))
             assert await anyio.to_thread.run_sync(until_closed, sock, 5) == b"", "closed, no PUBACK"
-        await wait_for_line(broker, "closed the connection from 127.0.0.1:")
+        await broker.wait_for_output("closed the connection from 127.0.0.1:", timeout=10)
         async with aiomqtt.Client("127.0.0.1", port) as other:
             await other.subscribe("still/served", qos=1)
             await other.publish("still/served", b"yes", qos=1)
@@ -54,7 +53,7 @@ async def test_under_mam_up_a_wildcard_publish_is_closed_and_submit_is_still_con
         with raw_client(port) as sock:
             sock.sendall(publish_packet(f"mam/{workspace_id(ws.root)}/jobs/+/events", b"{}"))
             assert await anyio.to_thread.run_sync(until_closed, sock, 5) == b""
-        output = await wait_for_line(up, "a topic name must not contain wildcards (MQTT-3.3.2-2)")
+        output = await up.wait_for_output("a topic name must not contain wildcards (MQTT-3.3.2-2)", timeout=10)
         assert "Traceback" not in output
         await submit_confirmed(ws, port, "after-the-wildcard")
 
@@ -64,7 +63,7 @@ async def test_a_packet_over_the_size_limit_closes_the_connection_before_its_bod
         with raw_client(port) as sock:
             sock.sendall(b"\x32" + remaining_length(64 * 1024 * 1024))  # a 64 MiB PUBLISH, announced only
             assert await anyio.to_thread.run_sync(until_closed, sock, 5) == b""
-        await wait_for_line(broker, f"a packet of {64 * 1024 * 1024} bytes (the limit is")
+        await broker.wait_for_output(f"a packet of {64 * 1024 * 1024} bytes (the limit is", timeout=10)
 
 
 def holding(broker: EmbeddedBroker) -> bool:

@@ -181,7 +181,7 @@ async def test_the_retained_log_is_compacted_while_the_broker_runs_and_keeps_the
 
 
 async def test_a_write_the_full_disk_cut_short_is_repaired_and_every_retained_message_comes_back(
-    small_disk: Path,
+    small_disk: Path,  # noqa: F811 - the fixture imported above
 ) -> None:
     spool = Spool(small_disk / "spool")
     spool.open()

@@ -44,12 +44,6 @@ def forged_state(ws_id: str, job_id: str, prompt: str, **fields: object) -> byte
     return encode_record(record(job_id, ws_id, prompt=prompt, **fields))
 
 
-async def wait_for_text(daemon: Daemon, text: str, *, timeout: float = 20) -> None:
-    with anyio.fail_after(timeout):
-        while text not in daemon.output():
-            await anyio.sleep(0.05)  # polling a daemon's log file for the line that proves it
-
-
 async def runner_epoch(url: str, ws_id: str, name: str) -> str:
     _, payload = await wait_for_message(url, f"mam/{ws_id}/agents/{name}/status",
                                         lambda _t, p: json.loads(p)["status"] == "online")
@@ -88,8 +82,8 @@ async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_go
             ):
                 await publish(mosquitto.url, topics.state(job_id), sign_payload(payload, sign) if sign else payload,
                               retain=True)
-        await wait_for_text(runner, "job 'forged-1': ignoring a state that carries no signature")
-        await wait_for_text(runner, "job 'forged-2': ignoring a state that carries a signature that does not verify")
+        await runner.wait_for_output("job 'forged-1': ignoring a state that carries no signature", timeout=20)
+        await runner.wait_for_output("job 'forged-2': ignoring a state that carries a signature that does not verify", timeout=20)
         # The runner reads states in order: once it has run a genuine job submitted after the
         # forgeries, it has long processed (and refused) all four of them.
         await submit(mosquitto.url, ws, "real-1", f"touch {markers / 'real-1'}", agent="shell")
@@ -120,8 +114,8 @@ async def test_a_genuine_state_replayed_on_another_job_or_again_on_its_own_runs_
             for status in ("submitted", "claimed", "succeeded"):
                 _, seen[status] = await watch.next(lambda _t, p, s=status: json.loads(p)["status"] == s, timeout=30)
         await publish(mosquitto.url, topics.state("job-b"), seen["submitted"], retain=True)
-        await wait_for_text(runner, "job 'job-b': ignoring a state that carries the projector's signature for job "
-                                    "'job-a', not for this topic's job")
+        await runner.wait_for_output("job 'job-b': ignoring a state that carries the projector's signature for job "
+                                    "'job-a', not for this topic's job", timeout=20)
         await publish(mosquitto.url, topics.state("job-a"), seen["submitted"], retain=True)
         await publish(mosquitto.url, topics.state("job-a"), seen["claimed"], retain=True)
         await submit(mosquitto.url, ws, "job-c", f"echo c >> {ran}", agent="shell")
@@ -225,7 +219,7 @@ async def test_a_follower_ignores_a_forged_outcome_and_says_so_once(
             forged = forged_state(ws_id, "job-f", "never run", status=Status.SUCCEEDED, exit_code=0, version=9)
             for _ in range(3):
                 await publish(mosquitto.url, topics.state("job-f"), forged, retain=True)
-            await wait_for_text(follower, "ignoring a state of job 'job-f' that carries no signature")
+            await follower.wait_for_output("ignoring a state of job 'job-f' that carries no signature", timeout=20)
             cancelled = await run(mam("cancel", "job-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
                                   cwd=ws.elsewhere)
             assert cancelled.returncode == 0, cancelled.stderr

@@ -11,7 +11,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
 
 from mam.broker.config import is_loopback
@@ -30,15 +29,6 @@ def one_line(stderr: bytes) -> str:
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {stderr.decode()}"
     assert "Traceback" not in lines[0]
     return lines[0]
-
-
-async def wait_for_output(daemon: Daemon, text: str, timeout: float = 15) -> str:
-    """The daemon's output once it contains `text` (the file it writes to, read until then)."""
-    with anyio.fail_after(timeout):
-        while text not in (output := daemon.output()):
-            assert daemon.proc.poll() is None, f"exited with {daemon.proc.returncode}: {output}"
-            await anyio.sleep(0.02)
-    return output
 
 
 @pytest.mark.parametrize("command", ["mam up", "mam-broker"])
@@ -114,7 +104,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
         log=tmp_path / "up.log",
     )
     try:
-        output = await wait_for_output(up, "mam up: Ctrl-C stops both.")
+        output = await up.wait_for_output("mam up: Ctrl-C stops both.", timeout=15)
         lines = output.splitlines()
         at = next(i for i, line in enumerate(lines) if line.startswith("mam up: broker"))
         assert lines[at].split()[-1] == f"mqtt://127.0.0.1:{port}", "the URL clients here use, last on its line"
@@ -157,7 +147,7 @@ async def test_mam_broker_says_where_it_listens_and_takes_v_after_its_flags(tmp_
     )
     try:
         wait_for_port(port, broker.proc)
-        output = await wait_for_output(broker, f"mam-broker: listening on 0.0.0.0:{port}, all interfaces")
+        output = await broker.wait_for_output(f"mam-broker: listening on 0.0.0.0:{port}, all interfaces", timeout=15)
         assert f"mqtt://127.0.0.1:{port}" in output
         assert f"embedded broker listening on 0.0.0.0:{port}" in output, "-v logs debug lines"
     finally:
