@@ -26,30 +26,8 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from mam.discovery import projector_info
-from mam.index_position import (
-    DIRTY_NAME,
-    DirtyState,
-    Position,
-    parse_dirty,
-    parse_position,
-    read_dirty,
-    read_meta,
-    staleness,
-)
-from mam.index_schema import (
-    COMPANIONS,
-    INDEX_NAME,
-    INDEXES,
-    JOB_COLUMNS,
-    MUTABLE_COLUMNS,
-    SCHEMA,
-    SCHEMA_VERSION,
-    job_values,
-    label_values,
-    micros,
-    prompt_head,
-    update_values,
-)
+from mam.index_position import Position, read_dirty, read_meta, staleness
+from mam.index_schema import COMPANIONS, INDEX_NAME, JOB_COLUMNS, micros
 from mam.query import JobFilter
 from mam.record import Status
 
@@ -288,11 +266,3 @@ def _stream(cursor: sqlite3.Cursor, size: int = 512) -> Iterable[tuple[Any, ...]
         if not chunk:
             return
         yield from chunk
-
-
-__all__ = [  # the index's names, wherever they are defined
-    "COMPANIONS", "DIRTY_NAME", "INDEXES", "INDEX_NAME", "JOB_COLUMNS", "MUTABLE_COLUMNS", "SCHEMA", "SCHEMA_VERSION",
-    "DirtyState", "IndexReader", "JobRow", "Position", "can_serve", "connect_read_only", "filter_sql", "index_path",
-    "job_values", "label_values", "micros", "parse_dirty", "parse_position", "prompt_head", "read_dirty", "read_meta",
-    "staleness", "update_values",
-]

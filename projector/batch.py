@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mam import events as ev
 from mam.fold import Context, Refusal, apply
-from mam.index import Position
+from mam.index_position import Position
 from mam.nofollow import PathRefused
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry

@@ -19,7 +19,9 @@ from typing import Any
 import msgspec
 
 from mam.discovery import projector_info
-from mam.index import DIRTY_NAME, INDEX_NAME, IndexReader, Position, job_values, label_values
+from mam.index import IndexReader
+from mam.index_position import DIRTY_NAME, Position
+from mam.index_schema import INDEX_NAME, job_values, label_values
 from mam.nofollow import PathRefused
 from mam.projector.dirs import Dir
 from mam.projector.index_writer import Builder, new_generation

@@ -29,7 +29,8 @@ from typing import Final
 
 import msgspec
 
-from mam.index import (
+from mam.index_position import DirtyState, Position, read_meta, staleness
+from mam.index_schema import (
     COMPANIONS,
     INDEX_NAME,
     INDEXES,
@@ -37,12 +38,8 @@ from mam.index import (
     MUTABLE_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
-    DirtyState,
-    Position,
     job_values,
     label_values,
-    read_meta,
-    staleness,
     update_values,
 )
 from mam.nofollow import PathRefused

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from mam.ids import is_job_id
-from mam.index import Position, parse_position
+from mam.index_position import Position, parse_position
 from mam.nofollow import PathRefused
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog

@@ -17,7 +17,9 @@ import anyio
 import pytest
 
 from mam.humanize import parse_time
-from mam.index import INDEX_NAME, IndexReader, read_dirty
+from mam.index import IndexReader
+from mam.index_position import read_dirty
+from mam.index_schema import INDEX_NAME
 from mam.listing import Jobs
 from mam.query import JobFilter, select
 from mam.reading import iter_records
