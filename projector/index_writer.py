@@ -185,9 +185,14 @@ class IndexWriter:
         meta: dict[str, str] = {}
         why: str | None = "missing"
         if _exists(directory, INDEX_NAME):
-            self.conn = self._open(directory)
-            meta = read_meta(self.conn)
-            why = staleness(meta, DirtyState(registry_at, bool(dirty_names)), live=False)
+            try:
+                self.conn = self._open(directory)
+            except sqlite3.DatabaseError as exc:  # not a database, or damaged: it is derived, so rebuilt
+                self.close()
+                why = f"unreadable: {exc}"
+            else:
+                meta = read_meta(self.conn)
+                why = staleness(meta, DirtyState(registry_at, bool(dirty_names)), live=False)
         if why is None and self.conn is not None:
             self.position = registry_at
             return "current"
@@ -204,9 +209,13 @@ class IndexWriter:
 
     def _open(self, directory: Dir) -> sqlite3.Connection:
         conn = _connect(directory.join(INDEX_NAME))
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        _mark_read(conn)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            _mark_read(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def rebuild(self, directory: Dir) -> int:
