@@ -15,6 +15,7 @@ import sys
 from typing import NoReturn
 
 from mam.errors import EXIT_USAGE
+from mam.humanize import MAX_DURATION
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 
 _AGENT = re.compile(AGENT_ID_PATTERN)
@@ -40,6 +41,8 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0 or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds greater than 0")
+    if value > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long: at most {MAX_DURATION} seconds (100 years)")
     return value
 
 

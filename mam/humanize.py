@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+MAX_DURATION = 36_500 * 86400
+"""The longest duration mam reads (100 years): longer ones overflow the time arithmetic (and mean nothing)."""
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -62,7 +64,13 @@ def parse_duration(text: str) -> float:
     compact = text.strip().lower()
     if not compact or _SPAN.sub("", compact) != "":
         raise ValueError(f"{text!r} is not a duration: use a number and a unit (s, m, h, d, w), e.g. 30d, 12h, 1h30m")
-    return sum(float(n) * _UNITS[unit] for n, unit in _SPAN.findall(compact))
+    return _bounded(text, sum(float(n) * _UNITS[unit] for n, unit in _SPAN.findall(compact)))
+
+
+def _bounded(text: str, seconds: float) -> float:
+    if not seconds <= MAX_DURATION:
+        raise ValueError(f"{text!r} is too long a duration: at most 36500d (100 years)")
+    return seconds
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -71,7 +79,7 @@ def parse_since(text: str, now: datetime) -> datetime:
     An ISO time without a zone is taken as UTC, like every time mam writes."""
     compact = text.strip().lower()
     if compact and _SPAN.sub("", compact) == "":
-        seconds = sum(float(n) * _UNITS[unit] for n, unit in _SPAN.findall(compact))
+        seconds = _bounded(text, sum(float(n) * _UNITS[unit] for n, unit in _SPAN.findall(compact)))
         return now - timedelta(seconds=seconds)
     moment = parse_time(text.strip())
     if moment is None:
@@ -79,4 +87,4 @@ def parse_since(text: str, now: datetime) -> datetime:
     return moment
 
 
-__all__ = ["ago", "between", "parse_duration", "parse_since", "parse_time", "span"]
+__all__ = ["MAX_DURATION", "ago", "between", "parse_duration", "parse_since", "parse_time", "span"]

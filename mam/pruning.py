@@ -144,7 +144,7 @@ def load_policy(workspace_root: Path) -> Policy | None:
         return None
     try:
         data = json.loads(path.read_text())
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         raise PolicyError(f"{path}: {exc}") from None
     entry = data.get("retention") if isinstance(data, dict) else None
     if entry is None:

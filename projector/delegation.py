@@ -29,12 +29,14 @@ def load_limits(workspace_root: Path) -> DelegationLimits:
         return DelegationLimits()
     try:
         data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         default = DelegationLimits()  # a slotted dataclass: its class attributes are descriptors, not defaults
         limits = DelegationLimits(
             max_depth=int(data.get("max_depth", default.max_depth)),
             max_children=int(data.get("max_children", default.max_children)),
         )
-    except (ValueError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise UsageError(f"{path}: {exc}; expected {{\"max_depth\": N, \"max_children\": N}}") from None
     if limits.max_depth < 1 or limits.max_children < 1:
         raise UsageError(f"{path}: max_depth and max_children must be at least 1")
