@@ -16,16 +16,14 @@ from mam.fold import Context, Refusal, apply
 from mam.index_position import Position
 from mam.nofollow import PathRefused
 from mam.projector import retention
-from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
-from mam.projector.dirs import warn_once
+from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
+from mam.projector.dirs import stop_for, warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
-from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.record import JobRecord
-from mam.topics import Topics
 
 if TYPE_CHECKING:
     from mam.projector.index_writer import IndexWriter
@@ -113,9 +111,8 @@ class Batch:
             if job_id not in self._appended:
                 try:
                     log.append(job_id, b"".join(lines), plan)
-                except PathRefused as exc:
-                    self._refuse_job(job_id, exc)
-                    continue
+                except PathRefused as exc:  # planted since the fold: stop, acknowledge nothing
+                    raise stop_for(exc) from None
                 self._appended.add(job_id)
         if not self._rejections_written:
             log.append_rejections(self.rejections, plan)
@@ -138,29 +135,6 @@ class Batch:
             remove_released(self.parked, parked_dir)
         if self.records:
             dirty.clear()
-
-    def _refuse_job(self, job_id: str, exc: PathRefused) -> None:
-        """A link planted at the job's log since the fold: its events of this batch are refused,
-        and its cached state is put back to what is on disk."""
-        warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
-        record = self.records.pop(job_id, None)
-        self.verdicts.pop(job_id, None)
-        self.metas = [meta for meta in self.metas if meta.job_id != job_id]
-        state, before = self._before.pop(job_id)
-        state.record = before
-        topic = Topics(record.workspace).events(job_id) if record is not None else ""
-        for line in self.lines.pop(job_id):
-            entry = decode_entry(line)
-            event = entry.event
-            state.seen.discard(event.id or "")
-            payload = ev.encode_event(event)
-            self.rejections.append(
-                Rejection(
-                    received_at=entry.received_at, topic=topic, reason=str(exc), job_id=job_id, event_id=event.id,
-                    payload=excerpt(payload), payload_bytes=len(payload),
-                )
-            )
-            self.accepted -= 1
 
     def _stage_metas(self, log: AuditLog, plan: SyncPlan) -> list[Staged]:
         """Each submitted job's `meta.json`; one whose log dir became a link since its events

@@ -18,7 +18,16 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from mam.nofollow import NOFOLLOW, PathRefused, SymlinkRefused, open_at, open_dir_at, read_at, refuse_other_at
+from mam.nofollow import (
+    NOFOLLOW,
+    PathRefused,
+    SymlinkRefused,
+    TamperedWorkspace,
+    open_at,
+    open_dir_at,
+    read_at,
+    refuse_other_at,
+)
 from mam.projector.libc import exchange_at
 
 if TYPE_CHECKING:
@@ -30,6 +39,16 @@ PathArg = str | os.PathLike[str]
 
 _warned: set[str] = set()
 _announced: set[str] = set()
+
+
+def stop_for(exc: PathRefused) -> TamperedWorkspace:
+    """The error that stops the projector for a link (or other planted file) it would have to
+    write or read through to take an event: refusing the event would acknowledge it and lose it,
+    so it is left with the broker, unacknowledged, until a person removes the file and restarts."""
+    return TamperedWorkspace(
+        f"{exc}: stopping the projector (unacknowledged events wait with the broker); "
+        "remove it and start the projector again"
+    )
 
 
 def warn_once(exc: PathRefused, consequence: str) -> None:

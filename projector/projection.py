@@ -26,7 +26,7 @@ from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
-from mam.projector.dirs import warn_once
+from mam.projector.dirs import stop_for
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
@@ -249,8 +249,7 @@ class Projection:
         except CorruptLog as exc:
             return f"{exc}; run `mam rebuild --verify`"
         except PathRefused as exc:
-            warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
-            return str(exc)
+            raise stop_for(exc) from None
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
         if isinstance(event, ev.Heartbeat) and self.heartbeats.skip(job_id, state.record, event,
@@ -345,7 +344,7 @@ class Projection:
         try:
             return self.state(job_id)
         except PathRefused as exc:
-            warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
+            raise stop_for(exc) from None
         except CorruptLog:
             pass  # events addressed to it are refused with the reason; `mam rebuild --verify` lists it
         return None

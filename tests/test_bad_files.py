@@ -1,0 +1,69 @@
+"""One bad file neither stops nor blinds the projector.
+
+A garbage query index is derived state: `mam up` rebuilds it at start (one
+log line) and readers fall back to the records. A link planted where the
+projector must write (here `.mam/jobs/.tombstones`, read for every job) stops
+the projector with one line naming it, instead of refusing (and so
+acknowledging, and losing) every event: the events wait with the broker and
+are recorded once the link is gone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from brokers import RunningBroker, free_port
+from conftest import WorkspacePaths
+from e2e import projector_process, submit, up_process, workspace_id
+from support import mam, publish, run, wait_for_state
+
+GARBAGE = bytes(range(256)) * 16
+
+
+async def test_a_garbage_index_is_rebuilt_at_start_and_readers_fall_back_to_the_records(
+    ws: WorkspacePaths,
+) -> None:
+    ws.jobs.mkdir(parents=True)
+    (ws.jobs / ".index.sqlite").write_bytes(GARBAGE)
+    ws_id = workspace_id(ws.root)
+    port = free_port()
+    async with up_process(ws.root, ws.elsewhere, port) as up:
+        url = f"mqtt://127.0.0.1:{port}"
+        await publish(url, f"mam/{ws_id}/jobs/after-garbage/events", submit("after-garbage", "g1"))
+        await wait_for_state(url, ws_id, "after-garbage")
+    rebuilt = [line for line in up.output().splitlines() if "query index: rebuilt" in line]
+    assert len(rebuilt) == 1 and "unreadable" in rebuilt[0], up.output()
+    assert "Traceback" not in up.output()
+    (ws.jobs / ".index.sqlite").write_bytes(GARBAGE)  # and a reader given one, no projector running
+    for suffix in ("-wal", "-shm"):
+        Path(f"{ws.jobs / '.index.sqlite'}{suffix}").unlink(missing_ok=True)
+    listed = await run(mam("jobs", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert listed.returncode == 0 and b"after-garbage" in listed.stdout, listed
+    assert b"Traceback" not in listed.stderr
+
+
+async def test_a_link_at_the_tombstones_dir_stops_the_projector_and_the_broker_keeps_the_events(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws.jobs.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = ws.jobs / ".tombstones"
+    link.symlink_to(outside, target_is_directory=True)
+    ws_id = workspace_id(ws.root)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
+        for n in range(3):
+            await publish(mosquitto.url, f"mam/{ws_id}/jobs/held-{n}/events", submit(f"held-{n}", f"h{n}"))
+        assert await projector.wait() != 0
+    errors = [line for line in projector.output().splitlines() if "error:" in line]
+    shown = os.path.join(os.path.realpath(ws.jobs), ".tombstones")
+    assert len(errors) == 1 and f"symlink at {shown}" in errors[0], projector.output()
+    assert "Traceback" not in projector.output()
+    assert not (ws.logs / "_rejected.jsonl").exists(), "nothing was refused"
+    assert list(outside.iterdir()) == []
+    link.unlink()
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        for n in range(3):
+            await wait_for_state(mosquitto.url, ws_id, f"held-{n}")
+    assert not (ws.logs / "_rejected.jsonl").exists()
