@@ -11,6 +11,7 @@ not verify is ignored, with one warning per job (`mam.signing`).
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import uuid
@@ -34,6 +35,8 @@ from mam.status import ProjectorStatus, decode_projector_status, describe_heartb
 from mam.timefmt import utc_now
 from mam.topics import Topics
 from mam.workspace import Workspace
+
+log = logging.getLogger("mam")
 
 PROJECTOR_WAIT = 3.0
 """How long `wait=True` waits for a projector to announce itself before refusing."""
@@ -62,6 +65,8 @@ class Publisher:
         self.topics = Topics(workspace.id)
         self._client: aiomqtt.Client | None = None
         self._states: StateReader | None = None
+        self.projector: ProjectorStatus | None = None
+        """The projector's latest status seen by `publish_and_wait` (and `publish_served`)."""
 
     async def __aenter__(self) -> Publisher:
         try:
@@ -178,14 +183,34 @@ class Publisher:
                 return await self._wait_outcome(job_id, event.id)
         except TimeoutError:
             raise WaitTimeout(
-                f"job {job_id!r}: published, but no verdict (recorded or refused) came within {timeout:g}s; "
-                f"it may still be recorded: check `mam show {job_id}` before resubmitting, or raise --timeout"
+                f"job {job_id!r}: published, but no verdict (recorded or refused) came within {timeout:g}s"
+                f"{self._degraded_clause()}; it may still be recorded: check `mam show {job_id}` before "
+                "resubmitting, or raise --timeout"
             ) from None
         except aiomqtt.MqttError as exc:
             raise WaitTimeout(
-                f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({exc}); "
-                f"it may be recorded: check `mam show {job_id}` before resubmitting"
+                f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({exc})"
+                f"{self._degraded_clause()}; it may be recorded: check `mam show {job_id}` before resubmitting"
             ) from None
+
+    def _degraded_clause(self) -> str:
+        """`: the projector is degraded: REASON` when its latest status says so, else nothing."""
+        status = self.projector
+        if status is None or status.status != "degraded":
+            return ""
+        return f": the projector is degraded: {status.detail or 'no reason given'}"
+
+    def _saw_status(self, status: ProjectorStatus | None) -> None:
+        """Keep the projector's latest status; say at once (one line on stderr, through logging)
+        when it turns degraded, since a verdict may then not come until it recovers."""
+        if status is None:
+            return
+        was = self.projector
+        self.projector = status
+        if status.status == "degraded" and (was is None or was.status != "degraded"):
+            log.warning(
+                "the projector is degraded: %s (waiting for its verdict)", status.detail or "no reason given"
+            )
 
     async def publish_served(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
         """Publish once a projector serves the workspace; return when the broker has
@@ -244,13 +269,16 @@ class Publisher:
             async for message in self.client.messages:
                 if str(message.topic) == self.topics.projector_status:
                     status = decode_projector_status(_payload(message))
+                    self._saw_status(status)
                     if status is not None and status.status != "offline":
                         if not stale(status, utc_now()):
                             return
                         left_behind = status
         if left_behind is not None:
+            said = (f"degraded ({left_behind.detail or 'no reason given'})" if left_behind.status == "degraded"
+                    else "online")
             raise NoProjector(
-                f"the projector of workspace {self.workspace.id!r} last said it was online "
+                f"the projector of workspace {self.workspace.id!r} last said it was {said} "
                 f"{describe_heartbeat(left_behind, utc_now())} on {left_behind.broker} (pid {left_behind.pid} on "
                 f"{left_behind.host}), and no newer status came within {timeout:g}s: it, or the broker node it "
                 "was connected to, is gone (nothing published); restart it, or check that it can reach a broker"
@@ -273,6 +301,8 @@ class Publisher:
                 refusal = states.refusal(_payload(message))
                 if refusal is not None and refusal.get("event_id") == event_id:
                     raise Refused(f"the projector refused the event: {refusal.get('reason')}")
+            elif topic == self.topics.projector_status:
+                self._saw_status(decode_projector_status(_payload(message)))
         raise aiomqtt.MqttError("the broker closed the connection")
 
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
