@@ -12,15 +12,20 @@ both paths give the same jobs in the same order.
 
 from __future__ import annotations
 
+import itertools
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from mam.index import IndexReader, JobRow, can_serve
 from mam.query import JobFilter, select
 from mam.reading import iter_records, records_at
 from mam.record import JobRecord
 from mam.workspace import Workspace
+
+T = TypeVar("T")
 
 
 class Jobs:
@@ -57,30 +62,67 @@ class Jobs:
             self._scanned = list(iter_records(self.workspace))
         return self._scanned
 
+    def _damaged(self) -> None:
+        """A SQLite error reading an index that looked current (a damaged file): drop it and scan,
+        as for a stale one; the projector rebuilds it at its next start."""
+        self.why = "stale: unreadable"
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+    def _or_scan(self, indexed: Iterator[T], scanned: Callable[[], Iterator[T]]) -> Iterator[T]:
+        """`indexed`, or past a SQLite error in it, the scan's answer (the same items in the same
+        order) after the ones already given."""
+        given = 0
+        try:
+            for item in indexed:
+                yield item
+                given += 1
+        except sqlite3.DatabaseError:
+            self._damaged()
+            yield from itertools.islice(scanned(), given, None)
+
     def total(self) -> int:
         """How many jobs the registry holds."""
-        return self.index.total() if self.index is not None else len(self.scanned())
+        if self.index is not None:
+            try:
+                return self.index.total()
+            except sqlite3.DatabaseError:
+                self._damaged()
+        return len(self.scanned())
 
     def select(self, where: JobFilter, limit: int | None = None) -> tuple[Iterator[JobRecord], int]:
         """The matching records newest first (at most `limit`), streamed; and how many match in all."""
         if self.index is not None and can_serve(where):
-            return self.read(self.index.ids(where, limit)), self.index.count(where)
+            try:
+                count = self.index.count(where)
+            except sqlite3.DatabaseError:
+                self._damaged()
+            else:
+                return self._or_scan(self.read(self.index.ids(where, limit)),
+                                     lambda: iter(select(self.scanned(), where, limit)[0])), count
         shown, total = select(self.scanned(), where, limit)
         return iter(shown), total
 
     def oldest_first(self, where: JobFilter) -> Iterator[JobRecord]:
         """Every matching record, oldest first (by submit time, then id), streamed."""
+        scan = lambda: iter(sorted((r for r in self.scanned() if where.matches(r)),  # noqa: E731
+                                   key=lambda r: (r.submitted_at, r.job_id)))
         if self.index is not None and can_serve(where):
-            return self.read(row.job_id for row in self.index.rows(where, oldest_first=True))
-        return iter(sorted((r for r in self.scanned() if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id)))
+            return self._or_scan(self.read(row.job_id for row in self.index.rows(where, oldest_first=True)), scan)
+        return scan()
 
     def tree(self, where: JobFilter) -> tuple[Iterator[JobRecord], Callable[[str], list[JobRecord]]]:
         """The matching jobs as a forest, oldest first: the roots (streamed; a job whose parent does
         not match is a root), and a function giving a job's matching children (through the index,
         only their ids are held; each child's record is read when it is asked for)."""
         if self.index is not None and can_serve(where):
-            roots, children = self.index.tree(where)
-            return self.read(roots), lambda job_id: list(self.read(children.get(job_id, ())))
+            try:
+                roots, children = self.index.tree(where)
+            except sqlite3.DatabaseError:
+                self._damaged()
+            else:
+                return self.read(roots), lambda job_id: list(self.read(children.get(job_id, ())))
         chosen = list(self.oldest_first(where))
         by_id = {r.job_id for r in chosen}
         kids: dict[str, list[JobRecord]] = {}
@@ -96,11 +138,21 @@ class Jobs:
         """The index's rows (no record read), newest first; `None` when the index cannot answer."""
         if self.index is None or not can_serve(where):
             return None
-        return self.index.rows(where, limit)
+        try:
+            return iter(list(self.index.rows(where, limit)))  # held: a damaged index fails here, not mid-way
+        except sqlite3.DatabaseError:
+            self._damaged()
+            return None
 
     def ids_like(self, text: str) -> list[str] | None:
         """The ids that are, start or end with `text`, from the index; `None` without one."""
-        return self.index.ids_like(text) if self.index is not None else None
+        if self.index is None:
+            return None
+        try:
+            return self.index.ids_like(text)
+        except sqlite3.DatabaseError:
+            self._damaged()
+            return None
 
     def read(self, job_ids: Iterable[str]) -> Iterator[JobRecord]:
         """The records of `job_ids` in that order, one at a time; one that is gone, a link, or does

@@ -8,6 +8,7 @@ planted, and what it points at is no job's (`mam.nofollow`).
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,11 @@ def _ids_like(workspace: Workspace, text: str) -> list[str]:
     if reader is None:
         return job_ids(workspace)
     with reader:
-        return reader.ids_like(text)
+        try:
+            return reader.ids_like(text)
+        except sqlite3.DatabaseError:  # a damaged index: the file names, as without one
+            pass
+    return job_ids(workspace)
 
 
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:

@@ -35,12 +35,16 @@ async def test_a_garbage_index_is_rebuilt_at_start_and_readers_fall_back_to_the_
     rebuilt = [line for line in up.output().splitlines() if "query index: rebuilt" in line]
     assert len(rebuilt) == 1 and "unreadable" in rebuilt[0], up.output()
     assert "Traceback" not in up.output()
-    (ws.jobs / ".index.sqlite").write_bytes(GARBAGE)  # and a reader given one, no projector running
-    for suffix in ("-wal", "-shm"):
-        Path(f"{ws.jobs / '.index.sqlite'}{suffix}").unlink(missing_ok=True)
-    listed = await run(mam("jobs", "--workspace", str(ws.root)), cwd=ws.elsewhere)
-    assert listed.returncode == 0 and b"after-garbage" in listed.stdout, listed
-    assert b"Traceback" not in listed.stderr
+    index = ws.jobs / ".index.sqlite"
+    with open(index, "r+b") as damaged:  # a page of the jobs table (its meta still reads: "current")
+        damaged.seek(2 * 4096)
+        damaged.write(b"\xff" * 4096)
+    for how in ("damaged", "garbage"):  # a reader given one, no projector running
+        for argv in (("jobs",), ("jobs", "--json"), ("show", "garbage")):
+            listed = await run(mam(*argv, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+            assert listed.returncode == 0 and b"after-garbage" in listed.stdout, (how, argv, listed)
+            assert b"Traceback" not in listed.stderr
+        index.write_bytes(GARBAGE)
 
 
 async def test_a_link_at_the_tombstones_dir_stops_the_projector_and_the_broker_keeps_the_events(
