@@ -22,6 +22,11 @@ log = logging.getLogger("mam.broker")
 
 _SLOT: ContextVar[Slot | None] = ContextVar("mam_broker_publish_slot", default=None)
 """The window slot of the publish the current task handles (each PUBLISH is a task of its own)."""
+_PLACED: ContextVar[asyncio.Future[Placed] | None] = ContextVar("mam_broker_publish_placed", default=None)
+"""The placement (`ClientHandler._place`) of the publish the current task handles."""
+
+Placed = tuple[bool, Awaitable[None] | None]
+"""A publish's ACL verdict, and what the gate returned for it (None: nothing to wait for)."""
 
 
 class ClientHandler(BrokerProtocolHandler):
@@ -35,6 +40,12 @@ class ClientHandler(BrokerProtocolHandler):
       timer per connection watches for silence here: amqtt's own timing cost a task and a
       timer for every packet read (`asyncio.wait_for`) and another timer for every packet sent;
     - the topic ACL (`mam.broker.acl`) asked before the gate;
+    - a client's publishes offered to the gate in the order they were read: amqtt runs each
+      PUBLISH as a task of its own, and one whose ACL verdict took an await (a topic not seen
+      before) was overtaken by the next, so the spool or the projector got them out of order.
+      The offer (`_place`) runs apart from the publish's task: amqtt's reader loop cancels the
+      tasks still running when the client goes, and a QoS 0 publish followed at once by a
+      DISCONNECT (`mosquitto_pub`) was cancelled before it reached the gate, lost;
     - an outgoing QoS 1 or 2 message a persistent session's connection closed on kept for its
       next connection (MQTT-4.4.0-1), where amqtt drops it.
     """
@@ -45,6 +56,8 @@ class ClientHandler(BrokerProtocolHandler):
     grace: int = 0
     """Seconds of silence after which the connection is closed (1.5 keep-alive periods; 0: never)."""
     _silence: asyncio.TimerHandle | None = None
+    _last_placed: asyncio.Future[Placed] | None = None
+    """The placement of this connection's latest publish: the next one is offered after it."""
 
     async def start(self) -> None:
         """Start amqtt's reader with no read timeout, and the silence timer in its place."""
@@ -74,24 +87,63 @@ class ClientHandler(BrokerProtocolHandler):
         if self.window is not None:
             header = publish_packet.fixed_header
             slot = self.window.take(header.remaining_length if header else len(publish_packet.data or b""))
-        return self._publish(publish_packet, slot)
+        placed = self._placement(publish_packet) if self.gate is not None else None
+        return self._publish(publish_packet, slot, placed)
 
-    async def _publish(self, publish_packet: PublishPacket, slot: Slot | None) -> None:
+    async def _publish(
+        self, publish_packet: PublishPacket, slot: Slot | None, placed: asyncio.Future[Placed] | None
+    ) -> None:
         _SLOT.set(slot)
+        _PLACED.set(placed)
         try:
             await super().handle_publish(publish_packet)
         finally:
             if slot is not None:
                 slot.release()
 
+    def _placement(self, packet: PublishPacket) -> asyncio.Future[Placed]:
+        """Offer `packet` to the gate after the connection's previous publish: now, in the reader
+        loop, when its ACL verdict is known and nothing is ahead of it; else in a task of its own,
+        which no cancellation of the publish's task stops."""
+        previous = self._last_placed
+        topic = packet.topic_name
+        verdict = self._known_verdict(topic)
+        if verdict is not None and (previous is None or previous.done()):
+            placed: asyncio.Future[Placed] = asyncio.get_running_loop().create_future()
+            placed.set_result(self._offer(packet, verdict))
+        else:
+            placed = asyncio.ensure_future(self._place(packet, previous))
+        self._last_placed = placed
+        return placed
+
+    async def _place(self, packet: PublishPacket, previous: asyncio.Future[Placed] | None) -> Placed:
+        allowed = await self._may_publish(packet.topic_name)
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # its outcome is its own publish's business
+        return self._offer(packet, allowed)
+
+    def _offer(self, packet: PublishPacket, allowed: bool) -> Placed:
+        if not allowed or self.gate is None or packet.topic_name is None:
+            return allowed, None
+        return True, self.gate(packet.topic_name, bytes(packet.data or b""), bool(packet.retain_flag))
+
+    def _known_verdict(self, topic: str | None) -> bool | None:
+        """The ACL's verdict on publishing to `topic` if it is known without an await, else None."""
+        if topic is None or self.session is None:
+            return False
+        known = getattr(self.topic_filter, "__self__", None)
+        memo = getattr(known, "_verdicts", None)
+        if memo is None:
+            return None
+        return memo.get((self.session.username, self.session.client_id or "", topic, Action.PUBLISH))
+
     async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
         if app_message.direction == INCOMING:
-            if (
-                self.gate is not None
-                and await self._may_publish(app_message.topic)
-                and not await gate.passes(self.gate, app_message)  # type: ignore[arg-type]
-            ):
-                return
+            placed = _PLACED.get()
+            if placed is not None:
+                _, held = await asyncio.shield(placed)
+                if held is not None and not await _passes(held, app_message.topic):
+                    return
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
         await super()._handle_message_flow(app_message)
@@ -158,6 +210,17 @@ class ClientHandler(BrokerProtocolHandler):
         reader.close()
         if self._reader_task is not None:
             self._reader_task.cancel()  # amqtt's reader loop then ends the connection, and the will fires
+
+
+async def _passes(held: Awaitable[None], topic: str | None) -> bool:
+    """Wait for what the gate returned; False if the publish must not be acknowledged (the
+    client still holds it and sends it again; see `mam.broker.gate`)."""
+    try:
+        await held
+    except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
+        log.warning("not acknowledging a publish on %s: %s", topic, exc)
+        return False
+    return True
 
 
 TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]

@@ -8,7 +8,9 @@ projector takes (`mam/<ws>/jobs/<id>/events`, and the malformed
 `mam/<ws>/jobs/<id>` and `.../events/<x>` it refuses with a reason) is
 appended, and the publisher's PUBACK waits (through the broker's gate) until
 the batch holding it is fsync'd: one fsync per file per batch, whatever
-arrived meanwhile joins the next (group commit).
+arrived meanwhile joins the next (group commit). A write that fails (a full
+disk) is retried, ahead of what came later, until it lands: the PUBACKs wait,
+and a workspace's events keep the order its publishers sent them in.
 
 `<ws>.acked` holds the highest seq below which the projector acknowledged
 everything; it is replaced atomically but not fsync'd: losing it only means
@@ -23,6 +25,7 @@ file in it is opened relative to it with `O_NOFOLLOW`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import logging
@@ -43,6 +46,8 @@ log = logging.getLogger("mam.broker")
 CURSOR_DELAY = 0.05
 """Acknowledgements are gathered this long before the cursor file is rewritten."""
 COMPACT_BYTES = 1 << 20
+RETRY_FIRST, RETRY_MOST = 0.1, 2.0
+"""Seconds between attempts to write publishes a failed write (a full disk) holds."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -214,44 +219,79 @@ class Spool:
         return done
 
     async def _commit(self) -> None:
+        """Write what waits, in batches, until nothing does. A workspace whose write fails (a full
+        disk) keeps its publishes at the head of the queue, unacknowledged, and is written again
+        (after a pause) before anything that came later: acknowledging later events while an
+        earlier one waits for its client's resend would hand them to the projector out of order."""
+        delay = RETRY_FIRST
+        failing = False
         while self._waiting:
             batch, self._waiting = self._waiting, []
             self._in_write = {queue.workspace for queue, _, _ in batch}
             try:
-                await asyncio.to_thread(self._write, batch)
-            except OSError as exc:
-                log.error("spool: cannot write %s: %s; not acknowledging those publishes", self.path, exc)
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
+                failed = await asyncio.to_thread(self._write, batch)
             finally:
                 self._in_write = set()
-            touched = set()
-            for queue, entry, done in batch:
-                queue.entries[entry.seq] = entry
-                queue.durable_upto = max(queue.durable_upto, entry.seq)
-                touched.add(queue.workspace)
-                if not done.done():
-                    done.set_result(None)
-            for workspace in touched:
-                self.on_durable(self.queues[workspace])
+            written = [item for item in batch if item[0].workspace not in failed]
+            if failed:
+                self._waiting = [item for item in batch if item[0].workspace in failed] + self._waiting
+            self._settle(written)
+            if failed:
+                if not failing:
+                    failing = True
+                    log.error(
+                        "spool: cannot write %s: %s; holding those publishes' acknowledgements until it can",
+                        self.path, next(iter(failed.values())),
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MOST)
+                continue
+            if failing:
+                failing, delay = False, RETRY_FIRST
+                log.warning("spool: %s is writable again; resuming", self.path)
 
-    def _write(self, batch: list[tuple[Queue, Entry, asyncio.Future[None]]]) -> None:
+    def _settle(self, written: list[tuple[Queue, Entry, asyncio.Future[None]]]) -> None:
+        touched = set()
+        for queue, entry, done in written:
+            queue.entries[entry.seq] = entry
+            queue.durable_upto = max(queue.durable_upto, entry.seq)
+            touched.add(queue.workspace)
+            if not done.done():
+                done.set_result(None)
+        for workspace in touched:
+            self.on_durable(self.queues[workspace])
+
+    def _write(self, batch: list[tuple[Queue, Entry, asyncio.Future[None]]]) -> dict[str, OSError]:
+        """Append each workspace's records and fsync them; the workspaces whose write failed (each
+        file cut back to where it was, so no torn record hides the records written after it)."""
         chunks: dict[str, list[bytes]] = {}
         for queue, entry, _ in batch:
             chunks.setdefault(queue.workspace, []).append(encode_record(entry.seq, entry.topic, entry.payload))
+        failed: dict[str, OSError] = {}
         for workspace, parts in chunks.items():
-            fd = self._open(f"{workspace}.spool", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
+                fd = self._open(f"{workspace}.spool", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            except OSError as exc:
+                failed[workspace] = exc
+                continue
+            size = -1
+            try:
+                size = os.fstat(fd).st_size
                 data = b"".join(parts)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fsync(fd)
+            except OSError as exc:
+                failed[workspace] = exc
+                if size >= 0:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                continue
             finally:
                 os.close(fd)
             self.queues[workspace].bytes_written += len(data)
+        return failed
 
     # -- acknowledgements from the projector ----------------------------------------------
 

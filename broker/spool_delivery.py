@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
-from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -45,17 +44,13 @@ POLL = 0.1
 """How often an undelivered backlog looks for its projector's session."""
 
 
-_CLIENT: ContextVar[Session | None] = ContextVar("mam_broker_spool_client", default=None)
-"""The session whose connection the current task serves (its reader loop and publish tasks inherit it)."""
-
-
 class SpoolHooks:
     """Mixed into mam's amqtt broker: with a `spool`, the delivery above and retained messages kept.
 
     The spool's gate replaces the broker's `publish_gate`: a publish is spooled (and its
     PUBACK held until that is durable) only if the broker's topic ACL lets its client
-    publish there; one it refuses is dropped by amqtt after the PUBACK, as before, and
-    never reaches the spool or a projector.
+    publish there (`ClientHandler` asks the ACL before the gate); one it refuses is dropped
+    by amqtt after the PUBACK, as before, and never reaches the spool or a projector.
     """
 
     spool: Spool | None = None
@@ -88,11 +83,6 @@ class SpoolHooks:
         if self.spool is not None and topic_name is not None:
             self.spool.retain(topic_name, bytes(data or b""), qos or 0)
 
-    async def _handle_client_session(self, *args: Any, **kwargs: Any) -> None:
-        session = kwargs.get("client_session", args[2] if len(args) > 2 else None)
-        _CLIENT.set(session)
-        await super()._handle_client_session(*args, **kwargs)  # type: ignore[misc]
-
     async def _handle_disconnect(self, client_session: Session, handler: Any, *args: Any, **kwargs: Any) -> None:
         """Deliver what the client sent before it left: amqtt drops the publishes still queued
         for its message loop when a client disconnects, and with PUBACKs held until the spool
@@ -114,16 +104,11 @@ class SpoolHooks:
         return None if workspace is None else f"mam-projector-{workspace}"
 
     def _spool_gate(self, topic: str, payload: bytes, retain: bool) -> Awaitable[None] | None:
-        if spooled_workspace(topic) is None:
+        """Spool the publish now: its seq is fixed at the call, which `ClientHandler` makes in the
+        order the client sent its publishes, and only for one the topic ACL let through."""
+        if self.spool is None or spooled_workspace(topic) is None:
             return None  # retained messages are kept as amqtt keeps them (`retain_message`)
-        return self._admit(_CLIENT.get(), topic, payload, retain)
-
-    async def _admit(self, session: Session | None, topic: str, payload: bytes, retain: bool) -> None:
-        if session is not None and not await self._topic_filtering(session, topic, Action.PUBLISH):
-            return  # refused by the ACL: amqtt drops it once acknowledged; nothing spooled
-        held = self.spool.offer(topic, payload, retain) if self.spool is not None else None
-        if held is not None:
-            await held
+        return self.spool.offer(topic, payload, retain)
 
     async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
         if self.spool is not None and action == Action.RECEIVE and session is not None and topic:

@@ -12,8 +12,9 @@ amqtt not redelivering to a reconnecting subscriber no longer matters.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -36,6 +37,12 @@ class LocalMessage:
     def ack(self) -> None:
         self.recorded.set()
 
+    def __await__(self) -> Generator[Any, None, None]:
+        """Awaiting the message waits until it is recorded. An awaitable object, not a coroutine:
+        the broker's gate may offer a publish whose own task is gone (its client left), and a
+        coroutine nobody awaits is a warning, where this is nothing."""
+        return self.recorded.wait().__await__()
+
 
 class LocalIntake:
     """A queue from the embedded broker to the projector of one workspace."""
@@ -57,7 +64,7 @@ class LocalIntake:
         message = LocalMessage(topic, payload)
         self._pending.append(message)
         self._arrived.set()
-        return message.recorded.wait()
+        return message
 
     def __len__(self) -> int:
         return len(self._pending)
