@@ -8,7 +8,9 @@ reason to stop the agent decides how the job ends: a cancel request ends it
 (handed back); a job the registry has already ended (`lost`, say) is stopped
 with nothing more to say; otherwise its exit code decides (and, for an agent
 run through a profile's `format`, what the agent itself reported:
-`formats/verdict.py`).
+`formats/verdict.py`). The terminal event says how many `output` events the
+attempt published (`outputs`; their seqs are 0 .. outputs-1), so the projector
+can tell whether its log holds them all.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Supervisor:
                 self.tree = await anyio.to_thread.run_sync(self.settings.worktrees.create, self.job_id, base)
             except WorktreeError as exc:
                 log.info("job %s: %s", self.job_id, exc)
-                self._put(ev.Failed(exit_code=None, error=str(exc)))
+                self._put(ev.Failed(exit_code=None, error=str(exc), outputs=0))
                 return
             cwd = self.tree.cwd
         try:
@@ -119,13 +121,13 @@ class Supervisor:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot start {argv[0]!r}: {detail}"
             log.info("job %s: start failed: %s", self.job_id, error)
-            self._put(ev.Failed(exit_code=None, error=error))
+            self._put(ev.Failed(exit_code=None, error=error, outputs=0))
             if self.tree is not None and self.settings.worktrees is not None:  # nothing ran in it: no work to lose
                 clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=False, saved=True)
                 await anyio.to_thread.run_sync(clean_up)
             return
         self.process = process
-        self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid))
+        self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid, counts_outputs=True))
         log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
         filters = {"stdout": self.transcript} if self.transcript else None
         output = OutputStreamer(self._put, room=self.settings.room, filters=filters)
@@ -232,7 +234,7 @@ class Supervisor:
     async def _report(self, code: int | None, output: OutputStreamer, saved: Saved | None = None) -> None:
         if self.ending is Ending.CANCELLED:
             reason = self.record.cancel_reason or "cancelled on request"
-            self._put(ev.Cancelled(reason=reason))
+            self._put(ev.Cancelled(reason=reason, outputs=output.seq))
             log.info("job %s: cancelled (%s)", self.job_id, reason)
             return
         if self.ending is Ending.ENDED_ELSEWHERE:
@@ -240,7 +242,7 @@ class Supervisor:
             return
         if self.ending is Ending.STOPPING:
             error = "the runner stopped before the job finished"
-            self._put(ev.Failed(exit_code=code, error=error, git=saved.git if saved else None))
+            self._put(ev.Failed(exit_code=code, error=error, git=saved.git if saved else None, outputs=output.seq))
             log.info("job %s: handed back as failed: %s", self.job_id, error)
             return
         if self.tree is not None:
@@ -250,13 +252,14 @@ class Supervisor:
         if self.ending is Ending.TIMED_OUT:
             reason = f"timed out after {self.record.timeout:g}s"
             usage = usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET
-            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage))
+            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage, outputs=output.seq))
         elif self.transcript is not None and code is not None:
             parser = self.transcript.parser
             outcome, stderr = parser.outcome(), output.tail("stderr")
-            self._put(verdict(outcome, program=parser.program, code=code, stderr=stderr, git=git))
+            self._put(verdict(outcome, program=parser.program, code=code, stderr=stderr, git=git, outputs=output.seq))
         elif code == 0:
-            self._put(ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git))
+            self._put(ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git, outputs=output.seq))
         else:
-            self._put(ev.Failed(exit_code=code, error=output.tail("stderr") or f"exit code {code}", git=git))
+            self._put(ev.Failed(exit_code=code, error=output.tail("stderr") or f"exit code {code}", git=git,
+                                outputs=output.seq))
 

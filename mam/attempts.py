@@ -78,6 +78,8 @@ def end_attempt(before: JobRecord, after: JobRecord) -> JobRecord:
         finished_at=after.finished_at,
         exit_code=after.exit_code,
         error=after.error,
+        outputs_expected=after.outputs_expected,
+        outputs_missing=after.outputs_missing,
     )
     after = replace(after, attempts=[*attempts_of(before), ended])
     retried = (
@@ -91,7 +93,8 @@ def end_attempt(before: JobRecord, after: JobRecord) -> JobRecord:
 def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
     """The `retrying` event: the job is submitted again as the next attempt, claimable from
     `not_before`; what belonged to the ended attempt (runner, times, exit code, error) is cleared
-    from the top of the record (it is in `attempts`). A reason to refuse instead, as a string."""
+    from the top of the record (it is in `attempts`), its output accounting too: the next attempt's
+    output events are numbered from 0 again. A reason to refuse instead, as a string."""
     if state.status is not Status.RETRYING:
         return f"'retrying' is derived only for a job whose attempt just ended; job {state.job_id!r} is {state.status.value}"
     expected = attempt_of(state) + 1
@@ -102,6 +105,7 @@ def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
         runner=None, runner_epoch=None, claimed_at=None, started_at=None, finished_at=None,
         exit_code=None, result=None, error=None, progress=None, percent=None,
         last_heartbeat_at=None, last_seen_at=None, git_at_finish=None,
+        output_seqs=UNSET, outputs_expected=UNSET, outputs_missing=UNSET,  # seq counts from 0 again
     )
 
 

@@ -25,6 +25,7 @@ from mam.cli_common import (
 from mam.discovery import projector_info
 from mam.events import GitInfo
 from mam.humanize import ago, parse_time
+from mam.output_accounting import incomplete_lines, seq_list
 from mam.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 from mam.record import JobRecord
 from mam.runtime import read_runtime
@@ -116,6 +117,8 @@ def _show_text(record: JobRecord) -> None:
             continue
         if key == "attempts":
             shown = "\n".join(_attempt_line(attempt) for attempt in value)
+        elif key in ("output_seqs", "outputs_missing"):  # [first, last] ranges: `0-41`, `4, 7`
+            shown = seq_list(value, shown=32)
         elif isinstance(value, list):
             shown = safe(", ".join(str(item) for item in value))
         elif isinstance(value, dict):
@@ -130,6 +133,8 @@ def _show_text(record: JobRecord) -> None:
         print(f"{key:<{_INDENT}}{lines[0]}")
         for more in lines[1:]:
             print(f"{'':<{_INDENT}}{more}".rstrip())
+    for line in incomplete_lines(record):  # a loss on the way is said in words, not only in keys
+        print(line)
 
 
 def _attempt_line(attempt: dict[str, Any]) -> str:
@@ -278,6 +283,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         print_logged(workspace, job)
     print(f"mam: job {record.job_id} {record.status.value}"
           + (f" (exit code {record.exit_code})" if record.exit_code is not None else ""), file=sys.stderr)
+    for line in incomplete_lines(record):
+        print(f"mam: {line}", file=sys.stderr)
     return outcome_code(record.status) if record.status.terminal else 0
 
 

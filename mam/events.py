@@ -41,7 +41,7 @@ MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
 
 
-class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class GitInfo(Struct, frozen=True, kw_only=True):
     """Provenance: the workspace's git state when a job was submitted or finished.
 
     A job run in a worktree of its own (`mam-agent --worktree`) also reports
@@ -58,7 +58,7 @@ class GitInfo(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     deletions: Version | UnsetType = UNSET
 
 
-class Usage(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What an agent reported it used for a job (`agents/formats/`); a field it did not report is absent.
 
     `input_tokens` counts every input token, those served from a cache
@@ -74,8 +74,13 @@ class Usage(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_
     agent_session_id: ShortText | None = None
 
 
-class Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
-    """The envelope every event carries."""
+class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
+    """The envelope every event carries.
+
+    Fields this release does not know are read and ignored (here and in `GitInfo`, `Usage`): a runner
+    one release newer may add an optional field without a new `v`, and this projector still takes its
+    events (docs/design.md, Events: how events evolve). The published schema stays strict
+    (`additionalProperties: false`): it says what a publisher of this release sends."""
 
     v: Literal[1] = SCHEMA_VERSION
     id: EventId | None = None
@@ -127,6 +132,10 @@ class Claimed(Event, tag="claimed"):
 class Started(Event, tag="started"):
     runner: AgentName | None = None
     pid: Pid | None = None
+    counts_outputs: bool | UnsetType = UNSET
+    """True from a runner that numbers this attempt's `output` events from 0 and gives their number in its
+    terminal event (`outputs`): the projector then accounts them. Left out otherwise, so a job started
+    without it (a hand-published one, or one in a log from before this field) folds to the bytes it had."""
 
 
 class Progress(Event, tag="progress"):
@@ -138,6 +147,17 @@ class Output(Event, tag="output"):
     text: Text
     stream: Literal["stdout", "stderr"] = "stdout"
     seq: Version | None = None
+    """The runner numbers an attempt's output events 0, 1, 2, ... over both streams; the terminal
+    event's `outputs` says how many there were, so the fold can name any that never arrived."""
+
+
+Outputs = Annotated[
+    int,
+    Meta(ge=0, le=2**53 - 1, description="The number of `output` events the runner published for this attempt "
+         "(seq 0 .. outputs-1); the projector records which of them its log lacks."),
+]
+"""`outputs` on a terminal event a runner publishes. UNSET (left out) when not known, so the other
+events keep their bytes."""
 
 
 class Heartbeat(Event, tag="heartbeat"):
@@ -149,6 +169,7 @@ class Succeeded(Event, tag="succeeded"):
     result: Text | None = None
     git: GitInfo | None = None
     usage: Usage | None | UnsetType = UNSET
+    outputs: Outputs | UnsetType = UNSET
 
 
 class Failed(Event, tag="failed"):
@@ -156,6 +177,7 @@ class Failed(Event, tag="failed"):
     error: Text | None = None
     git: GitInfo | None = None
     usage: Usage | None | UnsetType = UNSET
+    outputs: Outputs | UnsetType = UNSET
 
 
 class CancelRequested(Event, tag="cancel_requested"):
@@ -194,6 +216,7 @@ class InputWithdrawn(Event, tag="input_withdrawn"):
 
 class Cancelled(Event, tag="cancelled"):
     reason: ShortText | None = None
+    outputs: Outputs | UnsetType = UNSET
 
 
 class TimedOut(Event, tag="timed_out"):
@@ -203,6 +226,7 @@ class TimedOut(Event, tag="timed_out"):
     exit_code: ExitCode | None = None
     git: GitInfo | None = None
     usage: Usage | None | UnsetType = UNSET
+    outputs: Outputs | UnsetType = UNSET
 
 
 class Retrying(Event, tag="retrying"):
@@ -280,11 +304,29 @@ def decode_event(payload: bytes) -> AnyEvent:
         message = str(exc)
         if "`$.type`" in message and message.startswith("Invalid value"):
             message += f" (known types: {', '.join(EVENT_TYPES)})"
-        raise EventError(f"invalid event: {message}") from None
+        elif "`$.v`" in message:
+            message += f" (this release reads events of v {SCHEMA_VERSION}; a newer version needs a newer projector)"
+        raise EventError(f"invalid event: {message}{_ignored_note(payload)}") from None
     except msgspec.DecodeError as exc:
         raise EventError(f"malformed JSON: {exc}") from None
     _refuse_duplicate_keys(payload)
     return event
+
+
+_FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in AnyEvent.__args__}  # type: ignore[attr-defined]
+
+
+def _ignored_note(payload: bytes) -> str:
+    """For a refused event, the top-level fields this release would have ignored: a typo of a field
+    it needs (`promt`) is then named beside the missing one."""
+    try:
+        value = _plain_decoder.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return ""
+    if not isinstance(value, dict) or value.get("type") not in _FIELDS:
+        return ""
+    unknown = [key for key in value if key not in _FIELDS[value["type"]]]
+    return f" (fields this release does not read, ignored: {', '.join(f'`{k}`' for k in unknown[:5])})" if unknown else ""
 
 
 class _DuplicateKey(ValueError):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam import attempts, waiting
+from mam import attempts, output_accounting, waiting
 from mam import events as ev
 from mam.record import JobRecord, Status
 
@@ -58,6 +58,7 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     result = _transition(state, event, ctx)
     if isinstance(result, Refusal):
         return result
+    result = output_accounting.account(result, event)
     result = attempts.end_attempt(state, result)
     result = waiting.account_waits(state, result, ctx.received_at)
     return replace(result, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)

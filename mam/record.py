@@ -48,6 +48,9 @@ class Attempt(Struct, frozen=True, kw_only=True):
     finished_at: str | None = None
     exit_code: int | None = None
     error: str | None = None
+    outputs_expected: int | UnsetType = UNSET
+    """The attempt's output accounting (`JobRecord.outputs_expected`, `outputs_missing`); absent when unknown."""
+    outputs_missing: list[tuple[int, int]] | UnsetType = UNSET
 
 
 class JobRecord(Struct, frozen=True, kw_only=True):
@@ -121,6 +124,15 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     cancel_tree: bool | UnsetType = UNSET
     """Its cancel request asked for its whole delegation tree (`mam cancel --tree`): every unfinished job
     under it is cancelled too, each with a reason naming it (absent otherwise)."""
+    output_seqs: list[tuple[int, int]] | UnsetType = UNSET
+    """The `seq`s of this attempt's output events the log holds, as [first, last] ranges ([[0, 41]]: all
+    of 0..41). Set to [] when an attempt is claimed or started (so a job that ran before this key existed
+    is never accounted from the middle), cleared when the job is retried (`mam.output_accounting`)."""
+    outputs_expected: int | UnsetType = UNSET
+    """The `outputs` the attempt's terminal event gave: how many output events its runner published."""
+    outputs_missing: list[tuple[int, int]] | UnsetType = UNSET
+    """The seqs below `outputs_expected` the log does not hold, as [first, last] ranges; [] when it holds
+    them all. Absent unless both the count and the seqs were known."""
     pruned_at: str | UnsetType = UNSET
     """When the job was pruned (`pruned`): such a record is never a registry file; it is the last state
     published for the job (its retained state is then cleared) and the fold of its archived log."""

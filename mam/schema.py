@@ -3,8 +3,10 @@
 `msgspec.json.schema_components` does the work; this module only adds what it
 leaves out or words differently: the draft and an `$id`, `format: date-time`
 on timestamps (msgspec emits it only for `tz=True` datetimes, and the decoder
-takes any), each type's tag as a `const`, and `x-mam-derived` on the types
-only the projector may publish. `mam schema` prints it; `docs/events.schema.json`
+takes any), each type's tag as a `const`, `x-mam-derived` on the types
+only the projector may publish, and `additionalProperties: false` on every
+object (the decoder ignores fields it does not know; the schema says what a
+publisher of this release sends, so a validating client still catches a typo). `mam schema` prints it; `docs/events.schema.json`
 is a copy that a test keeps identical.
 """
 
@@ -57,6 +59,9 @@ def _annotate(defs: dict[str, Any]) -> None:
         component = defs.get(struct.cls.__name__)
         if component is None:
             continue  # not reachable from this schema's root (a one-type schema)
+        # What a publisher of this release sends: no other field. The decoder reads other fields and
+        # ignores them (a newer runner's), so this is the one place the schema is stricter than it.
+        component["additionalProperties"] = False
         for field in struct.fields:
             _mark_datetimes(field.type, component["properties"][field.encode_name])
         tag = struct.cls.__struct_config__.tag

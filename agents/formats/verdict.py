@@ -46,13 +46,15 @@ def failure(outcome: Outcome, *, program: str, code: int, stderr: str) -> str:
 
 
 def verdict(
-    outcome: Outcome, *, program: str, code: int, stderr: str, git: ev.GitInfo | None
+    outcome: Outcome, *, program: str, code: int, stderr: str, git: ev.GitInfo | None,
+    outputs: int | UnsetType = UNSET,
 ) -> ev.Succeeded | ev.Failed:
+    """`outputs`: how many output events the attempt published (the terminal event's count)."""
     usage = usage_of(outcome)
     if outcome.complete and outcome.error is None and code == 0:
-        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage)
+        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage, outputs=outputs)
     error = fit(failure(outcome, program=program, code=code, stderr=stderr))
-    return ev.Failed(exit_code=code, error=error, git=git, usage=usage)
+    return ev.Failed(exit_code=code, error=error, git=git, usage=usage, outputs=outputs)
 
 
 __all__ = ["MAX_TEXT", "failure", "fit", "usage_of", "verdict"]

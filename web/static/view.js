@@ -95,6 +95,26 @@ export function drawRefusals(state) {
   );
 }
 
+// Output accounting (mam/output_accounting.py, the same words as `mam show`): one line per attempt
+// whose log lacks some of the output events its runner said it published.
+function incomplete(expected, missing, label = "") {
+  if (typeof expected !== "number" || !Array.isArray(missing) || missing.length === 0) return null;
+  const count = missing.reduce((n, [first, last]) => n + last - first + 1, 0);
+  const named = missing.slice(0, 8).map(([first, last]) => (first === last ? `${first}` : `${first}-${last}`));
+  const more = missing.length - 8;
+  const seqs = named.join(", ") + (more > 0 ? ` and ${more} more range${more === 1 ? "" : "s"}` : "");
+  return `${label}output incomplete: ${count} of ${expected} output events missing (seq ${seqs})`;
+}
+
+function incompleteLines(record) {
+  if (!record) return [];
+  const current = typeof record.attempt === "number" ? record.attempt : 1;
+  const earlier = (record.attempts || [])
+    .filter((a) => a.attempt !== current)
+    .map((a) => incomplete(a.outputs_expected, a.outputs_missing, `attempt ${a.attempt}: `));
+  return [...earlier, incomplete(record.outputs_expected, record.outputs_missing)].filter(Boolean);
+}
+
 export function drawDetail(state) {
   const detail = state.detail;
   $("#detail").hidden = !detail;
@@ -107,6 +127,9 @@ export function drawDetail(state) {
   $("#cancel").hidden = !record || TERMINAL.has(record.status);
   drawAnswer(record);
   $("#detail-problem").textContent = detail.problem || "";
+  const lines = incompleteLines(record);
+  $("#detail-incomplete").hidden = lines.length === 0;
+  $("#detail-incomplete").textContent = lines.join("\n");
   $("#verdict").textContent = state.verdict || "";
   fill(
     $("#record tbody"),
