@@ -11,6 +11,13 @@ a state whose signature does not verify with the projector's key, or whose
 record is not the job (or workspace) of its topic, is ignored with one
 warning per job, whatever the broker let through. It claims a job at most
 once per instance, so a replayed old state cannot start a job a second time.
+A runner whose key is the workspace's `projector.pub` follows a remade key:
+when `projector/status` announces another key and the file (read again) holds
+it, states are verified with it and read again (`StateReader.adopt`).
+
+A claim the projector refuses (on `rejected`, naming the claim's event id)
+frees its slot at once: a claim made from a stale retained state (a broker
+restarted from an old snapshot) never holds `--concurrency` for good.
 
 The jobs do not depend on the connection. Every event goes into an ordered
 outbox (`outbox.py`) that one connection at a time drains; when the broker
@@ -86,10 +93,12 @@ class Runner:
         agent_id: str | None = None,
         worktrees: Worktrees | None = None,
         output_format: str | None = None,
+        follow_key: bool = False,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
-        agent's stdout is read (`formats/`); None runs a plain command."""
+        agent's stdout is read (`formats/`); None runs a plain command. `follow_key`: `key` is the
+        workspace's `projector.pub`; a new key announced and held by that file replaces it."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
@@ -102,6 +111,7 @@ class Runner:
         self.outbox = Outbox(self.topics, by=self.agent_id)
         self.pinned = key if isinstance(key, str) else None
         self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
+        self.follow_key = follow_key and not isinstance(key, str)
         self.settings = Settings(
             workspace=workspace,
             runner_id=self.agent_id,
@@ -116,6 +126,8 @@ class Runner:
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()
+        self.claim_ids: dict[str, str] = {}
+        """The event id of each claim in `claiming`: a refusal naming it frees the slot."""
         self.claimed_here: set[tuple[str, int]] = set()
         """Every job attempt this instance has claimed: never claimed twice, whatever state is replayed."""
         self.alarm = Alarm(self._claim_what_fits)
@@ -220,6 +232,9 @@ class Runner:
             if self.states.key is None:
                 await self._learn_key(client)
             await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
+            # The announced key before the states (it may verify them), refusals for the claims.
+            wanted = [self.topics.projector_status] if self.follow_key else []
+            await client.subscribe([(topic, 1) for topic in [*wanted, self.topics.rejected]])
             await subscribe_required(client, self.topics.all_states)
             yield client
         finally:
@@ -278,9 +293,39 @@ class Runner:
             if self.states.key is None:
                 continue  # never: states are subscribed to once the key is known
             payload = message.payload if isinstance(message.payload, bytes) else b""
-            record = self.states.record(str(message.topic), payload)
+            await self._on_message(client, str(message.topic), payload)
+
+    async def _on_message(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
+        """A state, a refusal, or the projector's status (a key to follow)."""
+        if topic == self.topics.rejected:
+            self._on_refusal(payload)
+        elif topic == self.topics.projector_status:
+            status = decode_projector_status(payload)
+            if not self.follow_key or status is None or status.public_key is None:
+                return
+            switched, said = self.states.adopt(status.public_key, self.workspace)
+            if said:
+                (log.info if switched else log.warning)("%s", said)
+            if switched:  # the states it ignored so far are the broker's to send again
+                await subscribe_required(client, self.topics.all_states)
+        else:
+            record = self.states.record(topic, payload)
             if record is not None:
                 self._on_state(record)
+
+    def _on_refusal(self, payload: bytes) -> None:
+        """A refused claim of this runner's frees its slot; the job's state will say the rest."""
+        refusal = self.states.refusal(payload)
+        job_id = refusal.get("job_id") if refusal else None
+        if not isinstance(job_id, str) or job_id not in self.claiming:
+            return
+        if refusal is None or self.claim_ids.get(job_id) != refusal.get("event_id"):
+            return
+        self.claiming.discard(job_id)
+        del self.claim_ids[job_id]
+        log.info("job %s: claim refused (%s); its slot is free", job_id, refusal.get("reason"))
+        self._claim_what_fits()
+        self._changed.notify()
 
     def _unverified(self, job_id: str, why: str) -> None:
         log.warning("job %r: ignoring a state that carries %s; this runner never claims or runs it", job_id, why)
@@ -291,7 +336,7 @@ class Runner:
         job_id = record.job_id
         job = self.active.get(job_id)
         if job is not None:
-            self._update_running(job, record)
+            job.take_state(record)
             return
         if record.status is Status.SUBMITTED:
             if job_id not in self.claiming and (job_id, attempt_of(record)) not in self.claimed_here \
@@ -303,6 +348,7 @@ class Runner:
         if job_id not in self.claiming:
             return
         self.claiming.discard(job_id)
+        self.claim_ids.pop(job_id, None)
         if record.status is Status.CLAIMED and record.runner == self.agent_id and record.runner_epoch == self.epoch:
             log.info("job %s: claimed", job_id)
             if self.stopping:
@@ -313,31 +359,6 @@ class Runner:
                 self._start(record)
         self._claim_what_fits()
         self._changed.notify()
-
-    def _update_running(self, job: Supervisor, record: JobRecord) -> None:
-        if record.version < job.record.version:
-            return  # an older state, replayed
-        moved_on = attempt_of(record) != attempt_of(job.record)
-        job.record = record
-        if job.ending is not None:
-            return
-        if moved_on:
-            # The registry ended this attempt (lost, say) and retries the job: this agent's work is void.
-            log.warning("job %s: the registry retries it as attempt %d while this runner runs attempt %d; "
-                        "stopping its agent", record.job_id, attempt_of(record), attempt_of(record) - 1)
-            job.stop(Ending.ENDED_ELSEWHERE)
-        elif record.status.terminal:
-            # A finished job never changes: whatever the agent still does would be refused.
-            log.warning(
-                "job %s is %s in the registry (%s) while this runner runs it; stopping its agent",
-                record.job_id,
-                record.status.value,
-                record.error or record.cancel_reason or "no reason given",
-            )
-            job.stop(Ending.ENDED_ELSEWHERE)
-        elif record.cancel_requested_at:
-            log.info("job %s: cancel requested; stopping it", record.job_id)
-            job.stop(Ending.CANCELLED)
 
     def _claim_what_fits(self) -> None:
         """Claim queued jobs, oldest first, while there is room; one in a retry's backoff waits for it."""
@@ -355,9 +376,10 @@ class Runner:
             self.claiming.add(job_id)
             self.claimed_here.add((job_id, attempt_of(record)))
             log.debug("job %s: claiming it at version %d", job_id, record.version)
-            self.outbox.put(
+            claim = self.outbox.put(
                 job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)
             )
+            self.claim_ids[job_id] = claim.id or ""
         if wake < math.inf and self._jobs is not None and not self.stopping:
             self.alarm.set(self._jobs, wake)
 

@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
             output_format=profile_format(
                 command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
             ),
+            follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
         )
         anyio.run(run_until_signal, runner.run)
         return 0

@@ -34,6 +34,7 @@ from mam.agents.output import OutputStreamer
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
 from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
+from mam.attempts import attempt_of
 from mam.provenance import git_info
 from mam.record import JobRecord, Status
 from mam.workspace import Workspace
@@ -95,6 +96,33 @@ class Supervisor:
         if self.ending is None:
             self.ending = ending
             self._stop_requested.set()
+
+    def take_state(self, record: JobRecord) -> None:
+        """A newer state of the job (from the runner): stop the agent if the registry ended or retried it,
+        or a cancel was requested."""
+        if record.version < self.record.version:
+            return  # an older state, replayed
+        moved_on = attempt_of(record) != attempt_of(self.record)
+        self.record = record
+        if self.ending is not None:
+            return
+        if moved_on:
+            # The registry ended this attempt (lost, say) and retries the job: this agent's work is void.
+            log.warning("job %s: the registry retries it as attempt %d while this runner runs attempt %d; "
+                        "stopping its agent", record.job_id, attempt_of(record), attempt_of(record) - 1)
+            self.stop(Ending.ENDED_ELSEWHERE)
+        elif record.status.terminal:
+            # A finished job never changes: whatever the agent still does would be refused.
+            log.warning(
+                "job %s is %s in the registry (%s) while this runner runs it; stopping its agent",
+                record.job_id,
+                record.status.value,
+                record.error or record.cancel_reason or "no reason given",
+            )
+            self.stop(Ending.ENDED_ELSEWHERE)
+        elif record.cancel_requested_at:
+            log.info("job %s: cancel requested; stopping it", record.job_id)
+            self.stop(Ending.CANCELLED)
 
     def _put(self, event: ev.AnyEvent) -> None:
         self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)

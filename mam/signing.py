@@ -15,6 +15,10 @@ The contract (docs/design.md, "Signed states"):
   length, so a reader cuts it at a fixed offset from the end, rebuilds the
   canonical bytes and verifies them; it then decodes those bytes, never the
   rest. Registry files are not signed (the projector alone writes them).
+- A remade key: a reader that follows the workspace's key (`StateReader.adopt`)
+  takes the key `projector/status` announces only once the workspace's
+  `projector.pub`, read again from disk, holds that same key; the status
+  alone (which anyone may publish on a broker without ACLs) never switches it.
 """
 
 from __future__ import annotations
@@ -179,11 +183,42 @@ class StateReader:
         self.key = key
         self.warn = warn
         self._warned: set[str] = set()
+        self._refused_keys: set[str] = set()
+        """Fingerprints of announced keys `adopt` did not take: said once each."""
 
     @classmethod
     def for_workspace(cls, workspace: Workspace, *, warn: Warn = _warn_client) -> StateReader:
         """With the workspace's key if the projector made one on this machine."""
         return cls(workspace.id, load_workspace_key(workspace), warn=warn)
+
+    def adopt(self, announced: str, workspace: Workspace) -> tuple[bool, str | None]:
+        """Take the key `projector/status` announces (`public_key`, base64) if the workspace's
+        `projector.pub`, read again now, holds it (each announcement is checked: the file may be
+        written after the status came). Returns (switched, what to log): nothing to log for the key
+        in use, nor for a key refused before (each refused key is said once)."""
+        try:
+            key = public_key_from_b64(announced)
+        except ValueError:
+            return False, None
+        if self.key is not None and raw_public(key) == raw_public(self.key):
+            return False, None
+        seen = fingerprint(key)
+        try:
+            on_disk = load_workspace_key(workspace)
+        except UsageError as exc:
+            on_disk, why = None, str(exc)
+        else:
+            why = f"{public_key_path(workspace)} " + ("does not exist" if on_disk is None else
+                                                      f"holds key {fingerprint(on_disk)}")
+        if on_disk is None or raw_public(on_disk) != raw_public(key):
+            if seen in self._refused_keys or len(self._refused_keys) >= MAX_WARNED:
+                return False, None
+            self._refused_keys.add(seen)
+            return False, f"ignoring key {seen} announced on projector/status: {why}"
+        self.key = key
+        self._warned.clear()
+        self._refused_keys.discard(seen)
+        return True, f"the projector's key is now {seen} (announced, and held by {public_key_path(workspace)})"
 
     def record(self, topic: str, payload: bytes) -> JobRecord | None:
         parsed = self.topics.parse(topic)

@@ -136,7 +136,7 @@ class Projector:
         self.restore_retained = restore_retained
         self.served_by = served_by
         self.signer = StateSigner(workspace)
-        self.views = Views(self.topics, self.signer, publish_local)
+        self.views = Views(self.topics, self.signer, publish_local, known=self.projection.jobs)
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
 
@@ -365,6 +365,7 @@ class Projector:
         now = time.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + self.heartbeat
+            self.signer.keep_public()
             publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
 
     async def _next_batch(self, client: aiomqtt.Client) -> list[Inbound]:

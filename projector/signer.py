@@ -3,8 +3,11 @@
 The private key is made at the projector's first start, under its lock,
 created with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600 (readable by the
 projector's user only), and made durable; the public key is written beside it
-(and rewritten if it ever does not match). A private key that others may read,
-or a link in its place, stops the projector with one line saying what to do.
+(and rewritten if it ever does not match: at start, and at each heartbeat while
+the projector runs, `keep_public`, so a deleted `projector.pub` comes back and
+runners on this machine can verify the key `projector/status` announces). A
+private key that others may read, or a link in its place, stops the projector
+with one line saying what to do.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class StateSigner:
         self.public_key_b64: str | None = None
         """What `projector/status` announces (None until loaded)."""
         self.fingerprint: str | None = None
+        self._public_pem: bytes | None = None
+        self._public_failed = False
 
     def load(self) -> bool:
         """Load the workspace's key pair, making it if there is none; True if it was made now
@@ -50,8 +55,26 @@ class StateSigner:
         self._key = key
         self.public_key_b64 = public_key_b64(key.public_key())
         self.fingerprint = fingerprint(key.public_key())
+        self._public_pem = public_pem(key.public_key())
         log.info("states are signed with key %s (%s)", self.fingerprint, public_key_path(self.workspace))
         return made
+
+    def keep_public(self) -> None:
+        """Write `projector.pub` again if it is missing or does not hold the key (one small read when it
+        does). A failed write is said once, until one succeeds; the projector goes on either way."""
+        if self._public_pem is None:
+            return
+        path = public_key_path(self.workspace)
+        try:
+            written = _write_public(path, self._public_pem)
+        except (MamError, OSError) as exc:
+            if not self._public_failed:
+                log.warning("%s; runners on this machine cannot verify a new key until it is written", exc)
+            self._public_failed = True
+            return
+        if written:
+            log.warning("wrote the projector's public key %s again (it was missing or held another key)", path)
+        self._public_failed = False
 
     def payload(self, record: JobRecord) -> bytes:
         """The retained state payload of a record: its canonical bytes, signed."""
@@ -130,11 +153,11 @@ def _create_private(path: Path, key: Ed25519PrivateKey) -> None:
     _sync_dir(path.parent)
 
 
-def _write_public(path: Path, pem: bytes) -> None:
-    """Write the public key atomically, unless the file already holds exactly it."""
+def _write_public(path: Path, pem: bytes) -> bool:
+    """Write the public key atomically, unless the file already holds exactly it; True if written."""
     try:
         if path.read_bytes() == pem:
-            return
+            return False
         log.warning("%s did not hold the projector's public key; rewriting it", path)
     except OSError:
         pass  # absent, or unreadable: replaced below
@@ -151,6 +174,7 @@ def _write_public(path: Path, pem: bytes) -> None:
     except OSError as exc:
         raise MamError(f"cannot write the projector's public key {path}: {exc.strerror or exc}") from None
     _sync_dir(path.parent)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

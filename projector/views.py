@@ -1,6 +1,11 @@
 """What the projector publishes for readers: each job's retained state (signed), refusals, and
 at start the states a restarted embedded broker forgot.
 
+A refused event of a job the projector holds is answered with that job's state again: whoever
+sent it may have acted on a stale retained state (a broker that restarted from an old snapshot of
+its retained messages), and the refusal is the one moment the projector learns of it (see
+docs/design.md, "Signed states": why it does not compare every retained state).
+
 Under `mam up` they go straight into the broker in the same process (`publish_local`); else they
 are queued on the projector's client, on the wire before the PUBACKs queued after them.
 """
@@ -8,15 +13,17 @@ are queued on the projector's client, on the wire before the PUBACKs queued afte
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import aiomqtt
 import anyio
 
 from mam.projector.batch import Batch
 from mam.projector.mqtt_internals import publish_nowait
+from mam.projector.replay import JobState
 from mam.projector.retention import pruned_ids
 from mam.projector.signer import StateSigner
+from mam.pruning import is_pruned
 from mam.record import JobRecord
 from mam.status import encode
 from mam.topics import Topics
@@ -31,10 +38,21 @@ RESTORE_CONCURRENCY = 64
 class Views:
     """The projector's publishing of states and refusals, over its client or into its own broker."""
 
-    def __init__(self, topics: Topics, signer: StateSigner, publish_local: LocalPublish | None) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        signer: StateSigner,
+        publish_local: LocalPublish | None,
+        known: Mapping[str, JobState] | None = None,
+    ) -> None:
+        """`known`: the projection's cached job states (committed when a batch is published): a refused
+        event's job found there has its state republished."""
         self.topics = topics
         self.signer = signer
         self.publish_local = publish_local
+        self.known: Mapping[str, JobState] = known if known is not None else {}
+        self.corrected = 0
+        """States republished after a refusal (`republish_refused`)."""
 
     async def publish_batch(self, client: aiomqtt.Client, staged: Batch) -> None:
         """A committed batch's states (a verdict first where one was derived from), the retained states
@@ -48,6 +66,28 @@ class Views:
         for rejection in staged.rejections:
             await self.publish(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
             log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+        await self.republish_refused(client, staged)
+
+    async def republish_refused(self, client: aiomqtt.Client, staged: Batch) -> None:
+        """The state of each job an event was refused for, once per batch, unless the batch published it.
+
+        Cheap at any registry size: no retained state is read, only the refused jobs' cached records
+        are looked up (the fold has just read them), and a refusal is rare. Any refusal counts, not
+        only `expected_version`: a cancel of a job a stale state shows running is refused too."""
+        done: set[str] = set(staged.records)
+        for rejection in staged.rejections:
+            job_id = rejection.job_id
+            if job_id is None or job_id in done:
+                continue
+            done.add(job_id)
+            state = self.known.get(job_id)
+            record = state.record if state is not None else None
+            if record is None:
+                continue  # unknown, or an event the fold never read: no state of it is the registry's
+            payload = b"" if is_pruned(record) else self.signer.payload(record)
+            await self.publish(client, self.topics.state(job_id), payload, retain=True)
+            self.corrected += 1
+            log.debug("job %s: state v%d republished after a refusal", job_id, record.version)
 
     async def publish(self, client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
         """A state or refusal: straight into the broker in this process if there is one,
