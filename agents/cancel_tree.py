@@ -18,6 +18,7 @@ import anyio
 from mam import events as ev
 from mam.agents.publisher import Publisher, WaitTimeout
 from mam.cascade import tree_of
+from mam.inbox import messages
 from mam.live import retained_states
 from mam.mqtt import unreachable
 from mam.record import JobRecord
@@ -62,7 +63,7 @@ async def _until_settled(
     try:
         await client.subscribe(topics.all_states, qos=1)
         with anyio.fail_after(left):
-            async for message in client.messages:
+            async for message in messages(client):
                 parsed = topics.parse(str(message.topic))
                 if parsed is None or parsed.job_id not in known:
                     continue  # not a watched job's state: not even verified

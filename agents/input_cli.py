@@ -26,6 +26,7 @@ from mam.agents.publisher import Publisher, WaitTimeout
 from mam.cli_args import job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, Refused, UsageError
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.record import JobRecord, Status
 
@@ -130,7 +131,7 @@ async def _started(pub: Publisher, job: str) -> None:
         return
     topic = pub.topics.state(job)
     with anyio.move_on_after(VERDICT_TIMEOUT):
-        async for message in pub.client.messages:
+        async for message in messages(pub.client):
             payload = message.payload if isinstance(message.payload, bytes) else b""
             record = pub.states.record(topic, payload) if str(message.topic) == topic else None
             if record is not None and record.status not in (Status.SUBMITTED, Status.CLAIMED):
@@ -141,7 +142,7 @@ async def _answered(pub: Publisher, job: str, question_id: str) -> JobRecord:
     """The job's first state that no longer waits on the question `question_id`."""
     topic = pub.topics.state(job)
     try:
-        async for message in pub.client.messages:
+        async for message in messages(pub.client):
             if str(message.topic) != topic:
                 continue
             payload = message.payload if isinstance(message.payload, bytes) else b""

@@ -27,6 +27,7 @@ from mam.broker_list import Brokers
 from mam.errors import MamError, NoProjector, Refused
 from mam.failover import open_client
 from mam.ids import validate_job_id
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.provenance import git_info
 from mam.record import JobRecord
@@ -242,7 +243,7 @@ class Publisher:
         try:
             await client.subscribe(self.topics.state(job_id), qos=1)
             with anyio.fail_after(timeout):
-                async for message in client.messages:
+                async for message in messages(client):
                     if str(message.topic) != self.topics.state(job_id):
                         continue
                     record = states.record(str(message.topic), _payload(message))
@@ -266,7 +267,7 @@ class Publisher:
         (`mam.status.stale`) does not count, but a fresh one may still replace it in time."""
         left_behind: ProjectorStatus | None = None
         with anyio.move_on_after(timeout):
-            async for message in self.client.messages:
+            async for message in messages(self.client):
                 if str(message.topic) == self.topics.projector_status:
                     status = decode_projector_status(_payload(message))
                     self._saw_status(status)
@@ -291,7 +292,7 @@ class Publisher:
     async def _wait_outcome(self, job_id: str, event_id: str) -> JobRecord:
         state_topic = self.topics.state(job_id)
         states = self.states
-        async for message in self.client.messages:
+        async for message in messages(self.client):
             topic = str(message.topic)
             if topic == state_topic:
                 record = states.record(topic, _payload(message))
@@ -311,7 +312,7 @@ class Publisher:
         states = self.states
         await client.subscribe(self.topics.state(job_id), qos=1)
         with anyio.move_on_after(timeout):
-            async for message in client.messages:
+            async for message in messages(client):
                 if str(message.topic) == self.topics.state(job_id):
                     record = states.record(str(message.topic), _payload(message))
                     if record is not None:

@@ -56,6 +56,7 @@ from mam.broker_list import Brokers
 from mam.errors import UsageError
 from mam.failover import Rotation, subscribe_required
 from mam.ids import validate_agent_id
+from mam.inbox import messages
 from mam.mqtt import make_client, unreachable
 from mam.record import JobRecord, Status
 from mam.signing import StateReader, fingerprint, public_key_from_b64
@@ -268,7 +269,7 @@ class Runner:
         topic = self.topics.projector_status
         log.info("waiting for the projector of workspace %s to announce key %s", self.workspace.id, self.pinned)
         await client.subscribe(topic, qos=1)
-        async for message in client.messages:
+        async for message in messages(client):
             payload = message.payload if isinstance(message.payload, bytes) else b""
             status = decode_projector_status(payload) if str(message.topic) == topic else None
             if status is None or status.public_key is None:
@@ -289,7 +290,7 @@ class Runner:
         raise aiomqtt.MqttError("the broker closed the connection")
 
     async def _listen(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
+        async for message in messages(client):
             if self.states.key is None:
                 continue  # never: states are subscribed to once the key is known
             payload = message.payload if isinstance(message.payload, bytes) else b""

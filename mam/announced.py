@@ -16,6 +16,7 @@ import anyio
 
 from mam.broker_list import Brokers
 from mam.failover import connect
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.status import ProjectorStatus, decode_projector_status, describe_heartbeat, heartbeat_age, stale
 from mam.topics import Topics
@@ -30,7 +31,7 @@ async def announced_status(brokers: Brokers, topics: Topics, *, wait: float = RE
         async with connect(brokers) as client:
             await client.subscribe(topics.projector_status, qos=1)
             with anyio.move_on_after(wait):
-                async for message in client.messages:
+                async for message in messages(client):
                     if str(message.topic) == topics.projector_status and isinstance(message.payload, bytes):
                         return decode_projector_status(message.payload)
     except aiomqtt.MqttError as exc:

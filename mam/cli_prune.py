@@ -25,6 +25,7 @@ from mam.cli_args import positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.humanize import ago, parse_duration
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.pruning import Policy, Selection, finished_statuses, select, workspace_briefs
 from mam.query import parse_statuses
@@ -159,7 +160,7 @@ async def _round(
             await pub.publish_served(job_id, stamped)  # only once a projector serves the workspace
         else:
             await pub.publish(job_id, stamped)
-    async for message in client.messages:
+    async for message in messages(client):
         topic = str(message.topic)
         payload = message.payload if isinstance(message.payload, bytes) else b""
         if topic == topics.rejected:

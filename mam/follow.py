@@ -21,6 +21,7 @@ from mam.attempts import after_of, attempt_of
 from mam.broker_list import Brokers
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
 from mam.failover import connect
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.reading import read_events
 from mam.record import JobRecord, Status
@@ -130,7 +131,7 @@ async def follow_on(
     await client.subscribe(topics.state(job_id), qos=1)
     final: JobRecord | None = None
     with anyio.CancelScope() as grace:
-        async for message in client.messages:
+        async for message in messages(client):
             payload = message.payload if isinstance(message.payload, bytes) else b""
             parsed = topics.parse(str(message.topic))
             if parsed is not None and parsed.kind is Kind.AGENT_STATUS:

@@ -15,6 +15,7 @@ import anyio
 
 from mam.broker_list import Brokers
 from mam.failover import connect
+from mam.inbox import messages
 from mam.mqtt import unreachable
 from mam.record import JobRecord
 from mam.signing import StateReader
@@ -80,7 +81,7 @@ async def changes(
     await client.subscribe(filters)
     if subscribed is not None:
         subscribed()
-    async for message in client.messages:
+    async for message in messages(client):
         change = decode_change(topics, states, message)
         if change is not None:
             yield change
@@ -97,12 +98,12 @@ async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> tu
     taken: list[aiomqtt.Message] = []
     await client.subscribe(wildcard, qos=1)
     await client.subscribe(topics.projector_status, qos=1)
+    incoming = messages(client)
     with anyio.move_on_after(SNAPSHOT_LIMIT) as limit:
-        messages = client.messages.__aiter__()
         wait = QUIET
         while True:
             with anyio.move_on_after(wait) as quiet:
-                message = await messages.__anext__()
+                message = await anext(incoming)  # cancel-safe: a quiet timeout takes nothing
             if quiet.cancelled_caught:
                 break
             if str(message.topic) == topics.projector_status:
@@ -116,8 +117,8 @@ async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, Ag
     """The runners' retained statuses, by runner id (see `_retained` for when that is complete)."""
     found: dict[str, AgentStatus] = {}
     states = StateReader(topics.workspace, None)
-    messages, _ = await _retained(client, topics, topics.all_agent_status)
-    for message in messages:
+    taken, _ = await _retained(client, topics, topics.all_agent_status)
+    for message in taken:
         change = decode_change(topics, states, message)
         if isinstance(change, AgentChange):
             if change.status is None:
@@ -131,8 +132,8 @@ async def retained_states(client: aiomqtt.Client, topics: Topics, states: StateR
     """The job states the broker retains, by job id, each checked by `states` (see `_retained` for when
     that is complete); the client stays subscribed, so every change follows on its messages."""
     found: dict[str, JobRecord] = {}
-    messages, _ = await _retained(client, topics, topics.all_states)
-    for message in messages:
+    taken, _ = await _retained(client, topics, topics.all_states)
+    for message in taken:
         change = decode_change(topics, states, message)
         if isinstance(change, JobChange):
             found[change.record.job_id] = change.record

@@ -11,10 +11,13 @@ import aiomqtt
 from mam.broker_list import BrokerList
 from mam.broker_url import BrokerAddress
 from mam.errors import BrokerUnreachable
+from mam.inbox import Inbox
 
 
 def make_client(address: BrokerAddress, **kwargs: Any) -> aiomqtt.Client:
-    """An aiomqtt client for `address`; `kwargs` pass through to `aiomqtt.Client`."""
+    """An aiomqtt client for `address`; `kwargs` pass through to `aiomqtt.Client`. Its messages queue
+    up in an `Inbox`: read them with `mam.inbox.messages(client)`, never `client.messages` (see there)."""
+    kwargs.setdefault("queue_type", Inbox)
     if address.tls:
         kwargs.setdefault("tls_context", ssl.create_default_context())
     return aiomqtt.Client(

@@ -23,11 +23,11 @@ from typing import Any
 import aiomqtt
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mam.broker_list import Brokers
 from mam.errors import BrokerUnreachable
 from mam.failover import Rotation
+from mam.inbox import Inbox, Messages, messages
 from mam.mqtt import make_client, unreachable
 
 log = logging.getLogger("mam.mcp")
@@ -49,13 +49,13 @@ class Channel:
         self._client = client
         self._generation = generation
         self.filters: set[str] = set()
-        self._send: MemoryObjectSendStream[aiomqtt.Message]
-        self._send, self._receive = anyio.create_memory_object_stream[aiomqtt.Message](BUFFER)
+        self.inbox: Inbox[aiomqtt.Message] = Inbox(BUFFER)
+        """The messages on this channel's subscriptions, from the moment it subscribed: read them with
+        `mam.inbox.messages(channel)` (a wait cut short by a tool call's timeout takes nothing)."""
 
     @property
-    def messages(self) -> MemoryObjectReceiveStream[aiomqtt.Message]:
-        """The messages on this channel's subscriptions, from the moment it subscribed."""
-        return self._receive
+    def messages(self) -> Messages:
+        return messages(self)
 
     async def subscribe(self, topic: str | Sequence[tuple[str, int]], qos: int = 0, **kwargs: Any) -> Any:
         for name in [topic] if isinstance(topic, str) else [t for t, _ in topic]:
@@ -71,19 +71,18 @@ class Channel:
         return any(topic.matches(name) for name in self.filters)
 
     async def deliver(self, message: aiomqtt.Message) -> None:
-        try:
-            await self._send.send(message)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # closed meanwhile: its call is over
+        if not self.inbox.closed:
+            await self.inbox.put(message)  # waits while the channel is full (back-pressure)
 
     def end(self) -> None:
-        """No more messages: a reader's `async for` over `messages` ends."""
-        self._send.close()
+        """No more messages: a reader's `async for` over `messages(channel)` ends once it has read the rest."""
+        self.inbox.close()
 
     def close(self) -> list[str]:
-        """Close both ends; the filters no other open channel holds (to unsubscribe)."""
-        self._send.close()
-        self._receive.close()
+        """Close the channel (what it held is dropped: its call is over, and a delivery waiting for room
+        goes on); the filters no other open channel holds (to unsubscribe)."""
+        self.inbox.close()
+        self.inbox.take(self.inbox.qsize())
         unused: list[str] = []
         if self._generation != self._shared.generation:
             return unused  # opened on a connection since lost: its subscriptions went with it
@@ -139,7 +138,7 @@ class SharedConnection:
         self._client, self._error = client, None
         self._settle()
         log.debug("connected to %s", self.broker.url)
-        async for message in client.messages:
+        async for message in messages(client):
             for channel in list(self._channels):
                 if channel.wants(message.topic):
                     await channel.deliver(message)

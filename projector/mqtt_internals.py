@@ -10,10 +10,10 @@
    packet and returns; with no in-flight limit (`max_inflight_messages=0`)
    nothing is held back, so a PUBLISH queued before a PUBACK is sent first.
 
-3. Taking a batch. `async for` over `client.messages` costs a task and an
-   `asyncio.wait` per message; the projector takes the first message that way
-   and then whatever else is already queued (`len(client.messages)` says how
-   many) straight from aiomqtt's queue.
+3. Taking a batch. The projector waits for the first message without taking
+   it (`mam.inbox`: aiomqtt's own iterator loses a message to a timeout that
+   ends its wait) and then takes whatever else is already queued straight from
+   the connection's inbox.
 4. Per-packet costs (`streamline`, `ack_all`). paho's `loop_read`, which
    aiomqtt calls each time the socket is readable, reads one packet unless
    publishes await their acknowledgements: one trip through the event loop
@@ -53,6 +53,8 @@ from paho.mqtt.matcher import MQTTMatcher
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
+
+from mam.inbox import client_inbox, receive
 
 
 class PahoUnavailable(RuntimeError):
@@ -200,17 +202,12 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
 
 
 async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
-    """Wait for one message, then take up to `limit` in all of those already queued."""
-    first = await anext(aiter(client.messages))
+    """Wait for one message, then take up to `limit` in all of those already queued. Cancel-safe: the
+    wait takes nothing (`mam.inbox`), so a tick's timeout that ends it loses no message."""
+    first = await receive(client)
     return [first, *queued(client, limit - 1)]
 
 
 def queued(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
     """Up to `limit` of the messages already queued, without waiting."""
-    queue = getattr(client, "_queue", None)
-    if queue is None:
-        raise PahoUnavailable("this aiomqtt version hides its message queue; mam needs aiomqtt>=2.3,<3")
-    batch: list[aiomqtt.Message] = []
-    while len(batch) < limit and not queue.empty():
-        batch.append(queue.get_nowait())
-    return batch
+    return client_inbox(client).take(limit)

@@ -13,6 +13,7 @@ from typing import Any
 import aiomqtt
 import anyio
 
+from mam.inbox import messages
 from mam.topics import Topics
 
 BIN = Path(sys.executable).parent
@@ -111,7 +112,7 @@ async def wait_for_message(
     with anyio.fail_after(timeout):
         async with _client(url) as client:
             await client.subscribe(topic, qos=1)
-            async for message in client.messages:
+            async for message in messages(client):
                 payload = message.payload if isinstance(message.payload, bytes) else b""
                 if message.topic.matches(topic) and predicate(str(message.topic), payload):
                     return str(message.topic), payload
@@ -175,7 +176,7 @@ class Watch:
         self, predicate: Callable[[str, bytes], bool] = lambda t, p: True, *, timeout: float = 15
     ) -> tuple[str, bytes]:
         with anyio.fail_after(timeout):
-            async for message in self._client.messages:
+            async for message in messages(self._client):  # a timed-out wait keeps what came for the next
                 payload = message.payload if isinstance(message.payload, bytes) else b""
                 if message.topic.matches(self.topic) and predicate(str(message.topic), payload):
                     return str(message.topic), payload

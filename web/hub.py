@@ -10,6 +10,7 @@ a fresh snapshot, so a change is never silently lost.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterator
@@ -20,12 +21,12 @@ from typing import Any
 import aiomqtt
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mam import events as ev
 from mam.broker_list import Brokers
 from mam.errors import MamError
 from mam.failover import Rotation
+from mam.inbox import Inbox, messages
 from mam.mqtt import make_client, unreachable
 from mam.presence import since
 from mam.record import JobRecord
@@ -53,7 +54,6 @@ class Change:
     record: JobRecord | None = None
 
 
-Inbox = MemoryObjectReceiveStream[Change]
 
 
 class Hub:
@@ -70,18 +70,18 @@ class Hub:
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
-        self._pages: set[MemoryObjectSendStream[Change]] = set()
+        self._pages: set[Inbox[Change]] = set()
 
     @contextmanager
-    def subscribe(self) -> Iterator[Inbox]:
-        send, receive = anyio.create_memory_object_stream[Change](BUFFER)
-        self._pages.add(send)
+    def subscribe(self) -> Iterator[Inbox[Change]]:
+        """A page's changes, from now on: an `Inbox`, read without losing one to its keep-alive timeout."""
+        page: Inbox[Change] = Inbox(BUFFER)
+        self._pages.add(page)
         try:
-            yield receive
+            yield page
         finally:
-            self._pages.discard(send)
-            send.close()
-            receive.close()
+            self._pages.discard(page)
+            page.close()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the registry (when it is on this machine), then follow the broker until cancelled."""
@@ -119,7 +119,7 @@ class Hub:
                 if any(code.is_failure for code in granted):
                     log.warning("dashboard: the broker refused the subscription to %s (%s)", topic, granted)
             self._set_connected(True)
-            async for message in client.messages:
+            async for message in messages(client):
                 payload = message.payload if isinstance(message.payload, bytes) else b""
                 self.take(str(message.topic), payload)
 
@@ -174,12 +174,10 @@ class Hub:
     def _tell(self, change: Change) -> None:
         for page in list(self._pages):
             try:
-                page.send_nowait(change)
-            except anyio.WouldBlock:
+                page.put_nowait(change)
+            except asyncio.QueueFull:
                 self._pages.discard(page)
                 page.close()  # fallen behind: its browser reconnects for a fresh snapshot
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._pages.discard(page)
 
 
 def runner(status: AgentStatus) -> dict[str, Any]:

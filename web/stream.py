@@ -82,15 +82,14 @@ async def page_stream(hub: Hub, chosen: JobFilter, job_id: str | None) -> AsyncI
     with hub.subscribe() as inbox:
         yield frame("snapshot", await snapshot(hub, chosen, job_id))
         while True:
-            change: Change | None = None
             with anyio.move_on_after(KEEPALIVE):
-                try:
-                    change = await inbox.receive()
-                except (anyio.EndOfStream, anyio.ClosedResourceError):
-                    return
-            if change is None:
+                await inbox.ready()  # takes nothing: a keep-alive timeout loses no change
+            if inbox.empty():
+                if inbox.closed:
+                    return  # fallen behind, or the hub stopped
                 yield b": keepalive\n\n"
                 continue
+            change = inbox.get_nowait()
             out = shown(change, chosen, job_id)
             if out is not None:
                 yield frame(*out)
