@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import pytest
-from msgspec import UNSET
 from dashboard_support import browser_page, up_with_dashboard
+from msgspec import UNSET
 from test_runner_support import agent_runner, log_events, mock_command, submit
 
 from mam import events as ev
