@@ -1,4 +1,4 @@
-"""Events that arrive before their job's `submitted`: held durably, applied when it comes.
+"""Events that arrive before an event they follow: held durably, applied when it comes.
 
 MQTT orders messages per publisher and topic only, and even that breaks: a
 client library that resends after a reconnect (paho) and a broker that
@@ -12,6 +12,13 @@ parked events are applied right after it, in their order of arrival, in the
 same commit. One that waits longer than `ParkLimits.hold` is refused with
 the reason. The parked files are not part of any job's audit log: a job's
 log holds an event only once it is applied.
+
+The same holds for a job that exists: an event that comes before an event it
+depends on (`early`: an `output`, `progress`, `heartbeat` or outcome of a job
+not claimed yet) is parked the same way, within the same bounds, and tried
+again, in arrival order, after each event applied to its job; once the job
+has ended, what is still held is refused with the fold's reason. So a
+reordering anywhere (a broker, a publisher's resend) costs latency, not data.
 
 `Parking` keeps only an index in memory (ids, times, sizes); the events
 themselves are read back from their file when they are released or expire,
@@ -36,6 +43,7 @@ from mam.nofollow import PathRefused, read_beneath
 from mam.projector import durable
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.liveness import parse_time
+from mam.record import JobRecord, Status
 
 PARKED_DIR: Final = "_parked"
 SUFFIX: Final = ".jsonl"
@@ -45,6 +53,28 @@ PARKABLE: Final = frozenset(
 )
 """What a runner publishes. A `cancel_requested` comes from a person waiting on the verdict:
 for an unknown job it is refused at once."""
+
+AFTER_A_CLAIM: Final = frozenset({"progress", "output", "heartbeat", "succeeded", "failed", "timed_out"})
+"""What a runner publishes only once it has claimed (or started) the job."""
+NOT_CLAIMED: Final = frozenset({"submitted", "blocked", "retrying"})
+
+
+OUTCOMES: Final = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
+
+
+def early(record: JobRecord, event: ev.AnyEvent) -> bool:
+    """Whether `event` comes before an event it depends on: a runner's event of a job not claimed
+    yet, or an attempt's outcome that says it published output events (`outputs`) of a job not
+    started yet. Such an event is held, not refused or applied."""
+    kind = ev.event_type(event)
+    if record.status.terminal:
+        return False
+    if record.status in NOT_CLAIMED and kind in AFTER_A_CLAIM:
+        return True
+    outputs = getattr(event, "outputs", None) if kind in OUTCOMES else None
+    if not isinstance(outputs, int) or outputs == 0:
+        return False
+    return record.status is Status.CLAIMED  # it published outputs, so it had started the job
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,14 +238,14 @@ class Parking:
         limits = self.limits
         if held is not None and len(held.events) >= limits.per_job:
             return (
-                f"job {job_id!r} is not submitted yet and already has {limits.per_job} events waiting "
-                "for its 'submitted' (the limit); publish the job's 'submitted' first"
+                f"job {job_id!r} already has {limits.per_job} events waiting for an event before them "
+                "(its 'submitted', 'claimed' or 'started'; the limit); publish that event first"
             )
         if self.count >= limits.total or self.size + size > limits.total_bytes:
             return (
-                f"{self.count} events ({self.size} bytes) already wait for jobs not submitted yet "
-                f"(limits {limits.total} events, {limits.total_bytes} bytes); publish each job's "
-                "'submitted' first"
+                f"{self.count} events ({self.size} bytes) already wait for jobs not submitted yet or for "
+                f"the events they follow (limits {limits.total} events, {limits.total_bytes} bytes); "
+                "publish each job's 'submitted' (and 'claimed') first"
             )
         return None
 

@@ -32,7 +32,7 @@ from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, ingest, parse_topic
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
-from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
+from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits, early
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
 from mam.projector.retention import archived_state
@@ -171,7 +171,7 @@ class Projection:
             for will in self.wills.due(judge_at, self.limits):
                 derived += on_runner_status(self.open_jobs, will)
             for entry in self.parking.expire(staged.parked, judge_at, fresh_since):
-                self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
+                self._expired(staged, entry, received_at)
         received_at = utc_now_iso()
         self._add_derived(staged, derived, received_at)
         self._track_open(staged)
@@ -189,8 +189,9 @@ class Projection:
                 staged.verdicts.setdefault(job_id, staged.records[job_id])
             event = msgspec.structs.replace(event, id=f"d-{uuid.uuid4().hex}", by="mam-projector", job_id=job_id)
             state = self._known(job_id)
-            if state is not None:
-                staged.add_event(state, job_id, self.workspace.id, event, event.id or "", received_at)
+            if state is not None and staged.add_event(state, job_id, self.workspace.id, event, event.id or "",
+                                                      received_at) is None:
+                self._release(staged, state, job_id, received_at)
 
     def _follow_up(self, staged: Batch, received_at: str) -> None:
         """Retries and dependencies: derive what this batch's records call for (`retrying` for an attempt
@@ -259,13 +260,15 @@ class Projection:
         guard = guard or self._prune_refusal(state, job_id, event)
         if guard:
             return guard
+        if (state.record is not None and outcome.event_id not in state.seen and early(state.record, event)
+                and self.parking.limits.hold > 0):
+            return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
         if refusal is not None:
             return refusal.reason
-        if isinstance(event, ev.Submitted):
-            if event.parent:
-                self.children.setdefault(event.parent, set()).add(job_id)
-            self._release(staged, state, job_id, received_at)
+        if isinstance(event, ev.Submitted) and event.parent:
+            self.children.setdefault(event.parent, set()).add(job_id)
+        self._release(staged, state, job_id, received_at)
         return None
 
     def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
@@ -278,12 +281,26 @@ class Projection:
         return reason
 
     def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
-        """Apply the events parked for a job that now exists, right after its `submitted`, in their order."""
-        for entry in self.parking.release(staged.parked, job_id):
-            event_id = entry.event.id or ""
-            refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, event_id, received_at)
-            if refusal is not None:
-                self._refuse_parked(staged, entry, refusal.reason, received_at)
+        """After an event applied to a job: apply the events parked for it, in their order of arrival,
+        each once it can be (`parking.early`: one still waiting for the event before it is held
+        again; one the job refuses for another reason, or once it has ended, is refused)."""
+        if job_id not in self.parking:
+            return
+        pending, applied = self.parking.release(staged.parked, job_id), True
+        while pending and applied:
+            applied, waiting = False, []
+            for entry in pending:
+                if state.record is not None and early(state.record, entry.event):
+                    waiting.append(entry)
+                    continue
+                refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
+                                           received_at)
+                if refusal is not None:
+                    self._refuse_parked(staged, entry, refusal.reason, received_at)
+                applied = True
+            pending = waiting
+        for entry in pending:  # room: they were held until now
+            self.parking.park(staged.parked, job_id, entry)
 
     def _release_leftovers(self, staged: Batch, received_at: str) -> None:
         """Parked files of jobs that exist: a crash came between applying them and removing the file."""
@@ -307,8 +324,25 @@ class Projection:
             )
         )
 
+    def _expired(self, staged: Batch, entry: ParkedEntry, received_at: str) -> None:
+        """A held event of a known job that the job takes as it stands is applied (it waited for an
+        output that never came, say); any other is refused with the reason."""
+        job_id = entry.event.job_id or ""
+        state = self._known(job_id)
+        if state is not None and state.record is not None and staged.add_event(
+            state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
+        ) is None:
+            return
+        self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
+
     def _expired_reason(self, entry: ParkedEntry) -> str:
         job_id = entry.event.job_id or "?"
+        record = self._record(job_id)
+        if record is not None:
+            return (
+                f"job {job_id!r} is {record.status.value}: {ev.event_type(entry.event)!r} follows its 'claimed' "
+                f"or 'started'; waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"
+            )
         return (
             f"unknown job {job_id!r}: its first event must be 'submitted', got {ev.event_type(entry.event)!r}; "
             f"waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"

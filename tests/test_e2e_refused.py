@@ -21,7 +21,7 @@ CASES = [
     (".hidden", SUBMIT, "topic job id refused"),
     ("job-1", b'{"type":"submitted","prompt":"p","agent":"a","job_id":"job-2"}', "contradicts the topic"),
     ("job-1", b'{"type":"submitted","prompt":"again","agent":"a"}', "already submitted"),
-    ("job-1", b'{"type":"succeeded"}', "illegal transition"),
+    ("job-1", b'{"type":"claimed","runner":"r","expected_version":9}', "does not match"),  # an early one waits
     ("ghost", b'{"type":"cancel_requested"}', "unknown job"),
     ("job-1", b'{"type":"lost"}', "derived by the projector"),
 ]

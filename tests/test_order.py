@@ -157,7 +157,7 @@ def test_parking_is_bounded_per_job_and_in_all(tmp_path: Path) -> None:
     two = h.fold(("b", event("output", "b0", text="x")), ("c", event("output", "c0", text="x")))
     assert two.held == 1 and [r.event_id for r in two.rejections] == ["c0"]
     assert "already wait for jobs not submitted yet" in two.rejections[0].reason
-    h.fold(("a", submit("a", "a-submit")))
+    h.fold(("a", submit("a", "a-submit")), ("a", event("claimed", "a-claim", runner="r")))
     assert h.fold(("c", event("output", "c0", text="x"))).held == 1, "applying frees room"
 
 
