@@ -1,0 +1,157 @@
+"""The soak's invariants, checked on the workspace's files once every process has stopped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from soak_load import Ack, RunnerJob
+from soak_stack import child_env
+
+TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+ORDER_WORDS = ("illegal transition", "a finished job never changes", "unknown job", "claim refused")
+"""Refusals about an event's order (it came before, or after, what it depends on), never acceptable
+for an acknowledged event."""
+
+
+def reason_class(reason: str) -> str:
+    """order, claim (two runners raced for a job: `expected_version` does not match), bound, other."""
+    if any(word in reason for word in ORDER_WORDS):
+        return "order"
+    if "expected_version" in reason:
+        return "claim"
+    if "too many" in reason or "parked" in reason or "limit" in reason:
+        return "bound"
+    return "other"
+
+
+@dataclass
+class Files:
+    """What the workspace holds: each job's log entries, the refusals, the parked events, the records."""
+
+    logs: dict[str, list[dict]] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    parked: set[str] = field(default_factory=set)
+    records: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, root: Path) -> Files:
+        files = cls()
+        logs_dir, jobs_dir = root / ".mam" / "delegate_job_logs", root / ".mam" / "jobs"
+        for path in logs_dir.glob("*/events.jsonl"):
+            files.logs[path.parent.name] = [json.loads(line) for line in path.read_bytes().splitlines() if line]
+        rejected = logs_dir / "_rejected.jsonl"
+        if rejected.exists():
+            for line in rejected.read_bytes().splitlines():
+                entry = json.loads(line)
+                if entry.get("event_id"):
+                    files.rejected.setdefault(entry["event_id"], entry.get("reason", ""))
+        for path in (logs_dir / "_parked").glob("*.jsonl"):
+            for line in path.read_bytes().splitlines():
+                try:
+                    files.parked.add(json.loads(line)["event"]["id"])
+                except (ValueError, KeyError, TypeError):
+                    pass
+        for path in jobs_dir.glob("*.json"):
+            files.records[path.stem] = json.loads(path.read_bytes())
+        return files
+
+    def ids(self) -> Counter[str]:
+        return Counter(e["event"].get("id") for entries in self.logs.values() for e in entries if e["event"].get("id"))
+
+
+@dataclass
+class Verdict:
+    events: int = 0
+    acked: int = 0
+    lost: list[str] = field(default_factory=list)
+    doubled: list[str] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    output_bad: list[str] = field(default_factory=list)
+    open_jobs: list[str] = field(default_factory=list)
+    rebuild: str = ""
+    failures: list[str] = field(default_factory=list)
+
+
+def check(root: Path, ws: str, acks: dict[str, Ack], jobs: dict[str, RunnerJob], synthetic: list[str]) -> Verdict:
+    files = Files.read(root)
+    seen = files.ids()
+    v = Verdict(events=sum(seen.values()), acked=len(acks))
+    for reason in files.rejected.values():
+        v.refused[reason_class(reason)] += 1
+    for eid, ack in acks.items():
+        if seen[eid] == 1:
+            continue
+        if seen[eid] > 1:
+            continue  # counted with every doubled id below
+        reason = files.rejected.get(eid)
+        if reason is not None and reason_class(reason) != "order":
+            continue
+        why = f"refused for its order: {reason}" if reason else ("still parked" if eid in files.parked else "missing")
+        v.lost.append(f"{ack.job}/{eid} ({ack.kind}): {why}")
+    v.doubled = sorted(f"{eid} x{n}" for eid, n in seen.items() if n > 1)
+    for job_id, job in jobs.items():
+        problem = output_problem(files.logs.get(job_id, []), files.records.get(job_id), job)
+        if problem:
+            v.output_bad.append(f"{job_id}: {problem}")
+    for job_id in [*jobs, *synthetic]:
+        status = (files.records.get(job_id) or {}).get("status")
+        if status not in TERMINAL:
+            v.open_jobs.append(f"{job_id} ({status or 'no record'})")
+    v.rebuild = rebuild_verify(root, ws)
+    if v.lost:
+        v.failures.append(f"{len(v.lost)} acknowledged events lost, e.g. " + "; ".join(v.lost[:5]))
+    if v.doubled:
+        v.failures.append(f"{len(v.doubled)} events doubled in the audit log, e.g. " + ", ".join(v.doubled[:5]))
+    if v.output_bad:
+        v.failures.append(
+            f"{len(v.output_bad)} jobs' output incomplete or out of order, e.g. " + "; ".join(v.output_bad[:3])
+        )
+    if v.open_jobs:
+        v.failures.append(f"{len(v.open_jobs)} jobs left open, e.g. " + ", ".join(v.open_jobs[:5]))
+    if v.rebuild:
+        v.failures.append(f"mam rebuild --verify: {v.rebuild}")
+    return v
+
+
+def output_problem(entries: list[dict], record: dict | None, job: RunnerJob) -> str:
+    """Why the job's logged stdout is not what its script printed (all of it if it succeeded, a
+    prefix if its runner died), or is out of order; '' if it is right."""
+    outputs = [e["event"] for e in entries if e["event"].get("type") == "output"]
+    seqs = [o.get("seq") for o in outputs if o.get("seq") is not None]
+    if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
+        return f"output seq out of order in the log: {seqs[:20]}"
+    text = "".join(o.get("text", "") for o in outputs if o.get("stream", "stdout") == "stdout")
+    status = (record or {}).get("status")
+    if status == "succeeded" and text != job.expected:
+        return f"succeeded with {len(text)} of {len(job.expected)} bytes of output ({_first_missing(text, job)})"
+    if status != "succeeded" and not job.expected.startswith(text):
+        return f"{status}: its output is not a prefix of what it printed ({_first_missing(text, job)})"
+    return ""
+
+
+def _first_missing(text: str, job: RunnerJob) -> str:
+    got, want = text.splitlines(), job.expected.splitlines()
+    for i, line in enumerate(want):
+        if i >= len(got) or got[i] != line:
+            return f"first difference at line {i}: {line[:40]!r}"
+    return "extra output"
+
+
+def rebuild_verify(root: Path, ws: str) -> str:
+    """'' when every record is the fold of its log; else what `mam rebuild --verify` said."""
+    mam = str(Path(sys.executable).parent / "mam")
+    done = subprocess.run(
+        [mam, "rebuild", "--verify", "--workspace", str(root), "--workspace-id", ws],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=300,
+    )
+    if done.returncode == 0:
+        return ""
+    return f"exit {done.returncode}: " + " | ".join((done.stdout + done.stderr).strip().splitlines()[:4])
