@@ -25,6 +25,7 @@ Prints one line of figures per broker; exits 1 naming each invariant that failed
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -179,17 +180,42 @@ class Run:
                 else:  # an idle gap
                     await anyio.sleep(self.rng.uniform(3, 8))
 
-    async def settle(self, timeout: float) -> list[str]:
-        """Wait for every job to end, then (10 s at most) for every event published to be seen taken;
-        the jobs still open."""
-        everyone = [*self.jobs, *self.synthetic]
+    def finished(self, job_id: str) -> bool:
+        """The job ended, by its retained state or by its record (the record is the truth; a state
+        can be stale, and that is checked apart)."""
+        if self.mon.states.get(job_id, {}).get("status") in TERMINAL:
+            return True
+        try:
+            return json.loads((self.stack.root / ".mam" / "jobs" / f"{job_id}.json").read_bytes())["status"] in TERMINAL
+        except (OSError, ValueError, KeyError):
+            return False
+
+    async def settle(self, timeout: float) -> None:
+        """Wait for every job to end, then (10 s at most) for every event published to be seen taken."""
         with anyio.move_on_after(timeout):
-            while any(self.mon.states.get(j, {}).get("status") not in TERMINAL for j in everyone):
-                await self.mon._changed.wait()
+            while not all(self.finished(j) for j in [*self.jobs, *self.synthetic]):
+                with anyio.move_on_after(1):  # or look at the records again
+                    await self.mon._changed.wait()
         with anyio.move_on_after(10):
             while self.mon.pending():
                 await self.mon._changed.wait()
-        return [j for j in everyone if self.mon.states.get(j, {}).get("status") not in TERMINAL]
+
+    async def stale_states(self) -> list[str]:
+        """Jobs whose retained state (what runners act on) is not their record."""
+        retained = await self.mon.retained_states()
+        stale = []
+        for job_id in [*self.jobs, *self.synthetic]:
+            try:
+                record = json.loads((self.stack.root / ".mam" / "jobs" / f"{job_id}.json").read_bytes())
+            except (OSError, ValueError):
+                continue
+            state = retained.get(job_id, {})
+            if (state.get("status"), state.get("version")) != (record.get("status"), record.get("version")):
+                stale.append(
+                    f"{job_id} retained {state.get('status')} v{state.get('version')}, "
+                    f"record {record.get('status')} v{record.get('version')}"
+                )
+        return stale
 
     def max_lag(self) -> tuple[float, int]:
         """The longest an acknowledged event waited to be taken, outside the faults' windows."""
@@ -220,11 +246,14 @@ async def soak(kind: str, seconds: float, seed: int, args: argparse.Namespace) -
             tg.start_soon(run.fault_loop, seconds)
             await run.workload(seconds)
             say(kind, began, f"workload done; faults: {', '.join(run.faults) or 'none'}")
-            left = await run.settle(args.settle)
-            say(kind, began, f"settled ({len(left)} jobs open, {run.mon.pending()} acknowledged events not seen taken)")
-            if left:
+            await run.settle(args.settle)
+            stale = await run.stale_states()
+            say(
+                kind, began, f"settled ({run.mon.pending()} published events not seen taken, {len(stale)} stale states)"
+            )
+            if stale:
                 run.failures.append(
-                    f"{len(left)} jobs not finished {args.settle:.0f} s after the workload: " + ", ".join(left[:5])
+                    f"{len(stale)} retained states differ from the record, e.g. " + "; ".join(stale[:3])
                 )
             await pub.close()
             tg.cancel_scope.cancel()
@@ -258,7 +287,7 @@ def figures(kind: str, v: Verdict, run: Run, lag: float, samples: int, duration:
         f"soak broker={kind} seed={run.seed} events={v.events} acked={v.acked} "
         f"jobs={len(run.jobs) + len(run.synthetic)} (runner {len(run.jobs)}, synthetic {len(run.synthetic)}) "
         f"faults={len(run.faults)} lost={len(v.lost)} doubled={len(v.doubled)} refused={refused} "
-        f"output_bad={len(v.output_bad)} open={len(v.open_jobs)} max_lag={lag:.1f}s ({samples} samples) "
+        f"output_bad={len(v.output_bad)} open={len(v.open_jobs)} max_lag={lag:.2f}s ({samples} samples) "
         f"resends={run.pub.retries} duration={duration:.0f}s{notes}"
     )
 

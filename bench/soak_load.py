@@ -81,7 +81,7 @@ class Publisher:
                 self.retries += 1
                 await self._drop(client)
                 continue
-            if event.id is not None and (event.id not in self.acks or not resend):
+            if event.id is not None:  # the first acknowledgement counts (a resend's original was one)
                 self.acks.setdefault(event.id, Ack(job, time.monotonic(), ev.event_type(event), resend))
             return
 
@@ -168,6 +168,24 @@ class Monitor:
                         self._on(str(message.topic), payload, bool(message.retain))
             except (aiomqtt.MqttError, OSError):
                 await anyio.sleep(0.3)  # the broker is away (a fault): reconnect
+
+    async def retained_states(self, timeout: float = 15) -> dict[str, dict]:
+        """Each job's retained state as the broker holds it now: a fresh subscription's retained
+        copies, collected until a probe published after the SUBSCRIBE comes back."""
+        found: dict[str, dict] = {}
+        probe = f"soak/{self.ws}/probe"
+        with anyio.fail_after(timeout):
+            async with make_client(parse_broker_url(self.url)) as client:
+                await client.subscribe(f"mam/{self.ws}/jobs/+/state", qos=1)
+                await client.subscribe(probe, qos=1)
+                await client.publish(probe, b"end", qos=1)
+                async for message in messages(client):
+                    topic = str(message.topic)
+                    if topic == probe:
+                        return found
+                    if isinstance(message.payload, bytes) and message.payload:
+                        found[topic.split("/")[3]] = json.loads(message.payload)
+        return found
 
     async def live_online(self, pid: int, since: float, timeout: float) -> bool:
         """Wait until the projector `pid` says `online` live (not a retained copy) after `since`."""
