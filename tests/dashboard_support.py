@@ -57,9 +57,21 @@ async def browser_page(**context: object) -> AsyncIterator[object]:
 @asynccontextmanager
 async def up_with_dashboard(ws: WorkspacePaths, *extra: str) -> AsyncIterator[tuple[str, str]]:
     """`mam up --dashboard PORT` for the workspace: yields (broker URL, dashboard URL) once both serve."""
+    async with up_dashboard_process(ws, *extra) as (url, page, _):
+        yield url, page
+
+
+@asynccontextmanager
+async def up_dashboard_process(
+    ws: WorkspacePaths, *extra: str, nofile: int | None = None
+) -> AsyncIterator[tuple[str, str, Daemon]]:
+    """`mam up --dashboard PORT`, under a descriptor limit when `nofile` is given (prlimit execs it, so the
+    daemon's pid is mam up's): yields (broker URL, dashboard URL, the daemon) once both serve."""
     port, dashboard = free_port(), free_port()
+    limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile is not None else []
     daemon = Daemon(
-        [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(ws.root), "--dashboard", str(dashboard), *extra],
+        [*limit, str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(ws.root), "--dashboard", str(dashboard),
+         *extra],
         cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "up.log",
     )
     try:
@@ -67,7 +79,7 @@ async def up_with_dashboard(ws: WorkspacePaths, *extra: str) -> AsyncIterator[tu
         wait_for_port(port, daemon.proc)
         await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
         wait_for_port(dashboard, daemon.proc)
-        yield url, f"http://127.0.0.1:{dashboard}/"
+        yield url, f"http://127.0.0.1:{dashboard}/", daemon
     finally:
         daemon.stop()
 

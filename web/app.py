@@ -1,8 +1,11 @@
-"""The dashboard's one app: the page, its static files, one event stream, the cancel and answer actions.
+"""The dashboard's one app: the page, its static files, one event stream, a job's record and log
+pages, the cancel and answer actions.
 
 Handlers only translate HTTP to the calls the CLI makes: the stream reads the
-hub (`stream.py`), cancel and answer go through `Publisher.publish_and_wait`
-like `mam cancel` and `mam answer`, with the projector's verdict as the reply.
+hub (`stream.py`), a job's record and log pages are read like `mam show` and
+`mam events` (`joblog.py`), cancel and answer go through
+`Publisher.publish_and_wait` like `mam cancel` and `mam answer`, with the
+projector's verdict as the reply. What a client may cost is in `limits.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -31,7 +35,9 @@ from mam.reading import resolve_id
 from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub
-from mam.web.stream import page_stream
+from mam.web.joblog import log_page
+from mam.web.limits import BodyLimit, StreamCount
+from mam.web.stream import full_record, page_stream
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
@@ -45,9 +51,11 @@ SECURITY_HEADERS = {
 }
 
 
-def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool) -> Starlette:
+def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool, streams: int = 768) -> Starlette:
     """`loopback`: served on a loopback address, so only loopback host names are answered
-    (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1)."""
+    (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). `streams`: at most
+    this many event streams at once, then 503 with Retry-After."""
+    counted = StreamCount(streams)
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -60,7 +68,31 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
                 job = _job(validate_job_id(job), hub)
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, 400)
-        return StreamingResponse(page_stream(hub, chosen, job), media_type="text/event-stream")
+        busy = counted.busy()
+        if busy is not None:
+            return busy
+        return CountedStream(page_stream(hub, chosen, job), counted)
+
+    async def job(request: Request) -> Response:
+        """The whole record (its whole prompt), which the stream carries cut."""
+        try:
+            job_id = _job(validate_job_id(request.path_params["job_id"]), hub)
+            record = await full_record(hub, job_id)
+        except MamError as exc:
+            return JSONResponse({"error": str(exc)}, 404 if exc.exit_code != EXIT_USAGE else 400)
+        return Response(msgspec.json.encode({"job_id": job_id, "record": record}), media_type="application/json")
+
+    async def log(request: Request) -> Response:
+        """One page of the job's audit log: the whole lines that end at byte `before` (at the end without it)."""
+        before = request.query_params.get("before")
+        if before is not None and (not before.isdigit() or len(before) > 15):
+            return JSONResponse({"error": f"before={before[:20]!r}: give a byte offset (the page's start)"}, 400)
+        try:
+            job_id = validate_job_id(request.path_params["job_id"])
+            page = await anyio.to_thread.run_sync(log_page, hub.workspace, job_id, int(before) if before else None)
+        except MamError as exc:
+            return JSONResponse({"error": str(exc)}, 404 if exc.exit_code != EXIT_USAGE else 400)
+        return JSONResponse({"job_id": job_id, **page})
 
     async def publish(request: Request, make: Callable[[dict[str, Any]], ev.AnyEvent]) -> Response:
         """Publish the event `make` builds from the JSON body, and answer with the projector's verdict."""
@@ -87,7 +119,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
         )
 
-    middleware = [Middleware(SecurityHeaders)]
+    middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
     if logins is not None:
@@ -95,6 +127,8 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
     routes = [
         Route("/", page),
         Route("/api/stream", stream),
+        Route("/api/jobs/{job_id}", job),
+        Route("/api/jobs/{job_id}/log", log),
         Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
         Route("/api/jobs/{job_id}/answer", answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -116,6 +150,21 @@ def _http_status(exc: MamError) -> int:
     if isinstance(exc, Refused):
         return 409
     return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
+
+
+class CountedStream(StreamingResponse):
+    """An event stream that counts against the dashboard's cap while it is open."""
+
+    def __init__(self, content: Any, counted: StreamCount) -> None:
+        super().__init__(content, media_type="text/event-stream")
+        self.counted = counted
+        counted.open += 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.counted.open -= 1
 
 
 class SecurityHeaders:

@@ -15,11 +15,12 @@ from typing import Any
 
 import msgspec
 
-from mam.listing import recent
+from mam.listing import Jobs, recent
 from mam.nofollow import open_at
 from mam.query import JobFilter
 from mam.reading import iter_records
 from mam.record import JobRecord
+from mam.web.rows import slim
 from mam.workspace import Workspace
 
 REJECTED_FILE = "_rejected.jsonl"
@@ -38,8 +39,14 @@ def first_jobs(workspace: Workspace) -> tuple[list[JobRecord], bool]:
 
 
 def matching(workspace: Workspace, where: JobFilter, limit: int) -> list[JobRecord] | None:
-    """The newest `limit` records matching `where`, through a current index; `None` without one."""
-    return recent(workspace, where, limit)
+    """The newest `limit` records matching `where`, through a current index, each with its prompt cut
+    as it is read (`rows.slim`: 500 records of 512 KiB prompts would be 250 MB at once); `None`
+    without a current index."""
+    with Jobs(workspace) as jobs:
+        if not jobs.indexed(where):
+            return None
+        shown, _ = jobs.select(where, limit)
+        return [slim(record) for record in shown]
 
 
 def recent_refusals(workspace: Workspace, limit: int) -> list[dict[str, Any]]:

@@ -3,9 +3,12 @@
 The hub keeps what a page needs for its first paint (job states, runners,
 the projector's status, recent refusals) and hands each change to every
 subscriber. States and refusals count only when they verify
-(`mam.signing.StateReader`); an unverifiable one is ignored. A page that
-falls behind by `BUFFER` changes is cut off: its browser reconnects and gets
-a fresh snapshot, so a change is never silently lost.
+(`mam.signing.StateReader`); an unverifiable one is ignored. A change carries
+what a page shows, not whole records: a job's list fields (`rows.row`) and
+its record with the prompt cut (`rows.slim`). A page that falls behind by
+`BUFFER` changes or `PAGE_BYTES` of them is cut off and its queue emptied at
+once (so a client that stops reading holds no memory): its browser reconnects
+and gets a fresh snapshot, so a change is never silently lost.
 """
 
 from __future__ import annotations
@@ -34,12 +37,16 @@ from mam.signing import StateReader
 from mam.status import AgentStatus, decode_agent_status, decode_projector_status
 from mam.topics import Kind, Topics
 from mam.web.history import first_jobs, recent_refusals
+from mam.web.rows import row, slim, slim_event
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.web")
 
 BUFFER = 1000
+PAGE_BYTES = 4 * 1024 * 1024
+"""A page's budget of changes waiting to be sent (their encoded size), beyond which it is cut off."""
 REFUSALS_KEPT = 200
+READERS = 4
 RETRY = (0.5, 1.0, 2.0, 5.0)
 _event_decoder = msgspec.json.Decoder(ev.AnyEvent)
 
@@ -52,8 +59,29 @@ class Change:
     data: Any
     job_id: str | None = None
     record: JobRecord | None = None
+    size: int = 0
+    """About how many bytes the change holds (its message's payload): what a page's budget counts."""
 
 
+class Page(Inbox[Change]):
+    """A page's changes, and how many bytes of them wait."""
+
+    queued_bytes = 0
+
+    def _put(self, item: Change) -> None:
+        self.queued_bytes += item.size
+        super()._put(item)
+
+    def _get(self) -> Change:
+        item: Change = super()._get()  # type: ignore[misc]
+        self.queued_bytes -= item.size
+        return item
+
+    def cut_off(self) -> None:
+        """Fallen behind: drop what waits (the client reconnects for a fresh snapshot) and close."""
+        while not self.empty():
+            self.get_nowait()
+        self.close()
 
 
 class Hub:
@@ -70,12 +98,14 @@ class Hub:
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
-        self._pages: set[Inbox[Change]] = set()
+        self._pages: set[Page] = set()
+        self.reading = anyio.Semaphore(READERS)
+        """Snapshots that read the registry at once (`stream.jobs_for`)."""
 
     @contextmanager
-    def subscribe(self) -> Iterator[Inbox[Change]]:
+    def subscribe(self) -> Iterator[Page]:
         """A page's changes, from now on: an `Inbox`, read without losing one to its keep-alive timeout."""
-        page: Inbox[Change] = Inbox(BUFFER)
+        page = Page(BUFFER)
         self._pages.add(page)
         try:
             yield page
@@ -133,18 +163,20 @@ class Hub:
             known = self.jobs.get(record.job_id) if record else None
             if record is not None and (known is None or record.version >= known.version):
                 self.jobs[record.job_id] = record
-                self._tell(Change("job", msgspec.to_builtins(record), record.job_id, record))
+                shown = slim(record)
+                self._tell(Change("job", row(shown, record), record.job_id, shown, size=_size(shown)))
         elif parsed.kind is Kind.EVENTS and parsed.job_id:
             try:
                 event = _event_decoder.decode(payload)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return
-            self._tell(Change("event", {"job_id": parsed.job_id, "event": msgspec.to_builtins(event)}, parsed.job_id))
+            data = {"job_id": parsed.job_id, "event": slim_event(msgspec.to_builtins(event))}
+            self._tell(Change("event", data, parsed.job_id, size=len(payload)))
         elif parsed.kind is Kind.REJECTED:
             refusal = self.reader.refusal(payload)
             if refusal is not None:
                 self.refusals.appendleft(refusal)
-                self._tell(Change("refusal", refusal))
+                self._tell(Change("refusal", refusal, size=len(payload)))
         elif parsed.kind is Kind.PROJECTOR_STATUS:
             self._projector(payload)
         elif parsed.kind is Kind.AGENT_STATUS and parsed.agent_id:
@@ -174,15 +206,21 @@ class Hub:
     def _tell(self, change: Change) -> None:
         for page in list(self._pages):
             try:
+                if page.queued_bytes + change.size > PAGE_BYTES:
+                    raise asyncio.QueueFull
                 page.put_nowait(change)
             except asyncio.QueueFull:
                 self._pages.discard(page)
-                page.close()  # fallen behind: its browser reconnects for a fresh snapshot
+                page.cut_off()  # fallen behind: its browser reconnects for a fresh snapshot
 
 
 def runner(status: AgentStatus) -> dict[str, Any]:
     """A runner as the page shows it: its status payload, and since when that status holds."""
     return msgspec.to_builtins(status) | {"since": since(status)}
+
+
+def _size(record: JobRecord) -> int:
+    return 512 + len(record.prompt) + sum(len(v) for v in (record.result, record.error, record.progress) if v)
 
 
 def _reader(workspace: Workspace) -> StateReader:

@@ -21,6 +21,7 @@ from mam.web.app import build_app
 from mam.web.auth import Logins, check_exposure
 from mam.web.cli import DEFAULT_PORT
 from mam.web.hub import Hub
+from mam.web.limits import ACCEPT_BACKLOG, caps, guarded_protocol
 from mam.workspace import Workspace
 
 SHUTDOWN_GRACE = 3.0
@@ -40,10 +41,12 @@ async def serve_dashboard(
     logins = Logins(password_file) if password_file is not None else None
     sock = _bind(host, port)
     hub = Hub(workspace, broker)
-    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host))
+    cap = caps()
+    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host), streams=cap.streams)
     config = uvicorn.Config(
         app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE, http=guarded_protocol(cap.connections),
+        limit_concurrency=cap.connections + 1, backlog=ACCEPT_BACKLOG,  # + 1: the protocol refuses the connections
     )
     server = _Server(config)
     async with anyio.create_task_group() as tg:
@@ -81,7 +84,7 @@ def _bind(host: str, port: int) -> socket.socket:
         raise UsageError(
             f"cannot serve the dashboard on {host}:{port} ({exc.strerror}): pick another port (0 picks a free one)"
         ) from None
-    sock.listen(128)
+    sock.listen(ACCEPT_BACKLOG)
     sock.set_inheritable(False)
     return sock
 

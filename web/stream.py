@@ -2,6 +2,10 @@
 
 A page asks for one filter and at most one job's detail; it reconnects with
 new parameters when either changes, and gets a fresh snapshot each time.
+The snapshot carries each job's list fields (`rows.row`), and for the
+detail the record with its prompt cut and the last page of its audit log
+(`joblog.log_page`); the page fetches the whole record and older pages of
+the log from the JSON routes (`app.py`).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import msgspec
 from mam.errors import MamError
 from mam.presence import visible
 from mam.query import JobFilter
-from mam.reading import read_events, read_record
+from mam.reading import read_record
 from mam.record import JobRecord
 from mam.web.filters import TABLE_LIMIT, newest_first
 from mam.web.history import matching
 from mam.web.hub import Change, Hub, runner
+from mam.web.joblog import log_page
+from mam.web.rows import detail_record, row
 
 KEEPALIVE = 15.0
 
@@ -32,7 +38,10 @@ def frame(name: str, data: Any) -> bytes:
 async def jobs_for(hub: Hub, chosen: JobFilter) -> list[JobRecord]:
     """The newest jobs the filter matches: the hub's, and, when the hub started from the query index,
     the registry's through it (a state the hub has since is newer than the file)."""
-    found = await anyio.to_thread.run_sync(matching, hub.workspace, chosen, TABLE_LIMIT) if hub.indexed else None
+    found = None
+    if hub.indexed:
+        async with hub.reading:  # each reads up to 500 records, one by one, in a thread
+            found = await anyio.to_thread.run_sync(matching, hub.workspace, chosen, TABLE_LIMIT)
     if found is None:
         return newest_first(hub.jobs.values(), chosen)
     merged = {r.job_id: r for r in found}
@@ -48,7 +57,7 @@ async def snapshot(hub: Hub, chosen: JobFilter, job_id: str | None) -> dict[str,
         "workspace": hub.workspace.id,
         "connected": hub.connected,
         "broker": hub.broker.url,
-        "jobs": msgspec.to_builtins(await jobs_for(hub, chosen)),
+        "jobs": [row(record) for record in await jobs_for(hub, chosen)],
         "agents": [runner(s) for s in visible(hub.agents.values(), datetime.now(UTC))],
         "projector": hub.projector,
         "refusals": list(hub.refusals),
@@ -56,23 +65,40 @@ async def snapshot(hub: Hub, chosen: JobFilter, job_id: str | None) -> dict[str,
     }
 
 
-async def detail(hub: Hub, job_id: str) -> dict[str, Any]:
-    """The job's record and its audit log, read as `mam show` and `mam events` read them."""
+async def full_record(hub: Hub, job_id: str) -> JobRecord:
+    """The job's record as `mam show` reads it: the hub's (newest), else the registry's."""
     record = hub.jobs.get(job_id)
-    problem = None
+    if record is None:
+        record = await anyio.to_thread.run_sync(read_record, hub.workspace, job_id)
+    return record
+
+
+async def detail(hub: Hub, job_id: str) -> dict[str, Any]:
+    """The job's record (prompt cut) and the last page of its audit log (`log_start` > 0: there is more)."""
+    record: JobRecord | None = None
+    problem, page = None, {"events": [], "start": 0}
     try:
-        if record is None:
-            record = await anyio.to_thread.run_sync(read_record, hub.workspace, job_id)
-        events = await anyio.to_thread.run_sync(read_events, hub.workspace, job_id)
+        record = await full_record(hub, job_id)
     except MamError as exc:
-        events, problem = [], str(exc)
-    return {"job_id": job_id, "record": msgspec.to_builtins(record), "events": events, "problem": problem}
+        problem = str(exc)
+    try:
+        page = await anyio.to_thread.run_sync(log_page, hub.workspace, job_id)
+    except MamError as exc:
+        problem = problem or str(exc)
+    return {"job_id": job_id, "record": detail_record(record) if record is not None else None,
+            "events": page["events"], "log_start": page["start"], "problem": problem}
 
 
 def shown(change: Change, chosen: JobFilter, job_id: str | None) -> tuple[str, Any] | None:
     """The frame a page with this filter and detail gets for a change, if any."""
     if change.kind == "job" and change.record is not None:
-        return "job", {"record": change.data, "shown": chosen.matches(change.record)}
+        out = {"record": change.data, "shown": chosen.matches(change.record)}
+        if change.job_id == job_id:  # the open detail: its record, prompt cut as the list's
+            shown_record = msgspec.to_builtins(change.record)
+            if change.data.get("prompt_cut"):
+                shown_record["prompt_cut"] = True
+            out["detail"] = shown_record
+        return "job", out
     if change.kind == "event":
         return ("event", change.data) if change.job_id == job_id else None
     return change.kind, change.data

@@ -39,6 +39,50 @@ function addEvent(entry) {
   if (entry.event.type === "output") detail.output += entry.event.text;
 }
 
+// The stream carries a record with its prompt cut (prompt_cut): the whole one comes from /api/jobs/ID.
+function withWholePrompt(record) {
+  const whole = state.detail && state.detail.whole;
+  if (!record || !record.prompt_cut) return record;
+  if (!whole || whole.job_id !== record.job_id) return record;
+  const { prompt_cut, ...rest } = record;
+  return { ...rest, prompt: whole.prompt };
+}
+
+async function fetchWhole(jobId) {
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}`);
+    if (!response.ok) return;
+    const { record } = await response.json();
+    const detail = state.detail;
+    if (!detail || detail.job_id !== jobId || !record) return;
+    detail.whole = record;
+    detail.record = withWholePrompt(detail.record);
+    draw();
+  } catch (error) {
+    // The detail keeps the cut prompt; the next open asks again.
+  }
+}
+
+// The detail opens with the tail of the job's log; each click fetches the page before it.
+async function earlier() {
+  const detail = state.detail;
+  if (!detail || !(detail.logStart > 0)) return;
+  const jobId = detail.job_id;
+  const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/log?before=${detail.logStart}`);
+  if (!response.ok || state.detail !== detail) return;
+  const page = await response.json();
+  const older = page.events.filter((entry) => {
+    const id = entry.event && entry.event.id;
+    if (id && detail.seen.has(id)) return false;
+    if (id) detail.seen.add(id);
+    return true;
+  });
+  detail.events = [...older, ...detail.events];
+  detail.output = detail.events.filter((e) => e.event && e.event.type === "output").map((e) => e.event.text).join("");
+  detail.logStart = page.start;
+  draw();
+}
+
 const handlers = {
   snapshot(data) {
     Object.assign(state, { workspace: data.workspace, broker: data.broker, connected: data.connected });
@@ -49,14 +93,15 @@ const handlers = {
     state.detail = null;
     if (data.detail) {
       state.jobId = data.detail.job_id;
-      state.detail = { ...data.detail, events: [], seen: new Set(), output: "" };
+      state.detail = { ...data.detail, events: [], seen: new Set(), output: "", logStart: data.detail.log_start };
       data.detail.events.forEach(addEvent);
+      if (data.detail.record && data.detail.record.prompt_cut) fetchWhole(data.detail.job_id);
     }
   },
-  job({ record, shown }) {
+  job({ record, shown, detail }) {
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
-    if (state.detail && state.detail.job_id === record.job_id) state.detail.record = record;
+    if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
   },
   event({ job_id, event }) {
     if (state.detail && state.detail.job_id === job_id) addEvent({ event });
@@ -161,6 +206,7 @@ function start() {
     if (choice) answer(choice.dataset.choice);
   });
   document.querySelector("#close").addEventListener("click", () => open(null));
+  document.querySelector("#earlier").addEventListener("click", earlier);
   connect();
 }
 

@@ -146,4 +146,5 @@ export function drawDetail(state) {
     }),
   );
   $("#output").textContent = detail.output;
+  $("#earlier").hidden = !(detail.logStart > 0);
 }
