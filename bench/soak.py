@@ -114,9 +114,12 @@ class Run:
             await anyio.sleep(STOP_FOR)
             os.kill(stack.projector_proc.pid, 18)  # SIGCONT
         elif fault == "full disk":
-            filler = await anyio.to_thread.run_sync(stack.fill_disk)
-            await anyio.sleep(FULL_FOR)
-            filler.unlink()
+            filler = stack.root / ".mam" / "soak-filler"
+            try:
+                await anyio.to_thread.run_sync(stack.fill_disk)
+                await anyio.sleep(FULL_FOR)
+            finally:
+                filler.unlink(missing_ok=True)
             freed = time.monotonic()
             await mon.live_online(stack.projector_proc.pid, freed, 8)
         if not recovered:

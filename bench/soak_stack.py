@@ -195,19 +195,22 @@ class Stack:
     def fill_disk(self) -> Path:
         """Take every free byte of the workspace's tmpfs with one file; return it (delete it to empty)."""
         filler = self.root / ".mam" / "soak-filler"
-        with open(filler, "wb") as f:
-            st = os.statvfs(filler)
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            st = os.fstatvfs(fd)
             try:
-                os.posix_fallocate(f.fileno(), 0, max(1, st.f_bavail * st.f_frsize))
+                os.posix_fallocate(fd, 0, max(1, st.f_bavail * st.f_frsize))
             except OSError:
                 pass
             chunk = b"\0" * (1 << 16)
             try:  # what fallocate left (rounding, blocks taken meanwhile)
-                while True:
-                    f.write(chunk)
-                    f.flush()
+                os.lseek(fd, 0, os.SEEK_END)
+                while os.write(fd, chunk):
+                    pass
             except OSError:
                 pass
+        finally:
+            os.close(fd)
         return filler
 
 
