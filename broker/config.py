@@ -27,7 +27,7 @@ def broker_config(
     if password_file is None:
         plugins = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
     else:
-        plugins = {"amqtt.plugins.authentication.FileAuthPlugin": {"password_file": str(password_file)}}
+        plugins = {"mam.broker.password_check.PasswordAuthPlugin": {"password_file": str(password_file)}}
     if policy is not None:
         plugins["mam.broker.acl.WillPlugin"] = {"policy": policy}
         plugins["mam.broker.acl.AclPlugin"] = {"policy": policy}

@@ -7,16 +7,12 @@ import binascii
 import hashlib
 from pathlib import Path
 
-import anyio
-from pwdlib import PasswordHash
-from pwdlib.exceptions import UnknownHashError
-from pwdlib.hashers.argon2 import Argon2Hasher
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mam.broker.config import is_loopback
-from mam.broker.passwords import check_password_file
+from mam.broker.password_check import PasswordChecker
 from mam.errors import UsageError
 
 REALM = 'Basic realm="mam dashboard", charset="UTF-8"'
@@ -35,14 +31,15 @@ class Logins:
     """The users of a password file (`user:argon2-hash` lines, as `mam passwd` writes them)."""
 
     def __init__(self, path: Path) -> None:
-        check_password_file(path)
-        self.users = dict(line.split(":", 1) for line in path.read_text().splitlines() if ":" in line)
-        self._hasher = PasswordHash((Argon2Hasher(),))
+        self.checker = PasswordChecker.from_file(path)
+        self.users = self.checker.users
         self._passed: set[bytes] = set()
 
-    async def check(self, authorization: str | None) -> bool:
+    async def check(self, authorization: str | None, address: str | None = None) -> bool:
         """Whether an `Authorization: Basic ...` header names a user and the right password.
-        A header that passed once is remembered (as a hash), so argon2 runs once per login."""
+        A header that passed once is remembered (as a hash), so argon2 runs once per login;
+        the check itself is the broker's (`PasswordChecker`): off the event loop, a bounded
+        number at a time, backed off per address and user, as costly for unknown users."""
         if not authorization or not authorization.lower().startswith("basic "):
             return False
         digest = hashlib.sha256(authorization.encode()).digest()
@@ -52,19 +49,12 @@ class Logins:
             user, sep, password = base64.b64decode(authorization[6:].strip(), validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return False
-        stored = self.users.get(user)
-        if not sep or stored is None:
+        if not sep:
             return False
-        ok = await anyio.to_thread.run_sync(self._verify, password, stored)
+        ok = await self.checker.check(user, password, address)
         if ok:
             self._passed.add(digest)
         return ok
-
-    def _verify(self, password: str, stored: str) -> bool:
-        try:
-            return self._hasher.verify(password, stored)
-        except UnknownHashError:
-            return False
 
 
 class RequireLogin:
@@ -75,7 +65,9 @@ class RequireLogin:
         self.logins = logins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not await self.logins.check(Headers(scope=scope).get("authorization")):
+        client = scope.get("client")
+        address = client[0] if client else None
+        if scope["type"] == "http" and not await self.logins.check(Headers(scope=scope).get("authorization"), address):
             response = PlainTextResponse("log in to see the dashboard\n", 401, headers={"WWW-Authenticate": REALM})
             await response(scope, receive, send)
             return
