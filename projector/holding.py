@@ -1,0 +1,105 @@
+"""The fold's side of parking (`parking.py`): hold an early event, apply what was held once its job
+can take it, refuse or apply what waited too long. A mixin of `Projection`, kept apart so each
+module stays small; same state (`parking`, the cached job states), same batch."""
+
+from __future__ import annotations
+
+from mam import events as ev
+from mam.projector.audit_log import Rejection
+from mam.projector.batch import Batch
+from mam.projector.ingest import excerpt
+from mam.projector.parking import ParkedEntry, Parking, early
+from mam.projector.replay import JobState
+from mam.record import JobRecord
+from mam.workspace import Workspace
+
+
+class Holding:
+    """What `Projection` does with parked events; it provides the attributes and lookups below."""
+
+    workspace: Workspace
+    parking: Parking
+    _leftovers: list[str]
+
+    def _known(self, job_id: str) -> JobState | None:
+        raise NotImplementedError
+
+    def _record(self, job_id: str) -> JobRecord | None:
+        raise NotImplementedError
+
+    def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
+        if self.parking.holds(job_id, entry.event.id or ""):
+            staged.duplicates += 1
+            return None
+        reason = self.parking.park(staged.parked, job_id, entry)
+        if reason is None:
+            staged.held += 1
+        return reason
+
+    def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
+        """After an event applied to a job: apply the events parked for it, in their order of arrival,
+        each once it can be (`parking.early`: one still waiting for the event before it is held
+        again; one the job refuses for another reason, or once it has ended, is refused)."""
+        if job_id not in self.parking:
+            return
+        pending, applied = self.parking.release(staged.parked, job_id), True
+        while pending and applied:
+            applied, waiting = False, []
+            for entry in pending:
+                if state.record is not None and early(state.record, entry.event):
+                    waiting.append(entry)
+                    continue
+                refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
+                                           received_at)
+                if refusal is not None:
+                    self._refuse_parked(staged, entry, refusal.reason, received_at)
+                applied = True
+            pending = waiting
+        for entry in pending:  # room: they were held until now
+            self.parking.park(staged.parked, job_id, entry)
+
+    def _release_leftovers(self, staged: Batch, received_at: str) -> None:
+        """Parked files of jobs that exist: a crash came between applying them and removing the file."""
+        for job_id in self._leftovers:
+            state = self._known(job_id)
+            if state is not None and state.record is not None:
+                self._release(staged, state, job_id, received_at)
+        self._leftovers.clear()
+
+    def _refuse_parked(self, staged: Batch, entry: ParkedEntry, reason: str, received_at: str) -> None:
+        payload = ev.encode_event(entry.event)
+        staged.rejections.append(
+            Rejection(
+                received_at=received_at,
+                topic=entry.topic,
+                reason=reason,
+                job_id=entry.event.job_id,
+                event_id=entry.event.id,
+                payload=excerpt(payload),
+                payload_bytes=len(payload),
+            )
+        )
+
+    def _expired(self, staged: Batch, entry: ParkedEntry, received_at: str) -> None:
+        """A held event of a known job that the job takes as it stands is applied (it waited for an
+        output that never came, say); any other is refused with the reason."""
+        job_id = entry.event.job_id or ""
+        state = self._known(job_id)
+        if state is not None and state.record is not None and staged.add_event(
+            state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
+        ) is None:
+            return
+        self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
+
+    def _expired_reason(self, entry: ParkedEntry) -> str:
+        job_id = entry.event.job_id or "?"
+        record = self._record(job_id)
+        if record is not None:
+            return (
+                f"job {job_id!r} is {record.status.value}: {ev.event_type(entry.event)!r} follows its 'claimed' "
+                f"or 'started'; waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"
+            )
+        return (
+            f"unknown job {job_id!r}: its first event must be 'submitted', got {ev.event_type(entry.event)!r}; "
+            f"waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"
+        )
