@@ -117,3 +117,19 @@ async def test_with_a_password_file_the_browser_logs_in_and_gets_the_live_page(w
             async with publisher(url, ws) as pub:
                 await pub.submit(prompt="p", agent="nobody", job_id="web-login", wait=True)
             await expect(row(page, "web-login").locator(".status")).to_have_text("submitted", timeout=WAIT)
+
+
+async def test_a_long_prompt_is_cut_in_the_list_and_shown_whole_in_the_detail(ws: WorkspacePaths) -> None:
+    from playwright.async_api import expect
+
+    prompt = "begin " + "word " * 2000 + "END-OF-PROMPT"
+    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page:
+        await pub.submit(prompt=prompt, agent="nobody", job_id="web-long", wait=True)
+        await page.goto(page_url)
+        await expect(row(page, "web-long")).to_contain_text("begin word", timeout=WAIT)
+        await row(page, "web-long").click()
+        # The stream carried 200 characters of it; opening the job fetched the whole record.
+        await expect(page.locator("#record")).to_contain_text("END-OF-PROMPT", timeout=WAIT)
+        shown = await page.locator("#record tr", has_text="END-OF-PROMPT").locator("div").text_content()
+        assert shown == prompt
+        assert await page.locator("#record").get_by_text("prompt_cut").count() == 0
