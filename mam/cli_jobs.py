@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from mam import presence
+from mam.arg_limits import MOST_LABELS, at_most
 from mam.attempts import after_of
 from mam.cli_args import job_id, positive_int
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
@@ -65,6 +66,7 @@ def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
         statuses = parse_statuses(args.status)
     except ValueError as exc:
         raise UsageError(f"--status: {exc}") from None
+    at_most("--label", args.label, MOST_LABELS, "labels")  # no job has more: refused before any lookup
     try:
         labels = parse_labels(args.label)
     except ValueError as exc:

@@ -6,6 +6,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
+from mam.arg_limits import MOST_LABELS, MOST_STATUSES, at_most
 from mam.errors import UsageError
 from mam.humanize import parse_since
 from mam.listing import Jobs
@@ -21,10 +22,13 @@ DEFAULT_LIMIT = 20
 Statuses = Annotated[
     list[str] | None,
     Field(description="only jobs with one of these statuses",
-          json_schema_extra={"items": {"enum": [s.value for s in Status]}}),
+          json_schema_extra={"items": {"enum": [s.value for s in Status]}, "maxItems": MOST_STATUSES}),
 ]
 AgentName = Annotated[str | None, Field(description="only jobs for this agent")]
-Labels = Annotated[dict[str, str] | None, Field(description="only jobs with all of these labels")]
+Labels = Annotated[
+    dict[str, str] | None,
+    Field(description="only jobs with all of these labels", json_schema_extra={"maxProperties": MOST_LABELS}),
+]
 ParentRef = Annotated[str | None, Field(description="only jobs delegated by this job (any unique prefix or suffix)")]
 Since = Annotated[str | None, Field(description="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")]
 Limit = Annotated[int, Field(ge=1, le=1000, description="at most this many jobs, newest first")]
@@ -71,6 +75,8 @@ def register(app: MCPServer, served: Served) -> None:
     ) -> JobList:
         """The workspace's jobs, newest first, each in brief (get_job has the whole record); every filter
         given must match."""
+        at_most("status", status, MOST_STATUSES, "statuses")  # limits before any lookup
+        at_most("labels", labels, MOST_LABELS, "labels")
         def read() -> JobList:
             where = _filter(status, agent, labels, parent, since, job_ids(served.workspace) if parent else [])
             with Jobs(served.workspace) as jobs:  # through the query index when it is current

@@ -9,12 +9,14 @@ import re
 from typing import Annotated
 
 import anyio
+import msgspec
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from mam import events as ev
 from mam import presence
 from mam.agents.publisher import Publisher, new_job_id
+from mam.arg_limits import MOST_AFTER, MOST_LABELS, at_most
 from mam.cli_args import agent_name
 from mam.errors import MamError, UsageError
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
@@ -35,7 +37,11 @@ Agent = Annotated[
           json_schema_extra={"pattern": AGENT_ID_PATTERN}),
 ]
 Role = Annotated[str | None, Field(description="the role the agent plays in it, e.g. reviewer")]
-Labels = Annotated[dict[str, str] | None, Field(description="labels to find it by later, e.g. {\"ticket\": \"12\"}")]
+Labels = Annotated[
+    dict[str, str] | None,
+    Field(description="labels to find it by later, e.g. {\"ticket\": \"12\"}",
+          json_schema_extra={"maxProperties": MOST_LABELS}),
+]
 Parent = Annotated[
     str | None,
     Field(description="the job that delegates this one (default: the job this server runs inside, $MAM_JOB_ID)",
@@ -56,7 +62,8 @@ Backoff = Annotated[
 After = Annotated[
     list[str] | None,
     Field(description="jobs (ids, or unique prefixes or suffixes) that must all succeed before this one may run; "
-          "it is blocked until then, and cancelled if one of them ends otherwise"),
+          "it is blocked until then, and cancelled if one of them ends otherwise",
+          json_schema_extra={"maxItems": MOST_AFTER}),
 ]
 Wait = Annotated[
     bool,
@@ -118,14 +125,18 @@ def register(app: MCPServer, served: Served) -> None:
         if not prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         chosen_parent = parent or served.parent
-        dependencies = [await served.job_id(job) for job in after] if after else None
-        policy = ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=dependencies)
-        event = checked(
+        at_most("after", after, MOST_AFTER, "jobs")  # limits before work: the schema check below
+        at_most("labels", labels, MOST_LABELS, "labels")  # builds the whole event first
+        policy = ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after or None)
+        event = checked(  # every count and size, with `after` as given, before any lookup
             ev.Submitted(
                 prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=timeout,
-                parent=chosen_parent, git=await anyio.to_thread.run_sync(git_info, served.workspace.root), **policy,
+                parent=chosen_parent, **policy,
             )
         )
+        dependencies = [await served.job_id(job) for job in after] if after else None
+        git = await anyio.to_thread.run_sync(git_info, served.workspace.root)
+        event = msgspec.structs.replace(event, git=git, **({"after": dependencies} if dependencies else {}))
         job_id = new_job_id()
         async with served.publisher() as pub:
             if not wait:
