@@ -110,9 +110,9 @@ class Run:
             else:
                 recovered = await mon.live_online(stack.projector_proc.pid, time.monotonic(), 30)
         elif fault == "SIGSTOP projector":
-            os.kill(stack.projector_proc.pid, 19)  # SIGSTOP
+            os.kill(stack.projector_proc.pid, signal.SIGSTOP)
             await anyio.sleep(STOP_FOR)
-            os.kill(stack.projector_proc.pid, 18)  # SIGCONT
+            os.kill(stack.projector_proc.pid, signal.SIGCONT)
         elif fault == "full disk":
             filler = stack.root / ".mam" / "soak-filler"
             try:
@@ -300,7 +300,12 @@ def main() -> int:
     parser.add_argument("--broker", choices=(*KINDS, "all"), default="all")
     parser.add_argument("--minutes", type=float, default=5.0, help="workload minutes per broker (default 5)")
     parser.add_argument("--short", action="store_true", help="about a minute per broker (CI)")
-    parser.add_argument("--seed", type=int, default=None, help="the run's randomness (default: a new one, printed)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the workload's shape and the faults' order (default: a new one, printed); timings still vary",
+    )
     parser.add_argument("--max-lag", type=float, default=5.0, help="seconds the projector may take (default 5)")
     parser.add_argument("--settle", type=float, default=90.0, help="seconds jobs get to finish after the workload")
     parser.add_argument("--tmpfs-mb", type=int, default=0, help="size of the workspace's tmpfs (default: by --minutes)")

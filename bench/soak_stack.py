@@ -9,11 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -212,14 +209,3 @@ class Stack:
         finally:
             os.close(fd)
         return filler
-
-
-def sigstop(proc: Proc, seconds: float) -> None:
-    """Freeze a process for `seconds` (the fault's length, not a synchronisation)."""
-    os.kill(proc.pid, signal.SIGSTOP)
-    time.sleep(seconds)
-    os.kill(proc.pid, signal.SIGCONT)
-
-
-async def wait_process_port(stack: Stack) -> None:
-    await anyio.to_thread.run_sync(wait_for_port, stack.port, stack.broker.popen)  # type: ignore[union-attr]
