@@ -42,6 +42,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     from mam.broker.listeners import add_listener_flags
     from mam.cli_args import add_verbose, port
     from mam.cli_common import add_workspace_args
+    from mam.projector.cli import add_settle_outputs
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
@@ -66,6 +67,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
         help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
         "off loopback it needs --password-file, whose users log in to it",
     )
+    add_settle_outputs(up)
     add_limit_flags(up)
     add_verbose(up)
     add_workspace_args(up)
@@ -122,6 +124,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
     from mam.projector.intake import LocalIntake
+    from mam.projector.parking import ParkLimits
     from mam.projector.service import Projector
 
     intake = LocalIntake(workspace.id)
@@ -150,6 +153,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
             durability=args.durability,
             intake=intake,
             restore_retained=True,
+            park=ParkLimits(settle=args.settle_outputs),
             publish_local=broker.publish,
             served_by="mam up",
         )

@@ -24,6 +24,14 @@ from mam.signals import run_until_signal
 PROG = "mam-projector"
 
 
+def add_settle_outputs(parser: argparse.ArgumentParser) -> None:
+    """`--settle-outputs` (mam-projector and mam up)."""
+    parser.add_argument("--settle-outputs", type=positive_seconds, default=ParkLimits().settle, metavar="SECONDS",
+                        help="a runner's terminal event that counts output events not received yet waits this "
+                        "long for them, then is applied and the record names the missing ones (default "
+                        f"{ParkLimits().settle:g})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description=__doc__)
     add_workspace_args(parser)
@@ -46,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--park-for", type=positive_seconds, default=ParkLimits().hold, metavar="SECONDS",
                         help="a runner's event for a job not submitted yet waits this long for the job's "
                         "'submitted' before it is refused (default 600)")
+    add_settle_outputs(parser)
     parser.add_argument("--heartbeat", type=positive_seconds, default=HEARTBEAT, metavar="SECONDS",
                         help="republish the retained online status this often, so clients can tell a stale "
                         f"one (no refresh for 3 intervals) from a live one (default {HEARTBEAT:g})")
@@ -63,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace,
                           heartbeat_log_every=args.log_heartbeats_every),
-            park=ParkLimits(hold=args.park_for), heartbeat=args.heartbeat,
+            park=ParkLimits(hold=args.park_for, settle=args.settle_outputs), heartbeat=args.heartbeat,
         )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",

@@ -4,11 +4,13 @@ module stays small; same state (`parking`, the cached job states), same batch.""
 
 from __future__ import annotations
 
+import msgspec
+
 from mam import events as ev
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
 from mam.projector.ingest import excerpt
-from mam.projector.parking import ParkedEntry, Parking, early
+from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
 from mam.record import JobRecord
 from mam.workspace import Workspace
@@ -27,6 +29,21 @@ class Holding:
     def _record(self, job_id: str) -> JobRecord | None:
         raise NotImplementedError
 
+    def _wait_bound(self, record: JobRecord, event: ev.AnyEvent) -> float | None:
+        """Seconds `event` may wait for what it follows (`parking.early`: the job's claim or start;
+        `parking.short_of_outputs`: the output events it counts); None: apply it (or refuse it) now."""
+        limits = self.parking.limits
+        if limits.hold > 0 and early(record, event):
+            return limits.hold
+        if limits.settle > 0 and short_of_outputs(record, event):
+            return limits.settle
+        return None
+
+    def _bounded(self, entry: ParkedEntry, bound: float) -> ParkedEntry:
+        """`entry` with the bound it waits by (kept in its line only when it is not the usual hold)."""
+        hold = None if bound == self.parking.limits.hold else bound
+        return entry if entry.hold == hold else msgspec.structs.replace(entry, hold=hold)
+
     def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
         if self.parking.holds(job_id, entry.event.id or ""):
             staged.duplicates += 1
@@ -38,16 +55,18 @@ class Holding:
 
     def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
         """After an event applied to a job: apply the events parked for it, in their order of arrival,
-        each once it can be (`parking.early`: one still waiting for the event before it is held
-        again; one the job refuses for another reason, or once it has ended, is refused)."""
+        each once it can be (`_wait_bound`: one still waiting for the event before it, or for output
+        events it counts, is held again; one the job refuses for another reason, or once it has
+        ended, is refused)."""
         if job_id not in self.parking:
             return
         pending, applied = self.parking.release(staged.parked, job_id), True
         while pending and applied:
             applied, waiting = False, []
             for entry in pending:
-                if state.record is not None and early(state.record, entry.event):
-                    waiting.append(entry)
+                bound = None if state.record is None else self._wait_bound(state.record, entry.event)
+                if bound is not None:
+                    waiting.append(self._bounded(entry, bound))
                     continue
                 refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
                                            received_at)

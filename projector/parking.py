@@ -20,6 +20,11 @@ again, in arrival order, after each event applied to its job; once the job
 has ended, what is still held is refused with the fold's reason. So a
 reordering anywhere (a broker, a publisher's resend) costs latency, not data.
 
+A runner's terminal event whose `outputs` counts output events the job's
+record does not hold yet (`short_of_outputs`) waits for them the same way,
+but only `ParkLimits.settle` seconds (the entry keeps that bound as `hold`):
+then it is applied as it stands, and the record names the missing seqs.
+
 `Parking` keeps only an index in memory (ids, times, sizes); the events
 themselves are read back from their file when they are released or expire,
 which is rare. Bounds per job and in all keep a flood of events for jobs that
@@ -40,6 +45,7 @@ from msgspec import Struct
 from mam import events as ev
 from mam.ids import is_job_id
 from mam.nofollow import PathRefused, read_beneath
+from mam.output_accounting import gaps
 from mam.projector import durable
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.liveness import parse_time
@@ -64,34 +70,50 @@ OUTCOMES: Final = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
 
 def early(record: JobRecord, event: ev.AnyEvent) -> bool:
     """Whether `event` comes before an event it depends on: a runner's event of a job not claimed
-    yet, or an attempt's outcome that says it published output events (`outputs`) of a job not
-    started yet. Such an event is held, not refused or applied."""
+    yet, a numbered output (`seq`) or an attempt's outcome that says it published output events
+    (`outputs`) of a job not started yet. Such an event is held, not refused or applied."""
     kind = ev.event_type(event)
     if record.status.terminal:
         return False
     if record.status in NOT_CLAIMED and kind in AFTER_A_CLAIM:
         return True
+    if record.status is Status.CLAIMED and kind == "output" and getattr(event, "seq", None) is not None:
+        return True  # numbered: its runner counts from its `started` (`counts_outputs`), so it follows that
     outputs = getattr(event, "outputs", None) if kind in OUTCOMES else None
     if not isinstance(outputs, int) or outputs == 0:
         return False
     return record.status is Status.CLAIMED  # it published outputs, so it had started the job
 
 
+def short_of_outputs(record: JobRecord, event: ev.AnyEvent) -> bool:
+    """Whether `event` is an attempt's outcome counting output events (`outputs`) that the record of
+    the started job, which keeps the seqs it folded (`output_seqs`), does not hold yet."""
+    if ev.event_type(event) not in OUTCOMES or record.status not in (Status.RUNNING, Status.WAITING):
+        return False
+    outputs, seqs = getattr(event, "outputs", None), record.output_seqs
+    return isinstance(outputs, int) and outputs > 0 and isinstance(seqs, list) and bool(gaps(seqs, outputs))
+
+
 @dataclass(frozen=True, slots=True)
 class ParkLimits:
     hold: float = 600.0
     """Seconds an event waits for its job's `submitted` before it is refused (0: not at all)."""
+    settle: float = 10.0
+    """Seconds a terminal event waits for the output events it counts before it is applied anyway
+    (0: not at all)."""
     per_job: int = 1_000
     total: int = 10_000
     total_bytes: int = 64 * 1024 * 1024
 
 
-class ParkedEntry(Struct, frozen=True, kw_only=True):
+class ParkedEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One line of a parked file: the accepted event, where it came from, when it arrived."""
 
     parked_at: str
     topic: str
     event: ev.AnyEvent
+    hold: float | None = None
+    """Seconds it may wait, when not `ParkLimits.hold` (a terminal event waiting for outputs)."""
 
 
 _encoder: Final = msgspec.json.Encoder()
@@ -104,9 +126,10 @@ def encode_entry(entry: ParkedEntry) -> bytes:
 
 @dataclass(slots=True)
 class _Held:
-    """One job's parked events as the index knows them: id -> (arrival time, encoded size), in order."""
+    """One job's parked events as the index knows them: id -> (arrival time, encoded size, seconds it
+    may wait), in order."""
 
-    events: dict[str, tuple[datetime, int]] = field(default_factory=dict)
+    events: dict[str, tuple[datetime, int, float]] = field(default_factory=dict)
     size: int = 0
 
 
@@ -211,22 +234,25 @@ class Parking:
     def expire(self, writes: ParkedWrites, now: datetime, fresh_since: datetime | None) -> list[ParkedEntry]:
         """The parked events that waited longer than the hold (counted at the earliest from
         `fresh_since`), taken out of their files with the batch. Call it only on a current view."""
-        hold = timedelta(seconds=self.limits.hold)
         expired: list[ParkedEntry] = []
         for job_id, held in list(self._held.items()):
-            oldest = next(iter(held.events.values()))[0]
-            if now - max(oldest, fresh_since or oldest) <= hold:
+            if not any(now - max(at, fresh_since or at) > timedelta(seconds=hold)
+                       for at, _, hold in held.events.values()):
                 continue
             keep: list[ParkedEntry] = []
             gone: list[ParkedEntry] = []
             for entry in self._entries(writes, job_id):
-                since = max(parse_time(entry.parked_at), fresh_since or oldest)
-                (gone if now - since > hold else keep).append(entry)
+                at = parse_time(entry.parked_at)
+                waited = now - max(at, fresh_since or at)
+                (gone if waited > timedelta(seconds=self.hold_of(entry)) else keep).append(entry)
             self._unindex(job_id, held, [entry.event.id or "" for entry in gone])
             writes.appends.pop(job_id, None)
             writes.rewrites[job_id] = keep
             expired += gone
         return expired
+
+    def hold_of(self, entry: ParkedEntry) -> float:
+        return self.limits.hold if entry.hold is None else entry.hold
 
     def _entries(self, writes: ParkedWrites, job_id: str) -> list[ParkedEntry]:
         """On disk, then staged in this batch: the job's parked events in arrival order."""
@@ -255,7 +281,7 @@ class Parking:
         if event_id in held.events:
             return
         size = len(encode_entry(entry))
-        held.events[event_id] = (parse_time(entry.parked_at), size)
+        held.events[event_id] = (parse_time(entry.parked_at), size, self.hold_of(entry))
         held.size += size
         self.count += 1
         self.size += size

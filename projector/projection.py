@@ -33,7 +33,7 @@ from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, ingest, parse_topic
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
-from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits, early
+from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
 from mam.projector.retention import archived_state
@@ -261,9 +261,11 @@ class Projection(Holding):
         guard = guard or self._prune_refusal(state, job_id, event)
         if guard:
             return guard
-        if (state.record is not None and outcome.event_id not in state.seen and early(state.record, event)
-                and self.parking.limits.hold > 0):
-            return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
+        bound = None if state.record is None or outcome.event_id in state.seen else self._wait_bound(
+            state.record, event)
+        if bound is not None:
+            entry = ParkedEntry(parked_at=received_at, topic=topic, event=event)
+            return self._park(staged, job_id, self._bounded(entry, bound))
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
         if refusal is not None:
             return refusal.reason

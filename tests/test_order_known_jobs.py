@@ -1,5 +1,8 @@
 """An event of a known job that comes before an event it depends on waits instead of dying.
 
+A runner's terminal event that counts output events not received yet waits for them too, at most
+`--settle-outputs` seconds; then it is applied and the record names the missing seqs.
+
 An `output`, `progress`, `heartbeat` or outcome of a job not claimed yet is parked
 (as events of unknown jobs are: durably, within the same bounds), tried again after
 each event applied to the job, and refused only once the job has ended or the hold
@@ -17,13 +20,14 @@ import aiomqtt
 from test_order import Harness
 from test_order_spool import refusals, wait_for_logs
 
+from mam.projector.audit_log import AuditLog
 from mam.projector.parking import ParkLimits
 from mam.timefmt import utc_now
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
-from support import mam, run
+from support import mam, run, wait_for_state
 
 
 def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> None:
@@ -101,5 +105,63 @@ async def test_events_delivered_in_a_shuffled_order_all_end_up_applied(
     for job_id, ids in expected.items():
         assert sorted(got[job_id]) == sorted(ids), job_id
         assert got[job_id][-1] == f"{job_id}-done" and got[job_id][0] == f"{job_id}-s"
+        record = json.loads((ws.jobs / f"{job_id}.json").read_bytes())
+        assert (record["outputs_expected"], record["outputs_missing"]) == (6, []), job_id  # early outputs counted
     verified = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def running(h: Harness, job_id: str) -> None:
+    """Submitted, claimed and started by a runner that numbers its outputs."""
+    h.fold(*stream(job_id, 0)[:3])
+
+
+def test_a_terminal_event_waits_for_the_outputs_it_counts_then_the_record_is_complete(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    running(h, "j")
+    ahead = h.fold(("j", event("output", "o0", text="a\n", seq=0)),
+                   ("j", event("succeeded", "done", exit_code=0, outputs=3)))
+    assert ahead.held == 1 and ahead.rejections == [] and ahead.records["j"].status.value == "running"
+    h.projection = h.fresh()  # held on disk, with its bound: a restart keeps it
+    partial = h.fold(("j", event("output", "o2", text="c\n", seq=2)))
+    assert partial.records["j"].status.value == "running", "one output still missing: the outcome waits on"
+    done = h.fold(("j", event("output", "o1", text="b\n", seq=1)))
+    assert done.rejections == []
+    record = done.records["j"]
+    assert record.status.value == "succeeded" and (record.outputs_expected, record.outputs_missing) == (3, [])
+    assert [kind for kind, _ in h.logged("j")][-4:] == ["output", "output", "output", "succeeded"]
+    assert not h.parked_file("j").exists()
+    h.assert_rebuildable("j")
+
+
+def test_a_real_gap_is_applied_after_the_settle_bound_and_named_in_the_record(tmp_path: Path) -> None:
+    h = Harness(tmp_path, ParkLimits(hold=600, settle=5))
+    running(h, "j")
+    h.fold(("j", event("output", "o0", text="a\n", seq=0)), ("j", event("failed", "end", exit_code=1, outputs=3)))
+    assert h.projection.fold([], judge_at=utc_now() + timedelta(seconds=4)).records == {}, "within the bound"
+    expired = h.projection.fold([], judge_at=utc_now() + timedelta(seconds=6))
+    assert expired.rejections == []
+    record = expired.records["j"]
+    assert record.status.value == "failed" and (record.outputs_expected, record.outputs_missing) == (3, [(1, 2)])
+
+
+async def test_outputs_published_after_their_terminal_event_are_all_recorded(
+    amqtt: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    """Over a real broker: one job's last outputs come after its `succeeded` (a reordering on the way),
+    another's never come. The first is recorded whole; the second is applied after --settle-outputs
+    with its gap named."""
+    ws_id = workspace_id(ws.root)
+    late = stream("late", 8)
+    late = late[:5] + [late[-1]] + late[5:-1]  # outputs 2..7 after the outcome
+    gapped = [e for e in stream("gapped", 4) if b'"gapped-o2"' not in e[1]]
+    async with projector_process(amqtt, ws.root, ws.elsewhere, log_dir=tmp_path, extra=("--settle-outputs", "1")):
+        async with aiomqtt.Client("127.0.0.1", amqtt.port) as client:
+            for job_id, payload in [*late, *gapped]:
+                await client.publish(f"mam/{ws_id}/jobs/{job_id}/events", payload, qos=1)
+        complete = await wait_for_state(amqtt.url, ws_id, "late", lambda r: r["status"] == "succeeded")
+        incomplete = await wait_for_state(amqtt.url, ws_id, "gapped", lambda r: r["status"] == "succeeded")
+    assert refusals(ws) == []
+    assert (complete["outputs_expected"], complete["outputs_missing"], complete["output_seqs"]) == (8, [], [[0, 7]])
+    assert [e.event.id for e in AuditLog(ws.logs).read("late")][-1] == "late-done"
+    assert (incomplete["outputs_expected"], incomplete["outputs_missing"]) == (4, [[2, 2]])

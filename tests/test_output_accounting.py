@@ -100,6 +100,10 @@ def test_a_field_this_release_does_not_know_is_read_and_ignored_but_a_newer_v_is
         ev.decode_event(b'{"type":"submitted","promt":"p","agent":"a"}')
 
 
+SETTLE = ("--settle-outputs", "0.5")
+"""The outcome of a gapped job waits this long for its missing outputs (default 10 s), then is applied."""
+
+
 async def publish_gapped_job(url: str, ws_id: str, job_id: str) -> None:
     """A job whose output events 4 and 7 were dropped on the way; its terminal event says 10 (and carries a
     field no release knows yet)."""
@@ -120,7 +124,7 @@ async def test_a_gap_in_the_published_output_is_in_the_record_and_said_by_show_a
 ) -> None:
     ws_id = workspace_id(ws.root)
     old_record = write_job(ws, "old-job")  # a record from before these keys
-    async with projector_process(amqtt, ws.root, ws.elsewhere):
+    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=SETTLE):
         await publish_gapped_job(amqtt.url, ws_id, "gapped")
         state = await wait_for_state(amqtt.url, ws_id, "gapped", lambda r: r["status"] == "succeeded")
     assert (state["outputs_expected"], state["outputs_missing"]) == (10, [[4, 4], [7, 7]])
@@ -159,7 +163,7 @@ async def test_a_runner_job_says_how_many_outputs_it_made_and_the_record_holds_t
 async def test_the_dashboard_detail_says_which_outputs_are_missing(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
-    async with up_with_dashboard(ws) as (url, page_url), browser_page() as page:
+    async with up_with_dashboard(ws, *SETTLE) as (url, page_url), browser_page() as page:
         await publish_gapped_job(url, workspace_id(ws.root), "gapped")
         await wait_for_state(url, workspace_id(ws.root), "gapped", lambda r: r["status"] == "succeeded")
         await page.goto(f"{page_url}?job=gapped")
