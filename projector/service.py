@@ -318,10 +318,14 @@ class Projector:
         self.projection.reset()
         self.log.close()
         restore, self.restore_retained = self.restore_retained, False
-        scan = restore and not self.index.usable
+        scan = not self.index.usable
         everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
         if restore:
             await self.views.restore(client, self._restorable(everything))
+        else:
+            # A broker may have restarted from an older snapshot (mosquitto killed between autosaves) and
+            # hold stale retained states: a finished job shown `submitted` again would be claimed.
+            await self.views.refresh(client, self._restorable(everything))
         if len(self.projection.parking):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.

@@ -114,3 +114,16 @@ class Views:
                 for record in records:
                     tg.start_soon(one, record)
         log.info("restored the retained state of %d job(s)", len(records))
+
+    async def refresh(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
+        """Publish again, queued in order ahead of anything the serve loop publishes, the retained
+        states a broker may hold stale after it restarted (the bounded set of `index_startup`)."""
+        records = await anyio.to_thread.run_sync(list, records)
+        for record in records:
+            state = self.signer.payload(record)
+            if self.publish_local is not None:
+                await self.publish_local(self.topics.state(record.job_id), state, True)
+            else:
+                publish_nowait(client, self.topics.state(record.job_id), state, retain=True)
+        if records:
+            log.info("republished the retained state of %d job(s)", len(records))

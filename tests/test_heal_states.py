@@ -62,6 +62,32 @@ async def test_a_stale_retained_submitted_state_neither_holds_a_slot_nor_stays(
     assert now.rstrip(b"\n") != stale.rstrip(b"\n")
 
 
+async def test_a_connecting_projector_replaces_stale_retained_states_before_anyone_acts_on_them(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """The broker came back from an old snapshot while the projector was away (or it reconnects after
+    the broker's restart): on connecting, it republishes the registry's state of every unfinished job
+    and of those that finished last, so the stale `submitted` is gone without a claim refused first."""
+    ws_id = workspace_id(ws.root)
+    topics = Topics(ws_id)
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        async with Watch(mosquitto.url, topics.state("old-2")) as watch:
+            await submit(mosquitto.url, ws, "old-2", "true", agent="shell")
+            _, stale = await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "submitted")
+            cancel = await run(mam("cancel", "old-2", "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                               cwd=ws.elsewhere)
+            assert cancel.returncode == 0, cancel.stderr
+            await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "cancelled")
+    await publish(mosquitto.url, topics.state("old-2"), stale, retain=True)
+    _, planted = await wait_for_message(mosquitto.url, topics.state("old-2"))
+    assert json.loads(planted)["status"] == "submitted", "the stale state is what the broker holds now"
+    async with Watch(mosquitto.url, topics.state("old-2")) as watch:
+        await watch.next(lambda _t, p: json.loads(p)["status"] == "submitted")  # the retained copy, at once
+        async with projector_process(mosquitto, ws.root, ws.elsewhere):
+            _, healed = await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "cancelled")
+    assert json.loads(healed)["version"] == 2
+
+
 async def test_running_runners_follow_a_remade_key_and_ignore_one_the_file_does_not_hold(
     mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
 ) -> None:
