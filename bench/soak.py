@@ -42,7 +42,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from soak_check import TERMINAL, Verdict, check  # noqa: E402
-from soak_load import Monitor, Publisher, RunnerJob, run_synthetic, runner_job  # noqa: E402
+from soak_load import Monitor, Publisher, RunnerJob, run_synthetic, runner_job, synthetic_events  # noqa: E402
 from soak_stack import KINDS, Stack  # noqa: E402
 
 from mam import events as ev  # noqa: E402
@@ -67,6 +67,7 @@ class Run:
     mon: Monitor
     jobs: dict[str, RunnerJob] = field(default_factory=dict)
     synthetic: list[str] = field(default_factory=list)
+    modes: dict[str, str] = field(default_factory=dict)
     faults: list[str] = field(default_factory=list)
     windows: list[tuple[float, float]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -156,7 +157,9 @@ class Run:
     def start_synthetic(self, tg: anyio.abc.TaskGroup) -> None:
         job_id = f"s{len(self.synthetic):05d}"
         self.synthetic.append(job_id)
-        tg.start_soon(run_synthetic, self.pub, self.mon, job_id, self.rng.randrange(1 << 30))
+        seed = self.rng.randrange(1 << 30)
+        self.modes[job_id] = synthetic_events(job_id, random.Random(seed))[0]  # as run_synthetic draws it
+        tg.start_soon(run_synthetic, self.pub, self.mon, job_id, seed)
 
     def open_runner_jobs(self) -> int:
         return sum(1 for j in self.jobs if self.mon.states.get(j, {}).get("status") not in TERMINAL)
@@ -263,7 +266,8 @@ async def soak(kind: str, seconds: float, seed: int, args: argparse.Namespace) -
     finally:
         stack.stop_all()
         if run is not None:
-            verdict = check(root, stack.ws, run.pub.acks, run.jobs, run.synthetic)
+            in_order = [j for j, mode in run.modes.items() if mode != "shuffled"]
+            verdict = check(root, stack.ws, run.pub.acks, run.jobs, run.synthetic, in_order)
         if stack.tmpfs:  # keep the workspace's files for a look after the tmpfs goes
             shutil.copytree(root / ".mam", run_dir / "mam-copy", symlinks=True, dirs_exist_ok=True)
         stack.unmount()
@@ -290,7 +294,7 @@ def figures(kind: str, v: Verdict, run: Run, lag: float, samples: int, duration:
         f"soak broker={kind} seed={run.seed} events={v.events} acked={v.acked} "
         f"jobs={len(run.jobs) + len(run.synthetic)} (runner {len(run.jobs)}, synthetic {len(run.synthetic)}) "
         f"faults={len(run.faults)} lost={len(v.lost)} doubled={len(v.doubled)} refused={refused} "
-        f"output_bad={len(v.output_bad)} open={len(v.open_jobs)} max_lag={lag:.2f}s ({samples} samples) "
+        f"output_bad={len(v.output_bad)} reordered={len(v.reordered)} open={len(v.open_jobs)} max_lag={lag:.2f}s ({samples} samples) "
         f"resends={run.pub.retries} duration={duration:.0f}s{notes}"
     )
 

@@ -72,12 +72,18 @@ class Verdict:
     doubled: list[str] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)
     output_bad: list[str] = field(default_factory=list)
+    reordered: list[str] = field(default_factory=list)
     open_jobs: list[str] = field(default_factory=list)
     rebuild: str = ""
     failures: list[str] = field(default_factory=list)
 
 
-def check(root: Path, ws: str, acks: dict[str, Ack], jobs: dict[str, RunnerJob], synthetic: list[str]) -> Verdict:
+def check(
+    root: Path, ws: str, acks: dict[str, Ack], jobs: dict[str, RunnerJob], synthetic: list[str], in_order: list[str]
+) -> Verdict:
+    """The invariants over the workspace's files; `in_order`: synthetic jobs published in order, whose
+    outputs applied in another order are counted (`reordered`, a figure: a redelivery after a fault
+    may reorder, which costs nothing while the job runs)."""
     files = Files.read(root)
     seen = files.ids()
     v = Verdict(events=sum(seen.values()), acked=len(acks))
@@ -98,6 +104,10 @@ def check(root: Path, ws: str, acks: dict[str, Ack], jobs: dict[str, RunnerJob],
         problem = output_problem(files.logs.get(job_id, []), files.records.get(job_id), job)
         if problem:
             v.output_bad.append(f"{job_id}: {problem}")
+    for job_id in in_order:
+        seqs = [e["event"].get("seq") for e in files.logs.get(job_id, []) if e["event"].get("type") == "output"]
+        if seqs != sorted(seqs):
+            v.reordered.append(job_id)
     for job_id in [*jobs, *synthetic]:
         status = (files.records.get(job_id) or {}).get("status")
         if status not in TERMINAL:
