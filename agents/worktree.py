@@ -15,6 +15,16 @@ lost, and the job's `git_at_finish` says where the work is: `base`, `commit`
 (the branch head), `branch`, `dirty` (the agent had left uncommitted work,
 which that commit now holds) and the diffstat of `base..commit`.
 
+Nothing under `.mam/worktrees/` is followed: an earlier job could have planted
+a link there (at `.gitignore`, or at the next job's name). The runner makes
+the worktrees dir, the `.gitignore` in it and each job's directory itself,
+relative to a descriptor and without following a link (`mam.nofollow`), so a
+name already taken makes that job fail with the path named. It only ever runs
+git in, or removes, the directory it made: before each it checks with `lstat`
+that the name is still that directory (same device and inode), and before
+`git worktree remove` that git lists it as a worktree. `.mam` itself may be a
+link the user chose: it is resolved once, when the runner starts.
+
 Only plain subprocess calls to git; no shell.
 """
 
@@ -23,13 +33,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from mam import file_modes
 from mam.events import GitInfo
+from mam.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
 
 log = logging.getLogger("mam.agent")
 
@@ -62,6 +75,8 @@ class JobTree:
     """Where the agent runs: the workspace root's place inside the worktree."""
     branch: str
     base: str
+    made: tuple[int, int] = (0, 0)
+    """The (device, inode) of the directory the runner made at `path`: nothing else there is touched."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,12 @@ class Worktrees:
         self.root = root
         self.top = top
         self.keep = keep
-        self.dir = root / ".mam" / "worktrees"
+        mam_dir = root / ".mam"
+        if os.path.islink(mam_dir):  # a link the user chose: resolved once, now
+            mam_dir = Path(os.path.realpath(mam_dir))
+            log.info("%s resolves to %s through a symlink; worktrees go there", root / ".mam", mam_dir)
+        self.mam_dir = mam_dir
+        self.dir = mam_dir / "worktrees"
         self._lock = threading.Lock()
 
     @classmethod
@@ -138,18 +158,87 @@ class Worktrees:
         base = self._base(base_hint)
         path = self.dir / job_id
         with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            ignore = self.dir / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n")  # the worktrees never show in the user's `git status`
+            made = self._make_dir(job_id, path)
             try:
                 git(self.top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
             except WorktreeError as exc:
+                try:
+                    os.rmdir(path)  # the empty directory made above (rmdir follows no link)
+                except OSError:
+                    pass
                 raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        tree = JobTree(job_id=job_id, path=path, cwd=path, branch=branch, base=base, made=made)
+        self._check(tree, "run the job in")
         cwd = path / self._inside()
-        cwd.mkdir(parents=True, exist_ok=True)
+        if cwd != path:
+            cwd.mkdir(parents=True, exist_ok=True)
+            if Path(os.path.realpath(path)) not in Path(os.path.realpath(cwd)).parents:
+                raise WorktreeError(f"job {job_id}: refusing to run in {cwd}: it leads out of the worktree {path}")
         log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
-        return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base)
+        return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base, made=made)
+
+    def _make_dir(self, job_id: str, path: Path) -> tuple[int, int]:
+        """Make `.mam/worktrees/`, its `.gitignore` and the job's empty directory, following no link
+        inside `.mam`; the job directory's (device, inode)."""
+        file_modes.make_dirs(self.mam_dir.parent)
+        try:
+            os.mkdir(self.mam_dir, file_modes.dir_mode())
+        except FileExistsError:
+            pass
+        try:
+            try:
+                mam_fd = os.open(self.mam_dir, os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW)
+            except (NotADirectoryError, OSError) as exc:
+                if isinstance(exc, FileNotFoundError) or not os.path.islink(self.mam_dir):
+                    raise WorktreeError(f"cannot make a worktree for job {job_id}: {self.mam_dir}: {exc.strerror}") from None
+                raise WorktreeError(f"cannot make a worktree for job {job_id}: refusing to write through a symlink "
+                                    f"at {self.mam_dir} (it appeared after the runner started)") from None
+            try:
+                try:
+                    os.mkdir("worktrees", file_modes.dir_mode(), dir_fd=mam_fd)
+                except FileExistsError:
+                    pass  # ours from before, or planted: opening it says which
+                fd = open_dir_at(mam_fd, "worktrees", shown=str(self.dir))
+            finally:
+                os.close(mam_fd)
+            try:
+                self._ignore(fd)
+                try:
+                    os.mkdir(job_id, file_modes.dir_mode(), dir_fd=fd)
+                except FileExistsError:
+                    raise WorktreeError(
+                        f"cannot make a worktree for job {job_id}: {path} already exists ({_what(fd, job_id)}); "
+                        "mam makes that directory itself and follows nothing there: remove it"
+                    ) from None
+                st = os.stat(job_id, dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
+        except PathRefused as exc:
+            raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        return st.st_dev, st.st_ino
+
+    def _ignore(self, fd: int) -> None:
+        """`.gitignore` (`*`) in the worktrees dir, so they never show in the user's `git status`."""
+        shown = str(self.dir / ".gitignore")
+        try:
+            out = open_at(fd, ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown=shown)
+        except FileExistsError:
+            refuse_other_at(fd, ".gitignore", shown=shown)  # a link or a fifo there: refused, named
+            return
+        with os.fdopen(out, "w") as f:
+            f.write("*\n")
+
+    def _check(self, tree: JobTree, action: str) -> None:
+        """`WorktreeError` unless `tree.path` is still the very directory the runner made (never followed)."""
+        try:
+            st = os.stat(tree.path, follow_symlinks=False)
+        except FileNotFoundError:
+            raise WorktreeError(f"job {tree.job_id}: refusing to {action} {tree.path}: it is gone") from None
+        if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != tree.made:
+            now = _describe(st.st_mode, tree.path)
+            raise WorktreeError(
+                f"job {tree.job_id}: refusing to {action} {tree.path}: it is no longer the directory mam made ({now})"
+            )
 
     def _base(self, hint: str | None) -> str:
         if hint:
@@ -168,6 +257,7 @@ class Worktrees:
 
     def finish(self, tree: JobTree) -> Saved:
         """Commit what the agent left uncommitted to the job's branch; the job's `git_at_finish`."""
+        self._check(tree, "save the work in")
         with self._lock:
             left = git(tree.path, "status", "--porcelain", "--untracked-files=all")
             committed_all = True
@@ -209,12 +299,45 @@ class Worktrees:
             return False
         with self._lock:
             try:
+                self._check(tree, "remove")
+                if not self._listed(tree.path):
+                    raise WorktreeError(f"job {tree.job_id}: refusing to remove {tree.path}: git does not list it "
+                                        "as a worktree (git worktree list --porcelain)")
                 git(self.top, "worktree", "remove", "--force", str(tree.path))
             except WorktreeError as exc:
                 log.warning("job %s: could not remove worktree %s: %s", tree.job_id, tree.path, exc)
                 return False
         log.info("job %s: worktree removed; its work is on branch %s", tree.job_id, tree.branch)
         return True
+
+    def _listed(self, path: Path) -> bool:
+        """Whether `git worktree list --porcelain` names `path` (as given, or with its trusted parent resolved)."""
+        names = {str(path), os.path.join(os.path.realpath(path.parent), path.name)}
+        listed = git(self.top, "worktree", "list", "--porcelain").splitlines()
+        return any(line.startswith("worktree ") and line[len("worktree "):] in names for line in listed)
+
+
+def _describe(mode: int, path: Path) -> str:
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symlink to {os.readlink(path)}"
+        except OSError:
+            return "a symlink"
+    return "a directory, but another one" if stat.S_ISDIR(mode) else "not a directory"
+
+
+def _what(dir_fd: int, name: str) -> str:
+    """What is at `name` in `dir_fd`, in words (a link says where it points)."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return "something"
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symlink to {os.readlink(name, dir_fd=dir_fd)}"
+        except OSError:
+            return "a symlink"
+    return "a directory" if stat.S_ISDIR(mode) else "a file"
 
 
 __all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees", "git"]
