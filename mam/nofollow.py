@@ -19,6 +19,7 @@ import os
 import stat
 from typing import Final
 
+from mam import file_modes
 from mam.errors import MamError
 
 NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -65,10 +66,14 @@ def is_link_at(dir_fd: int, name: str) -> bool:
         return False
 
 
-def open_at(dir_fd: int, name: str, flags: int, mode: int = 0o644, *, shown: str, action: str = "write") -> int:
+def open_at(
+    dir_fd: int, name: str, flags: int, mode: int | None = None, *, shown: str, action: str = "write"
+) -> int:
     """`os.open(name, flags | O_NOFOLLOW, dir_fd=dir_fd)`: a link raises `SymlinkRefused`, and a
     name that is not a directory (with `O_DIRECTORY`) or not a regular file `PathRefused`,
-    each naming `shown`."""
+    each naming `shown`. A file it creates gets `mode`, by default `file_modes.file_mode()`."""
+    if mode is None:
+        mode = file_modes.file_mode()
     want_dir = bool(flags & os.O_DIRECTORY)
     try:
         fd = os.open(name, flags | NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mam import file_modes
 from mam.broker_list import Brokers, parse_brokers
 from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL, parse_broker_url
 from mam.workspace import MAM_DIR, Workspace
@@ -48,7 +49,7 @@ def runtime_path(workspace: Workspace) -> Path:
 def write_runtime(workspace: Workspace, runtime: Runtime) -> Path:
     """Write the file atomically (a reader never sees half of it)."""
     path = runtime_path(workspace)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    file_modes.make_dirs(path.parent)
     _replace_file(path, (json.dumps(asdict(runtime), indent=2) + "\n").encode())
     return path
 
@@ -90,7 +91,7 @@ def last_port(workspace: Workspace) -> int | None:
 
 def remember_port(workspace: Workspace, port: int) -> None:
     path = workspace.registry_dir.parent / UP_STATE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
+    file_modes.make_dirs(path.parent)
     _replace_file(path, (json.dumps({"port": port}) + "\n").encode())
 
 
@@ -103,7 +104,7 @@ def _replace_file(path: Path, data: bytes) -> None:
         os.unlink(temp)  # a leftover, or a planted link: removing it follows nothing
     except FileNotFoundError:
         pass
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, file_modes.file_mode())
     with os.fdopen(fd, "wb") as out:
         out.write(data)
     os.replace(temp, path)
@@ -150,10 +151,10 @@ def ignore_in_git(workspace: Workspace) -> Path | None:
     mam_dir = workspace.root / MAM_DIR
     if not any(d == mam_dir or mam_dir in d.parents for d in (workspace.registry_dir, workspace.logs_dir)):
         return None
-    mam_dir.mkdir(parents=True, exist_ok=True)
+    file_modes.make_dirs(mam_dir)
     path = mam_dir / GITIGNORE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, file_modes.file_mode())
     except FileExistsError:
         return None
     with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -13,6 +13,7 @@ import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from mam import file_modes
 from mam.projector.dirs import Dir
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def ensure_dir(path: PathArg, plan: SyncPlan) -> None:
     if parent and parent != path:
         ensure_dir(parent, plan)
     try:
-        os.mkdir(path)
+        os.mkdir(path, file_modes.dir_mode())
     except FileExistsError:
         return
     plan.changed_dir(parent or ".")

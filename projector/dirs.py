@@ -18,6 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from mam import file_modes
 from mam.nofollow import (
     NOFOLLOW,
     PathRefused,
@@ -85,7 +86,7 @@ class Dir:
     def join(self, name: str) -> str:
         return f"{self.path}{os.sep}{name}"
 
-    def open(self, name: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, name: str, flags: int, mode: int | None = None) -> int:
         """`name` in this directory; a link there raises `SymlinkRefused`."""
         return open_at(self.fd, name, flags, mode, shown=self.join(name))
 
@@ -107,7 +108,7 @@ class Dir:
             if not create:
                 return None
         try:
-            os.mkdir(name, dir_fd=self.fd)
+            os.mkdir(name, file_modes.dir_mode(), dir_fd=self.fd)
         except FileExistsError:
             pass  # made meanwhile, or a link: opening it says which
         else:
@@ -190,7 +191,7 @@ class Root:
         except FileNotFoundError:
             if not create:
                 return None
-            os.makedirs(real, exist_ok=True)
+            file_modes.make_dirs(real)
             fd = os.open(real, flags)
         except NotADirectoryError:
             # Resolved once: a link that appeared at the real path since was planted.

@@ -94,6 +94,7 @@ class Builder:
         _refuse_links(directory, name)
         _remove_with_companions(directory, name)
         self.directory, self.name = directory, name
+        os.close(directory.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # SQLite would make it 0644
         self.conn = _connect(directory.join(name))
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")

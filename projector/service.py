@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 
 import mam
+from mam import file_modes
 from mam.broker_list import Brokers
 from mam.broker_url import BrokerAddress
 from mam.errors import MamError
@@ -166,8 +167,8 @@ class Projector:
         The first connection failing raises `BrokerUnreachable`, so a CLI can
         say so at once instead of waiting silently.
         """
-        self.workspace.registry_dir.mkdir(parents=True, exist_ok=True)
-        self.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+        # private (0700/0600) unless .mam/config.json says otherwise; what an older mam made looser is tightened
+        file_modes.apply_at_start(self.workspace.root, self.workspace.registry_dir, self.workspace.logs_dir)
         ignore_in_git(self.workspace)
         try:
             await self._run_locked(task_status)

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mam.errors import MamError
+from mam.file_modes import file_mode
 from mam.record import JobRecord, encode_record
 from mam.signing import (
     PUBLIC_NAME,
@@ -164,7 +165,7 @@ def _write_public(path: Path, pem: bytes) -> bool:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         temp.unlink(missing_ok=True)  # left by a crash of an earlier process with this pid
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, file_mode())
         try:
             _write_all(fd, pem)
             os.fsync(fd)
