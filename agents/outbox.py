@@ -23,6 +23,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam.identity import RunnerKey
 from mam.timefmt import utc_now
 from mam.topics import Topics
 
@@ -56,9 +57,13 @@ class Entry:
 
 
 class Outbox:
-    def __init__(self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES, key: RunnerKey | None = None
+    ) -> None:
+        """`key`: the runner instance's key; every event put in is signed with it (`mam.identity`)."""
         self.topics = topics
         self.by = by
+        self.key = key
         self.window = window
         self.max_bytes = max_bytes
         self._entries: deque[Entry] = deque()
@@ -86,6 +91,8 @@ class Outbox:
         """Queue one event for the job; return it as it will be sent (with its id)."""
         event = self.stamp(event)
         payload = ev.encode_event(event)
+        if self.key is not None:
+            payload = self.key.sign_event(job_id, payload)
         self._entries.append(Entry(self._made, self.topics.events(job_id), payload))
         self._made += 1
         self._bytes += len(payload)

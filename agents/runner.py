@@ -55,6 +55,7 @@ from mam.attempts import attempt_of
 from mam.broker_list import Brokers
 from mam.errors import UsageError
 from mam.failover import Rotation, subscribe_required
+from mam.identity import STATUS_CONTEXT, RunnerKey
 from mam.ids import validate_agent_id
 from mam.inbox import messages
 from mam.mqtt import make_client, unreachable
@@ -109,7 +110,10 @@ class Runner:
         self.epoch = uuid.uuid4().hex
         self.started_at = utc_now_iso()
         self.topics = Topics(workspace.id)
-        self.outbox = Outbox(self.topics, by=self.agent_id)
+        self.key = RunnerKey()
+        """This instance's key pair (memory only): its claims name the public key, it signs its events and
+        statuses, and the projector takes nothing else for its jobs (docs/design.md, Runner identity)."""
+        self.outbox = Outbox(self.topics, by=self.agent_id, key=self.key)
         self.pinned = key if isinstance(key, str) else None
         self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
         self.follow_key = follow_key and not isinstance(key, str)
@@ -152,7 +156,12 @@ class Runner:
             concurrency=self.concurrency,
             jobs=sorted(self.active),
             updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
+            runner_key=self.key.public,
         )
+
+    def status_payload(self, status: str) -> bytes:
+        """The retained status (or will), signed: only it can end this instance's jobs."""
+        return self.key.sign(encode(self.status(status)), STATUS_CONTEXT)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; a cancel stops the runner in order (see the module doc)."""
@@ -225,14 +234,14 @@ class Runner:
     async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
         """A connection with the runner's will, announced online and subscribed to the states."""
         status_topic = self.topics.agent_status(self.agent_id)
-        will = aiomqtt.Will(status_topic, encode(self.status("offline")), qos=1, retain=True)
+        will = aiomqtt.Will(status_topic, self.status_payload("offline"), qos=1, retain=True)
         client = await self.rotation.open(
             lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
         )
         try:
             if self.states.key is None:
                 await self._learn_key(client)
-            await client.publish(status_topic, encode(self.status("online")), qos=1, retain=True)
+            await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
             # The announced key before the states (it may verify them), refusals for the claims.
             wanted = [self.topics.projector_status] if self.follow_key else []
             await client.subscribe([(topic, 1) for topic in [*wanted, self.topics.rejected]])
@@ -242,7 +251,7 @@ class Runner:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 try:
                     if self.stopping:
-                        await client.publish(status_topic, encode(self.status("offline")), qos=1, retain=True)
+                        await client.publish(status_topic, self.status_payload("offline"), qos=1, retain=True)
                     await client.__aexit__(None, None, None)
                 except aiomqtt.MqttError:
                     pass
@@ -255,7 +264,7 @@ class Runner:
             await self._changed.until(lambda seen=published: self._status_version != seen)
             version = self._status_version
             topic = self.topics.agent_status(self.agent_id)
-            await client.publish(topic, encode(self.status("online")), qos=1, retain=True, timeout=math.inf)
+            await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
             published = version
 
     def _status_changed(self) -> None:
@@ -378,7 +387,8 @@ class Runner:
             self.claimed_here.add((job_id, attempt_of(record)))
             log.debug("job %s: claiming it at version %d", job_id, record.version)
             claim = self.outbox.put(
-                job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version)
+                job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version,
+                                   runner_key=self.key.public)
             )
             self.claim_ids[job_id] = claim.id or ""
         if wake < math.inf and self._jobs is not None and not self.stopping:

@@ -88,6 +88,13 @@ class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
     by: ShortText | None = None
     job_id: JobId | None = None
     expected_version: Version | None = None
+    sig: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{86}" + END)] | UnsetType = UNSET
+    """The signature of the runner that claimed the job (`mam.identity`): always the payload's last member,
+    over the bytes before it. Left out by every other publisher; the projector strips it once checked."""
+
+
+RunnerKeyText = Annotated[str, Meta(pattern=r"^[A-Za-z0-9+/]{43}=" + END)]
+"""An ed25519 public key: its raw 32 bytes, standard base64."""
 
 
 class Submitted(Event, tag="submitted"):
@@ -127,6 +134,10 @@ def submit_policy(
 class Claimed(Event, tag="claimed"):
     runner: AgentName
     epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}" + END)] | None = None
+    runner_key: RunnerKeyText | UnsetType = UNSET
+    """The claiming runner instance's public key: every later event of the job's runner (started, progress,
+    output, heartbeat, its outcome) and its will must be signed by it (docs/design.md, Runner identity).
+    Left out by a runner that does not sign: its job keeps the old, unprotected behaviour."""
 
 
 class Started(Event, tag="started"):
@@ -283,6 +294,13 @@ DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})
 `timed_out` is not one: a runner that enforces a job's timeout publishes it
 (the projector also derives it for a job that runs past its timeout plus the
 grace). `lost` stays the projector's word: no client may declare a job lost."""
+
+SIGNED_TYPES: Final = frozenset(
+    {"started", "progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "cancelled"}
+)
+"""What only the runner that claimed a job speaks: for a job claimed with a `runner_key`, the projector
+takes these only signed by that key. `input_requested`/`input_withdrawn` (`mam ask`, from the agent's own
+process) are not among them: a question never ends a job or decides its outcome."""
 
 EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in AnyEvent.__args__)  # type: ignore[attr-defined]
 

@@ -111,7 +111,7 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
     match event:
         case ev.Submitted():
             return Refusal(f"job {state.job_id!r} was already submitted; pick a new job id")
-        case ev.Claimed(runner=runner, epoch=epoch):
+        case ev.Claimed(runner=runner, epoch=epoch, runner_key=runner_key):
             if state.status is Status.BLOCKED:
                 waits = ", ".join(attempts.after_of(state))
                 return Refusal(f"job {state.job_id!r} is blocked until {waits} succeeded; claim refused")
@@ -121,7 +121,7 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if early := attempts.too_early(state, now):
                 return Refusal(early)
             return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now,
-                           last_seen_at=now)
+                           last_seen_at=now, runner_key=runner_key)
         case ev.Started(runner=runner):
             if state.status not in _OPEN_BEFORE_RUN:
                 return _illegal(state, event, "submitted or claimed")

@@ -136,6 +136,10 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     pruned_at: str | UnsetType = UNSET
     """When the job was pruned (`pruned`): such a record is never a registry file; it is the last state
     published for the job (its retained state is then cleared) and the fold of its archived log."""
+    runner_key: str | UnsetType = UNSET
+    """The public key the claim of the current attempt named (`claimed.runner_key`, base64): the runner's
+    events and will for this job count only signed by it (docs/design.md, Runner identity). Absent for a
+    job claimed by a runner that does not sign (unprotected), and cleared when the job is retried."""
 
 
 _encoder: Final = msgspec.json.Encoder()

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import UNSET, Struct, UnsetType
 
 
 class ProjectorStatus(Struct, frozen=True, kw_only=True):
@@ -92,6 +92,11 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     updated_at: str | None = None
     """When the runner published this status (a will: when it connected); optional, readers fall
     back to `started_at`."""
+    runner_key: str | UnsetType = UNSET
+    """The instance's public key (base64), the one its claims name; absent from a runner that does not sign."""
+    sig: str | UnsetType = UNSET
+    """Its signature (`mam.identity`), the payload's last member: a status (a will above all) of a runner
+    holding a job claimed with a key counts only if it verifies with that key."""
 
 
 _agent_decoder: Final = msgspec.json.Decoder(AgentStatus)

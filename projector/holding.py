@@ -9,6 +9,7 @@ import msgspec
 from mam import events as ev
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
+from mam.projector.identity import event_refusal
 from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
@@ -68,6 +69,9 @@ class Holding:
                 if bound is not None:
                     waiting.append(self._bounded(entry, bound))
                     continue
+                if forged := _forged(state.record, job_id, entry):
+                    self._refuse_parked(staged, entry, forged, received_at)
+                    continue
                 refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
                                            received_at)
                 if refusal is not None:
@@ -104,6 +108,10 @@ class Holding:
         output that never came, say); any other is refused with the reason."""
         job_id = entry.event.job_id or ""
         state = self._known(job_id)
+        forged = _forged(state.record if state is not None else None, job_id, entry)
+        if forged:
+            self._refuse_parked(staged, entry, forged, received_at)
+            return
         if state is not None and state.record is not None and staged.add_event(
             state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
         ) is None:
@@ -122,3 +130,8 @@ class Holding:
             f"unknown job {job_id!r}: its first event must be 'submitted', got {ev.event_type(entry.event)!r}; "
             f"waited {self.parking.limits.hold:g}s for it (since {entry.parked_at})"
         )
+
+
+def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry) -> str | None:
+    """Why a held event may not be applied: its job was claimed with a key that does not sign it."""
+    return event_refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode())

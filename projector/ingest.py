@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from msgspec import UNSET
 from msgspec.structs import replace
 
 from mam import events as ev
@@ -27,6 +28,9 @@ class Accepted:
     job_id: str
     event: ev.AnyEvent
     event_id: str
+    signed: bytes | None = None
+    """The payload as it came, when it carried a runner's signature (`sig`, stripped from `event`):
+    checked against the key of the job's claim (`projector/identity.py`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,9 @@ def ingest(topic: str, payload: bytes, topics: Topics, now: datetime, *, retaine
                 event.id,
             )
     event_id = event.id or f"p-{uuid.uuid4().hex}"
+    if isinstance(event.sig, str):
+        event = replace(event, id=event_id, job_id=job_id, sig=UNSET)
+        return Accepted(job_id=job_id, event=event, event_id=event_id, signed=payload)
     return Accepted(job_id=job_id, event=replace(event, id=event_id, job_id=job_id), event_id=event_id)
 
 

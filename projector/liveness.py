@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from mam import events as ev
 from mam import waiting
+from mam.projector.identity import ends
 from mam.record import JobRecord, Status
 from mam.status import AgentStatus
 
@@ -67,7 +68,9 @@ class HeldWills:
     """
 
     def __init__(self) -> None:
-        self.held: dict[str, tuple[AgentStatus, datetime]] = {}
+        self.held: dict[tuple[str, str], tuple[AgentStatus, datetime]] = {}
+        """By runner and the key the will verified with (`projector/identity.py`; "" for none): a will
+        nobody signed never displaces one its runner signed."""
         self.suspect_until: datetime | None = None
         self.last_drop: datetime | None = None
 
@@ -79,18 +82,19 @@ class HeldWills:
 
     def take(self, status: AgentStatus, now: datetime) -> None:
         """Hold an `offline`; an `online` of the same instance withdraws its held will."""
+        slot = (status.agent_id, status.runner_key if isinstance(status.runner_key, str) else "")
         if status.status == "offline":
-            self.held[status.agent_id] = (status, now)
+            self.held[slot] = (status, now)
             return
-        held = self.held.get(status.agent_id)
+        held = self.held.get(slot)
         if held is not None and held[0].epoch == status.epoch:
-            del self.held[status.agent_id]  # the same instance is back: it only lost the broker
+            del self.held[slot]  # the same instance is back: it only lost the broker
 
     def due(self, now: datetime, limits: Limits) -> list[AgentStatus]:
         """Held wills to act on now: settled ones, and suspect ones whose grace is over."""
         due = [status for status, seen in self.held.values() if self._age_needed(seen, limits) <= (now - seen).total_seconds()]
         for status in due:
-            del self.held[status.agent_id]
+            del self.held[(status.agent_id, status.runner_key if isinstance(status.runner_key, str) else "")]
         return due
 
     def _age_needed(self, seen: datetime, limits: Limits) -> float:
@@ -164,7 +168,7 @@ def on_runner_status(open_jobs: dict[str, JobRecord], status: AgentStatus) -> li
     return [
         (job_id, ev.Lost(reason=f"runner {status.agent_id} went offline (last will, epoch {status.epoch})"))
         for job_id, record in open_jobs.items()
-        if record.runner == status.agent_id and record.runner_epoch == status.epoch
+        if ends(record, status)
     ]
 
 

@@ -114,6 +114,8 @@ class ParkedEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
     event: ev.AnyEvent
     hold: float | None = None
     """Seconds it may wait, when not `ParkLimits.hold` (a terminal event waiting for outputs)."""
+    signed: str | None = None
+    """The payload as it came, when a runner signed it: checked against the job's claim once released."""
 
 
 _encoder: Final = msgspec.json.Encoder()

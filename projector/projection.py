@@ -29,6 +29,7 @@ from mam.projector.dependencies import check as check_after
 from mam.projector.dirs import stop_for
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.holding import Holding
+from mam.projector.identity import event_refusal, verified_status
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, ingest, parse_topic
@@ -221,8 +222,12 @@ class Projection(Holding):
         parsed = parse_topic(self.topics, topic)
         if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
             presence = decode_agent_status(payload)
-            if presence is not None:
-                self.wills.take(presence, now)
+            checked = None if presence is None else verified_status(presence, payload, self.open_jobs.values())
+            if isinstance(checked, str):
+                staged.rejections.append(Rejection(received_at=received_at, topic=topic, reason=checked,
+                                                   payload=excerpt(payload), payload_bytes=len(payload)))
+            elif checked is not None:
+                self.wills.take(checked, now)
             return []
         outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
         if isinstance(outcome, Accepted):
@@ -252,8 +257,12 @@ class Projection(Holding):
             return f"{exc}; run `mam rebuild --verify`"
         except PathRefused as exc:
             raise stop_for(exc) from None
+        signed = None if outcome.signed is None else outcome.signed.decode()
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
-            return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event))
+            return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event,
+                                                          signed=signed))
+        if forged := event_refusal(state.record, job_id, event, outcome.signed):
+            return forged  # before anything renews its lease or holds it
         if isinstance(event, ev.Heartbeat) and self.heartbeats.skip(job_id, state.record, event,
                                                                     parse_time(received_at)):
             return None  # acknowledged, not logged: it renews the lease in memory
@@ -264,7 +273,7 @@ class Projection(Holding):
         bound = None if state.record is None or outcome.event_id in state.seen else self._wait_bound(
             state.record, event)
         if bound is not None:
-            entry = ParkedEntry(parked_at=received_at, topic=topic, event=event)
+            entry = ParkedEntry(parked_at=received_at, topic=topic, event=event, signed=signed)
             return self._park(staged, job_id, self._bounded(entry, bound))
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
         if refusal is not None:

@@ -1,0 +1,68 @@
+"""Who may speak for a claimed job: the projector's side of runner identity (`mam.identity`).
+
+A job whose claim named a key (`JobRecord.runner_key`) takes its runner's
+events (`events.SIGNED_TYPES`) only signed by that key; anything else for it
+is refused with the reason, on `rejected`. A runner status (its will above
+all) of an instance holding such a job counts only if it verifies with that
+key; an `offline` that does not is ignored and its refusal published, so a
+client that copied the runner's epoch cannot end its jobs. A job claimed
+without a key (a runner of an older release) is not protected: everything
+stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from msgspec import UNSET
+from msgspec.structs import replace
+
+from mam import events as ev
+from mam import identity
+from mam.record import JobRecord
+from mam.signing import BadSignature
+from mam.status import AgentStatus
+
+
+def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None) -> str | None:
+    """Why `event` may not be applied to `record` (its runner's key does not sign it), or None."""
+    if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
+        return None
+    kind = ev.event_type(event)
+    try:
+        if signed is None:
+            raise BadSignature("it carries no signature")
+        identity.verify(signed, record.runner_key, identity.event_context(job_id))
+    except BadSignature as exc:
+        return (f"job {job_id!r} was claimed by runner {record.runner!r} with key {record.runner_key}: "
+                f"only that runner may publish its {kind!r}, and this one {exc}; not applied")
+    return None
+
+
+def verified_status(status: AgentStatus, payload: bytes, open_jobs: Iterable[JobRecord]) -> AgentStatus | str:
+    """The status with `runner_key` set to the key of the runner's open jobs it verifies with (UNSET when
+    none of its jobs has one: then only jobs claimed without a key may be ended by it), or why it is
+    ignored: the instance holds jobs claimed with a key and the status is not signed by any of them."""
+    keys = sorted({r.runner_key for r in open_jobs if r.runner == status.agent_id and r.runner_epoch == status.epoch
+                   and isinstance(r.runner_key, str)})
+    if not keys:
+        return replace(status, runner_key=UNSET, sig=UNSET)
+    why = "it carries no signature"
+    for key in keys:
+        try:
+            identity.verify(payload, key, identity.STATUS_CONTEXT)
+        except BadSignature as exc:
+            why = str(exc)
+            continue
+        return replace(status, runner_key=key, sig=UNSET)
+    return (f"runner {status.agent_id!r} (epoch {status.epoch}) holds jobs claimed with key "
+            f"{', '.join(keys)}; this {status.status!r} status {why} with it: ignored, its jobs run on")
+
+
+def ends(record: JobRecord, will: AgentStatus) -> bool:
+    """Whether a (verified) will ends this job: same runner instance, and the key it verified with is the
+    job's claim's (a will no key verified ends only jobs claimed without one)."""
+    if record.runner != will.agent_id or record.runner_epoch != will.epoch:
+        return False
+    return record.runner_key == will.runner_key if isinstance(record.runner_key, str) else \
+        not isinstance(will.runner_key, str)
