@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import aiomqtt  # noqa: E402
 
 from mam import events as ev  # noqa: E402
+from mam.identity import RunnerKey  # noqa: E402
 
 from brokers import (  # noqa: E402
     BROKERS,
@@ -104,22 +105,26 @@ def profile(pid: int, seconds: int = 12) -> None:
     )
 
 
-def job_events(job_id: str, per_job: int) -> list[bytes]:
-    """A realistic life: submit, claim, start, output..., succeed; `per_job` events in all."""
+def job_events(job_id: str, per_job: int, key: RunnerKey | None = None) -> list[bytes]:
+    """A realistic life: submit, claim, start, output..., succeed; `per_job` events in all. With `key`, as
+    a runner of this release sends them: the claim names the key, every event after it is signed."""
     body: list[ev.AnyEvent] = [
         ev.Submitted(id=f"{job_id}-0", prompt=f"bench job {job_id}", agent="bench"),
-        ev.Claimed(id=f"{job_id}-1", runner="bench-runner"),
+        ev.Claimed(id=f"{job_id}-1", runner="bench-runner", **({"runner_key": key.public} if key else {})),
         ev.Started(id=f"{job_id}-2", runner="bench-runner"),
     ]
     for seq in range(per_job - 4):
         body.append(ev.Output(id=f"{job_id}-{seq + 3}", text=f"line {seq} of output\n", seq=seq))
     body.append(ev.Succeeded(id=f"{job_id}-{per_job - 1}", exit_code=0, result="ok"))
-    return [ev.encode_event(e) for e in body]
+    if key is None:
+        return [ev.encode_event(e) for e in body]
+    return [ev.encode_event(e) if n < 2 else key.sign_event(job_id, ev.encode_event(e)) for n, e in enumerate(body)]
 
 
-def interleaved(jobs: int, per_job: int) -> list[tuple[str, bytes]]:
+def interleaved(jobs: int, per_job: int, *, signed: bool = False) -> list[tuple[str, bytes]]:
     """All jobs' events, round-robin, as (job_id, payload): the order many runners produce."""
-    streams = {f"job-{i:05d}": job_events(f"job-{i:05d}", per_job) for i in range(jobs)}
+    key = RunnerKey() if signed else None
+    streams = {f"job-{i:05d}": job_events(f"job-{i:05d}", per_job, key) for i in range(jobs)}
     return [(job, streams[job][step]) for step in range(per_job) for job in streams]
 
 

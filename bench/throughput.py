@@ -1,7 +1,7 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
     .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
-        [--rounds 2] [--window 100] [--inflight 20[,0]]
+        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
@@ -256,9 +256,11 @@ async def main() -> None:
         f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf); "
         "several, comma-separated (20,0), compare each on a broker of its own in turn",
     )
+    parser.add_argument("--signed", action="store_true",
+                        help="the runner's events signed, as mam-agent sends them (its claim names its key)")
     args = parser.parse_args()
     per_job = args.events // args.jobs
-    events = interleaved(args.jobs, per_job)
+    events = interleaved(args.jobs, per_job, signed=args.signed)
     for inflight in args.inflight:
         await compare(args, events, per_job, inflight)
 
@@ -288,7 +290,7 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
                     projs.append(proj)
     print(
         f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
-        f"publisher window={args.window}" + inflight_label(args.broker, inflight)
+        f"publisher window={args.window}" + (" signed" if args.signed else "") + inflight_label(args.broker, inflight)
     )
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")
