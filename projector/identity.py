@@ -25,8 +25,13 @@ from mam.status import AgentStatus
 
 
 def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None) -> str | None:
-    """Why `event` may not be applied to `record` (its runner's key does not sign it), or None."""
+    """Why `event` may not be applied to `record` (its runner's key does not sign it), or None.
+
+    A finished job is left to the fold, whose reason (a finished job never changes) is the one that
+    holds whoever sent the event."""
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
+        return None
+    if record.status.terminal:
         return None
     kind = ev.event_type(event)
     try:

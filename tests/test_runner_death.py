@@ -11,7 +11,7 @@ from test_runner_support import agent_runner, log_events, mock_command, submit
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from support import publish, wait_for_state
+from support import wait_for_state
 
 
 async def wait_exited(pid: int, timeout: float) -> None:
@@ -47,14 +47,19 @@ async def test_the_agent_dies_with_its_runner_on_kill_9(amqtt: RunningBroker, ws
 
 
 async def test_an_agent_whose_job_the_registry_ended_is_stopped(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
-    """Any client may end a job (here with a bare `cancelled` event, no cancel request): the
-    runner's further events would be refused, so it stops the agent and reports nothing more."""
+    """The projector may end a job its runner still runs (here: lost, the runner's heartbeats come less
+    often than the projector's lease): the runner's further events would be refused, so it stops the
+    agent and reports nothing more. (A bare `cancelled` from another client no longer ends a job a
+    runner claimed with its key: tests/test_runner_identity.py.)"""
     ws_id = workspace_id(ws.root)
-    async with projector_process(amqtt, ws.root, ws.elsewhere), agent_runner(amqtt.url, ws, *mock_command()) as r:
+    slow_heartbeats = (*mock_command(), "--heartbeat", "60")
+    async with (
+        projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", "2")),
+        agent_runner(amqtt.url, ws, *slow_heartbeats) as r,
+    ):
         await submit(amqtt.url, ws, "job-e", "hang")
         await wait_for_state(amqtt.url, ws_id, "job-e", lambda rec: rec["status"] == "running", timeout=30)
         agent_pid = next(e["pid"] for e in log_events(ws, "job-e") if e["type"] == "started")
-        await publish(amqtt.url, f"mam/{ws_id}/jobs/job-e/events", b'{"type":"cancelled","reason":"by hand"}')
-        await wait_exited(agent_pid, timeout=10)
-    assert "job job-e: stopped; the registry had already ended it as cancelled" in r.output()
-    assert [e["type"] for e in log_events(ws, "job-e")][-1] == "cancelled"
+        await wait_exited(agent_pid, timeout=15)
+    assert "job job-e: stopped; the registry had already ended it as lost" in r.output()
+    assert [e["type"] for e in log_events(ws, "job-e")][-1] == "lost"
