@@ -252,16 +252,18 @@ def runner_job(job_id: str, rng: random.Random) -> RunnerJob:
 
 
 def synthetic_events(job_id: str, rng: random.Random) -> tuple[str, list[ev.AnyEvent]]:
-    """A job the harness runs itself: its mode and its events in order."""
+    """A job the harness runs itself: its mode and its events in order. It numbers its outputs and
+    counts them in its outcome, as mam-agent does, so an output a broker redelivers after the outcome
+    (NATS, after its ack_wait) is waited for, not refused (docs/design.md, Time and order)."""
     mode = rng.choice(("ordered", "ordered", "resend", "shuffled", "long"))
     n = rng.randint(20, 60) if mode == "long" else rng.randint(3, 12)
     text = ("y" * rng.randint(2000, 8000) + "\n") if mode == "long" else "synthetic line\n"
     body: list[ev.AnyEvent] = [
         ev.Submitted(id=f"{job_id}-s", prompt=f"soak synthetic {job_id}", agent="soak-synthetic"),
         ev.Claimed(id=f"{job_id}-c", runner="soak-synthetic"),
-        ev.Started(id=f"{job_id}-r", runner="soak-synthetic"),
+        ev.Started(id=f"{job_id}-r", runner="soak-synthetic", counts_outputs=True),
         *(ev.Output(id=f"{job_id}-o{i}", text=f"{i} {text}", seq=i) for i in range(n)),
-        ev.Succeeded(id=f"{job_id}-z", exit_code=0, result="ok"),
+        ev.Succeeded(id=f"{job_id}-z", exit_code=0, result="ok", outputs=n),
     ]
     return mode, body
 

@@ -239,6 +239,12 @@ class Projector:
                     f"{group.exceptions[0]}; stopping: fix the disk and restart the projector "
                     "(unacknowledged events will be redelivered)"
                 ) from None
+            except* OSError as group:  # outside a commit (those retry): a read, a descriptor limit
+                exc = group.exceptions[0]
+                raise MamError(
+                    f"{exc.strerror or exc}{f': {exc.filename}' if getattr(exc, 'filename', None) else ''}; "
+                    "stopping: fix the cause and restart the projector (unacknowledged events will be redelivered)"
+                ) from None
             self.log.close()
             if not connected_once:
                 raise unreachable(self.broker, lost) from None

@@ -118,11 +118,12 @@ async def _forged_changes_nothing(url: str, ws: WorkspacePaths) -> None:
     assert not logged & set(forgeries), "a forged event reached the audit log"
 
 
-@pytest.mark.parametrize("kind", ["up", "mosquitto"])
+@pytest.mark.parametrize("kind", ["up", "amqtt", "mosquitto", "nats"])
 async def test_forged_offline_and_outcomes_change_nothing(
     kind: str, request: pytest.FixtureRequest, ws: WorkspacePaths
 ) -> None:
-    broker = request.getfixturevalue("mosquitto") if kind == "mosquitto" else None
+    """On every broker mam supports: `mam up`, `mam-broker --spool`, mosquitto without an ACL, NATS."""
+    broker = None if kind == "up" else request.getfixturevalue(kind)
     async with _stack(kind, broker, ws) as url:
         await _forged_changes_nothing(url, ws)
 
