@@ -50,6 +50,9 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
         )
     if isinstance(event, ev.Pruned):
         return _prune(state, ctx)
+    if output_accounting.fills_gap(state, event):
+        filled = output_accounting.fill_gap(state, event)  # type: ignore[arg-type]
+        return replace(filled, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
     if state.status.terminal:
         return Refusal(
             f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "

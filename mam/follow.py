@@ -8,7 +8,7 @@ follow with a made-up outcome.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import aiomqtt
@@ -66,17 +66,38 @@ class Followed:
 
 
 def print_logged(workspace: Workspace, job_id: str, write: Write = write_output) -> Followed:
-    """Print the output the audit log holds; return what was seen and printed."""
+    """Print the output the audit log holds, in its runner's order (`in_seq_order`); return what was
+    seen and printed."""
     followed = Followed()
-    for entry in read_events(workspace, job_id):
+    entries = read_events(workspace, job_id)
+    for entry in entries:
         event = entry.get("event", {})
         if event.get("id"):
             followed.seen.add(event["id"])
-        if event.get("type") == "output":
-            text = event.get("text", "")
-            write(event.get("stream", "stdout"), text)
-            followed.printed += len(text.encode())
+    for event in in_seq_order(entry.get("event", {}) for entry in entries):
+        text = event.get("text", "")
+        write(event.get("stream", "stdout"), text)
+        followed.printed += len(text.encode())
     return followed
+
+
+def in_seq_order(events: Iterable[dict]) -> list[dict]:
+    """The output events among `events`, each attempt's (from one `started` to the next) by its
+    runner's numbering (`seq`) when every one of them is numbered, else as logged. The log keeps
+    arrival order, and an output a broker redelivered late is logged where it arrived: after its
+    neighbours, or after the outcome when it filled a gap the record named (docs/design.md)."""
+    attempts: list[list[dict]] = [[]]
+    for event in events:
+        if event.get("type") == "started":
+            attempts.append([])
+        elif event.get("type") == "output":
+            attempts[-1].append(event)
+    ordered: list[dict] = []
+    for outputs in attempts:
+        if all(isinstance(o.get("seq"), int) for o in outputs):
+            outputs = sorted(outputs, key=lambda o: o["seq"])
+        ordered += outputs
+    return ordered
 
 
 async def follow(

@@ -73,6 +73,34 @@ def account(record: JobRecord, event: ev.AnyEvent) -> JobRecord:
     return record
 
 
+def fills_gap(record: JobRecord, event: ev.AnyEvent) -> bool:
+    """Whether `event` is an output of a finished job that its record names as missing: a broker's
+    redelivery (NATS after its `ack_wait`, a restarted session) can bring one after the outcome that
+    counts it has been applied at the `--settle-outputs` bound."""
+    missing = record.outputs_missing
+    return (
+        isinstance(event, ev.Output)
+        and isinstance(event.seq, int)
+        and record.status.terminal
+        and isinstance(missing, list)
+        and any(first <= event.seq <= last for first, last in missing)
+    )
+
+
+def fill_gap(record: JobRecord, event: ev.Output) -> JobRecord:
+    """`record` with the late output of `fills_gap` counted (its seq, its bytes), nothing else changed:
+    the job stays as it ended, and the record names only what is still missing."""
+    assert isinstance(event.seq, int) and isinstance(record.outputs_expected, int)
+    seqs = add_seq(record.output_seqs if isinstance(record.output_seqs, list) else [], event.seq)
+    missing = gaps(seqs, record.outputs_expected)
+    history = attempts_of(record)
+    if history and history[-1].attempt == attempt_of(record):  # the ended attempt's copy of its accounting
+        history = [*history[:-1], replace(history[-1], outputs_missing=missing)]
+    filled = replace(record, output_seqs=seqs, outputs_missing=missing,
+                     output_bytes=record.output_bytes + len(event.text.encode()))
+    return replace(filled, attempts=history) if history else filled
+
+
 def count(ranges: Sequence[tuple[int, int]]) -> int:
     return sum(last - first + 1 for first, last in ranges)
 

@@ -18,7 +18,7 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from mam import events as ev
-from mam import identity
+from mam import identity, output_accounting
 from mam.record import JobRecord
 from mam.signing import BadSignature
 from mam.status import AgentStatus
@@ -28,10 +28,11 @@ def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, sig
     """Why `event` may not be applied to `record` (its runner's key does not sign it), or None.
 
     A finished job is left to the fold, whose reason (a finished job never changes) is the one that
-    holds whoever sent the event."""
+    holds whoever sent the event; except a late output the record names as missing, which the fold
+    would take."""
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
         return None
-    if record.status.terminal:
+    if record.status.terminal and not output_accounting.fills_gap(record, event):
         return None
     kind = ev.event_type(event)
     try:

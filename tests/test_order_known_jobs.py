@@ -27,7 +27,7 @@ from mam.timefmt import utc_now
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
-from support import mam, run, wait_for_state
+from support import mam, publish, run, wait_for_state
 
 
 def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> None:
@@ -165,3 +165,13 @@ async def test_outputs_published_after_their_terminal_event_are_all_recorded(
     assert (complete["outputs_expected"], complete["outputs_missing"], complete["output_seqs"]) == (8, [], [[0, 7]])
     assert [e.event.id for e in AuditLog(ws.logs).read("late")][-1] == "late-done"
     assert (incomplete["outputs_expected"], incomplete["outputs_missing"]) == (4, [[2, 2]])
+    # Its missing output, redelivered later (NATS after its ack_wait), still goes in and fills the gap.
+    async with projector_process(amqtt, ws.root, ws.elsewhere, log_dir=tmp_path, extra=("--settle-outputs", "1")):
+        missing = next(p for job_id, p in stream("gapped", 4) if b'"gapped-o2"' in p)
+        await publish(amqtt.url, f"mam/{ws_id}/jobs/gapped/events", missing)
+        filled = await wait_for_state(amqtt.url, ws_id, "gapped", lambda r: r["outputs_missing"] == [])
+    assert refusals(ws) == []
+    assert (filled["status"], filled["output_seqs"]) == ("succeeded", [[0, 3]])
+    logs = await run(mam("logs", "gapped", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert logs.returncode == 0 and b"output incomplete" not in logs.stderr
+    assert [line.split()[1] for line in logs.stdout.splitlines()] == [b"0", b"1", b"2", b"3"], "in seq order"

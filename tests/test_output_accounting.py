@@ -64,6 +64,26 @@ def test_outputs_lost_on_the_way_are_named_by_seq_whatever_order_the_rest_came_i
     assert incomplete_lines(record) == ["output incomplete: 4 of 12 output events missing (seq 4, 7, 10-11)"]
 
 
+def test_an_output_named_missing_that_comes_after_the_outcome_fills_its_gap_and_nothing_else() -> None:
+    """A broker's redelivery (NATS after ack_wait) can bring an output after the outcome that counts it
+    was applied at the settle bound: the finished record takes it (seq, bytes) and names only what is
+    still missing; its status, times and result stay; an output not named missing is still refused."""
+    ended = fold(ev.Submitted(prompt="p", agent="a", retries=1), *started(), *outputs([0, 1, 3]),
+                 ev.Succeeded(outputs=5, result="done"))
+    assert ended.outputs_missing == [(2, 2), (4, 4)] and ended.attempts[-1].outputs_missing == [(2, 2), (4, 4)]
+    ctx = Context(job_id="job-1", workspace="ws", event_id="late", received_at="2026-01-01T00:01:00.000Z")
+    filled = apply(ended, ev.Output(text="line 4\n", seq=4), ctx)
+    assert not isinstance(filled, Refusal), filled.reason
+    assert (filled.status, filled.result, filled.finished_at) == (ended.status, "done", ended.finished_at)
+    assert filled.output_seqs == [(0, 1), (3, 4)] and filled.outputs_missing == [(2, 2)]
+    assert filled.attempts[-1].outputs_missing == [(2, 2)], "the ended attempt's copy follows"
+    assert filled.output_bytes == ended.output_bytes + len("line 4\n") and filled.version == ended.version + 1
+    assert incomplete_lines(filled) == ["output incomplete: 1 of 5 output events missing (seq 2)"]
+    for refused in (ev.Output(text="again\n", seq=4), ev.Output(text="x\n", seq=9), ev.Output(text="plain\n")):
+        result = apply(filled, refused, ctx)
+        assert isinstance(result, Refusal) and "a finished job never changes" in result.reason
+
+
 def test_each_attempt_numbers_its_output_from_0_and_keeps_its_own_accounting() -> None:
     first = [ev.Submitted(prompt="p", agent="a", retries=1), *started(), *outputs([0, 2]), ev.Failed(outputs=3)]
     retry = ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, tzinfo=UTC))
