@@ -14,6 +14,7 @@ from mam import presence
 from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
+from mam.agents.inside_job import default_parent
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
@@ -53,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--role", metavar="R")
     submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)")
     submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)")
-    submit.add_argument("--parent", type=job_id, metavar="JOB", help="the job that delegates this one")
+    tree = submit.add_mutually_exclusive_group()
+    tree.add_argument("--parent", type=job_id, metavar="JOB",
+                      help="the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID)")
+    tree.add_argument("--no-parent", action="store_true",
+                      help="submit a root job even inside a job (no parent from $MAM_JOB_ID)")
     submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
     add_policy_args(submit)
     _add_wait_args(
@@ -184,7 +189,7 @@ def run_submit(args: argparse.Namespace) -> int:
             role=args.role,
             labels=_labels(args.label),
             timeout=args.job_timeout,
-            parent=args.parent,
+            parent=default_parent(args.parent, no_parent=args.no_parent),
             git=git_info(workspace.root),
             **policy_fields(args),
         )

@@ -23,6 +23,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam.agents.inside_job import default_parent
 from mam.broker_list import Brokers
 from mam.errors import MamError, NoProjector, Refused
 from mam.failover import open_client
@@ -138,10 +139,15 @@ class Publisher:
         retry_on: list[str] | None = None,
         backoff: float | None = None,
         after: list[str] | None = None,
+        no_parent: bool = False,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
-        and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`)."""
+        and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
+
+        `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs
+        an agent's script delegates are in its tree; `no_parent=True` submits a root job instead."""
         job_id = validate_job_id(job_id) if job_id else new_job_id()
+        parent = default_parent(parent, no_parent=no_parent)
         event = self.stamp(
             ev.Submitted(
                 prompt=prompt,
