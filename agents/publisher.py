@@ -15,6 +15,7 @@ import logging
 import math
 import secrets
 import uuid
+import warnings
 from types import TracebackType
 from typing import Any
 
@@ -25,7 +26,7 @@ import msgspec
 from mam import events as ev
 from mam.agents.inside_job import default_parent
 from mam.broker_list import Brokers
-from mam.errors import MamError, NoProjector, Refused
+from mam.errors import MamError, NoProjector, Refused, UsageError
 from mam.failover import open_client
 from mam.ids import validate_job_id
 from mam.inbox import messages
@@ -46,6 +47,17 @@ PROJECTOR_WAIT = 3.0
 
 class WaitTimeout(MamError):
     exit_code = 3
+
+
+def run_limit(job_timeout: float | None, timeout: float | None) -> float | None:
+    """The run limit `submit` was given: `job_timeout`, or `timeout`, its old name (a DeprecationWarning)."""
+    if timeout is None:
+        return job_timeout
+    if job_timeout is not None and job_timeout != timeout:
+        raise UsageError(f"timeout={timeout:g} is the old name of job_timeout={job_timeout:g}: give job_timeout only")
+    warnings.warn("Publisher.submit(timeout=...) is the job's run limit, now named job_timeout", DeprecationWarning,
+                  stacklevel=3)
+    return timeout
 
 
 def new_job_id() -> str:
@@ -131,6 +143,7 @@ class Publisher:
         agent_session: str | None = None,
         role: str | None = None,
         labels: dict[str, str] | None = None,
+        job_timeout: float | None = None,
         timeout: float | None = None,
         parent: str | None = None,
         wait: bool = False,
@@ -145,7 +158,11 @@ class Publisher:
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
 
         `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs
-        an agent's script delegates are in its tree; `no_parent=True` submits a root job instead."""
+        an agent's script delegates are in its tree; `no_parent=True` submits a root job instead.
+
+        `job_timeout` is the job's run limit in seconds (`mam submit --job-timeout`, MCP's `job_timeout`);
+        `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict."""
+        job_timeout = run_limit(job_timeout, timeout)
         job_id = validate_job_id(job_id) if job_id else new_job_id()
         parent = default_parent(parent, no_parent=no_parent)
         event = self.stamp(
@@ -155,7 +172,7 @@ class Publisher:
                 agent_session=agent_session,
                 role=role,
                 labels=labels or {},
-                timeout=timeout,
+                timeout=job_timeout,
                 parent=parent,
                 git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
                 **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),

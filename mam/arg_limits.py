@@ -33,6 +33,9 @@ MOST_AFTER = schema_limit(ev.Submitted, "after")
 MOST_LABELS = schema_limit(ev.Submitted, "labels")
 MOST_STATUSES = len(Status)
 """A status filter names each status at most once; more names than statuses is a mistake."""
+MOST_CHOICES = schema_limit(ev.InputRequested, "choices")
+MOST_EVENT_TYPES = len(ev.EVENT_TYPES)
+"""An event-type filter names each type at most once, likewise."""
 
 
 def at_most(name: str, items: Sized | None, most: int, unit: str = "items") -> None:

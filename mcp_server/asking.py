@@ -1,23 +1,60 @@
-"""`answer_job`: `mam answer` as a tool, on the same confirmed-write path.
+"""`ask_person` and `answer_job`: `mam ask` and `mam answer` as tools, on the same confirmed-write path.
 
-A job waiting for a person (`mam ask` inside it) shows its question in its
-record (`question`, `choices`); the answer goes to that question, and the
-projector's verdict comes back: the job running again, or the refusal (not
-waiting, or not one of the choices) as a tool error.
+`ask_person` runs inside a job (`$MAM_JOB_ID`, or a `job` given): it
+publishes `input_requested`, and the job is `waiting`, its question in its
+record, until a person answers (`mam answer`, the dashboard, `answer_job`).
+`mam ask` blocks until then, which an agent's shell tool cuts off at its own
+limit; so each call waits at most `timeout` (50 s, as `wait_job`) and, with no
+answer yet, returns `status: waiting` and the `question_id` to pass to the
+next call, which asks nothing new and waits again. The answer stays in the
+record, so one that came between two calls is not missed.
+
+`answer_job` publishes `input_provided` for the question the job's record
+shows; the projector's verdict comes back: the job running again, or the
+refusal (not waiting, or not one of the choices) as a tool error.
 """
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, NotRequired
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
 from mam import events as ev
+from mam.agents.input_cli import _answer_of
+from mam.agents.publisher import Publisher
+from mam.arg_limits import MOST_CHOICES, at_most
+from mam.errors import Refused, UsageError
+from mam.inbox import messages
+from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.served import Served, as_dict, reported
+from mam.mcp_server.waiting import DEFAULT_WAIT, LONGEST_WAIT
 from mam.mcp_server.writing import VERDICT_WAIT, JobRef, checked
-from mam.record import Status
+from mam.record import JobRecord, Status
 
 Answer = Annotated[str, Field(description="the answer; one of the question's choices when it has some")]
+Question = Annotated[str, Field(description="the question, as the person will read it")]
+Choices = Annotated[
+    list[str] | None,
+    Field(description="the answers allowed (others are refused); default: any answer",
+          json_schema_extra={"maxItems": MOST_CHOICES}),
+]
+AskingJob = Annotated[
+    str | None,
+    Field(description="the job that asks (its id, or a unique prefix or suffix); default: the job this server "
+          "runs inside ($MAM_JOB_ID)"),
+]
+QuestionId = Annotated[
+    str | None,
+    Field(description="keep waiting for the answer to the question an earlier call asked (its question_id); "
+          "nothing new is asked"),
+]
+AskWait = Annotated[
+    float,
+    Field(gt=0, le=LONGEST_WAIT, description="seconds to wait for the answer in this call (keep it under your "
+          "client's limit for a tool call); no answer by then: status waiting, call again with question_id"),
+]
 
 
 class AnswerResult(TypedDict):
@@ -28,7 +65,84 @@ class AnswerResult(TypedDict):
     job: dict[str, Any]
 
 
+class Asked(TypedDict):
+    """The person's answer, or that none came yet and how to keep waiting."""
+
+    job_id: str
+    question_id: str
+    status: Literal["answered", "waiting"]
+    answer: NotRequired[str]
+    next: NotRequired[str]
+    """With status waiting: the call that keeps waiting."""
+
+
+def _settled(record: JobRecord, question_id: str) -> bool:
+    """The record no longer waits on the question (answered, withdrawn, passed over, or the job ended)."""
+    return record.question_id != question_id or record.status is not Status.WAITING
+
+
+async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: JobRecord | None,
+                       timeout: float) -> JobRecord | None:
+    """`current` if it settles the question, else the first state of the job that does within `timeout`;
+    None if none does. The channel is subscribed to the job's state already (by the call that gave `current`)."""
+    if current is not None and _settled(current, question_id):
+        return current
+    topic = pub.topics.state(job_id)
+    with anyio.move_on_after(timeout):
+        async for message in messages(pub.client):
+            if str(message.topic) != topic:
+                continue
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            record = pub.states.record(topic, payload)
+            if record is not None and _settled(record, question_id):
+                return record
+    return None
+
+
+def _asked(job_id: str, question_id: str, record: JobRecord | None, waited: float) -> Asked:
+    if record is None:
+        return Asked(job_id=job_id, question_id=question_id, status="waiting",
+                     next=f"no answer within {waited:g}s; the person may answer later: call ask_person again with "
+                     f"the same question, job={job_id!r} and question_id={question_id!r} to keep waiting")
+    return Asked(job_id=job_id, question_id=question_id, status="answered", answer=_answer_of(record, question_id))
+
+
 def register(app: MCPServer, served: Served) -> None:
+    @app.tool()
+    @reported
+    async def ask_person(question: Question, choices: Choices = None, job: AskingJob = None,
+                         question_id: QuestionId = None, timeout: AskWait = DEFAULT_WAIT) -> Asked:
+        """Ask a person a question from inside a job (as `mam ask`): the job is waiting, the question in its
+        record, until someone answers (`mam answer`, the dashboard, answer_job); its run limit does not count
+        the wait. Returns the answer, or after timeout status waiting with the question_id: call again with
+        it (and the same question) to keep waiting. Refused if the job is not running."""
+        at_most("choices", choices, MOST_CHOICES, "choices")  # limits before any lookup
+        repeated = sorted({c for c in choices or [] if (choices or []).count(c) > 1})
+        if repeated:
+            raise UsageError(f"choices: {repeated[0]!r} is given twice")
+        if job is not None:
+            job_id = await served.job_id(job)
+        elif served.parent is not None:
+            job_id = served.parent
+        else:
+            raise UsageError("job: this server does not run inside a job (MAM_JOB_ID is not set); pass the job "
+                             "that asks")
+        async with served.publisher() as pub:
+            if question_id is None:
+                event = checked(ev.InputRequested(question=question, choices=choices or None))
+                current: JobRecord | None = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
+                assert current is not None
+                question_id = current.question_id if isinstance(current.question_id, str) else ""
+            else:
+                current = await pub.state(job_id)
+                if current is None:
+                    raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
+                if current.question_id != question_id:
+                    raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
+                                  f"{current.question if isinstance(current.question, str) else 'none'!r}")
+            return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, current, timeout),
+                          timeout)
+
     @app.tool()
     @reported
     async def answer_job(job: JobRef, answer: Answer) -> AnswerResult:
@@ -41,7 +155,8 @@ def register(app: MCPServer, served: Served) -> None:
             asked = current.question_id if current is not None and current.status is Status.WAITING else None
             event = checked(ev.InputProvided(answer=answer, question_id=asked if isinstance(asked, str) else None))
             record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-        return AnswerResult(job_id=record.job_id, status=record.status.value, job=as_dict(record))
+        return AnswerResult(job_id=record.job_id, status=record.status.value,
+                            job=brief_record(as_dict(record), full_hint(record.job_id)))
 
 
 __all__ = ["register"]

@@ -10,8 +10,9 @@ from mam.arg_limits import MOST_LABELS, MOST_STATUSES, at_most
 from mam.errors import UsageError
 from mam.humanize import parse_since
 from mam.listing import Jobs
+from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.results import JobList, summary
-from mam.mcp_server.served import JobRef, Served, as_dict, reported
+from mam.mcp_server.served import Full, JobRef, Served, as_dict, reported
 from mam.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id
 from mam.reading import job_ids
 from mam.record import Status
@@ -58,10 +59,12 @@ def _filter(statuses: list[str] | None, agent: str | None, labels: dict[str, str
 def register(app: MCPServer, served: Served) -> None:
     @app.tool()
     @reported
-    async def get_job(job: JobRef) -> dict[str, Any]:
-        """One job's record, as the registry holds it: status, agent, prompt, parent, times, exit code, result,
-        error, usage and the rest (the keys of `mam show --json`)."""
-        return as_dict(await served.record(await served.job_id(job)))
+    async def get_job(job: JobRef, full: Full = False) -> dict[str, Any]:
+        """One job's record: status, agent, prompt, parent, times, exit code, result, error, usage and the rest
+        (the keys of `mam show --json`). In brief unless full: no null or empty fields, no bookkeeping keys,
+        prompt, result and error cut to 500 characters (`cut` names what was cut)."""
+        record = as_dict(await served.record(await served.job_id(job)))
+        return record if full else brief_record(record, full_hint(record["job_id"]))
 
     @app.tool()
     @reported

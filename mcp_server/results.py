@@ -24,9 +24,10 @@ class SubmitResult(TypedDict):
     recorded: bool
     """False with wait=false: the broker has the event; whether the projector records it is not known yet."""
     status: NotRequired[str]
-    parent: NotRequired[str | None]
+    parent: NotRequired[str]
+    """The job that delegated it; absent for a job nobody delegated."""
     job: NotRequired[dict[str, Any]]
-    """The recorded state (the registry's record)."""
+    """The recorded state: the registry's record in brief (`get_job`'s default)."""
     waiting: NotRequired[str]
     """What a queued job waits for, when that is known: `queued: no runner for 'codex' is online ...`."""
 
@@ -38,19 +39,22 @@ class CancelResult(TypedDict):
     job_id: str
     status: str
     job: dict[str, Any]
+    """The record in brief."""
 
 
 class JobSummary(TypedDict):
+    """A job in a listing; a key with no value (no role, not started, ...) is left out."""
+
     job_id: str
     status: str
     agent: str
-    role: str | None
-    labels: dict[str, str]
-    parent: str | None
+    role: NotRequired[str]
+    labels: NotRequired[dict[str, str]]
+    parent: NotRequired[str]
     submitted_at: str
-    started_at: str | None
-    finished_at: str | None
-    exit_code: int | None
+    started_at: NotRequired[str]
+    finished_at: NotRequired[str]
+    exit_code: NotRequired[int]
     prompt: str
     """The prompt, cut to its first 200 characters."""
     usage: NotRequired[dict[str, Any]]
@@ -70,15 +74,20 @@ class Ended(TypedDict):
     job_id: str
     status: str
     """succeeded, failed, cancelled, timed_out or lost."""
-    exit_code: int | None
-    result: str | None
-    error: str | None
-    finished_at: str | None
+    exit_code: NotRequired[int]
+    result: NotRequired[str]
+    """The agent's final answer, cut to 4,000 characters unless full (`cut` then says so)."""
+    error: NotRequired[str]
+    finished_at: NotRequired[str]
     usage: NotRequired[dict[str, Any]]
     """Cost and tokens, when the agent reported them."""
     output_tail: str
     """The last bytes of its output (stdout and stderr as they were recorded); empty when the audit log is not here."""
     output_bytes: int
+    cut: NotRequired[dict[str, int]]
+    """The keys cut short, with their whole length."""
+    more: NotRequired[str]
+    """How to get what was cut."""
 
 
 class Output(TypedDict):
@@ -95,19 +104,12 @@ class Output(TypedDict):
 
 def summary(record: JobRecord, full: dict[str, Any]) -> JobSummary:
     """A listing's line for a job (`full` is its record as a JSON object)."""
-    row = JobSummary(
-        job_id=record.job_id,
-        status=record.status.value,
-        agent=record.agent,
-        role=record.role,
-        labels=dict(record.labels),
-        parent=record.parent,
-        submitted_at=record.submitted_at,
-        started_at=record.started_at,
-        finished_at=record.finished_at,
-        exit_code=record.exit_code,
-        prompt=short(record.prompt, PROMPT_SHOWN),
-    )
+    row = JobSummary(job_id=record.job_id, status=record.status.value, agent=record.agent,
+                     submitted_at=record.submitted_at, prompt=short(record.prompt, PROMPT_SHOWN))
+    for key in ("role", "labels", "parent", "started_at", "finished_at", "exit_code"):
+        value = getattr(record, key)
+        if value is not None and value != {}:
+            row[key] = dict(value) if key == "labels" else value  # type: ignore[literal-required]
     if full.get("usage") is not None:
         row["usage"] = full["usage"]
     return row

@@ -31,6 +31,11 @@ BY = "mam-mcp"
 
 JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or suffix of it")]
 """A tool's job argument: resolved against the registry like `mam show`'s (`Served.job_id`)."""
+Full = Annotated[
+    bool,
+    Field(description="the whole record, every key as the registry holds it; default: in brief (no null fields, "
+          "long texts cut, see `cut`)"),
+]
 
 
 class ChannelPublisher(Publisher):
@@ -108,4 +113,4 @@ def _only_mam_errors(group: BaseExceptionGroup) -> MamError | None:
     return leaf if isinstance(leaf, MamError) else None
 
 
-__all__ = ["BY", "ChannelPublisher", "JobRef", "Served", "as_dict", "reported"]
+__all__ = ["BY", "ChannelPublisher", "Full", "JobRef", "Served", "as_dict", "reported"]

@@ -6,18 +6,21 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mam import __version__
-from mam.mcp_server import asking, lookup, output, waiting, writing
+from mam.mcp_server import asking, events_log, lookup, output, retrying, runners, waiting, writing
 from mam.mcp_server.served import Served
 
-TOOL_MODULES = (writing, lookup, waiting, output, asking)
+TOOL_MODULES = (writing, lookup, waiting, output, asking, retrying, events_log, runners)
 """Each registers its tools with `register(app, served)`; a new concern is a module added here."""
 
 INSTRUCTIONS = (
-    "mam is a job registry for coding agents. Delegate work with submit_job (an agent such as claude-code, "
-    "codex or shell, and a prompt); follow it with wait_job (its result), job_output (its output so far), "
-    "get_job and list_jobs; stop it with cancel_job. A job that asks a person a question is `waiting` (its "
-    "record has the question and any choices): answer it with answer_job. Job ids may be shortened to any unique "
-    "prefix or suffix."
+    "mam is a job registry for coding agents. list_agents names the agents with runners online; delegate work "
+    "with submit_job (an agent such as claude-code, codex or shell, and a prompt; job_timeout limits its run); "
+    "follow it with wait_job (its result; if it says the job has not ended, call wait_job again), job_output "
+    "(its output so far), get_job, list_jobs and job_events (its audit log); stop it with cancel_job, run a "
+    "finished one again with retry_job. Inside a job, ask_person asks a person and returns the answer (call it "
+    "again with the question_id while it says waiting). A job that asks a person a question is `waiting` (its "
+    "record has the question and any choices): answer it with answer_job. Answers are brief (no null fields, "
+    "long texts cut; full=true gives everything). Job ids may be shortened to any unique prefix or suffix."
 )
 
 

@@ -21,6 +21,7 @@ from mam.cli_args import agent_name
 from mam.errors import MamError, UsageError
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.live import agent_statuses
+from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.results import CancelResult, SubmitResult
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
 from mam.provenance import git_info
@@ -47,7 +48,16 @@ Parent = Annotated[
     Field(description="the job that delegates this one (default: the job this server runs inside, $MAM_JOB_ID)",
           json_schema_extra={"pattern": JOB_ID_PATTERN}),
 ]
-JobTimeout = Annotated[float | None, Field(gt=0, description="seconds the job may run before its runner stops it")]
+JobTimeout = Annotated[
+    float | None,
+    Field(gt=0, description="seconds the job may run before its runner stops it (its run limit: `mam submit "
+          "--job-timeout`, the Python API's job_timeout); time spent waiting for a person does not count"),
+]
+OldTimeout = Annotated[
+    float | None,
+    Field(gt=0, description="deprecated: the old name of job_timeout (the job's run limit, not a wait); give "
+          "job_timeout instead", json_schema_extra={"deprecated": True}),
+]
 Retries = Annotated[
     int | None, Field(ge=0, le=ev.MAX_RETRIES, description="retry policy: at most this many further attempts")
 ]
@@ -87,6 +97,15 @@ def checked(event: ev.AnyEvent) -> ev.AnyEvent:
         raise UsageError(f"{field.group(1)}: {reason}") from None
 
 
+def run_limit(job_timeout: float | None, timeout: float | None) -> float | None:
+    """The job's run limit from `job_timeout` or its deprecated alias `timeout` (MCP's name for it before
+    the CLI's `--job-timeout` became the one name); both given must agree."""
+    if timeout is not None and job_timeout is not None and timeout != job_timeout:
+        raise UsageError(f"timeout: {timeout:g} is the old name of job_timeout, which is {job_timeout:g}: "
+                         "give job_timeout only")
+    return job_timeout if job_timeout is not None else timeout
+
+
 def _agent(text: str) -> str:
     try:
         return agent_name(text)
@@ -112,25 +131,28 @@ def register(app: MCPServer, served: Served) -> None:
         role: Role = None,
         labels: Labels = None,
         parent: Parent = None,
-        timeout: JobTimeout = None,
+        job_timeout: JobTimeout = None,
         wait: Wait = True,
         retries: Retries = None,
         retry_on: RetryOn = None,
         backoff: Backoff = None,
         after: After = None,
+        timeout: OldTimeout = None,
     ) -> SubmitResult:
         """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
-        claims and runs it. Returns the job's id and, with wait (the default), its recorded state. Follow it
-        with wait_job (its result) or job_output (its output so far)."""
+        claims and runs it (list_agents names the agents with runners). Returns the job's id and, with wait
+        (the default), its recorded state in brief. Follow it with wait_job (its result) or job_output (its
+        output so far)."""
         if not prompt.strip():
             raise UsageError("prompt: the prompt is empty")
+        job_timeout = run_limit(job_timeout, timeout)
         chosen_parent = parent or served.parent
         at_most("after", after, MOST_AFTER, "jobs")  # limits before work: the schema check below
         at_most("labels", labels, MOST_LABELS, "labels")  # builds the whole event first
         policy = ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after or None)
         event = checked(  # every count and size, with `after` as given, before any lookup
             ev.Submitted(
-                prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=timeout,
+                prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=job_timeout,
                 parent=chosen_parent, **policy,
             )
         )
@@ -141,7 +163,10 @@ def register(app: MCPServer, served: Served) -> None:
         async with served.publisher() as pub:
             if not wait:
                 sent = await pub.publish_served(job_id, event)
-                return SubmitResult(job_id=job_id, event_id=sent.id or "", recorded=False, parent=chosen_parent)
+                unconfirmed = SubmitResult(job_id=job_id, event_id=sent.id or "", recorded=False)
+                if chosen_parent:
+                    unconfirmed["parent"] = chosen_parent
+                return unconfirmed
             runners: list[AgentStatus] | None = None
 
             async def look() -> None:
@@ -152,7 +177,9 @@ def register(app: MCPServer, served: Served) -> None:
                 tg.start_soon(look)
                 record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
         result = SubmitResult(job_id=job_id, event_id=record.last_event_id or "", recorded=True,
-                              status=record.status.value, parent=record.parent, job=as_dict(record))
+                              status=record.status.value, job=brief_record(as_dict(record), full_hint(job_id)))
+        if record.parent:
+            result["parent"] = record.parent
         if runners is not None and record.status is Status.SUBMITTED:
             result["waiting"] = presence.waiting_reason(record.agent, runners)
         return result
@@ -167,7 +194,8 @@ def register(app: MCPServer, served: Served) -> None:
         job_id = await served.job_id(job)
         async with served.publisher() as pub:
             record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-        return CancelResult(job_id=record.job_id, status=record.status.value, job=as_dict(record))
+        return CancelResult(job_id=record.job_id, status=record.status.value,
+                            job=brief_record(as_dict(record), full_hint(record.job_id)))
 
 
-__all__ = ["register"]
+__all__ = ["VERDICT_WAIT", "checked", "register", "run_limit"]

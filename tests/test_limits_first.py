@@ -7,6 +7,8 @@ import time
 
 from test_mcp import mcp_session, refused
 
+from mam.arg_limits import MOST_EVENT_TYPES
+
 from conftest import WorkspacePaths
 from support import mam, run
 
@@ -29,6 +31,15 @@ async def test_mcp_submit_job_refuses_10000_after_items_at_once_naming_the_limit
         assert "labels: 65 labels given; the limit is 64" in await refused(session, "list_jobs", labels=labels)
         assert "status: 12 statuses given; the limit is 11" in await refused(
             session, "list_jobs", status=["running"] * 12
+        )
+        # The new tools' lists: refused by count before the job is looked up (no such job, no broker here).
+        assert tools["ask_person"].input_schema["properties"]["choices"]["maxItems"] == 32
+        assert tools["job_events"].input_schema["properties"]["types"]["maxItems"] == MOST_EVENT_TYPES
+        assert "choices: 33 choices given; the limit is 32" in await refused(
+            session, "ask_person", question="q", job="nope", choices=[f"c{n}" for n in range(33)]
+        )
+        assert f"types: {MOST_EVENT_TYPES + 1} types given; the limit is {MOST_EVENT_TYPES}" in await refused(
+            session, "job_events", job="nope", types=["output"] * (MOST_EVENT_TYPES + 1)
         )
 
 

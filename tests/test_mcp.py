@@ -18,7 +18,8 @@ from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
 
-TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job"}
+TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job", "answer_job", "list_agents",
+         "ask_person", "retry_job", "job_events"}
 FAKE_CLIS = Path(__file__).parent / "fake_agents"
 
 
