@@ -17,8 +17,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mcp = subparsers.add_parser(
         "mcp",
         help="serve the workspace's jobs as MCP tools over stdio (`claude mcp add mam -- mam mcp`)",
-        description="A Model Context Protocol server over stdin/stdout: tools to submit, find, wait for, read "
-        "and cancel the workspace's jobs. Inside a job (MAM_JOB_ID set), submitted jobs get it as their parent. "
+        description="A Model Context Protocol server over stdin/stdout: tools to list the agents online, submit, "
+        "find, wait for, read, cancel and retry the workspace's jobs, and to ask a person from inside a job. Inside a job (MAM_JOB_ID set), submitted jobs get it as their parent. "
         "Logs go to stderr.",
     )
     add_workspace_args(mcp)
