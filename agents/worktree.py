@@ -49,7 +49,7 @@ log = logging.getLogger("mam.agent")
 KeepPolicy = Literal["always", "failed", "never"]
 KEEP_POLICIES: Final[tuple[KeepPolicy, ...]] = ("always", "failed", "never")
 DEFAULT_KEEP: Final[KeepPolicy] = "failed"
-"""Keep the worktree of a job that did not succeed; a job's branch is always kept."""
+"""Keep the worktree of a job that did not succeed; a job's branch is kept unless it holds no commit."""
 
 IDENTITY: Final = ("mam", "mam@localhost")
 """Who commits a job's leftovers when neither the environment nor git's config names anyone."""
@@ -87,7 +87,8 @@ class Saved:
     committed_all: bool
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
+    """The environment for git: without the variables that would point it at another repository."""
     return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
 
 
@@ -99,7 +100,7 @@ def git(directory: Path, *args: str, check: bool = True) -> str:
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT,
-            env=_git_env(),
+            env=git_env(),
             stdin=subprocess.DEVNULL,
         )
     except FileNotFoundError:
@@ -293,7 +294,8 @@ class Worktrees:
     def clean_up(self, tree: JobTree, *, succeeded: bool, saved: bool) -> bool:
         """Remove the worktree if the policy says so and all its work is on the branch; True if removed.
 
-        The branch always stays: `git branch -D mam/<job_id>` is the user's call."""
+        The branch stays when the job committed anything (`mam merge`/`mam discard` are the user's call);
+        an empty one (still at the job's base) goes with its worktree."""
         if not saved or self.keep == "always" or (self.keep == "failed" and not succeeded):
             log.info("job %s: worktree kept at %s", tree.job_id, tree.path)
             return False
@@ -307,7 +309,24 @@ class Worktrees:
             except WorktreeError as exc:
                 log.warning("job %s: could not remove worktree %s: %s", tree.job_id, tree.path, exc)
                 return False
+            if self._drop_if_empty(tree):
+                log.info("job %s: worktree and branch %s removed: the job changed nothing", tree.job_id, tree.branch)
+                return True
         log.info("job %s: worktree removed; its work is on branch %s", tree.job_id, tree.branch)
+        return True
+
+    def _drop_if_empty(self, tree: JobTree) -> bool:
+        """Delete the job's branch if it holds no commit of its own (still at its base); True if deleted.
+
+        `update-ref -d REF OLD` deletes only while the branch is at OLD, so a commit made meanwhile keeps it."""
+        ref = f"refs/heads/{tree.branch}"
+        if git(self.top, "rev-parse", "--verify", "--quiet", ref, check=False) != tree.base:
+            return False
+        try:
+            git(self.top, "update-ref", "-d", ref, tree.base)
+        except WorktreeError as exc:
+            log.warning("job %s: could not delete its empty branch %s: %s", tree.job_id, tree.branch, exc)
+            return False
         return True
 
     def _listed(self, path: Path) -> bool:

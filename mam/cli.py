@@ -124,7 +124,7 @@ def _show_text(record: JobRecord) -> None:
         elif isinstance(value, dict):
             shown = json.dumps(value)
             if key == "git_at_finish" and record.git_at_finish is not None:
-                shown += "".join(f"\n{line}" for line in _worktree_lines(record.git_at_finish))
+                shown += "".join(f"\n{line}" for line in _worktree_lines(record.git_at_finish, record.job_id))
         else:
             shown = safe(str(value)).replace("\t", "    ").rstrip("\n")
             if key.endswith("_at") and isinstance(value, str) and parse_time(value) is not None:
@@ -146,14 +146,17 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     return safe(f"{line}: {error[:120]}" if error else line)
 
 
-def _worktree_lines(git: GitInfo) -> list[str]:
+def _worktree_lines(git: GitInfo, job: str) -> list[str]:
     """For a job run in a worktree (`base` recorded): its branch, diffstat, and how to review it."""
     if not git.base or not git.commit:
         return []
+    if git.commit == git.base:  # nothing committed: the runner deleted the empty branch
+        return ["no changes: the job committed nothing (no branch kept)"]
     files, plus, minus = git.files_changed or 0, git.insertions or 0, git.deletions or 0
     stat = f"{files} file{'s' * (files != 1)} changed, {plus} insertion{'s' * (plus != 1)}(+), " \
         f"{minus} deletion{'s' * (minus != 1)}(-)"
-    return [f"branch {safe(git.branch or '(detached)')}: {stat}", f"review: git diff {git.base}..{git.commit}"]
+    return [f"branch {safe(git.branch or '(detached)')}: {stat}", f"review: git diff {git.base}..{git.commit}",
+            f"land: mam merge {job} (or --squash), or mam discard {job}; mam diff {job} shows it"]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -306,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mam.agents.input_cli import register as register_input
     from mam.cli_jobs import register as register_listings
     from mam.cli_prune import register as register_prune
+    from mam.cli_review import register as register_review
     from mam.cli_usage import register as register_usage
     from mam.mcp_server.cli import register as register_mcp
     from mam.web.cli import register as register_dashboard
@@ -340,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_listings(sub)
     register_usage(sub)
     register_prune(sub)
+    register_review(sub)
 
     show = sub.add_parser("show", help="show one job's record")
     show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")

@@ -23,7 +23,7 @@ from mam.archive import ARCHIVE_DIR
 from mam.broker_list import Brokers
 from mam.cli_args import positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import UsageError
+from mam.errors import MamError, UsageError
 from mam.humanize import ago, parse_duration
 from mam.inbox import messages
 from mam.mqtt import unreachable
@@ -87,17 +87,38 @@ def run_prune(args: argparse.Namespace) -> int:
         return 0
     event = ev.Pruned(reason=f"mam prune: {policy.describe()}"[:256])
     pruned, refused = anyio.run(_prune, workspace, broker_from_args(args, workspace), chosen, event, args.timeout)
+    cleaned, branches_kept = _clean_branches(workspace, pruned)
     if args.json:
-        print(json.dumps({"pruned": pruned, "refused": refused, "kept": selection.kept}, indent=2))
+        found = {"pruned": pruned, "refused": refused, "kept": selection.kept}
+        if cleaned or branches_kept:
+            found["branches"] = {"cleaned": cleaned, "kept": branches_kept}
+        print(json.dumps(found, indent=2))
     else:
         for job_id in pruned:
             print(f"pruned {job_id}")
+        for job_id in cleaned:
+            print(f"removed the branch and worktree of pruned job {job_id}")
+        for job_id, why in branches_kept.items():
+            print(f"mam: kept the branch of pruned job {job_id}: {safe(why)}", file=sys.stderr)
         _say_kept(selection)
         for job_id, reason in refused.items():
             print(f"mam: {job_id} not pruned: {safe(reason)}", file=sys.stderr)
         where = workspace.logs_dir / ARCHIVE_DIR
         print(f"mam: pruned {len(pruned)} job(s); their logs are in {where}", file=sys.stderr)
     return 1 if refused else 0
+
+
+def _clean_branches(workspace: Workspace, pruned: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The pruned jobs' worktrees and branches go where nothing is lost (`mam.job_branches`); unmerged ones stay."""
+    from mam.job_branches import clean, inventory
+
+    if not pruned:
+        return [], {}
+    try:
+        found = inventory(workspace, only=set(pruned))
+    except MamError:  # not a git repository (or no git): the jobs have no branches
+        return [], {}
+    return clean(found)
 
 
 def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, workspace: Workspace) -> None:

@@ -1,5 +1,5 @@
 """The dashboard's one app: the page, its static files, one event stream, a job's record and log
-pages, the cancel and answer actions.
+pages, the cancel and answer actions, a worktree job's diff, merge and discard (`landing.py`).
 
 Handlers only translate HTTP to the calls the CLI makes: the stream reads the
 hub (`stream.py`), a job's record and log pages are read like `mam show` and
@@ -36,6 +36,8 @@ from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub
 from mam.web.joblog import log_page
+from mam.web.landing import diff as landing_diff
+from mam.web.landing import land
 from mam.web.limits import BodyLimit, StreamCount
 from mam.web.stream import full_record, page_stream
 
@@ -119,6 +121,16 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
         )
 
+    async def diff(request: Request) -> Response:
+        """A worktree job's diff against its base, size-capped (`landing.py`)."""
+        return await landing_diff(request, hub, _job)
+
+    async def merge(request: Request) -> Response:
+        return await land(request, hub, _job, "merge")
+
+    async def discard(request: Request) -> Response:
+        return await land(request, hub, _job, "discard")
+
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
@@ -131,6 +143,9 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         Route("/api/jobs/{job_id}/log", log),
         Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
         Route("/api/jobs/{job_id}/answer", answer, methods=["POST"]),
+        Route("/api/jobs/{job_id}/diff", diff),
+        Route("/api/jobs/{job_id}/merge", merge, methods=["POST"]),
+        Route("/api/jobs/{job_id}/discard", discard, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=middleware)

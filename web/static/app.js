@@ -1,10 +1,10 @@
 // The dashboard: one event stream from the server (a snapshot, then changes), no polling.
 
-import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals } from "./view.js";
+import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
 
 const state = {
   workspace: "", broker: "", connected: false, projector: null,
-  jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "",
+  jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "", diff: null,
 };
 let stream = null;
 let pending = false;
@@ -83,6 +83,49 @@ async function earlier() {
   draw();
 }
 
+// A finished worktree job's diff: asked for once per job shown (and again after a merge or discard).
+async function fetchDiff(jobId) {
+  state.diff = { job_id: jobId, loading: true };
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/diff`);
+    const answer = await response.json();
+    if (state.jobId !== jobId) return;
+    state.diff = response.ok ? answer : { job_id: jobId, error: answer.error };
+  } catch (error) {
+    state.diff = { job_id: jobId, error: `cannot load the diff: ${error}` };
+  }
+  draw();
+}
+
+function diffWanted() {
+  const record = state.detail && state.detail.record;
+  if (worktreeJob(record) && !(state.diff && state.diff.job_id === record.job_id)) fetchDiff(record.job_id);
+}
+
+// Merge (or squash-merge) into the workspace checkout's current branch, or discard: asked first.
+async function land(action, squash) {
+  const jobId = state.jobId;
+  const what = action === "discard"
+    ? `Discard job ${jobId}: delete its branch and worktree? Its work is lost.`
+    : `${squash ? "Squash-merge" : "Merge"} job ${jobId} into the workspace checkout's current branch?`;
+  if (!confirm(what)) return;
+  state.verdict = `${action === "discard" ? "discarding" : "merging"} ${jobId}…`;
+  draw();
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/${action}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ squash: Boolean(squash) }),
+    });
+    const answer = await response.json();
+    state.verdict = response.ok ? answer.done : `${action} refused: ${answer.error}`;
+  } catch (error) {
+    state.verdict = `${action} failed: ${error}`;
+  }
+  if (state.jobId === jobId) fetchDiff(jobId);
+  draw();
+}
+
 const handlers = {
   snapshot(data) {
     Object.assign(state, { workspace: data.workspace, broker: data.broker, connected: data.connected });
@@ -129,6 +172,7 @@ function connect() {
   for (const [name, handle] of Object.entries(handlers)) {
     stream.addEventListener(name, (message) => {
       handle(JSON.parse(message.data));
+      diffWanted();
       draw();
     });
   }
@@ -196,6 +240,9 @@ function start() {
   });
   form.elements.status.addEventListener("change", connect);
   document.querySelector("#cancel").addEventListener("click", cancel);
+  document.querySelector("#merge").addEventListener("click", () => land("merge", false));
+  document.querySelector("#squash").addEventListener("click", () => land("merge", true));
+  document.querySelector("#discard").addEventListener("click", () => land("discard", false));
   const asked = document.querySelector("#answer");
   asked.addEventListener("submit", (event) => {
     event.preventDefault();

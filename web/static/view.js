@@ -115,6 +115,26 @@ function incompleteLines(record) {
   return [...earlier, incomplete(record.outputs_expected, record.outputs_missing)].filter(Boolean);
 }
 
+// A finished worktree job (its record names the commit it started from): its diff, fetched on demand
+// from /api/jobs/ID/diff, and the merge and discard buttons while its branch holds work.
+export function worktreeJob(record) {
+  const git = record && record.git_at_finish;
+  return Boolean(git && git.base && git.commit && TERMINAL.has(record.status));
+}
+
+function drawChanges(state, record) {
+  const shown = worktreeJob(record);
+  const diff = shown && state.diff && state.diff.job_id === record.job_id ? state.diff : null;
+  $("#changes").hidden = !shown;
+  $("#landing").hidden = !(diff && diff.branch && !diff.error);
+  if (!shown) return;
+  $("#diff-stat").textContent = diff && diff.stat ? diff.stat : "";
+  const note = !diff ? "loading the diff…" : diff.error || diff.note ||
+    (diff.cut ? `the diff is longer than shown: \`mam diff ${record.job_id}\` prints all of it` : "");
+  $("#diff-note").textContent = note;
+  $("#diff").textContent = diff && !diff.error ? diff.diff : "";
+}
+
 export function drawDetail(state) {
   const detail = state.detail;
   $("#detail").hidden = !detail;
@@ -125,6 +145,7 @@ export function drawDetail(state) {
   badge.textContent = record ? record.status : "unknown";
   badge.className = `status ${record ? record.status : ""}`;
   $("#cancel").hidden = !record || TERMINAL.has(record.status);
+  drawChanges(state, record);
   drawAnswer(record);
   $("#detail-problem").textContent = detail.problem || "";
   const lines = incompleteLines(record);
