@@ -24,7 +24,7 @@ from enum import Enum
 from functools import partial
 
 import anyio
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from mam import events as ev
 from mam import waiting
@@ -259,10 +259,15 @@ class Supervisor:
             log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
         self.stop(Ending.TIMED_OUT)
 
+    def _usage_so_far(self) -> ev.Usage | UnsetType:
+        """What the agent's stream reported using until now (a job stopped before its result still used
+        tokens: claude's messages carry them); left out for a plain command or a stream that said nothing."""
+        return usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET
+
     async def _report(self, code: int | None, output: OutputStreamer, saved: Saved | None = None) -> None:
         if self.ending is Ending.CANCELLED:
             reason = self.record.cancel_reason or "cancelled on request"
-            self._put(ev.Cancelled(reason=reason, outputs=output.seq))
+            self._put(ev.Cancelled(reason=reason, outputs=output.seq, usage=self._usage_so_far()))
             log.info("job %s: cancelled (%s)", self.job_id, reason)
             return
         if self.ending is Ending.ENDED_ELSEWHERE:
@@ -270,7 +275,8 @@ class Supervisor:
             return
         if self.ending is Ending.STOPPING:
             error = "the runner stopped before the job finished"
-            self._put(ev.Failed(exit_code=code, error=error, git=saved.git if saved else None, outputs=output.seq))
+            self._put(ev.Failed(exit_code=code, error=error, git=saved.git if saved else None, outputs=output.seq,
+                                usage=self._usage_so_far()))
             log.info("job %s: handed back as failed: %s", self.job_id, error)
             return
         if self.tree is not None:
@@ -279,8 +285,8 @@ class Supervisor:
             git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
         if self.ending is Ending.TIMED_OUT:
             reason = f"timed out after {self.record.timeout:g}s"
-            usage = usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET
-            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage, outputs=output.seq))
+            self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=self._usage_so_far(),
+                                  outputs=output.seq))
         elif self.transcript is not None and code is not None:
             parser = self.transcript.parser
             outcome, stderr = parser.outcome(), output.tail("stderr")

@@ -228,6 +228,8 @@ class InputWithdrawn(Event, tag="input_withdrawn"):
 class Cancelled(Event, tag="cancelled"):
     reason: ShortText | None = None
     outputs: Outputs | UnsetType = UNSET
+    usage: Usage | None | UnsetType = UNSET
+    """What the agent reported using before it was stopped (its stream's token counts so far), when it did."""
 
 
 class TimedOut(Event, tag="timed_out"):

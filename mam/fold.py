@@ -163,8 +163,9 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if state.status in attempts.NOT_STARTED:  # nothing runs: cancelled at once
                 return replace(requested, status=Status.CANCELLED, finished_at=now)
             return requested
-        case ev.Cancelled(reason=reason):
-            return replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason)
+        case ev.Cancelled(reason=reason, usage=usage):
+            return _with_usage(replace(state, status=Status.CANCELLED, finished_at=now,
+                                       cancel_reason=reason or state.cancel_reason), usage)
         case ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)

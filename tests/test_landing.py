@@ -13,7 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pytest
 from test_worktrees import AGENT_GIT, checkout_state, git, make_repo, served
+
+from mam.agents.worktree import Worktrees
+from mam.errors import MamError
+from mam.landing import Conflict, JobWork, _merge, _squash
 
 from conftest import WorkspacePaths
 from e2e import workspace_id
@@ -192,3 +197,32 @@ async def test_worktrees_lists_and_clean_keeps_unmerged_work(ws: WorkspacePaths)
         assert pruned.returncode == 0, pruned.stderr
         assert b"removed the branch and worktree of pruned job job-open" in pruned.stdout, pruned.stdout
         assert not has_branch(ws.root, "job-open")
+
+
+def conflicting_job(root: Path) -> tuple[str, str]:
+    """A repository whose branch mam/job-x and main both changed a.txt since their base; (base, tip)."""
+    base = user_repo(root)
+    git(root, "checkout", "-q", "-b", "mam/job-x")
+    (root / "a.txt").write_text("theirs\n")
+    (root / "new.txt").write_text("added by the job\n")
+    git(root, "add", "a.txt", "new.txt")
+    git(root, "commit", "-q", "-m", "job")
+    tip = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    (root / "a.txt").write_text("ours\n")
+    git(root, "commit", "-q", "-am", "user")
+    return base, tip
+
+
+def test_without_the_merge_tree_check_a_conflicting_merge_or_squash_is_undone(ws: WorkspacePaths) -> None:
+    """What an older git (no `merge-tree --write-tree`) gets: the merge is tried, then undone to the byte."""
+    base, tip = conflicting_job(ws.root)
+    work = JobWork(job_id="job-x", top=ws.root, branch="mam/job-x", base=base, recorded=tip, prompt="p",
+                   trees=Worktrees(ws.root, ws.root))
+    before = checkout_state(ws.root)
+    with pytest.raises(Conflict, match="conflicts with main in a.txt: the merge was undone"):
+        _merge(work, tip, "main", git(ws.root, "rev-parse", "HEAD"))
+    assert checkout_state(ws.root) == before and not (ws.root / "new.txt").exists()
+    with pytest.raises(MamError, match="git merge --squash mam/job-x failed"):
+        _squash(work, tip, "main")
+    assert checkout_state(ws.root) == before and not (ws.root / "new.txt").exists()
