@@ -265,7 +265,7 @@ def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() ->
     assert {name: p.format for name, p in profiles.items() if p.format} == {
         "claude-code": "claude-stream-json", "codex": "codex-json", "gemini": "gemini-stream-json"}
     assert profiles["claude-code"].argv == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
-    assert profiles["codex"].argv == ["codex", "exec", "--json", "-"]
+    assert profiles["codex"].argv == ["codex", "exec", "--json", "{permissions}", "-"]
     assert profiles["gemini"].argv == ["gemini", "--output-format", "stream-json"]
     assert profiles["shell"].format is None and profiles["aider"].format is None
 
@@ -299,6 +299,14 @@ EXPECTED = {
     "gemini": ({"input_tokens": 1200, "output_tokens": 300, "cached_input_tokens": 800},
                "Reached max session turns", "→ list_directory ."),
 }
+
+
+STOPPED_USAGE = {
+    "claude-code": {"input_tokens": 2008, "output_tokens": 40, "cached_input_tokens": 2000},  # 2 messages' usage
+    "codex": {},
+    "gemini": {},
+}
+"""What a job stopped before the agent's result records: the usage its stream reported until then."""
 
 
 @pytest.mark.parametrize("agent", sorted(EXPECTED))
@@ -337,7 +345,8 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
                               "stderr: fatal: connection reset by peer")
 
     assert stuck["status"] == "timed_out" and stuck["error"] == "timed out after 1s"
-    assert list(stuck["usage"]) == ["agent_session_id"], "what it had said by then: its session"
+    assert stuck["usage"].pop("agent_session_id"), "what it had said by then: its session..."
+    assert stuck["usage"] == STOPPED_USAGE[agent], "...and the tokens its messages so far counted"
 
     transcript = logs.stdout.decode()
     assert logs.returncode == 0 and tool_line in transcript and "answer: summarise the repo" in transcript

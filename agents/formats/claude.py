@@ -13,6 +13,15 @@ final answer, or the error's text), `session_id`, `num_turns`,
 Claude's `input_tokens` leaves out the tokens read from or written to its
 prompt cache; mam's `input_tokens` counts them all (`cached_input_tokens` is
 the part read from the cache), so the three are added up here.
+
+A run stopped before its `result` line (cancelled, timed out, killed) still
+used tokens: each `assistant` line carries its API call's `message.usage`,
+so those are summed for its outcome (no cost: only `result` says that).
+Claude Code writes one line per content block of a message, each repeating
+the message's `id` and usage, its `output_tokens` growing to the final count
+on the last line (seen in its transcripts: getagentseal/codeburn#201,
+sirmalloc/ccstatusline#549), so a message counts once, with its last line's
+usage.
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ from msgspec import Struct
 from mam.agents.formats.base import (
     Outcome,
     StreamParser,
+    add,
     first_line,
     make_usage,
     one_line,
     readable,
     tool_summary,
 )
+from mam.events import Usage
 
 
 class Block(Struct):
@@ -40,15 +51,18 @@ class Block(Struct):
     is_error: bool | None = None
 
 
-class Message(Struct):
-    content: list[Block] | str = []
-
-
 class TokenUsage(Struct):
     input_tokens: int | float | None = None
     output_tokens: int | float | None = None
     cache_read_input_tokens: int | float | None = None
     cache_creation_input_tokens: int | float | None = None
+
+
+class Message(Struct):
+    content: list[Block] | str = []
+    id: str | None = None
+    usage: TokenUsage | None = None
+    """The API call's tokens, on each `assistant` line (the Messages API's `message.usage`)."""
 
 
 class Line(Struct):
@@ -77,6 +91,27 @@ def _result_text(content: object) -> str:
     return ""
 
 
+class _Tokens:
+    """Token counts summed over messages; None until one reported a count."""
+
+    def __init__(self) -> None:
+        self.input: int | None = None
+        self.output: int | None = None
+        self.read: int | None = None
+
+    def add(self, usage: TokenUsage) -> None:
+        read, written, given = usage.cache_read_input_tokens, usage.cache_creation_input_tokens, usage.input_tokens
+        if given is not None or read is not None or written is not None:
+            self.input = add(add(add(self.input, given), read), written)
+        self.output = add(self.output, usage.output_tokens)
+        self.read = add(self.read, read)
+
+    def add_all(self, other: _Tokens) -> None:
+        self.input = add(self.input, other.input)
+        self.output = add(self.output, other.output)
+        self.read = add(self.read, other.read)
+
+
 class ClaudeStream(StreamParser):
     name = "claude-stream-json"
     program = "claude"
@@ -84,6 +119,10 @@ class ClaudeStream(StreamParser):
     def __init__(self) -> None:
         self._result: Line | None = None
         self._session: str | None = None
+        self._used = _Tokens()
+        """The tokens of the assistant messages before the current one."""
+        self._current: tuple[str | None, TokenUsage] | None = None
+        """The current assistant message's id and its latest usage (its lines come one after another)."""
 
     def line(self, text: str) -> str:
         if not text.strip():
@@ -97,6 +136,8 @@ class ClaudeStream(StreamParser):
             model = f", model {line.model}" if line.model else ""
             return f"[claude session {line.session_id or '?'}{model}]\n"
         if line.type in ("assistant", "user") and line.message is not None:
+            if line.type == "assistant" and line.message.usage is not None:
+                self._count(line.message.id, line.message.usage)
             return self._message(line.message)
         if line.type == "result":
             self._result = line
@@ -136,10 +177,24 @@ class ClaudeStream(StreamParser):
         said = [str(e) for e in line.errors or [] if e]
         return line.result or "; ".join(said) or (line.subtype or "error")
 
+    def _count(self, message_id: str | None, usage: TokenUsage) -> None:
+        if self._current is not None and (message_id is None or self._current[0] != message_id):
+            self._used.add(self._current[1])
+        self._current = (message_id, usage)
+
+    def usage_so_far(self) -> Usage | None:
+        """The tokens the assistant messages so far reported (each message once), before any result line."""
+        used = _Tokens()
+        used.add_all(self._used)
+        if self._current is not None:
+            used.add(self._current[1])
+        return make_usage(input_tokens=used.input, output_tokens=used.output, cached_input_tokens=used.read,
+                          agent_session_id=self._session)
+
     def outcome(self) -> Outcome:
         line = self._result
         if line is None:
-            return Outcome(complete=False, usage=make_usage(agent_session_id=self._session))
+            return Outcome(complete=False, usage=self.usage_so_far())
         tokens = line.usage or TokenUsage()
         read = tokens.cache_read_input_tokens or 0
         written = tokens.cache_creation_input_tokens or 0
