@@ -52,6 +52,7 @@ GRACE = 2.0
 """Seconds after a fault's recovery during which a lag still counts as the fault's."""
 FAULT_SECONDS = 6.0
 """About how long one fault and its recovery take."""
+FAULTS = ("kill -9 broker", "broker restart", "SIGSTOP projector", "kill -9 runner", "kill -9 projector", "full disk")
 STOP_FOR, FULL_FOR = 4.0, 5.0
 """How long the projector stays stopped (SIGSTOP) and the disk full."""
 
@@ -72,6 +73,8 @@ class Run:
     windows: list[tuple[float, float]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     began: float = field(default_factory=time.monotonic)
+    skipped: frozenset[str] = frozenset()
+    """Faults left out (`--skip-fault`): named in the figures line."""
     faults_done: anyio.Event = field(default_factory=anyio.Event)
 
     # --- faults ----------------------------------------------------------------------------------------------
@@ -87,7 +90,9 @@ class Run:
         if self.stack.tmpfs:
             plan.append("full disk")
         self.rng.shuffle(plan)
-        return plan
+        if self.skipped:
+            self.stack.notes.append("skipped: " + ", ".join(sorted(self.skipped)))
+        return [fault for fault in plan if fault not in self.skipped]
 
     async def inject(self, fault: str) -> None:
         stack, mon, start = self.stack, self.mon, time.monotonic()
@@ -242,7 +247,8 @@ async def soak(kind: str, seconds: float, seed: int, args: argparse.Namespace) -
         stack.start_broker()
         stack.start_projector()
         pub = Publisher(stack.url, stack.ws)
-        run = Run(stack, random.Random(seed), seed, pub, Monitor(stack.url, stack.ws, pub))
+        run = Run(stack, random.Random(seed), seed, pub, Monitor(stack.url, stack.ws, pub),
+                  skipped=frozenset(args.skip_fault))
         async with anyio.create_task_group() as tg:
             await tg.start(run.mon.run)
             if not await run.mon.online(stack.projector_proc.pid, 60):
@@ -313,6 +319,14 @@ def main() -> int:
     parser.add_argument("--max-lag", type=float, default=5.0, help="seconds the projector may take (default 5)")
     parser.add_argument("--settle", type=float, default=90.0, help="seconds jobs get to finish after the workload")
     parser.add_argument("--tmpfs-mb", type=int, default=0, help="size of the workspace's tmpfs (default: by --minutes)")
+    parser.add_argument(
+        "--skip-fault",
+        action="append",
+        default=[],
+        choices=FAULTS,
+        metavar="FAULT",
+        help=f"leave this fault out (repeatable; one of: {', '.join(FAULTS)})",
+    )
     parser.add_argument("--keep", action="store_true", help="keep each run's files (kept anyway when it fails)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children and unmount on the way out

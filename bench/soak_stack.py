@@ -138,7 +138,7 @@ class Stack:
             (conf := self.run_dir / "nats.conf").write_text(
                 f'server_name: "mam-soak-{self.port}"\nlisten: 127.0.0.1:{client_port}\n'
                 f'jetstream {{ store_dir: "{store}" }}\n'
-                f'mqtt {{ listen: 127.0.0.1:{self.port}, ack_wait: "2s", max_ack_pending: 16000 }}\n'
+                f'mqtt {{ listen: 127.0.0.1:{self.port}, ack_wait: "{os.environ.get("SOAK_NATS_ACK_WAIT", "2s")}", max_ack_pending: 16000 }}\n'
             )
             cmd = [binary("nats-server"), "-c", str(conf)]
         elif self.kind == "spool":
