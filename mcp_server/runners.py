@@ -25,6 +25,9 @@ from mam.status import AgentStatus
 from mam.timefmt import utc_now
 from mam.topics import Topics
 
+DRAINING = "draining"
+"""`AgentStatus.state` of a runner that is stopping (`mam.presence`)."""
+
 
 class AgentOnline(TypedDict):
     """One agent name with runners online."""
@@ -37,7 +40,9 @@ class AgentOnline(TypedDict):
     running: int
     """Jobs they hold now."""
     free: int
-    """Jobs they would claim now: capacity minus running, per runner."""
+    """Jobs they would claim now: capacity minus running, per runner; none on a draining runner."""
+    draining: NotRequired[int]
+    """Of the runners, those stopping: they finish their jobs and claim no more."""
 
 
 class Agents(TypedDict):
@@ -63,7 +68,10 @@ def online(statuses: Iterable[AgentStatus]) -> list[AgentOnline]:
         row["runners"] += 1
         row["capacity"] += status.concurrency
         row["running"] += len(status.jobs)
-        row["free"] += presence.free_slots(status)
+        if getattr(status, "state", None) == DRAINING:  # a runner asked to stop (the field may be absent)
+            row["draining"] = row.get("draining", 0) + 1
+        else:
+            row["free"] += presence.free_slots(status)
     return [rows[name] for name in sorted(rows)]
 
 
