@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -15,6 +16,9 @@ from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
 from mam.agents.inside_job import default_parent
+from mam.agents.names import did_you_mean
+from mam.agents.permissions import LEVELS
+from mam.agents.profiles import load_profiles, resolve
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
@@ -60,6 +64,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tree.add_argument("--no-parent", action="store_true",
                       help="submit a root job even inside a job (no parent from $MAM_JOB_ID)")
     submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
+    submit.add_argument(
+        "--permissions", choices=LEVELS, metavar="|".join(LEVELS),
+        help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
+        "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
+    )
     add_policy_args(submit)
     _add_wait_args(
         submit,
@@ -134,6 +143,7 @@ _FLAG_OF_FIELD = {
     "role": "--role",
     "labels": "--label",
     "timeout": "--job-timeout",
+    "permissions": "--permissions",
     "parent": "--parent",
     "retries": "--retries",
     "retry_on": "--retry-on",
@@ -192,6 +202,7 @@ def run_submit(args: argparse.Namespace) -> int:
             parent=default_parent(args.parent, no_parent=args.no_parent),
             git=git_info(workspace.root),
             **policy_fields(args),
+            **({"permissions": args.permissions} if args.permissions else {}),
         )
     )
     job_id = args.job_id or new_job_id()
@@ -212,9 +223,7 @@ def run_submit(args: argparse.Namespace) -> int:
                 record, runners = await _submit_and_look(pub, job_id, event, args.timeout)
                 _print_record(record, args.json)
                 if runners is not None and not presence.serving(runners, args.agent):
-                    print(f"mam: warning: no runner for {args.agent!r} is online: job {job_id} waits until one "
-                          f"starts (`mam-agent --agent {args.agent}`); `mam agents` lists the runners",
-                          file=sys.stderr)
+                    print(f"mam: warning: {no_runner(args.agent, job_id, workspace.root, runners)}", file=sys.stderr)
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)
@@ -230,6 +239,29 @@ def run_submit(args: argparse.Namespace) -> int:
             raise
         print(f"\nmam: {stopped_following(job_id)}", file=sys.stderr)
         return 130
+
+
+def no_runner(agent: str, job_id: str, root: Path, runners: list[AgentStatus]) -> str:
+    """Why a job just submitted waits, and what to do: start a runner of the profile (or alias) the name
+    is, or, for a name nothing knows, the nearest known names (profiles, aliases, agents online)."""
+    try:
+        profiles = load_profiles(root)
+    except MamError:
+        profiles = {}
+    if agent in profiles:
+        how = f"`mam-agent --agent {resolve(agent, profiles)}`" if resolve(agent, profiles) != agent \
+            else f"`mam-agent --agent {agent}`"
+        return (f"no runner for {agent!r} is online: job {job_id} waits until one starts ({how}); "
+                "`mam agents` lists the runners")
+    online = {name for r in runners for name in (r.agent, *(r.aliases or ()))}
+    hint = did_you_mean(agent, {*profiles, *online})
+    if hint:
+        near = hint.split("'")[1]
+        return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits; {hint} "
+                f"`mam cancel {job_id}` and submit with --agent {near}, or serve this name: "
+                f"`mam-agent --agent {agent} --profile {near}`")
+    return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits until one "
+            f"starts (`mam-agent --agent {agent} --command ...`); `mam agents` lists the runners")
 
 
 async def _submit_and_look(

@@ -95,14 +95,14 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
 
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
-    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent
-    and retry policy, with `retry_of` naming the job it retries (its `after` is not carried over: those
+    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
+    permissions and retry policy, with `retry_of` naming the job it retries (its `after` is not carried over: those
     jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
         labels=record.labels, timeout=record.timeout, parent=record.parent, git=git,
         retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
-        retry_of=record.job_id,
+        retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
     )
 
 

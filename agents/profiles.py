@@ -9,6 +9,13 @@ A profile's `format` names how the agent's stdout is read (`formats/`: its
 own machine-readable stream, parsed into a transcript, a result and usage);
 a profile without one runs a plain command, whose stdout is the output as it
 is and whose exit code decides.
+
+A profile's `permissions` maps each permission level (`permissions.py`) to the
+arguments its CLI takes for it, and `permissions_doc` cites the CLI's own
+documentation for them (profiles.json holds no comments): mam relies on each
+built-in profile's flags as that documentation states them. A profile may
+instead be an alias of another (`{"claude": {"alias": "claude-code"}}`): a
+runner of the profile also serves jobs submitted for its aliases.
 """
 
 from __future__ import annotations
@@ -22,16 +29,26 @@ from pathlib import Path
 import msgspec
 
 from mam.agents.formats import FORMATS
+from mam.agents.names import did_you_mean
+from mam.agents.permissions import LEVELS
 from mam.errors import UsageError
+from mam.events import PermissionLevel
 
 
 class Profile(msgspec.Struct, frozen=True):
-    argv: list[str]
+    argv: list[str] = []
     doc: str = ""
     worktree: bool = False
     """Run each job in a git worktree of its own unless `mam-agent --no-worktree` says otherwise."""
     format: str | None = None
     """How the agent's stdout is read: a key of `formats.FORMATS`; None (absent) for a plain command."""
+    permissions: dict[PermissionLevel, list[str]] | None = None
+    """Each permission level's extra arguments (in the argv's `{permissions}` slot, else appended); None:
+    the command runs as it is, at no level mam can set."""
+    permissions_doc: str = ""
+    """Where the CLI's documentation says what those arguments do."""
+    alias: str | None = None
+    """Another profile's name: this name is that profile, and its runners serve jobs submitted for this one."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -42,18 +59,58 @@ def builtin_profiles() -> dict[str, Profile]:
 
 
 def load_profiles(workspace_root: Path) -> dict[str, Profile]:
+    """The built-in profiles, with `.mam/profiles.json`'s added or replacing them (aliases included)."""
     profiles = builtin_profiles()
     user = workspace_root / ".mam" / "profiles.json"
     if user.is_file():
         try:
             profiles |= _profiles.decode(user.read_bytes())
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise UsageError(f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}}') from None
+            raise UsageError(f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}} '
+                             'or {"name": {"alias": "other-profile"}}') from None
         for name, chosen in profiles.items():
-            if chosen.format is not None and chosen.format not in FORMATS:
-                raise UsageError(f"{user}: profile {name!r}: format {chosen.format!r} is not one mam reads "
-                                 f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command")
+            _check(user, name, chosen, profiles)
     return profiles
+
+
+def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile]) -> None:
+    where = f"{path}: profile {name!r}"
+    if chosen.alias is not None:
+        if chosen.argv or chosen.format or chosen.permissions:
+            raise UsageError(f"{where}: an alias has only \"alias\" (and \"doc\"); drop its other keys")
+        target = profiles.get(chosen.alias)
+        if target is None or target.alias is not None:
+            hint = did_you_mean(chosen.alias, (k for k, p in profiles.items() if p.alias is None))
+            raise UsageError(f"{where}: alias {chosen.alias!r} names no profile" + (f"; {hint}" if hint else ""))
+        return
+    if not chosen.argv:
+        raise UsageError(f'{where}: give "argv" (a list of arguments) or "alias" (another profile)')
+    if chosen.format is not None and chosen.format not in FORMATS:
+        raise UsageError(f"{where}: format {chosen.format!r} is not one mam reads "
+                         f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command")
+
+
+def resolve(name: str, profiles: dict[str, Profile]) -> str:
+    """The profile a name is: itself, or the one it is an alias of."""
+    chosen = profiles.get(name)
+    return chosen.alias if chosen is not None and chosen.alias is not None else name
+
+
+def aliases_of(name: str, profiles: dict[str, Profile]) -> list[str]:
+    """The names declared as aliases of profile `name`, sorted."""
+    return sorted(k for k, p in profiles.items() if p.alias == name)
+
+
+def unknown_profile(name: str, profiles: dict[str, Profile], *, flag: str) -> UsageError:
+    """`mam-agent --agent claude`: no profile of that name; the nearest ones named, and how to use one."""
+    hint = did_you_mean(name, profiles)
+    known = ", ".join(sorted(profiles))
+    if hint:
+        near = hint.split("'")[1]
+        how = (f"{hint} (`mam-agent --agent {near}`, or `--agent {name} --profile {near}` to serve jobs "
+               f"submitted for {name!r})")
+        return UsageError(f"{flag} {name}: no profile {name!r}; {how}; known: {known}")
+    return UsageError(f"{flag} {name}: no profile {name!r} (known: {known}); pass --command or --profile")
 
 
 def command_for(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> list[str]:
@@ -66,15 +123,16 @@ def command_for(*, command: str | None, profile: str | None, agent: str, workspa
     profiles = load_profiles(workspace_root)
     name = profile or agent
     if name not in profiles:
-        raise UsageError(f"no profile {name!r} (known: {', '.join(sorted(profiles))}); pass --command or --profile")
-    return list(profiles[name].argv)
+        raise unknown_profile(name, profiles, flag="--profile" if profile else "--agent")
+    return list(profiles[resolve(name, profiles)].argv)
 
 
 def profile_wants_worktree(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> bool:
     """The chosen profile's `worktree` default (False for `--command`)."""
     if command:
         return False
-    chosen = load_profiles(workspace_root).get(profile or agent)
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
     return chosen is not None and chosen.worktree
 
 
@@ -82,8 +140,22 @@ def profile_format(*, command: str | None, profile: str | None, agent: str, work
     """The chosen profile's output `format` (None for `--command`, or a profile without one)."""
     if command:
         return None
-    chosen = load_profiles(workspace_root).get(profile or agent)
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
     return chosen.format if chosen is not None else None
+
+
+def profile_permissions(*, command: str | None, profile: str | None, agent: str,
+                        workspace_root: Path) -> dict[str, list[str]] | None:
+    """The chosen profile's permission levels and their arguments (None for `--command`, or a profile
+    without them)."""
+    if command:
+        return None
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
+    if chosen is None or chosen.permissions is None:
+        return None
+    return {level: list(chosen.permissions[level]) for level in LEVELS if level in chosen.permissions}
 
 
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
@@ -116,5 +188,6 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
     return [arg.replace("{job_id}", job_id).replace("{workspace}", workspace) for arg in argv]
 
 
-__all__ = ["Profile", "builtin_profiles", "check_executable", "command_for", "command_source", "load_profiles",
-           "profile_format", "profile_wants_worktree", "render"]
+__all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
+           "load_profiles", "profile_format", "profile_permissions", "profile_wants_worktree", "render", "resolve",
+           "unknown_profile"]

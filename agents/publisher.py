@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import typing
 import uuid
 import warnings
 from types import TracebackType
@@ -153,6 +154,7 @@ class Publisher:
         backoff: float | None = None,
         after: list[str] | None = None,
         no_parent: bool = False,
+        permissions: str | None = None,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
@@ -161,8 +163,12 @@ class Publisher:
         an agent's script delegates are in its tree; `no_parent=True` submits a root job instead.
 
         `job_timeout` is the job's run limit in seconds (`mam submit --job-timeout`, MCP's `job_timeout`);
-        `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict."""
+        `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict.
+        `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`)."""
         job_timeout = run_limit(job_timeout, timeout)
+        if permissions is not None and permissions not in typing.get_args(ev.PermissionLevel):
+            levels = ", ".join(typing.get_args(ev.PermissionLevel))
+            raise UsageError(f"permissions={permissions!r} is not a permission level ({levels})")
         job_id = validate_job_id(job_id) if job_id else new_job_id()
         parent = default_parent(parent, no_parent=no_parent)
         event = self.stamp(
@@ -176,6 +182,7 @@ class Publisher:
                 parent=parent,
                 git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
                 **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),
+                **({"permissions": permissions} if permissions else {}),  # type: ignore[arg-type]
             )
         )
         if not wait:

@@ -96,15 +96,23 @@ class Runner:
         worktrees: Worktrees | None = None,
         output_format: str | None = None,
         follow_key: bool = False,
+        permissions: dict[str, list[str]] | None = None,
+        ceiling: str | None = None,
+        aliases: list[str] | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
         agent's stdout is read (`formats/`); None runs a plain command. `follow_key`: `key` is the
-        workspace's `projector.pub`; a new key announced and held by that file replaces it."""
+        workspace's `projector.pub`; a new key announced and held by that file replaces it.
+        `permissions`: the profile's levels and their arguments, `ceiling` the runner's `--permissions`
+        (`permissions.py`); None for a command without levels. `aliases`: the other agent names whose jobs
+        it claims (`.mam/profiles.json` aliases), announced in its status."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
         self.agent = agent
+        self.aliases = sorted(set(aliases or []) - {agent})
+        self.serves = frozenset({agent, *self.aliases})
         self.concurrency = concurrency
         self.agent_id = agent_id or default_agent_id(agent)
         self.epoch = uuid.uuid4().hex
@@ -128,6 +136,8 @@ class Runner:
             worktrees=worktrees,
             output_format=output_format,
             broker_url=broker.full_url,
+            permissions=permissions,
+            ceiling=ceiling,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()
@@ -157,6 +167,7 @@ class Runner:
             jobs=sorted(self.active),
             updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
             runner_key=self.key.public,
+            **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
         )
 
     def status_payload(self, status: str) -> bytes:
@@ -341,7 +352,7 @@ class Runner:
         log.warning("job %r: ignoring a state that carries %s; this runner never claims or runs it", job_id, why)
 
     def _on_state(self, record: JobRecord) -> None:
-        if record.agent != self.agent:
+        if record.agent not in self.serves:
             return
         job_id = record.job_id
         job = self.active.get(job_id)

@@ -9,14 +9,21 @@ from pathlib import Path
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from mam.agents.drain import drain_seconds, run_until_drained
+from mam.agents.formats import FORMATS
+from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
 from mam.agents.profiles import (
+    aliases_of,
     check_executable,
     command_for,
     command_source,
+    load_profiles,
     profile_format,
+    profile_permissions,
     profile_wants_worktree,
+    resolve,
 )
-from mam.agents.runner import Runner
+from mam.agents.runner import DRAIN_TIMEOUT, Runner
 from mam.agents.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 from mam.cli_args import Parser, add_verbose, agent_name, positive_int, positive_seconds
 from mam.cli_common import (
@@ -28,7 +35,6 @@ from mam.cli_common import (
     workspace_from_args,
 )
 from mam.errors import UsageError
-from mam.signals import run_until_signal
 from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
 from mam.workspace import Workspace
 
@@ -45,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--command", metavar="TEMPLATE", help="argv template (split like a shell, never run by one)")
     how.add_argument("--profile", metavar="P", help="a built-in or workspace profile (default: the agent name)")
     parser.add_argument(
+        "--format", choices=sorted(FORMATS), metavar="FORMAT",
+        help="how the agent's stdout is read, as profiles name it: " + ", ".join(sorted(FORMATS))
+        + " (default: the profile's; a --command's output is kept as it is)",
+    )
+    parser.add_argument(
+        "--permissions", choices=LEVELS, metavar="|".join(LEVELS),
+        help=f"what the agents may do: read only, edit files in the job's directory, or all their CLI allows "
+        f"(default {DEFAULT_LEVEL}); the most a job may ask for with mam submit --permissions. "
+        "Only for profiles with permission levels (claude-code, codex, gemini, aider)",
+    )
+    parser.add_argument(
         "--concurrency", type=positive_int, default=1, metavar="N", help="jobs run at once (default 1)"
     )
     parser.add_argument("--heartbeat", type=positive_seconds, default=5.0, metavar="SECONDS")
@@ -53,7 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="SIGTERM to SIGKILL on cancel, timeout or shutdown (default 5)",
+        help="SIGTERM to SIGKILL on cancel, timeout or shutdown (default 5); also how long a released job's "
+        "agent runs on while the projector takes the release",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=drain_seconds,
+        default=DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help=f"on SIGTERM or SIGINT, claim nothing more and let running jobs finish this long (default "
+        f"{DRAIN_TIMEOUT:g}), then release them to the queue for another runner; a second signal releases "
+        "them at once",
     )
     parser.add_argument("--agent-id", type=agent_name, metavar="ID", help="runner id (default: agent-host-pid)")
     parser.add_argument(
@@ -93,6 +120,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         source = command_source(command=args.command, profile=args.profile, agent=args.agent)
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
+        levels, ceiling = permission_levels(args, workspace, source)
+        output_format = args.format or profile_format(
+            command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+        )
+        if args.command and not args.format:
+            warn_unread_stream(command)
         worktrees = job_worktrees(args, workspace)
         key = projector_key(args.projector_key, workspace)
         runner = Runner(
@@ -106,15 +139,60 @@ def main(argv: list[str] | None = None) -> None:
             kill_grace=args.kill_grace,
             agent_id=args.agent_id,
             worktrees=worktrees,
-            output_format=profile_format(
-                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
-            ),
+            output_format=output_format,
+            permissions=levels,
+            ceiling=ceiling,
+            aliases=served_aliases(args.agent, workspace),
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
+            drain_timeout=args.drain_timeout,
         )
-        anyio.run(run_until_signal, runner.run)
+        anyio.run(run_until_drained, runner)
         return 0
 
     run_cli(PROG, body)
+
+
+KNOWN_CLIS = {"claude": "claude-stream-json", "codex": "codex-json", "gemini": "gemini-stream-json"}
+"""Agent CLIs whose machine-readable stream mam reads, and the format that reads it."""
+
+
+def warn_unread_stream(argv: list[str]) -> None:
+    """A `--command` running a known agent CLI without `--format`: its output is kept raw, with no result
+    or usage read from it; say so once, naming the flag to add."""
+    program = Path(argv[0]).name
+    if program in KNOWN_CLIS:
+        logging.getLogger("mam.agent").warning(
+            "warning: --command runs %s without --format: its output is kept as raw text, no result or usage is "
+            "read from it; add --format %s (with its stream output flags in the command)", program, KNOWN_CLIS[program]
+        )
+
+
+def permission_levels(
+    args: argparse.Namespace, workspace: Workspace, source: str
+) -> tuple[dict[str, list[str]] | None, str | None]:
+    """The profile's levels and the runner's ceiling (`--permissions`, default edit); (None, None) for a
+    command without levels, which runs as it is."""
+    levels = profile_permissions(
+        command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+    )
+    if levels is None:
+        if args.permissions:
+            raise UsageError(f"--permissions {args.permissions}: {source} has no permission levels (it runs as it "
+                             "is); put the agent's own permission flags in --command, or use a profile that has them")
+        return None, None
+    ceiling = args.permissions or DEFAULT_LEVEL
+    if ceiling not in levels:
+        raise UsageError(f"--permissions {ceiling}: {source} has no such level (it has: {', '.join(levels)})")
+    return levels, ceiling
+
+
+def served_aliases(agent: str, workspace: Workspace) -> list[str]:
+    """The other names of `agent`'s queue, from `.mam/profiles.json` aliases: the profile an alias
+    names and every alias of it. The runner claims jobs submitted for any of them."""
+    profiles = load_profiles(workspace.root)
+    target = resolve(agent, profiles)
+    names = {target, *aliases_of(target, profiles)}
+    return sorted(names - {agent})
 
 
 def job_worktrees(args: argparse.Namespace, workspace: Workspace) -> Worktrees | None:

@@ -31,6 +31,7 @@ from mam import waiting
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.output import OutputStreamer
+from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
 from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
@@ -71,6 +72,10 @@ class Settings:
     """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
     output_format: str | None = None
     """The profile's `format`: the agent's stdout is read by that parser (`formats/`); None for a plain command."""
+    permissions: dict[str, list[str]] | None = None
+    """The profile's permission levels and their arguments (`permissions.py`); None: the command runs as it is."""
+    ceiling: str | None = None
+    """The runner's `--permissions`: the level of a job that asks none, and the most one may ask."""
     broker_url: str | None = None
     """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
     environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
@@ -128,11 +133,31 @@ class Supervisor:
         self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)
         self.settings.put(self.job_id, event)
 
+    def _argv(self) -> list[str] | str:
+        """The job's command, its permission level's arguments in place; or why it cannot run here."""
+        settings = self.settings
+        asked = self.record.permissions or None
+        level, refused = job_level(asked, settings.ceiling, runner=settings.runner_id)
+        if refused is not None:
+            return refused
+        levels = settings.permissions or {}
+        if level is not None and level not in levels:
+            return (f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
+                    f"level (it has: {', '.join(levels)})")
+        template = with_level(settings.argv, levels.get(level, []) if level else [])
+        return render(template, job_id=self.job_id, workspace=settings.workspace.id)
+
     async def run(self) -> None:
-        argv = render(self.settings.argv, job_id=self.job_id, workspace=self.settings.workspace.id)
+        argv = self._argv()
         if self.ending is not None:  # cancelled or stopped before it ever started
             await self._report(None, OutputStreamer(self._put))
             return
+        if isinstance(argv, str):
+            log.info("job %s: not run: %s", self.job_id, argv)
+            self._put(ev.Failed(exit_code=None, error=argv, outputs=0))
+            return
+        if self.settings.ceiling is not None:
+            log.info("job %s: permissions %s", self.job_id, self.record.permissions or self.settings.ceiling)
         cwd = self.settings.workspace.root
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None

@@ -36,6 +36,9 @@ ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 """A process exit status or a negated signal number: a 32-bit int on every platform."""
 Pid = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 RetryOutcome = Literal["failed", "lost", "timed_out"]
+PermissionLevel = Literal["read-only", "edit", "full"]
+"""What a job's agent may do, least first (`mam.agents.permissions`): read only, edit files in the job's
+working directory, or everything its CLI allows without asking."""
 """The outcomes of an attempt a retry policy may retry."""
 MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
@@ -116,6 +119,9 @@ class Submitted(Event, tag="submitted"):
     """Jobs that must all succeed before this one may be claimed; it is `blocked` until then."""
     retry_of: JobId | None | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
+    permissions: PermissionLevel | UnsetType = UNSET
+    """What the job's agent may do (`mam submit --permissions`); absent: the runner's own level. A runner
+    never runs a job above its own `--permissions`: such a job fails, its reason naming both."""
 
 
 def submit_policy(

@@ -85,6 +85,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         last_event_id=ctx.event_id,
         updated_at=ctx.received_at,
         **attempts.from_submit(event),  # type: ignore[arg-type]
+        **({"permissions": event.permissions} if event.permissions else {}),  # type: ignore[arg-type]
     )
 
 

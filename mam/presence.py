@@ -37,8 +37,8 @@ def visible(statuses: Iterable[AgentStatus], now: datetime, *, everything: bool 
 
 
 def serving(statuses: Iterable[AgentStatus], agent: str) -> list[AgentStatus]:
-    """The online runners for `agent`."""
-    return [s for s in statuses if s.status == "online" and s.agent == agent]
+    """The online runners for `agent`: of that name, or serving it as an alias."""
+    return [s for s in statuses if s.status == "online" and (s.agent == agent or agent in (s.aliases or ()))]
 
 
 def free_slots(status: AgentStatus) -> int:

@@ -102,6 +102,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """The retry's backoff: no claim is taken before this time."""
     retry_of: str | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
+    permissions: str | UnsetType = UNSET
+    """The permission level the job asked for (`submitted.permissions`: read-only, edit, full); absent when
+    it asked none, and its runner's level applies."""
     after: list[str] | UnsetType = UNSET
     """The jobs that must all succeed before this one leaves `blocked`."""
     question: str | UnsetType = UNSET

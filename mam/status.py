@@ -94,6 +94,8 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     back to `started_at`."""
     runner_key: str | UnsetType = UNSET
     """The instance's public key (base64), the one its claims name; absent from a runner that does not sign."""
+    aliases: list[str] | UnsetType = UNSET
+    """Other agent names whose jobs it claims (`.mam/profiles.json` aliases of its agent); absent when none."""
     sig: str | UnsetType = UNSET
     """Its signature (`mam.identity`), the payload's last member: a status (a will above all) of a runner
     holding a job claimed with a key counts only if it verifies with that key."""

@@ -4,7 +4,13 @@ The prompt's words choose the run: `fail` (the agent reports an error in its
 stream and still exits 0), `crash` (the stream stops mid-line: the process
 writes to stderr and kills itself), `hang` (it stops writing and waits to be
 killed), anything else a success whose answer is `answer: <prompt>`. Every line is flushed as it is written, like the real
-CLIs do on a pipe.
+CLIs do on a pipe. A prompt with the word `edit` also asks the agent to edit
+`notes.md` in its working directory: it does (`edit_notes`) only when its
+permission flags let it, and says so otherwise.
+
+Each fake parses its argv as its CLI does (`parse`): an option the real CLI
+does not have, or a value outside an option's documented choices, is refused
+in that CLI's own style of error, so a profile that passes a wrong flag fails.
 """
 
 from __future__ import annotations
@@ -25,6 +31,67 @@ def require(condition: bool, message: str) -> None:
 
 def has_pair(args: list[str], flag: str, value: str) -> bool:
     return any(a == flag and b == value for a, b in zip(args, args[1:], strict=False)) or f"{flag}={value}" in args
+
+
+class Style:
+    """How a CLI's argument parser refuses an unknown option: its message and exit code."""
+
+    def __init__(self, unknown: str, bad_choice: str, code: int, usage: str = "") -> None:
+        self.unknown, self.bad_choice, self.code, self.usage = unknown, bad_choice, code, usage
+
+    def refuse(self, message: str) -> None:
+        if self.usage:
+            print(self.usage, file=sys.stderr)
+        print(message, file=sys.stderr)
+        sys.exit(self.code)
+
+
+def parse(args: list[str], switches: dict[str, tuple[str, ...]], valued: dict[str, tuple[str, ...]], style: Style,
+          choices: dict[str, tuple[str, ...]] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The given options (`--flag value`, `--flag=value`; a switch as "") and the positionals.
+
+    `switches` and `valued` map each option the CLI has (without and with a value) to its other
+    spellings; `choices` an option's allowed values."""
+    names: dict[str, tuple[str, bool]] = {}
+    for table, takes in ((switches, False), (valued, True)):
+        for option, aliases in table.items():
+            for name in (option, *aliases):
+                names[name] = (option, takes)
+    given: dict[str, str] = {}
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+            i += 1
+            continue
+        flag, eq, inline = arg.partition("=")
+        if flag not in names:
+            style.refuse(style.unknown.format(flag=flag, arg=arg))
+        option, takes = names[flag]
+        if takes and not eq:
+            if i + 1 >= len(args):
+                style.refuse(f"error: option '{flag}' argument missing")
+            inline = args[i + 1]
+            i += 1
+        allowed = (choices or {}).get(option)
+        if allowed and inline not in allowed:
+            style.refuse(style.bad_choice.format(flag=flag, value=inline, allowed=", ".join(allowed)))
+        given[option] = inline
+        i += 1
+    return given, positional
+
+
+def wants_edit(prompt: str) -> bool:
+    return "edit" in prompt.split()
+
+
+def edit_notes(program: str, prompt: str) -> str:
+    """Append a line to notes.md in the working directory (the job's worktree under mam); its path."""
+    with open("notes.md", "a", encoding="utf-8") as notes:
+        notes.write(f"{program}: {prompt}\n")
+    return os.path.abspath("notes.md")
 
 
 def read_prompt() -> str:
