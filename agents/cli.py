@@ -64,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tree.add_argument("--no-parent", action="store_true",
                       help="submit a root job even inside a job (no parent from $MAM_JOB_ID)")
     submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
+    submit.add_argument("--no-requeue", action="store_true",
+                        help="if its runner stops (SIGTERM) before the job finished, end it failed instead of "
+                        "releasing it to the queue for another runner")
     submit.add_argument(
         "--permissions", choices=LEVELS, metavar="|".join(LEVELS),
         help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
@@ -200,6 +203,7 @@ def run_submit(args: argparse.Namespace) -> int:
             labels=_labels(args.label),
             timeout=args.job_timeout,
             parent=default_parent(args.parent, no_parent=args.no_parent),
+            **({"requeue": False} if args.no_requeue else {}),
             git=git_info(workspace.root),
             **policy_fields(args),
             **({"permissions": args.permissions} if args.permissions else {}),

@@ -154,6 +154,7 @@ class Publisher:
         backoff: float | None = None,
         after: list[str] | None = None,
         no_parent: bool = False,
+        requeue: bool = True,
         permissions: str | None = None,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
@@ -161,6 +162,8 @@ class Publisher:
 
         `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs
         an agent's script delegates are in its tree; `no_parent=True` submits a root job instead.
+        `requeue=False` (`mam submit --no-requeue`): a runner that stops mid-job ends it `failed` instead
+        of releasing it to the queue.
 
         `job_timeout` is the job's run limit in seconds (`mam submit --job-timeout`, MCP's `job_timeout`);
         `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict.
@@ -181,6 +184,7 @@ class Publisher:
                 timeout=job_timeout,
                 parent=parent,
                 git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
+                **({"requeue": False} if not requeue else {}),
                 **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),
                 **({"permissions": permissions} if permissions else {}),  # type: ignore[arg-type]
             )

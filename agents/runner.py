@@ -25,9 +25,15 @@ goes away the jobs keep running, the runner reconnects with backoff (0.5 s
 doubling to 5 s), announces itself online again with the same epoch, reads
 the states again, and sends what the outbox holds, oldest first.
 
-SIGINT/SIGTERM stop it in order: no new claims, every running job is stopped
-and handed back `failed`, the outbox is flushed (for a bounded time), the
-status goes `offline`, then it disconnects.
+SIGINT/SIGTERM stop it gracefully (`drain.py` turns the signals into
+`stop()` and `release_now()`): it claims nothing more and says `draining` in
+its status, and its running jobs get `drain_timeout` seconds to finish. What
+still runs then, or at a second signal, is released back to the queue (the
+`released` event, signed: the job is `submitted` again for any runner, the
+attempt kept in `attempts`); a job submitted with `--no-requeue` is stopped
+and handed back `failed` instead. A claim that lands while it stops is
+released at once. Then the outbox is flushed (for a bounded time), the
+status goes `offline`, and it disconnects.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import aiomqtt
 import anyio
 import anyio.abc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from msgspec import UNSET
 
 from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
@@ -59,6 +66,7 @@ from mam.identity import STATUS_CONTEXT, RunnerKey
 from mam.ids import validate_agent_id
 from mam.inbox import messages
 from mam.mqtt import make_client, unreachable
+from mam.presence import DRAINING
 from mam.record import JobRecord, Status
 from mam.signing import StateReader, fingerprint, public_key_from_b64
 from mam.status import AgentStatus, decode_projector_status, encode
@@ -73,6 +81,11 @@ RETRY_MAX = 5.0
 KEEPALIVE = 10
 FLUSH_TIMEOUT = 10.0
 """On stop, how long to wait for the broker to take the events still in the outbox."""
+DRAIN_TIMEOUT = 300.0
+"""How long a stopping runner lets its running jobs finish before it releases them to the queue.
+An agent job runs minutes, not seconds, and its tokens are paid for: five minutes lets most finish
+(Kubernetes' 30 s terminationGracePeriod suits requests, not such jobs); a deploy that cannot wait
+passes a shorter `--drain-timeout`, and a second signal releases them at once."""
 
 
 def default_agent_id(agent: str) -> str:
@@ -99,6 +112,7 @@ class Runner:
         permissions: dict[str, list[str]] | None = None,
         ceiling: str | None = None,
         aliases: list[str] | None = None,
+        drain_timeout: float = DRAIN_TIMEOUT,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
@@ -150,6 +164,11 @@ class Runner:
         self.queued: dict[str, JobRecord] = {}
         """Submitted jobs for this agent not claimed yet, oldest first: claimed as capacity frees."""
         self.stopping = False
+        """Asked to stop: it claims nothing more and drains (its status says `draining`)."""
+        self.drain_timeout = drain_timeout
+        self._stop_asked = anyio.Event()
+        self._release_asked = False
+        """Release the running jobs now (a second signal), not at the drain's end."""
         self._jobs: anyio.abc.TaskGroup | None = None
         self._changed = Wakeup()
         self._status_version = 0
@@ -167,6 +186,7 @@ class Runner:
             jobs=sorted(self.active),
             updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
             runner_key=self.key.public,
+            state=DRAINING if self.stopping else UNSET,
             **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
         )
 
@@ -174,13 +194,23 @@ class Runner:
         """The retained status (or will), signed: only it can end this instance's jobs."""
         return self.key.sign(encode(self.status(status)), STATUS_CONTEXT)
 
+    def stop(self) -> None:
+        """Drain: claim nothing more, let the running jobs finish for `drain_timeout` (the first signal)."""
+        self._stop_asked.set()
+
+    def release_now(self) -> None:
+        """Release the running jobs to the queue now, without waiting for the drain's end (a second signal)."""
+        self._stop_asked.set()
+        self._release_asked = True
+        self._changed.notify()
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; a cancel stops the runner in order (see the module doc)."""
+        """Serve until `stop()` or a cancel, then stop in order (see the module doc)."""
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, stop, task_status)
             try:
-                await anyio.sleep_forever()
+                await self._stop_asked.wait()
             finally:
                 stop.set()
 
@@ -199,8 +229,18 @@ class Runner:
         self.stopping = True
         self.queued.clear()
         self.alarm.cancel()
-        for job in self.active.values():
-            job.stop(Ending.STOPPING)
+        self._status_changed()  # `draining`
+        if self.active or self.claiming:
+            log.info("draining: claiming nothing more; %d running job(s) get %gs to finish, then are released to "
+                     "the queue (a second signal releases them now)", len(self.active), self.drain_timeout)
+            with anyio.move_on_after(self.drain_timeout):
+                await self._changed.until(lambda: self._release_asked or not (self.active or self.claiming))
+        if self.active:
+            why = "was signalled twice" if self._release_asked else f"drained for {self.drain_timeout:g}s"
+            reason = f"runner {self.agent_id} stopped ({why}) before the job finished"
+            log.info("releasing %d running job(s) to the queue: %s", len(self.active), why)
+            for job in self.active.values():
+                job.release(reason)
         await self._changed.until(lambda: not self.active)
         with anyio.move_on_after(FLUSH_TIMEOUT):
             await self._changed.until(lambda: not self.claiming)
@@ -335,9 +375,14 @@ class Runner:
                 self._on_state(record)
 
     def _on_refusal(self, payload: bytes) -> None:
-        """A refused claim of this runner's frees its slot; the job's state will say the rest."""
+        """A refused claim of this runner's frees its slot; the job's state will say the rest. A refusal
+        of a running job's event goes to its supervisor (a refused release hands the job back `failed`)."""
         refusal = self.states.refusal(payload)
         job_id = refusal.get("job_id") if refusal else None
+        job = self.active.get(job_id) if isinstance(job_id, str) else None
+        if job is not None and refusal is not None:
+            job.refused(str(refusal.get("event_id")), str(refusal.get("reason")))
+            return
         if not isinstance(job_id, str) or job_id not in self.claiming:
             return
         if refusal is None or self.claim_ids.get(job_id) != refusal.get("event_id"):
@@ -372,12 +417,7 @@ class Runner:
         self.claim_ids.pop(job_id, None)
         if record.status is Status.CLAIMED and record.runner == self.agent_id and record.runner_epoch == self.epoch:
             log.info("job %s: claimed", job_id)
-            if self.stopping:
-                error = "the runner stopped before it started the job"
-                self.outbox.put(job_id, ev.Failed(exit_code=None, error=error))
-                log.info("job %s: handed back as failed: %s", job_id, error)
-            else:
-                self._start(record)
+            self._start(record)
         self._claim_what_fits()
         self._changed.notify()
 
@@ -410,6 +450,8 @@ class Runner:
         job = Supervisor(record, self.settings)
         if record.cancel_requested_at:
             job.stop(Ending.CANCELLED)
+        elif self.stopping:  # a claim that landed while the runner stops: never started, given back at once
+            job.release(f"runner {self.agent_id} stopped before it started the job")
         self.active[record.job_id] = job
         self._status_changed()
         self._jobs.start_soon(self._run, job)

@@ -4,8 +4,9 @@ Every event goes into the runner's outbox, in the order it happened: `started`,
 the `output` events (all of them: both pipes are read to their end before
 anything else is decided), heartbeats, and one terminal event. The first
 reason to stop the agent decides how the job ends: a cancel request ends it
-`cancelled`, the job's timeout `timed_out`, the runner stopping `failed`
-(handed back); a job the registry has already ended (`lost`, say) is stopped
+`cancelled`, the job's timeout `timed_out`, the runner stopping releases it
+to the queue (`released`, see `release`; `failed` for a job submitted with
+`--no-requeue`); a job the registry has already ended (`lost`, say) is stopped
 with nothing more to say; otherwise its exit code decides (and, for an agent
 run through a profile's `format`, what the agent itself reported:
 `formats/verdict.py`). The terminal event says how many `output` events the
@@ -53,6 +54,9 @@ class Ending(Enum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed out"
     STOPPING = "runner stopping"
+    """Handed back `failed`: a job submitted with `--no-requeue`, or one whose release was refused."""
+    RELEASED = "released to the queue"
+    """The runner stops before the job finished: `released`, and the agent stopped once the registry took it."""
     ENDED_ELSEWHERE = "ended in the registry"
     """The registry already holds an outcome (lost, or one someone else published): nothing more to report."""
 
@@ -95,6 +99,13 @@ class Supervisor:
         self.tree: JobTree | None = None
         self.succeeded = False
         """Whether the job was reported `succeeded` (a worktree's clean-up depends on it)."""
+        self.attempt = attempt_of(record)
+        self.release_reason = ""
+        self.release_id: str | None = None
+        """The id of the `released` event sent; nothing more is sent for the job after it, unless refused."""
+        self.release_refusal: str | None = None
+        self._release_answered = anyio.Event()
+        """Set when the registry took the release (a state of the next attempt) or refused it."""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -102,11 +113,40 @@ class Supervisor:
             self.ending = ending
             self._stop_requested.set()
 
+    def release(self, reason: str) -> None:
+        """Give the job back to the queue unfinished (the runner is stopping): publish `released` with the
+        output counted so far, wait (at most `kill_grace`) for the registry to take it, then stop the agent;
+        nothing the agent still writes is published. A job submitted with `--no-requeue` is stopped and
+        handed back `failed` instead. The first reason to stop wins, as for `stop`."""
+        if self.record.requeue is False:
+            self.stop(Ending.STOPPING)
+            return
+        if self.ending is None:
+            self.release_reason = reason
+            self.stop(Ending.RELEASED)
+
+    def refused(self, event_id: str, reason: str) -> None:
+        """The projector refused one of this job's events: only a refused release changes anything (the
+        job is then handed back `failed`, as before releases existed: an older projector, say)."""
+        if self.release_id is not None and event_id == self.release_id and not self._release_answered.is_set():
+            log.warning("job %s: release refused (%s); handing it back failed", self.job_id, reason)
+            self.release_refusal = reason
+            self._release_answered.set()
+
+    def _send_release(self, outputs: int) -> None:
+        if self.release_id is not None:
+            return
+        sent = self.settings.put(self.job_id, ev.Released(reason=self.release_reason[:256], outputs=outputs))
+        self.release_id = getattr(sent, "id", None) or ""
+        log.info("job %s: releasing it to the queue (%s)", self.job_id, self.release_reason)
+
     def take_state(self, record: JobRecord) -> None:
         """A newer state of the job (from the runner): stop the agent if the registry ended or retried it,
-        or a cancel was requested."""
+        or a cancel was requested; a state of the next attempt (or an end) answers a release."""
         if record.version < self.record.version:
             return  # an older state, replayed
+        if self.release_id is not None and (attempt_of(record) != self.attempt or record.status.terminal):
+            self._release_answered.set()
         moved_on = attempt_of(record) != attempt_of(self.record)
         self.record = record
         if self.ending is not None:
@@ -130,6 +170,8 @@ class Supervisor:
             self.stop(Ending.CANCELLED)
 
     def _put(self, event: ev.AnyEvent) -> None:
+        if self.release_id is not None and self.release_refusal is None:
+            return  # released: the job is the next attempt's; what this agent still does is void
         self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)
         self.settings.put(self.job_id, event)
 
@@ -235,7 +277,7 @@ class Supervisor:
             tg.start_soon(read_both)
             tg.start_soon(output.tick)
             tg.start_soon(self._beat)
-            tg.start_soon(self._stop_when_asked, process)
+            tg.start_soon(self._stop_when_asked, process, output)
             if self.record.timeout:
                 tg.start_soon(self._deadline, self.record.timeout)
             # asyncio's wait returns once the process has exited and its pipes are closed;
@@ -246,9 +288,21 @@ class Supervisor:
         output.flush_all()
         return code
 
-    async def _stop_when_asked(self, process: AgentProcess) -> None:
+    async def _stop_when_asked(self, process: AgentProcess, output: OutputStreamer) -> None:
         await self._stop_requested.wait()
+        if self.ending is Ending.RELEASED:  # the agent runs on until the registry has the job back
+            await self._released(output)
         await process.terminate(self.settings.kill_grace)
+
+    async def _released(self, output: OutputStreamer) -> bool:
+        """Send the release (once), with every output event so far counted; whether the registry took it
+        within `kill_grace` seconds."""
+        if self.release_id is None:
+            output.flush_all()
+            self._send_release(output.seq)
+        with anyio.move_on_after(self.settings.kill_grace):
+            await self._release_answered.wait()
+        return self._release_answered.is_set() and self.release_refusal is None
 
     async def _beat(self) -> None:
         while True:
@@ -290,6 +344,15 @@ class Supervisor:
         return usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET
 
     async def _report(self, code: int | None, output: OutputStreamer, saved: Saved | None = None) -> None:
+        if self.ending is Ending.RELEASED:
+            if await self._released(output):
+                log.info("job %s: released to the queue", self.job_id)
+                return
+            if self.release_refusal is None:  # never answered: hand it back as before releases existed
+                log.warning("job %s: no answer to its release within %gs; handing it back failed",
+                            self.job_id, self.settings.kill_grace)
+                self.release_refusal = "not answered"
+            self.ending = Ending.STOPPING
         if self.ending is Ending.CANCELLED:
             reason = self.record.cancel_reason or "cancelled on request"
             self._put(ev.Cancelled(reason=reason, outputs=output.seq, usage=self._usage_so_far()))

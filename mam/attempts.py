@@ -82,9 +82,10 @@ def end_attempt(before: JobRecord, after: JobRecord) -> JobRecord:
         outputs_missing=after.outputs_missing,
     )
     after = replace(after, attempts=[*attempts_of(before), ended])
+    released = sum(1 for attempt in attempts_of(before) if attempt.released is True)  # a release is no retry
     retried = (
         after.status.value in retry_on(after)
-        and attempt_of(after) <= before.retries
+        and attempt_of(after) - released <= before.retries
         and after.cancel_requested_at is None
     )
     return replace(after, status=Status.RETRYING, finished_at=None) if retried else after

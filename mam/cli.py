@@ -140,7 +140,8 @@ def _show_text(record: JobRecord) -> None:
 def _attempt_line(attempt: dict[str, Any]) -> str:
     """One ended attempt of a job with a retry policy: `1 failed (exit 1) on r1 at ...: error`."""
     code = attempt.get("exit_code")
-    line = f"{attempt['attempt']} {attempt['status']}" + (f" (exit {code})" if code is not None else "")
+    ended = f"released (was {attempt['status']})" if attempt.get("released") else attempt["status"]
+    line = f"{attempt['attempt']} {ended}" + (f" (exit {code})" if code is not None else "")
     line += f" on {attempt.get('runner') or '?'} at {attempt.get('finished_at') or '?'}"
     error = " ".join((attempt.get("error") or "").split())
     return safe(f"{line}: {error[:120]}" if error else line)

@@ -42,6 +42,8 @@ working directory, or everything its CLI allows without asking."""
 """The outcomes of an attempt a retry policy may retry."""
 MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
+MAX_RELEASES: Final = 100
+"""A job is released back to the queue (`released`) at most this many times; then its runner ends it `failed`."""
 
 
 class GitInfo(Struct, frozen=True, kw_only=True):
@@ -122,6 +124,9 @@ class Submitted(Event, tag="submitted"):
     permissions: PermissionLevel | UnsetType = UNSET
     """What the job's agent may do (`mam submit --permissions`); absent: the runner's own level. A runner
     never runs a job above its own `--permissions`: such a job fails, its reason naming both."""
+    requeue: bool | UnsetType = UNSET
+    """False (`mam submit --no-requeue`): a runner that stops while running the job ends it `failed`
+    instead of releasing it back to the queue (`released`)."""
 
 
 def submit_policy(
@@ -248,12 +253,21 @@ class TimedOut(Event, tag="timed_out"):
     outputs: Outputs | UnsetType = UNSET
 
 
+class Released(Event, tag="released"):
+    """The runner that claimed a job gives it back unfinished (it is stopping: its drain ran out, or a
+    second signal): the attempt ends (kept in `attempts`, not counted against `retries`) and the job is
+    `submitted` again, for any runner to claim. Signed like the runner's other events."""
+
+    reason: ShortText | None = None
+    outputs: Outputs | UnsetType = UNSET
+
+
 class Retrying(Event, tag="retrying"):
     """Derived by the projector only: an attempt ended in an outcome the job's policy retries, so the
     job is submitted again as attempt `attempt`, claimable from `not_before` (the backoff, jitter
     included, is decided once, here, so a replay is exact)."""
 
-    attempt: Annotated[int, Meta(ge=2, le=MAX_RETRIES + 1)]
+    attempt: Annotated[int, Meta(ge=2, le=MAX_RETRIES + MAX_RELEASES + 1)]
     not_before: datetime
     reason: ShortText | None = None
 
@@ -294,6 +308,7 @@ AnyEvent = Union[
     InputProvided,
     InputWithdrawn,
     Pruned,
+    Released,
 ]
 
 DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})
@@ -304,7 +319,7 @@ DERIVED_TYPES: Final = frozenset({"lost", "retrying", "unblocked"})
 grace). `lost` stays the projector's word: no client may declare a job lost."""
 
 SIGNED_TYPES: Final = frozenset(
-    {"started", "progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "cancelled"}
+    {"started", "progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "cancelled", "released"}
 )
 """What only the runner that claimed a job speaks: for a job claimed with a `runner_key`, the projector
 takes these only signed by that key. `input_requested`/`input_withdrawn` (`mam ask`, from the agent's own

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam import attempts, output_accounting, waiting
+from mam import attempts, output_accounting, release, waiting
 from mam import events as ev
 from mam.record import JobRecord, Status
 
@@ -86,6 +86,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         updated_at=ctx.received_at,
         **attempts.from_submit(event),  # type: ignore[arg-type]
         **({"permissions": event.permissions} if event.permissions else {}),  # type: ignore[arg-type]
+        **({"requeue": False} if event.requeue is False else {}),  # type: ignore[arg-type]
     )
 
 
@@ -177,6 +178,9 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
         case ev.Retrying():
             retried = attempts.next_attempt(state, event)
             return Refusal(retried) if isinstance(retried, str) else retried
+        case ev.Released():
+            released = release.release(state, event, now)
+            return Refusal(released) if isinstance(released, str) else released
         case ev.InputRequested():
             asked = waiting.ask(state, event, ctx.event_id, now)
             return Refusal(asked) if isinstance(asked, str) else asked

@@ -36,9 +36,22 @@ def visible(statuses: Iterable[AgentStatus], now: datetime, *, everything: bool 
     return sorted(shown, key=lambda s: (s.status != "online", s.agent, s.agent_id))
 
 
+DRAINING: Final = "draining"
+
+
+def shown_status(status: AgentStatus) -> str:
+    """The runner's status as `mam agents` and the dashboard show it: `draining` for an online runner
+    that is stopping (`AgentStatus.state`), else `online` or `offline`."""
+    if status.status == "online" and isinstance(status.state, str) and status.state:
+        return status.state
+    return status.status
+
+
 def serving(statuses: Iterable[AgentStatus], agent: str) -> list[AgentStatus]:
-    """The online runners for `agent`: of that name, or serving it as an alias."""
-    return [s for s in statuses if s.status == "online" and (s.agent == agent or agent in (s.aliases or ()))]
+    """The online runners for `agent` (of that name, or serving it as an alias) that take new jobs (a
+    draining one claims nothing more)."""
+    return [s for s in statuses if s.status == "online" and s.state != DRAINING
+            and (s.agent == agent or agent in (s.aliases or ()))]
 
 
 def free_slots(status: AgentStatus) -> int:
@@ -55,4 +68,4 @@ def waiting_reason(agent: str, statuses: Iterable[AgentStatus]) -> str:
     return f"queued: waiting for a runner for {agent!r} to claim it ({len(online)} online)"
 
 
-__all__ = ["STALE_AFTER", "free_slots", "serving", "since", "visible", "waiting_reason"]
+__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "serving", "shown_status", "since", "visible", "waiting_reason"]

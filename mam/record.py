@@ -51,6 +51,10 @@ class Attempt(Struct, frozen=True, kw_only=True):
     outputs_expected: int | UnsetType = UNSET
     """The attempt's output accounting (`JobRecord.outputs_expected`, `outputs_missing`); absent when unknown."""
     outputs_missing: list[tuple[int, int]] | UnsetType = UNSET
+    released: bool | UnsetType = UNSET
+    """True for an attempt its runner gave back unfinished (`released`): `status` is then the one the job
+    had when released (claimed, running, waiting) and `error` the runner's reason. Absent otherwise, and a
+    known status, so readers that predate it still decode the record."""
 
 
 class JobRecord(Struct, frozen=True, kw_only=True):
@@ -143,6 +147,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """The public key the claim of the current attempt named (`claimed.runner_key`, base64): the runner's
     events and will for this job count only signed by it (docs/design.md, Runner identity). Absent for a
     job claimed by a runner that does not sign (unprotected), and cleared when the job is retried."""
+    requeue: bool | UnsetType = UNSET
+    """False when the job was submitted with `--no-requeue`: a runner that stops while it runs ends it
+    `failed` instead of releasing it to the queue. Absent otherwise (the default: released)."""
 
 
 _encoder: Final = msgspec.json.Encoder()

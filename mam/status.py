@@ -96,6 +96,10 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     """The instance's public key (base64), the one its claims name; absent from a runner that does not sign."""
     aliases: list[str] | UnsetType = UNSET
     """Other agent names whose jobs it claims (`.mam/profiles.json` aliases of its agent); absent when none."""
+    state: str | UnsetType = UNSET
+    """What an `online` runner is doing beyond serving: `draining` once it was asked to stop (SIGTERM,
+    SIGINT): it claims nothing more and lets its jobs finish. Absent while it serves, so older readers
+    keep their bytes; a value a reader does not know is shown as it is."""
     sig: str | UnsetType = UNSET
     """Its signature (`mam.identity`), the payload's last member: a status (a will above all) of a runner
     holding a job claimed with a key counts only if it verifies with that key."""

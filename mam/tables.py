@@ -34,6 +34,7 @@ _COLOURS: Final = {
     "cancelled": "33",
     "online": "32",
     "offline": "2",
+    "draining": "33",
 }
 
 
@@ -80,7 +81,7 @@ def agent_row(status: AgentStatus, now: datetime) -> list[str]:
         status.agent,
         status.agent_id,
         status.host,
-        status.status,
+        presence.shown_status(status),
         ago(presence.since(status), now),
         f"{len(status.jobs)}/{status.concurrency}",
         ",".join(status.jobs) or "-",

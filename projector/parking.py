@@ -55,12 +55,15 @@ PARKED_DIR: Final = "_parked"
 SUFFIX: Final = ".jsonl"
 
 PARKABLE: Final = frozenset(
-    {"claimed", "started", "progress", "output", "heartbeat", "succeeded", "failed", "cancelled", "timed_out"}
+    {"claimed", "started", "progress", "output", "heartbeat", "succeeded", "failed", "cancelled", "timed_out",
+     "released"}
 )
 """What a runner publishes. A `cancel_requested` comes from a person waiting on the verdict:
 for an unknown job it is refused at once."""
 
-AFTER_A_CLAIM: Final = frozenset({"progress", "output", "heartbeat", "succeeded", "failed", "timed_out"})
+AFTER_A_CLAIM: Final = frozenset(
+    {"progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "released"}
+)
 """What a runner publishes only once it has claimed (or started) the job."""
 NOT_CLAIMED: Final = frozenset({"submitted", "blocked", "retrying"})
 

@@ -43,7 +43,8 @@ def on_retrying(records: Iterable[JobRecord], now: datetime, rng: random.Random)
         wait = delay(backoff, ended, rng)
         last = attempts_of(record)[-1:]
         outcome = last[0].status.value if last else "ended"
-        total = 1 + record.retries if isinstance(record.retries, int) else ended + 1
+        released = sum(1 for attempt in attempts_of(record) if attempt.released is True)  # none counts as a retry
+        total = 1 + record.retries + released if isinstance(record.retries, int) else ended + 1
         derived.append((record.job_id, ev.Retrying(
             attempt=ended + 1,
             not_before=_whole_milliseconds(now + timedelta(seconds=wait)),

@@ -99,6 +99,10 @@ TABLE[Status.WAITING] = {kind: (Status.WAITING if to is Status.RUNNING else to)
 SAMPLES["pruned"] = ev.Pruned(reason="old")
 for row in TABLE.values():
     row["pruned"] = R
+# Runners stop gracefully (docs/design.md, Runners): a job its runner holds is released back to `submitted`.
+SAMPLES["released"] = ev.Released(reason="runner stopped", outputs=0)
+for status, row in TABLE.items():
+    row["released"] = Status.SUBMITTED if status in (Status.CLAIMED, Status.RUNNING, Status.WAITING) else R
 for terminal in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT, Status.LOST):
     TABLE[terminal] = dict.fromkeys(SAMPLES, R) | {"pruned": terminal}
 

@@ -145,16 +145,18 @@ async def test_runner_enforces_the_job_timeout(amqtt: RunningBroker, ws: Workspa
     assert record["error"] == "timed out after 1s" and record["finished_at"] and record["exit_code"] == -15
 
 
-async def test_runner_stopped_mid_job_hands_it_back_failed(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_runner_stopped_mid_job_hands_a_no_requeue_job_back_failed(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with runner_process(amqtt, ws) as runner:
-            await submit(amqtt, ws, "job-s", "hang")
+            await submit(amqtt, ws, "job-s", "hang", "--no-requeue")
             await wait_for_state(amqtt.url, ws_id, "job-s", lambda r: r["status"] == "running", timeout=30)
             runner.stop()
             assert runner.proc.returncode == 0, runner.output()
         record = await wait_for_state(amqtt.url, ws_id, "job-s", lambda r: r["status"] == "failed", timeout=30)
-    assert "runner stopped" in record["error"]
+    assert "runner stopped" in record["error"] and record["requeue"] is False
 
 
 @pytest.mark.parametrize("bad", [["--concurrency", "0"], ["--profile", "nope"]])

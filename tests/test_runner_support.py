@@ -37,6 +37,7 @@ async def agent_runner(
         "0.5",
         "--kill-grace",
         "1",
+        *([] if "--drain-timeout" in args else ["--drain-timeout", "0"]),  # a test's stop releases at once
         *args,
     ]
     daemon = Daemon(cmd, cwd=ws.elsewhere, env=env or child_env(), log=ws.root.parent / f"runner-{name}.log")

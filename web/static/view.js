@@ -72,13 +72,16 @@ export function drawJobs(state, open) {
   $("#no-jobs").hidden = jobs.length > 0;
 }
 
+// A stopping runner (SIGTERM: it claims nothing more, its jobs finish) says so in `state` (mam/presence.py).
+const shownStatus = (a) => (a.status === "online" && a.state ? a.state : a.status);
+
 export function drawAgents(state) {
   const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
   const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
     $("#agents tbody"),
     agents.map((a) =>
-      row([a.agent_id, a.agent, status(a.status), a.host, el("td", { title: a.since }, ago(a.since)),
+      row([a.agent_id, a.agent, status(shownStatus(a)), a.host, el("td", { title: a.since }, ago(a.since)),
            `${(a.jobs || []).length}/${a.concurrency}`], { "data-agent-id": a.agent_id }),
     ),
   );
