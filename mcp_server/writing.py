@@ -65,6 +65,11 @@ RetryOn = Annotated[
     list[ev.RetryOutcome] | None,
     Field(description="the outcomes that retry (default: failed and lost)"),
 ]
+Permissions = Annotated[
+    ev.PermissionLevel | None,
+    Field(description="what the job's agent may do: read-only, edit (files in its directory) or full; default "
+          "its runner's level, which is also the most it may ask (asking more fails the job)"),
+]
 Backoff = Annotated[
     float | None,
     Field(ge=0, description="seconds before the first retry, doubling each time, with jitter (default 1)"),
@@ -138,6 +143,7 @@ def register(app: MCPServer, served: Served) -> None:
         backoff: Backoff = None,
         after: After = None,
         timeout: OldTimeout = None,
+        permissions: Permissions = None,
     ) -> SubmitResult:
         """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
         claims and runs it (list_agents names the agents with runners). Returns the job's id and, with wait
@@ -153,7 +159,7 @@ def register(app: MCPServer, served: Served) -> None:
         event = checked(  # every count and size, with `after` as given, before any lookup
             ev.Submitted(
                 prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=job_timeout,
-                parent=chosen_parent, **policy,
+                parent=chosen_parent, **policy, **({"permissions": permissions} if permissions else {}),
             )
         )
         dependencies = [await served.job_id(job) for job in after] if after else None

@@ -145,6 +145,12 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         record = await call(session, "get_job", job=job)
         assert record["status"] == "succeeded" and record["prompt"] == "echo stream 3"
 
+        reader = await call(session, "submit_job", prompt="please edit the notes", agent="claude-code",
+                            permissions="read-only")
+        assert reader["job"]["permissions"] == "read-only"
+        read_only = await call(session, "wait_job", job=reader["job_id"], timeout=30)
+        assert read_only["status"] == "succeeded" and read_only["result"].startswith("I could not edit notes.md")
+
 
 async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: WorkspacePaths) -> None:
     port = free_port()
