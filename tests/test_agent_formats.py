@@ -126,7 +126,8 @@ def test_claude_reports_an_error_by_is_error_or_by_an_error_subtype(result_line:
 def test_a_claude_stream_cut_short_is_incomplete_and_keeps_the_session_id() -> None:
     shown, outcome = read("claude-stream-json", CLAUDE_LINES[:3] + ['{"type":"assistant","mess'])
     assert not outcome.complete and outcome.result is None and outcome.error is None
-    assert outcome.usage == ev.Usage(agent_session_id="sess-1")
+    # The tokens its stream reported before the cut are kept (the assistant message's usage), no cost.
+    assert outcome.usage == ev.Usage(agent_session_id="sess-1", input_tokens=120, output_tokens=45)
     assert shown.endswith('{"type":"assistant","mess\n'), "the torn last line is shown as it came"
 
 
