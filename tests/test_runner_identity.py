@@ -89,6 +89,7 @@ async def _forged_changes_nothing(url: str, ws: WorkspacePaths) -> None:
                 "forged-heartbeat": {"type": "heartbeat", "runner": "r1"},
                 "forged-succeeded": {"type": "succeeded", "exit_code": 0, "result": "forged"},
                 "forged-copied-sig": {"type": "failed", "error": "forged", "sig": genuine["sig"]},
+                "forged-released": {"type": "released", "reason": "forged"},  # would requeue the job
             }
             for event_id, body in forgeries.items():
                 await publish(url, topic, json.dumps({"id": event_id, **body}).encode())
