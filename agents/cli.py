@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -13,6 +14,7 @@ import msgspec
 from mam import events as ev
 from mam import presence
 from mam.agents.cancel_tree import cancel_tree
+from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, limit_fields, resume_fields
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
 from mam.agents.inside_job import default_parent
@@ -53,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "verdict came in time.",
     )
     submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin")
-    submit.add_argument("--agent", required=True, type=agent_name, help="agent that should run it, e.g. claude-code")
+    submit.add_argument("--agent", type=agent_name,
+                        help="agent that should run it, e.g. claude-code (required, except with --resume)")
     submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to")
     submit.add_argument("--role", metavar="R")
     submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)")
@@ -73,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
     )
     add_policy_args(submit)
+    add_limit_args(submit)
     _add_wait_args(
         submit,
         wait_help="(the default; kept for scripts) return once the projector has recorded the job",
@@ -152,6 +156,7 @@ _FLAG_OF_FIELD = {
     "retry_on": "--retry-on",
     "backoff": "--backoff",
     "after": "--after",
+    **FLAG_OF_FIELD,
     "reason": "--reason",
 }
 
@@ -192,12 +197,16 @@ def _print_published(job_id: str, event: ev.AnyEvent, as_json: bool) -> None:
 def run_submit(args: argparse.Namespace) -> int:
     if args.follow and args.no_wait:
         raise UsageError("--follow needs the job recorded first: drop --no-wait")
+    if not args.agent and not args.resume:
+        raise UsageError("--agent is required: name the agent that should run the job (or --resume JOB)")
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
-    event = _check(
-        ev.Submitted(
-            prompt=_prompt(args.prompt),
-            agent=args.agent,
+    prompt = _prompt(args.prompt)
+
+    def submitted(agent: str, resume: dict[str, Any]) -> ev.AnyEvent:
+        return _check(ev.Submitted(
+            prompt=prompt,
+            agent=agent,
             agent_session=args.agent_session,
             role=args.role,
             labels=_labels(args.label),
@@ -207,14 +216,21 @@ def run_submit(args: argparse.Namespace) -> int:
             git=git_info(workspace.root),
             **policy_fields(args),
             **({"permissions": args.permissions} if args.permissions else {}),
-        )
-    )
+            **limit_fields(args),
+            **resume,
+        ))
+
+    event = submitted(args.agent or "resumed", {})  # every flag checked before any broker is reached
     job_id = args.job_id or new_job_id()
     recorded = False
 
     async def go() -> int:
         nonlocal recorded, event
         async with Publisher(workspace, broker, by="mam-cli") as pub:
+            if args.resume:
+                old_id = await _resolve_retained(pub, args.resume)
+                agent, fields = resume_fields(await pub.state(old_id), old_id, args.agent, workspace.root)
+                event = submitted(agent, fields)
             if isinstance(event, ev.Submitted) and event.after:
                 event = msgspec.structs.replace(event, after=await resolve_after(pub, event.after))
             if args.no_wait:
@@ -226,8 +242,9 @@ def run_submit(args: argparse.Namespace) -> int:
             else:
                 record, runners = await _submit_and_look(pub, job_id, event, args.timeout)
                 _print_record(record, args.json)
-                if runners is not None and not presence.serving(runners, args.agent):
-                    print(f"mam: warning: {no_runner(args.agent, job_id, workspace.root, runners)}", file=sys.stderr)
+                agent = record.agent
+                if runners is not None and not presence.serving(runners, agent):
+                    print(f"mam: warning: {no_runner(agent, job_id, workspace.root, runners)}", file=sys.stderr)
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)

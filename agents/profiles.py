@@ -29,6 +29,7 @@ from pathlib import Path
 import msgspec
 
 from mam.agents.formats import FORMATS
+from mam.agents.job_args import JobOption
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
 from mam.errors import UsageError
@@ -49,6 +50,11 @@ class Profile(msgspec.Struct, frozen=True):
     """Where the CLI's documentation says what those arguments do."""
     alias: str | None = None
     """Another profile's name: this name is that profile, and its runners serve jobs submitted for this one."""
+    options: dict[JobOption, list[str]] | None = None
+    """The arguments that pass a job's model, turn limit and resumed session to the CLI (`job_args.py`:
+    `{model}`, `{max_turns}`, `{session}` in them); an option absent: the CLI cannot take it."""
+    options_doc: str = ""
+    """Where the CLI's documentation says what those arguments do."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -76,7 +82,7 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
 def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile]) -> None:
     where = f"{path}: profile {name!r}"
     if chosen.alias is not None:
-        if chosen.argv or chosen.format or chosen.permissions:
+        if chosen.argv or chosen.format or chosen.permissions or chosen.options:
             raise UsageError(f"{where}: an alias has only \"alias\" (and \"doc\"); drop its other keys")
         target = profiles.get(chosen.alias)
         if target is None or target.alias is not None:
@@ -158,6 +164,19 @@ def profile_permissions(*, command: str | None, profile: str | None, agent: str,
     return {level: list(chosen.permissions[level]) for level in LEVELS if level in chosen.permissions}
 
 
+def profile_options(*, command: str | None, profile: str | None, agent: str,
+                    workspace_root: Path) -> dict[str, list[str]] | None:
+    """The chosen profile's job options (model, max_turns, resume) and their arguments (None for `--command`,
+    or a profile without them)."""
+    if command:
+        return None
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
+    if chosen is None or chosen.options is None:
+        return None
+    return {name: list(args) for name, args in chosen.options.items()}
+
+
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
     """The flag that chose the command, as an error message names it."""
     if command:
@@ -189,5 +208,5 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
 
 
 __all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
-           "load_profiles", "profile_format", "profile_permissions", "profile_wants_worktree", "render", "resolve",
+           "load_profiles", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
            "unknown_profile"]

@@ -113,13 +113,15 @@ class Runner:
         ceiling: str | None = None,
         aliases: list[str] | None = None,
         drain_timeout: float = DRAIN_TIMEOUT,
+        options: dict[str, list[str]] | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
         agent's stdout is read (`formats/`); None runs a plain command. `follow_key`: `key` is the
         workspace's `projector.pub`; a new key announced and held by that file replaces it.
         `permissions`: the profile's levels and their arguments, `ceiling` the runner's `--permissions`
-        (`permissions.py`); None for a command without levels. `aliases`: the other agent names whose jobs
+        (`permissions.py`); None for a command without levels. `options`: the profile's job options (model, turn
+        limit, resume: `job_args.py`). `aliases`: the other agent names whose jobs
         it claims (`.mam/profiles.json` aliases), announced in its status."""
         self.workspace = workspace
         self.broker = broker
@@ -152,6 +154,7 @@ class Runner:
             broker_url=broker.full_url,
             permissions=permissions,
             ceiling=ceiling,
+            options=options,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

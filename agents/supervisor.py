@@ -29,8 +29,10 @@ from msgspec import UNSET, UnsetType
 
 from mam import events as ev
 from mam import waiting
+from mam.agents.budget import BudgetWatch
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
+from mam.agents.job_args import job_arguments, with_options
 from mam.agents.output import OutputStreamer
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
@@ -57,6 +59,8 @@ class Ending(Enum):
     """Handed back `failed`: a job submitted with `--no-requeue`, or one whose release was refused."""
     RELEASED = "released to the queue"
     """The runner stops before the job finished: `released`, and the agent stopped once the registry took it."""
+    OVER_BUDGET = "over its budget"
+    """The agent's stream reported more tokens or cost than the job's budget: `failed`, the reason naming it."""
     ENDED_ELSEWHERE = "ended in the registry"
     """The registry already holds an outcome (lost, or one someone else published): nothing more to report."""
 
@@ -80,6 +84,8 @@ class Settings:
     """The profile's permission levels and their arguments (`permissions.py`); None: the command runs as it is."""
     ceiling: str | None = None
     """The runner's `--permissions`: the level of a job that asks none, and the most one may ask."""
+    options: dict[str, list[str]] | None = None
+    """The profile's job options: how its CLI takes a job's model, turn limit and resumed session (`job_args.py`)."""
     broker_url: str | None = None
     """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
     environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
@@ -106,6 +112,8 @@ class Supervisor:
         self.release_refusal: str | None = None
         self._release_answered = anyio.Event()
         """Set when the registry took the release (a state of the next attempt) or refused it."""
+        self.budget: BudgetWatch | None = None
+        self.budget_reason = ""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -187,7 +195,14 @@ class Supervisor:
             return (f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
                     f"level (it has: {', '.join(levels)})")
         template = with_level(settings.argv, levels.get(level, []) if level else [])
-        return render(template, job_id=self.job_id, workspace=settings.workspace.id)
+        own = job_arguments(self.record, settings.options, runner=settings.runner_id)
+        if isinstance(own, str):
+            return own
+        extra, skipped = own
+        if skipped:
+            log.info("job %s: its command has no %s option; running without it", self.job_id, ", ".join(skipped))
+        # rendered first: a job's own values (a session id) are never read as placeholders
+        return with_options(render(template, job_id=self.job_id, workspace=settings.workspace.id), extra)
 
     async def run(self) -> None:
         argv = self._argv()
@@ -203,8 +218,10 @@ class Supervisor:
         cwd = self.settings.workspace.root
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
+            continues = self.record.resumes if isinstance(self.record.resumes, str) else None
+            create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues)
             try:
-                self.tree = await anyio.to_thread.run_sync(self.settings.worktrees.create, self.job_id, base)
+                self.tree = await anyio.to_thread.run_sync(create)
             except WorktreeError as exc:
                 log.info("job %s: %s", self.job_id, exc)
                 self._put(ev.Failed(exit_code=None, error=str(exc), outputs=0))
@@ -224,7 +241,7 @@ class Supervisor:
         self.process = process
         self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid, counts_outputs=True))
         log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
-        filters = {"stdout": self.transcript} if self.transcript else None
+        filters = {"stdout": self._stdout_filter()} if self.transcript else None
         output = OutputStreamer(self._put, room=self.settings.room, filters=filters)
         code = await self._supervise(process, output)
         log.info("job %s: exited with code %d", self.job_id, code)
@@ -234,6 +251,18 @@ class Supervisor:
             clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=self.succeeded,
                                saved=saved is not None and saved.committed_all)
             await anyio.to_thread.run_sync(clean_up)
+
+    def _stdout_filter(self) -> Transcript | BudgetWatch:
+        """The agent's stream, read by its parser; watched against the job's budget when it has one."""
+        assert self.transcript is not None
+        self.budget = BudgetWatch.for_job(self.record, self.transcript, self._over_budget)
+        return self.budget or self.transcript
+
+    def _over_budget(self, reason: str) -> None:
+        if self.ending is None:
+            log.info("job %s: %s; stopping it", self.job_id, reason)
+            self.budget_reason = reason
+        self.stop(Ending.OVER_BUDGET)
 
     async def _save_worktree(self) -> Saved | None:
         """Commit what the agent left in its worktree; None without one (or when git could not read it)."""
@@ -371,7 +400,10 @@ class Supervisor:
             git = saved.git if saved else None  # the job's worktree, never the user's checkout
         else:
             git = await anyio.to_thread.run_sync(git_info, self.settings.workspace.root)
-        if self.ending is Ending.TIMED_OUT:
+        if self.ending is Ending.OVER_BUDGET:
+            self._put(ev.Failed(exit_code=code, error=self.budget_reason, git=git, usage=self._usage_so_far(),
+                                outputs=output.seq))
+        elif self.ending is Ending.TIMED_OUT:
             reason = f"timed out after {self.record.timeout:g}s"
             self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=self._usage_so_far(),
                                   outputs=output.seq))

@@ -150,12 +150,16 @@ class Worktrees:
             raise WorktreeError(f"--worktree: the git repository at {top} has no commit yet; commit once, then start")
         return cls(root, Path(top), keep)
 
-    def create(self, job_id: str, base_hint: str | None) -> JobTree:
+    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None) -> JobTree:
         """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
-        repository has it, else from HEAD."""
+        repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
+        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work."""
         branch = f"mam/{job_id}"
         if not git(self.top, "check-ref-format", "--branch", branch, check=False):
             raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
+        earlier = f"refs/heads/mam/{continues}" if continues else None
+        if earlier and git(self.top, "rev-parse", "--verify", "--quiet", f"{earlier}^{{commit}}", check=False):
+            base_hint = earlier
         base = self._base(base_hint)
         path = self.dir / job_id
         with self._lock:

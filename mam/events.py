@@ -43,6 +43,10 @@ working directory, or everything its CLI allows without asking."""
 MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
 MAX_RELEASES: Final = 100
+MAX_TURNS: Final = 10_000
+ModelName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}" + END)]
+"""A model name or alias as agent CLIs take it (`sonnet`, `gpt-5-codex`, `gemini-2.5-pro`): one argument, no
+leading dash, so it can never be read as another option."""
 """A job is released back to the queue (`released`) at most this many times; then its runner ends it `failed`."""
 
 
@@ -127,6 +131,23 @@ class Submitted(Event, tag="submitted"):
     requeue: bool | UnsetType = UNSET
     """False (`mam submit --no-requeue`): a runner that stops while running the job ends it `failed`
     instead of releasing it back to the queue (`released`)."""
+    resumes: JobId | UnsetType = UNSET
+    """The finished job whose agent session this one continues (`mam submit --resume JOB`)."""
+    resume_session: ShortText | UnsetType = UNSET
+    """That job's `usage.agent_session_id`: the runner passes it to the agent's CLI (claude `--resume`, ...)."""
+    model: ModelName | UnsetType = UNSET
+    """The model the agent should use (`mam submit --model`), passed to its CLI (claude/codex/gemini `--model`)."""
+    max_turns: Annotated[int, Meta(ge=1, le=MAX_TURNS)] | UnsetType = UNSET
+    """The agent's turn limit (`mam submit --max-turns`), passed to a CLI that has one (claude `--max-turns`)."""
+    budget_tokens: Annotated[int, Meta(ge=1, le=2**53 - 1)] | UnsetType = UNSET
+    """The runner stops the job, `failed`, once its stream reports more tokens (input + output) than this."""
+    budget_usd: Annotated[float, Meta(gt=0, le=1e9)] | UnsetType = UNSET
+    """The runner stops the job, `failed`, once its stream reports a cost above this."""
+    tree_budget_tokens: Annotated[int, Meta(ge=1, le=2**53 - 1)] | UnsetType = UNSET
+    """On a root: once the jobs under it have recorded this many tokens, the projector refuses new jobs
+    under it and cancels the running ones (`mam.tree_budget`)."""
+    tree_budget_usd: Annotated[float, Meta(gt=0, le=1e9)] | UnsetType = UNSET
+    """On a root: the same, for the recorded cost in dollars."""
 
 
 def submit_policy(

@@ -150,6 +150,16 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     requeue: bool | UnsetType = UNSET
     """False when the job was submitted with `--no-requeue`: a runner that stops while it runs ends it
     `failed` instead of releasing it to the queue. Absent otherwise (the default: released)."""
+    resumes: str | UnsetType = UNSET
+    """The job whose agent session this one continues (`submitted.resumes`); the keys below are each absent
+    unless given at submit, so older records keep their bytes (`mam.job_limits`)."""
+    resume_session: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    max_turns: int | UnsetType = UNSET
+    budget_tokens: int | UnsetType = UNSET
+    budget_usd: float | UnsetType = UNSET
+    tree_budget_tokens: int | UnsetType = UNSET
+    tree_budget_usd: float | UnsetType = UNSET
 
 
 _encoder: Final = msgspec.json.Encoder()

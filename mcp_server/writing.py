@@ -22,6 +22,17 @@ from mam.errors import MamError, UsageError
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.live import agent_statuses
 from mam.mcp_server.brief import brief_record, full_hint
+from mam.mcp_server.limits import (
+    BudgetTokens,
+    BudgetUsd,
+    MaxTurns,
+    Model,
+    Resume,
+    TreeBudgetTokens,
+    TreeBudgetUsd,
+    limit_fields,
+    resumed,
+)
 from mam.mcp_server.results import CancelResult, SubmitResult
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
 from mam.provenance import git_info
@@ -144,6 +155,13 @@ def register(app: MCPServer, served: Served) -> None:
         after: After = None,
         timeout: OldTimeout = None,
         permissions: Permissions = None,
+        resume: Resume = None,
+        model: Model = None,
+        max_turns: MaxTurns = None,
+        budget_tokens: BudgetTokens = None,
+        budget_usd: BudgetUsd = None,
+        tree_budget_tokens: TreeBudgetTokens = None,
+        tree_budget_usd: TreeBudgetUsd = None,
     ) -> SubmitResult:
         """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
         claims and runs it (list_agents names the agents with runners). Returns the job's id and, with wait
@@ -160,6 +178,8 @@ def register(app: MCPServer, served: Served) -> None:
             ev.Submitted(
                 prompt=prompt, agent=_agent(agent), role=role, labels=labels or {}, timeout=job_timeout,
                 parent=chosen_parent, **policy, **({"permissions": permissions} if permissions else {}),
+                **limit_fields(model=model, max_turns=max_turns, budget_tokens=budget_tokens, budget_usd=budget_usd,
+                               tree_budget_tokens=tree_budget_tokens, tree_budget_usd=tree_budget_usd),
             )
         )
         dependencies = [await served.job_id(job) for job in after] if after else None
@@ -167,6 +187,7 @@ def register(app: MCPServer, served: Served) -> None:
         event = msgspec.structs.replace(event, git=git, **({"after": dependencies} if dependencies else {}))
         job_id = new_job_id()
         async with served.publisher() as pub:
+            event = msgspec.structs.replace(event, **await resumed(pub, served, resume, event.agent))
             if not wait:
                 sent = await pub.publish_served(job_id, event)
                 unconfirmed = SubmitResult(job_id=job_id, event_id=sent.id or "", recorded=False)

@@ -336,6 +336,19 @@ class IndexWriter:
             return None
         return children
 
+    def all_children(self) -> dict[str, set[str]] | None:
+        """Each parent's children, finished ones too (tree budgets); `None` without a usable index."""
+        if self.conn is None:
+            return None
+        children: dict[str, set[str]] = {}
+        try:
+            for parent, job_id in self.conn.execute("SELECT parent, job_id FROM jobs WHERE parent IS NOT NULL"):
+                children.setdefault(parent, set()).add(job_id)
+        except sqlite3.Error as exc:
+            self._drop(exc)
+            return None
+        return children
+
     def unfinished_ids(self) -> list[str] | None:
         terminal = ", ".join("?" * len(_TERMINAL))
         return self._ids(f"SELECT job_id FROM jobs WHERE status NOT IN ({terminal}) ORDER BY job_id", _TERMINAL)

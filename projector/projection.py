@@ -17,7 +17,7 @@ from typing import Protocol
 
 import msgspec
 
-from mam import cascade
+from mam import cascade, tree_budget
 from mam import events as ev
 from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
@@ -92,6 +92,8 @@ class Projection(Holding):
         """Which heartbeats are logged; the others' times renew leases in memory (`heartbeat_log.py`)."""
         self.prunes: list[tuple[str, ev.Pruned]] = []
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
+        self.tree: dict[str, set[str]] = {}
+        """Each parent's children, finished ones too: what a tree has spent (`mam.tree_budget`)."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -106,12 +108,15 @@ class Projection(Holding):
         waits: list[JobRecord] = []
         wait_statuses = (Status.BLOCKED, Status.RETRYING)
         loaded = None if keep_all or index is None else load_from_index(self.registry, index, OPEN | set(wait_statuses))
-        if loaded is not None:
+        tree = None if loaded is None or index is None else index.all_children()
+        if loaded is not None and tree is not None:
             found, self.children = loaded
+            self.tree = tree
             self.open_jobs = {r.job_id: r for r in found if r.status in OPEN}
             waits, everything = [r for r in found if r.status in wait_statuses], []
         else:
-            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits)
+            self.tree = {}
+            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, self.tree)
         self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
         self._retry_pending = {r.job_id for r in waits if r.status is Status.RETRYING}
         self.parking.load()
@@ -207,6 +212,7 @@ class Projection(Holding):
         while True:
             derived = on_retrying(changed, utc_now(), self.rng) + self.dependents.derive(changed, self._record)
             derived += cascade.derive(changed, self.children, self._record)
+            derived += tree_budget.derive(changed, self.tree, self._record)
             if not derived:
                 return
             versions = {job_id: record.version for job_id, record in staged.records.items()}
@@ -267,7 +273,7 @@ class Projection(Holding):
                                                                     parse_time(received_at)):
             return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
-        guard = guard or self._prune_refusal(state, job_id, event)
+        guard = guard or self._prune_refusal(state, job_id, event) or self._budget_refusal(state, job_id, event)
         if guard:
             return guard
         bound = None if state.record is None or outcome.event_id in state.seen else self._wait_bound(
@@ -280,6 +286,7 @@ class Projection(Holding):
             return refusal.reason
         if isinstance(event, ev.Submitted) and event.parent:
             self.children.setdefault(event.parent, set()).add(job_id)
+            self.tree.setdefault(event.parent, set()).add(job_id)
         self._release(staged, state, job_id, received_at)
         return None
 
@@ -289,6 +296,12 @@ class Projection(Holding):
             return None
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
+
+    def _budget_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """A first submit under a root whose tree budget is spent (`mam.tree_budget`)."""
+        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
+            return None
+        return tree_budget.refusal(job_id, event.parent, self.tree, self._record)
 
     def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
         """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""
@@ -339,7 +352,8 @@ class Projection(Holding):
 
 
 def _scan_registry(
-    registry: Registry, keep_all: bool, waits: list[JobRecord] | None = None
+    registry: Registry, keep_all: bool, waits: list[JobRecord] | None = None,
+    tree: dict[str, set[str]] | None = None,
 ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
     """From the registry: claimed and running jobs (for liveness and timeouts),
     each parent's unfinished children (for the fan-out limit), and with
@@ -364,4 +378,6 @@ def _scan_registry(
             waits.append(record)
         if record.parent and not record.status.terminal:
             children.setdefault(record.parent, set()).add(record.job_id)
+        if record.parent and tree is not None:
+            tree.setdefault(record.parent, set()).add(record.job_id)
     return found, children, everything

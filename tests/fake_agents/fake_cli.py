@@ -6,7 +6,14 @@ writes to stderr and kills itself), `hang` (it stops writing and waits to be
 killed), anything else a success whose answer is `answer: <prompt>`. Every line is flushed as it is written, like the real
 CLIs do on a pipe. A prompt with the word `edit` also asks the agent to edit
 `notes.md` in its working directory: it does (`edit_notes`) only when its
-permission flags let it, and says so otherwise.
+permission flags let it, and says so otherwise. A prompt with the word `spend`
+makes a long run whose usage grows message by message (a job's budget stops it).
+
+Sessions: each run stores its session (`remember`) under `FAKE_AGENT_SESSIONS`
+(default: a directory in the temp dir); a resumed run (`claude --resume ID`,
+`codex exec resume ID -`, `gemini --resume ID`) must name one stored before,
+as the real CLIs refuse an unknown session, and its answer says what the
+session was asked before (`recall`).
 
 Each fake parses its argv as its CLI does (`parse`): an option the real CLI
 does not have, or a value outside an option's documented choices, is refused
@@ -19,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 
 
@@ -123,3 +131,26 @@ def hang() -> None:
     """Stop writing, as an agent stuck on a long tool call does, until a signal ends the process."""
     while True:
         time.sleep(1)
+
+
+def _sessions() -> str:
+    path = os.environ.get("FAKE_AGENT_SESSIONS") or os.path.join(tempfile.gettempdir(), f"fake-agent-sessions-{os.getuid()}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def remember(program: str, session: str, prompt: str) -> None:
+    """Store the session's prompts so far (a resumed session's earlier ones first)."""
+    path = os.path.join(_sessions(), f"{program}-{session}.json")
+    earlier = recall(program, session) or []
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump([*earlier, prompt], out)
+
+
+def recall(program: str, session: str) -> list[str] | None:
+    """The prompts a stored session was given, or None if there is no such session."""
+    try:
+        with open(os.path.join(_sessions(), f"{program}-{session}.json"), encoding="utf-8") as stored:
+            return json.load(stored)
+    except FileNotFoundError:
+        return None

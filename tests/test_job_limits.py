@@ -1,0 +1,99 @@
+"""A job's limits, without brokers: the CLI arguments they become per profile (`job_args`), the budget's
+words (`job_limits`), and what a tree has spent and what that refuses and cancels (`tree_budget`)."""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec.structs import replace
+
+from mam import events as ev
+from mam import tree_budget
+from mam.agents.job_args import job_arguments, with_options
+from mam.agents.permissions import with_level
+from mam.agents.profiles import builtin_profiles, render
+from mam.fold import Context, apply
+from mam.job_limits import FIELDS, over_budget
+from mam.record import JobRecord, Status
+
+
+def submitted(**fields: object) -> JobRecord:
+    record = apply(None, ev.Submitted(prompt="p", agent="claude-code", **fields), Context("j1", "w", "e1", "t"))
+    assert isinstance(record, JobRecord)
+    return record
+
+
+def argv_for(profile: str, record: JobRecord) -> list[str] | str:
+    chosen = builtin_profiles()[profile]
+    own = job_arguments(record, chosen.options, runner="r1")
+    if isinstance(own, str):
+        return own
+    levels = chosen.permissions or {}
+    base = render(with_level(chosen.argv, levels.get("edit", [])), job_id="j1", workspace="w")
+    return with_options(base, own[0])
+
+
+def test_the_fold_keeps_each_given_limit_and_leaves_the_others_out() -> None:
+    record = submitted(model="opus", max_turns=5, budget_tokens=10_000, tree_budget_usd=2.5)
+    assert (record.model, record.max_turns, record.budget_tokens, record.tree_budget_usd) == ("opus", 5, 10_000, 2.5)
+    assert set(msgspec.to_builtins(submitted())).isdisjoint(FIELDS)  # none given: the record's bytes as before
+    assert set(msgspec.to_builtins(ev.Submitted(prompt="p", agent="a"))).isdisjoint(FIELDS)
+
+
+def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> None:
+    job = submitted(model="opus", max_turns=4, resumes="j0", resume_session="s-1")
+    assert argv_for("claude-code", job) == ["claude", "-p", "--output-format", "stream-json", "--verbose",
+                                            "--permission-mode", "acceptEdits", "--model", "opus",
+                                            "--max-turns", "4", "--resume", "s-1"]
+    # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit flag (left out)
+    assert argv_for("codex", job) == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--model", "opus",
+                                      "resume", "s-1", "-"]
+    assert argv_for("gemini", job)[-4:] == ["--model", "opus", "--resume", "s-1"]
+    assert argv_for("codex", submitted()) == ["codex", "exec", "--json", "--sandbox", "workspace-write", "-"]
+
+
+def test_a_job_asking_what_its_command_cannot_pass_fails_with_the_reason() -> None:
+    why = argv_for("shell", submitted(resumes="j0", resume_session="s-1"))
+    assert isinstance(why, str) and "to resume agent session s-1" in why and "runner r1" in why
+    why = argv_for("aider", submitted(model="opus"))
+    assert isinstance(why, str) and "model 'opus'" in why
+    assert argv_for("shell", submitted(max_turns=3)) == ["sh", "-s"]  # a turn limit it lacks is left out
+
+
+def test_over_budget_names_the_budget_and_what_was_used() -> None:
+    job = submitted(budget_tokens=10_000, budget_usd=1.0)
+    assert over_budget(job, ev.Usage(input_tokens=9_000, output_tokens=1_000)) is None
+    assert over_budget(job, ev.Usage(input_tokens=12_000, output_tokens=345)) == \
+        "budget 10000 tokens exceeded: 12345 used"
+    assert over_budget(job, ev.Usage(cost_usd=1.25)) == "budget $1.00 exceeded: $1.25 used"
+    assert over_budget(job, None) is None
+
+
+def job(job_id: str, *, parent: str | None = None, status: Status = Status.SUCCEEDED, tokens: int | None = None,
+        cost: float | None = None, **limits: object) -> JobRecord:
+    record = JobRecord(job_id=job_id, workspace="w", status=status, agent="a", prompt="p", parent=parent,
+                       submitted_at="t", updated_at="t", **limits)  # type: ignore[arg-type]
+    if tokens is not None or cost is not None:
+        record = replace(record, usage=ev.Usage(input_tokens=tokens, output_tokens=0 if tokens else None,
+                                                cost_usd=cost))
+    return record
+
+
+def test_a_tree_that_reached_its_budget_refuses_below_it_and_cancels_its_unfinished_jobs() -> None:
+    records = {r.job_id: r for r in [
+        job("root", status=Status.RUNNING, tree_budget_usd=1.0, tokens=999_999, cost=50.0),  # its own: not counted
+        job("a", parent="root", cost=0.4),
+        job("b", parent="a", cost=0.3, status=Status.CANCELLED),
+        job("c", parent="a", status=Status.RUNNING),
+        job("d", parent="root", status=Status.SUBMITTED),
+    ]}
+    tree = {"root": {"a", "d"}, "a": {"b", "c"}}
+    assert tree_budget.spent("root", tree, records.get) == tree_budget.Spent(0, 0.7)
+    assert tree_budget.refusal("new", "c", tree, records.get) is None
+    assert tree_budget.derive(records.values(), tree, records.get) == []
+
+    records["e"] = job("e", parent="c", cost=0.3)
+    tree["c"] = {"e"}
+    reason = "tree budget of root reached: $1.00 of $1.00 spent"
+    assert tree_budget.refusal("new", "c", tree, records.get) == f"{reason}; no new jobs under it (job 'new' refused)"
+    derived = tree_budget.derive([records["e"]], tree, records.get)
+    assert [(j, e.reason) for j, e in derived] == [("d", reason), ("c", reason)]  # nearest first; not the root
