@@ -107,9 +107,11 @@ async def test_a_job_over_its_token_budget_is_stopped_failed_with_its_usage(ws: 
     assert record["status"] == "failed", record
     usage = record["usage"]
     used = usage["input_tokens"] + usage["output_tokens"]
-    assert record["error"] == f"budget 5000 tokens exceeded: {used} used"
-    # Stopped once the stream passed the budget, long before its 60 spending messages were through.
-    assert 5000 < used < 30 * 1204, used
+    said = record["error"].removeprefix("budget 5000 tokens exceeded: ").removesuffix(" used")
+    # Stopped at the message that passed the budget (each reports 1,024 tokens: the 5th, unless the pipe gave
+    # more lines at once), not after the 62 of a whole run (63,488 tokens before its result); the usage is what
+    # the stream had reported when the agent stopped.
+    assert said.isdigit() and 5 * 1024 <= int(said) <= used < 20 * 1024, record["error"]
     assert record["budget_tokens"] == 5000 and usage["agent_session_id"]
 
 
