@@ -12,6 +12,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam import job_limits
 from mam.agents.publisher import Publisher, new_job_id
 from mam.attempts import RETRY_OUTCOMES
 from mam.cli_args import job_id
@@ -96,13 +97,14 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions and retry policy, with `retry_of` naming the job it retries (its `after` is not carried over: those
-    jobs have ended)."""
+    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.job_limits`), with
+    `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
         labels=record.labels, timeout=record.timeout, parent=record.parent, git=git,
         retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
         retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
+        **job_limits.of_record(record),  # type: ignore[arg-type]
     )
 
 

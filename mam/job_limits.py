@@ -26,6 +26,11 @@ def from_submit(event: ev.Submitted) -> dict[str, object]:
     return {name: value for name in FIELDS if not isinstance(value := getattr(event, name), UnsetType)}
 
 
+def of_record(record: JobRecord) -> dict[str, object]:
+    """The `submitted` fields that give a new job (`mam retry`) the same limits as `record`."""
+    return {name: value for name in FIELDS if (value := given(record, name)) is not None}
+
+
 def given(record: JobRecord, name: str) -> object | None:
     value = getattr(record, name)
     return None if isinstance(value, UnsetType) else value
@@ -54,4 +59,4 @@ def over_budget(record: JobRecord, usage: ev.Usage | None) -> str | None:
     return None
 
 
-__all__ = ["FIELDS", "from_submit", "given", "money", "over_budget", "tokens"]
+__all__ = ["FIELDS", "from_submit", "given", "of_record", "money", "over_budget", "tokens"]

@@ -8,6 +8,7 @@ from msgspec.structs import replace
 
 from mam import events as ev
 from mam import tree_budget
+from mam.agents.cli_retry import resubmission
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.permissions import with_level
 from mam.agents.profiles import builtin_profiles, render
@@ -97,3 +98,11 @@ def test_a_tree_that_reached_its_budget_refuses_below_it_and_cancels_its_unfinis
     assert tree_budget.refusal("new", "c", tree, records.get) == f"{reason}; no new jobs under it (job 'new' refused)"
     derived = tree_budget.derive([records["e"]], tree, records.get)
     assert [(j, e.reason) for j, e in derived] == [("d", reason), ("c", reason)]  # nearest first; not the root
+
+
+def test_mam_retry_carries_the_limits_and_the_resumed_session() -> None:
+    limits = {"model": "opus", "max_turns": 4, "budget_tokens": 9, "budget_usd": 0.5, "tree_budget_tokens": 7,
+              "tree_budget_usd": 2.0, "resumes": "j0", "resume_session": "s-1"}
+    again = resubmission(submitted(**limits), None)
+    assert {name: getattr(again, name) for name in FIELDS} == limits
+    assert set(msgspec.to_builtins(resubmission(submitted(), None))).isdisjoint(FIELDS)

@@ -79,22 +79,30 @@ async def test_resume_continues_the_claude_session_with_model_and_turn_limit(ws:
         assert code == 2 and "--agent is required" in err, err
 
 
-async def test_codex_exec_resume_and_model(ws: WorkspacePaths) -> None:
+async def test_codex_exec_resume_and_gemini_resume_with_a_model(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     ws_id = workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, agent="codex", env=clis(ws)):
-        await submit(url, ws, "c1", "review the change", "--model", "gpt-5-codex", agent="codex")
-        first = await wait_for_state(url, ws_id, "c1", done, timeout=20)
-        assert first["status"] == "succeeded", first
-        assert "(gpt-5-codex)" in stdout_of(ws, "c1")
-        code, _, err = await submit_out(url, ws, "--resume", "c1", "--prompt", "fix what you found", "--job-id", "c2")
-        assert code == 0, err
-        second = await wait_for_state(url, ws_id, "c2", done, timeout=20)
-        # `codex exec --json --sandbox workspace-write resume <thread> -`: the fake refuses any other shape.
-        assert second["status"] == "succeeded", second
-        assert second["result"] == "answer: fix what you found (continuing after: review the change)"
-        assert second["usage"]["agent_session_id"] == first["usage"]["agent_session_id"]
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, agent="codex", env=clis(ws)),
+        agent_runner(url, ws, name="r2", agent="gemini", env=clis(ws)),
+    ):
+        for agent, job in (("codex", "c"), ("gemini", "g")):
+            await submit(url, ws, f"{job}1", "review the change", "--model", "m-1", agent=agent)
+            first = await wait_for_state(url, ws_id, f"{job}1", done, timeout=20)
+            assert first["status"] == "succeeded", first
+            code, _, err = await submit_out(url, ws, "--resume", f"{job}1", "--prompt", "fix what you found",
+                                            "--job-id", f"{job}2")
+            assert code == 0, err
+            second = await wait_for_state(url, ws_id, f"{job}2", done, timeout=20)
+            # `codex exec --json --sandbox workspace-write resume <thread> -` and `gemini ... --resume <id>`: the
+            # fakes refuse any other shape, and an id they did not make.
+            assert second["status"] == "succeeded", second
+            assert second["result"] == "answer: fix what you found (continuing after: review the change)"
+            assert second["usage"]["agent_session_id"] == first["usage"]["agent_session_id"]
+        assert "(m-1)" in stdout_of(ws, "c1")  # codex names its model in its reasoning line
+        assert "model m-1]" in stdout_of(ws, "g1")
 
 
 async def test_a_job_over_its_token_budget_is_stopped_failed_with_its_usage(ws: WorkspacePaths) -> None:
@@ -186,3 +194,17 @@ async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
         assert done_["status"] == "succeeded" and done_["result"] == "answer: carry on (continuing after: look around)"
         why = await refused(session, "submit_job", prompt="p", agent="codex", resume=first["job_id"])
         assert "continues on the same agent" in why
+
+
+async def test_a_spent_tree_budget_still_refuses_after_the_projector_restarts(ws: WorkspacePaths) -> None:
+    """The projector learns each tree's finished jobs again at start (from its query index)."""
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    ws_id = workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, agent="claude-code", env=clis(ws)):
+        await submit(url, ws, "root", "plan", "--no-parent", "--tree-budget-tokens", "2000", agent="planner")
+        await submit(url, ws, "kid", "first part", "--parent", "root", agent="claude-code")
+        assert (await wait_for_state(url, ws_id, "kid", done, timeout=20))["status"] == "succeeded"
+    async with up_process(ws.root, ws.elsewhere, port):
+        code, _, err = await submit_out(url, ws, "--prompt", "more", "--agent", "claude-code", "--parent", "root")
+    assert code == 1 and f"tree budget of root reached: {CLAUDE_TOKENS} of 2000 tokens used" in err, err
