@@ -1,17 +1,19 @@
-"""A job's own arguments for its agent's CLI: the model, the turn limit, the session it resumes.
+"""A job's own arguments for its agent's CLI: the model, the turn limit, a dollar budget, the session it resumes.
 
 A profile says how its CLI takes each (`profiles.json` "options", cited in its
 "options_doc"): `{"model": ["--model", "{model}"], "max_turns": [...],
 "resume": ["--resume", "{session}"]}`. They go in the argv's `{options}` slot
 (codex wants `resume SESSION_ID` between its options and the trailing `-`),
-else at the end, in the order model, turn limit, resume. Only the placeholders
+else at the end, in the order model, turn limit, budget, resume. Only the placeholders
 of the option's own template are filled, so a value never becomes a
 placeholder for anything else.
 
 A job asking a model or a resume its runner's command cannot pass fails with a
 reason (a different model, or a fresh conversation, would be a different job);
-a turn limit the CLI has no flag for is left out (logged): the job's budget is
-the limit mam itself enforces.
+a turn limit or a dollar budget the CLI has no flag for is left out (logged):
+the runner enforces the budget itself as far as the stream reports usage. A
+CLI that takes the dollar budget (claude `--max-budget-usd`) stops itself
+between turns, before its cost reaches mam.
 """
 
 from __future__ import annotations
@@ -21,15 +23,18 @@ from typing import Final, Literal
 from mam.job_limits import given
 from mam.record import JobRecord
 
-JobOption = Literal["model", "max_turns", "resume"]
+JobOption = Literal["model", "max_turns", "budget_usd", "resume"]
 SLOT: Final = "{options}"
-_PLACEHOLDER: Final[dict[str, str]] = {"model": "{model}", "max_turns": "{max_turns}", "resume": "{session}"}
+_PLACEHOLDER: Final[dict[str, str]] = {"model": "{model}", "max_turns": "{max_turns}", "budget_usd": "{budget_usd}",
+                                       "resume": "{session}"}
+OPTIONAL: Final = frozenset({"max_turns", "budget_usd"})
+"""Left out where the CLI has no flag for them: mam enforces the budget itself, and a turn limit is a guard."""
 
 
 def wanted(record: JobRecord) -> list[tuple[str, str]]:
     """The options the job asks, in argv order, each with its value."""
     values = (("model", given(record, "model")), ("max_turns", given(record, "max_turns")),
-              ("resume", given(record, "resume_session")))
+              ("budget_usd", given(record, "budget_usd")), ("resume", given(record, "resume_session")))
     return [(name, str(value)) for name, value in values if value is not None]
 
 
@@ -42,7 +47,7 @@ def job_arguments(record: JobRecord, options: dict[str, list[str]] | None, *, ru
     for name, value in wanted(record):
         template = (options or {}).get(name)
         if template is None:
-            if name == "max_turns":
+            if name in OPTIONAL:
                 skipped.append(name)
                 continue
             what = f"model {value!r}" if name == "model" else f"to resume agent session {value}"

@@ -51,8 +51,9 @@ class Profile(msgspec.Struct, frozen=True):
     alias: str | None = None
     """Another profile's name: this name is that profile, and its runners serve jobs submitted for this one."""
     options: dict[JobOption, list[str]] | None = None
-    """The arguments that pass a job's model, turn limit and resumed session to the CLI (`job_args.py`:
-    `{model}`, `{max_turns}`, `{session}` in them); an option absent: the CLI cannot take it."""
+    """The arguments that pass a job's model, turn limit, dollar budget and resumed session to the CLI
+    (`job_args.py`: `{model}`, `{max_turns}`, `{budget_usd}`, `{session}` in them); an option absent: the CLI
+    cannot take it."""
     options_doc: str = ""
     """Where the CLI's documentation says what those arguments do."""
 

@@ -41,11 +41,11 @@ def test_the_fold_keeps_each_given_limit_and_leaves_the_others_out() -> None:
 
 
 def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> None:
-    job = submitted(model="opus", max_turns=4, resumes="j0", resume_session="s-1")
+    job = submitted(model="opus", max_turns=4, budget_usd=0.5, resumes="j0", resume_session="s-1")
     assert argv_for("claude-code", job) == ["claude", "-p", "--output-format", "stream-json", "--verbose",
                                             "--permission-mode", "acceptEdits", "--model", "opus",
-                                            "--max-turns", "4", "--resume", "s-1"]
-    # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit flag (left out)
+                                            "--max-turns", "4", "--max-budget-usd", "0.5", "--resume", "s-1"]
+    # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit or budget flag (left out)
     assert argv_for("codex", job) == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--model", "opus",
                                       "resume", "s-1", "-"]
     assert argv_for("gemini", job)[-4:] == ["--model", "opus", "--resume", "s-1"]

@@ -123,6 +123,20 @@ async def test_a_job_over_its_token_budget_is_stopped_failed_with_its_usage(ws: 
     assert record["budget_tokens"] == 5000 and usage["agent_session_id"]
 
 
+async def test_a_claude_job_gets_its_dollar_budget_and_fails_naming_it(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    ws_id = workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, agent="claude-code", env=clis(ws)):
+        await submit(url, ws, "dear", "a costly question", "--budget-usd", "0.01", agent="claude-code")
+        record = await wait_for_state(url, ws_id, "dear", done, timeout=20)
+    # claude got --max-budget-usd 0.01 and stopped itself (its result says error_max_budget_usd); its cost, known
+    # at its result, is past the budget: the job fails naming it.
+    assert "error_max_budget_usd" in stdout_of(ws, "dear")
+    assert record["status"] == "failed" and record["error"] == "budget $0.0100 exceeded: $0.0123 used", record
+    assert record["usage"]["cost_usd"] == 0.0123 and record["budget_usd"] == 0.01
+
+
 async def test_a_tree_budget_refuses_the_next_child_and_cancels_a_running_one(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
