@@ -30,6 +30,8 @@ from mam.record import JobRecord
 from mam.usage import usage_of
 
 Lookup = Callable[[str], JobRecord | None]
+TreeOf = Callable[[str], Mapping[str, Iterable[str]]]
+"""A budgeted job's id -> each parent's children, complete for the tree under it (finished jobs too)."""
 MAX_CHAIN = 1_000
 """A parent chain longer than this (a hand-published cycle, say) is not followed further."""
 REASON_MAX = 256
@@ -87,16 +89,16 @@ def reached(root: JobRecord, used: Spent) -> str | None:
     return None
 
 
-def refusal(job_id: str, parent: str | None, children: Mapping[str, Iterable[str]], lookup: Lookup) -> str | None:
+def refusal(job_id: str, parent: str | None, tree_of: TreeOf, lookup: Lookup) -> str | None:
     """The reason to refuse a submit of `job_id` under `parent`, or None."""
     for ancestor in ancestors(parent, lookup):
-        if budgeted(ancestor) and (why := reached(ancestor, spent(ancestor.job_id, children, lookup))):
+        if budgeted(ancestor) and (why := reached(ancestor, spent(ancestor.job_id, tree_of(ancestor.job_id),
+                                                                  lookup))):
             return f"{why}; no new jobs under it (job {job_id!r} refused)"[:REASON_MAX]
     return None
 
 
-def derive(changed: Iterable[JobRecord], children: Mapping[str, Iterable[str]], lookup: Lookup
-           ) -> list[tuple[str, ev.AnyEvent]]:
+def derive(changed: Iterable[JobRecord], tree_of: TreeOf, lookup: Lookup) -> list[tuple[str, ev.AnyEvent]]:
     """The cancel requests the `changed` records call for: a job that ended with usage under a budgeted
     ancestor whose tree has now reached its budget cancels every unfinished job under that ancestor."""
     checked: set[str] = set()
@@ -108,6 +110,7 @@ def derive(changed: Iterable[JobRecord], children: Mapping[str, Iterable[str]], 
             if ancestor.job_id in checked or not budgeted(ancestor):
                 continue
             checked.add(ancestor.job_id)
+            children = tree_of(ancestor.job_id)
             why = reached(ancestor, spent(ancestor.job_id, children, lookup))
             if why is not None:
                 derived += [(job, ev.CancelRequested(reason=why[:REASON_MAX]))

@@ -336,18 +336,19 @@ class IndexWriter:
             return None
         return children
 
-    def all_children(self) -> dict[str, set[str]] | None:
-        """Each parent's children, finished ones too (tree budgets); `None` without a usable index."""
+    def descendants(self, root: str) -> list[tuple[str, str]] | None:
+        """Every (parent, job) under `root`, finished ones too (tree budgets, by the `parent` index); `None`
+        without a usable index."""
         if self.conn is None:
             return None
-        children: dict[str, set[str]] = {}
+        sql = ("WITH RECURSIVE below(job_id) AS (SELECT job_id FROM jobs WHERE parent = ? UNION "
+               "SELECT j.job_id FROM jobs j JOIN below b ON j.parent = b.job_id) "
+               "SELECT j.parent, j.job_id FROM jobs j JOIN below b ON j.job_id = b.job_id")
         try:
-            for parent, job_id in self.conn.execute("SELECT parent, job_id FROM jobs WHERE parent IS NOT NULL"):
-                children.setdefault(parent, set()).add(job_id)
+            return list(self.conn.execute(sql, (root,)))
         except sqlite3.Error as exc:
             self._drop(exc)
             return None
-        return children
 
     def unfinished_ids(self) -> list[str] | None:
         terminal = ", ".join("?" * len(_TERMINAL))

@@ -22,6 +22,7 @@ from mam import events as ev
 from mam.nofollow import PathRefused
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
+from mam.projector.budget_trees import BudgetTrees
 from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
@@ -92,8 +93,8 @@ class Projection(Holding):
         """Which heartbeats are logged; the others' times renew leases in memory (`heartbeat_log.py`)."""
         self.prunes: list[tuple[str, ev.Pruned]] = []
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
-        self.tree: dict[str, set[str]] = {}
-        """Each parent's children, finished ones too: what a tree has spent (`mam.tree_budget`)."""
+        self.budget_trees = BudgetTrees()
+        """The budgeted trees' jobs, finished ones too: what a tree has spent (`mam.tree_budget`)."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -108,15 +109,15 @@ class Projection(Holding):
         waits: list[JobRecord] = []
         wait_statuses = (Status.BLOCKED, Status.RETRYING)
         loaded = None if keep_all or index is None else load_from_index(self.registry, index, OPEN | set(wait_statuses))
-        tree = None if loaded is None or index is None else index.all_children()
-        if loaded is not None and tree is not None:
+        if loaded is not None and index is not None:
             found, self.children = loaded
-            self.tree = tree
+            self.budget_trees.from_index(index)
             self.open_jobs = {r.job_id: r for r in found if r.status in OPEN}
             waits, everything = [r for r in found if r.status in wait_statuses], []
         else:
-            self.tree = {}
-            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, self.tree)
+            tree: dict[str, set[str]] = {}
+            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, tree)
+            self.budget_trees.from_scan(tree)
         self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
         self._retry_pending = {r.job_id for r in waits if r.status is Status.RETRYING}
         self.parking.load()
@@ -212,7 +213,7 @@ class Projection(Holding):
         while True:
             derived = on_retrying(changed, utc_now(), self.rng) + self.dependents.derive(changed, self._record)
             derived += cascade.derive(changed, self.children, self._record)
-            derived += tree_budget.derive(changed, self.tree, self._record)
+            derived += tree_budget.derive(changed, self.budget_trees.of, self._record)
             if not derived:
                 return
             versions = {job_id: record.version for job_id, record in staged.records.items()}
@@ -286,7 +287,7 @@ class Projection(Holding):
             return refusal.reason
         if isinstance(event, ev.Submitted) and event.parent:
             self.children.setdefault(event.parent, set()).add(job_id)
-            self.tree.setdefault(event.parent, set()).add(job_id)
+            self.budget_trees.accepted(job_id, event.parent, self._record)
         self._release(staged, state, job_id, received_at)
         return None
 
@@ -301,7 +302,7 @@ class Projection(Holding):
         """A first submit under a root whose tree budget is spent (`mam.tree_budget`)."""
         if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
-        return tree_budget.refusal(job_id, event.parent, self.tree, self._record)
+        return tree_budget.refusal(job_id, event.parent, self.budget_trees.of, self._record)
 
     def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
         """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""

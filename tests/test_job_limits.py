@@ -89,14 +89,14 @@ def test_a_tree_that_reached_its_budget_refuses_below_it_and_cancels_its_unfinis
     ]}
     tree = {"root": {"a", "d"}, "a": {"b", "c"}}
     assert tree_budget.spent("root", tree, records.get) == tree_budget.Spent(0, 0.7)
-    assert tree_budget.refusal("new", "c", tree, records.get) is None
-    assert tree_budget.derive(records.values(), tree, records.get) == []
+    assert tree_budget.refusal("new", "c", lambda _: tree, records.get) is None
+    assert tree_budget.derive(records.values(), lambda _: tree, records.get) == []
 
     records["e"] = job("e", parent="c", cost=0.3)
     tree["c"] = {"e"}
     reason = "tree budget of root reached: $1.00 of $1.00 spent"
-    assert tree_budget.refusal("new", "c", tree, records.get) == f"{reason}; no new jobs under it (job 'new' refused)"
-    derived = tree_budget.derive([records["e"]], tree, records.get)
+    assert tree_budget.refusal("new", "c", lambda _: tree, records.get) == f"{reason}; no new jobs under it (job 'new' refused)"
+    derived = tree_budget.derive([records["e"]], lambda _: tree, records.get)
     assert [(j, e.reason) for j, e in derived] == [("d", reason), ("c", reason)]  # nearest first; not the root
 
 
