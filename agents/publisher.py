@@ -25,6 +25,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
+from mam.agents.cli_limits import resume_fields
 from mam.agents.inside_job import default_parent
 from mam.broker_list import Brokers
 from mam.errors import MamError, NoProjector, Refused, UsageError
@@ -156,6 +157,13 @@ class Publisher:
         no_parent: bool = False,
         requeue: bool = True,
         permissions: str | None = None,
+        resume: str | None = None,
+        model: str | None = None,
+        max_turns: int | None = None,
+        budget_tokens: int | None = None,
+        budget_usd: float | None = None,
+        tree_budget_tokens: int | None = None,
+        tree_budget_usd: float | None = None,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
@@ -167,7 +175,10 @@ class Publisher:
 
         `job_timeout` is the job's run limit in seconds (`mam submit --job-timeout`, MCP's `job_timeout`);
         `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict.
-        `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`)."""
+        `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`).
+        `resume`, `model`, `max_turns`, `budget_tokens`, `budget_usd`, `tree_budget_tokens`,
+        `tree_budget_usd` are `mam submit`'s flags of those names (README, Budgets and limits): `resume` names
+        a finished job of the same `agent` whose session this one continues."""
         job_timeout = run_limit(job_timeout, timeout)
         if permissions is not None and permissions not in typing.get_args(ev.PermissionLevel):
             levels = ", ".join(typing.get_args(ev.PermissionLevel))
@@ -187,8 +198,16 @@ class Publisher:
                 **({"requeue": False} if not requeue else {}),
                 **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),
                 **({"permissions": permissions} if permissions else {}),  # type: ignore[arg-type]
+                **{name: value for name, value in (
+                    ("model", model), ("max_turns", max_turns), ("budget_tokens", budget_tokens),
+                    ("budget_usd", budget_usd), ("tree_budget_tokens", tree_budget_tokens),
+                    ("tree_budget_usd", tree_budget_usd)) if value is not None},  # type: ignore[arg-type]
             )
         )
+        if resume is not None:
+            old_id = validate_job_id(resume)
+            _, fields = resume_fields(await self.state(old_id), old_id, agent, self.workspace.root)
+            event = msgspec.structs.replace(event, **fields)
         if not wait:
             await self.publish(job_id, event)
             return job_id

@@ -10,6 +10,11 @@ from test_mcp import call, fake_clis, mcp_session, refused
 from test_runner_support import agent_runner, log_events, submit
 from test_worktrees import git, make_repo
 
+from mam.agents.publisher import Publisher
+from mam.broker_url import parse_broker_url
+from mam.record import JobRecord
+from mam.workspace import resolve
+
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
@@ -208,6 +213,13 @@ async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
         assert done_["status"] == "succeeded" and done_["result"] == "answer: carry on (continuing after: look around)"
         why = await refused(session, "submit_job", prompt="p", agent="codex", resume=first["job_id"])
         assert "continues on the same agent" in why
+
+        # The Python API takes the same.
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            api = await pub.submit(prompt="and again", agent="claude-code", resume=second["job_id"], max_turns=9,
+                                   budget_tokens=50_000, wait=True)
+        assert isinstance(api, JobRecord) and api.resumes == second["job_id"] and api.max_turns == 9
+        assert api.resume_session == done_["usage"]["agent_session_id"] and api.budget_tokens == 50_000
 
 
 async def test_a_spent_tree_budget_still_refuses_after_the_projector_restarts(ws: WorkspacePaths) -> None:
