@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,13 @@ def _count(flag: str, limit: int) -> Any:
     return parse
 
 
+def _model(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a model name: up to 128 letters, digits and . _ : / @ -, "
+                                         "not starting with - (e.g. opus, gpt-5-codex)")
+    return text
+
+
 def _dollars(text: str) -> float:
     try:
         value = float(text.removeprefix("$"))
@@ -59,7 +67,7 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=job_id, metavar="JOB",
                         help="continue JOB's agent session (claude --resume, codex exec resume, gemini --resume) "
                         "with this prompt, as a new job on the same agent; a worktree job starts from JOB's branch")
-    parser.add_argument("--model", metavar="NAME", help="the model the agent uses (passed as its CLI's --model)")
+    parser.add_argument("--model", type=_model, metavar="NAME", help="the model the agent uses (passed as its CLI's --model)")
     parser.add_argument("--max-turns", type=_count("--max-turns", MAX_TURNS), metavar="N",
                         help="the agent's turn limit, where its CLI has one (claude --max-turns)")
     parser.add_argument("--budget-tokens", type=_count("--budget-tokens", 2**53 - 1), metavar="N",
