@@ -3,11 +3,16 @@ words (`job_limits`), and what a tree has spent and what that refuses and cancel
 
 from __future__ import annotations
 
+import argparse
+import re
+
 import msgspec
+import pytest
 from msgspec.structs import replace
 
 from mam import events as ev
 from mam import tree_budget
+from mam.agents.cli_limits import add_limit_args, limit_fields
 from mam.agents.cli_retry import resubmission
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.permissions import with_level
@@ -106,3 +111,16 @@ def test_mam_retry_carries_the_limits_and_the_resumed_session() -> None:
     again = resubmission(submitted(**limits), None)
     assert {name: getattr(again, name) for name in FIELDS} == limits
     assert set(msgspec.to_builtins(resubmission(submitted(), None))).isdisjoint(FIELDS)
+
+
+def test_the_limit_flags_refuse_bad_values_naming_them() -> None:
+    parser = argparse.ArgumentParser(prog="mam submit", exit_on_error=False)
+    add_limit_args(parser)
+    for flag, said in (("--model=-rf", "'-rf' is not a model name"), ("--budget-tokens=10k", "'10k' is not a "
+                       "whole number"), ("--budget-usd=0", "'0' must be more than 0 dollars"),
+                       ("--max-turns=0", "'0' is out of range (1 to 10000)"), ("--tree-budget-usd=x", "'x' is not an "
+                       "amount in dollars")):
+        with pytest.raises(argparse.ArgumentError, match=re.escape(said)):
+            parser.parse_args([flag])
+    args = parser.parse_args(["--budget-tokens", "10_000", "--budget-usd", "$2.50", "--model", "gpt-5-codex"])
+    assert limit_fields(args) == {"budget_tokens": 10_000, "budget_usd": 2.5, "model": "gpt-5-codex"}

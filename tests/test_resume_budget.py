@@ -82,11 +82,8 @@ async def test_resume_continues_the_claude_session_with_model_and_turn_limit(ws:
         assert code == 2 and "continues on the same agent" in err, err
         code, _, err = await submit_out(url, ws, "--prompt", "no agent")
         assert code == 2 and "--agent is required" in err, err
-        for flag, said in (("--model=-rf", "'-rf' is not a model name"), ("--budget-tokens=10k", "'10k' is not a "
-                           "whole number"), ("--budget-usd=0", "'0' must be more than 0 dollars"),
-                           ("--max-turns=0", "'0' is out of range (1 to 10000)")):
-            code, _, err = await submit_out(url, ws, "--agent", "claude-code", "--prompt", "p", flag)
-            assert code == 2 and said in err and err.count("\n") == 1, err
+        code, _, err = await submit_out(url, ws, "--agent", "claude-code", "--prompt", "p", "--model=-rf")
+        assert code == 2 and "'-rf' is not a model name" in err and err.count("\n") == 1, err
 
 
 async def test_codex_exec_resume_and_gemini_resume_with_a_model(ws: WorkspacePaths) -> None:
