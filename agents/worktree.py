@@ -162,16 +162,25 @@ class Worktrees:
             base_hint = earlier
         base = self._base(base_hint)
         path = self.dir / job_id
+        # A later attempt of the job (retried, or released by a stopping runner) finds its branch: it goes
+        # on from there, in the worktree an earlier attempt left (kept) or in a new one on that branch.
+        again = bool(git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False))
         with self._lock:
-            made = self._make_dir(job_id, path)
-            try:
-                git(self.top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
-            except WorktreeError as exc:
+            if again and self._listed(path):
+                made = self._kept(job_id, path, branch)
+            else:
+                made = self._make_dir(job_id, path)
+                add = [str(path), branch] if again else ["-b", branch, str(path), base]
                 try:
-                    os.rmdir(path)  # the empty directory made above (rmdir follows no link)
-                except OSError:
-                    pass
-                raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+                    git(self.top, "worktree", "add", "--quiet", *add)
+                except WorktreeError as exc:
+                    try:
+                        os.rmdir(path)  # the empty directory made above (rmdir follows no link)
+                    except OSError:
+                        pass
+                    raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        if again:
+            log.info("job %s: goes on from its earlier attempt's branch %s", job_id, branch)
         tree = JobTree(job_id=job_id, path=path, cwd=path, branch=branch, base=base, made=made)
         self._check(tree, "run the job in")
         cwd = path / self._inside()
@@ -181,6 +190,16 @@ class Worktrees:
                 raise WorktreeError(f"job {job_id}: refusing to run in {cwd}: it leads out of the worktree {path}")
         log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
         return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base, made=made)
+
+    def _kept(self, job_id: str, path: Path, branch: str) -> tuple[int, int]:
+        """The (device, inode) of the worktree an earlier attempt of the job left at `path`, once it is
+        a real directory (no link), listed by git and on the job's branch; else `WorktreeError`."""
+        st = os.stat(path, follow_symlinks=False)
+        on = git(path, "rev-parse", "--abbrev-ref", "HEAD", check=False) if stat.S_ISDIR(st.st_mode) else ""
+        if on != branch:
+            raise WorktreeError(f"cannot make a worktree for job {job_id}: {path} is left from an earlier attempt "
+                                f"but is {_describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}")
+        return st.st_dev, st.st_ino
 
     def _make_dir(self, job_id: str, path: Path) -> tuple[int, int]:
         """Make `.mam/worktrees/`, its `.gitignore` and the job's empty directory, following no link

@@ -279,3 +279,21 @@ async def test_a_cancelled_job_keeps_its_work_on_its_branch(ws: WorkspacePaths, 
         await wait_for_state(url, ws_id, "job-c", lambda r: r["status"] == "cancelled", timeout=30)
     assert git(ws.root, "show", "mam/job-c:p.txt") == "partial"
     assert not (ws.root / ".mam" / "worktrees" / "job-c").exists()
+
+
+async def test_a_later_attempt_goes_on_from_its_earlier_attempts_branch(ws: WorkspacePaths) -> None:
+    """A retried (or released) worktree job finds its branch: the next attempt runs on `mam/<id>` with
+    what the earlier one left, in the worktree kept for it (default policy) or in a new one (`never`),
+    instead of failing on a branch that already exists."""
+    make_repo(ws.root)
+    ws_id = workspace_id(ws.root)
+    twice = "if [ -f step.txt ]; then echo second >> step.txt; else echo first > step.txt; exit 3; fi"
+    async with served(ws, ("keep", ()), ("drop", ("--keep-worktree", "never"))) as url:
+        await submit(url, ws, "job-k2", twice, "--retries", "1", "--backoff", "0", agent="keep")
+        await submit(url, ws, "job-n2", twice, "--retries", "1", "--backoff", "0", agent="drop")
+        for job in ("job-k2", "job-n2"):
+            record = await wait_for_state(
+                url, ws_id, job, lambda r: r["status"] in {"succeeded", "failed", "lost"}, timeout=60)
+            assert record["status"] == "succeeded" and record["attempt"] == 2, record.get("error")
+            assert [a["status"] for a in record["attempts"]] == ["failed", "succeeded"]
+            assert git(ws.root, "show", f"mam/{job}:step.txt") == "first\nsecond", "the second attempt saw the first's work"
