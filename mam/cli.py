@@ -22,6 +22,8 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
+from mam.cli_global import add_global, suppress_in_subcommands
+from mam.cli_global import check as check_global
 from mam.discovery import projector_info
 from mam.events import GitInfo
 from mam.humanize import ago, parse_time
@@ -71,6 +73,7 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     else:
+        width = max(17, *(len(key) + 1 for key in info))  # `broker_unreachable` is longer than the rest
         for key, value in info.items():
             if key == "projector":
                 value = f"pid {value['pid']} on {value['broker']}" if value else "none running"
@@ -81,7 +84,7 @@ def cmd_workspace(args: argparse.Namespace) -> int:
             elif key == "projector_status":
                 value = "unknown: the broker cannot be reached" if unreachable_why else describe_announced(
                     announced, utc_now())
-            print(f"{key:<17}{value}")
+            print(f"{key:<{width}}{value}")
     return 0
 
 
@@ -318,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description=__doc__)
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
     add_verbose(parser, top=True)
+    add_global(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from mam.up import add_arguments as add_up_arguments
@@ -382,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)")
     schema.set_defaults(handler=cmd_schema)
     _verbose_everywhere(parser)
+    suppress_in_subcommands(parser)
     return parser
 
 
@@ -396,6 +401,17 @@ def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     setup_logging(PROG, args.verbose)
-    run_cli(PROG, lambda: args.handler(args))
+
+    def body() -> int:
+        check_global(args, _top_defaults(parser))
+        return args.handler(args)
+
+    run_cli(PROG, body)
+
+
+def _top_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The top parser's own defaults (what a global option is when not given)."""
+    return argparse.Namespace(**{a.dest: a.default for a in parser._actions})  # noqa: SLF001

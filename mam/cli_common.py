@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from mam.broker_list import Brokers
+from mam.broker_list import Brokers, parse_broker_urls
 from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
-from mam.errors import EXIT_USAGE, MamError
+from mam.errors import EXIT_USAGE, MamError, UsageError
 from mam.runtime import choose_broker
 from mam.workspace import Workspace, resolve
 
@@ -31,10 +31,16 @@ def add_workspace_args(parser: argparse.ArgumentParser, *, dirs: bool = True) ->
 
 
 class _JoinBrokers(argparse.Action):
-    """`--broker` given again adds brokers: the values are kept as one comma-separated list."""
+    """`--broker` given again adds brokers: the values are kept as one comma-separated list.
+    Each value is checked as it is read, so `mam jobs --broker http://foo` is a usage error (exit 2)
+    even for a command that reads only files."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
+        try:
+            parse_broker_urls(str(values))
+        except UsageError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
         given = getattr(namespace, self.dest, None)
         setattr(namespace, self.dest, f"{given},{values}" if given else values)
 
