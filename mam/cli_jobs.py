@@ -79,6 +79,13 @@ def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
                      since=since)
 
 
+WATCH_HELP = (
+    "The workspace's jobs, live. On a terminal the table is redrawn in place; piped, one line per status change "
+    "of a job (not per output chunk), starting with the time of that change in ISO 8601 UTC "
+    "(2026-12-04T08:50:01Z); with --json, each new version of a record. A broker lost while watching (mam up "
+    "restarted) is said on stderr and reconnected. Ctrl-C stops (exit 0)."
+)
+
 WATCH_FIRST = 1_000
 """Records a terminal `--watch` reads at start (the newest matching): more than a screen shows."""
 
@@ -189,7 +196,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for watching in (False, True):
         if watching:
-            parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)")
+            parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)",
+                                    description=WATCH_HELP)
             parser.set_defaults(view="list", watch=True)
         else:
             parser = sub.add_parser(
@@ -197,7 +205,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             )
             parser.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
             parser.add_argument("-w", "--watch", action="store_true",
-                                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0)")
+                                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0). "
+                                     "Piped: a line per status change, starting with its time in ISO 8601 UTC; "
+                                     "a lost broker is reconnected")
         add_filter_args(parser)
         add_workspace_args(parser)
         add_broker_arg(parser)

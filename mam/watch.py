@@ -3,8 +3,10 @@
 Driven by the broker subscription (retained states first, then each change),
 never by re-reading files. Three forms: on a terminal the table is redrawn in
 place (newest first, cut to the screen, statuses coloured unless `NO_COLOR`);
-piped, one line per change; `--json`, one record per line (ndjson). SIGINT
-or SIGTERM ends the watch with exit 0.
+piped, one line per status change of a job, starting with the time of that
+change (ISO 8601 UTC, to the second); `--json`, one record per line (ndjson),
+for every new version. A lost broker is reconnected (`mam.watch_follow`).
+SIGINT or SIGTERM ends the watch with exit 0.
 """
 
 from __future__ import annotations
@@ -12,19 +14,16 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO
 
-import aiomqtt
 import anyio
 import msgspec
 
 from mam import presence
 from mam.broker_list import Brokers
-from mam.failover import connect
-from mam.live import AgentChange, JobChange, changes
-from mam.mqtt import unreachable
+from mam.live import AgentChange, JobChange
 from mam.pruning import is_pruned
 from mam.query import JobFilter, select
 from mam.record import JobRecord
@@ -34,6 +33,7 @@ from mam.status import AgentStatus
 from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
 from mam.timefmt import utc_now
 from mam.topics import Topics
+from mam.watch_follow import following
 from mam.workspace import Workspace
 
 TICK = 2.0
@@ -51,10 +51,16 @@ class _Screen:
     frame: Callable[[int, int], list[str]]
     dirty: anyio.Event | None = None
     """Made in the event loop, by `run`."""
+    trouble: str | None = None
+    """Shown in the footer while the broker is lost."""
 
     def changed(self) -> None:
         if self.dirty is not None:
             self.dirty.set()
+
+    def notice(self, trouble: str | None) -> None:
+        self.trouble = trouble
+        self.changed()
 
     async def run(self) -> None:
         self.out.write(_HIDE_CURSOR)
@@ -71,27 +77,10 @@ class _Screen:
     def _draw(self) -> None:
         size = shutil.get_terminal_size()
         lines = self.frame(max(size.lines - 1, 2), size.columns)  # the footer takes the last line
-        footer = f"{self.title} · {utc_now():%H:%M:%S} UTC · Ctrl-C to stop"
+        state = f" · {self.trouble}" if self.trouble else ""
+        footer = f"{self.title} · {utc_now():%H:%M:%S} UTC{state} · Ctrl-C to stop"
         self.out.write(_HOME_CLEAR + "\n".join([*lines, footer[: size.columns]]))
         self.out.flush()
-
-
-async def _changes(
-    broker: Brokers,
-    topics: Topics,
-    states: StateReader,
-    *,
-    jobs: bool,
-    subscribed: Callable[[], None] | None = None,
-) -> AsyncIterator[JobChange | AgentChange]:
-    """Job states (`jobs`) or runner statuses from a connection of their own; unreachable as one line."""
-    try:
-        async with connect(broker) as client:
-            async for change in changes(client, topics, states, jobs=jobs, agents=not jobs, subscribed=subscribed):
-                yield change
-    except aiomqtt.MqttError as exc:
-        raise unreachable(broker, exc) from None
-    raise unreachable(broker, aiomqtt.MqttError("the broker closed the connection"))
 
 
 def _print(out: IO[str], text: str) -> None:
@@ -122,7 +111,7 @@ def watch_jobs(
         if as_json:
             _print(out, json.dumps(msgspec.to_builtins(record)))
         else:
-            _print(out, line(job_row(record, utc_now())))
+            _print(out, line([_second(record.updated_at), *job_row(record, utc_now())]))
 
     def frame(rows: int, columns: int) -> list[str]:
         room = max(rows - 2, 1)  # the header, and the line that says how many more there are
@@ -142,21 +131,23 @@ def watch_jobs(
                 emit(record)
 
     async def follow() -> None:
-        async for change in _changes(broker, topics, states, jobs=True, subscribed=first_screen):
+        async for change in following(broker, topics, states, jobs=True, subscribed=first_screen,
+                                      notice=screen.notice if tty else None):
             if not isinstance(change, JobChange):
                 continue
             record = change.record
             before = known.get(record.job_id)
             if before is not None and before.version >= record.version:
                 continue
-            if is_pruned(record):  # its last state: it leaves the registry, and this view (piped: one line more)
+            pruned = is_pruned(record)
+            if pruned:  # its last state: it leaves the registry, and this view (piped: one line more)
                 known.pop(record.job_id, None)
             else:
                 known[record.job_id] = record
             if tty:
                 screen.changed()
-            elif where.matches(record):
-                emit(record)
+            elif where.matches(record) and (as_json or pruned or before is None or before.status != record.status):
+                emit(record)  # piped plain lines: status changes only, not each output chunk's new version
 
     return _run(follow, screen if tty else None)
 
@@ -178,7 +169,8 @@ def watch_agents(
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
 
     async def follow() -> None:
-        async for change in _changes(broker, topics, StateReader(workspace.id, None), jobs=False):
+        async for change in following(broker, topics, StateReader(workspace.id, None), jobs=False,
+                                      notice=screen.notice if tty else None):
             if not isinstance(change, AgentChange) or change.status is None:
                 continue
             if known.get(change.agent_id) == change.status:
@@ -192,6 +184,11 @@ def watch_agents(
                 _print(out, line(agent_row(change.status, utc_now())))
 
     return _run(follow, screen if tty else None)
+
+
+def _second(stamp: str) -> str:
+    """A recorded ISO 8601 UTC time cut to the second: `2026-12-04T08:50:01Z`."""
+    return f"{stamp[:19]}Z" if len(stamp) >= 19 and stamp.endswith("Z") else stamp
 
 
 def _run(follow: Callable[[], Awaitable[None]], screen: _Screen | None) -> int:
