@@ -73,6 +73,13 @@ class Outbox:
         """`n` of the next entry to publish on the current connection."""
         self._bytes = 0
         self._changed = Wakeup()
+        self.put_counts: dict[str, int] = {}
+        """Events put in so far, by type (read by `metrics.py`)."""
+
+    @property
+    def bytes(self) -> int:
+        """What the events not acknowledged yet weigh."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -96,6 +103,8 @@ class Outbox:
         self._entries.append(Entry(self._made, self.topics.events(job_id), payload))
         self._made += 1
         self._bytes += len(payload)
+        kind = ev.event_type(event)
+        self.put_counts[kind] = self.put_counts.get(kind, 0) + 1
         self._changed.notify()
         return event
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from mam.agents import metrics as runner_metrics
 from mam.agents.drain import drain_seconds, run_until_drained
 from mam.agents.formats import FORMATS
 from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
@@ -36,6 +37,7 @@ from mam.cli_common import (
     workspace_from_args,
 )
 from mam.errors import UsageError
+from mam.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
 from mam.workspace import Workspace
 
@@ -107,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_workspace_args(parser, dirs=False)
     add_broker_arg(parser)
     add_verbose(parser, top=True)
+    add_metrics_args(parser)
     return parser
 
 
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(PROG, args.verbose)
 
     def body() -> int:
+        registry = new_registry()
+        endpoint = serve_from_args(args, registry, PROG)  # first: a taken port is said before anything runs
         workspace = workspace_from_args(args)
         command = command_for(
             command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
@@ -149,6 +154,8 @@ def main(argv: list[str] | None = None) -> None:
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
             drain_timeout=args.drain_timeout,
         )
+        if endpoint is not None:
+            runner_metrics.register(runner, registry)
         anyio.run(run_until_drained, runner)
         return 0
 

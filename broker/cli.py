@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 
+from mam.broker import metrics as broker_metrics
 from mam.broker.acl import Policy, load_acl
 from mam.broker.limits import DEFAULT_CONNECT_TIMEOUT, MOST_CONNECTIONS, Limits
 from mam.broker.listeners import add_listener_flags, listeners_from_args
@@ -15,6 +16,7 @@ from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
 from mam.broker.spool import Spool, default_spool_dir
 from mam.cli_args import Parser, add_verbose, port, positive_int, positive_seconds
 from mam.cli_common import run_cli, setup_logging
+from mam.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.signals import cancel_on_signal
 
 PROG = "mam-broker"
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_acl_flag(parser)
     add_listener_flags(parser)
     add_limit_flags(parser)
+    add_metrics_args(parser)
     add_verbose(parser, top=True)
     return parser
 
@@ -121,6 +124,10 @@ def main(argv: list[str] | None = None) -> None:
             policy=policy_from_args(args),
             listeners=listeners_from_args(args),
         )
+        if args.metrics_port is not None:
+            registry = new_registry()
+            broker_metrics.register(broker, registry)
+            serve_from_args(args, registry, PROG)
         try:
             anyio.run(serve, broker)
         finally:

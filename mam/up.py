@@ -26,7 +26,11 @@ from mam.topics import Topics
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from mam.broker.server import EmbeddedBroker
+    from mam.projector.intake import LocalIntake
+    from mam.projector.metrics import ProjectorMetrics
 
 DEFAULT_MQTT_PORT = 1883
 
@@ -42,6 +46,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     from mam.broker.listeners import add_listener_flags
     from mam.cli_args import add_verbose, port
     from mam.cli_common import add_workspace_args
+    from mam.metrics import add_metrics_args
     from mam.projector.cli import add_settle_outputs
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
@@ -69,6 +74,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     )
     add_settle_outputs(up)
     add_limit_flags(up)
+    add_metrics_args(up)
     add_verbose(up)
     add_workspace_args(up)
 
@@ -120,12 +126,13 @@ def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False,
 
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
+    from mam.broker import metrics as broker_metrics
     from mam.broker.cli import limits_from_args, policy_from_args
     from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
+    from mam.metrics import new_registry, serve_from_args
     from mam.projector.intake import LocalIntake
-    from mam.projector.parking import ParkLimits
-    from mam.projector.service import Projector
+    from mam.projector.metrics import ProjectorMetrics
 
     intake = LocalIntake(workspace.id)
     # The only client that may write the workspace's projector topics: its id never leaves this process.
@@ -141,6 +148,26 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         policy=policy_from_args(args, workspace.id, projector_client),
         listeners=listeners_from_args(args),
     )
+    # Counted only when someone can read them: the dashboard's /metrics or --metrics-port.
+    metrics = registry = None
+    if args.dashboard is not None or args.metrics_port is not None:
+        metrics, registry = ProjectorMetrics(), new_registry()
+        metrics.register(registry)
+        broker_metrics.register(embedded, registry)
+    endpoint = serve_from_args(args, registry, "mam up") if registry is not None else None
+    try:
+        await _serve_with(args, workspace, login, embedded, intake, projector_client, metrics, registry, why)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None,
+                      embedded: EmbeddedBroker, intake: LocalIntake, projector_client: str,
+                      metrics: ProjectorMetrics | None, registry: CollectorRegistry | None, why: str | None) -> None:
+    from mam.projector.parking import ParkLimits
+    from mam.projector.service import Projector
+
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         address = broker.address
@@ -156,6 +183,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
             park=ParkLimits(settle=args.settle_outputs),
             publish_local=broker.publish,
             served_by="mam up",
+            metrics=metrics,
         )
         await tg.start(projector.run)
         remember_port(workspace, broker.address.port)
@@ -166,7 +194,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
             from mam.web.server import serve_dashboard
 
             serve = partial(serve_dashboard, workspace, address, host=args.host, port=args.dashboard,
-                            password_file=args.password_file)
+                            password_file=args.password_file, metrics=registry)
             print(f"mam up: dashboard {await tg.start(serve)}", flush=True)
 
 

@@ -9,6 +9,7 @@ the messages acknowledged. Events parked for jobs not submitted yet
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mam import events as ev
@@ -46,6 +47,12 @@ class Batch:
     accepted: int = 0
     held: int = 0
     """Events parked in this batch."""
+    kinds: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(outcome, event type) -> how many: accepted, duplicate, parked, refused (for `mam.projector.metrics`)."""
+    stamps: list[datetime] = field(default_factory=list)
+    """The `ts` of each accepted event that has one: publish-to-record lag, measured once committed."""
+    usages: list[tuple[str, ev.Usage]] = field(default_factory=list)
+    """(agent, usage) of each accepted outcome event that reports usage."""
     _appended: set[str] = field(default_factory=set)
     _rejections_written: bool = False
     _before: dict[str, tuple[JobState, JobRecord | None]] = field(default_factory=dict)
@@ -60,6 +67,7 @@ class Batch:
         """Fold one accepted event into `state` (in place) and stage its writes."""
         if event_id in state.seen:
             self.duplicates += 1
+            self.count("duplicate", ev.event_type(event))
             return None
         result = apply(state.record, event, Context(job_id, workspace, event_id, received_at))
         if isinstance(result, Refusal):
@@ -71,9 +79,27 @@ class Batch:
         self.lines.setdefault(job_id, []).append(encode_entry(entry))
         self.records[job_id] = result
         self.accepted += 1
+        self.count("accepted", ev.event_type(event))
+        if event.ts is not None:
+            self.stamps.append(event.ts)
+        usage = getattr(event, "usage", None)
+        if isinstance(usage, ev.Usage):
+            self.usages.append((result.agent, usage))
         if isinstance(event, ev.Submitted):
             self.metas.append(_meta(result, event, event_id))
         return None
+
+    def count(self, outcome: str, kind: str) -> None:
+        key = (outcome, kind)
+        self.kinds[key] = self.kinds.get(key, 0) + 1
+
+    def before(self, job_id: str) -> JobRecord | None:
+        """The job's record before this batch (None for a new job), for a job an event changed."""
+        return self._before[job_id][1] if job_id in self._before else None
+
+    def changed(self, job_id: str) -> bool:
+        """Whether an event of this batch changed the job (not only a repaired record rewritten)."""
+        return job_id in self._before
 
     @property
     def empty(self) -> bool:

@@ -16,7 +16,9 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
+from mam.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.projector.liveness import Limits
+from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
 from mam.projector.service import DURABILITY_MODES, HEARTBEAT, Projector
 from mam.signals import run_until_signal
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--heartbeat", type=positive_seconds, default=HEARTBEAT, metavar="SECONDS",
                         help="republish the retained online status this often, so clients can tell a stale "
                         f"one (no refresh for 3 intervals) from a live one (default {HEARTBEAT:g})")
+    add_metrics_args(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -68,11 +71,17 @@ def main(argv: list[str] | None = None) -> None:
 
     def body() -> int:
         workspace = workspace_from_args(args)
+        metrics = None if args.metrics_port is None else ProjectorMetrics()
+        if metrics is not None:
+            registry = new_registry()
+            metrics.register(registry)
+            serve_from_args(args, registry, PROG)
         projector = Projector(
             workspace, broker_from_args(args, workspace, discover=False), durability=args.durability,
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace,
                           heartbeat_log_every=args.log_heartbeats_every),
             park=ParkLimits(hold=args.park_for, settle=args.settle_outputs), heartbeat=args.heartbeat,
+            metrics=metrics,
         )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",

@@ -48,10 +48,12 @@ class Holding:
     def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
         if self.parking.holds(job_id, entry.event.id or ""):
             staged.duplicates += 1
+            staged.count("duplicate", ev.event_type(entry.event))
             return None
         reason = self.parking.park(staged.parked, job_id, entry)
         if reason is None:
             staged.held += 1
+            staged.count("parked", ev.event_type(entry.event))
         return reason
 
     def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:

@@ -42,7 +42,7 @@ from mam.projector.retention import archived_state
 from mam.projector.retention_sweep import refusal as prune_refusal
 from mam.projector.retries import on_retrying
 from mam.record import JobRecord, Status, decode_record
-from mam.status import decode_agent_status
+from mam.status import AgentStatus, decode_agent_status
 from mam.timefmt import iso, utc_now, utc_now_iso
 from mam.topics import Kind, Topics
 from mam.workspace import Workspace
@@ -95,6 +95,8 @@ class Projection(Holding):
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
         self.budget_trees = BudgetTrees()
         """The budgeted trees' jobs, finished ones too: what a tree has spent (`mam.tree_budget`)."""
+        self.runners: dict[str, AgentStatus] = {}
+        """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -233,8 +235,13 @@ class Projection(Holding):
             if isinstance(checked, str):
                 staged.rejections.append(Rejection(received_at=received_at, topic=topic, reason=checked,
                                                    payload=excerpt(payload), payload_bytes=len(payload)))
+                staged.count("refused", "agent_status")
             elif checked is not None:
                 self.wills.take(checked, now)
+                if checked.status == "online":
+                    self.runners[checked.agent_id] = checked
+                else:
+                    self.runners.pop(checked.agent_id, None)
             return []
         outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
         if isinstance(outcome, Accepted):
@@ -242,6 +249,7 @@ class Projection(Holding):
         else:
             reason = outcome.reason
         if reason is not None:
+            staged.count("refused", ev.event_type(outcome.event) if isinstance(outcome, Accepted) else "invalid")
             staged.rejections.append(
                 Rejection(
                     received_at=received_at,

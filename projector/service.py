@@ -30,6 +30,7 @@ from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
+from mam.projector.metrics import ProjectorMetrics
 from mam.projector.mqtt_internals import (
     NO_DELAY,
     ack_all,
@@ -95,13 +96,15 @@ class Projector:
         publish_local: LocalPublish | None = None,
         served_by: str = "mam-projector",
         heartbeat: float = HEARTBEAT,
+        metrics: ProjectorMetrics | None = None,
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
         once at start-up, for a broker that keeps nothing across its own restart.
         `publish_local`: publish states and refusals straight into that broker: they
         skip a network round trip and the broker's parsing of them, and are in the
-        broker before the events they record are acknowledged."""
+        broker before the events they record are acknowledged. `metrics`: counts for Prometheus
+        (`metrics.py`), kept only when given."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
@@ -140,6 +143,9 @@ class Projector:
         self.views = Views(self.topics, self.signer, publish_local, known=self.projection.jobs)
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.runners = self.projection.runners
 
     def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
         """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
@@ -219,6 +225,8 @@ class Projector:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
         outcome = await anyio.to_thread.run_sync(self.index.start, cut_off)
         (log.info if outcome == "current" else log.warning)("query index: %s", outcome)
+        if self.metrics is not None:
+            await anyio.to_thread.run_sync(self.metrics.start_from_index, self.workspace.registry_dir)
         connected_once = False
         delay = self.retry_delay
         while True:
@@ -351,8 +359,11 @@ class Projector:
                 continue
             committed = False
             try:
+                began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
+                if self.metrics is not None:
+                    self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
                 self._unpublished.update(staged.records)
                 await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()

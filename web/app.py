@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -39,6 +40,7 @@ from mam.web.joblog import log_page
 from mam.web.landing import diff as landing_diff
 from mam.web.landing import land
 from mam.web.limits import BodyLimit, StreamCount
+from mam.web.metrics import registry_for
 from mam.web.stream import full_record, page_stream
 
 STATIC = Path(__file__).parent / "static"
@@ -53,11 +55,14 @@ SECURITY_HEADERS = {
 }
 
 
-def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool, streams: int = 768) -> Starlette:
+def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool, streams: int = 768,
+              metrics: CollectorRegistry | None = None) -> Starlette:
     """`loopback`: served on a loopback address, so only loopback host names are answered
     (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). `streams`: at most
-    this many event streams at once, then 503 with Retry-After."""
+    this many event streams at once, then 503 with Retry-After. `metrics`: the registry of the
+    process serving the dashboard (`mam up`), served at `/metrics` with the dashboard's own."""
     counted = StreamCount(streams)
+    scraped = registry_for(hub, counted, metrics)
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -131,6 +136,10 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
     async def discard(request: Request) -> Response:
         return await land(request, hub, _job, "discard")
 
+    async def metrics_text(request: Request) -> Response:
+        """Prometheus text format (read in the event loop: the collectors only take sizes and sums)."""
+        return Response(generate_latest(scraped), media_type=CONTENT_TYPE_LATEST)
+
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
@@ -147,6 +156,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         Route("/api/jobs/{job_id}/merge", merge, methods=["POST"]),
         Route("/api/jobs/{job_id}/discard", discard, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        Route("/metrics", metrics_text),
     ]
     return Starlette(routes=routes, middleware=middleware)
 

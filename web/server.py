@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import uvicorn
+from prometheus_client import CollectorRegistry
 
 from mam.broker.config import is_loopback
 from mam.broker_list import Brokers
@@ -34,15 +35,18 @@ async def serve_dashboard(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     password_file: Path | None = None,
+    metrics: CollectorRegistry | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled; report the page's URL once it answers."""
+    """Serve until cancelled; report the page's URL once it answers. `metrics`: the serving process's
+    registry, also served at `/metrics` (`web/metrics.py`)."""
     check_exposure(host, password_file)
     logins = Logins(password_file) if password_file is not None else None
     sock = _bind(host, port)
     hub = Hub(workspace, broker)
     cap = caps()
-    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host), streams=cap.streams)
+    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host), streams=cap.streams,
+                    metrics=metrics)
     config = uvicorn.Config(
         app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE, http=guarded_protocol(cap.connections),

@@ -1,0 +1,156 @@
+"""Prometheus metrics: every endpoint scraped over HTTP and parsed by prometheus_client's own parser.
+
+`mam-projector` on mosquitto with a `mam-agent` running the fake claude (it reports cost and tokens),
+`mam-broker` with its spool, `mam up --dashboard` (its `/metrics` and `--metrics-port`), and the
+`--metrics-port` usage errors.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import urllib.request
+from pathlib import Path
+
+import anyio
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_runner_support import agent_runner, submit
+
+from brokers import RunningBroker, free_port, wait_for_port
+from conftest import WorkspacePaths
+from e2e import projector_process, up_with_flags, workspace_id
+from support import BIN, Daemon, child_env, run, wait_for_state
+
+FAKES = Path(__file__).parent / "fake_agents"
+
+
+def fake_env() -> dict[str, str]:
+    """The fake agent CLIs first on PATH (and this Python for their `env python3`)."""
+    path = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return child_env(PATH=path, PYTHONDONTWRITEBYTECODE="1")
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample at `url`, by (name, sorted labels), as Prometheus's text parser reads it."""
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a loopback URL the test built
+        assert response.status == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        assert family.name.startswith("mam_"), family.name
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def total(samples: dict, name: str, **labels: str) -> float:
+    """The sum over the samples of `name` whose labels include `labels`."""
+    return sum(v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls))
+
+
+async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
+    projector_port, runner_port = free_port(), free_port()
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--metrics-port", str(projector_port))),
+        agent_runner(mosquitto.url, ws, "--metrics-port", str(runner_port), agent="claude-code", env=fake_env()),
+    ):
+        projector_url = f"http://127.0.0.1:{projector_port}/metrics"
+        before = scrape(projector_url)
+        assert value(before, "mam_runners_online", agent="claude-code") == 1
+        assert value(before, "mam_runners_busy", agent="claude-code") == 0
+        await submit(mosquitto.url, ws, "metered", "say hi", agent="claude-code")
+        await wait_for_state(mosquitto.url, workspace_id(ws.root), "metered", lambda r: r["status"] == "succeeded")
+        with anyio.fail_after(10):  # the state is published after the commit the metrics count
+            while value(after := scrape(projector_url), "mam_jobs", status="succeeded", agent="claude-code") < 1:
+                await anyio.sleep(0.05)
+        runner = scrape(f"http://127.0.0.1:{runner_port}/metrics")
+
+    accepted = total(after, "mam_projector_events_total", outcome="accepted")
+    assert accepted >= 4  # submitted, claimed, started, succeeded at least
+    assert value(after, "mam_projector_events_total", outcome="accepted", type="submitted") == 1
+    assert value(after, "mam_projector_events_total", outcome="accepted", type="succeeded") == 1
+    assert value(after, "mam_jobs", status="succeeded", agent="claude-code") == 1
+    assert total(after, "mam_jobs", status="submitted") == 0  # it moved on: the gauge left its old status
+    assert value(after, "mam_projector_batches_total") >= 1
+    assert value(after, "mam_projector_commit_seconds_count") == value(after, "mam_projector_batches_total")
+    assert value(after, "mam_projector_batch_size_messages_sum") >= accepted
+    assert value(after, "mam_projector_publish_to_record_seconds_count") >= 1  # the runner's events carry ts
+    assert value(after, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(0.0123)
+    assert value(after, "mam_agent_tokens_total", agent="claude-code", kind="output") > 0
+
+    assert value(runner, "mam_runner_jobs_finished_total", agent="claude-code", outcome="succeeded") == 1
+    assert value(runner, "mam_runner_jobs_finished_total", agent="claude-code", outcome="failed") == 0
+    assert value(runner, "mam_runner_jobs_running", agent="claude-code") == 0
+    assert value(runner, "mam_runner_output_events_total", agent="claude-code") >= 1
+    assert value(runner, "mam_runner_events_published_total", agent="claude-code", type="claimed") == 1
+    assert value(runner, "mam_runner_outbox_events", agent="claude-code") >= 0
+
+
+async def test_broker_metrics(ws: WorkspacePaths) -> None:
+    port, metrics_port = free_port(), free_port()
+    broker = Daemon(
+        [str(BIN / "mam-broker"), "--port", str(port), "--spool", str(ws.root.parent / "spool"),
+         "--metrics-port", str(metrics_port)],
+        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "broker.log",
+    )
+    try:
+        wait_for_port(port, broker.proc)
+        running = RunningBroker(kind="amqtt", port=port, proc=broker.proc)
+        async with projector_process(running, ws.root, ws.elsewhere):
+            await submit(running.url, ws, "queued1", "p", agent="nobody")
+            samples = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        assert value(samples, "mam_broker_connections") >= 1
+        assert value(samples, "mam_broker_clients_connected") >= 1
+        assert value(samples, "mam_broker_sessions") >= value(samples, "mam_broker_clients_connected")
+        assert value(samples, "mam_broker_retained_messages") >= 2  # the projector's status, the job's state
+        assert value(samples, "mam_broker_spool_written_bytes_total") > 0
+        assert ("mam_broker_queued_messages", ()) in samples
+    finally:
+        broker.stop()
+
+
+async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
+    dashboard, metrics_port = free_port(), free_port()
+    async with up_with_flags(ws, "--dashboard", str(dashboard), "--metrics-port", str(metrics_port)) as (port, up):
+        url = f"mqtt://127.0.0.1:{port}"
+        await up.wait_for_output(f"http://127.0.0.1:{dashboard}/", timeout=15)
+        async with agent_runner(url, ws, agent="claude-code", env=fake_env()):
+            await submit(url, ws, "upjob", "hello", agent="claude-code")
+            await wait_for_state(url, workspace_id(ws.root), "upjob", lambda r: r["status"] == "succeeded")
+            for endpoint in (f"http://127.0.0.1:{dashboard}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"):
+                with anyio.fail_after(10):
+                    while value(samples := scrape(endpoint), "mam_jobs", status="succeeded", agent="claude-code") < 1:
+                        await anyio.sleep(0.05)
+                assert total(samples, "mam_projector_events_total", outcome="accepted") >= 4
+                assert value(samples, "mam_runners_online", agent="claude-code") == 1
+                assert value(samples, "mam_broker_clients_connected") >= 1  # the runner
+                assert ("mam_dashboard_event_streams", ()) in samples
+                assert value(samples, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(0.0123)
+
+
+@pytest.mark.parametrize("command", ["mam-projector", "mam-agent", "mam-broker"])
+async def test_bad_metrics_port_is_a_usage_error(command: str, ws: WorkspacePaths) -> None:
+    extra = ["--agent", "x", "--command", "true"] if command == "mam-agent" else []
+    result = await run([str(BIN / command), *extra, "--metrics-port", "70000"], cwd=ws.elsewhere)
+    assert result.returncode == 2
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "--metrics-port" in lines[0] and "70000" in lines[0], lines
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        spool = ["--port", "0", "--spool", str(ws.root.parent / "spool")] if command == "mam-broker" else []
+        workspace = [] if command == "mam-broker" else ["--workspace", str(ws.root)]
+        result = await run([str(BIN / command), *extra, *spool, *workspace, "--metrics-port", str(busy)],
+                           cwd=ws.elsewhere, timeout=20)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.decode().strip().splitlines()
+    assert lines == [f"{command}: error: --metrics-port {busy}: cannot listen on 127.0.0.1:{busy}: "
+                     "Address already in use"], lines
