@@ -26,6 +26,8 @@ from collections.abc import Callable
 import anyio
 from amqtt.adapters import ReaderAdapter
 
+from mam.broker import protocol_version
+
 PUBLISH = 3
 
 _NO_DATA = (asyncio.IncompleteReadError, ConnectionError, OSError)
@@ -109,8 +111,12 @@ class PacketReader(ReaderAdapter):
         max_packet: int,
         peer: str,
         on_protocol_error: Callable[[str], None],
+        on_other_version: Callable[[str], None] | None = None,
     ) -> None:
         self._inner = inner
+        self.on_other_version = on_other_version
+        """Told the log line for a CONNECT of another MQTT version than 3.1.1 (`mam.broker.protocol_version`)."""
+        self._first = True
         self.window = window
         self.max_packet = max_packet
         self.peer = peer
@@ -160,7 +166,20 @@ class PacketReader(ReaderAdapter):
             return self._refuse(problem)
         packet = bytes(self._head) + body
         self._head.clear()
+        if self._first:
+            self._first = False
+            if kind == protocol_version.CONNECT:
+                return self._version_checked(packet, body)
         return packet
+
+    def _version_checked(self, packet: bytes, body: bytes) -> bytes:
+        """The first CONNECT as read, or, of another MQTT version, logged and made bare for amqtt to refuse."""
+        connect = protocol_version.parse_connect(body)
+        if connect is None or connect.level == protocol_version.MQTT_3_1_1:
+            return packet
+        if self.on_other_version is not None:
+            self.on_other_version(protocol_version.refusal_line(connect, self.peer))
+        return protocol_version.bare_connect(connect.level)
 
     async def _read_fixed_header(self) -> bool:
         """Read the packet type and remaining length into `_head`, byte by byte; False at EOF or if malformed."""

@@ -49,6 +49,7 @@ log = logging.getLogger("mam.broker")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 1883
+SHARED_PREFIX = "$share/"
 
 
 class PortInUse(UsageError):
@@ -96,6 +97,9 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
         self.cap = ConnectionCap(limits.max_connections or MOST_CONNECTIONS)
         self.protocol_errors = Notice()
         self.no_connect = Notice()
+        self.other_versions = Notice()
+        """MQTT 5 (or 3.1) clients refused: at most a line a minute, naming the first."""
+        self.shared_refused = Notice()
 
     async def stream_connected(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
@@ -125,7 +129,8 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     def _packets(self, inner: ReaderAdapter, peer: str) -> PacketReader:
         window = PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress)
         return PacketReader(
-            inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors
+            inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors,
+            on_other_version=self.other_versions,
         )
 
     async def _initialize_client_session(
@@ -163,6 +168,18 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             ):
                 return
         await super()._broadcast_message(session, topic, data, force_qos)
+
+    async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
+        """amqtt's, but a shared subscription (`$share/GROUP/FILTER`, MQTT 5 section 4.8.2) is refused
+        with SUBACK 0x80: amqtt takes it for a plain filter that no topic matches and grants it, so
+        the client waits for messages that never come."""
+        if subscription[0].startswith(SHARED_PREFIX):
+            self.shared_refused(
+                f"refused the shared subscription {subscription[0]!r} of client {session.client_id!r} (SUBACK 0x80): "
+                "this broker does not share subscriptions; mosquitto does (README, Interop)"
+            )
+            return 0x80
+        return await super().add_subscription(subscription, session)
 
     def _matches(self, topic: str, a_filter: str) -> bool:
         """amqtt's matching, with each filter compiled once (`mam.broker.topic_match`)."""
