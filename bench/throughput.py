@@ -1,7 +1,7 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
     .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
-        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed]
+        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed] [--metrics]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
@@ -180,15 +180,16 @@ async def projector_rate(
     *,
     up: bool,
     window: int,
+    metrics: tuple[str, ...] = (),
 ) -> tuple[Phase, Path]:
     """The projector's rate: `mam-projector` on the broker at `port`, or with `up`, a whole
     `mam up` of its own (whose broker is then the projector's own process)."""
     root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
     if up:
-        proc, port = await start_up(ws, root, "--durability", durability)
+        proc, port = await start_up(ws, root, "--durability", durability, *metrics)
         broker_pid = proc.pid
     else:
-        proc = await start_projector(port, ws, root, "--durability", durability)
+        proc = await start_projector(port, ws, root, "--durability", durability, *metrics)
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
             await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
@@ -256,6 +257,8 @@ async def main() -> None:
         f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf); "
         "several, comma-separated (20,0), compare each on a broker of its own in turn",
     )
+    parser.add_argument("--metrics", action="store_true",
+                        help="the projector counts its Prometheus metrics (--metrics-port 0: served, never scraped)")
     parser.add_argument("--signed", action="store_true",
                         help="the runner's events signed, as mam-agent sends them (its claim names its key)")
     args = parser.parse_args()
@@ -285,12 +288,13 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
                         running.proc.pid,
                         up=args.broker == "up",
                         window=args.window,
+                        metrics=("--metrics-port", "0") if args.metrics else (),
                     )
                     verify(root, args.jobs, per_job, n)
                     projs.append(proj)
     print(
         f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
-        f"publisher window={args.window}" + (" signed" if args.signed else "") + inflight_label(args.broker, inflight)
+        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "") + inflight_label(args.broker, inflight)
     )
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")

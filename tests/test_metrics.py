@@ -92,6 +92,12 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
     assert value(runner, "mam_runner_events_published_total", agent="claude-code", type="claimed") == 1
     assert value(runner, "mam_runner_outbox_events", agent="claude-code") >= 0
 
+    # A projector started again counts the jobs the query index holds, before any event arrives.
+    async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--metrics-port", str(projector_port))):
+        again = scrape(projector_url)
+    assert value(again, "mam_jobs", status="succeeded", agent="claude-code") == 1
+    assert total(again, "mam_projector_events_total") == 0
+
 
 async def test_broker_metrics(ws: WorkspacePaths) -> None:
     port, metrics_port = free_port(), free_port()
@@ -154,3 +160,36 @@ async def test_bad_metrics_port_is_a_usage_error(command: str, ws: WorkspacePath
     lines = result.stderr.decode().strip().splitlines()
     assert lines == [f"{command}: error: --metrics-port {busy}: cannot listen on 127.0.0.1:{busy}: "
                      "Address already in use"], lines
+
+
+def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
+    """Every `mam_...` name in docs/grafana-mam.json is one the projector, broker or runner exports."""
+    import json
+    import re
+    from types import SimpleNamespace
+
+    from prometheus_client import generate_latest
+
+    from mam.agents import metrics as runner_metrics
+    from mam.broker import metrics as broker_metrics
+    from mam.metrics import new_registry
+    from mam.projector.metrics import ProjectorMetrics
+
+    class Outbox(SimpleNamespace):
+        def __len__(self) -> int:
+            return 0
+
+    registry = new_registry()
+    ProjectorMetrics().register(registry)
+    broker_metrics.register(SimpleNamespace(_broker=None, spool=SimpleNamespace(queues={})), registry)  # type: ignore[arg-type]
+    runner = SimpleNamespace(agent="a", active={}, outbox=Outbox(put_counts={}, bytes=0))
+    runner_metrics.register(runner, registry)  # type: ignore[arg-type]
+    exported = set()
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(family.type, ("",))
+        exported |= {family.name + suffix for suffix in suffixes}
+    dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana-mam.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\bmam_\w+", target["expr"])}
+    assert len(used) >= 15
+    assert used <= exported, used - exported
