@@ -21,7 +21,7 @@ from test_runner_support import agent_runner, submit
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
-from support import BIN, Daemon, child_env, run, wait_for_state
+from support import BIN, Daemon, child_env, mam, run, wait_for_state
 
 FAKES = Path(__file__).parent / "fake_agents"
 
@@ -193,3 +193,31 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
             for name in re.findall(r"\bmam_\w+", target["expr"])}
     assert len(used) >= 15
     assert used <= exported, used - exported
+
+
+async def test_mam_dashboard_metrics(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
+    """`mam dashboard` alone (a reader): /metrics shows the runners and the projector as its hub sees them."""
+    port = free_port()
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere),
+        agent_runner(mosquitto.url, ws, agent="claude-code", env=fake_env()),
+    ):
+        daemon = Daemon(mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "dashboard.log")
+        try:
+            wait_for_port(port, daemon.proc)
+            with anyio.fail_after(10):  # the hub reads the retained statuses once subscribed
+                while value(samples := scrape(f"http://127.0.0.1:{port}/metrics"), "mam_projector_up") < 1 \
+                        or value(samples, "mam_runners_online", agent="claude-code") < 1:
+                    await anyio.sleep(0.05)
+        finally:
+            daemon.stop()
+    assert value(samples, "mam_runners_busy", agent="claude-code") == 0
+    assert value(samples, "mam_dashboard_event_streams") == 0
+
+
+def test_agent_labels_are_capped() -> None:
+    from mam.metrics import OTHER, Bounded
+
+    label = Bounded(3)
+    assert [label(name) for name in ("a", "b", "c", "d", "a", "e")] == ["a", "b", "c", OTHER, "a", OTHER]
