@@ -181,6 +181,15 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             return 0x80
         return await super().add_subscription(subscription, session)
 
+    @staticmethod
+    def _split_bindaddr_port(port_str: str, default_port: int) -> tuple[str | None, int]:
+        """amqtt's parsing of a listener's `bind`, with an IPv6 literal's brackets taken off: amqtt
+        0.12 keeps them (`[::1]`), which the resolver then refuses ("Name or service not known")."""
+        address, port = Broker._split_bindaddr_port(port_str, default_port)
+        if address is not None and address.startswith("[") and address.endswith("]"):
+            address = address[1:-1]
+        return address, port
+
     def _matches(self, topic: str, a_filter: str) -> bool:
         """amqtt's matching, with each filter compiled once (`mam.broker.topic_match`)."""
         return matcher(a_filter)(topic)

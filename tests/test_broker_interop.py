@@ -1,14 +1,21 @@
 """The embedded broker speaks MQTT 3.1.1 and says so: an MQTT 5 CONNECT gets the 3.1.1 refusal
 (CONNACK 0x01) and one log line naming the client; a shared subscription, which it cannot
-deliver, is refused (SUBACK 0x80) instead of granted and silent."""
+deliver, is refused (SUBACK 0x80) instead of granted and silent; `mam up --host ::1` listens on
+IPv6 and clients take `mqtt://[::1]:PORT`."""
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 from pathlib import Path
 
+import pytest
 from raw_mqtt import broker_process, connected, remaining_length, until_closed
+
+from conftest import WorkspacePaths
+from e2e import workspace_id
+from support import Daemon, child_env, mam, run, wait_projector_online
 
 
 def _string(text: str) -> bytes:
@@ -45,3 +52,31 @@ async def test_a_shared_subscription_is_refused_with_suback_0x80(tmp_path: Path)
             assert sock.recv(16) == b"\x90\x04\x00\x07\x80\x01", "the shared one refused, the plain one granted"
         log = await broker.wait_for_output("refused the shared subscription", 10)
         assert "'$share/g/jobs' of client 'sharer' (SUBACK 0x80)" in log, log
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 on lo here (ip -6 addr show lo lists no ::1)")
+async def test_mam_up_listens_on_ipv6_loopback_and_clients_take_a_bracketed_url(ws: WorkspacePaths) -> None:
+    daemon = Daemon(mam("up", "--host", "::1", "--port", "0", "--workspace", str(ws.root)), cwd=ws.elsewhere,
+                    env=child_env(), log=ws.root.parent / "up6.log")
+    try:
+        banner = await daemon.wait_for_output("mam up: broker", 20)
+        url = re.search(r"mam up: broker +(mqtt://\[::1\]:\d+)", banner)
+        assert url is not None, banner
+        where = ("--broker", url.group(1), "--workspace", str(ws.root))
+        await wait_projector_online(url.group(1), workspace_id(ws.root), pid=daemon.pid)
+        submitted = await run(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-v6", *where),
+                              cwd=ws.elsewhere)
+        assert submitted.returncode == 0, submitted.stderr.decode()
+        cancelled = await run(mam("cancel", "job-v6", "--wait", *where), cwd=ws.elsewhere)
+        assert cancelled.returncode == 0 and b"cancelled" in cancelled.stdout, cancelled.stderr.decode()
+    finally:
+        daemon.stop()
