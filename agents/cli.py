@@ -17,15 +17,17 @@ from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, limit_fields, resume_fields
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
+from mam.agents.cli_wait import register as register_wait
 from mam.agents.inside_job import default_parent
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
 from mam.agents.profiles import load_profiles, resolve
 from mam.agents.publisher import Publisher, new_job_id
+from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli_args import agent_name, job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import MamError, UsageError
+from mam.errors import MamError, Refused, UsageError
 from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
 from mam.live import snapshot_agents, snapshot_job_ids
 from mam.provenance import git_info
@@ -111,8 +113,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Ask for a job to be cancelled. Returns once the projector has recorded the request "
         "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended.",
     )
-    cancel.add_argument("job_id", type=job_id, metavar="JOB",
-                        help="the job's id, or any unique prefix or suffix of it among the states the broker retains")
+    cancel.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
+                        help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
+                        "states the broker retains; several may be given")
+    add_selector_args(cancel, "cancel")
     cancel.add_argument("--reason", metavar="R")
     cancel.add_argument("--tree", action="store_true",
                         help="also cancel every unfinished job delegated under it (each with a reason naming it); "
@@ -127,6 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_broker_arg(cancel)
     cancel.set_defaults(handler=run_cancel)
     register_retry(subparsers)
+    register_wait(subparsers)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -326,31 +331,66 @@ async def _resolve_retained(pub: Publisher, text: str) -> str:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
+    if not args.job_ids and not has_selectors(args):
+        raise UsageError("name the job to cancel (JOB...), or select jobs with -l KEY=VALUE or --status S")
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
     event = _check(ev.CancelRequested(reason=args.reason, tree=True if args.tree else msgspec.UNSET))
 
+    async def one(pub: Publisher, job: str) -> list[JobRecord]:
+        """Cancel one job (with its tree under --tree): the records to print."""
+        if args.tree:
+            return await cancel_tree(pub, job, event, timeout=args.timeout, wait=args.wait)
+        deadline = anyio.current_time() + args.timeout
+        record = await pub.publish_and_wait(job, event, timeout=args.timeout)
+        if args.wait and not record.status.terminal:
+            remaining = max(deadline - anyio.current_time(), 0.001)
+            record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
+        return [record]
+
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            job = await _resolve_retained(pub, args.job_id)
-            if args.no_wait:
-                _print_published(job, await pub.publish_served(job, event), args.json)
-                return 0
-            if args.tree:
-                _print_tree(await cancel_tree(pub, job, event, timeout=args.timeout, wait=args.wait), args.json)
-                return 0
-            deadline = anyio.current_time() + args.timeout
-            record = await pub.publish_and_wait(job, event, timeout=args.timeout)
-            if args.wait and not record.status.terminal:
-                remaining = max(deadline - anyio.current_time(), 0.001)
-                record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
-            if args.json:
-                _print_record(record, True)
+            if len(args.job_ids) == 1 and not has_selectors(args):
+                jobs = [await resolve_for_write(pub, args.job_ids[0], "cancel")]
             else:
-                print(f"{record.job_id} {record.status.value}")
-        return 0
+                jobs = await select(pub, args, "cancel", lambda record: not record.status.terminal)
+            confirm(jobs, "cancel", args.yes)
+            if args.no_wait:
+                for job in jobs:
+                    _print_published(job, await pub.publish_served(job, event), args.json)
+                return 0
+            if len(jobs) == 1:
+                records = await one(pub, jobs[0])
+                _print_tree(records, args.json) if args.tree else _print_cancelled(records[0], args.json)
+                return 0
+            done: list[JobRecord] = []
+            code = 0
+            for job in jobs:  # one refused (finished meanwhile) does not stop the others
+                try:
+                    records = await one(pub, job)
+                except Refused as exc:
+                    print(f"mam: error: {exc}", file=sys.stderr)
+                    code = 1
+                    continue
+                done.extend(records)
+                if not args.json:
+                    for record in records:
+                        _print_cancelled(record, False)
+            if args.json:
+                print(json.dumps([msgspec.to_builtins(record) for record in done], indent=2))
+        return code
 
     return anyio.run(go)
+
+
+def _print_cancelled(record: JobRecord, as_json: bool) -> None:
+    """`JOB cancelled` once it has ended; `cancel requested: JOB (was running)` while its runner stops it."""
+    if as_json:
+        _print_record(record, True)
+    elif record.status.terminal:
+        print(f"{record.job_id} {record.status.value}")
+    else:
+        print(f"cancel requested: {record.job_id} (was {record.status.value})")
 
 
 def _print_tree(records: list[JobRecord], as_json: bool) -> None:

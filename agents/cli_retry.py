@@ -14,6 +14,7 @@ import msgspec
 from mam import events as ev
 from mam import job_limits
 from mam.agents.publisher import Publisher, new_job_id
+from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.attempts import RETRY_OUTCOMES
 from mam.cli_args import job_id
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
@@ -116,10 +117,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "timeout, parent and retry policy; the new record's retry_of names the old job. Prints the new job's id "
         "once the projector has recorded it (exit 0); exit 1 if the job is unknown or has not finished.",
     )
-    retry.add_argument("job_id", type=job_id, metavar="JOB",
-                       help="the finished job's id, or any unique prefix or suffix of it among the retained states")
+    retry.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
+                       help="the finished job's id, or a unique prefix or suffix of it (at least 4 characters) "
+                       "among the retained states; several may be given")
+    add_selector_args(retry, "retry")
     retry.add_argument("--job-id", dest="new_job_id", type=job_id, metavar="ID",
-                       help="the new job's id (default: generated)")
+                       help="the new job's id (default: generated; only when one job is retried)")
     retry.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                        help="how long to wait for the verdict (default 30); no verdict in time exits 3")
     retry.add_argument("--json", action="store_true", help="print the new job's recorded state as JSON")
@@ -129,28 +132,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_retry(args: argparse.Namespace) -> int:
-    from mam.agents.cli import _resolve_retained
-
+    if not args.job_ids and not has_selectors(args):
+        raise UsageError("name the job to retry (JOB...), or select finished jobs with -l KEY=VALUE or --status S")
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
 
-    async def go() -> int:
-        async with Publisher(workspace, broker, by="mam-cli") as pub:
-            old_id = await _resolve_retained(pub, args.job_id)
-            old = await pub.state(old_id)
-            if old is None:
-                raise Refused(f"no job {old_id!r} is known in workspace {workspace.id}: check the id with `mam jobs`")
-            if not old.status.terminal:
-                raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                              f"(`mam cancel {old_id}` first to start it over)")
-            git = await anyio.to_thread.run_sync(git_info, workspace.root)
-            new_id = args.new_job_id or new_job_id()
-            record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=args.timeout)
-        if args.json:
-            print(json.dumps(msgspec.to_builtins(record), indent=2))
-        else:
+    async def one(pub: Publisher, old_id: str, new_id: str) -> JobRecord:
+        old = await pub.state(old_id)
+        if old is None:
+            raise Refused(f"no job {old_id!r} is known in workspace {workspace.id}: check the id with `mam jobs`")
+        if not old.status.terminal:
+            raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
+                          f"(`mam cancel {old_id}` first to start it over)")
+        git = await anyio.to_thread.run_sync(git_info, workspace.root)
+        record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=args.timeout)
+        if not args.json:
             print(record.job_id)
             print(f"mam: {record.job_id} retries {old_id} ({old.status.value})", file=sys.stderr)
-        return 0
+        return record
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            if len(args.job_ids) == 1 and not has_selectors(args):
+                olds = [await resolve_for_write(pub, args.job_ids[0], "retry")]
+            else:
+                olds = await select(pub, args, "retry", lambda record: record.status.terminal)
+            if args.new_job_id and len(olds) > 1:
+                raise UsageError(f"--job-id names one new job, but {len(olds)} jobs would be retried")
+            confirm(olds, "retry", args.yes)
+            if len(olds) == 1:
+                record = await one(pub, olds[0], args.new_job_id or new_job_id())
+                if args.json:
+                    print(json.dumps(msgspec.to_builtins(record), indent=2))
+                return 0
+            records: list[JobRecord] = []
+            code = 0
+            for old_id in olds:  # one refused does not stop the others
+                try:
+                    records.append(await one(pub, old_id, new_job_id()))
+                except Refused as exc:
+                    print(f"mam: error: {exc}", file=sys.stderr)
+                    code = 1
+            if args.json:
+                print(json.dumps([msgspec.to_builtins(record) for record in records], indent=2))
+        return code
 
     return anyio.run(go)

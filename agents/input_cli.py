@@ -21,8 +21,8 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam.agents.cli import _resolve_retained
 from mam.agents.publisher import Publisher, WaitTimeout
+from mam.agents.selection import resolve_for_write
 from mam.cli_args import job_id, positive_seconds
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, Refused, UsageError
@@ -183,7 +183,7 @@ def run_answer(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            job = await _resolve_retained(pub, args.job_id)
+            job = await resolve_for_write(pub, args.job_id, "answer")
             current = await pub.state(job)
             asked = current.question_id if current is not None and current.status is Status.WAITING else None
             event = _checked(ev.InputProvided(answer=args.text, question_id=asked or None), {"answer": "TEXT"})

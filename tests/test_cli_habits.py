@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import json
 
+from test_runner_support import agent_runner
+
+from mam.agents import Publisher
+from mam.broker_url import parse_broker_url
+from mam.workspace import resolve
+
+from brokers import free_port
 from conftest import WorkspacePaths
-from e2e import write_job
-from support import mam, run
+from e2e import up_process, write_job
+from support import child_env, mam, run
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
@@ -49,3 +56,65 @@ async def test_workspace_keys_and_values_stay_apart(ws: WorkspacePaths) -> None:
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("broker_unreachable"))
     assert line.startswith("broker_unreachable cannot reach"), line
+
+
+def _status(ws: WorkspacePaths, job: str) -> str:
+    return json.loads((ws.jobs / f"{job}.json").read_bytes())["status"]
+
+
+async def test_writes_need_four_characters_and_take_several_jobs_and_selectors(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    base = ("--broker", url, "--workspace", str(ws.root))
+    team = [f"team-{n}" for n in range(1, 7)]
+    async with up_process(ws.root, ws.elsewhere, port):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            await pub.submit(prompt="p", agent="nobody", job_id="long-9", wait=True)
+            for job in team:  # no runner serves `nobody`: they stay queued
+                await pub.submit(prompt="p", agent="nobody", job_id=job, labels={"team": "x"}, wait=True)
+
+        code, out, err = await _mam(ws, "cancel", "9", *base)  # ends `long-9` only, but 1 character is not enough
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "'9' is too short to cancel a job" in err and "long-9" in err and "4 characters" in err
+        code, _, err = await _mam(ws, "cancel", "nosuchjob", *base)
+        assert code == 1 and "no job 'nosuchjob'" in err and err.count("\n") == 1, err
+
+        code, out, err = await _mam(ws, "cancel", "-l", "team=x", *base)  # 6 jobs: more than 5 need --yes
+        assert code == 2 and out == "" and "this would cancel 6 jobs" in err and "--yes" in err, err
+        assert [_status(ws, job) for job in ["long-9", *team]] == ["submitted"] * 7, "nothing was published"
+
+        code, out, err = await _mam(ws, "cancel", "-l", "team=x", "--status", "submitted", "--yes", *base)
+        assert code == 0, err
+        assert "cancelling 6 jobs: " + ", ".join(team) in err
+        assert out.splitlines() == [f"{job} cancelled" for job in team]
+        assert _status(ws, "long-9") == "submitted"
+
+        code, out, err = await _mam(ws, "retry", "team-1", "team-2", *base)  # several ids, each resolved
+        assert code == 0, err
+        assert "retrying 2 jobs: team-1, team-2" in err and len(out.split()) == 2
+        code, _, err = await _mam(ws, "retry", "-l", "team=x", "--status", "cancelled", *base)
+        assert code == 2 and "this would retry 6 jobs" in err
+
+
+async def test_wait_exits_with_the_jobs_outcome(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    base = ("--broker", url, "--workspace", str(ws.root))
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
+        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
+    ):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            await pub.submit(prompt="sleep 0.3; true", agent="shell", job_id="ok-job", wait=True)
+            await pub.submit(prompt="sleep 0.3; exit 7", agent="shell", job_id="bad-job", wait=True)
+            await pub.submit(prompt="x", agent="nobody", job_id="queued-job", wait=True)
+        code, out, err = await _mam(ws, "wait", "ok-job", *base)
+        assert code == 0 and out == "ok-job succeeded (exit code 0)\n", err
+        code, out, err = await _mam(ws, "--json", "wait", "ok-job", "bad", *base)  # a read: any unique suffix
+        assert code == 1, err
+        assert [(r["job_id"], r["status"], r["exit_code"]) for r in json.loads(out)] == [
+            ("ok-job", "succeeded", 0), ("bad-job", "failed", 7)]
+        assert "1 of 2 jobs did not succeed: bad-job failed" in err
+        code, out, err = await _mam(ws, "wait", "queued-job", "--timeout", "0.5", *base)
+        assert code == 3 and "had not ended within 0.5s; it is submitted" in err, err
+        code, _, err = await _mam(ws, "wait", "nosuchjob", *base)
+        assert code == 1 and "no job 'nosuchjob'" in err

@@ -101,7 +101,7 @@ async def test_cancel_of_unknown_and_finished_jobs_is_refused_with_the_reason(
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         unknown = await run(_cli(amqtt, ws, "cancel", "nope"), cwd=ws.elsewhere)
         assert unknown.returncode == 1
-        assert "unknown job 'nope'" in _one_line_error(unknown.stderr)
+        assert "no job 'nope'" in _one_line_error(unknown.stderr)
 
         assert (await _submit(amqtt, ws, "job-c")).returncode == 0
         cancelled = await run(_cli(amqtt, ws, "cancel", "job-c", "--reason", "not needed"), cwd=ws.elsewhere)

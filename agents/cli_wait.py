@@ -1,0 +1,75 @@
+"""`mam wait JOB...`: wait until each job has finished and exit with the outcome, as `mam submit
+--follow` does (0 when every job succeeded, 1 when one ended otherwise, 3 when the time ran out)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import anyio
+import msgspec
+
+from mam.agents.publisher import Publisher
+from mam.cli_args import job_id, positive_seconds
+from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.errors import Refused
+from mam.follow import outcome_code
+from mam.record import JobRecord
+
+FOREVER = 10.0**9
+"""No `--timeout`: wait as long as the jobs take."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    wait = subparsers.add_parser(
+        "wait", help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
+        description="Wait until each job has finished, printing `JOB STATUS` as each ends. Exit 0 when every "
+        "job succeeded, 1 when one ended otherwise (failed, cancelled, lost, ...), 3 when --timeout ran out "
+        "first or the broker cannot be reached: the codes of `mam submit --follow`.",
+    )
+    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
+                      help="the job's id, or a unique prefix or suffix of it among the retained states")
+    wait.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
+                      help="give up after this long, for all the jobs together (exit 3; default: no limit)")
+    wait.add_argument("--json", action="store_true", help="print the final records as a JSON array")
+    add_workspace_args(wait)
+    add_broker_arg(wait)
+    wait.set_defaults(handler=run_wait)
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    from mam.agents.cli import _resolve_retained
+
+    workspace = workspace_from_args(args)
+    broker = broker_from_args(args, workspace)
+    limit = args.timeout or FOREVER
+
+    async def go() -> int:
+        async with Publisher(workspace, broker, by="mam-cli") as pub:
+            jobs = [await _resolve_retained(pub, text) for text in args.job_ids]
+            for job in jobs:  # an unknown job would never end: refused before any waiting
+                if await pub.state(job) is None:
+                    raise Refused(f"no job {job!r} in workspace {workspace.id}: check the id with `mam jobs`")
+            deadline = anyio.current_time() + limit
+            ended: list[JobRecord] = []
+            for job in jobs:
+                remaining = max(deadline - anyio.current_time(), 0.001)
+                record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
+                ended.append(record)
+                if not args.json:
+                    code = f" (exit code {record.exit_code})" if record.exit_code is not None else ""
+                    print(f"{record.job_id} {record.status.value}{code}", flush=True)
+        if args.json:
+            print(json.dumps([msgspec.to_builtins(record) for record in ended], indent=2))
+        failed = [record for record in ended if outcome_code(record.status) != 0]
+        if failed:
+            print(f"mam: {len(failed)} of {len(ended)} jobs did not succeed: "
+                  + ", ".join(f"{r.job_id} {r.status.value}" for r in failed), file=sys.stderr)
+            return outcome_code(failed[0].status)
+        return 0
+
+    return anyio.run(go)
+
+
+__all__ = ["register", "run_wait"]
