@@ -12,7 +12,7 @@ import msgspec
 
 from mam import __version__
 from mam.broker_list import Brokers
-from mam.cli_args import Parser, add_verbose, job_id
+from mam.cli_args import Parser, add_verbose, job_id, non_negative_int
 from mam.cli_common import (
     add_broker_arg,
     add_workspace_args,
@@ -25,6 +25,7 @@ from mam.cli_common import (
 from mam.cli_global import add_global, suppress_in_subcommands
 from mam.cli_global import check as check_global
 from mam.discovery import projector_info
+from mam.errors import UsageError
 from mam.events import GitInfo
 from mam.humanize import ago, parse_time
 from mam.output_accounting import incomplete_lines, seq_list
@@ -280,7 +281,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
     record = _record_or_pruned(workspace, job)
-    if args.follow and not record.status.terminal:
+    lines_asked = args.tail is not None or args.timestamps
+    if args.follow and not record.status.terminal and lines_asked:
+        raise UsageError(f"--tail and --timestamps print what is logged so far; job {job} is "
+                         f"{record.status.value}: follow it with `mam logs -f {job}` alone")
+    if lines_asked:
+        _print_lines(workspace, job, args.tail, args.timestamps)
+    elif args.follow and not record.status.terminal:
         try:
             record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True)
         except KeyboardInterrupt:
@@ -293,6 +300,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
     for line in incomplete_lines(record):
         print(f"mam: {line}", file=sys.stderr)
     return outcome_code(record.status) if record.status.terminal else 0
+
+
+def _print_lines(workspace: Workspace, job: str, count: int | None, timestamps: bool) -> None:
+    """`--tail N` (the last N lines of the output) and `--timestamps` (each line after the time its
+    output event was recorded, as `kubectl logs --timestamps` puts the time first)."""
+    from mam.follow import write_output
+    from mam.log_lines import logged_lines, tail
+
+    for line in tail(logged_lines(workspace, job), count):
+        write_output(line.stream, f"{line.recorded_at} {line.text}" if timestamps else line.text)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -360,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
     logs.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
+    logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output")
+    logs.add_argument("--timestamps", action="store_true",
+                      help="start each line with the time its output was recorded (ISO 8601 UTC)")
     add_workspace_args(logs)
     add_broker_arg(logs)
     logs.set_defaults(handler=cmd_logs)

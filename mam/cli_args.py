@@ -56,6 +56,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
 def agent_name(text: str) -> str:
     """An agent or runner name: what `submitted.agent` and `claimed.runner` accept."""
     if not _AGENT.fullmatch(text):
@@ -97,4 +107,4 @@ def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
-__all__ = ["Parser", "add_verbose", "agent_name", "job_id", "port", "positive_int", "positive_seconds"]
+__all__ = ["Parser", "add_verbose", "agent_name", "job_id", "non_negative_int", "port", "positive_int", "positive_seconds"]

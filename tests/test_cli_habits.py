@@ -96,7 +96,7 @@ async def test_writes_need_four_characters_and_take_several_jobs_and_selectors(w
         assert code == 2 and "this would retry 6 jobs" in err
 
 
-async def test_wait_exits_with_the_jobs_outcome(ws: WorkspacePaths) -> None:
+async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     base = ("--broker", url, "--workspace", str(ws.root))
@@ -104,7 +104,7 @@ async def test_wait_exits_with_the_jobs_outcome(ws: WorkspacePaths) -> None:
         url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
     ):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            await pub.submit(prompt="sleep 0.3; true", agent="shell", job_id="ok-job", wait=True)
+            await pub.submit(prompt="printf 'one\\ntwo\\nthree\\n'; sleep 0.3", agent="shell", job_id="ok-job", wait=True)
             await pub.submit(prompt="sleep 0.3; exit 7", agent="shell", job_id="bad-job", wait=True)
             await pub.submit(prompt="x", agent="nobody", job_id="queued-job", wait=True)
         code, out, err = await _mam(ws, "wait", "ok-job", *base)
@@ -118,3 +118,12 @@ async def test_wait_exits_with_the_jobs_outcome(ws: WorkspacePaths) -> None:
         assert code == 3 and "had not ended within 0.5s; it is submitted" in err, err
         code, _, err = await _mam(ws, "wait", "nosuchjob", *base)
         assert code == 1 and "no job 'nosuchjob'" in err
+
+    code, out, err = await _mam(ws, "logs", "ok-job", "--tail", "2", "--workspace", str(ws.root))
+    assert code == 0 and out == "two\nthree\n", err
+    code, out, err = await _mam(ws, "logs", "ok-job", "--timestamps", "--tail", "3", "--workspace", str(ws.root))
+    assert code == 0, err
+    _, events, _ = await _mam(ws, "events", "ok-job", "--json", "--workspace", str(ws.root))
+    recorded = {e["event"]["text"]: e["received_at"] for e in json.loads(events) if e["event"]["type"] == "output"}
+    assert out.splitlines() == [f"{recorded[text]} {line}" for text in recorded for line in text.splitlines()]
+    assert [line.split(" ", 1)[1] for line in out.splitlines()] == ["one", "two", "three"]

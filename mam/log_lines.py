@@ -1,0 +1,46 @@
+"""`mam logs --tail N --timestamps`: the logged output as lines, each with the time its output event
+was recorded (the audit log's `received_at`), the last N of them."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from mam.follow import in_seq_order
+from mam.reading import read_events
+from mam.workspace import Workspace
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    stream: str
+    text: str
+    """The line with its newline (the last line of the output may have none)."""
+    recorded_at: str
+    """When the output event the line starts in was recorded."""
+
+
+def logged_lines(workspace: Workspace, job_id: str) -> list[Line]:
+    """The job's logged output split into lines, per stream, in its runner's order (`in_seq_order`)."""
+    entries = read_events(workspace, job_id)
+    recorded = {e.get("event", {}).get("id"): e.get("received_at", "") for e in entries}
+    lines: list[Line] = []
+    open_line: dict[str, tuple[str, str]] = {}  # stream -> (text so far, recorded_at of its start)
+    for event in in_seq_order(entry.get("event", {}) for entry in entries):
+        stream, at = event.get("stream", "stdout"), recorded.get(event.get("id"), "")
+        for piece in event.get("text", "").splitlines(keepends=True):
+            text, start = open_line.pop(stream, ("", at))
+            text += piece
+            if text.endswith("\n"):
+                lines.append(Line(stream, text, start))
+            else:
+                open_line[stream] = (text, start)
+    lines.extend(Line(stream, text, at) for stream, (text, at) in open_line.items())
+    return lines
+
+
+def tail(lines: list[Line], count: int | None) -> list[Line]:
+    return list(deque(lines, maxlen=count)) if count is not None else lines
+
+
+__all__ = ["Line", "logged_lines", "tail"]
