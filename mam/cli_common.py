@@ -13,6 +13,7 @@ from mam.broker_list import Brokers, parse_broker_urls
 from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
 from mam.errors import EXIT_USAGE, MamError, UsageError
 from mam.runtime import choose_broker
+from mam.tls import add_tls_args
 from mam.workspace import Workspace, resolve
 
 
@@ -55,6 +56,7 @@ def add_broker_arg(parser: argparse.ArgumentParser) -> None:
         "(default: $MAM_BROKER_URL, the same, else the broker named by the workspace's .mam/runtime.json "
         f"while its server runs, else {DEFAULT_BROKER_URL})",
     )
+    add_tls_args(parser)
 
 
 def workspace_from_args(args: argparse.Namespace) -> Workspace:
