@@ -25,9 +25,10 @@ from mam.cli_args import job_id, positive_int
 from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import UsageError
 from mam.humanize import parse_since
+from mam.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
 from mam.listing import Jobs
 from mam.live import snapshot_agents
-from mam.query import JobFilter, parse_labels, parse_statuses
+from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
 from mam.reading import resolve_id
 from mam.record import JobRecord
 from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
@@ -115,6 +116,26 @@ def _print_tree(roots: Iterable[JobRecord], children: Callable[[str], list[JobRe
         draw(record, "", True, True)
 
 
+def _print_subtree(workspace: Workspace, jobs: Jobs, where: JobFilter, text: str, as_json: bool) -> int:
+    """`mam jobs tree ROOT`: ROOT and every job under it (the filters choose which descendants show)."""
+    root = resolve_id(workspace, text)
+    found = list(jobs.read([root]))
+    if not found:
+        raise NoSuchJob(f"no job {text!r}: check the id with `mam jobs`")
+    _, children = jobs.tree(where)
+    if as_json:
+        def walk(record: JobRecord) -> Iterable[JobRecord]:
+            yield record
+            for kid in children(record.job_id):
+                yield from walk(kid)
+
+        _print_json({"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
+                     "after": list(after_of(r))} for r in walk(found[0]))
+    else:
+        _print_tree(found, children)
+    return 0
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     where = job_filter(args, workspace)
@@ -122,8 +143,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if args.watch:
             if args.view == "tree":
                 raise UsageError("--watch shows the list, not the tree: drop `tree`")
+            if args.output or args.sort_by:
+                raise UsageError("--watch shows the usual columns in the usual order: drop -o / --sort-by")
             return _watch(args, workspace, where, jobs)
+        if args.root and args.view != "tree":
+            raise UsageError(f"{args.root!r}: a job names the root of `mam jobs tree ROOT`; the list takes none")
         if args.view == "tree":
+            if args.root:
+                return _print_subtree(workspace, jobs, where, args.root, args.json)
             if args.json:
                 _print_json({"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
                              "after": list(after_of(r))} for r in jobs.oldest_first(where))
@@ -133,22 +160,31 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         limit = args.limit
         if limit is None and not args.json and sys.stdout.isatty():
             limit = max(shutil.get_terminal_size().lines - 3, 1)
-        shown, total = jobs.select(where, limit)
+        if args.sort_by in (None, "submitted"):
+            shown, total = jobs.select(where, limit)
+        else:  # every matching record is sorted, then cut to the limit
+            every, total = jobs.select(where, None)
+            shown = iter(sorted_by(every, args.sort_by, utc_now())[:limit])
         if args.json:
             _print_json(msgspec.to_builtins(r) for r in shown)
             return 0
         now = utc_now()
         rows: list[list[str]] = []
         costs: list[float | None] = []
+        wide: list[list[str]] = []
         for record in shown:  # one record at a time: only its row is kept
             rows.append(job_row(record, now))
             costs.append(cost_of(record))
+            if args.output == "wide":
+                wide.append(wide_cells(record))
         if not rows:
             where_, count = workspace.registry_dir, jobs.total()
             print(f"no jobs match ({count} in {where_})" if count else f"no jobs in {where_}", file=sys.stderr)
             return 0
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     header, rows = with_costs(JOB_HEADER, rows, costs)
+    if args.output == "wide":
+        header, rows = with_wide(header, rows, wide)
     for line in render(rows, header, colour=use_colour(sys.stdout), width=width):
         print(line)
     if total > len(rows):
@@ -198,12 +234,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if watching:
             parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)",
                                     description=WATCH_HELP)
-            parser.set_defaults(view="list", watch=True)
+            parser.set_defaults(view="list", watch=True, root=None, output=None, sort_by=None)
         else:
             parser = sub.add_parser(
                 "jobs", help="list the workspace's jobs, newest first; `mam jobs tree` draws the delegation tree"
             )
             parser.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
+            parser.add_argument("root", nargs="?", type=job_id, metavar="ROOT",
+                                help="with `tree`: draw only this job and the jobs under it")
+            parser.add_argument("-o", "--output", choices=["wide"],
+                                help="wide: also exit code, error, runner, attempt, parent and labels")
+            parser.add_argument("--sort-by", choices=SORT_FIELDS, metavar="FIELD",
+                                help=f"order by {', '.join(SORT_FIELDS)} (default: submitted, newest first)")
             parser.add_argument("-w", "--watch", action="store_true",
                                 help="keep showing the jobs as their states change (Ctrl-C stops; exit 0). "
                                      "Piped: a line per status change, starting with its time in ISO 8601 UTC; "

@@ -5,16 +5,23 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
+import msgspec
 from test_runner_support import agent_runner
 
+from mam import events as ev
 from mam.agents import Publisher
 from mam.broker_url import parse_broker_url
+from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
+from mam.projector.durable import SyncPlan
+from mam.projector.registry import Registry, record_bytes
+from mam.projector.replay import replay
 from mam.workspace import resolve
 
 from brokers import free_port
 from conftest import WorkspacePaths
-from e2e import up_process, write_job
+from e2e import up_process, workspace_id, write_job
 from support import child_env, mam, run
 
 
@@ -127,3 +134,63 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
     recorded = {e["event"]["text"]: e["received_at"] for e in json.loads(events) if e["event"]["type"] == "output"}
     assert out.splitlines() == [f"{recorded[text]} {line}" for text in recorded for line in text.splitlines()]
     assert [line.split(" ", 1)[1] for line in out.splitlines()] == ["one", "two", "three"]
+
+
+def _logged_job(ws: WorkspacePaths, job_id: str, at: str, *events: ev.AnyEvent) -> None:
+    """A job's audit log and record as the projector writes them, its events received at `at` (+1 s each)."""
+    start = datetime.fromisoformat(at)
+    entries = [LogEntry(seq=n + 1, received_at=(start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                        event=msgspec.structs.replace(e, id=f"{job_id}-{n}", ts=None)) for n, e in enumerate(events)]
+    log = AuditLog(ws.logs)
+    for entry in entries:
+        log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
+    log.close()
+    state = replay(job_id, workspace_id(ws.root), entries)
+    assert state.record is not None
+    Registry(ws.jobs).write(job_id, record_bytes(state.record))
+
+
+async def test_jobs_wide_sort_by_and_the_tree_under_a_root(ws: WorkspacePaths) -> None:
+    _logged_job(ws, "root-job", "2026-01-01T00:00:00", ev.Submitted(prompt="top", agent="claude"))
+    _logged_job(ws, "kid-job", "2026-01-01T00:01:00",
+                ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"}),
+                ev.Claimed(runner="r1"), ev.Started(runner="r1"),
+                ev.Failed(exit_code=7, error="boom: the build broke " + "x" * 80))
+    _logged_job(ws, "grandkid", "2026-01-01T00:02:00", ev.Submitted(prompt="deep", agent="aider", parent="kid-job"))
+    _logged_job(ws, "other-root", "2026-01-01T00:03:00", ev.Submitted(prompt="alone", agent="bash"))
+    root = ("--workspace", str(ws.root))
+
+    code, out, err = await _mam(ws, "jobs", "-o", "wide", *root)
+    assert code == 0, err
+    header, *rows = [line.split() for line in out.splitlines()]
+    assert header[:6] == ["JOB", "STATUS", "AGENT", "SESSION", "AGE", "DURATION"]
+    assert header[6:12] == ["EXIT", "ERROR", "RUNNER", "ATTEMPT", "PARENT", "LABELS"] and header[-1] == "PROMPT"
+    kid = next(line for line in out.splitlines() if line.startswith("kid-job"))
+    assert " 7 " in kid and "boom: the build broke xxx" in kid and " r1 " in kid and " root-job " in kid
+    assert "team=x" in kid and "x" * 60 not in kid, "the error is cut"
+    code, plain, _ = await _mam(ws, "jobs", *root)
+    assert "EXIT" not in plain and "RUNNER" not in plain
+
+    async def order(*flags: str) -> list[str]:
+        code, out, err = await _mam(ws, "jobs", *flags, *root)
+        assert code == 0, err
+        return [line.split()[0] for line in out.splitlines()[1:]]
+
+    assert await order() == ["other-root", "grandkid", "kid-job", "root-job"]
+    assert await order("--sort-by", "submitted") == await order()
+    assert await order("--sort-by", "agent") == ["grandkid", "other-root", "root-job", "kid-job"]
+    assert await order("--sort-by", "status") == ["kid-job", "other-root", "grandkid", "root-job"]
+    assert (await order("--sort-by", "duration"))[0] == "kid-job"
+    assert await order("--sort-by", "updated", "--limit", "1") == ["other-root"]
+
+    code, out, err = await _mam(ws, "jobs", "tree", "kid-job", *root)
+    assert code == 0 and out.splitlines() == [
+        "kid-job [failed] codex: under", "`-- grandkid [submitted] aider: deep"], err
+    code, out, _ = await _mam(ws, "jobs", "tree", *root)
+    assert out.splitlines() == ["root-job [submitted] claude: top", "`-- kid-job [failed] codex: under",
+                                "    `-- grandkid [submitted] aider: deep", "other-root [submitted] bash: alone"]
+    code, out, _ = await _mam(ws, "--json", "jobs", "tree", "root-j", *root)  # a read: a unique prefix will do
+    assert [(r["job_id"], r["status"]) for r in json.loads(out)] == [
+        ("root-job", "submitted"), ("kid-job", "failed"), ("grandkid", "submitted")]
+    code, _, err = await _mam(ws, "jobs", "tree", "nosuch", *root)
+    assert code == 1 and "no job 'nosuch'" in err
