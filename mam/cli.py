@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this program answers completion requests, mam.completion)
 """`mam`: submit, inspect and serve jobs of a workspace."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from mam.cli_common import (
 )
 from mam.cli_global import add_global, suppress_in_subcommands
 from mam.cli_global import check as check_global
+from mam.completion import complete_if_asked
+from mam.completion import register as register_completion
 from mam.discovery import projector_info
 from mam.errors import UsageError
 from mam.events import GitInfo
@@ -364,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     ws.set_defaults(handler=cmd_workspace)
 
     register_listings(sub)
+    register_completion(sub)
     register_usage(sub)
     register_prune(sub)
     register_review(sub)
@@ -422,6 +426,7 @@ def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
+    complete_if_asked(parser)
     args = parser.parse_args(argv)
     setup_logging(PROG, args.verbose)
 

@@ -22,7 +22,7 @@ from mam.workspace import resolve
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id, write_job
-from support import child_env, mam, run
+from support import BIN, child_env, mam, run
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
@@ -194,3 +194,26 @@ async def test_jobs_wide_sort_by_and_the_tree_under_a_root(ws: WorkspacePaths) -
         ("root-job", "submitted"), ("kid-job", "failed"), ("grandkid", "submitted")]
     code, _, err = await _mam(ws, "jobs", "tree", "nosuch", *root)
     assert code == 1 and "no job 'nosuch'" in err
+
+
+async def test_completion_scripts_for_bash_zsh_and_fish_complete_commands_and_choices(ws: WorkspacePaths) -> None:
+    scripts = {}
+    for shell in ("bash", "zsh", "fish"):
+        code, out, err = await _mam(ws, "completion", shell)
+        assert code == 0, err
+        scripts[shell] = out
+    assert "complete -o nospace -o default -o bashdefault -F _python_argcomplete mam" in scripts["bash"]
+    assert scripts["zsh"].startswith("#compdef mam") and "compdef _python_argcomplete mam" in scripts["zsh"]
+    assert "complete --command mam" in scripts["fish"] and "_ARGCOMPLETE 1" in scripts["fish"]
+    code, _, err = await _mam(ws, "completion", "tcsh")
+    assert code == 2 and "'tcsh'" in err
+    # the bash script, sourced in a real bash, completes a command and a flag's choices through mam itself
+    env = child_env(PATH=f"{BIN}:/usr/bin:/bin")
+    for line, words, expected in (("mam can", "mam can", ["cancel"]),
+                                  ("mam jobs --sort-by d", "mam jobs --sort-by d", ["duration"])):
+        probe = (f'source <(mam completion bash); COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; '
+                 f"COMP_WORDS=({words}); COMP_CWORD={len(words.split()) - 1}; _python_argcomplete mam; "
+                 'printf "%s\\n" "${COMPREPLY[@]}"')
+        done = await run(["bash", "-c", probe], cwd=ws.elsewhere, env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().split() == expected
