@@ -177,6 +177,8 @@ class PacketReader(ReaderAdapter):
         connect = protocol_version.parse_connect(body)
         if connect is None or connect.level == protocol_version.MQTT_3_1_1:
             return packet
+        if (bridge := protocol_version.as_plain_3_1_1(packet, body)) is not None:
+            return bridge
         if self.on_other_version is not None:
             self.on_other_version(protocol_version.refusal_line(connect, self.peer))
         return protocol_version.bare_connect(connect.level)

@@ -70,6 +70,21 @@ def parse_connect(body: bytes) -> Connect | None:
     return Connect(level, client_id[0] if client_id is not None else None)
 
 
+BRIDGE_BIT = 0x80
+"""A mosquitto bridge with `try_private true` (its default, mosquitto.conf(5)) sets this bit on the
+protocol level to say it is a bridge: 0x84 is MQTT 3.1.1 from a bridge."""
+
+
+def as_plain_3_1_1(packet: bytes, body: bytes) -> bytes | None:
+    """A bridge's 3.1.1 CONNECT (level 0x84) with the bridge bit cleared, which amqtt accepts as any
+    3.1.1 CONNECT (it refused level 132); None for anything else."""
+    name = _string(body, 0)
+    if name is None or name[1] >= len(body) or body[name[1]] != BRIDGE_BIT | MQTT_3_1_1:
+        return None
+    at = len(packet) - len(body) + name[1]
+    return packet[:at] + bytes([MQTT_3_1_1]) + packet[at + 1 :]
+
+
 def bare_connect(level: int) -> bytes:
     """A CONNECT amqtt decodes whole, of `level`: clean session, no keep-alive, an empty client id.
     amqtt answers any level but 4 with CONNACK 0x01 and closes."""
@@ -83,4 +98,4 @@ def refusal_line(connect: Connect, peer: str) -> str:
     return f"refused {connect.version} client {who} from {peer}: {ADVICE}"
 
 
-__all__ = ["ADVICE", "CONNECT", "MQTT_3_1_1", "Connect", "bare_connect", "parse_connect", "refusal_line"]
+__all__ = ["ADVICE", "BRIDGE_BIT", "CONNECT", "as_plain_3_1_1", "MQTT_3_1_1", "Connect", "bare_connect", "parse_connect", "refusal_line"]

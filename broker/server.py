@@ -181,6 +181,20 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             return 0x80
         return await super().add_subscription(subscription, session)
 
+    async def _handle_message_delivery(
+        self, client_session: Session, handler: BrokerProtocolHandler, wait_deliver: asyncio.Future[Any]
+    ) -> bool:
+        """amqtt's, but a publish to a `$` topic is dropped, not a reason to close the connection.
+        MQTT-4.7.2-1 only keeps `$` topics out of wildcard subscriptions; amqtt disconnected the
+        client, so a mosquitto bridge with its default `notifications true` (a retained
+        `$SYS/broker/connection/NAME/state`, mosquitto.conf(5)) was disconnected at once."""
+        message = wait_deliver.result() if wait_deliver.done() and not wait_deliver.cancelled() else None
+        topic = getattr(message, "topic", None)
+        if isinstance(topic, str) and topic.startswith("$"):
+            log.debug("dropped %s's publish on %s: $ topics are the broker's", client_session.client_id, topic)
+            return True
+        return await super()._handle_message_delivery(client_session, handler, wait_deliver)
+
     @staticmethod
     def _split_bindaddr_port(port_str: str, default_port: int) -> tuple[str | None, int]:
         """amqtt's parsing of a listener's `bind`, with an IPv6 literal's brackets taken off: amqtt

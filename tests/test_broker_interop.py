@@ -10,6 +10,7 @@ import socket
 import struct
 from pathlib import Path
 
+import anyio
 import pytest
 from raw_mqtt import broker_process, connected, remaining_length, until_closed
 
@@ -80,3 +81,39 @@ async def test_mam_up_listens_on_ipv6_loopback_and_clients_take_a_bracketed_url(
         assert cancelled.returncode == 0 and b"cancelled" in cancelled.stdout, cancelled.stderr.decode()
     finally:
         daemon.stop()
+
+
+async def test_a_mosquitto_bridge_with_default_settings_connects_and_forwards(tmp_path: Path) -> None:
+    """mosquitto.conf(5): a bridge says so with bit 0x80 on the protocol level (`try_private true`)
+    and publishes its state on `$SYS/broker/connection/NAME/state` (`notifications true`); amqtt
+    refused the first and closed the connection for the second."""
+    import getpass
+    import subprocess
+
+    import aiomqtt
+
+    from brokers import free_port, require_binary, stop, wait_for_port
+
+    async with broker_process(tmp_path, "--spool", str(tmp_path / "spool")) as (broker, port):
+        async with aiomqtt.Client("127.0.0.1", port) as watcher:
+            await watcher.subscribe("mam/#", qos=1)
+            local = free_port()
+            conf = tmp_path / "bridge.conf"
+            conf.write_text(f"user {getpass.getuser()}\nlistener {local} 127.0.0.1\nallow_anonymous true\n"
+                            f"connection tomam\naddress 127.0.0.1:{port}\ntopic mam/# both 1\n")
+            with open(tmp_path / "bridge.log", "ab") as out:
+                mosquitto = subprocess.Popen([require_binary("mosquitto"), "-c", str(conf)], stdout=out,
+                                             stderr=subprocess.STDOUT)
+            try:
+                wait_for_port(local, mosquitto)
+                published = subprocess.run([require_binary("mosquitto_pub"), "-p", str(local), "-q", "1", "-r",
+                                            "-t", "mam/bridged", "-m", "over the bridge"], timeout=10)
+                assert published.returncode == 0
+                with anyio.fail_after(10):
+                    message = await anext(aiter(watcher.messages))
+                assert (str(message.topic), message.payload) == ("mam/bridged", b"over the bridge")
+            finally:
+                stop(mosquitto)
+        assert "refused" not in broker.output(), broker.output()
+    bridge_log = (tmp_path / "bridge.log").read_text()
+    assert "tomam closed its connection" not in bridge_log and "Connection Refused" not in bridge_log, bridge_log
