@@ -22,7 +22,7 @@ from mam.workspace import resolve
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id, write_job
-from support import BIN, child_env, mam, run
+from support import BIN, child_env, mam, run, wait_for_state
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
@@ -114,6 +114,10 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
             await pub.submit(prompt="printf 'one\\ntwo\\nthree\\n'; sleep 0.3", agent="shell", job_id="ok-job", wait=True)
             await pub.submit(prompt="sleep 0.3; exit 7", agent="shell", job_id="bad-job", wait=True)
             await pub.submit(prompt="x", agent="nobody", job_id="queued-job", wait=True)
+            await pub.submit(prompt="sleep 30", agent="shell", job_id="long-run", wait=True)
+        await wait_for_state(url, workspace_id(ws.root), "long-run", lambda r: r["status"] == "running", timeout=30)
+        code, out, err = await _mam(ws, "cancel", "long-run", *base)  # its runner stops it after the reply
+        assert code == 0 and out == "cancel requested: long-run (was running)\n", err
         code, out, err = await _mam(ws, "wait", "ok-job", *base)
         assert code == 0 and out == "ok-job succeeded (exit code 0)\n", err
         code, out, err = await _mam(ws, "--json", "wait", "ok-job", "bad", *base)  # a read: any unique suffix
