@@ -284,15 +284,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
     record = _record_or_pruned(workspace, job)
-    lines_asked = args.tail is not None or args.timestamps
-    if args.follow and not record.status.terminal and lines_asked:
-        raise UsageError(f"--tail and --timestamps print what is logged so far; job {job} is "
-                         f"{record.status.value}: follow it with `mam logs -f {job}` alone")
-    if lines_asked:
+    following = args.follow and not record.status.terminal
+    if following and args.timestamps:
+        raise UsageError(f"--timestamps prints what is logged so far; job {job} is {record.status.value}: "
+                         f"follow it with `mam logs -f {job}` (--tail N may go with it)")
+    if not following and (args.tail is not None or args.timestamps):
         _print_lines(workspace, job, args.tail, args.timestamps)
-    elif args.follow and not record.status.terminal:
+    elif following:
         try:
-            record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True)
+            record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True, tail=args.tail)
         except KeyboardInterrupt:
             print(f"\nmam: {stopped_following(job)}", file=sys.stderr)
             return 130

@@ -108,14 +108,25 @@ async def follow(
     from_log: bool,
     write: Write = write_output,
     say: Say | None = say_on_stderr,
+    tail: int | None = None,
 ) -> JobRecord:
-    """Print the job's output until its state is terminal; return that state."""
+    """Print the job's output until its state is terminal; return that state. `tail`: of what the
+    log already holds, only the last `tail` lines (`mam logs -f --tail N`)."""
     topics = Topics(workspace.id)
     states = StateReader.for_workspace(workspace)
     try:
         async with connect(broker) as client:
             await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
-            followed = print_logged(workspace, job_id, write) if from_log else Followed()
+            if from_log and tail is not None:
+                from mam.log_lines import lines_of
+                from mam.log_lines import tail as last
+
+                chunks: list[tuple[str, str, str]] = []
+                followed = print_logged(workspace, job_id, lambda stream, text: chunks.append((stream, text, "")))
+                for line in last(lines_of(chunks), tail):
+                    write(line.stream, line.text)
+            else:
+                followed = print_logged(workspace, job_id, write) if from_log else Followed()
             return await follow_on(client, topics, job_id, followed, write, states=states, say=say)
     except aiomqtt.MqttError as exc:
         raise unreachable(broker, exc) from None
@@ -229,5 +240,7 @@ class _Waiting:
             self.say(note)
 
 
-def follow_blocking(workspace: Workspace, broker: Brokers, job_id: str, *, from_log: bool) -> JobRecord:
-    return anyio.run(lambda: follow(workspace, broker, job_id, from_log=from_log))
+def follow_blocking(
+    workspace: Workspace, broker: Brokers, job_id: str, *, from_log: bool, tail: int | None = None
+) -> JobRecord:
+    return anyio.run(lambda: follow(workspace, broker, job_id, from_log=from_log, tail=tail))

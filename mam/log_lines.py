@@ -4,6 +4,7 @@ was recorded (the audit log's `received_at`), the last N of them."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mam.follow import in_seq_order
@@ -24,11 +25,16 @@ def logged_lines(workspace: Workspace, job_id: str) -> list[Line]:
     """The job's logged output split into lines, per stream, in its runner's order (`in_seq_order`)."""
     entries = read_events(workspace, job_id)
     recorded = {e.get("event", {}).get("id"): e.get("received_at", "") for e in entries}
+    return lines_of((event.get("stream", "stdout"), event.get("text", ""), recorded.get(event.get("id"), ""))
+                    for event in in_seq_order(entry.get("event", {}) for entry in entries))
+
+
+def lines_of(chunks: Iterable[tuple[str, str, str]]) -> list[Line]:
+    """Output chunks (stream, text, recorded_at) as lines, per stream."""
     lines: list[Line] = []
     open_line: dict[str, tuple[str, str]] = {}  # stream -> (text so far, recorded_at of its start)
-    for event in in_seq_order(entry.get("event", {}) for entry in entries):
-        stream, at = event.get("stream", "stdout"), recorded.get(event.get("id"), "")
-        for piece in event.get("text", "").splitlines(keepends=True):
+    for stream, chunk, at in chunks:
+        for piece in chunk.splitlines(keepends=True):
             text, start = open_line.pop(stream, ("", at))
             text += piece
             if text.endswith("\n"):
@@ -43,4 +49,4 @@ def tail(lines: list[Line], count: int | None) -> list[Line]:
     return list(deque(lines, maxlen=count)) if count is not None else lines
 
 
-__all__ = ["Line", "logged_lines", "tail"]
+__all__ = ["Line", "lines_of", "logged_lines", "tail"]

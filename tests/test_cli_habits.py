@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import anyio
 import msgspec
 from test_runner_support import agent_runner
 
@@ -118,6 +119,25 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
         await wait_for_state(url, workspace_id(ws.root), "long-run", lambda r: r["status"] == "running", timeout=30)
         code, out, err = await _mam(ws, "cancel", "long-run", *base)  # its runner stops it after the reply
         assert code == 0 and out == "cancel requested: long-run (was running)\n", err
+
+        # -f --tail 1: the last logged line, then what comes live (the job goes on once it was shown)
+        go = ws.elsewhere / "go"
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            await pub.submit(prompt=f"printf 'a\\nb\\nc\\n'; while [ ! -e {go} ]; do sleep 0.05; done; echo d",
+                             agent="shell", job_id="tail-job", wait=True)
+        await wait_for_state(url, workspace_id(ws.root), "tail-job", lambda r: r["output_bytes"] >= 6, timeout=30)
+        async with await anyio.open_process(mam("logs", "tail-job", "-f", "--tail", "1", *base),
+                                            cwd=ws.elsewhere, env=child_env()) as logs:
+            assert logs.stdout is not None
+            with anyio.fail_after(20):
+                shown = b""
+                while not shown.endswith(b"c\n"):
+                    shown += await logs.stdout.receive()
+                go.touch()
+                while not shown.endswith(b"d\n"):
+                    shown += await logs.stdout.receive()
+                assert await logs.wait() == 0
+        assert shown == b"c\nd\n"
         code, out, err = await _mam(ws, "wait", "ok-job", *base)
         assert code == 0 and out == "ok-job succeeded (exit code 0)\n", err
         code, out, err = await _mam(ws, "--json", "wait", "ok-job", "bad", *base)  # a read: any unique suffix
