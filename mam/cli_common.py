@@ -53,7 +53,7 @@ def add_broker_arg(parser: argparse.ArgumentParser) -> None:
         action=_JoinBrokers,
         help="mqtt://[user:pass@]host:port or mqtts://...; several brokers of one cluster: repeat the flag "
         "or separate URLs with commas (the first that answers is used, the next on loss) "
-        "(default: $MAM_BROKER_URL, the same, else the broker named by the workspace's .mam/runtime.json "
+        "(default: $MAM_BROKER_URL, which takes the same forms; else the broker named by the workspace's .mam/runtime.json "
         f"while its server runs, else {DEFAULT_BROKER_URL})",
     )
     add_tls_args(parser)

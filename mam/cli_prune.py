@@ -129,8 +129,9 @@ def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, 
         print(json.dumps(found | {"kept": selection.kept}, indent=2))
         return
     now = utc_now()
+    width = max((len(brief.job_id) for brief in selection.chosen), default=0)  # every id padded, not only long ones
     for brief in selection.chosen:
-        print(f"{brief.job_id}  {brief.status.value:<9}  finished {ago(brief.finished_at, now)}")
+        print(f"{brief.job_id:<{width}}  {brief.status.value:<9}  finished {ago(brief.finished_at, now)}")
     _say_kept(selection)
     if args.dry_run:
         print(f"mam: would prune {len(ids)} job(s) {policy.describe()} (--dry-run: nothing published)",

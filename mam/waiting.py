@@ -42,7 +42,7 @@ def answer(state: JobRecord, event: ev.InputProvided) -> JobRecord | str:
         return refusal
     if isinstance(state.choices, list) and event.answer not in state.choices:
         allowed = ", ".join(repr(choice) for choice in state.choices)
-        return f"answer {event.answer!r} is not one of the choices of job {state.job_id!r}'s question: {allowed}"
+        return f"answer {event.answer!r} is not one of the choices of the question job {state.job_id!r} asks: {allowed}"
     return replace(state, status=Status.RUNNING, answer=event.answer)
 
 

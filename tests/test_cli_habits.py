@@ -241,3 +241,13 @@ async def test_completion_scripts_for_bash_zsh_and_fish_complete_commands_and_ch
         done = await run(["bash", "-c", probe], cwd=ws.elsewhere, env=env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.decode().split() == expected
+
+
+async def test_prune_dry_run_lines_up_every_id(ws: WorkspacePaths) -> None:
+    _logged_job(ws, "a1", "2026-01-01T00:00:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
+    _logged_job(ws, "a-much-longer-id", "2026-01-01T00:01:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
+    code, out, err = await _mam(ws, "prune", "--older-than", "0s", "--dry-run", "--workspace", str(ws.root))
+    assert code == 0, err
+    lines = sorted(out.splitlines())
+    assert [line.split()[0] for line in lines] == ["a-much-longer-id", "a1"]
+    assert len({line.index("cancelled") for line in lines}) == 1, f"the status column is not aligned: {lines}"
