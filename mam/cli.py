@@ -128,8 +128,9 @@ def _show_text(record: JobRecord) -> None:
             shown = seq_list(value, shown=32)
         elif isinstance(value, list):
             shown = safe(", ".join(str(item) for item in value))
-        elif isinstance(value, dict):
-            shown = json.dumps(value)
+        elif isinstance(value, dict):  # one `key: value` a line (git, usage, labels), not one line of JSON
+            shown = "\n".join(f"{k}: {safe(v if isinstance(v, str) else json.dumps(v))}" for k, v in value.items()
+                              if v is not None) or "{}"
             if key == "git_at_finish" and record.git_at_finish is not None:
                 shown += "".join(f"\n{line}" for line in _worktree_lines(record.git_at_finish, record.job_id))
         else:
