@@ -73,6 +73,8 @@ class Run:
     windows: list[tuple[float, float]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     began: float = field(default_factory=time.monotonic)
+    unretained: int = 0
+    """Finished jobs whose state the broker no longer retains (see `stale_states`): a figure."""
     skipped: frozenset[str] = frozenset()
     """Faults left out (`--skip-fault`): named in the figures line."""
     faults_done: anyio.Event = field(default_factory=anyio.Event)
@@ -212,7 +214,10 @@ class Run:
                 await self.mon._changed.wait()
 
     async def stale_states(self) -> list[str]:
-        """Jobs whose retained state (what runners act on) is not their record."""
+        """Jobs whose retained state (what runners act on) is not their record. A finished job with no
+        state retained is not stale: a broker that forgot it (`mam up` keeps retained messages in memory)
+        gets back only the unfinished jobs' and the 1,000 last finished (docs/design.md); counted in
+        `self.unretained`."""
         retained = await self.mon.retained_states()
         stale = []
         for job_id in [*self.jobs, *self.synthetic]:
@@ -221,6 +226,9 @@ class Run:
             except (OSError, ValueError):
                 continue
             state = retained.get(job_id, {})
+            if not state and record.get("status") in TERMINAL:
+                self.unretained += 1
+                continue
             if (state.get("status"), state.get("version")) != (record.get("status"), record.get("version")):
                 stale.append(
                     f"{job_id} retained {state.get('status')} v{state.get('version')}, "
@@ -301,7 +309,7 @@ def figures(kind: str, v: Verdict, run: Run, lag: float, samples: int, duration:
         f"jobs={len(run.jobs) + len(run.synthetic)} (runner {len(run.jobs)}, synthetic {len(run.synthetic)}) "
         f"faults={len(run.faults)} lost={len(v.lost)} doubled={len(v.doubled)} refused={refused} "
         f"output_bad={len(v.output_bad)} reordered={len(v.reordered)} open={len(v.open_jobs)} max_lag={lag:.2f}s ({samples} samples) "
-        f"resends={run.pub.retries} duration={duration:.0f}s{notes}"
+        f"unretained={run.unretained} resends={run.pub.retries} duration={duration:.0f}s{notes}"
     )
 
 
