@@ -116,7 +116,10 @@ async def follow(
     states = StateReader.for_workspace(workspace)
     try:
         async with connect(broker) as client:
-            await client.subscribe([(topics.events(job_id), 1), (topics.state(job_id), 1)])
+            # only the events before the log is read (they are not retained); the retained state is asked
+            # for by follow_on after the runners' statuses, so a queued job is not first said to have no
+            # runner while the statuses of its busy runners are still on their way
+            await client.subscribe(topics.events(job_id), qos=1)
             if from_log and tail is not None:
                 from mam.log_lines import lines_of
                 from mam.log_lines import tail as last

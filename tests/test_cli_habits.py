@@ -264,3 +264,29 @@ async def test_show_prints_git_and_labels_one_key_a_line(ws: WorkspacePaths) -> 
     assert [line.split(None, 1)[-1] if n == 0 else line.strip()
             for n, line in enumerate(lines[at:at + 3])] == ["commit: abc1234", "branch: main", "dirty: true"]
     assert "{" not in out
+
+
+async def test_logs_follow_of_a_job_queued_behind_a_busy_runner_says_so_first(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    go = ws.elsewhere / "go"
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
+        url, ws, "--profile", "shell", "--concurrency", "1", agent="shell", env=child_env()
+    ):
+        async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
+            await pub.submit(prompt=f"while [ ! -e {go} ]; do sleep 0.05; done", agent="shell", job_id="busy-job",
+                             wait=True)
+            await wait_for_state(url, workspace_id(ws.root), "busy-job", lambda r: r["status"] == "running",
+                                 timeout=30)
+            await pub.submit(prompt="echo done", agent="shell", job_id="next-job", wait=True)
+        async with await anyio.open_process(mam("logs", "next-job", "-f", "--broker", url, "--workspace", str(ws.root)),
+                                            cwd=ws.elsewhere, env=child_env()) as logs:
+            assert logs.stderr is not None and logs.stdout is not None
+            with anyio.fail_after(20):
+                said = b""
+                while b"\n" not in said:
+                    said += await logs.stderr.receive()
+                go.touch()
+                assert await logs.wait() == 0
+    first = said.decode().splitlines()[0]
+    assert first == "mam: queued: every runner for 'shell' is busy (1 online)", first
