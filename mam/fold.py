@@ -53,6 +53,9 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     if output_accounting.fills_gap(state, event):
         filled = output_accounting.fill_gap(state, event)  # type: ignore[arg-type]
         return replace(filled, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
+    if isinstance(event, ev.Submitted):  # a reused id, the job finished or not: say so in the user's words
+        return Refusal(f"job id {ctx.job_id!r} is taken: that job was already submitted and is {state.status.value}; "
+                       "pick a new job id (or leave --job-id out for a generated one)")
     if state.status.terminal:
         return Refusal(
             f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "

@@ -14,10 +14,12 @@ from test_runner_support import agent_runner
 from mam import events as ev
 from mam.agents import Publisher
 from mam.broker_url import parse_broker_url
+from mam.fold import Context, Refusal, apply
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
 from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
+from mam.record import JobRecord, Status
 from mam.workspace import resolve
 
 from brokers import free_port
@@ -290,3 +292,14 @@ async def test_logs_follow_of_a_job_queued_behind_a_busy_runner_says_so_first(ws
                 assert await logs.wait() == 0
     first = said.decode().splitlines()[0]
     assert first == "mam: queued: every runner for 'shell' is busy (1 online)", first
+
+
+def test_a_reused_job_id_is_refused_as_taken_whether_the_job_finished_or_not() -> None:
+    ctx = Context(job_id="build1", workspace="ws", event_id="e-2", received_at="2026-01-01T00:00:01.000Z")
+    first = apply(None, ev.Submitted(prompt="p", agent="a"), ctx)
+    assert isinstance(first, JobRecord)
+    for status in (Status.SUCCEEDED, Status.RUNNING):
+        refused = apply(msgspec.structs.replace(first, status=status), ev.Submitted(prompt="q", agent="a"), ctx)
+        assert isinstance(refused, Refusal)
+        assert refused.reason == (f"job id 'build1' is taken: that job was already submitted and is {status.value}; "
+                                  "pick a new job id (or leave --job-id out for a generated one)")
