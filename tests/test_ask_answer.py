@@ -130,7 +130,8 @@ async def test_a_question_asked_inside_a_job_is_answered_and_the_job_goes_on(ws:
         async with watching(ws.elsewhere, "jobs", "--watch", "--broker", url, "--workspace", str(ws.root)) as watch:
             await submit(url, ws, "job-ask", script, "--job-timeout", "2", agent="shell")
             shown = await watch.next(lambda line: " waiting " in line, timeout=30)
-            assert shown.startswith("job-ask") and shown.endswith("asks: Proceed?"), shown
+            when, job = shown.split()[:2]  # piped, a line starts with the change's time (mam watch --help)
+            assert job == "job-ask" and when.endswith("Z") and shown.endswith("asks: Proceed?"), shown
             assert await watch.interrupt() == 0
         waiting = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] == "waiting", timeout=30)
         assert (waiting["question"], waiting["choices"]) == ("Proceed?", ["yes", "no"])
