@@ -32,7 +32,7 @@ from mam.errors import UsageError
 from mam.events import GitInfo
 from mam.humanize import ago, parse_time
 from mam.output_accounting import incomplete_lines, seq_list
-from mam.reading import NotFound, read_events, read_pruned, read_record, resolve_id
+from mam.reading import NotFound, read_events, read_pruned, read_record, read_record_or_pruned, resolve_id
 from mam.record import JobRecord
 from mam.runtime import read_runtime
 from mam.signing import fingerprint, load_workspace_key
@@ -188,17 +188,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _record_or_pruned(workspace: Workspace, job: str) -> JobRecord:
-    """The job's record, or a pruned job's last one (the fold of its archived log)."""
-    try:
-        return read_record(workspace, job)
-    except NotFound:
-        pruned = read_pruned(workspace, job)
-        if pruned is None:
-            raise
-        return pruned[0]
-
-
 def cmd_events(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     entries = read_events(workspace, resolve_id(workspace, args.job_id))
@@ -284,7 +273,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
-    record = _record_or_pruned(workspace, job)
+    record = read_record_or_pruned(workspace, job)
     following = args.follow and not record.status.terminal
     if following and args.timestamps:
         raise UsageError(f"--timestamps prints what is logged so far; job {job} is {record.status.value}: "

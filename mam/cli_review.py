@@ -12,8 +12,7 @@ from mam.cli_args import job_id
 from mam.cli_common import add_workspace_args, workspace_from_args
 from mam.job_branches import Leftover, clean, inventory
 from mam.landing import JobWork, diff_argv, discard, job_work, merge
-from mam.reading import NotFound, read_pruned, read_record, resolve_id
-from mam.record import JobRecord
+from mam.reading import read_record_or_pruned, resolve_id
 from mam.terminal import safe
 from mam.workspace import Workspace
 
@@ -60,19 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _work(args: argparse.Namespace) -> tuple[Workspace, JobWork]:
     workspace = workspace_from_args(args)
-    record = _record(workspace, resolve_id(workspace, args.job_id))
+    record = read_record_or_pruned(workspace, resolve_id(workspace, args.job_id))  # a branch may outlive its record
     return workspace, job_work(workspace.root, record)
-
-
-def _record(workspace: Workspace, job: str) -> JobRecord:
-    """The job's record, or a pruned job's last one: its branch may outlive its record."""
-    try:
-        return read_record(workspace, job)
-    except NotFound:
-        pruned = read_pruned(workspace, job)
-        if pruned is None:
-            raise
-        return pruned[0]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

@@ -155,6 +155,17 @@ def read_pruned(workspace: Workspace, job_id: str) -> tuple[JobRecord, Path] | N
         raise MamError(f"{exc}: `mam rebuild --verify` lists what is damaged") from None
 
 
+def read_record_or_pruned(workspace: Workspace, job_id: str) -> JobRecord:
+    """The job's record, or a pruned job's last one (the fold of its archived log), else `NotFound`."""
+    try:
+        return read_record(workspace, job_id)
+    except NotFound:
+        pruned = read_pruned(workspace, job_id)
+        if pruned is None:
+            raise
+        return pruned[0]
+
+
 def _archived_log(workspace: Workspace, job_id: str) -> bytes:
     """The log of a job that was pruned (its archive), else `NotFound`."""
     from mam.archive import ArchiveError, read_archived_log
