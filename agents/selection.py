@@ -20,11 +20,8 @@ from mam.errors import Refused, UsageError
 from mam.failover import connect
 from mam.live import retained_states, snapshot_job_ids
 from mam.mqtt import unreachable
-from mam.query import NoSuchJob, parse_labels, parse_statuses, resolve_job_id
+from mam.query import MIN_WRITE_CHARS, NoSuchJob, check_write_id, parse_labels, parse_statuses, resolve_job_id
 from mam.record import JobRecord, Status
-
-MIN_WRITE_CHARS = 4
-"""The fewest characters of an id a write takes as a prefix or suffix (an exact id may be shorter)."""
 
 CONFIRM_ABOVE = 5
 """A write that would touch more jobs than this needs `--yes`."""
@@ -51,9 +48,7 @@ async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
             raise unreachable(pub.broker, exc) from None
         raise Refused(f"no job {text!r} in workspace {pub.workspace.id} (no id is, starts or ends with it): "
                       "check the id with `mam jobs`") from None
-    if found != text and len(text) < MIN_WRITE_CHARS:
-        raise UsageError(f"{text!r} is too short to {verb} a job: type its whole id ({found}) or at least "
-                         f"{MIN_WRITE_CHARS} characters of its start or end")
+    check_write_id(text, found, verb)
     if found != text:
         print(f"mam: {text} is job {found}", file=sys.stderr)
     return found

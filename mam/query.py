@@ -115,7 +115,24 @@ def resolve_job_id(text: str, known: Iterable[str]) -> str:
     return candidates.pop()
 
 
+MIN_WRITE_CHARS = 4
+"""The fewest characters of an id a write (cancel, retry, answer: CLI and MCP) takes as a prefix or
+suffix; an exact id may be shorter. `mam cancel 1` must not cancel `long-1`."""
+
+
+def check_write_id(text: str, found: str, verb: str) -> None:
+    """`UsageError` when a write's `text` resolved to another id (`found`) from fewer than
+    `MIN_WRITE_CHARS` characters."""
+    from mam.errors import UsageError
+
+    if found != text and len(text) < MIN_WRITE_CHARS:
+        raise UsageError(f"{text!r} is too short to {verb} a job: type its whole id ({found}) or at least "
+                         f"{MIN_WRITE_CHARS} characters of its start or end")
+
+
 __all__ = [
+    "MIN_WRITE_CHARS",
+    "check_write_id",
     "AmbiguousJob",
     "JobFilter",
     "NoSuchJob",

@@ -149,7 +149,7 @@ def register(app: MCPServer, served: Served) -> None:
         """Answer the question a waiting job asked a person (its record's `question` and `choices`; list_jobs
         with status waiting finds them). Returns once the projector has recorded the answer: the job runs on
         with it. Refused if the job is not waiting, or the answer is not one of the question's choices."""
-        job_id = await served.job_id(job)
+        job_id = await served.job_id_for_write(job, "answer")
         async with served.publisher() as pub:
             current = await pub.state(job_id)
             asked = current.question_id if current is not None and current.status is Status.WAITING else None

@@ -37,7 +37,7 @@ def register(app: MCPServer, served: Served) -> None:
         `mam retry`: the same prompt, agent, session, role, labels, run limit, parent and retry policy; the new
         record's retry_of names the old job. Returns once the projector has recorded it; follow it with
         wait_job. Refused if the job has not finished (cancel_job it first to start it over)."""
-        old_id = await served.job_id(job)
+        old_id = await served.job_id_for_write(job, "retry")
         old = await served.record(old_id)
         if not old.status.terminal:
             raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "

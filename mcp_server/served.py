@@ -19,6 +19,7 @@ from mam.broker_list import Brokers
 from mam.errors import MamError
 from mam.ids import validate_job_id
 from mam.mcp_server.connection import Channel, SharedConnection
+from mam.query import check_write_id
 from mam.reading import read_record, resolve_id
 from mam.record import JobRecord
 from mam.workspace import Workspace
@@ -74,6 +75,12 @@ class Served:
     async def job_id(self, text: str) -> str:
         """The registry's one id that is `text` or starts or ends with it; `text` if none is (as `mam show`)."""
         return await anyio.to_thread.run_sync(resolve_id, self.workspace, text)
+
+    async def job_id_for_write(self, text: str, verb: str) -> str:
+        """`job_id`, but a prefix or suffix shorter than `MIN_WRITE_CHARS` is refused, as `mam cancel`'s."""
+        found = await self.job_id(text)
+        check_write_id(text, found, verb)
+        return found
 
     async def record(self, job_id: str) -> JobRecord:
         return await anyio.to_thread.run_sync(read_record, self.workspace, job_id)

@@ -218,7 +218,7 @@ def register(app: MCPServer, served: Served) -> None:
         claimed is cancelled at once, a running one once its runner has stopped it (wait_job tells when).
         A finished job cannot be cancelled."""
         event = checked(ev.CancelRequested(reason=reason))
-        job_id = await served.job_id(job)
+        job_id = await served.job_id_for_write(job, "cancel")
         async with served.publisher() as pub:
             record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
         return CancelResult(job_id=record.job_id, status=record.status.value,

@@ -178,6 +178,11 @@ async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: Work
         assert ended["status"] == "cancelled" and "hanging" in ended["output_tail"]
 
         assert "the projector refused the event" in await refused(session, "cancel_job", job=job)
+        # A write takes a prefix or suffix of at least 4 characters, as `mam cancel` does.
+        assert f"too short to cancel a job: type its whole id ({job})" in await refused(
+            session, "cancel_job", job=job[-3:])
+        assert f"too short to retry a job: type its whole id ({job})" in await refused(
+            session, "retry_job", job=job[-3:])
         assert "unknown parent job 'missing'" in await refused(session, "submit_job", prompt="p", agent="mock",
                                                                parent="missing")
         assert (await call(session, "get_job", job=job))["status"] == "cancelled"  # still serving
