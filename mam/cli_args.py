@@ -92,7 +92,7 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False, help: str = "debug logging on stderr") -> None:
     """`-v/--verbose`, accepted in any position: on the top parser and on every subcommand.
 
     Subcommands use `SUPPRESS` as their default, so a `-v` given before the
@@ -103,7 +103,7 @@ def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
         "--verbose",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="debug logging on stderr",
+        help=help,
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import secrets
-import shlex
 import socket
 import sys
 from functools import partial
@@ -22,7 +21,7 @@ from mam.cli_common import workspace_from_args
 from mam.errors import UsageError
 from mam.runtime import last_port, remember_port
 from mam.signals import cancel_on_signal
-from mam.topics import Topics
+from mam.up_banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -75,54 +74,8 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     add_settle_outputs(up)
     add_limit_flags(up)
     add_metrics_args(up)
-    add_verbose(up)
+    add_verbose(up, help="the full banner (listeners, paths, an MQTT example) and debug logging on stderr")
     add_workspace_args(up)
-
-
-def example_job_id() -> str:
-    """A job id for the banner's example that no one's own job is likely to have."""
-    return f"hello-{secrets.token_hex(2)}"
-
-
-def banner(workspace: Workspace, broker: EmbeddedBroker, *, login: bool = False, job_id: str | None = None) -> str:
-    """What `mam up` prints once it serves: where to connect, what it listens on, how to try it.
-
-    `mam up: broker    URL` stays the first line, the URL its last word
-    (scripts grep it): the URL clients on this machine use. The line after it
-    says what the sockets are really bound to (`0.0.0.0:1883, all interfaces`).
-    """
-    from mam.broker.config import is_loopback
-
-    url, host, port = broker.address.url, broker.address.host, broker.address.port
-    topics = Topics(workspace.id)
-    job = job_id or example_job_id()
-    example = shlex.quote('{"type":"submitted","prompt":"hello","agent":"claude-code"}')
-    target = f"-h {host}" + ("" if port == 1883 else f" -p {port}") + (" -u USER -P PASS" if login else "")
-    lines = [
-        f"mam up: broker    {url}",
-        f"mam up: listening {broker.listening}",
-        f"mam up: workspace {workspace.id}  (root {workspace.root})",
-        f"mam up: registry  {workspace.registry_dir}",
-        f"mam up: logs      {workspace.logs_dir}",
-        f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
-        "mam up: submit a job from any MQTT 3.1.1 client (MQTT 5: see README, Interop), then read its state:",
-        f"  mosquitto_pub {target} -q 1 -t {topics.events(job)} -m {example}",
-        f"  mosquitto_sub {target} -C 1 -v -t {topics.state(job)}",
-        "mam up: an event is acknowledged only once it is in the audit log; at start the states of unfinished jobs",
-        "mam up: and of the 1,000 that finished last are restored (older ones: `mam show`, `mam jobs`).",
-        "mam up: only this process writes states, refusals and projector status; --acl-file sets who may do what else;",
-        "mam up: other clients' sessions are kept in memory only: for a shared broker, see README, Brokers.",
-        "mam up: Ctrl-C stops both.",
-    ]
-    for name, (bound, at) in broker.endpoints.items():
-        scheme = "ws" if name == "ws" else "mqtts"
-        lines.insert(2, f"mam up: {name:<9} {scheme}://{bound}:{at}")
-    if not login and not is_loopback(broker.host):
-        lines.insert(
-            2,
-            "mam up: warning: --allow-anonymous: anyone who can reach this broker can submit jobs that runners execute",
-        )
-    return "\n".join(lines)
 
 
 async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None) -> None:
@@ -187,9 +140,8 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
         )
         await tg.start(projector.run)
         remember_port(workspace, broker.address.port)
-        print(banner(workspace, broker, login=login is not None), flush=True)
-        if why:
-            print(f"mam up: {why}", flush=True)
+        verbose = bool(getattr(args, "verbose", False))
+        print(banner(workspace, broker, login=login is not None, why=why, verbose=verbose), flush=True)
         if args.dashboard is not None:
             from mam.web.server import serve_dashboard
 
@@ -210,12 +162,10 @@ def choose_port(
     if last is not None and _free(host, last):
         return last, None
     if _free(host, standard):
-        return standard, None if last is None else f"port {last} of last time is taken; serving on {standard}"
+        return standard, None if last is None else f"port {last} of last time is taken (another broker?)"
     taken = f"port {last} of last time and port {standard} are" if last is not None else f"port {standard} is"
-    return 0, (
-        f"{taken} taken (another broker?); serving on a free port, which this workspace keeps while it "
-        "is free. mam commands in the workspace find it through .mam/runtime.json"
-    )
+    # The banner adds the port it then serves on; clients in the workspace find it in .mam/runtime.json.
+    return 0, f"{taken} taken (another broker?)"
 
 
 def _free(host: str, port: int) -> bool:

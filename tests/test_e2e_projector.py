@@ -115,23 +115,28 @@ def test_broker_cli_port_zero_prints_its_url_and_a_taken_port_is_one_line(tmp_pa
 
 
 async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths) -> None:
+    import shlex
     import shutil
     import signal
     import subprocess
 
+    # -v: the full banner (the export and mosquitto lines) and debug logging, to a file, never a full pipe.
+    err = (ws.root.parent / "up.err").open("wb")
     proc = subprocess.Popen(
-        mam("up", "--port", "0", "--workspace", str(ws.root)),
+        mam("up", "--port", "0", "--workspace", str(ws.root), "-v"),
         cwd=ws.elsewhere,
         env=child_env(),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=err,
     )
     try:
         assert proc.stdout is not None
         banner = [proc.stdout.readline().decode() for _ in range(9)]
         url = banner[0].split()[-1]
         assert url.startswith("mqtt://127.0.0.1:")
-        example = next(line for line in banner if "mosquitto_pub" in line).split()
+        printed = next(line for line in banner if "mosquitto_pub" in line)
+        assert '"agent":"shell"' in printed, printed
+        example = shlex.split(printed)
         assert example[0] == "mosquitto_pub"
         port = url.rsplit(":", 1)[1]
         ws_id = workspace_id(ws.root)
@@ -140,17 +145,12 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
         assert topic == f"mam/{ws_id}/jobs/{job_id}/events" and job_id != "job-1"
         async with Watch(url, f"mam/{ws_id}/jobs/{job_id}/state") as state:
             published = await run(
-                [
-                    shutil.which("mosquitto_pub") or "mosquitto_pub",
-                    *example[1:-2],
-                    "-m",
-                    '{"type":"submitted","prompt":"hello","agent":"claude-code"}',
-                ],
+                [shutil.which("mosquitto_pub") or "mosquitto_pub", *example[1:]],  # as printed
                 cwd=ws.elsewhere,
             )
             assert published.returncode == 0 and port in " ".join(example)
             record = await state.json()
-        assert record["status"] == "submitted"
+        assert record["status"] == "submitted" and record["agent"] == "shell", "the example is for a runner anyone has"
         export = next(line for line in banner if "export MAM_BROKER_URL=" in line).split("=", 1)[1].strip()
         assert export == url
         submit = await run(
@@ -165,5 +165,6 @@ async def test_mam_up_serves_a_workspace_and_stops_on_ctrl_c(ws: WorkspacePaths)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(20)
-    assert code == 0, proc.stderr.read() if proc.stderr else ""
+        err.close()
+    assert code == 0, (ws.root.parent / "up.err").read_text()
     assert os.path.isfile(ws.jobs / f"{job_id}.json")

@@ -19,7 +19,7 @@ from mam.workspace import resolve
 from brokers import BIN, free_port, require_binary, wait_for_port
 from conftest import WorkspacePaths
 from e2e import submit, up_process, workspace_id
-from support import Daemon, child_env, mam, publish, run, wait_for_state
+from support import Daemon, Watch, child_env, mam, publish, run, wait_for_state
 
 BROKER = [str(BIN / "mam-broker")]
 
@@ -131,7 +131,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
 
 
 def test_each_start_gets_its_own_example_job_id() -> None:
-    from mam.up import example_job_id
+    from mam.up_banner import example_job_id
 
     ids = {example_job_id() for _ in range(20)}
     assert len(ids) > 1 and all(re.fullmatch(r"hello-[0-9a-f]{4}", i) for i in ids)
@@ -197,3 +197,40 @@ def test_no_mam_dir_is_made_for_a_gitignore_when_the_registry_lives_elsewhere(ws
     workspace = resolve(workspace=ws.root, registry=ws.elsewhere / "jobs", env={})
     assert ignore_in_git(workspace) is None
     assert not (ws.root / ".mam").exists()
+
+
+async def test_the_banner_is_short_and_its_next_two_commands_run_as_printed(ws: WorkspacePaths, tmp_path: Path) -> None:
+    """Without -v: where it listens, the workspace, the dashboard, a runner and a job to submit
+    (for `shell`, which runs anywhere), and how to see the rest; the internals stay behind -v."""
+    port = free_port()
+    up = Daemon(
+        mam("up", "--port", str(port), "--workspace", str(ws.root), "--dashboard", "0"),
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=tmp_path / "up.log",
+    )
+    runner: Daemon | None = None
+    try:
+        output = await up.wait_for_output("mam up: dashboard http", timeout=20)
+        banner = [line for line in output.splitlines() if line.startswith("mam up:")]
+        assert len(banner) <= 6, "\n".join(banner)
+        assert banner[0] == f"mam up: broker    mqtt://127.0.0.1:{port}", banner[0]
+        assert f"mam up: workspace {workspace_id(ws.root)}  (root {ws.root})" in banner
+        assert "mam up -v" in output and "mosquitto_pub" not in output and "registry" not in output
+        runner_line = next(line for line in banner if line.startswith("mam up: next, a runner:"))
+        submit_line = next(line for line in banner if line.startswith("mam up: then a job:"))
+        runner_cmd = shlex.split(runner_line.split(":", 2)[2])
+        submit_cmd = shlex.split(submit_line.split(":", 2)[2])
+        assert "--agent" in runner_cmd and runner_cmd[runner_cmd.index("--agent") + 1] == "shell", runner_cmd
+
+        shell = child_env(MAM_BROKER_URL=None)  # a fresh shell: the commands find the broker on their own
+        async with Watch(f"mqtt://127.0.0.1:{port}", f"mam/{workspace_id(ws.root)}/agents/+/status") as status:
+            runner = Daemon(runner_cmd, cwd=ws.elsewhere, env=shell, log=tmp_path / "runner.log")
+            await status.json(lambda s: s["status"] == "online" and s["pid"] == runner.pid, timeout=30)
+        submitted = await run(submit_cmd, cwd=ws.elsewhere, env=shell, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr.decode() + submitted.stdout.decode()
+        assert "hello\n" in submitted.stdout.decode(), "--follow streams the job's output and exits 0 once it succeeded"
+    finally:
+        if runner is not None:
+            runner.stop()
+        up.stop()
