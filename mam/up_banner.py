@@ -82,9 +82,9 @@ def banner(
     lines = [f"mam up: broker    {url}"]
     if verbose:
         lines.append(f"mam up: listening {broker.listening}")
-        for name, (bound, at) in broker.endpoints.items():
-            scheme = "ws" if name == "ws" else "mqtts"
-            lines.append(f"mam up: {name:<9} {scheme}://{bound}:{at}")
+    for name, (bound, at) in broker.endpoints.items():  # listeners the user asked for: where it listens too
+        scheme = "ws" if name == "ws" else "mqtts"
+        lines.append(f"mam up: {name:<9} {scheme}://{bound}:{at}")
     if not login and not is_loopback(broker.host):
         lines.append(
             "mam up: warning: --allow-anonymous: anyone who can reach this broker can submit jobs that runners execute"

@@ -249,7 +249,7 @@ async def test_an_mcp_client_answers_with_answer_job(ws: WorkspacePaths) -> None
         await submit(url, ws, "job-mcp", script, agent="shell")
         await wait_for_state(url, ws_id, "job-mcp", lambda r: r["status"] == "waiting", timeout=30)
         assert "'up' is not one of the choices" in await refused(session, "answer_job", job="job-mcp", answer="up")
-        answered = await call(session, "answer_job", job="mcp", answer="right")
+        answered = await call(session, "answer_job", job="job-m", answer="right")  # a write: 4 characters or more
         assert answered["status"] == "running" and answered["job"]["answer"] == "right"
         done = await wait_for_state(url, ws_id, "job-mcp", lambda r: r["status"] == "succeeded", timeout=30)
     assert done["result"] == "took right\n"
