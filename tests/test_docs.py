@@ -2,7 +2,7 @@
 
 For each ```sh/```bash block of README.md and docs/*.md, every line invoking `mam`, `mam-agent`,
 `mam-broker` or `mam-projector` (also inside `$(...)`, after `&&` or a pipe) is parsed by that
-program's real argparse parser, built from the module its console script names; an error names
+program's real argparse parser, built from the module its console script names in pyproject.toml; an error names
 the page, the line, the command and argparse's message. Blocks in other languages (json, python,
 text: configs, output, diagrams) are shown, not run. Every relative link and image of those pages
 must name an existing file and, for a page, one of its headings' anchors. The quick start itself
@@ -15,8 +15,8 @@ import argparse
 import contextlib
 import importlib
 import io
+import tomllib
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -30,9 +30,9 @@ PENDING_PAGES = {CHECKOUT / "docs" / "api.md": "the dashboard's JSON API, writte
 
 @cache
 def parser_of(program: str) -> argparse.ArgumentParser:
-    """The program's own parser: `build_parser()` of the module its console script runs."""
-    (script,) = entry_points(group="console_scripts", name=program)
-    module = importlib.import_module(script.module)
+    """The program's own parser: `build_parser()` of the module its console script runs (pyproject.toml)."""
+    scripts = tomllib.loads((CHECKOUT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module = importlib.import_module(scripts[program].partition(":")[0])
     return module.build_parser()
 
 
