@@ -1,7 +1,8 @@
 """The published event schema (`mam schema`, docs/events.schema.json) says what the decoder says.
 
-Checked with a real JSON Schema validator (draft 2020-12) against `mam.events.decode_event` on every case of the hostile corpus
-and every event example in the README's code blocks. Where JSON Schema cannot
+Checked with a real JSON Schema validator (draft 2020-12) against
+`mam.events.decode_event` on every case of the hostile corpus and every event
+example in docs/events.md's code blocks. Where JSON Schema cannot
 say what the decoder checks, the difference is listed below with its reason,
 and the test proves each listed difference is real, so the list cannot go stale.
 """
@@ -24,7 +25,7 @@ from support import mam, run
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKED_IN = ROOT / "docs" / "events.schema.json"
-README = ROOT / "README.md"
+EVENTS_PAGE = ROOT / "docs" / "events.md"
 
 DUPLICATE_KEYS = (
     "JSON Schema sees parsed JSON, where one of two equal keys is already gone; the decoder refuses the payload"
@@ -96,9 +97,9 @@ def schema_accepts(payload: bytes, schema: Draft202012Validator = FULL) -> bool:
     return schema.is_valid(instance)
 
 
-def readme_event_examples() -> list[bytes]:
-    """Every JSON object with a `type` in the README's fenced code blocks."""
-    text = README.read_text(encoding="utf-8")
+def documented_event_examples() -> list[bytes]:
+    """Every JSON object with a `type` in the fenced code blocks of docs/events.md (the README's until it moved)."""
+    text = EVENTS_PAGE.read_text(encoding="utf-8")
     examples = []
     decoder = json.JSONDecoder()
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M):
@@ -202,9 +203,9 @@ def test_each_listed_difference_is_real(payload: bytes, decoded: bool, reason: s
     assert schema_accepts(payload) is not decoded, reason
 
 
-def test_schema_and_decoder_agree_on_every_readme_example() -> None:
-    examples = readme_event_examples()
-    assert examples, "the README's Event schema section shows at least one event"
+def test_schema_and_decoder_agree_on_every_documented_example() -> None:
+    examples = documented_event_examples()
+    assert examples, "docs/events.md's Event schema section shows at least one event"
     for payload in examples:
         assert decoder_accepts(payload) == schema_accepts(payload), payload.decode()
     assert any(decoder_accepts(p) for p in examples)
