@@ -1,0 +1,214 @@
+"""A runner on "another machine" (`mam-agent --push REMOTE`), on one machine: separate clones and a bare remote.
+
+Machine A is the workspace: clone A with `mam up` on a free port. Machine B is
+another directory with its own clone of the same bare repository and its own
+`mam-agent --agent shell --push ...`, told A's broker, A's workspace id and the
+fingerprint of A's projector key (what `mam workspace --json` in A prints), as
+docs/remote-runners.md sets it up. The shell agent's prompt is its script; the
+runner commits what it leaves to the job's branch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from dashboard_support import up_with_dashboard
+from test_landing import user_repo
+from test_runner_support import submit
+from test_worktrees import git, runner_env
+
+from brokers import free_port
+from conftest import WorkspacePaths
+from e2e import up_with_flags, workspace_id
+from support import BIN, Daemon, Watch, mam, run, wait_for_state
+
+DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
+
+
+@dataclass(frozen=True)
+class Machines:
+    """The bare remote, clone A (the workspace: `ws.root`) and clone B (the other machine's)."""
+
+    bare: Path
+    a: Path
+    b: Path
+
+
+def two_clones(ws: WorkspacePaths, tmp_path: Path) -> Machines:
+    """A bare repository on branch main, the workspace's clone A (with a commit pushed) and clone B of it."""
+    bare = tmp_path / "shared" / "project.git"
+    bare.parent.mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    user_repo(ws.root)
+    git(ws.root, "remote", "add", "origin", str(bare))
+    git(ws.root, "push", "-q", "origin", "main")
+    b = tmp_path / "machine-b" / "project"
+    b.parent.mkdir()
+    git(b.parent, "clone", "-q", str(bare), str(b))
+    return Machines(bare=bare, a=ws.root, b=b)
+
+
+def commit_in_a(machines: Machines, name: str, text: str, *, push: bool) -> str:
+    """A new commit in clone A adding `name` (pushed to the remote if `push`); its sha."""
+    (machines.a / name).write_text(text)
+    git(machines.a, "add", name)
+    git(machines.a, "commit", "-q", "-m", f"add {name}")
+    if push:
+        git(machines.a, "push", "-q", "origin", "main")
+    return git(machines.a, "rev-parse", "HEAD")
+
+
+def has_commit(root: Path, sha: str) -> bool:
+    return subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+async def workspace_info(ws: WorkspacePaths) -> dict:
+    """`mam workspace --json` in A: the id and projector key fingerprint machine B's runner is told."""
+    shown = await run(mam("workspace", "--json", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+@asynccontextmanager
+async def runner_on_b(url: str, ws: WorkspacePaths, machines: Machines, push: str) -> AsyncIterator[Daemon]:
+    """`mam-agent --agent shell --push PUSH` in clone B for A's workspace and broker, once online."""
+    info = await workspace_info(ws)
+    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--push", push, "--broker", url,
+           "--workspace", str(machines.b), "--workspace-id", info["id"], "--projector-key", info["projector_key"],
+           "--agent-id", "far-runner", "--heartbeat", "0.5", "--kill-grace", "1", "--drain-timeout", "0"]
+    log = machines.b.parent / "runner.log"
+    daemon = Daemon(cmd, cwd=machines.b.parent, env=runner_env(machines.b.parent), log=log)
+    try:
+        async with Watch(url, f"mam/{info['id']}/agents/far-runner/status") as status:
+            await status.json(lambda s: s["status"] == "online" and s["pid"] == daemon.pid, timeout=20)
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+async def ended(url: str, ws: WorkspacePaths, job: str) -> dict:
+    return await wait_for_state(url, workspace_id(ws.root), job, lambda r: r["status"] in DONE, timeout=60)
+
+
+async def mam_in_a(ws: WorkspacePaths, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return await run(mam(*args, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+
+
+def ls_remote(bare: Path, branch: str) -> str:
+    out = subprocess.run(["git", "ls-remote", str(bare), f"refs/heads/{branch}"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return out[0] if out else ""
+
+
+def http_json(address: str) -> dict:
+    with urllib.request.urlopen(address, timeout=30) as response:
+        return json.loads(response.read())
+
+
+WORK = "set -e; test \"$(cat two.txt)\" = two; echo 'from machine b: {job}' > {job}.txt"
+"""The job's script: it must run on the submit's commit (two.txt is only there), and it leaves a file."""
+
+
+async def test_a_remote_runner_fetches_the_commit_pushes_the_branch_and_the_workspace_lands_it(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    machines = two_clones(ws, tmp_path)
+    two = commit_in_a(machines, "two.txt", "two\n", push=True)
+    assert not has_commit(machines.b, two), "clone B does not have the submit's commit yet"
+    jobs = ("far-1", "far-2", "far-3")
+    async with up_with_dashboard(ws) as (url, page_url):
+        async with runner_on_b(url, ws, machines, "origin"):
+            for job in jobs:
+                await submit(url, ws, job, WORK.format(job=job), agent="shell")
+            records = {job: await ended(url, ws, job) for job in jobs}
+        for job, record in records.items():
+            assert record["status"] == "succeeded", record
+            finish = record["git_at_finish"]
+            assert finish["base"] == two, "the job started from the submit's commit, fetched into clone B"
+            assert finish["branch"] == f"mam/{job}" and finish["remote"] == str(machines.bare)
+            assert "push_error" not in finish
+            assert ls_remote(machines.bare, f"mam/{job}") == finish["commit"], "the branch is on the remote"
+            assert not has_commit(machines.a, finish["commit"]), "clone A lacks the job's work until it fetches"
+
+        diff = await mam_in_a(ws, "diff", "far-1")
+        assert diff.returncode == 0, diff.stderr
+        assert "+from machine b: far-1" in diff.stdout.decode()
+        merged = await mam_in_a(ws, "merge", "far-1")
+        assert merged.returncode == 0, merged.stderr
+        said = merged.stdout.decode()
+        assert said.startswith("merged job far-1 into main: fast-forward"), said
+        assert f"its copy on {machines.bare} stays" in said
+        assert git(ws.root, "show", "HEAD:far-1.txt") == "from machine b: far-1"
+        assert git(ws.root, "status", "--porcelain", "--untracked-files=no") == ""
+
+        shown = await anyio.to_thread.run_sync(http_json, f"{page_url.rstrip('/')}/api/jobs/far-2/diff")
+        assert "+from machine b: far-2" in shown["diff"], "the dashboard's diff fetched the branch as well"
+
+        machines.bare.rename(machines.bare.with_name("moved.git"))  # the remote can no longer be reached
+        gone = await mam_in_a(ws, "diff", "far-3")
+        assert gone.returncode == 1 and gone.stdout == b""
+        line = gone.stderr.decode()
+        assert line.count("\n") == 1, line
+        assert f"job far-3's branch mam/far-3 is on {machines.bare}, where its runner pushed it, but this clone " \
+               "cannot fetch it (git fetch: " in line, line
+
+
+async def test_a_push_that_fails_is_recorded_and_the_outcome_kept_and_a_commit_it_cannot_fetch_fails_the_job(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    machines = two_clones(ws, tmp_path)
+    unreachable = f"git://127.0.0.1:{free_port()}/project.git"  # nothing listens there
+    async with up_with_flags(ws) as (port, _up):
+        url = f"mqtt://127.0.0.1:{port}"
+        async with runner_on_b(url, ws, machines, unreachable) as runner:
+            await submit(url, ws, "near-1", "echo near > near.txt", agent="shell")
+            pushed = await ended(url, ws, "near-1")
+            unpushed = commit_in_a(machines, "local.txt", "only in A\n", push=False)
+            await submit(url, ws, "near-2", "echo never > never.txt", agent="shell")
+            stranded = await ended(url, ws, "near-2")
+            log = await runner.wait_for_output("could not push branch mam/near-1", timeout=10)
+
+    assert pushed["status"] == "succeeded", "a failed push leaves the job's outcome as it was"
+    finish = pushed["git_at_finish"]
+    assert finish["remote"] == unreachable
+    assert finish["push_error"].startswith(f"git push {unreachable} mam/near-1: unable to connect to 127.0.0.1"), finish
+    assert "Connection refused" in finish["push_error"]
+    assert "the job's outcome stands" in log
+    assert git(machines.b, "rev-parse", "mam/near-1") == finish["commit"], "the branch stays in clone B"
+    merge = await mam_in_a(ws, "merge", "near-1")
+    assert merge.returncode == 1
+    line = merge.stderr.decode()
+    assert line.count("\n") == 1, line
+    assert "job near-1's branch mam/near-1 is only in runner far-runner's clone: its push to " \
+           f"{unreachable} failed" in line, line
+
+    assert stranded["status"] == "failed", stranded
+    error = stranded["error"]
+    assert "\n" not in error
+    assert error.startswith(f"the commit recorded at submit ({unpushed[:12]}) is not in the runner's clone "
+                            f"{machines.b} and fetching it failed: git fetch {unreachable} {unpushed[:12]}: "), error
+    assert error.endswith(f"push that commit to {unreachable}, then mam retry the job"), error
+    assert subprocess.run(["git", "-C", str(machines.b), "rev-parse", "--verify", "--quiet", "mam/near-2"],
+                          capture_output=True).returncode != 0, "no branch is made for a job that cannot start"
+
+
+async def test_push_names_a_remote_the_clone_lacks_refused_at_start(ws: WorkspacePaths, tmp_path: Path) -> None:
+    machines = two_clones(ws, tmp_path)
+    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--push", "upstream", "--workspace", str(machines.b),
+           "--projector-key", "sha256:" + "0" * 64]
+    result = await run(cmd, cwd=ws.elsewhere)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (f"mam-agent: error: --push upstream: the clone at {machines.b} has no remote "
+                                      "named upstream (it has: origin); pass a remote's name or a URL\n")
+    no_tree = await run([*cmd[:5], "--no-worktree", *cmd[5:]], cwd=ws.elsewhere)
+    assert no_tree.returncode == 2
+    assert no_tree.stderr.decode() == ("mam-agent: error: --push upstream: jobs run without a worktree; "
+                                       "add --worktree\n")
