@@ -219,7 +219,8 @@ class Supervisor:
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
             continues = self.record.resumes if isinstance(self.record.resumes, str) else None
-            create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues)
+            create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues,
+                             later_attempt=self.attempt > 1)
             try:
                 self.tree = await anyio.to_thread.run_sync(create)
             except WorktreeError as exc:

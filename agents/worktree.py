@@ -164,13 +164,17 @@ class Worktrees:
 
         return cls(root, Path(top), keep, resolve_push(Path(top), push))
 
-    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None) -> JobTree:
+    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None,
+               later_attempt: bool = False) -> JobTree:
         """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
         repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
-        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work."""
+        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
+        With a push remote, those earlier branches (and, for a `later_attempt`, the job's own) are fetched
+        from it first when this clone lacks them: another runner may have run the earlier work."""
         branch = f"mam/{job_id}"
         if not git(self.top, "check-ref-format", "--branch", branch, check=False):
             raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
+        self._fetch_earlier([*([f"mam/{continues}"] if continues else []), *([branch] if later_attempt else [])])
         earlier = f"refs/heads/mam/{continues}" if continues else None
         if earlier and git(self.top, "rev-parse", "--verify", "--quiet", f"{earlier}^{{commit}}", check=False):
             base_hint = earlier
@@ -204,6 +208,25 @@ class Worktrees:
                 raise WorktreeError(f"job {job_id}: refusing to run in {cwd}: it leads out of the worktree {path}")
         log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
         return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base, made=made)
+
+    def _fetch_earlier(self, branches: list[str]) -> None:
+        """Fetch each of `branches` this clone lacks from the push remote, if it is there; a branch the
+        remote lacks (or a remote out of reach) only means no earlier work to go on from: logged."""
+        if self.push_to is None:
+            return
+        from mam.agents.git_remote import RemoteError, fetch_branch
+
+        for name in branches:
+            if git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}^{{commit}}", check=False):
+                continue
+            try:
+                with self._lock:
+                    fetch_branch(self.top, self.push_to.given, name)
+            except RemoteError as exc:
+                log.info("branch %s is not in %s and not fetched from %s (%s): no earlier work to go on from",
+                         name, self.top, self.push_to.given, exc)
+                continue
+            log.info("fetched branch %s from %s: the earlier work goes on from there", name, self.push_to.given)
 
     def _kept(self, job_id: str, path: Path, branch: str) -> tuple[int, int]:
         """The (device, inode) of the worktree an earlier attempt of the job left at `path`, once it is

@@ -78,16 +78,18 @@ async def workspace_info(ws: WorkspacePaths) -> dict:
 
 
 @asynccontextmanager
-async def runner_on_b(url: str, ws: WorkspacePaths, machines: Machines, push: str) -> AsyncIterator[Daemon]:
-    """`mam-agent --agent shell --push PUSH` in clone B for A's workspace and broker, once online."""
+async def runner_on_b(url: str, ws: WorkspacePaths, machines: Machines, push: str, *, clone: Path | None = None,
+                      name: str = "far-runner") -> AsyncIterator[Daemon]:
+    """`mam-agent --agent shell --push PUSH` in clone B (or `clone`) for A's workspace and broker, once online."""
     info = await workspace_info(ws)
+    clone = clone or machines.b
     cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--push", push, "--broker", url,
-           "--workspace", str(machines.b), "--workspace-id", info["id"], "--projector-key", info["projector_key"],
-           "--agent-id", "far-runner", "--heartbeat", "0.5", "--kill-grace", "1", "--drain-timeout", "0"]
-    log = machines.b.parent / "runner.log"
-    daemon = Daemon(cmd, cwd=machines.b.parent, env=runner_env(machines.b.parent), log=log)
+           "--workspace", str(clone), "--workspace-id", info["id"], "--projector-key", info["projector_key"],
+           "--agent-id", name, "--heartbeat", "0.5", "--kill-grace", "1", "--drain-timeout", "0"]
+    log = clone.parent / f"{name}.log"
+    daemon = Daemon(cmd, cwd=clone.parent, env=runner_env(clone.parent), log=log)
     try:
-        async with Watch(url, f"mam/{info['id']}/agents/far-runner/status") as status:
+        async with Watch(url, f"mam/{info['id']}/agents/{name}/status") as status:
             await status.json(lambda s: s["status"] == "online" and s["pid"] == daemon.pid, timeout=20)
         yield daemon
     finally:
@@ -212,3 +214,38 @@ async def test_push_names_a_remote_the_clone_lacks_refused_at_start(ws: Workspac
     assert no_tree.returncode == 2
     assert no_tree.stderr.decode() == ("mam-agent: error: --push upstream: jobs run without a worktree; "
                                        "add --worktree\n")
+
+
+async def test_a_later_attempt_on_another_machine_goes_on_from_the_branch_the_first_pushed(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    machines = two_clones(ws, tmp_path)
+    clone_c = tmp_path / "machine-c" / "project"
+    clone_c.parent.mkdir()
+    git(clone_c.parent, "clone", "-q", str(machines.bare), str(clone_c))
+    # Attempt 1 leaves first.txt and runs on until runner B stops: handed back failed (--no-requeue), so
+    # its branch is pushed, and retried. Attempt 2 finds first.txt only if it goes on from that branch.
+    script = "if [ -e first.txt ]; then echo second > second.txt; else echo first > first.txt; echo ready; sleep 60; fi"
+    ws_id = workspace_id(ws.root)
+    async with up_with_flags(ws) as (port, _up):
+        url = f"mqtt://127.0.0.1:{port}"
+        async with runner_on_b(url, ws, machines, "origin"):
+            async with Watch(url, f"mam/{ws_id}/jobs/again-1/events") as events:
+                await submit(url, ws, "again-1", script, "--retries", "1", "--backoff", "1", "--no-requeue",
+                             agent="shell")
+                await events.json(lambda e: e.get("type") == "output" and "ready" in e.get("text", ""), timeout=30)
+        retried = await wait_for_state(url, ws_id, "again-1", lambda r: r.get("attempt") == 2, timeout=30)
+        first = ls_remote(machines.bare, "mam/again-1")
+        assert first, "attempt 1 (handed back failed) pushed its branch"
+        assert retried["attempts"][0]["status"] == "failed"
+        async with runner_on_b(url, ws, machines, "origin", clone=clone_c, name="runner-c") as runner_c:
+            record = await ended(url, ws, "again-1")
+            log = runner_c.output()
+    assert record["status"] == "succeeded", record
+    assert record["runner"] == "runner-c"
+    assert "fetched branch mam/again-1 from origin" in log
+    tip = record["git_at_finish"]["commit"]
+    assert ls_remote(machines.bare, "mam/again-1") == tip
+    assert git(clone_c, "rev-parse", f"{tip}~1") == first, "attempt 2 went on from attempt 1's commit"
+    assert git(clone_c, "show", f"{tip}:first.txt") == "first"
+    assert git(clone_c, "show", f"{tip}:second.txt") == "second"
