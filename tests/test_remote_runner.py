@@ -249,3 +249,35 @@ async def test_a_later_attempt_on_another_machine_goes_on_from_the_branch_the_fi
     assert git(clone_c, "rev-parse", f"{tip}~1") == first, "attempt 2 went on from attempt 1's commit"
     assert git(clone_c, "show", f"{tip}:first.txt") == "first"
     assert git(clone_c, "show", f"{tip}:second.txt") == "second"
+
+
+def test_the_recorded_url_has_no_password_and_no_relative_path(tmp_path: Path) -> None:
+    from mam.agents.git_remote import resolve_push
+
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", "https://bob:s3cret-token@git.example.com:8443/team/project.git")
+    git(repo, "remote", "add", "near", "../shared/project.git")
+    git(repo, "remote", "add", "forge", "git@example.com:team/project.git")
+    assert resolve_push(repo, "origin").url == "https://bob@git.example.com:8443/team/project.git"
+    assert resolve_push(repo, "near").url == str(tmp_path / "shared" / "project.git")
+    assert resolve_push(repo, "forge").url == "git@example.com:team/project.git"
+    assert resolve_push(repo, "../other.git").url == str(tmp_path / "other.git")
+    assert resolve_push(repo, "near").given == "near"
+
+
+def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
+    from mam.events import EventError, decode_event
+
+    def finished(remote: str) -> bytes:
+        return json.dumps({"type": "succeeded", "git": {"commit": "a" * 40, "base": "b" * 40, "branch": "mam/j",
+                                                        "remote": remote}}).encode()
+
+    assert decode_event(finished("/srv/git/project.git")).git.remote == "/srv/git/project.git"  # type: ignore[union-attr]
+    for bad in ("--upload-pack=touch /tmp/x", "/srv/a\nb", ""):
+        try:
+            decode_event(finished(bad))
+        except EventError:
+            continue
+        raise AssertionError(f"{bad!r} was taken as a remote")
