@@ -11,6 +11,7 @@ runner commits what it leaves to the job's branch.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.request
 from collections.abc import AsyncIterator
@@ -24,10 +25,10 @@ from test_landing import user_repo
 from test_runner_support import submit
 from test_worktrees import git, runner_env
 
-from brokers import free_port
+from brokers import free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import BIN, Daemon, Watch, mam, run, wait_for_state
+from support import BIN, Daemon, Watch, child_env, mam, run, wait_for_state, wait_projector_online
 
 DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 
@@ -281,3 +282,82 @@ def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
         except EventError:
             continue
         raise AssertionError(f"{bad!r} was taken as a remote")
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "remote-runners.md"
+
+
+def doc_block(name: str) -> str:
+    """The shell block after `<!-- two-machines: name -->` in docs/remote-runners.md."""
+    match = re.search(rf"<!-- two-machines: {name} -->\n```sh\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert match, f"docs/remote-runners.md has no block {name!r}"
+    return match.group(1)
+
+
+def as_on_this_machine(block: str, port: int, bare: Path) -> str:
+    """The doc's placeholders for what this machine has: a free port, loopback, the bare repository."""
+    for placeholder, here in (("1883", str(port)), ("machine-a.example", "127.0.0.1"),
+                              ("git@example.com:team/project.git", str(bare))):
+        block = block.replace(placeholder, here)
+    return block
+
+
+def exec_last(block: str, command: str) -> str:
+    """`block` with its long-running `command` line exec'd, so the daemon's PID is that process's."""
+    lines = block.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(command))
+    lines[at] = "exec " + lines[at]
+    return "set -e\n" + "\n".join(lines) + "\n"
+
+
+async def test_the_two_machine_setup_in_the_docs_runs_as_written(tmp_path: Path) -> None:
+    bare = tmp_path / "shared" / "project.git"
+    bare.parent.mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    home_a, home_b = tmp_path / "machine-a", tmp_path / "machine-b"
+    clone_a = home_a / "src" / "project"
+    clone_a.parent.mkdir(parents=True)
+    home_b.mkdir()
+    git(clone_a.parent, "clone", "-q", str(bare), str(clone_a))
+    (clone_a / "a.txt").write_text("one\n")
+    git(clone_a, "add", "a.txt")
+    git(clone_a, "commit", "-q", "-m", "one")  # not pushed: the doc's first block pushes it
+    port = free_port()
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    path = f"{BIN}:{child_env()['PATH']}"
+    on_a = child_env(HOME=str(home_a), PATH=path, MAM_BROKER_URL=None, **identity)
+    on_b = child_env(HOME=str(home_b), PATH=path, MAM_BROKER_URL=None, **identity)
+    login = f"mqtt://alice:alice-password@127.0.0.1:{port}"
+
+    serve = as_on_this_machine(doc_block("a-serve"), port, bare)
+    up = Daemon(["bash", "-c", exec_last(serve, "mam up")], cwd=tmp_path, env=on_a, log=tmp_path / "up.log")
+    runner: Daemon | None = None
+    try:
+        wait_for_port(port, up.proc, timeout=60)  # two argon2 hashes (mam passwd) come first
+        ws_id = workspace_id(clone_a)
+        await wait_projector_online(login, ws_id, pid=up.pid, timeout=30)
+        ids = await run(["bash", "-c", "set -e\n" + as_on_this_machine(doc_block("a-ids"), port, bare)],
+                        cwd=clone_a, env=on_a)
+        assert ids.returncode == 0, ids.stderr
+        printed_id, printed_key = ids.stdout.decode().split()
+        assert printed_id == ws_id and printed_key.startswith("sha256:")
+        start = as_on_this_machine(doc_block("b-runner"), port, bare)
+        start = start.replace("project-3f2a9c1e", printed_id).replace("sha256:6c1d...e04b", printed_key)
+        async with Watch(login, f"mam/{ws_id}/agents/+/status") as status:
+            runner = Daemon(["bash", "-c", exec_last(start, "mam-agent")], cwd=tmp_path, env=on_b,
+                            log=tmp_path / "runner.log")
+            await status.json(lambda s: s["status"] == "online" and s["pid"] == runner.pid, timeout=30)
+        land = as_on_this_machine(doc_block("a-land"), port, bare)
+        result = await run(["bash", "-c", "set -euo pipefail\n" + land], cwd=tmp_path, env=on_a, timeout=90)
+    finally:
+        if runner is not None:
+            runner.stop()
+        up.stop()
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}\nrunner:\n{runner.output() if runner else ''}"
+    assert "+made on machine B" in out, out
+    assert re.search(r"^merged job \S+ into main: fast-forward", out, re.M), out
+    assert git(clone_a, "show", "HEAD:from-b.txt") == "made on machine B"
+    assert (home_b / "src" / "project" / ".git").is_dir(), "the runner ran in machine B's own clone"
+    assert "Traceback" not in err + up.output() + (runner.output() if runner else "")
