@@ -109,10 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--push",
         metavar="REMOTE",
-        help="run jobs in worktrees (--worktree) and, when a job ends, push its branch mam/<job_id> to REMOTE (a remote's name in this "
-        "clone, or a URL) and record where, so the workspace's mam diff/merge fetch it from there; a commit "
-        "recorded at submit that this clone lacks is fetched from REMOTE first. For a runner on another machine "
-        "(docs/remote-runners.md)",
+        help="run jobs in worktrees (--worktree) and, when a job ends, push its branch mam/<job_id> to REMOTE "
+        "(a remote's name in this clone, or a URL) and record where, so the workspace's mam diff/merge fetch it "
+        "from there; a commit recorded at submit that this clone lacks is fetched from REMOTE first. For a "
+        "runner on another machine (docs/remote-runners.md)",
     )
     add_workspace_args(parser, dirs=False)
     add_broker_arg(parser)
