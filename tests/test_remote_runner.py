@@ -154,6 +154,13 @@ async def test_a_remote_runner_fetches_the_commit_pushes_the_branch_and_the_work
 
         shown = await anyio.to_thread.run_sync(http_json, f"{page_url.rstrip('/')}/api/jobs/far-2/diff")
         assert "+from machine b: far-2" in shown["diff"], "the dashboard's diff fetched the branch as well"
+        dropped = await mam_in_a(ws, "discard", "far-2")
+        assert dropped.returncode == 0, dropped.stderr
+        assert dropped.stdout.decode().startswith("discarded job far-2: removed its branch mam/far-2")
+        assert f"its copy on {machines.bare} stays" in dropped.stdout.decode()
+        assert ls_remote(machines.bare, "mam/far-2") == records["far-2"]["git_at_finish"]["commit"]
+        again = await mam_in_a(ws, "diff", "far-2")
+        assert again.returncode == 1 and b"is gone" in again.stderr, "a discarded branch is not fetched back"
 
         machines.bare.rename(machines.bare.with_name("moved.git"))  # the remote can no longer be reached
         gone = await mam_in_a(ws, "diff", "far-3")
