@@ -106,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="which jobs' worktrees stay after the job ends (default failed: those that did not succeed); "
         "the branch always stays",
     )
+    parser.add_argument(
+        "--push",
+        metavar="REMOTE",
+        help="run jobs in worktrees (--worktree) and, when a job ends, push its branch mam/<job_id> to REMOTE "
+        "(a remote's name in this clone, or a URL) and record where, so the workspace's mam diff/merge fetch it "
+        "from there; a commit recorded at submit that this clone lacks is fetched from REMOTE first. For a "
+        "runner on another machine (docs/remote-runners.md)",
+    )
     add_workspace_args(parser, dirs=False)
     add_broker_arg(parser)
     add_verbose(parser, top=True)
@@ -206,20 +214,28 @@ def served_aliases(agent: str, workspace: Workspace) -> list[str]:
 
 
 def job_worktrees(args: argparse.Namespace, workspace: Workspace) -> Worktrees | None:
-    """`--worktree` (or the profile's default): the workspace must be in a git repository with a commit."""
+    """`--worktree` (or the profile's default; `--push` implies it): the workspace must be in a git
+    repository with a commit."""
     wanted = args.worktree
+    if wanted is None and args.push:
+        wanted = True  # a pushed branch is a worktree job's branch
     if wanted is None:
         wanted = profile_wants_worktree(
             command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
         )
     if not wanted:
-        if args.keep_worktree:
-            raise UsageError(f"--keep-worktree {args.keep_worktree}: jobs run without a worktree; add --worktree")
+        for flag, value in (("--keep-worktree", args.keep_worktree), ("--push", args.push)):
+            if value:
+                raise UsageError(f"{flag} {value}: jobs run without a worktree; add --worktree")
         return None
     try:
-        return Worktrees.open(workspace.root, args.keep_worktree or DEFAULT_KEEP)
+        trees = Worktrees.open(workspace.root, args.keep_worktree or DEFAULT_KEEP, push=args.push)
     except WorktreeError as exc:
         raise UsageError(str(exc)) from None
+    if trees.push_to is not None:
+        logging.getLogger("mam.agent").info("jobs' branches are pushed to %s (%s)", trees.push_to.given,
+                                            trees.push_to.url)
+    return trees
 
 
 def projector_key(given: str | None, workspace: Workspace) -> Ed25519PublicKey | str:

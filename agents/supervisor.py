@@ -219,7 +219,8 @@ class Supervisor:
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
             continues = self.record.resumes if isinstance(self.record.resumes, str) else None
-            create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues)
+            create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues,
+                             later_attempt=self.attempt > 1)
             try:
                 self.tree = await anyio.to_thread.run_sync(create)
             except WorktreeError as exc:
@@ -265,14 +266,19 @@ class Supervisor:
         self.stop(Ending.OVER_BUDGET)
 
     async def _save_worktree(self) -> Saved | None:
-        """Commit what the agent left in its worktree; None without one (or when git could not read it)."""
+        """Commit what the agent left in its worktree, then push its branch when the runner has `--push`
+        and the job's outcome will name it (`git`); None without a worktree (or when git could not read it)."""
         if self.tree is None or self.settings.worktrees is None:
             return None
+        trees = self.settings.worktrees
         try:
-            return await anyio.to_thread.run_sync(self.settings.worktrees.finish, self.tree)
+            saved = await anyio.to_thread.run_sync(trees.finish, self.tree)
         except WorktreeError as exc:
             log.warning("job %s: cannot save worktree %s: %s", self.job_id, self.tree.path, exc)
             return None
+        if self.ending in (Ending.CANCELLED, Ending.RELEASED, Ending.ENDED_ELSEWHERE):
+            return saved  # no `git` in what is reported: nothing would say where the branch went
+        return await anyio.to_thread.run_sync(trees.push, saved)
 
     def _env(self) -> dict[str, str]:
         workspace = self.settings.workspace

@@ -36,13 +36,18 @@ import re
 import stat
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
 
 from mam import file_modes
 from mam.events import GitInfo
 from mam.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
+
+if TYPE_CHECKING:
+    from mam.agents.git_remote import PushTarget
 
 log = logging.getLogger("mam.agent")
 
@@ -122,10 +127,14 @@ def parse_shortstat(text: str) -> tuple[int, int, int]:
 class Worktrees:
     """The worktrees one runner makes for its jobs in one workspace's repository."""
 
-    def __init__(self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP) -> None:
+    def __init__(self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP, push_to: PushTarget | None = None
+                 ) -> None:
+        """`push_to`: `mam-agent --push`, where each job's branch goes when the job ends, and where a
+        commit recorded at submit that this clone lacks is fetched from (`git_remote.py`)."""
         self.root = root
         self.top = top
         self.keep = keep
+        self.push_to = push_to
         mam_dir = root / ".mam"
         if os.path.islink(mam_dir):  # a link the user chose: resolved once, now
             mam_dir = Path(os.path.realpath(mam_dir))
@@ -135,8 +144,9 @@ class Worktrees:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, root: Path, keep: KeepPolicy = DEFAULT_KEEP) -> Worktrees:
-        """For the workspace at `root`, or `WorktreeError` if it is not in a git repository with a commit."""
+    def open(cls, root: Path, keep: KeepPolicy = DEFAULT_KEEP, push: str | None = None) -> Worktrees:
+        """For the workspace at `root`, or `WorktreeError` if it is not in a git repository with a commit
+        (or `push` names no remote of it)."""
         try:
             top = git(root, "rev-parse", "--show-toplevel")
         except WorktreeError as exc:
@@ -148,15 +158,23 @@ class Worktrees:
             ) from None
         if not git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False):
             raise WorktreeError(f"--worktree: the git repository at {top} has no commit yet; commit once, then start")
-        return cls(root, Path(top), keep)
+        if push is None:
+            return cls(root, Path(top), keep)
+        from mam.agents.git_remote import resolve_push  # it builds on this module's `git`
 
-    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None) -> JobTree:
+        return cls(root, Path(top), keep, resolve_push(Path(top), push))
+
+    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None,
+               later_attempt: bool = False) -> JobTree:
         """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
         repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
-        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work."""
+        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
+        With a push remote, those earlier branches (and, for a `later_attempt`, the job's own) are fetched
+        from it first when this clone lacks them: another runner may have run the earlier work."""
         branch = f"mam/{job_id}"
         if not git(self.top, "check-ref-format", "--branch", branch, check=False):
             raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
+        self._fetch_earlier([*([f"mam/{continues}"] if continues else []), *([branch] if later_attempt else [])])
         earlier = f"refs/heads/mam/{continues}" if continues else None
         if earlier and git(self.top, "rev-parse", "--verify", "--quiet", f"{earlier}^{{commit}}", check=False):
             base_hint = earlier
@@ -190,6 +208,25 @@ class Worktrees:
                 raise WorktreeError(f"job {job_id}: refusing to run in {cwd}: it leads out of the worktree {path}")
         log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
         return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base, made=made)
+
+    def _fetch_earlier(self, branches: list[str]) -> None:
+        """Fetch each of `branches` this clone lacks from the push remote, if it is there; a branch the
+        remote lacks (or a remote out of reach) only means no earlier work to go on from: logged."""
+        if self.push_to is None:
+            return
+        from mam.agents.git_remote import RemoteError, fetch_branch
+
+        for name in branches:
+            if git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}^{{commit}}", check=False):
+                continue
+            try:
+                with self._lock:
+                    fetch_branch(self.top, self.push_to.given, name)
+            except RemoteError as exc:
+                log.info("branch %s is not in %s and not fetched from %s (%s): no earlier work to go on from",
+                         name, self.top, self.push_to.given, exc)
+                continue
+            log.info("fetched branch %s from %s: the earlier work goes on from there", name, self.push_to.given)
 
     def _kept(self, job_id: str, path: Path, branch: str) -> tuple[int, int]:
         """The (device, inode) of the worktree an earlier attempt of the job left at `path`, once it is
@@ -265,12 +302,32 @@ class Worktrees:
             )
 
     def _base(self, hint: str | None) -> str:
+        """The commit to start from: `hint` (the submit's), fetched from the push remote if this clone
+        lacks it (a runner on another machine), else HEAD; with a push remote a commit that cannot be
+        fetched fails the job (starting elsewhere would hand back work on the wrong base)."""
         if hint:
             found = git(self.top, "rev-parse", "--verify", "--quiet", f"{hint}^{{commit}}", check=False)
             if found:
                 return found
+            if self.push_to is not None:
+                return self._fetched(hint)
             log.warning("the commit recorded at submit (%s) is not in %s; starting from HEAD", hint, self.top)
         return git(self.top, "rev-parse", "--verify", "HEAD^{commit}")
+
+    def _fetched(self, sha: str) -> str:
+        from mam.agents.git_remote import RemoteError, fetch_commit
+
+        assert self.push_to is not None
+        remote = self.push_to.given
+        log.info("the commit recorded at submit (%s) is not in %s; fetching it from %s", sha[:12], self.top, remote)
+        try:
+            with self._lock:
+                fetch_commit(self.top, remote, sha)
+        except RemoteError as exc:
+            raise WorktreeError(f"the commit recorded at submit ({sha[:12]}) is not in the runner's clone {self.top} "
+                                f"and fetching it failed: {exc}; push that commit to {remote}, then mam retry the job"
+                                ) from None
+        return git(self.top, "rev-parse", "--verify", f"{sha}^{{commit}}")
 
     def _inside(self) -> Path:
         """The workspace root relative to the repository's top (`.` when they are the same)."""
@@ -306,6 +363,26 @@ class Worktrees:
             deletions=deletions,
         )
         return Saved(git=info, committed_all=committed_all)
+
+    def push(self, saved: Saved) -> Saved:
+        """Push the job's branch to `push_to` (nothing to push without one, or for a branch with no commit
+        of its own); `saved` with the push's `remote`, or its `push_error` too. A failure is logged and
+        recorded, never raised: the job's outcome is its own."""
+        info = saved.git
+        if self.push_to is None or not info.commit or not info.branch or info.commit == info.base:
+            return saved
+        from mam.agents.git_remote import RemoteError, push_branch
+
+        target = self.push_to
+        try:
+            push_branch(self.top, target.given, info.commit, info.branch)
+        except RemoteError as exc:
+            error = str(exc)
+            log.warning("could not push branch %s: %s; the job's outcome stands, its branch stays in %s",
+                        info.branch, error, self.top)
+            return replace(saved, git=msgspec.structs.replace(info, remote=target.url, push_error=error[:256]))
+        log.info("pushed branch %s (%s) to %s", info.branch, info.commit[:12], target.url)
+        return replace(saved, git=msgspec.structs.replace(info, remote=target.url))
 
     def _commit(self, tree: JobTree) -> None:
         who: list[str] = []

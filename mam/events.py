@@ -61,11 +61,16 @@ leading dash, so it can never be read as another option."""
 """A job is released back to the queue (`released`) at most this many times; then its runner ends it `failed`."""
 
 
+RemoteUrl = Annotated[str, Meta(min_length=1, max_length=1024, pattern=r"^[^-\s][^\x00-\x1f\x7f]*" + END)]
+"""A git remote's URL or path: no leading dash (never read as an option), no control character."""
+
+
 class GitInfo(Struct, frozen=True, kw_only=True):
     """Provenance: the workspace's git state when a job was submitted or finished.
 
     A job run in a worktree of its own (`mam-agent --worktree`) also reports
-    the commit it started from (`base`) and the diffstat of `base..commit`.
+    the commit it started from (`base`) and the diffstat of `base..commit`,
+    and, from a runner that pushes its branches (`--push`), where to (`remote`).
     Those fields default to UNSET, which msgspec never encodes: a GitInfo
     without them has exactly the bytes it had before they existed."""
 
@@ -76,6 +81,11 @@ class GitInfo(Struct, frozen=True, kw_only=True):
     files_changed: Version | UnsetType = UNSET
     insertions: Version | UnsetType = UNSET
     deletions: Version | UnsetType = UNSET
+    remote: RemoteUrl | UnsetType = UNSET
+    """Where the runner pushed `branch` at `commit` (`mam-agent --push`): the workspace fetches it from
+    there. With `push_error` it is where the push was tried, and the branch is not there."""
+    push_error: ShortText | UnsetType = UNSET
+    """Why the push to `remote` failed (git's reason); the job's outcome is its own."""
 
 
 class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):

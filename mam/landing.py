@@ -14,6 +14,13 @@ refused before anything is done, and the merge is first computed with
 `git merge-tree --write-tree`, which touches neither the index nor the files,
 so a conflict is reported with nothing changed. (Should that check be
 unavailable, the merge is tried and undone with `git merge --abort`.)
+
+A job run by a runner on another machine (`mam-agent --push REMOTE`) has its
+branch on that remote, and its record says where (`git_at_finish.remote`):
+when the workspace's clone lacks the job's commit, the branch is fetched from
+there first (`git fetch URL mam/<job>:mam/<job>`), or one line says why it
+cannot be. A commit the clone already holds is never fetched again, so a
+branch merged (or discarded) and deleted here stays gone.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mam.agents.git_remote import RemoteError, fetch_branch, has_commit
 from mam.agents.worktree import WorktreeError, Worktrees, git, git_env
 from mam.errors import MamError, UsageError
 from mam.record import JobRecord
@@ -53,6 +61,8 @@ class JobWork:
     """The branch head the job's record names (`git_at_finish.commit`)."""
     prompt: str
     trees: Worktrees
+    remote: str | None = None
+    """Where the job's runner pushed the branch (`git_at_finish.remote`), when it did."""
 
     @property
     def tree(self) -> Path:
@@ -90,8 +100,31 @@ def job_work(root: Path, record: JobRecord) -> JobWork:
         raise UsageError(f"job {job} did not run in a worktree of its own: it has no branch to review or land "
                          "(run jobs under `mam-agent --worktree` for that)")
     top = repo_top(root)
-    return JobWork(job_id=job, top=top, branch=finish.branch or f"mam/{job}", base=finish.base,
-                   recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top))
+    pushed = finish.remote if isinstance(finish.remote, str) and not finish.push_error else None
+    work = JobWork(job_id=job, top=top, branch=finish.branch or f"mam/{job}", base=finish.base,
+                   recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top), remote=pushed)
+    _fetch_if_missing(work, record)
+    return work
+
+
+def _fetch_if_missing(work: JobWork, record: JobRecord) -> None:
+    """Bring a remote runner's branch into the workspace's clone when the clone lacks the job's commit
+    (and its branch); one line when it cannot: the remote unreachable, or the runner's push failed."""
+    finish = record.git_at_finish
+    if finish is None or work.empty or work.tip() is not None or has_commit(work.top, work.recorded):
+        return
+    if isinstance(finish.push_error, str):
+        where = f"runner {record.runner}'s clone" if record.runner else "its runner's clone"
+        raise MamError(f"job {work.job_id}'s branch {work.branch} is only in {where}: its push to "
+                       f"{safe(str(finish.remote))} failed ({safe(finish.push_error)}); push it from there "
+                       f"(git push REMOTE {work.branch}), then `mam merge {work.job_id}`")
+    if work.remote is None:
+        return
+    try:
+        fetch_branch(work.top, work.remote, work.branch)
+    except RemoteError as exc:
+        raise MamError(f"job {work.job_id}'s branch {work.branch} is on {safe(work.remote)}, where its runner "
+                       f"pushed it, but this clone cannot fetch it (git fetch: {safe(str(exc))})") from None
 
 
 def _gone(work: JobWork) -> MamError:
@@ -274,7 +307,7 @@ def _after(work: JobWork, keep_branch: bool) -> str:
     if keep_branch:
         return f"; branch {work.branch} kept"
     kept = remove_job(work, force=False)
-    return f"; {kept}" if kept else f"; branch {work.branch} removed"
+    return (f"; {kept}" if kept else f"; branch {work.branch} removed") + _remote_copy(work)
 
 
 # ---- discard and clean-up -------------------------------------------------------------------
@@ -290,7 +323,15 @@ def discard(work: JobWork) -> str:
     if kept:
         raise MamError(f"job {work.job_id}: {kept}")
     removed = " and ".join(part for part, there in (("worktree", had_tree), (f"branch {work.branch}", tip)) if there)
-    return f"discarded job {work.job_id}: removed its {removed}" + (f" (was at {tip[:12]})" if tip else "")
+    return f"discarded job {work.job_id}: removed its {removed}" + (f" (was at {tip[:12]})" if tip else "") \
+        + _remote_copy(work)
+
+
+def _remote_copy(work: JobWork) -> str:
+    """The copy a remote runner pushed stays on its remote (shared; mam deletes nothing there): said once."""
+    if work.remote is None:
+        return ""
+    return f"; its copy on {safe(work.remote)} stays (git push {safe(work.remote)} --delete {work.branch})"
 
 
 def _tree_state(work: JobWork) -> os.stat_result | None:
