@@ -25,8 +25,8 @@ from mam.agents.profiles import load_profiles, resolve
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
-from mam.cli_args import agent_name, job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import agent_name, job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, Refused, UsageError
 from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
 from mam.live import snapshot_agents, snapshot_job_ids

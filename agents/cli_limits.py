@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.agents.profiles import load_profiles, resolve
-from mam.cli_args import job_id
+from mam.cli.args import job_id
 from mam.errors import MamError, Refused, UsageError
 from mam.events import MAX_TURNS
 from mam.record import JobRecord

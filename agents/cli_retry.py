@@ -16,8 +16,8 @@ from mam import job_limits
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.attempts import RETRY_OUTCOMES
-from mam.cli_args import job_id
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import job_id
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import Refused, UsageError
 from mam.provenance import git_info
 from mam.record import JobRecord

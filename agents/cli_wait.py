@@ -11,8 +11,8 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher
-from mam.cli_args import job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import Refused
 from mam.follow import outcome_code
 from mam.record import JobRecord

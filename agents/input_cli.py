@@ -23,8 +23,8 @@ import msgspec
 from mam import events as ev
 from mam.agents.publisher import Publisher, WaitTimeout
 from mam.agents.selection import resolve_for_write
-from mam.cli_args import job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, Refused, UsageError
 from mam.inbox import messages
 from mam.mqtt import unreachable

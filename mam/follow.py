@@ -121,8 +121,8 @@ async def follow(
             # runner while the statuses of its busy runners are still on their way
             await client.subscribe(topics.events(job_id), qos=1)
             if from_log and tail is not None:
-                from mam.log_lines import lines_of
-                from mam.log_lines import tail as last
+                from mam.cli.log_lines import lines_of
+                from mam.cli.log_lines import tail as last
 
                 chunks: list[tuple[str, str, str]] = []
                 followed = print_logged(workspace, job_id, lambda stream, text: chunks.append((stream, text, "")))

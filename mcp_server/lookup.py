@@ -37,7 +37,7 @@ Limit = Annotated[int, Field(ge=1, le=1000, description="at most this many jobs,
 
 def _filter(statuses: list[str] | None, agent: str | None, labels: dict[str, str] | None, parent: str | None,
             since: str | None, known: list[str]) -> JobFilter:
-    """The filter `mam jobs` builds from the same values (see `mam.cli_jobs.job_filter`)."""
+    """The filter `mam jobs` builds from the same values (see `mam.cli.jobs.job_filter`)."""
     try:
         chosen = parse_statuses(statuses or [])
     except ValueError as exc:

@@ -17,7 +17,7 @@ from mam import events as ev
 from mam import presence
 from mam.agents.publisher import Publisher, new_job_id
 from mam.arg_limits import MOST_AFTER, MOST_LABELS, at_most
-from mam.cli_args import agent_name
+from mam.cli.args import agent_name
 from mam.errors import MamError, UsageError
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.live import agent_statuses

@@ -16,8 +16,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from mam.cli.metrics import Bounded, Snapshot, copied
 from mam.index import IndexReader
-from mam.metrics import Bounded, Snapshot, copied
 from mam.projector.batch import Batch
 from mam.pruning import is_pruned
 from mam.record import JobRecord

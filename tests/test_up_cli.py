@@ -131,7 +131,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
 
 
 def test_each_start_gets_its_own_example_job_id() -> None:
-    from mam.up_banner import example_job_id
+    from mam.cli.banner import example_job_id
 
     ids = {example_job_id() for _ in range(20)}
     assert len(ids) > 1 and all(re.fullmatch(r"hello-[0-9a-f]{4}", i) for i in ids)

@@ -7,7 +7,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mam.up import choose_port
+from mam.cli.up import choose_port
 from mam.workspace import resolve
 
 from brokers import free_port

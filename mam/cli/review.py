@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from mam.agents.worktree import git_env
-from mam.cli_args import job_id
-from mam.cli_common import add_workspace_args, workspace_from_args
+from mam.cli.args import job_id
+from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.job_branches import Leftover, clean, inventory
 from mam.landing import JobWork, diff_argv, discard, job_work, merge
 from mam.reading import read_record_or_pruned, resolve_id

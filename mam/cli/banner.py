@@ -73,7 +73,7 @@ def banner(
     """The banner: short, or with `verbose` every line of the long form as well.
 
     `why` says why the broker is not on the port a user would expect (see
-    `mam.up.choose_port`); the line names the port it serves on instead.
+    `mam.cli.up.choose_port`); the line names the port it serves on instead.
     """
     from mam.broker.config import is_loopback
 

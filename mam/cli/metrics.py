@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
-from mam.cli_args import port
+from mam.cli.args import port
 from mam.errors import UsageError
 
 DEFAULT_HOST: Final = "127.0.0.1"

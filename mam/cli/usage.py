@@ -11,11 +11,11 @@ import argparse
 import json
 import sys
 
-from mam.cli_common import add_workspace_args, workspace_from_args
-from mam.cli_jobs import since_from_args
+from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.cli.jobs import since_from_args
+from mam.cli.tables import render
 from mam.listing import Jobs
 from mam.query import JobFilter
-from mam.tables import render
 from mam.usage import BY, Group, Totals, group, money, total
 
 _FIRST_COLUMN = {"agent": "AGENT", "session": "SESSION", "parent": "JOB (ITS TREE)"}

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Final
 
+from mam.cli.tables import short
 from mam.humanize import parse_time
 from mam.record import JobRecord
-from mam.tables import short
 
 WIDE_HEADER: Final = ["EXIT", "ERROR", "RUNNER", "ATTEMPT", "PARENT", "LABELS"]
 """The columns `-o wide` adds before PROMPT (DURATION is in every listing)."""

@@ -23,6 +23,7 @@ import msgspec
 
 from mam import presence
 from mam.broker_list import Brokers
+from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
 from mam.live import AgentChange, JobChange
 from mam.pruning import is_pruned
 from mam.query import JobFilter, select
@@ -30,7 +31,6 @@ from mam.record import JobRecord
 from mam.signals import run_until_signal
 from mam.signing import StateReader
 from mam.status import AgentStatus
-from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
 from mam.timefmt import utc_now
 from mam.topics import Topics
 from mam.watch_follow import following

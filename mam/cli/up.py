@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mam.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
-from mam.cli_common import workspace_from_args
+from mam.cli.banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
+from mam.cli.common import workspace_from_args
 from mam.errors import UsageError
 from mam.runtime import last_port, remember_port
 from mam.signals import cancel_on_signal
-from mam.up_banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -39,13 +39,19 @@ ALLOW_ANONYMOUS_HELP = (
 )
 
 
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = sub.add_parser("up", help="run the embedded broker and the projector for a workspace")
+    add_arguments(up)
+    up.set_defaults(handler=run_up)
+
+
 def add_arguments(up: argparse.ArgumentParser) -> None:
-    """The `mam up` flags (`mam.cli` builds the subparser and hands it here)."""
+    """The `mam up` flags (`register` builds the subparser and hands it here)."""
     from mam.broker.cli import add_acl_flag, add_limit_flags
     from mam.broker.listeners import add_listener_flags
-    from mam.cli_args import add_verbose, port
-    from mam.cli_common import add_workspace_args
-    from mam.metrics import add_metrics_args
+    from mam.cli.args import add_verbose, port
+    from mam.cli.common import add_workspace_args
+    from mam.cli.metrics import add_metrics_args
     from mam.projector.cli import add_settle_outputs
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
@@ -83,7 +89,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.broker.cli import limits_from_args, policy_from_args
     from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
-    from mam.metrics import new_registry, serve_from_args
+    from mam.cli.metrics import new_registry, serve_from_args
     from mam.projector.intake import LocalIntake
     from mam.projector.metrics import ProjectorMetrics
 

@@ -21,8 +21,8 @@ import anyio
 from mam import events as ev
 from mam.archive import ARCHIVE_DIR
 from mam.broker_list import Brokers
-from mam.cli_args import positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, UsageError
 from mam.humanize import ago, parse_duration
 from mam.inbox import messages

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from mam.cli_common import add_broker_arg, add_workspace_args
+from mam.cli.args import add_verbose
+from mam.cli.common import add_broker_arg, add_workspace_args
 from mam.errors import UsageError
 
 GLOBAL_DESTS: dict[str, str] = {
@@ -34,20 +35,45 @@ def add_global(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="JSON output, for the commands that have it")
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [child for action in parser._actions  # noqa: SLF001 - argparse offers no public walk of subparsers
+            if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
+            for child in action.choices.values()]
+
+
 def suppress_in_subcommands(parser: argparse.ArgumentParser) -> None:
     """Give every subcommand's copy of a global option the default SUPPRESS, and record in
     `_lacks` the global options a subcommand does not take."""
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of subparsers
-        if not isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            continue
-        for child in action.choices.values():
-            has = set()
-            for own in child._actions:  # noqa: SLF001
-                if own.dest in GLOBAL_DESTS:
-                    own.default = argparse.SUPPRESS
-                    has.add(own.dest)
-            child.set_defaults(_lacks=sorted(set(GLOBAL_DESTS) - has))
-            suppress_in_subcommands(child)
+    for child in _subcommands(parser):
+        _suppress_in(child)
+
+
+def _suppress_in(child: argparse.ArgumentParser) -> None:
+    has = set()
+    for own in child._actions:  # noqa: SLF001
+        if own.dest in GLOBAL_DESTS:
+            own.default = argparse.SUPPRESS
+            has.add(own.dest)
+    child.set_defaults(_lacks=sorted(set(GLOBAL_DESTS) - has))
+    suppress_in_subcommands(child)
+
+
+def verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`-v` in any position: on every subcommand (and theirs) that has none yet."""
+    for child in _subcommands(parser):
+        _verbose_in(child)
+
+
+def _verbose_in(child: argparse.ArgumentParser) -> None:
+    if "-v" not in child._option_string_actions:  # noqa: SLF001
+        add_verbose(child)
+    verbose_everywhere(child)
+
+
+def finish_command(child: argparse.ArgumentParser) -> None:
+    """What every subcommand gets once registered: `-v`, and the global options' SUPPRESS defaults."""
+    _verbose_in(child)
+    _suppress_in(child)
 
 
 def check(args: argparse.Namespace, top_defaults: argparse.Namespace) -> None:
@@ -58,4 +84,4 @@ def check(args: argparse.Namespace, top_defaults: argparse.Namespace) -> None:
             raise UsageError(f"{GLOBAL_DESTS[dest]}: `mam {command}` does not take it")
 
 
-__all__ = ["GLOBAL_DESTS", "add_global", "check", "suppress_in_subcommands"]
+__all__ = ["GLOBAL_DESTS", "add_global", "check", "finish_command", "suppress_in_subcommands", "verbose_everywhere"]

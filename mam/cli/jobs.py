@@ -2,7 +2,7 @@
 
 The filtering, ordering and id resolution are `mam.query`'s, answered through
 the query index when it is current (`mam.listing`); the live views are
-`mam.watch`'s; this module only turns flags into those calls.
+`mam.cli.watch`'s; this module only turns flags into those calls.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import msgspec
 from mam import presence
 from mam.arg_limits import MOST_LABELS, at_most
 from mam.attempts import after_of
-from mam.cli_args import job_id, positive_int
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.args import job_id, positive_int
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
+from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
 from mam.errors import UsageError
 from mam.humanize import parse_since
-from mam.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
 from mam.listing import Jobs
 from mam.live import snapshot_agents
 from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
 from mam.reading import resolve_id
 from mam.record import JobRecord
-from mam.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
 from mam.timefmt import utc_now
 from mam.topics import Topics
 from mam.usage import cost_of
@@ -195,7 +195,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace, workspace: Workspace, where: JobFilter, jobs: Jobs) -> int:
     """`--watch`: the first screen from the registry (through the index: on a terminal only the
     newest matching jobs are read), then the broker's states."""
-    from mam.watch import watch_jobs
+    from mam.cli.watch import watch_jobs
 
     tty = sys.stdout.isatty() and not args.json
     first = args.limit if not tty else min(args.limit or WATCH_FIRST, WATCH_FIRST)
@@ -210,7 +210,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
     if args.watch:
-        from mam.watch import watch_agents
+        from mam.cli.watch import watch_agents
 
         return watch_agents(workspace, broker, as_json=args.json, everything=args.all)
     found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
