@@ -29,8 +29,8 @@ from mam.cli.args import agent_name, job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import MamError, Refused, UsageError
 from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
+from mam.git.provenance import git_info
 from mam.live import snapshot_agents, snapshot_job_ids
-from mam.provenance import git_info
 from mam.query import NoSuchJob, parse_labels, resolve_job_id
 from mam.record import JobRecord
 from mam.status import AgentStatus

@@ -19,7 +19,7 @@ from mam.attempts import RETRY_OUTCOMES
 from mam.cli.args import job_id
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.errors import Refused, UsageError
-from mam.provenance import git_info
+from mam.git.provenance import git_info
 from mam.record import JobRecord
 
 

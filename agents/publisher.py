@@ -30,10 +30,10 @@ from mam.agents.inside_job import default_parent
 from mam.broker_list import Brokers
 from mam.errors import MamError, NoProjector, Refused, UsageError
 from mam.failover import open_client
+from mam.git.provenance import git_info
 from mam.ids import validate_job_id
 from mam.inbox import messages
 from mam.mqtt import unreachable
-from mam.provenance import git_info
 from mam.record import JobRecord
 from mam.signing import StateReader
 from mam.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale

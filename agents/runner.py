@@ -57,11 +57,11 @@ from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
-from mam.agents.worktree import Worktrees
 from mam.attempts import attempt_of
 from mam.broker_list import Brokers
 from mam.errors import UsageError
 from mam.failover import Rotation, subscribe_required
+from mam.git.worktree import Worktrees
 from mam.identity import STATUS_CONTEXT, RunnerKey
 from mam.ids import validate_agent_id
 from mam.inbox import messages

@@ -26,7 +26,6 @@ from mam.agents.profiles import (
     resolve,
 )
 from mam.agents.runner import DRAIN_TIMEOUT, Runner
-from mam.agents.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 from mam.cli.args import Parser, add_verbose, agent_name, positive_int, positive_seconds
 from mam.cli.common import (
     add_broker_arg,
@@ -38,6 +37,7 @@ from mam.cli.common import (
 )
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.errors import UsageError
+from mam.git.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
 from mam.workspace import Workspace
 

@@ -37,9 +37,9 @@ from mam.agents.output import OutputStreamer
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
-from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
 from mam.attempts import attempt_of
-from mam.provenance import git_info
+from mam.git.provenance import git_info
+from mam.git.worktree import JobTree, Saved, WorktreeError, Worktrees
 from mam.record import JobRecord, Status
 from mam.workspace import Workspace
 

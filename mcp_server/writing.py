@@ -19,6 +19,7 @@ from mam.agents.publisher import Publisher, new_job_id
 from mam.arg_limits import MOST_AFTER, MOST_LABELS, at_most
 from mam.cli.args import agent_name
 from mam.errors import MamError, UsageError
+from mam.git.provenance import git_info
 from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.live import agent_statuses
 from mam.mcp_server.brief import brief_record, full_hint
@@ -35,7 +36,6 @@ from mam.mcp_server.limits import (
 )
 from mam.mcp_server.results import CancelResult, SubmitResult
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
-from mam.provenance import git_info
 from mam.record import Status
 from mam.status import AgentStatus
 

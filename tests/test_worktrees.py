@@ -17,8 +17,8 @@ import msgspec
 import pytest
 from test_runner_support import agent_runner, submit
 
-from mam.agents.worktree import parse_shortstat
 from mam.events import GitInfo, decode_event, encode_event
+from mam.git.worktree import parse_shortstat
 from mam.record import JobRecord, Status, decode_record, encode_record
 
 from conftest import WorkspacePaths

@@ -109,8 +109,8 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def _clean_branches(workspace: Workspace, pruned: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The pruned jobs' worktrees and branches go where nothing is lost (`mam.job_branches`); unmerged ones stay."""
-    from mam.job_branches import clean, inventory
+    """The pruned jobs' worktrees and branches go where nothing is lost (`mam.git.job_branches`); unmerged ones stay."""
+    from mam.git.job_branches import clean, inventory
 
     if not pruned:
         return [], {}

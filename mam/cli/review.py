@@ -1,4 +1,4 @@
-"""`mam diff`, `mam merge`, `mam discard`, `mam worktrees`: review and land what worktree jobs did (`mam.landing`)."""
+"""`mam diff`, `mam merge`, `mam discard`, `mam worktrees`: review and land what worktree jobs did (`mam.git.landing`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 
-from mam.agents.worktree import git_env
 from mam.cli.args import job_id
 from mam.cli.common import add_workspace_args, workspace_from_args
-from mam.job_branches import Leftover, clean, inventory
-from mam.landing import JobWork, diff_argv, discard, job_work, merge
+from mam.git.job_branches import Leftover, clean, inventory
+from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
+from mam.git.worktree import git_env
 from mam.reading import read_record_or_pruned, resolve_id
 from mam.terminal import safe
 from mam.workspace import Workspace

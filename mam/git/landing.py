@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mam.agents.worktree import WorktreeError, Worktrees, git, git_env
 from mam.errors import MamError, UsageError
+from mam.git.worktree import WorktreeError, Worktrees, git, git_env
 from mam.record import JobRecord
 from mam.terminal import safe
 

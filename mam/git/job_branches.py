@@ -18,10 +18,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.agents.worktree import WorktreeError, Worktrees, git, git_env
 from mam.errors import MamError
+from mam.git.landing import JobWork, remove_job, repo_top
+from mam.git.worktree import WorktreeError, Worktrees, git, git_env
 from mam.ids import validate_job_id
-from mam.landing import JobWork, remove_job, repo_top
 from mam.reading import NotFound, read_pruned, read_record
 from mam.record import JobRecord
 from mam.workspace import Workspace
