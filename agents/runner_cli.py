@@ -36,10 +36,10 @@ from mam.cli.common import (
     workspace_from_args,
 )
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
+from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
+from mam.contract.workspace import Workspace
 from mam.git.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
-from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
-from mam.workspace import Workspace
 
 PROG = "mam-agent"
 

@@ -17,7 +17,7 @@ from mam.broker.spool import Spool, default_spool_dir
 from mam.cli.args import Parser, add_verbose, port, positive_int, positive_seconds
 from mam.cli.common import run_cli, setup_logging
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
-from mam.signals import cancel_on_signal
+from mam.client.signals import cancel_on_signal
 
 PROG = "mam-broker"
 

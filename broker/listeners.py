@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 DEFAULT_TLS_PORT = 8883
 

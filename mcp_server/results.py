@@ -10,7 +10,7 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
 from mam.cli.tables import short
-from mam.record import JobRecord
+from mam.contract.record import JobRecord
 
 PROMPT_SHOWN = 200
 """Characters of a prompt a listing shows; `get_job` has the whole record."""

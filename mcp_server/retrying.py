@@ -9,7 +9,7 @@ from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedD
 
 from mam.agents.cli_retry import resubmission
 from mam.agents.publisher import new_job_id
-from mam.errors import Refused
+from mam.contract.errors import Refused
 from mam.git.provenance import git_info
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.served import Served, as_dict, reported

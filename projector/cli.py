@@ -17,11 +17,11 @@ from mam.cli.common import (
     workspace_from_args,
 )
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.client.signals import run_until_signal
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
 from mam.projector.service import DURABILITY_MODES, HEARTBEAT, Projector
-from mam.signals import run_until_signal
 
 PROG = "mam-projector"
 

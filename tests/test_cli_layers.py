@@ -86,6 +86,32 @@ def test_nothing_under_mam_but_the_cli_imports_the_packages_above_it() -> None:
     assert offending == {}
 
 
+LAYERS: dict[str, tuple[str, ...]] = {
+    "contract": ("contract",),
+    "registry": ("contract", "registry"),
+    "client": ("contract", "registry", "client"),
+    "git": ("contract", "registry", "git"),
+}
+"""What each of mam's lower subpackages may import of mam (mam.cli, on top, may import them all)."""
+
+
+def test_each_layer_of_mam_imports_only_the_layers_below_it() -> None:
+    crossing: dict[str, list[str]] = {}
+    seen = set()
+    for path in sorted(MAM_DIR.rglob("*.py")):
+        module = _module_name(path)
+        layer = module.split(".")[1] if module.count(".") else ""
+        if layer not in LAYERS:
+            continue
+        seen.add(layer)
+        for name in imported_modules(path.read_text(encoding="utf-8"), module, is_package=path.name == "__init__.py"):
+            parts = name.split(".")
+            if parts[0] == "mam" and len(parts) > 1 and parts[1] not in LAYERS[layer] and name != "mam.__version__":
+                crossing.setdefault(module, []).append(name)
+    assert seen == set(LAYERS)
+    assert crossing == {}
+
+
 _DUMP_MODULES = """
 import atexit, json, os, sys
 atexit.register(lambda: open(os.environ["MODULES_OUT"], "w").write(json.dumps(sorted(sys.modules))))

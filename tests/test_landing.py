@@ -16,7 +16,7 @@ import anyio
 import pytest
 from test_worktrees import AGENT_GIT, checkout_state, git, make_repo, served
 
-from mam.errors import MamError
+from mam.contract.errors import MamError
 from mam.git.landing import Conflict, JobWork, _merge, _squash
 from mam.git.worktree import Worktrees
 

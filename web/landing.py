@@ -20,12 +20,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from mam.errors import EXIT_USAGE, MamError
+from mam.contract.errors import EXIT_USAGE, MamError
+from mam.contract.ids import validate_job_id
+from mam.contract.record import JobRecord
 from mam.git.landing import diff_text as landing_diff
 from mam.git.landing import discard, job_work, merge
-from mam.ids import validate_job_id
-from mam.reading import NotFound, read_pruned
-from mam.record import JobRecord
+from mam.registry.reading import NotFound, read_pruned
 from mam.web.hub import Hub
 from mam.web.stream import full_record
 

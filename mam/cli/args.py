@@ -14,9 +14,9 @@ import re
 import sys
 from typing import NoReturn
 
-from mam.errors import EXIT_USAGE
-from mam.humanize import MAX_DURATION
-from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.contract.errors import EXIT_USAGE
+from mam.contract.humanize import MAX_DURATION
+from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 
 _AGENT = re.compile(AGENT_ID_PATTERN)
 _JOB = re.compile(JOB_ID_PATTERN)

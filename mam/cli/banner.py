@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mam.topics import Topics
-from mam.workspace import RULE_ENV, RULE_FLAG, Workspace
+from mam.contract.topics import Topics
+from mam.contract.workspace import RULE_ENV, RULE_FLAG, Workspace
 
 if TYPE_CHECKING:
     from mam.broker.server import EmbeddedBroker

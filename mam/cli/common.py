@@ -9,12 +9,12 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from mam.broker_list import Brokers, parse_broker_urls
-from mam.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
-from mam.errors import EXIT_USAGE, MamError, UsageError
-from mam.runtime import choose_broker
-from mam.tls import add_tls_args
-from mam.workspace import Workspace, resolve
+from mam.client.tls import add_tls_args
+from mam.contract.broker_list import Brokers, parse_broker_urls
+from mam.contract.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
+from mam.contract.errors import EXIT_USAGE, MamError, UsageError
+from mam.contract.workspace import Workspace, resolve
+from mam.registry.runtime import choose_broker
 
 
 def add_workspace_args(parser: argparse.ArgumentParser, *, dirs: bool = True) -> None:
@@ -71,7 +71,7 @@ def workspace_from_args(args: argparse.Namespace) -> Workspace:
 def broker_choice(
     args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
 ) -> tuple[Brokers, str]:
-    """The broker to use and where that choice came from (see `mam.runtime.choose_broker`);
+    """The broker to use and where that choice came from (see `mam.registry.runtime.choose_broker`);
     without `discover`, the runtime file is not consulted (the projector itself)."""
     explicit = getattr(args, "broker", None)
     if discover and workspace is None and not explicit and not os.environ.get(ENV_BROKER_URL):
@@ -83,7 +83,7 @@ def broker_from_args(
     args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
 ) -> Brokers:
     """The broker, or brokers of one cluster, to use (see `broker_choice`); connect with
-    `mam.failover.connect` / `open_client`, or a `Rotation` for a client that stays connected."""
+    `mam.client.failover.connect` / `open_client`, or a `Rotation` for a client that stays connected."""
     return broker_choice(args, workspace, discover=discover)[0]
 
 

@@ -15,7 +15,7 @@ import argparse
 
 from mam.cli.args import add_verbose
 from mam.cli.common import add_broker_arg, add_workspace_args
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 GLOBAL_DESTS: dict[str, str] = {
     "workspace": "--workspace",

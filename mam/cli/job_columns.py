@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Final
 
 from mam.cli.tables import short
-from mam.humanize import parse_time
-from mam.record import JobRecord
+from mam.contract.humanize import parse_time
+from mam.contract.record import JobRecord
 
 WIDE_HEADER: Final = ["EXIT", "ERROR", "RUNNER", "ATTEMPT", "PARENT", "LABELS"]
 """The columns `-o wide` adds before PROMPT (DURATION is in every listing)."""

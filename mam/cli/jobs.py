@@ -1,7 +1,7 @@
 """`mam jobs` (with filters, `--watch`), `mam watch` and `mam agents`: listing what is there and live.
 
-The filtering, ordering and id resolution are `mam.query`'s, answered through
-the query index when it is current (`mam.listing`); the live views are
+The filtering, ordering and id resolution are `mam.registry.query`'s, answered through
+the query index when it is current (`mam.registry.listing`); the live views are
 `mam.cli.watch`'s; this module only turns flags into those calls.
 """
 
@@ -18,24 +18,24 @@ from datetime import datetime
 import anyio
 import msgspec
 
-from mam import presence
-from mam.arg_limits import MOST_LABELS, at_most
-from mam.attempts import after_of
 from mam.cli.args import job_id, positive_int
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
 from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
-from mam.errors import UsageError
-from mam.humanize import parse_since
-from mam.listing import Jobs
-from mam.live import snapshot_agents
-from mam.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
-from mam.reading import resolve_id
-from mam.record import JobRecord
-from mam.timefmt import utc_now
-from mam.topics import Topics
-from mam.usage import cost_of
-from mam.workspace import Workspace
+from mam.client.live import snapshot_agents
+from mam.contract import presence
+from mam.contract.arg_limits import MOST_LABELS, at_most
+from mam.contract.attempts import after_of
+from mam.contract.errors import UsageError
+from mam.contract.humanize import parse_since
+from mam.contract.record import JobRecord
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
+from mam.contract.usage import cost_of
+from mam.contract.workspace import Workspace
+from mam.registry.listing import Jobs
+from mam.registry.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
+from mam.registry.reading import resolve_id
 
 
 def add_filter_args(parser: argparse.ArgumentParser) -> None:

@@ -7,10 +7,10 @@ import sys
 
 from mam.cli.args import job_id, non_negative_int
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import UsageError
-from mam.output_accounting import incomplete_lines
-from mam.reading import read_record_or_pruned, resolve_id
-from mam.workspace import Workspace
+from mam.contract.errors import UsageError
+from mam.contract.output_accounting import incomplete_lines
+from mam.contract.workspace import Workspace
+from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from mam.follow import follow_blocking, outcome_code, print_logged, stopped_following
+    from mam.client.follow import follow_blocking, outcome_code, print_logged, stopped_following
 
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
@@ -55,8 +55,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _print_lines(workspace: Workspace, job: str, count: int | None, timestamps: bool) -> None:
     """`--tail N` (the last N lines of the output) and `--timestamps` (each line after the time its
     output event was recorded, as `kubectl logs --timestamps` puts the time first)."""
-    from mam.cli.log_lines import logged_lines, tail
-    from mam.follow import write_output
+    from mam.client.follow import write_output
+    from mam.client.log_lines import logged_lines, tail
 
     for line in tail(logged_lines(workspace, job), count):
         write_output(line.stream, f"{line.recorded_at} {line.text}" if timestamps else line.text)

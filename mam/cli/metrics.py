@@ -17,7 +17,7 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from mam.cli.args import port
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 DEFAULT_HOST: Final = "127.0.0.1"
 AGENT_LABELS_MAX: Final = 100

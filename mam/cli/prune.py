@@ -1,7 +1,7 @@
 """`mam prune`: remove finished jobs older than a duration, one `pruned` event each, and wait for the verdicts.
 
 The jobs are chosen here, from the registry like `mam jobs` reads it
-(`mam.pruning.select`: finished at least `--older-than` ago, in one of
+(`mam.registry.pruning.select`: finished at least `--older-than` ago, in one of
 `--status`, with nothing unfinished under it). The projector checks every
 event again; on taking one it archives the job's audit log, keeps a tombstone
 for its id, removes its record and clears its retained state. `--dry-run`
@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING
 import aiomqtt
 import anyio
 
-from mam import events as ev
-from mam.archive import ARCHIVE_DIR
-from mam.broker_list import Brokers
 from mam.cli.args import positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import MamError, UsageError
-from mam.humanize import ago, parse_duration
-from mam.inbox import messages
-from mam.mqtt import unreachable
-from mam.pruning import Policy, Selection, finished_statuses, select, workspace_briefs
-from mam.query import parse_statuses
-from mam.terminal import safe
-from mam.timefmt import utc_now
-from mam.workspace import Workspace
+from mam.client.inbox import messages
+from mam.client.mqtt import unreachable
+from mam.contract import events as ev
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import MamError, UsageError
+from mam.contract.humanize import ago, parse_duration
+from mam.contract.terminal import safe
+from mam.contract.timefmt import utc_now
+from mam.contract.workspace import Workspace
+from mam.registry.archive import ARCHIVE_DIR
+from mam.registry.pruning import Policy, Selection, finished_statuses, select, workspace_briefs
+from mam.registry.query import parse_statuses
 
 if TYPE_CHECKING:
     from mam.agents.publisher import Publisher

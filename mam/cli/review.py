@@ -9,12 +9,12 @@ import sys
 
 from mam.cli.args import job_id
 from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.contract.terminal import safe
+from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
 from mam.git.worktree import git_env
-from mam.reading import read_record_or_pruned, resolve_id
-from mam.terminal import safe
-from mam.workspace import Workspace
+from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
 def _job_arg(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from mam.schema import event_schema, render
+    from mam.contract.schema import event_schema, render
 
     sys.stdout.write(render(event_schema(args.type)))
     return 0

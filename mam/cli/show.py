@@ -11,13 +11,13 @@ import msgspec
 from mam.cli.args import job_id
 from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.cli.tables import short
-from mam.events import GitInfo
-from mam.humanize import ago, parse_time
-from mam.output_accounting import incomplete_lines, seq_list
-from mam.reading import NotFound, read_events, read_pruned, read_record, resolve_id
-from mam.record import JobRecord
-from mam.terminal import safe
-from mam.timefmt import utc_now
+from mam.contract.events import GitInfo
+from mam.contract.humanize import ago, parse_time
+from mam.contract.output_accounting import incomplete_lines, seq_list
+from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
+from mam.contract.timefmt import utc_now
+from mam.registry.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,6 +1,6 @@
 """Rows and tables for people: jobs and runners with ages, durations and coloured statuses.
 
-Cells are made safe (`mam.terminal.safe`) before they are measured; colour is
+Cells are made safe (`mam.contract.terminal.safe`) before they are measured; colour is
 added after padding, only when asked (a terminal, and `NO_COLOR` unset).
 """
 
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import IO, Final
 
-from mam import presence
-from mam.humanize import ago, between
-from mam.record import JobRecord, Status
-from mam.status import AgentStatus
-from mam.terminal import safe
-from mam.usage import cost_of, money
+from mam.contract import presence
+from mam.contract.humanize import ago, between
+from mam.contract.record import JobRecord, Status
+from mam.contract.status import AgentStatus
+from mam.contract.terminal import safe
+from mam.contract.usage import cost_of, money
 
 JOB_HEADER: Final = ["JOB", "STATUS", "AGENT", "SESSION", "AGE", "DURATION", "PROMPT"]
 AGENT_HEADER: Final = ["AGENT", "RUNNER", "HOST", "STATUS", "SINCE", "SLOTS", "JOBS"]

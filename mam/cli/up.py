@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mam.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.cli.banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
 from mam.cli.common import workspace_from_args
-from mam.errors import UsageError
-from mam.runtime import last_port, remember_port
-from mam.signals import cancel_on_signal
-from mam.workspace import Workspace
+from mam.client.signals import cancel_on_signal
+from mam.contract.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
+from mam.contract.errors import UsageError
+from mam.contract.workspace import Workspace
+from mam.registry.runtime import last_port, remember_port
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

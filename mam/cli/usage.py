@@ -1,6 +1,6 @@
 """`mam usage`: what the workspace's agents reported they spent, totalled by agent, session or delegation tree.
 
-The sums are `mam.usage`'s; this module turns flags into that call and the
+The sums are `mam.contract.usage`'s; this module turns flags into that call and the
 totals into a table or JSON. It reads the registry files, like `mam jobs`
 (with `--since`, through the query index: only the matching records).
 """
@@ -14,9 +14,9 @@ import sys
 from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.cli.jobs import since_from_args
 from mam.cli.tables import render
-from mam.listing import Jobs
-from mam.query import JobFilter
-from mam.usage import BY, Group, Totals, group, money, total
+from mam.contract.usage import BY, Group, Totals, group, money, total
+from mam.registry.listing import Jobs
+from mam.registry.query import JobFilter
 
 _FIRST_COLUMN = {"agent": "AGENT", "session": "SESSION", "parent": "JOB (ITS TREE)"}
 HEADER_REST = ["JOBS", "REPORTED", "COST", "INPUT", "CACHED", "OUTPUT", "TURNS"]

@@ -5,7 +5,7 @@ never by re-reading files. Three forms: on a terminal the table is redrawn in
 place (newest first, cut to the screen, statuses coloured unless `NO_COLOR`);
 piped, one line per status change of a job, starting with the time of that
 change (ISO 8601 UTC, to the second); `--json`, one record per line (ndjson),
-for every new version. A lost broker is reconnected (`mam.watch_follow`).
+for every new version. A lost broker is reconnected (`mam.client.watch_follow`).
 SIGINT or SIGTERM ends the watch with exit 0.
 """
 
@@ -21,20 +21,20 @@ from typing import IO
 import anyio
 import msgspec
 
-from mam import presence
-from mam.broker_list import Brokers
 from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
-from mam.live import AgentChange, JobChange
-from mam.pruning import is_pruned
-from mam.query import JobFilter, select
-from mam.record import JobRecord
-from mam.signals import run_until_signal
-from mam.signing import StateReader
-from mam.status import AgentStatus
-from mam.timefmt import utc_now
-from mam.topics import Topics
-from mam.watch_follow import following
-from mam.workspace import Workspace
+from mam.client.live import AgentChange, JobChange
+from mam.client.signals import run_until_signal
+from mam.client.watch_follow import following
+from mam.contract import presence
+from mam.contract.broker_list import Brokers
+from mam.contract.record import JobRecord
+from mam.contract.signing import StateReader
+from mam.contract.status import AgentStatus
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
+from mam.registry.pruning import is_pruned
+from mam.registry.query import JobFilter, select
 
 TICK = 2.0
 """How often a terminal view is redrawn without a change, so ages stay true."""

@@ -7,14 +7,14 @@ import json
 import sys
 from typing import Any
 
-from mam.broker_list import Brokers
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
-from mam.discovery import projector_info
-from mam.runtime import read_runtime
-from mam.signing import fingerprint, load_workspace_key
-from mam.status import ProjectorStatus
-from mam.timefmt import utc_now
-from mam.workspace import Workspace
+from mam.contract.broker_list import Brokers
+from mam.contract.signing import fingerprint, load_workspace_key
+from mam.contract.status import ProjectorStatus
+from mam.contract.timefmt import utc_now
+from mam.contract.workspace import Workspace
+from mam.registry.discovery import projector_info
+from mam.registry.runtime import read_runtime
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,8 +36,8 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     info["projector"] = projector_info(workspace.registry_dir)
     key = load_workspace_key(workspace)
     info["projector_key"] = fingerprint(key) if key is not None else None
-    from mam.announced import describe as describe_announced
-    from mam.announced import summary as announced_summary
+    from mam.client.announced import describe as describe_announced
+    from mam.client.announced import summary as announced_summary
 
     announced, unreachable_why = _announced(workspace, broker)
     info["projector_status"] = announced_summary(announced, utc_now()) if unreachable_why is None else None
@@ -72,9 +72,9 @@ def _announced(workspace: Workspace, broker: Brokers) -> tuple[ProjectorStatus |
     """The projector's retained status on the broker, or why the broker could not be asked."""
     import anyio
 
-    from mam.announced import announced_status
-    from mam.errors import BrokerUnreachable
-    from mam.topics import Topics
+    from mam.client.announced import announced_status
+    from mam.contract.errors import BrokerUnreachable
+    from mam.contract.topics import Topics
 
     try:
         return anyio.run(announced_status, broker, Topics(workspace.id)), None
@@ -84,6 +84,6 @@ def _announced(workspace: Workspace, broker: Brokers) -> tuple[ProjectorStatus |
 
 def _same_broker(a: str, b: Brokers) -> bool:
     """Whether the runtime file's broker list and the client's share a broker."""
-    from mam.broker_list import overlap, parse_brokers
+    from mam.contract.broker_list import overlap, parse_brokers
 
     return overlap(parse_brokers(a), b)

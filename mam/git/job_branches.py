@@ -18,13 +18,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.errors import MamError
+from mam.contract.errors import MamError
+from mam.contract.ids import validate_job_id
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
 from mam.git.landing import JobWork, remove_job, repo_top
 from mam.git.worktree import WorktreeError, Worktrees, git, git_env
-from mam.ids import validate_job_id
-from mam.reading import NotFound, read_pruned, read_record
-from mam.record import JobRecord
-from mam.workspace import Workspace
+from mam.registry.reading import NotFound, read_pruned, read_record
 
 PREFIX = "refs/heads/mam/"
 

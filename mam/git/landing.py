@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mam.errors import MamError, UsageError
+from mam.contract.errors import MamError, UsageError
+from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
 from mam.git.worktree import WorktreeError, Worktrees, git, git_env
-from mam.record import JobRecord
-from mam.terminal import safe
 
 DIFF_CAP: Final = 256 * 1024
 """Bytes of a diff the dashboard shows (like a log page); the rest is for `mam diff`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from mam.events import GitInfo
+from mam.contract.events import GitInfo
 
 
 def _git(root: Path, *args: str) -> str | None:

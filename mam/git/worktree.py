@@ -18,7 +18,7 @@ which that commit now holds) and the diffstat of `base..commit`.
 Nothing under `.mam/worktrees/` is followed: an earlier job could have planted
 a link there (at `.gitignore`, or at the next job's name). The runner makes
 the worktrees dir, the `.gitignore` in it and each job's directory itself,
-relative to a descriptor and without following a link (`mam.nofollow`), so a
+relative to a descriptor and without following a link (`mam.registry.nofollow`), so a
 name already taken makes that job fail with the path named. It only ever runs
 git in, or removes, the directory it made: before each it checks with `lstat`
 that the name is still that directory (same device and inode), and before
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from mam import file_modes
-from mam.events import GitInfo
-from mam.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
+from mam.contract.events import GitInfo
+from mam.registry import file_modes
+from mam.registry.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
 
 log = logging.getLogger("mam.agent")
 
