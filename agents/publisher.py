@@ -177,7 +177,7 @@ class Publisher:
         `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict.
         `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`).
         `resume`, `model`, `max_turns`, `budget_tokens`, `budget_usd`, `tree_budget_tokens`,
-        `tree_budget_usd` are `mam submit`'s flags of those names (README, Budgets and limits): `resume` names
+        `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
         a finished job of the same `agent` whose session this one continues."""
         job_timeout = run_limit(job_timeout, timeout)
         if permissions is not None and permissions not in typing.get_args(ev.PermissionLevel):

@@ -50,7 +50,7 @@ def add_acl_flag(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="F",
         help="who may publish and read which topics, in mosquitto's acl_file syntax (see docs/mosquitto.acl); "
-        "without it, see README, Brokers and access",
+        "without it, see docs/security.md, Access",
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 CONNECT = 1
 MQTT_3_1_1 = 4
 _VERSIONS = {3: "MQTT 3.1", 4: "MQTT 3.1.1", 5: "MQTT 5"}
-ADVICE = "this broker speaks MQTT 3.1.1; MQTT 5 clients need mosquitto (README, Interop)"
+ADVICE = "this broker speaks MQTT 3.1.1; MQTT 5 clients need mosquitto (docs/brokers.md, Interop)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
         if subscription[0].startswith(SHARED_PREFIX):
             self.shared_refused(
                 f"refused the shared subscription {subscription[0]!r} of client {session.client_id!r} (SUBACK 0x80): "
-                "this broker does not share subscriptions; mosquitto does (README, Interop)"
+                "this broker does not share subscriptions; mosquitto does (docs/brokers.md, Interop)"
             )
             return 0x80
         return await super().add_subscription(subscription, session)

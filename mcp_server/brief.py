@@ -5,7 +5,7 @@ null fields, empty collections and the projector's bookkeeping keys, each
 long text cut to `TEXT_SHOWN` characters. What was cut is named in `cut`
 (key path -> the whole text's length) beside `more`, which says how to get
 the rest (`full: true`: the whole record, as before). The sizes measured
-before and after are in README's MCP section.
+before and after are in docs/mcp.md.
 """
 
 from __future__ import annotations

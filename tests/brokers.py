@@ -114,7 +114,7 @@ DOCUMENTED_CONF = Path(__file__).resolve().parent.parent / "docs" / "mosquitto.c
 
 def documented_mosquitto_conf(port: int, data: Path) -> str:
     """docs/mosquitto.conf with only the port, the data dir and the user replaced, so the
-    configuration the README recommends is the one the suite runs."""
+    configuration docs/brokers.md recommends is the one the suite runs."""
     text = DOCUMENTED_CONF.read_text(encoding="utf-8")
     text = re.sub(r"(?m)^listener 1883 127\.0\.0\.1$", f"listener {port} 127.0.0.1", text)
     text = re.sub(r"(?m)^persistence_location .*$", f"persistence_location {data}/", text)

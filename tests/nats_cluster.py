@@ -1,6 +1,6 @@
 """A NATS cluster for the failover tests: three nodes with JetStream and MQTT on free loopback ports.
 
-Each node runs docs/nats-cluster.conf (the README's configuration: every MQTT
+Each node runs docs/nats-cluster.conf (the configuration docs/brokers.md gives: every MQTT
 stream on all three nodes) with its own store dir, server name, ports and
 routes to the two others. Nodes are stopped by PID.
 """
@@ -57,7 +57,7 @@ DOCUMENTED_CONF = Path(__file__).resolve().parent.parent / "docs" / "nats-cluste
 
 def node_conf(name: str, *, client: int, route: int, mqtt: int, store: Path, routes: list[int]) -> str:
     """docs/nats-cluster.conf (node nats-1 of three) with only its name, ports, routes and store
-    dir replaced, so the cluster the README recommends is the one the suite runs."""
+    dir replaced, so the cluster docs/brokers.md recommends is the one the suite runs."""
     text = DOCUMENTED_CONF.read_text(encoding="utf-8")
     other_a, other_b = (f'"nats-route://127.0.0.1:{port}"' for port in routes)
     for documented, here in (

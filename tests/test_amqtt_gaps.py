@@ -1,7 +1,7 @@
 """Known gaps of amqtt 0.12, the embedded broker, verified so a fix upstream shows up here.
 
 Each is a strict xfail, or asserts the gap outright: the day amqtt closes the
-gap, the suite fails, so the README's warning gets revisited. mam's answer to
+gap, the suite fails, so the warning in docs/brokers.md gets revisited. mam's answer to
 them: `mam up` runs broker and projector in one process, holds every PUBACK
 until the event is in the audit log and restores the retained states when it
 starts (test_up_durability.py); a standalone `mam-broker` keeps each
@@ -67,8 +67,8 @@ async def test_amqtt_acknowledges_a_publish_its_acl_refused(tmp_path: Path) -> N
     the ACL check runs later, in the broker's delivery loop, and only logs. MQTT 3.1.1
     has no negative PUBACK, so the publisher cannot tell: mosquitto also acks a denied
     3.1.1 publish and drops it silently. mam's embedded broker configures no topic ACL
-    at all; a shared broker should be mosquitto or NATS with ACLs (README, "Brokers and
-    access"). A publish the broker refused is therefore detected by its absence (`mam
+    at all; a shared broker should be mosquitto or NATS with ACLs (docs/brokers.md, "Brokers
+    and access"). A publish the broker refused is therefore detected by its absence (`mam
     submit --wait`), never by the publisher's acknowledgement.
     """
     passwords = tmp_path / "passwd"

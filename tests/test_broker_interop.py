@@ -1,11 +1,14 @@
 """The embedded broker speaks MQTT 3.1.1 and says so: an MQTT 5 CONNECT gets the 3.1.1 refusal
-(CONNACK 0x01) and one log line naming the client; a shared subscription, which it cannot
+(CONNACK 0x01) and one log line naming the client, and an MQTT 5 client submits through mosquitto
+run with docs/mosquitto.conf instead; a shared subscription, which it cannot
 deliver, is refused (SUBACK 0x80) instead of granted and silent; `mam up --host ::1` listens on
 IPv6 and clients take `mqtt://[::1]:PORT`."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import socket
 import struct
 from pathlib import Path
@@ -14,9 +17,10 @@ import anyio
 import pytest
 from raw_mqtt import broker_process, connected, remaining_length, until_closed
 
+from brokers import RunningBroker
 from conftest import WorkspacePaths
-from e2e import workspace_id
-from support import Daemon, child_env, mam, run, wait_projector_online
+from e2e import projector_process, workspace_id
+from support import Daemon, child_env, mam, run, wait_for_state, wait_projector_online
 
 
 def _string(text: str) -> bytes:
@@ -117,3 +121,25 @@ async def test_a_mosquitto_bridge_with_default_settings_connects_and_forwards(tm
         assert "refused" not in broker.output(), broker.output()
     bridge_log = (tmp_path / "bridge.log").read_text()
     assert "tomam closed its connection" not in bridge_log and "Connection Refused" not in bridge_log, bridge_log
+
+
+async def test_an_mqtt_5_client_submits_through_mosquitto_run_with_the_documented_config(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """docs/brokers.md, Interop: MQTT 5 clients use mosquitto with docs/mosquitto.conf (the `mosquitto`
+    fixture runs exactly it) while mam's own clients speak 3.1.1 to the same broker."""
+    pub, sub = shutil.which("mosquitto_pub"), shutil.which("mosquitto_sub")
+    if not (pub and sub):
+        pytest.fail("mosquitto_pub/mosquitto_sub are required (apt-get install mosquitto-clients)")
+    ws_id = workspace_id(ws.root)
+    where = ["-V", "5", "-h", "127.0.0.1", "-p", str(mosquitto.port)]
+    async with projector_process(mosquitto, ws.root, ws.elsewhere):
+        payload = '{"type":"submitted","prompt":"from a v5 client","agent":"shell"}'
+        published = await run([pub, *where, "-q", "1", "-t", f"mam/{ws_id}/jobs/job-v5/events", "-m", payload],
+                              cwd=ws.elsewhere)
+        assert published.returncode == 0, published.stderr.decode()
+        await wait_for_state(mosquitto.url, ws_id, "job-v5")
+        got = await run([sub, *where, "-t", f"mam/{ws_id}/jobs/job-v5/state", "-C", "1", "-W", "10"], cwd=ws.elsewhere)
+        assert got.returncode == 0, got.stderr.decode()
+        record = json.loads(got.stdout)
+        assert (record["job_id"], record["status"], record["prompt"]) == ("job-v5", "submitted", "from a v5 client")

@@ -25,7 +25,7 @@ from support import mam, run, wait_for_state
 NEW_TOOLS = {"list_agents", "ask_person", "retry_job", "job_events"}
 BRIEF_MOST = 600
 """Bytes a brief get_job/submit_job answer of a finished claude job with a short prompt stays under (the whole
-record: about 1.2 KB; README, MCP section)."""
+record: about 1.2 KB; docs/mcp.md)."""
 
 
 def nulls(value: Any) -> list[str]:

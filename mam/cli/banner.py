@@ -101,13 +101,13 @@ def banner(
             f"mam up: registry  {workspace.registry_dir}",
             f"mam up: logs      {workspace.logs_dir}",
             f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
-            "mam up: submit a job from any MQTT 3.1.1 client (MQTT 5: see README, Interop), then read its state:",
+            "mam up: submit a job from any MQTT 3.1.1 client (MQTT 5: see docs/brokers.md, Interop), then read its state:",
             f"  mosquitto_pub {target} -q 1 -t {topics.events(job)} -m {example}",
             f"  mosquitto_sub {target} -C 1 -v -t {topics.state(job)}",
             "mam up: an event is acknowledged only once it is in the audit log; at start the states of unfinished jobs",
             "mam up: and of the 1,000 that finished last are restored (older ones: `mam show`, `mam jobs`).",
             "mam up: only this process writes states, refusals and projector status; --acl-file sets who may do what else;",
-            "mam up: other clients' sessions are kept in memory only: for a shared broker, see README, Brokers.",
+            "mam up: other clients' sessions are kept in memory only: for a shared broker, see docs/brokers.md.",
         ]
     if login:
         lines.append("mam up: clients log in: export MAM_BROKER_URL=mqtt://USER:PASS@" + url.split("://", 1)[1])

@@ -17,6 +17,17 @@ from mam.contract.ids import AGENT_ID_PATTERN, END, JOB_ID_PATTERN
 
 SCHEMA_VERSION: Final = 1
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+TIMESTAMP_PATTERN: Final = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:?[0-9]{2})?" + END
+)
+"""The timestamps the decoder takes (msgspec's datetime grammar): RFC 3339's date-time, and also a space
+for the `T` (Python's `str(datetime)`), an offset without its colon (`date +%z`) and no offset at all
+(read as UTC). The published schema gives this pattern, so schema and decoder agree on the form; only
+the calendar (a 30 February, hour 24) is left to the decoder, which refuses it."""
+TIMESTAMP_DESCRIPTION: Final = (
+    "An RFC 3339 date-time such as 2026-12-04T12:00:00Z; also taken: a space for T, an offset "
+    "without its colon (+0100), no offset (read as UTC)."
+)
 """Events larger than this are refused before they are parsed."""
 
 EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}" + END)]

@@ -1,13 +1,21 @@
 """The events' JSON Schema (draft 2020-12), generated from the msgspec types in `mam.contract.events`.
 
 `msgspec.json.schema_components` does the work; this module only adds what it
-leaves out or words differently: the draft and an `$id`, `format: date-time`
-on timestamps (msgspec emits it only for `tz=True` datetimes, and the decoder
-takes any), each type's tag as a `const`, `x-mam-derived` on the types
-only the projector may publish, and `additionalProperties: false` on every
-object (the decoder ignores fields it does not know; the schema says what a
-publisher of this release sends, so a validating client still catches a typo). `mam schema` prints it; `docs/events.schema.json`
-is a copy that a test keeps identical.
+leaves out or words differently: the draft and an `$id`, the timestamp
+`pattern` the decoder holds every timestamp to (`mam.contract.events.TIMESTAMP_PATTERN`),
+each type's tag as a `const`, `readOnly` on the types only the projector may
+publish, and `additionalProperties: false` on every object (the decoder ignores
+fields it does not know; the schema says what a publisher of this release sends,
+so a validating client still catches a typo). `mam schema` prints it;
+`docs/events.schema.json` is a copy that a test keeps identical.
+
+It compiles under Ajv's default (strict) settings, which refuse keywords and
+formats they do not know: so no `discriminator` (msgspec adds one; each type's
+`const` tag already tells the types apart), no `x-` keyword (derived types are
+`readOnly`, a keyword of the 2020-12 meta-data vocabulary; before, they said
+`x-mam-derived`), and timestamps carry a `pattern`, which every validator
+checks by default, rather than `format: date-time`, which 2020-12 makes an
+annotation only and Ajv refuses without its formats plugin.
 """
 
 from __future__ import annotations
@@ -20,7 +28,14 @@ import msgspec
 import msgspec.inspect as mi
 
 from mam.contract.errors import UsageError
-from mam.contract.events import DERIVED_TYPES, EVENT_TYPES, SCHEMA_VERSION, AnyEvent
+from mam.contract.events import (
+    DERIVED_TYPES,
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    TIMESTAMP_DESCRIPTION,
+    TIMESTAMP_PATTERN,
+    AnyEvent,
+)
 
 DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID: Final = f"urn:mam:events:v{SCHEMA_VERSION}"
@@ -38,6 +53,7 @@ def event_schema(event_type: str | None = None) -> dict[str, Any]:
     """The schema of every event (a union on `type`), or of one type, each self-contained with its `$defs`."""
     if event_type is None:
         (root,), defs = msgspec.json.schema_components([AnyEvent])
+        root.pop("discriminator", None)
         meta = {"$id": SCHEMA_ID, "title": "mam event", "description": "One event on mam/<ws>/jobs/<job_id>/events."}
     else:
         cls = _TYPES.get(event_type)
@@ -66,7 +82,7 @@ def _annotate(defs: dict[str, Any]) -> None:
             _mark_datetimes(field.type, component["properties"][field.encode_name])
         tag = struct.cls.__struct_config__.tag
         if tag is not None and tag in DERIVED_TYPES:
-            component["x-mam-derived"] = True
+            component["readOnly"] = True
             component["description"] = " ".join(filter(None, [component.get("description"), DERIVED_NOTE]))
     _single_enums_to_const(defs)
 
@@ -100,10 +116,11 @@ def _children(t: mi.Type) -> list[mi.Type]:
 
 
 def _mark_datetimes(t: mi.Type, node: dict[str, Any]) -> None:
-    """Add `format: date-time` where `t` (a field's type) holds a datetime, walking its schema `node` alongside."""
+    """Give the timestamp pattern where `t` (a field's type) holds a datetime, walking its schema `node` alongside."""
     if isinstance(t, mi.DateTimeType):
         if node.get("type") == "string":
-            node["format"] = "date-time"
+            node["pattern"] = TIMESTAMP_PATTERN
+            node["description"] = TIMESTAMP_DESCRIPTION
     elif isinstance(t, mi.UnionType):
         # msgspec allows one str-like type per union, so a datetime is the union's only "string"
         for member in t.types:
