@@ -173,3 +173,16 @@ def test_a_command_parsed_lazily_has_the_flags_and_help_of_the_full_parser(comma
         assert exited.value.code == 0
         outputs.append(buffer.getvalue())
     assert outputs[0] == outputs[1] and f"usage: mam {command}" in outputs[0]
+
+
+async def test_argcomplete_finds_its_marker_where_the_mam_entry_point_lives(ws: WorkspacePaths) -> None:
+    """Global completion (`activate-global-python-argcomplete`) completes `mam` only if the module of its
+    console script (`mam.cli:main`: mam/cli/__init__.py) holds PYTHON_ARGCOMPLETE_OK in its first 1024
+    characters; argcomplete's own check, run as its shell script runs it, says so."""
+    assert "PYTHON_ARGCOMPLETE_OK" in (MAM_DIR / "cli" / "__init__.py").read_text(encoding="utf-8")[:1024]
+    check = [sys.executable, "-W", "ignore", "-m", "argcomplete._check_console_script"]
+    done = await run([*check, str(Path(sys.executable).parent / "mam")], cwd=ws.elsewhere)
+    assert done.returncode == 0, done.stderr.decode()
+    # the same reading fails on a module without the marker
+    done = await run([sys.executable, "-m", "argcomplete._check_module", "mam.contract.events"], cwd=ws.elsewhere)
+    assert done.returncode != 0 and b"marker not found" in done.stderr
