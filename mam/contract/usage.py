@@ -1,7 +1,7 @@
 """Totals of what agents reported they used: cost and tokens, over jobs, by agent, session or delegation tree.
 
 Plain functions over records (`JobRecord.usage`), no I/O: `mam usage`
-(`cli_usage.py`) prints them. A job whose agent reported nothing counts as a
+(`mam/cli/usage.py`) prints them. A job whose agent reported nothing counts as a
 job and adds nothing; a total says how many of its jobs reported usage, and
 its cost is unknown (None) when none of them reported a cost, rather than $0.
 """
