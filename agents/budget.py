@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mam.agents.formats import Transcript
-from mam.job_limits import given, over_budget
-from mam.record import JobRecord
+from mam.contract.job_limits import given, over_budget
+from mam.contract.record import JobRecord
 
 
 class BudgetWatch:

@@ -1,6 +1,6 @@
 """`mam cancel --tree`: cancel a job and every unfinished job delegated under it, and say which.
 
-The projector does the cascading (`mam.cascade`: it derives a cancel request
+The projector does the cascading (`mam.contract.cascade`: it derives a cancel request
 for each unfinished descendant in the same batch as the request). This side
 only reads which jobs that is: the retained states before the request give
 the tree (a writer opens no registry file), and after the verdict it waits
@@ -15,13 +15,13 @@ from collections.abc import Callable
 import aiomqtt
 import anyio
 
-from mam import events as ev
 from mam.agents.publisher import Publisher, WaitTimeout
-from mam.cascade import tree_of
-from mam.inbox import messages
-from mam.live import retained_states
-from mam.mqtt import unreachable
-from mam.record import JobRecord
+from mam.client.inbox import messages
+from mam.client.live import retained_states
+from mam.client.mqtt import unreachable
+from mam.contract import events as ev
+from mam.contract.cascade import tree_of
+from mam.contract.record import JobRecord
 
 
 async def cancel_tree(

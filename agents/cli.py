@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import msgspec
 
-from mam import events as ev
-from mam import presence
 from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, limit_fields, resume_fields
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
@@ -25,16 +23,18 @@ from mam.agents.profiles import load_profiles, resolve
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
-from mam.cli_args import agent_name, job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import MamError, Refused, UsageError
-from mam.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
-from mam.live import snapshot_agents, snapshot_job_ids
-from mam.provenance import git_info
-from mam.query import NoSuchJob, parse_labels, resolve_job_id
-from mam.record import JobRecord
-from mam.status import AgentStatus
-from mam.terminal import safe
+from mam.cli.args import agent_name, job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.client.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
+from mam.client.live import snapshot_agents, snapshot_job_ids
+from mam.contract import events as ev
+from mam.contract import presence
+from mam.contract.errors import MamError, Refused, UsageError
+from mam.contract.record import JobRecord
+from mam.contract.status import AgentStatus
+from mam.contract.terminal import safe
+from mam.git.provenance import git_info
+from mam.registry.query import NoSuchJob, parse_labels, resolve_job_id
 
 
 def _add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_help: str) -> None:
@@ -423,7 +423,7 @@ def run_session_create(args: argparse.Namespace) -> int:
 
 
 def run_session_list(args: argparse.Namespace) -> int:
-    from mam.reading import iter_records
+    from mam.registry.reading import iter_records
 
     found = sessions(iter_records(workspace_from_args(args)))
     if args.json:

@@ -1,6 +1,6 @@
 """`mam submit`'s limits and continuation: --resume, --model, --max-turns, --budget-*, --tree-budget-*.
 
-Each flag becomes an optional `submitted` field (`mam.job_limits`); a submit
+Each flag becomes an optional `submitted` field (`mam.contract.job_limits`); a submit
 without them has the bytes it had before they existed. `--resume JOB` is
 checked here, before anything is published: the job must have finished, its
 agent must have reported a session id, and its agent's profile must be able
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from mam.agents.profiles import load_profiles, resolve
-from mam.cli_args import job_id
-from mam.errors import MamError, Refused, UsageError
-from mam.events import MAX_TURNS
-from mam.record import JobRecord
-from mam.usage import usage_of
+from mam.cli.args import job_id
+from mam.contract.errors import MamError, Refused, UsageError
+from mam.contract.events import MAX_TURNS
+from mam.contract.record import JobRecord
+from mam.contract.usage import usage_of
 
 FLAG_OF_FIELD = {
     "resumes": "--resume",

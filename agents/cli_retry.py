@@ -11,16 +11,16 @@ from typing import Any
 import anyio
 import msgspec
 
-from mam import events as ev
-from mam import job_limits
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
-from mam.attempts import RETRY_OUTCOMES
-from mam.cli_args import job_id
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import Refused, UsageError
-from mam.provenance import git_info
-from mam.record import JobRecord
+from mam.cli.args import job_id
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.contract import events as ev
+from mam.contract import job_limits
+from mam.contract.attempts import RETRY_OUTCOMES
+from mam.contract.errors import Refused, UsageError
+from mam.contract.record import JobRecord
+from mam.git.provenance import git_info
 
 
 def retries(text: str) -> int:
@@ -98,7 +98,7 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.job_limits`), with
+    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), with
     `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,

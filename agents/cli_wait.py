@@ -11,11 +11,11 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher
-from mam.cli_args import job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import Refused
-from mam.follow import outcome_code
-from mam.record import JobRecord
+from mam.cli.args import job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.client.follow import outcome_code
+from mam.contract.errors import Refused
+from mam.contract.record import JobRecord
 
 FOREVER = 10.0**9
 """No `--timeout`: wait as long as the jobs take."""

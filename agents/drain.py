@@ -18,7 +18,7 @@ import signal
 import anyio
 
 from mam.agents.runner import Runner
-from mam.cli_args import MAX_DURATION
+from mam.cli.args import MAX_DURATION
 
 log = logging.getLogger("mam.agent")
 

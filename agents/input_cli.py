@@ -7,7 +7,7 @@ question in its retained state for every subscriber), then blocks until the
 job's state carries the answer to that question, prints it on stdout and
 exits 0. `mam answer JOB TEXT` publishes `input_provided` and returns the
 projector's verdict, like `mam cancel`. States are checked like every
-writer's (`mam.signing`: verified when the workspace's key is on this machine).
+writer's (`mam.contract.signing`: verified when the workspace's key is on this machine).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam import events as ev
 from mam.agents.publisher import Publisher, WaitTimeout
 from mam.agents.selection import resolve_for_write
-from mam.cli_args import job_id, positive_seconds
-from mam.cli_common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.errors import MamError, Refused, UsageError
-from mam.inbox import messages
-from mam.mqtt import unreachable
-from mam.record import JobRecord, Status
+from mam.cli.args import job_id, positive_seconds
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.client.inbox import messages
+from mam.client.mqtt import unreachable
+from mam.contract import events as ev
+from mam.contract.errors import MamError, Refused, UsageError
+from mam.contract.record import JobRecord, Status
 
 VERDICT_TIMEOUT = 30.0
 """How long each command waits for the projector to record (or refuse) what it published."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from mam.errors import UsageError
-from mam.ids import is_job_id
+from mam.contract.errors import UsageError
+from mam.contract.ids import is_job_id
 
 ENV = "MAM_JOB_ID"
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from mam.job_limits import given
-from mam.record import JobRecord
+from mam.contract.job_limits import given
+from mam.contract.record import JobRecord
 
 JobOption = Literal["model", "max_turns", "budget_usd", "resume"]
 SLOT: Final = "{options}"

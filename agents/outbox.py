@@ -22,10 +22,10 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam import events as ev
-from mam.identity import RunnerKey
-from mam.timefmt import utc_now
-from mam.topics import Topics
+from mam.contract import events as ev
+from mam.contract.identity import RunnerKey
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
 
 WINDOW = 64
 """QoS 1 publishes in flight at once on one connection."""
@@ -60,7 +60,7 @@ class Outbox:
     def __init__(
         self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES, key: RunnerKey | None = None
     ) -> None:
-        """`key`: the runner instance's key; every event put in is signed with it (`mam.identity`)."""
+        """`key`: the runner instance's key; every event put in is signed with it (`mam.contract.identity`)."""
         self.topics = topics
         self.by = by
         self.key = key

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import anyio
 
-from mam import events as ev
+from mam.contract import events as ev
 
 Send = Callable[[ev.AnyEvent], object]
 Room = Callable[[], Awaitable[None]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final, get_args
 
-from mam.events import PermissionLevel
+from mam.contract.events import PermissionLevel
 
 LEVELS: Final[tuple[str, ...]] = get_args(PermissionLevel)
 DEFAULT_LEVEL: Final = "edit"

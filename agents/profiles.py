@@ -32,8 +32,8 @@ from mam.agents.formats import FORMATS
 from mam.agents.job_args import JobOption
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
-from mam.errors import UsageError
-from mam.events import PermissionLevel
+from mam.contract.errors import UsageError
+from mam.contract.events import PermissionLevel
 
 
 class Profile(msgspec.Struct, frozen=True):

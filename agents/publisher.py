@@ -6,7 +6,7 @@
 Writers publish events and read retained state; they never open a file under
 the registry or log dirs. When the workspace's public key is on this machine
 (`.mam/projector.pub`, beside the registry dir), a state whose signature does
-not verify is ignored, with one warning per job (`mam.signing`).
+not verify is ignored, with one warning per job (`mam.contract.signing`).
 """
 
 from __future__ import annotations
@@ -24,22 +24,22 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam import events as ev
 from mam.agents.cli_limits import resume_fields
 from mam.agents.inside_job import default_parent
-from mam.broker_list import Brokers
-from mam.errors import MamError, NoProjector, Refused, UsageError
-from mam.failover import open_client
-from mam.ids import validate_job_id
-from mam.inbox import messages
-from mam.mqtt import unreachable
-from mam.provenance import git_info
-from mam.record import JobRecord
-from mam.signing import StateReader
-from mam.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale
-from mam.timefmt import utc_now
-from mam.topics import Topics
-from mam.workspace import Workspace
+from mam.client.failover import open_client
+from mam.client.inbox import messages
+from mam.client.mqtt import unreachable
+from mam.contract import events as ev
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import MamError, NoProjector, Refused, UsageError
+from mam.contract.ids import validate_job_id
+from mam.contract.record import JobRecord
+from mam.contract.signing import StateReader
+from mam.contract.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
+from mam.git.provenance import git_info
 
 log = logging.getLogger("mam")
 
@@ -317,7 +317,7 @@ class Publisher:
 
     async def _wait_projector(self, timeout: float) -> None:
         """Return once the projector announces itself online; an `online` it stopped refreshing
-        (`mam.status.stale`) does not count, but a fresh one may still replace it in time."""
+        (`mam.contract.status.stale`) does not count, but a fresh one may still replace it in time."""
         left_behind: ProjectorStatus | None = None
         with anyio.move_on_after(timeout):
             async for message in messages(self.client):

@@ -1,6 +1,6 @@
 """The runner's side of a retry's backoff: a job whose `not_before` is ahead is claimed only then.
 
-The projector refuses a claim received before `not_before` (`mam.attempts`),
+The projector refuses a claim received before `not_before` (`mam.contract.attempts`),
 so the runner holds such a job in its queue and wakes itself when the
 earliest one comes due (by this host's clock, plus `MARGIN`).
 """
@@ -15,8 +15,8 @@ from typing import Final
 import anyio
 import anyio.abc
 
-from mam.record import JobRecord
-from mam.timefmt import utc_now
+from mam.contract.record import JobRecord
+from mam.contract.timefmt import utc_now
 
 MARGIN: Final = 0.05
 """Seconds claimed after `not_before`, so the claim reaches the projector after it, not just before."""

@@ -6,7 +6,7 @@ accepts the first claim and refuses the rest), starts only a job whose state
 names it (and this instance's epoch) as the claimant, and never touches the
 registry or log files. One `Supervisor` runs each job (`supervisor.py`).
 
-It acts only on states the workspace's projector signed (`mam.signing`):
+It acts only on states the workspace's projector signed (`mam.contract.signing`):
 a state whose signature does not verify with the projector's key, or whose
 record is not the job (or workspace) of its topic, is ignored with one
 warning per job, whatever the broker let through. It claims a job at most
@@ -53,26 +53,26 @@ import anyio.abc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import UNSET
 
-from mam import events as ev
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
-from mam.agents.worktree import Worktrees
-from mam.attempts import attempt_of
-from mam.broker_list import Brokers
-from mam.errors import UsageError
-from mam.failover import Rotation, subscribe_required
-from mam.identity import STATUS_CONTEXT, RunnerKey
-from mam.ids import validate_agent_id
-from mam.inbox import messages
-from mam.mqtt import make_client, unreachable
-from mam.presence import DRAINING
-from mam.record import JobRecord, Status
-from mam.signing import StateReader, fingerprint, public_key_from_b64
-from mam.status import AgentStatus, decode_projector_status, encode
-from mam.timefmt import utc_now_iso
-from mam.topics import Topics
-from mam.workspace import Workspace
+from mam.client.failover import Rotation, subscribe_required
+from mam.client.inbox import messages
+from mam.client.mqtt import make_client, unreachable
+from mam.contract import events as ev
+from mam.contract.attempts import attempt_of
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import UsageError
+from mam.contract.identity import STATUS_CONTEXT, RunnerKey
+from mam.contract.ids import validate_agent_id
+from mam.contract.presence import DRAINING
+from mam.contract.record import JobRecord, Status
+from mam.contract.signing import StateReader, fingerprint, public_key_from_b64
+from mam.contract.status import AgentStatus, decode_projector_status, encode
+from mam.contract.timefmt import utc_now_iso
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
+from mam.git.worktree import Worktrees
 
 log = logging.getLogger("mam.agent")
 

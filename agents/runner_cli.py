@@ -26,9 +26,8 @@ from mam.agents.profiles import (
     resolve,
 )
 from mam.agents.runner import DRAIN_TIMEOUT, Runner
-from mam.agents.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
-from mam.cli_args import Parser, add_verbose, agent_name, positive_int, positive_seconds
-from mam.cli_common import (
+from mam.cli.args import Parser, add_verbose, agent_name, positive_int, positive_seconds
+from mam.cli.common import (
     add_broker_arg,
     add_workspace_args,
     broker_from_args,
@@ -36,10 +35,11 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
-from mam.errors import UsageError
-from mam.metrics import add_metrics_args, new_registry, serve_from_args
-from mam.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
-from mam.workspace import Workspace
+from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.contract.errors import UsageError
+from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
+from mam.contract.workspace import Workspace
+from mam.git.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
 
 PROG = "mam-agent"
 

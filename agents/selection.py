@@ -16,12 +16,12 @@ from collections.abc import Callable
 import aiomqtt
 
 from mam.agents.publisher import Publisher
-from mam.errors import Refused, UsageError
-from mam.failover import connect
-from mam.live import retained_states, snapshot_job_ids
-from mam.mqtt import unreachable
-from mam.query import MIN_WRITE_CHARS, NoSuchJob, check_write_id, parse_labels, parse_statuses, resolve_job_id
-from mam.record import JobRecord, Status
+from mam.client.failover import connect
+from mam.client.live import retained_states, snapshot_job_ids
+from mam.client.mqtt import unreachable
+from mam.contract.errors import Refused, UsageError
+from mam.contract.record import JobRecord, Status
+from mam.registry.query import MIN_WRITE_CHARS, NoSuchJob, check_write_id, parse_labels, parse_statuses, resolve_job_id
 
 CONFIRM_ABOVE = 5
 """A write that would touch more jobs than this needs `--yes`."""

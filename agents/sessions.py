@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mam.record import JobRecord
-from mam.workspace import Workspace
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
 
 ONBOARDING_LABEL = ("mam.kind", "onboarding")
 

@@ -27,8 +27,6 @@ from functools import partial
 import anyio
 from msgspec import UNSET, UnsetType
 
-from mam import events as ev
-from mam import waiting
 from mam.agents.budget import BudgetWatch
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
@@ -37,11 +35,13 @@ from mam.agents.output import OutputStreamer
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
-from mam.agents.worktree import JobTree, Saved, WorktreeError, Worktrees
-from mam.attempts import attempt_of
-from mam.provenance import git_info
-from mam.record import JobRecord, Status
-from mam.workspace import Workspace
+from mam.contract import events as ev
+from mam.contract import waiting
+from mam.contract.attempts import attempt_of
+from mam.contract.record import JobRecord, Status
+from mam.contract.workspace import Workspace
+from mam.git.provenance import git_info
+from mam.git.worktree import JobTree, Saved, WorktreeError, Worktrees
 
 log = logging.getLogger("mam.agent")
 

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import aiomqtt  # noqa: E402
 
-from mam import events as ev  # noqa: E402
-from mam.identity import RunnerKey  # noqa: E402
+from mam.contract import events as ev  # noqa: E402
+from mam.contract.identity import RunnerKey  # noqa: E402
 
 from brokers import (  # noqa: E402
     BROKERS,

@@ -44,10 +44,10 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.timefmt import iso
+from mam.contract.workspace import resolve
 from mam.projector.audit_log import EVENTS_FILE, LogEntry, encode_entry
-from mam.timefmt import iso
-from mam.workspace import resolve
 
 from _common import broker
 from brokers import free_port, wait_for_port

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import msgspec
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.workspace import resolve
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
-from mam.workspace import resolve
 
 from _common import interleaved
 
@@ -140,8 +140,8 @@ def main() -> None:
         f"    main(['rebuild', '--workspace', {str(big)!r}])"
     )
     touch = (
-        "from pathlib import Path\nfrom mam.projector.service import Projector\nfrom mam.broker_url import parse_broker_url\n"
-        "from mam.workspace import resolve\n"
+        "from pathlib import Path\nfrom mam.projector.service import Projector\nfrom mam.contract.broker_url import parse_broker_url\n"
+        "from mam.contract.workspace import resolve\n"
         f"p = Projector(resolve(workspace={str(big)!r}, env={{}}), parse_broker_url('mqtt://127.0.0.1:9'))\n"
         "for job in p.log.job_ids():\n    p.projection.state(job)\n"
         "print(len(p.projection.jobs))"

@@ -45,7 +45,7 @@ from soak_check import TERMINAL, Verdict, check  # noqa: E402
 from soak_load import Monitor, Publisher, RunnerJob, run_synthetic, runner_job, synthetic_events  # noqa: E402
 from soak_stack import KINDS, Stack  # noqa: E402
 
-from mam import events as ev  # noqa: E402
+from mam.contract import events as ev  # noqa: E402
 
 RUNNERS, CONCURRENCY = 2, 6
 GRACE = 2.0

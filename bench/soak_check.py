@@ -12,7 +12,7 @@ from pathlib import Path
 from soak_load import Ack, RunnerJob
 from soak_stack import child_env
 
-from mam.follow import in_seq_order
+from mam.client.follow import in_seq_order
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 ORDER_WORDS = ("illegal transition", "a finished job never changes", "unknown job", "claim refused")

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import aiomqtt
 import anyio
 
-from mam import events as ev
-from mam.broker_url import parse_broker_url
-from mam.inbox import messages
-from mam.mqtt import make_client
+from mam.client.inbox import messages
+from mam.client.mqtt import make_client
+from mam.contract import events as ev
+from mam.contract.broker_url import parse_broker_url
 
 PUBLISH_TIMEOUT = 10.0
 """A publish not acknowledged in this long is tried again on a new connection (same event id)."""

@@ -19,7 +19,7 @@ The projector's topics (`jobs/+/state`, `rejected`, `projector/status`) are
 written only by the workspace's projector. Under `mam up` it publishes
 in-process, so no network client may write them at all; under an anonymous
 `mam-broker` only the client id `mam-projector-<ws>` may (client ids are no
-secret: the signatures of `mam.signing` remain the real guard); with an ACL
+secret: the signatures of `mam.contract.signing` remain the real guard); with an ACL
 file, the file decides.
 
 `AclPlugin` is amqtt's topic-checking hook (publish, subscribe, receive);
@@ -37,7 +37,7 @@ from amqtt.contexts import Action, BaseContext
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 log = logging.getLogger("mam.broker")
 

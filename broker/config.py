@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.broker.listeners import Listeners
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 ALL_INTERFACES = ("", "0.0.0.0", "::")
 

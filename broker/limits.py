@@ -13,8 +13,8 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass, replace
 
-from mam.errors import UsageError
-from mam.events import MAX_PAYLOAD_BYTES
+from mam.contract.errors import UsageError
+from mam.contract.events import MAX_PAYLOAD_BYTES
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds a new connection has to send its CONNECT."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from pwdlib import PasswordHash
 from pwdlib.hashers.argon2 import Argon2Hasher
 
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 
 def set_password(path: Path, username: str, password: str) -> None:

@@ -42,8 +42,8 @@ from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
 from mam.broker.subscriptions import SubscriptionTable
 from mam.broker.topic_match import matcher
-from mam.broker_url import BrokerAddress
-from mam.errors import UsageError
+from mam.contract.broker_url import BrokerAddress
+from mam.contract.errors import UsageError
 
 log = logging.getLogger("mam.broker")
 

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from mam.broker.retained_log import RetainedLog
 from mam.broker.spool_records import decode_records, encode_record
-from mam.errors import UsageError
-from mam.ids import InvalidId, validate_workspace_id
-from mam.nofollow import open_at, open_dir_at
+from mam.contract.errors import UsageError
+from mam.contract.ids import InvalidId, validate_workspace_id
+from mam.registry.nofollow import open_at, open_dir_at
 
 log = logging.getLogger("mam.broker")
 

@@ -1,12 +1,47 @@
 """mam: an MQTT-native, event-sourced job registry for multi-agent coding work."""
 
-from mam.errors import MamError
-from mam.events import AnyEvent, decode_event
-from mam.record import JobRecord, Status
-from mam.topics import Topics
-from mam.workspace import Workspace, logs_dir, registry_dir, resolve
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mam.contract.errors import MamError
+    from mam.contract.events import AnyEvent, decode_event
+    from mam.contract.record import JobRecord, Status
+    from mam.contract.topics import Topics
+    from mam.contract.workspace import Workspace, logs_dir, registry_dir, resolve
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "AnyEvent": "mam.contract.events",
+    "JobRecord": "mam.contract.record",
+    "MamError": "mam.contract.errors",
+    "Status": "mam.contract.record",
+    "Topics": "mam.contract.topics",
+    "Workspace": "mam.contract.workspace",
+    "decode_event": "mam.contract.events",
+    "logs_dir": "mam.contract.workspace",
+    "registry_dir": "mam.contract.workspace",
+    "resolve": "mam.contract.workspace",
+}
+"""`from mam import JobRecord` works as ever; the module behind a name is imported at its first use,
+so that `import mam` (every `mam` command, `mam --version` too) does not load msgspec and the schema."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mam' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "AnyEvent",

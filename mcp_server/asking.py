@@ -21,17 +21,17 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam import events as ev
 from mam.agents.input_cli import _answer_of
 from mam.agents.publisher import Publisher
-from mam.arg_limits import MOST_CHOICES, at_most
-from mam.errors import Refused, UsageError
-from mam.inbox import messages
+from mam.client.inbox import messages
+from mam.contract import events as ev
+from mam.contract.arg_limits import MOST_CHOICES, at_most
+from mam.contract.errors import Refused, UsageError
+from mam.contract.record import JobRecord, Status
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.served import Served, as_dict, reported
 from mam.mcp_server.waiting import DEFAULT_WAIT, LONGEST_WAIT
 from mam.mcp_server.writing import VERDICT_WAIT, JobRef, checked
-from mam.record import JobRecord, Status
 
 Answer = Annotated[str, Field(description="the answer; one of the question's choices when it has some")]
 Question = Annotated[str, Field(description="the question, as the person will read it")]

@@ -24,11 +24,11 @@ import aiomqtt
 import anyio
 import anyio.abc
 
-from mam.broker_list import Brokers
-from mam.errors import BrokerUnreachable
-from mam.failover import Rotation
-from mam.inbox import Inbox, Messages, messages
-from mam.mqtt import make_client, unreachable
+from mam.client.failover import Rotation
+from mam.client.inbox import Inbox, Messages, messages
+from mam.client.mqtt import make_client, unreachable
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import BrokerUnreachable
 
 log = logging.getLogger("mam.mcp")
 
@@ -51,7 +51,7 @@ class Channel:
         self.filters: set[str] = set()
         self.inbox: Inbox[aiomqtt.Message] = Inbox(BUFFER)
         """The messages on this channel's subscriptions, from the moment it subscribed: read them with
-        `mam.inbox.messages(channel)` (a wait cut short by a tool call's timeout takes nothing)."""
+        `mam.client.inbox.messages(channel)` (a wait cut short by a tool call's timeout takes nothing)."""
 
     @property
     def messages(self) -> Messages:

@@ -17,12 +17,12 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam import events as ev
-from mam.arg_limits import MOST_EVENT_TYPES, at_most
-from mam.errors import UsageError
+from mam.contract import events as ev
+from mam.contract.arg_limits import MOST_EVENT_TYPES, at_most
+from mam.contract.errors import UsageError
 from mam.mcp_server.brief import brief
 from mam.mcp_server.served import Full, JobRef, Served, reported
-from mam.reading import read_events
+from mam.registry.reading import read_events
 
 DEFAULT_PAGE = 50
 EVENT_TEXT_SHOWN = 200

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mam import events as ev
 from mam.agents.cli_limits import resume_fields
 from mam.agents.publisher import Publisher
-from mam.ids import JOB_ID_PATTERN
+from mam.contract import events as ev
+from mam.contract.ids import JOB_ID_PATTERN
 from mam.mcp_server.served import Served
 
 Resume = Annotated[

@@ -6,17 +6,17 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from mam.arg_limits import MOST_LABELS, MOST_STATUSES, at_most
-from mam.errors import UsageError
-from mam.humanize import parse_since
-from mam.listing import Jobs
+from mam.contract.arg_limits import MOST_LABELS, MOST_STATUSES, at_most
+from mam.contract.errors import UsageError
+from mam.contract.humanize import parse_since
+from mam.contract.record import Status
+from mam.contract.timefmt import utc_now
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.results import JobList, summary
 from mam.mcp_server.served import Full, JobRef, Served, as_dict, reported
-from mam.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id
-from mam.reading import job_ids
-from mam.record import Status
-from mam.timefmt import utc_now
+from mam.registry.listing import Jobs
+from mam.registry.query import JobFilter, NoSuchJob, parse_statuses, resolve_job_id
+from mam.registry.reading import job_ids
 
 DEFAULT_LIMIT = 20
 
@@ -37,7 +37,7 @@ Limit = Annotated[int, Field(ge=1, le=1000, description="at most this many jobs,
 
 def _filter(statuses: list[str] | None, agent: str | None, labels: dict[str, str] | None, parent: str | None,
             since: str | None, known: list[str]) -> JobFilter:
-    """The filter `mam jobs` builds from the same values (see `mam.cli_jobs.job_filter`)."""
+    """The filter `mam jobs` builds from the same values (see `mam.cli.jobs.job_filter`)."""
     try:
         chosen = parse_statuses(statuses or [])
     except ValueError as exc:

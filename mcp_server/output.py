@@ -6,11 +6,11 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from mam.errors import MamError
+from mam.contract.errors import MamError
+from mam.contract.workspace import Workspace
 from mam.mcp_server.results import Output
 from mam.mcp_server.served import JobRef, Served, reported
-from mam.reading import read_events
-from mam.workspace import Workspace
+from mam.registry.reading import read_events
 
 DEFAULT_TAIL = 16 * 1024
 

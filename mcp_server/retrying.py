@@ -9,11 +9,11 @@ from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedD
 
 from mam.agents.cli_retry import resubmission
 from mam.agents.publisher import new_job_id
-from mam.errors import Refused
+from mam.contract.errors import Refused
+from mam.git.provenance import git_info
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.served import Served, as_dict, reported
 from mam.mcp_server.writing import VERDICT_WAIT
-from mam.provenance import git_info
 
 Finished = Annotated[str, Field(description="the finished job to run again (its id, or a unique prefix or suffix)")]
 

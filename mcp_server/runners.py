@@ -16,17 +16,17 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam import presence
 from mam.agents.profiles import builtin_profiles, load_profiles
-from mam.errors import MamError
-from mam.live import agent_statuses
+from mam.client.live import agent_statuses
+from mam.contract import presence
+from mam.contract.errors import MamError
+from mam.contract.status import AgentStatus
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
 from mam.mcp_server.served import Served, reported
-from mam.status import AgentStatus
-from mam.timefmt import utc_now
-from mam.topics import Topics
 
 DRAINING = "draining"
-"""`AgentStatus.state` of a runner that is stopping (`mam.presence`)."""
+"""`AgentStatus.state` of a runner that is stopping (`mam.contract.presence`)."""
 
 
 class AgentOnline(TypedDict):

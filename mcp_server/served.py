@@ -15,14 +15,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from mam.agents.publisher import Publisher
-from mam.broker_list import Brokers
-from mam.errors import MamError
-from mam.ids import validate_job_id
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import MamError
+from mam.contract.ids import validate_job_id
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
 from mam.mcp_server.connection import Channel, SharedConnection
-from mam.query import check_write_id
-from mam.reading import read_record, resolve_id
-from mam.record import JobRecord
-from mam.workspace import Workspace
+from mam.registry.query import check_write_id
+from mam.registry.reading import read_record, resolve_id
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -13,12 +13,12 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from mam.agents.publisher import WaitTimeout
-from mam.errors import MamError
+from mam.contract.errors import MamError
+from mam.contract.record import JobRecord
 from mam.mcp_server.brief import cut_text
 from mam.mcp_server.output import logged_output, tail
 from mam.mcp_server.results import Ended
 from mam.mcp_server.served import Full, JobRef, Served, as_dict, reported
-from mam.record import JobRecord
 
 DEFAULT_WAIT = 50.0
 """Under the tool-call limit of the strictest client (Codex stops waiting after 60 s unless told otherwise)."""

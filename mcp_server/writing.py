@@ -13,14 +13,17 @@ import msgspec
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from mam import events as ev
-from mam import presence
 from mam.agents.publisher import Publisher, new_job_id
-from mam.arg_limits import MOST_AFTER, MOST_LABELS, at_most
-from mam.cli_args import agent_name
-from mam.errors import MamError, UsageError
-from mam.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
-from mam.live import agent_statuses
+from mam.cli.args import agent_name
+from mam.client.live import agent_statuses
+from mam.contract import events as ev
+from mam.contract import presence
+from mam.contract.arg_limits import MOST_AFTER, MOST_LABELS, at_most
+from mam.contract.errors import MamError, UsageError
+from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.contract.record import Status
+from mam.contract.status import AgentStatus
+from mam.git.provenance import git_info
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.limits import (
     BudgetTokens,
@@ -35,9 +38,6 @@ from mam.mcp_server.limits import (
 )
 from mam.mcp_server.results import CancelResult, SubmitResult
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
-from mam.provenance import git_info
-from mam.record import Status
-from mam.status import AgentStatus
 
 VERDICT_WAIT = 30.0
 """How long a write waits for the projector's verdict (`mam submit --timeout`'s default)."""

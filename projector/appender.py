@@ -13,8 +13,8 @@ import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from mam import file_modes
 from mam.projector.dirs import Dir
+from mam.registry import file_modes
 
 if TYPE_CHECKING:
     from mam.projector.durable import PathArg, SyncPlan

@@ -17,11 +17,11 @@ from typing import Final, overload
 import msgspec
 from msgspec import Struct
 
-from mam.events import AnyEvent
-from mam.ids import is_job_id
-from mam.nofollow import PathRefused
+from mam.contract.events import AnyEvent
+from mam.contract.ids import is_job_id
 from mam.projector import durable
 from mam.projector.dirs import Dir, Root, warn_once
+from mam.registry.nofollow import PathRefused
 
 log = logging.getLogger("mam.projector")
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from mam import events as ev
-from mam.fold import Context, Refusal, apply
-from mam.index_position import Position
-from mam.nofollow import PathRefused
+from mam.contract import events as ev
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
 from mam.projector.dirs import stop_for, warn_once
@@ -24,7 +23,8 @@ from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
-from mam.record import JobRecord
+from mam.registry.index_position import Position
+from mam.registry.nofollow import PathRefused
 
 if TYPE_CHECKING:
     from mam.projector.index_writer import IndexWriter

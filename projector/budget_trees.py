@@ -1,5 +1,5 @@
 """The projector's view of budgeted trees: each parent's children, finished ones too, for the trees under a
-job with a tree budget only (`mam.tree_budget`).
+job with a tree budget only (`mam.contract.tree_budget`).
 
 Memory follows the budgeted trees, not the history: a tree's jobs are read
 from the query index the first time its budget is checked (its committed
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from mam import tree_budget
+from mam.contract import tree_budget
+from mam.contract.tree_budget import Lookup
 from mam.projector.index_writer import IndexWriter
-from mam.tree_budget import Lookup
 
 
 class BudgetTrees:

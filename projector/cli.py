@@ -7,8 +7,8 @@ import sys
 
 import anyio
 
-from mam.cli_args import Parser, positive_seconds
-from mam.cli_common import (
+from mam.cli.args import Parser, positive_seconds
+from mam.cli.common import (
     add_broker_arg,
     add_workspace_args,
     broker_from_args,
@@ -16,12 +16,12 @@ from mam.cli_common import (
     setup_logging,
     workspace_from_args,
 )
-from mam.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.client.signals import run_until_signal
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
 from mam.projector.service import DURABILITY_MODES, HEARTBEAT, Projector
-from mam.signals import run_until_signal
 
 PROG = "mam-projector"
 

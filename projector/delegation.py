@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.errors import UsageError
-from mam.record import JobRecord
+from mam.contract.errors import UsageError
+from mam.contract.record import JobRecord
 
 CONFIG_NAME = "config.json"
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mam import events as ev
-from mam.attempts import after_of
-from mam.record import JobRecord, Status
+from mam.contract import events as ev
+from mam.contract.attempts import after_of
+from mam.contract.record import JobRecord, Status
 
 Lookup = Callable[[str], JobRecord | None]
 REASON_MAX = 256

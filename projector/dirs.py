@@ -2,7 +2,7 @@
 
 Every file the projector and `mam rebuild` create, replace or read under the
 registry and log dirs is named relative to one of these descriptors and
-opened with `O_NOFOLLOW` (`mam.nofollow`): a link planted inside them is
+opened with `O_NOFOLLOW` (`mam.registry.nofollow`): a link planted inside them is
 refused, never followed. The two dirs themselves may be links a user chose:
 a `Root` resolves its path once, says so in one log line, and holds the real
 directory open, so the hot path resolves no path at all.
@@ -18,8 +18,9 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from mam import file_modes
-from mam.nofollow import (
+from mam.projector.libc import exchange_at
+from mam.registry import file_modes
+from mam.registry.nofollow import (
     NOFOLLOW,
     PathRefused,
     SymlinkRefused,
@@ -29,7 +30,6 @@ from mam.nofollow import (
     read_at,
     refuse_other_at,
 )
-from mam.projector.libc import exchange_at
 
 if TYPE_CHECKING:
     from mam.projector.durable import SyncPlan

@@ -10,7 +10,7 @@ each changed directory at the barrier.
 
 No link is followed. The `*_at` functions name files relative to an open
 `dirs.Dir` and open them with `O_NOFOLLOW`, so a link planted in the registry
-or log dir is refused (`mam.nofollow.SymlinkRefused`), never written through,
+or log dir is refused (`mam.registry.nofollow.SymlinkRefused`), never written through,
 as is any file of another kind than a regular one (`PathRefused`); renames
 replace a link, never its target. The path-based ones (`stage`, `stage_in`,
 `atomic_write`, `Appender.append`) follow links on the way to the directory,
@@ -39,10 +39,10 @@ import signal
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from mam.nofollow import PathRefused
 from mam.projector.appender import Appender, ensure_dir, write_all
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.libc import AT_FDCWD, HAS_RENAMEAT2, exchange_at, linux_libc_call, syncfs
+from mam.registry.nofollow import PathRefused
 
 try:
     import fcntl

@@ -21,9 +21,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.record import JobRecord
 from mam.projector.liveness import OPEN, parse_time
-from mam.record import JobRecord
 
 EVERY: Final = 60.0
 """Seconds between two heartbeats of one job that are logged."""

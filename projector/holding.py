@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import msgspec
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
 from mam.projector.identity import event_refusal
 from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
-from mam.record import JobRecord
-from mam.workspace import Workspace
 
 
 class Holding:

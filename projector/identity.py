@@ -1,4 +1,4 @@
-"""Who may speak for a claimed job: the projector's side of runner identity (`mam.identity`).
+"""Who may speak for a claimed job: the projector's side of runner identity (`mam.contract.identity`).
 
 A job whose claim named a key (`JobRecord.runner_key`) takes its runner's
 events (`events.SIGNED_TYPES`) only signed by that key; anything else for it
@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from mam import events as ev
-from mam import identity, output_accounting
-from mam.record import JobRecord
-from mam.signing import BadSignature
-from mam.status import AgentStatus
+from mam.contract import events as ev
+from mam.contract import identity, output_accounting
+from mam.contract.record import JobRecord
+from mam.contract.signing import BadSignature
+from mam.contract.status import AgentStatus
 
 
 def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None) -> str | None:

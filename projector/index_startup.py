@@ -19,9 +19,9 @@ from typing import Final
 
 import msgspec
 
+from mam.contract.record import JobRecord, Status, decode_record
 from mam.projector.index_writer import IndexWriter, records_of
 from mam.projector.registry import Registry
-from mam.record import JobRecord, Status, decode_record
 
 RESTORE_FINISHED: Final = 1_000
 """How many finished jobs (the most recently finished) `mam up` republishes at start."""

@@ -18,16 +18,16 @@ from typing import Any
 
 import msgspec
 
-from mam.discovery import projector_info
-from mam.index import IndexReader
-from mam.index_position import DIRTY_NAME, Position
-from mam.index_schema import INDEX_NAME, job_values, label_values
-from mam.nofollow import PathRefused
+from mam.contract.record import JobRecord, decode_record
+from mam.contract.workspace import Workspace
 from mam.projector.dirs import Dir
 from mam.projector.index_writer import Builder, new_generation
 from mam.projector.registry import Registry
-from mam.record import JobRecord, decode_record
-from mam.workspace import Workspace
+from mam.registry.discovery import projector_info
+from mam.registry.index import IndexReader
+from mam.registry.index_position import DIRTY_NAME, Position
+from mam.registry.index_schema import INDEX_NAME, job_values, label_values
+from mam.registry.nofollow import PathRefused
 
 RECHECK_PAUSES = (0.05, 0.2, 0.5)
 

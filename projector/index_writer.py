@@ -1,7 +1,7 @@
-"""The projector's side of the query index (`mam.index`): build it, keep it in step, say where it is.
+"""The projector's side of the query index (`mam.registry.index`): build it, keep it in step, say where it is.
 
 `IndexWriter` is opened at start-up. It trusts the index only when it is
-current against the dirty list's position (`mam.index_position.staleness`); after a
+current against the dirty list's position (`mam.registry.index_position.staleness`); after a
 crash mid-batch it re-reads the records the dirty list names; anything else
 (missing, another schema or generation, behind) is rebuilt from the records
 into a temp file and swapped in, under a new generation. Each batch that
@@ -29,8 +29,14 @@ from typing import Final
 
 import msgspec
 
-from mam.index_position import DirtyState, Position, read_meta, staleness
-from mam.index_schema import (
+from mam.contract.record import JobRecord, Status, decode_record
+from mam.contract.timefmt import utc_now_iso
+from mam.projector.dirs import Dir
+from mam.projector.lock import tampered
+from mam.projector.registry import Registry
+from mam.projector.repair import DirtyList
+from mam.registry.index_position import DirtyState, Position, read_meta, staleness
+from mam.registry.index_schema import (
     COMPANIONS,
     INDEX_NAME,
     INDEXES,
@@ -42,13 +48,7 @@ from mam.index_schema import (
     label_values,
     update_values,
 )
-from mam.nofollow import PathRefused
-from mam.projector.dirs import Dir
-from mam.projector.lock import tampered
-from mam.projector.registry import Registry
-from mam.projector.repair import DirtyList
-from mam.record import JobRecord, Status, decode_record
-from mam.timefmt import utc_now_iso
+from mam.registry.nofollow import PathRefused
 
 log = logging.getLogger("mam.projector")
 

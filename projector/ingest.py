@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from mam import events as ev
-from mam.errors import InvalidId
-from mam.ids import validate_job_id
-from mam.topics import Kind, ParsedTopic, Topics
+from mam.contract import events as ev
+from mam.contract.errors import InvalidId
+from mam.contract.ids import validate_job_id
+from mam.contract.topics import Kind, ParsedTopic, Topics
 
 MAX_CLOCK_SKEW = timedelta(hours=1)
 """An event stamped further ahead of the projector's clock than this is refused."""

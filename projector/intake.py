@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from mam.topics import Kind, Topics
+from mam.contract.topics import Kind, Topics
 
 
 @dataclass(slots=True)

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from mam import events as ev
-from mam import waiting
+from mam.contract import events as ev
+from mam.contract import waiting
+from mam.contract.record import JobRecord, Status
+from mam.contract.status import AgentStatus
 from mam.projector.identity import ends
-from mam.record import JobRecord, Status
-from mam.status import AgentStatus
 
 OPEN = frozenset({Status.CLAIMED, Status.RUNNING, Status.WAITING})
 """Jobs a runner holds. A `waiting` one is held too (its runner's will still ends it), but neither its

@@ -2,7 +2,7 @@
 
 `flock` is released by the kernel when its holder dies, so a stale lock from
 a killed process never blocks. The file also tells clients where the
-projector's broker is (see `mam.discovery`).
+projector's broker is (see `mam.registry.discovery`).
 
 The lock and the dirty list (`repair.DIRTY_NAME`) are files only the
 projector makes: if either is a link, someone tampered with the workspace,
@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mam.discovery import LOCK_NAME
-from mam.errors import WorkspaceLocked
-from mam.nofollow import PathRefused, TamperedWorkspace
+from mam.contract.errors import WorkspaceLocked
 from mam.projector.dirs import Dir, Root
+from mam.registry.discovery import LOCK_NAME
+from mam.registry.nofollow import PathRefused, TamperedWorkspace
 
 DIRTY_NAME = ".projector.dirty"
 

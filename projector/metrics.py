@@ -16,12 +16,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from mam.index import IndexReader
-from mam.metrics import Bounded, Snapshot, copied
+from mam.cli.metrics import Bounded, Snapshot, copied
+from mam.contract.record import JobRecord
+from mam.contract.status import AgentStatus
 from mam.projector.batch import Batch
-from mam.pruning import is_pruned
-from mam.record import JobRecord
-from mam.status import AgentStatus
+from mam.registry.index import IndexReader
+from mam.registry.pruning import is_pruned
 
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

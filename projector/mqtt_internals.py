@@ -11,7 +11,7 @@
    nothing is held back, so a PUBLISH queued before a PUBACK is sent first.
 
 3. Taking a batch. The projector waits for the first message without taking
-   it (`mam.inbox`: aiomqtt's own iterator loses a message to a timeout that
+   it (`mam.client.inbox`: aiomqtt's own iterator loses a message to a timeout that
    ends its wait) and then takes whatever else is already queued straight from
    the connection's inbox.
 4. Per-packet costs (`streamline`, `ack_all`). paho's `loop_read`, which
@@ -54,7 +54,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from mam.inbox import client_inbox, receive
+from mam.client.inbox import client_inbox, receive
 
 
 class PahoUnavailable(RuntimeError):
@@ -203,7 +203,7 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
 
 async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
     """Wait for one message, then take up to `limit` in all of those already queued. Cancel-safe: the
-    wait takes nothing (`mam.inbox`), so a tick's timeout that ends it loses no message."""
+    wait takes nothing (`mam.client.inbox`), so a tick's timeout that ends it loses no message."""
     first = await receive(client)
     return [first, *queued(client, limit - 1)]
 

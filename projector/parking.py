@@ -42,14 +42,14 @@ from typing import Final
 import msgspec
 from msgspec import Struct
 
-from mam import events as ev
-from mam.ids import is_job_id
-from mam.nofollow import PathRefused, read_beneath
-from mam.output_accounting import gaps
+from mam.contract import events as ev
+from mam.contract.ids import is_job_id
+from mam.contract.output_accounting import gaps
+from mam.contract.record import JobRecord, Status
 from mam.projector import durable
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.liveness import parse_time
-from mam.record import JobRecord, Status
+from mam.registry.nofollow import PathRefused, read_beneath
 
 PARKED_DIR: Final = "_parked"
 SUFFIX: Final = ".jsonl"

@@ -17,9 +17,13 @@ from typing import Protocol
 
 import msgspec
 
-from mam import cascade, tree_budget
-from mam import events as ev
-from mam.nofollow import PathRefused
+from mam.contract import cascade, tree_budget
+from mam.contract import events as ev
+from mam.contract.record import JobRecord, Status, decode_record
+from mam.contract.status import AgentStatus, decode_agent_status
+from mam.contract.timefmt import iso, utc_now, utc_now_iso
+from mam.contract.topics import Kind, Topics
+from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.budget_trees import BudgetTrees
@@ -41,11 +45,7 @@ from mam.projector.replay import CorruptLog, JobState, replay
 from mam.projector.retention import archived_state
 from mam.projector.retention_sweep import refusal as prune_refusal
 from mam.projector.retries import on_retrying
-from mam.record import JobRecord, Status, decode_record
-from mam.status import AgentStatus, decode_agent_status
-from mam.timefmt import iso, utc_now, utc_now_iso
-from mam.topics import Kind, Topics
-from mam.workspace import Workspace
+from mam.registry.nofollow import PathRefused
 
 
 class Message(Protocol):
@@ -94,7 +94,7 @@ class Projection(Holding):
         self.prunes: list[tuple[str, ev.Pruned]] = []
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
         self.budget_trees = BudgetTrees()
-        """The budgeted trees' jobs, finished ones too: what a tree has spent (`mam.tree_budget`)."""
+        """The budgeted trees' jobs, finished ones too: what a tree has spent (`mam.contract.tree_budget`)."""
         self.runners: dict[str, AgentStatus] = {}
         """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
 
@@ -208,7 +208,7 @@ class Projection(Holding):
         the policy retries, `unblocked` or `cancelled` for the jobs waiting on one that ended), then what
         those call for in turn (a cancelled job cancels the jobs waiting on it), until nothing follows.
         Cascading cancel too: a job cancelled (or asked to be, with `tree`) has every unfinished job under it
-        asked to cancel (`mam.cascade`)."""
+        asked to cancel (`mam.contract.cascade`)."""
         changed = list(staged.records.values())
         changed += [r for r in map(self._record, sorted(self._retry_pending)) if r is not None]
         self._retry_pending.clear()
@@ -307,7 +307,7 @@ class Projection(Holding):
         return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
 
     def _budget_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """A first submit under a root whose tree budget is spent (`mam.tree_budget`)."""
+        """A first submit under a root whose tree budget is spent (`mam.contract.tree_budget`)."""
         if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
         return tree_budget.refusal(job_id, event.parent, self.budget_trees.of, self._record)

@@ -39,9 +39,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from mam.discovery import LOCK_NAME, projector_info
-from mam.ids import is_job_id
-from mam.nofollow import PathRefused, SymlinkRefused
+from mam.contract.ids import is_job_id
+from mam.contract.record import JobRecord, decode_record
+from mam.contract.timefmt import utc_now_iso
+from mam.contract.workspace import Workspace
 from mam.projector import durable, retention
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
@@ -50,10 +51,9 @@ from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
 from mam.projector.tombstone_check import rebuild_tombstones, verify_tombstones
-from mam.pruning import is_pruned
-from mam.record import JobRecord, decode_record
-from mam.timefmt import utc_now_iso
-from mam.workspace import Workspace
+from mam.registry.discovery import LOCK_NAME, projector_info
+from mam.registry.nofollow import PathRefused, SymlinkRefused
+from mam.registry.pruning import is_pruned
 
 Progress = Callable[[int, int], None]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import msgspec
 
+from mam.contract.record import JobRecord
 from mam.projector import durable
 from mam.projector.dirs import Dir, Root
-from mam.record import JobRecord
 
 RECORD_SUFFIX = ".json"
 

@@ -17,17 +17,17 @@ import logging
 import os
 from pathlib import Path
 
-from mam.ids import is_job_id
-from mam.index_position import Position, parse_position
-from mam.nofollow import PathRefused
+from mam.contract.ids import is_job_id
+from mam.contract.record import JobRecord
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Root, stop_for
 from mam.projector.lock import DIRTY_NAME, tampered
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
-from mam.pruning import is_pruned
-from mam.record import JobRecord
+from mam.registry.index_position import Position, parse_position
+from mam.registry.nofollow import PathRefused
+from mam.registry.pruning import is_pruned
 
 __all__ = ["DIRTY_NAME", "DirtyList", "repair_dirty"]
 
@@ -42,7 +42,7 @@ class DirtyList:
         self._made = False
         """The file was created by this process and its directory entry is not durable yet."""
         self.position: Position | None = None
-        """The registry's position for the query index (`mam.index`): written at the head of the
+        """The registry's position for the query index (`mam.registry.index`): written at the head of the
         list by every batch and kept when it is emptied; `None` if the list carries none."""
 
     def _open(self, *, create: bool) -> int | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mam.fold import Context, Refusal, apply
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord
 from mam.projector.audit_log import LogEntry
-from mam.record import JobRecord
 
 
 class CorruptLog(Exception):

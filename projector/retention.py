@@ -1,6 +1,6 @@
 """Pruning on disk: a pruned job's log into the archive, a tombstone for its id, its record and live log out.
 
-The layout is `mam.archive`'s. In a batch (`Batch.commit`), once the job's
+The layout is `mam.registry.archive`'s. In a batch (`Batch.commit`), once the job's
 `pruned` event is appended to its live log:
 
 1. `stage`: the whole live log, gzip'd, and the tombstone are written under
@@ -24,7 +24,14 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from mam.archive import (
+from mam.contract.ids import is_job_id
+from mam.contract.record import JobRecord
+from mam.projector.audit_log import AuditLog, LogEntry, decode_entry
+from mam.projector.dirs import Dir, warn_once
+from mam.projector.durable import Staged, SyncPlan, replace_staged, stage_at
+from mam.projector.registry import RECORD_SUFFIX, Registry
+from mam.projector.replay import CorruptLog, JobState, replay
+from mam.registry.archive import (
     ARCHIVE_DIR,
     ARCHIVE_SUFFIX,
     TOMBSTONES_DIR,
@@ -36,15 +43,8 @@ from mam.archive import (
     encode_tombstone,
     tombstone_of,
 )
-from mam.ids import is_job_id
-from mam.nofollow import PathRefused
-from mam.projector.audit_log import AuditLog, LogEntry, decode_entry
-from mam.projector.dirs import Dir, warn_once
-from mam.projector.durable import Staged, SyncPlan, replace_staged, stage_at
-from mam.projector.registry import RECORD_SUFFIX, Registry
-from mam.projector.replay import CorruptLog, JobState, replay
-from mam.pruning import is_pruned
-from mam.record import JobRecord
+from mam.registry.nofollow import PathRefused
+from mam.registry.pruning import is_pruned
 
 log = logging.getLogger("mam.projector")
 

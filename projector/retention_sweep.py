@@ -1,9 +1,9 @@
 """The projector's own retention, and the rule every `pruned` event is checked against.
 
-With a `retention` in `.mam/config.json` (`mam.pruning.load_policy`), the
+With a `retention` in `.mam/config.json` (`mam.registry.pruning.load_policy`), the
 projector looks for the jobs it takes once its view is current after start,
 then every `every` seconds (an hour by default): a scan of the registry in a
-worker thread (`mam.pruning.select` over the query index's rows, or the records
+worker thread (`mam.registry.pruning.select` over the query index's rows, or the records
 without a current index; at most `SWEEP_LIMIT` jobs at a time; when
 it found that many it looks again at the next tick). It queues them, and the
 next fold derives one `pruned` event for each (by `mam-projector`, into the
@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Final
 
-from mam import events as ev
-from mam.errors import UsageError
-from mam.pruning import Policy, PolicyError, load_policy, select, workspace_briefs
-from mam.record import JobRecord
-from mam.workspace import Workspace
+from mam.contract import events as ev
+from mam.contract.errors import UsageError
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
+from mam.registry.pruning import Policy, PolicyError, load_policy, select, workspace_briefs
 
 SWEEP_LIMIT: Final = 1000
 

@@ -1,6 +1,6 @@
 """Derived `retrying` events: when an attempt that ended in a retried outcome may be claimed again.
 
-The fold marks such a job `retrying` (`mam.attempts.end_attempt`); the
+The fold marks such a job `retrying` (`mam.contract.attempts.end_attempt`); the
 projector then derives the event that submits it again, in the same batch,
 with `not_before` decided here, once: the backoff doubles with each attempt,
 is capped at `BACKOFF_CAP`, and is jittered ("equal jitter": at least half of
@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Final
 
-from mam import events as ev
-from mam.attempts import attempt_of, attempts_of
-from mam.record import JobRecord, Status
+from mam.contract import events as ev
+from mam.contract.attempts import attempt_of, attempts_of
+from mam.contract.record import JobRecord, Status
 
 BACKOFF_CAP: Final = 600.0
 """No retry waits longer than this many seconds (10 minutes), whatever the attempt."""

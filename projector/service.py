@@ -16,12 +16,16 @@ import anyio
 import anyio.abc
 
 import mam
-from mam import file_modes
-from mam.broker_list import Brokers
-from mam.broker_url import BrokerAddress
-from mam.errors import MamError
-from mam.failover import Rotation, subscribe_required
-from mam.mqtt import make_client, unreachable
+from mam.client.failover import Rotation, subscribe_required
+from mam.client.mqtt import make_client, unreachable
+from mam.contract.broker_list import Brokers
+from mam.contract.broker_url import BrokerAddress
+from mam.contract.errors import MamError
+from mam.contract.record import JobRecord
+from mam.contract.status import ProjectorStatus, encode
+from mam.contract.timefmt import utc_now, utc_now_iso
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.durable import StorageLost
@@ -47,13 +51,9 @@ from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.signer import StateSigner
 from mam.projector.views import LocalPublish, Views
-from mam.pruning import is_pruned
-from mam.record import JobRecord
-from mam.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
-from mam.status import ProjectorStatus, encode
-from mam.timefmt import utc_now, utc_now_iso
-from mam.topics import Topics
-from mam.workspace import Workspace
+from mam.registry import file_modes
+from mam.registry.pruning import is_pruned
+from mam.registry.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 
 log = logging.getLogger("mam.projector")
 
@@ -64,7 +64,7 @@ OFFLINE_PUBLISH_WAIT = 5.0
 """How long a stopping projector waits for its `offline` status to be acknowledged."""
 HEARTBEAT = 10.0
 """How often the projector republishes its retained status, so a client can tell a stale `online`
-(left by a broker node that died with the projector's will) from a live one (`mam.status.stale`)."""
+(left by a broker node that died with the projector's will) from a live one (`mam.contract.status.stale`)."""
 
 
 @dataclass(slots=True)
@@ -122,7 +122,7 @@ class Projector:
         self.registry = Registry(workspace.registry_dir)
         self.dirty = DirtyList(workspace.registry_dir)
         self.index = IndexWriter(self.registry, self.dirty)
-        """The query index (`mam.index`), kept in the same commit as the records."""
+        """The query index (`mam.registry.index`), kept in the same commit as the records."""
         self._restore_all = False
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}

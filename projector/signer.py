@@ -1,4 +1,4 @@
-"""The projector's half of signed states (`mam.signing`): its key pair, and the payload it publishes.
+"""The projector's half of signed states (`mam.contract.signing`): its key pair, and the payload it publishes.
 
 The private key is made at the projector's first start, under its lock,
 created with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600 (readable by the
@@ -20,10 +20,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mam.errors import MamError
-from mam.file_modes import file_mode
-from mam.record import JobRecord, encode_record
-from mam.signing import (
+from mam.contract.errors import MamError
+from mam.contract.record import JobRecord, encode_record
+from mam.contract.signing import (
     PUBLIC_NAME,
     fingerprint,
     key_path,
@@ -32,7 +31,8 @@ from mam.signing import (
     public_pem,
     sign_payload,
 )
-from mam.workspace import Workspace
+from mam.contract.workspace import Workspace
+from mam.registry.file_modes import file_mode
 
 log = logging.getLogger("mam.projector")
 

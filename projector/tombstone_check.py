@@ -3,7 +3,7 @@
 The archive (`<logs>/_archive/`) is the record of what was pruned, like the
 audit log is of the jobs: each archived log folds to its job's last record
 (its `pruned` event last), and that record says what its tombstone holds
-(`mam.archive.tombstone_of`). A rebuild writes exactly those tombstones into
+(`mam.registry.archive.tombstone_of`). A rebuild writes exactly those tombstones into
 the new registry; a verify reports every tombstone that is missing, extra or
 different, and every archive that cannot say (damaged, not ending in
 `pruned`, or a second archive of one id) as corrupt.
@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mam.discovery import projector_info
+from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
 from mam.projector.registry import Registry
 from mam.projector.retention import current_tombstones, expected_tombstones, write_tombstones
-from mam.workspace import Workspace
+from mam.registry.discovery import projector_info
 
 RECHECK_PAUSES = (0.05, 0.2, 0.5)
 """While a projector is alive, a prune it is committing may show an archive without its tombstone

@@ -18,15 +18,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 import aiomqtt
 import anyio
 
+from mam.contract.record import JobRecord
+from mam.contract.status import encode
+from mam.contract.topics import Topics
 from mam.projector.batch import Batch
 from mam.projector.mqtt_internals import publish_nowait
 from mam.projector.replay import JobState
 from mam.projector.retention import pruned_ids
 from mam.projector.signer import StateSigner
-from mam.pruning import is_pruned
-from mam.record import JobRecord
-from mam.status import encode
-from mam.topics import Topics
+from mam.registry.pruning import is_pruned
 
 log = logging.getLogger("mam.projector")
 

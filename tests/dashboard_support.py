@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mam.agents.publisher import Publisher
-from mam.broker_url import parse_broker_url
-from mam.workspace import resolve
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.workspace import resolve
 
 from brokers import free_port, wait_for_port
 from conftest import WorkspacePaths

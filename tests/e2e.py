@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.workspace import resolve
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
 from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
-from mam.workspace import resolve
 
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths

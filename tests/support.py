@@ -13,8 +13,8 @@ from typing import Any
 import aiomqtt
 import anyio
 
-from mam.inbox import messages
-from mam.topics import Topics
+from mam.client.inbox import messages
+from mam.contract.topics import Topics
 
 BIN = Path(sys.executable).parent
 AMBIENT = ("WORKSPACE_ROOT", "DELEGATE_JOB_LOGS_DIR", "MAM_BROKER_URL")
@@ -99,8 +99,8 @@ class Daemon:
 
 
 def _client(url: str, **kwargs: Any) -> aiomqtt.Client:
-    from mam.broker_url import parse_broker_url
-    from mam.mqtt import make_client
+    from mam.client.mqtt import make_client
+    from mam.contract.broker_url import parse_broker_url
 
     return make_client(parse_broker_url(url), **kwargs)
 

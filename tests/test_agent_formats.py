@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_runner_support import TERMINAL, agent_runner, log_events, submit
 
-from mam import events as ev
 from mam.agents.formats import FORMATS, Transcript, parser_for
 from mam.agents.formats.base import Outcome, make_usage
 from mam.agents.formats.verdict import MAX_TEXT, verdict
 from mam.agents.profiles import builtin_profiles, load_profiles, profile_format
-from mam.errors import UsageError
+from mam.contract import events as ev
+from mam.contract.errors import UsageError
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -22,8 +22,8 @@ import pytest
 from amqtt.broker import Broker
 
 from mam.broker.passwords import set_password
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 
 from brokers import BROKERS, RunningBroker
 from support import publish

@@ -9,11 +9,11 @@ from msgspec.structs import replace
 from test_cli_watch import watching
 from test_runner_support import agent_runner, log_events, submit
 
-from mam import events as ev
-from mam.fold import Context, Refusal, apply
+from mam.contract import events as ev
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord, Status
+from mam.contract.timefmt import iso, utc_now
 from mam.projector.liveness import Limits, on_clock
-from mam.record import JobRecord, Status
-from mam.timefmt import iso, utc_now
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
@@ -87,7 +87,7 @@ def test_one_question_at_a_time_and_only_a_running_job_asks() -> None:
 
 
 def test_a_record_that_never_asked_keeps_its_bytes() -> None:
-    from mam.record import encode_record
+    from mam.contract.record import encode_record
 
     assert b"question" not in encode_record(_running()) and b"waited" not in encode_record(_running())
 

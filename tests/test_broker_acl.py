@@ -26,7 +26,7 @@ from test_keepalive import connect_packet
 
 from mam.broker.acl import Policy, parse_acl, projector_topic, within
 from mam.broker.passwords import set_password
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 from brokers import RunningBroker, free_port, stop, wait_for_port
 from conftest import WorkspacePaths

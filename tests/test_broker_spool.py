@@ -22,8 +22,8 @@ from test_disk_full import fill, small_disk  # noqa: F401 - a fixture
 from mam.broker import retained_log
 from mam.broker.spool import Spool, spooled_workspace
 from mam.broker.spool_records import decode_records, encode_record
-from mam.errors import UsageError
-from mam.nofollow import PathRefused
+from mam.contract.errors import UsageError
+from mam.registry.nofollow import PathRefused
 
 from brokers import BROKERS, RunningBroker, _spawn, wait_for_port
 from conftest import WorkspacePaths

@@ -7,9 +7,9 @@ import json
 from msgspec.structs import replace
 from test_runner_support import agent_runner, log_events, submit
 
-from mam import cascade
-from mam import events as ev
-from mam.record import JobRecord, Status
+from mam.contract import cascade
+from mam.contract import events as ev
+from mam.contract.record import JobRecord, Status
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mam.agents import Publisher
-from mam.broker_url import parse_broker_url
-from mam.humanize import ago, parse_since, span
-from mam.query import AmbiguousJob, JobFilter, NoSuchJob, parse_statuses, resolve_job_id
-from mam.record import JobRecord, Status
-from mam.workspace import resolve
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.humanize import ago, parse_since, span
+from mam.contract.record import JobRecord, Status
+from mam.contract.workspace import resolve
+from mam.registry.query import AmbiguousJob, JobFilter, NoSuchJob, parse_statuses, resolve_job_id
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -11,16 +11,16 @@ import anyio
 import msgspec
 from test_runner_support import agent_runner
 
-from mam import events as ev
 from mam.agents import Publisher
-from mam.broker_url import parse_broker_url
-from mam.fold import Context, Refusal, apply
+from mam.contract import events as ev
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord, Status
+from mam.contract.workspace import resolve
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
 from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
-from mam.record import JobRecord, Status
-from mam.workspace import resolve
 
 from brokers import free_port
 from conftest import WorkspacePaths

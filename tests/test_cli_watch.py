@@ -13,8 +13,8 @@ import anyio
 from anyio.abc import Process
 
 from mam.agents import Publisher
-from mam.broker_url import parse_broker_url
-from mam.workspace import resolve
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -14,7 +14,7 @@ import pytest
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from test_runner_support import agent_runner, mock_command
 
-from mam.topics import Topics
+from mam.contract.topics import Topics
 
 from conftest import WorkspacePaths
 from e2e import workspace_id

@@ -20,10 +20,10 @@ import anyio
 from dashboard_support import publisher, up_dashboard_process
 from test_dashboard_server import Stream, dashboard, request
 
-from mam import events as ev
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
-from mam.topics import Topics
+from mam.client.mqtt import make_client
+from mam.contract import events as ev
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.topics import Topics
 from mam.web.hub import PAGE_BYTES
 from mam.web.limits import MAX_BODY, WRITE_STALL, caps
 from mam.web.rows import PREVIEW

@@ -15,10 +15,10 @@ import anyio
 import pytest
 
 from mam.broker.passwords import set_password
-from mam.broker_url import parse_broker_url
-from mam.errors import UsageError
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.errors import UsageError
+from mam.contract.workspace import resolve
 from mam.web.server import serve_dashboard
-from mam.workspace import resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from mam.contract.record import JobRecord, Status
 from mam.projector.delegation import DelegationLimits, check
-from mam.record import JobRecord, Status
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -7,7 +7,7 @@ import pytest
 from test_runner_support import agent_runner, mock_command, submit
 
 from mam.agents.inside_job import default_parent
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 from brokers import free_port
 from conftest import WorkspacePaths

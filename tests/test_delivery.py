@@ -19,8 +19,8 @@ from support import Watch, publish, wait_for_state
 
 
 async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
-    from mam.broker_url import parse_broker_url
-    from mam.mqtt import make_client
+    from mam.client.mqtt import make_client
+    from mam.contract.broker_url import parse_broker_url
 
     client = make_client(parse_broker_url(url), identifier=client_id, clean_session=False)
     enable_manual_ack(client)
@@ -38,8 +38,8 @@ async def test_unacknowledged_event_is_redelivered_after_reconnect(kind: str, re
     broker: RunningBroker = request.getfixturevalue(kind)
     ws_id = f"redeliver-{uuid.uuid4().hex[:6]}"
     client_id, topic = f"mam-projector-{ws_id}", f"mam/{ws_id}/jobs/j/events"
-    from mam.broker_url import parse_broker_url
-    from mam.mqtt import make_client
+    from mam.client.mqtt import make_client
+    from mam.contract.broker_url import parse_broker_url
 
     async with make_client(parse_broker_url(broker.url), identifier=client_id, clean_session=False) as first:
         await first.subscribe(topic, qos=1)

@@ -14,8 +14,8 @@ import pytest
 from test_runner_support import TERMINAL, agent_runner, assert_output_complete, log_events
 from test_runner_support import submit as submit_job
 
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths

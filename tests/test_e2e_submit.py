@@ -208,8 +208,8 @@ async def test_python_api_submit_records_git_provenance(amqtt: RunningBroker, ws
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     from mam.agents import Publisher
-    from mam.broker_url import parse_broker_url
-    from mam.workspace import resolve
+    from mam.contract.broker_url import parse_broker_url
+    from mam.contract.workspace import resolve
 
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
@@ -220,8 +220,8 @@ async def test_python_api_submit_records_git_provenance(amqtt: RunningBroker, ws
 
 async def test_python_api_submit_takes_a_retry_policy_and_dependencies(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     from mam.agents import Publisher
-    from mam.broker_url import parse_broker_url
-    from mam.workspace import resolve
+    from mam.contract.broker_url import parse_broker_url
+    from mam.contract.workspace import resolve
 
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:

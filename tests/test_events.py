@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mam import events as ev
+from mam.contract import events as ev
 
 
 def test_minimal_hand_published_submit_decodes() -> None:

@@ -16,11 +16,11 @@ from nats_cluster import nats_cluster
 from test_runner_support import TERMINAL, agent_runner, mock_command
 
 from mam.agents.publisher import Publisher
-from mam.broker_list import BrokerList, parse_broker_urls
-from mam.broker_url import parse_broker_url
-from mam.failover import Rotation, subscribe_required
-from mam.topics import Topics
-from mam.workspace import resolve
+from mam.client.failover import Rotation, subscribe_required
+from mam.contract.broker_list import BrokerList, parse_broker_urls
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.topics import Topics
+from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

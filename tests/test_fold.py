@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from msgspec.structs import replace
 
-from mam import events as ev
-from mam.fold import Context, Refusal, apply
-from mam.record import JobRecord, Status
+from mam.contract import events as ev
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord, Status
 
 CTX = Context(job_id="job-1", workspace="ws", event_id="e-next", received_at="2026-01-01T00:00:01.000Z")
 

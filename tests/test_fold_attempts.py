@@ -1,4 +1,4 @@
-"""The pure fold's retries and dependencies (`mam/attempts.py`): every way an attempt ends, against
+"""The pure fold's retries and dependencies (`mam/contract/attempts.py`): every way an attempt ends, against
 every retry policy; `retrying`, `unblocked`, the backoff's claim check; records keep their bytes."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from msgspec.structs import replace
 
-from mam import events as ev
-from mam.fold import Context, Refusal, apply
-from mam.record import JobRecord, Status, decode_record, encode_record
+from mam.contract import events as ev
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.record import JobRecord, Status, decode_record, encode_record
 
 T0 = "2026-01-01T00:00:00.000Z"
 
@@ -164,8 +164,8 @@ def test_a_plain_job_folds_to_the_bytes_it_had_before_these_keys() -> None:
     b'{"type":"unblocked"}',
 ])
 def test_retrying_and_unblocked_are_refused_from_clients(payload: bytes) -> None:
+    from mam.contract.topics import Topics
     from mam.projector.ingest import Refused, ingest
-    from mam.topics import Topics
 
     topics = Topics("ws")
     outcome = ingest(topics.events("job-1"), payload, topics, datetime(2026, 1, 1, tzinfo=UTC))

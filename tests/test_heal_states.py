@@ -21,9 +21,9 @@ import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_runner_support import TERMINAL, agent_runner, submit
 
-from mam.signing import fingerprint, key_path, load_workspace_key, public_key_b64, public_key_path
-from mam.topics import Topics
-from mam.workspace import resolve
+from mam.contract.signing import fingerprint, key_path, load_workspace_key, public_key_b64, public_key_path
+from mam.contract.topics import Topics
+from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -10,12 +10,12 @@ import anyio
 from msgspec.structs import replace
 from test_runner_support import log_entries
 
-from mam import events as ev
-from mam.fold import Context, apply
+from mam.contract import events as ev
+from mam.contract.fold import Context, apply
+from mam.contract.record import JobRecord, Status
+from mam.contract.timefmt import iso
+from mam.contract.topics import Topics
 from mam.projector.heartbeat_log import HeartbeatLog
-from mam.record import JobRecord, Status
-from mam.timefmt import iso
-from mam.topics import Topics
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

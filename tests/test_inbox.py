@@ -1,4 +1,4 @@
-"""A wait for a message that a timeout or a cancel cuts short loses nothing (`mam.inbox`).
+"""A wait for a message that a timeout or a cancel cuts short loses nothing (`mam.client.inbox`).
 
 Each test ends waits at random moments while messages flow, the pattern of every consumer that waits
 with a timeout (the projector's one-tick wait, a snapshot's quiet period, a tool call's time limit), and
@@ -12,9 +12,9 @@ import random
 import anyio
 import pytest
 
-from mam.broker_url import parse_broker_url
-from mam.inbox import Inbox, messages, receive
-from mam.mqtt import make_client
+from mam.client.inbox import Inbox, messages, receive
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 from mam.projector.mqtt_internals import next_batch
 
 from brokers import RunningBroker

@@ -16,15 +16,15 @@ import aiomqtt
 import anyio
 import pytest
 
-from mam.humanize import parse_time
-from mam.index import IndexReader
-from mam.index_position import read_dirty
-from mam.index_schema import INDEX_NAME
-from mam.listing import Jobs
-from mam.query import JobFilter, select
-from mam.reading import iter_records
-from mam.record import JobRecord, Status
-from mam.workspace import Workspace, resolve
+from mam.contract.humanize import parse_time
+from mam.contract.record import JobRecord, Status
+from mam.contract.workspace import Workspace, resolve
+from mam.registry.index import IndexReader
+from mam.registry.index_position import read_dirty
+from mam.registry.index_schema import INDEX_NAME
+from mam.registry.listing import Jobs
+from mam.registry.query import JobFilter, select
+from mam.registry.reading import iter_records
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags

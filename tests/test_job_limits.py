@@ -10,16 +10,16 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from mam import events as ev
-from mam import tree_budget
 from mam.agents.cli_limits import add_limit_args, limit_fields
 from mam.agents.cli_retry import resubmission
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.permissions import with_level
 from mam.agents.profiles import builtin_profiles, render
-from mam.fold import Context, apply
-from mam.job_limits import FIELDS, over_budget
-from mam.record import JobRecord, Status
+from mam.contract import events as ev
+from mam.contract import tree_budget
+from mam.contract.fold import Context, apply
+from mam.contract.job_limits import FIELDS, over_budget
+from mam.contract.record import JobRecord, Status
 
 
 def submitted(**fields: object) -> JobRecord:

@@ -16,9 +16,9 @@ import anyio
 import pytest
 from test_worktrees import AGENT_GIT, checkout_state, git, make_repo, served
 
-from mam.agents.worktree import Worktrees
-from mam.errors import MamError
-from mam.landing import Conflict, JobWork, _merge, _squash
+from mam.contract.errors import MamError
+from mam.git.landing import Conflict, JobWork, _merge, _squash
+from mam.git.worktree import Worktrees
 
 from conftest import WorkspacePaths
 from e2e import workspace_id

@@ -7,7 +7,7 @@ import time
 
 from test_mcp import mcp_session, refused
 
-from mam.arg_limits import MOST_EVENT_TYPES
+from mam.contract.arg_limits import MOST_EVENT_TYPES
 
 from conftest import WorkspacePaths
 from support import mam, run

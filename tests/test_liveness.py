@@ -10,7 +10,7 @@ import anyio
 import pytest
 from test_runner import log_events, runner_process, submit
 
-from mam.timefmt import iso, utc_now
+from mam.contract.timefmt import iso, utc_now
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
@@ -70,8 +70,8 @@ async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws
 
 
 def test_a_lease_counts_from_when_the_view_became_current() -> None:
+    from mam.contract.record import JobRecord, Status
     from mam.projector.liveness import Limits, on_clock
-    from mam.record import JobRecord, Status
 
     old = iso(utc_now() - timedelta(minutes=5))
     record = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p", submitted_at=old,
@@ -114,8 +114,8 @@ def test_the_view_is_current_only_once_a_batch_was_read_after_a_stall_a_jump_or_
 
 
 def test_progress_and_output_renew_a_lease_as_a_heartbeat_does() -> None:
+    from mam.contract.record import JobRecord, Status
     from mam.projector.liveness import Limits, on_clock
-    from mam.record import JobRecord, Status
 
     long_ago, just_now = iso(utc_now() - timedelta(minutes=5)), iso(utc_now())
     running = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
@@ -163,7 +163,7 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
 
 
 def _will(epoch: str = "e1", status: str = "offline"):  # noqa: ANN202
-    from mam.status import AgentStatus
+    from mam.contract.status import AgentStatus
 
     return AgentStatus(status=status, agent="a", agent_id="r1", epoch=epoch, pid=1, host="h", started_at="t")
 

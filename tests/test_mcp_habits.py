@@ -13,9 +13,9 @@ from test_mcp import call, fake_clis, mcp_session, refused
 from test_runner_support import agent_runner, mock_command
 
 from mam.agents import Publisher
-from mam.broker_url import parse_broker_url
-from mam.record import JobRecord
-from mam.workspace import resolve
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.record import JobRecord
+from mam.contract.workspace import resolve
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -9,8 +9,8 @@ import aiomqtt
 import anyio
 import pytest
 
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 from mam.projector.mqtt_internals import ack_all, enable_manual_ack, next_batch, streamline
 
 from brokers import RunningBroker

@@ -15,6 +15,8 @@ import aiomqtt
 import anyio
 import pytest
 
+from mam.contract.timefmt import iso, utc_now
+from mam.contract.workspace import Workspace, resolve
 from mam.projector.audit_log import AuditLog
 from mam.projector.intake import LocalMessage
 from mam.projector.liveness import Limits
@@ -23,8 +25,6 @@ from mam.projector.projection import Projection
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import replay
-from mam.timefmt import iso, utc_now
-from mam.workspace import Workspace, resolve
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
@@ -172,7 +172,7 @@ def test_only_the_events_that_waited_past_the_hold_expire(tmp_path: Path) -> Non
     parking = Parking(tmp_path, ParkLimits(hold=60))
     writes = ParkedWrites()
     start = utc_now()
-    from mam import events as ev
+    from mam.contract import events as ev
 
     for n, age in enumerate((90, 30)):
         entry = ParkedEntry(

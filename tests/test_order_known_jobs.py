@@ -20,9 +20,9 @@ import aiomqtt
 from test_order import Harness
 from test_order_spool import refusals, wait_for_logs
 
+from mam.contract.timefmt import utc_now
 from mam.projector.audit_log import AuditLog
 from mam.projector.parking import ParkLimits
-from mam.timefmt import utc_now
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -15,11 +15,11 @@ from dashboard_support import browser_page, up_with_dashboard
 from msgspec import UNSET
 from test_runner_support import agent_runner, log_events, mock_command, submit
 
-from mam import events as ev
-from mam.fold import Context, Refusal, apply
-from mam.output_accounting import incomplete_lines
-from mam.record import JobRecord, decode_record, encode_record
-from mam.topics import Topics
+from mam.contract import events as ev
+from mam.contract.fold import Context, Refusal, apply
+from mam.contract.output_accounting import incomplete_lines
+from mam.contract.record import JobRecord, decode_record, encode_record
+from mam.contract.topics import Topics
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -17,8 +17,8 @@ import aiomqtt
 import anyio
 import pytest
 
+from mam.contract.timefmt import iso, utc_now
 from mam.projector.audit_log import AuditLog
-from mam.timefmt import iso, utc_now
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

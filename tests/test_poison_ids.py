@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from mam.discovery import LOCK_NAME
-from mam.errors import InvalidId
-from mam.ids import is_job_id, validate_agent_id, validate_job_id, validate_workspace_id
+from mam.contract.errors import InvalidId
+from mam.contract.ids import is_job_id, validate_agent_id, validate_job_id, validate_workspace_id
+from mam.contract.topics import Topics
+from mam.contract.workspace import derive_workspace_id
 from mam.projector.audit_log import EVENTS_FILE, META_FILE, REJECTED_FILE
 from mam.projector.repair import DIRTY_NAME
-from mam.topics import Topics
-from mam.workspace import derive_workspace_id
+from mam.registry.discovery import LOCK_NAME
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths

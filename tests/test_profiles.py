@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from mam.agents.profiles import builtin_profiles, command_for, render
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 
 def test_builtin_profiles_cover_the_common_agents() -> None:

@@ -15,14 +15,14 @@ import json
 
 import anyio
 
-from mam import events as ev
+from mam.contract import events as ev
+from mam.contract.topics import Topics
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
 from mam.projector.durable import SyncPlan, replace_staged
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import replay
-from mam.topics import Topics
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import anyio
 
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -1,13 +1,13 @@
-"""`released` in the pure fold (`mam/release.py`): a runner gives a held job back to the queue."""
+"""`released` in the pure fold (`mam/contract/release.py`): a runner gives a held job back to the queue."""
 
 from __future__ import annotations
 
 from msgspec.structs import replace
 from test_fold_attempts import ctx, fold, running
 
-from mam import events as ev
-from mam.fold import Refusal, apply
-from mam.record import JobRecord, Status, decode_record, encode_record
+from mam.contract import events as ev
+from mam.contract.fold import Refusal, apply
+from mam.contract.record import JobRecord, Status, decode_record, encode_record
 
 T1 = "2026-01-01T00:00:05.000Z"
 

@@ -260,7 +260,7 @@ async def test_a_later_attempt_on_another_machine_goes_on_from_the_branch_the_fi
 
 
 def test_the_recorded_url_has_no_password_and_no_relative_path(tmp_path: Path) -> None:
-    from mam.agents.git_remote import resolve_push
+    from mam.git.git_remote import resolve_push
 
     repo = tmp_path / "clone"
     repo.mkdir()
@@ -276,7 +276,7 @@ def test_the_recorded_url_has_no_password_and_no_relative_path(tmp_path: Path) -
 
 
 def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
-    from mam.events import EventError, decode_event
+    from mam.contract.events import EventError, decode_event
 
     def finished(remote: str) -> bytes:
         return json.dumps({"type": "succeeded", "git": {"commit": "a" * 40, "base": "b" * 40, "branch": "mam/j",

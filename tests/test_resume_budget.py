@@ -11,9 +11,9 @@ from test_runner_support import agent_runner, log_events, submit
 from test_worktrees import git, make_repo
 
 from mam.agents.publisher import Publisher
-from mam.broker_url import parse_broker_url
-from mam.record import JobRecord
-from mam.workspace import resolve
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.record import JobRecord
+from mam.contract.workspace import resolve
 
 from brokers import free_port
 from conftest import WorkspacePaths

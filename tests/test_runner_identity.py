@@ -23,7 +23,7 @@ import anyio
 import pytest
 from test_runner_support import agent_runner, log_events, submit
 
-from mam.timefmt import iso, utc_now
+from mam.contract.timefmt import iso, utc_now
 
 from brokers import RunningBroker, free_port, require_binary
 from conftest import WorkspacePaths

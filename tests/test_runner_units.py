@@ -9,10 +9,10 @@ import anyio
 import msgspec
 import pytest
 
-from mam import events as ev
 from mam.agents.outbox import Outbox
 from mam.agents.output import OutputStreamer
-from mam.topics import Topics
+from mam.contract import events as ev
+from mam.contract.topics import Topics
 
 
 class FakeClient:

@@ -1,7 +1,7 @@
 """The published event schema (`mam schema`, docs/events.schema.json) says what the decoder says.
 
 Checked with a real JSON Schema validator (draft 2020-12) against
-`mam.events.decode_event` on every case of the hostile corpus and every event
+`mam.contract.events.decode_event` on every case of the hostile corpus and every event
 example in docs/events.md's code blocks. Where JSON Schema cannot
 say what the decoder checks, the difference is listed below with its reason,
 and the test proves each listed difference is real, so the list cannot go stale.
@@ -18,8 +18,15 @@ import pytest
 from jsonschema import Draft202012Validator
 from test_hostile_input import CORPUS, load_case
 
-from mam.events import DERIVED_TYPES, EVENT_TYPES, MAX_PAYLOAD_BYTES, TIMESTAMP_PATTERN, EventError, decode_event
-from mam.schema import DRAFT, REGENERATE, event_schema, render
+from mam.contract.events import (
+    DERIVED_TYPES,
+    EVENT_TYPES,
+    MAX_PAYLOAD_BYTES,
+    TIMESTAMP_PATTERN,
+    EventError,
+    decode_event,
+)
+from mam.contract.schema import DRAFT, REGENERATE, event_schema, render
 
 from support import mam, run
 

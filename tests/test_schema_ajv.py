@@ -2,7 +2,7 @@
 
 Ajv's default options are strict: a keyword or format it does not know stops
 the compile (https://ajv.js.org/strict-mode.html). msgspec's `discriminator` and
-the old `x-mam-derived` did; `mam.schema` leaves both out. Node and an npm
+the old `x-mam-derived` did; `mam.contract.schema` leaves both out. Node and an npm
 install of ajv@8 and ajv-formats@3 are needed: `.ci/run` installs them into
 /opt/mam-ci/ajv (or `MAM_AJV_DIR`); without them the test is skipped, except
 under CI, where it fails.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mam.events import EVENT_TYPES
-from mam.schema import event_schema, render
+from mam.contract.events import EVENT_TYPES
+from mam.contract.schema import event_schema, render
 
 HERE = Path(__file__).resolve().parent
 CHECKED_IN = HERE.parent / "docs" / "events.schema.json"
@@ -61,7 +61,7 @@ def test_ajv_refuses_what_mam_used_to_publish(tmp_path: Path) -> None:
     """The check can fail: msgspec's own output (with its discriminator) does not compile."""
     import msgspec
 
-    from mam.events import AnyEvent
+    from mam.contract.events import AnyEvent
 
     node = node_with_ajv()
     (root,), defs = msgspec.json.schema_components([AnyEvent])

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_runner_support import TERMINAL, agent_runner, log_events, submit
 from test_signing import record
 
-from mam.record import Status, encode_record
-from mam.signing import (
+from mam.contract.record import Status, encode_record
+from mam.contract.signing import (
     StateReader,
     fingerprint,
     load_workspace_key,
@@ -28,8 +28,8 @@ from mam.signing import (
     public_key_path,
     sign_payload,
 )
-from mam.topics import Topics
-from mam.workspace import resolve
+from mam.contract.topics import Topics
+from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

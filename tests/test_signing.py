@@ -1,4 +1,4 @@
-"""The signed-state format and the projector's key (`mam.signing`, `projector/signer.py`):
+"""The signed-state format and the projector's key (`mam.contract.signing`, `projector/signer.py`):
 a state verifies to its canonical bytes, any tampering fails, a reader takes only its own topic's
 record, and the key pair is made once, private key 0600, never read through a link.
 (What runners and followers do with forged states: test_signed_states.py.)
@@ -15,11 +15,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mam.errors import MamError
-from mam.projector.signer import load_or_create
-from mam.record import JobRecord, Status, encode_record
-from mam.runtime import runtime_path
-from mam.signing import (
+from mam.contract.errors import MamError
+from mam.contract.record import JobRecord, Status, encode_record
+from mam.contract.signing import (
     BadSignature,
     StateReader,
     fingerprint,
@@ -29,8 +27,10 @@ from mam.signing import (
     sign_payload,
     verify_payload,
 )
-from mam.topics import Topics
-from mam.workspace import resolve
+from mam.contract.topics import Topics
+from mam.contract.workspace import resolve
+from mam.projector.signer import load_or_create
+from mam.registry.runtime import runtime_path
 
 # -- the payload format ---------------------------------------------------------------------------------------------
 

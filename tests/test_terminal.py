@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mam.terminal import safe
+from mam.contract.terminal import safe
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from mam.errors import InvalidId
-from mam.topics import Kind, Topics
+from mam.contract.errors import InvalidId
+from mam.contract.topics import Kind, Topics
 
 
 def test_topics_are_built_in_one_shape() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mam.broker.config import is_loopback
-from mam.workspace import resolve
+from mam.contract.workspace import resolve
 
 from brokers import BIN, free_port, require_binary, wait_for_port
 from conftest import WorkspacePaths
@@ -131,7 +131,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
 
 
 def test_each_start_gets_its_own_example_job_id() -> None:
-    from mam.up_banner import example_job_id
+    from mam.cli.banner import example_job_id
 
     ids = {example_job_id() for _ in range(20)}
     assert len(ids) > 1 and all(re.fullmatch(r"hello-[0-9a-f]{4}", i) for i in ids)
@@ -182,7 +182,7 @@ async def test_mam_up_keeps_the_registry_out_of_git_status(ws: WorkspacePaths) -
 
 
 def test_a_users_own_mam_gitignore_is_never_replaced(ws: WorkspacePaths) -> None:
-    from mam.runtime import ignore_in_git
+    from mam.registry.runtime import ignore_in_git
 
     (ws.root / ".mam").mkdir()
     own = ws.root / ".mam" / ".gitignore"
@@ -192,7 +192,7 @@ def test_a_users_own_mam_gitignore_is_never_replaced(ws: WorkspacePaths) -> None
 
 
 def test_no_mam_dir_is_made_for_a_gitignore_when_the_registry_lives_elsewhere(ws: WorkspacePaths) -> None:
-    from mam.runtime import ignore_in_git
+    from mam.registry.runtime import ignore_in_git
 
     workspace = resolve(workspace=ws.root, registry=ws.elsewhere / "jobs", env={})
     assert ignore_in_git(workspace) is None

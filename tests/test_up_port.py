@@ -7,8 +7,8 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mam.up import choose_port
-from mam.workspace import resolve
+from mam.cli.up import choose_port
+from mam.contract.workspace import resolve
 
 from brokers import free_port
 from conftest import WorkspacePaths

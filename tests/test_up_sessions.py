@@ -19,8 +19,8 @@ from test_amqtt_gaps import first_message
 from test_broker_acl import up
 from test_keepalive import connect_packet
 
-from mam.broker_url import parse_broker_url
-from mam.mqtt import make_client
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
 
 from conftest import WorkspacePaths
 from support import publish

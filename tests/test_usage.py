@@ -8,9 +8,9 @@ import pytest
 from msgspec.structs import replace
 from test_runner_support import submit
 
-from mam import events as ev
-from mam.record import JobRecord, Status, encode_record
-from mam.usage import by_key, by_tree, group, money, total
+from mam.contract import events as ev
+from mam.contract.record import JobRecord, Status, encode_record
+from mam.contract.usage import by_key, by_tree, group, money, total
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mam.errors import InvalidId, UsageError
-from mam.ids import validate_job_id, validate_workspace_id
-from mam.workspace import derive_workspace_id, logs_dir, registry_dir, resolve
+from mam.contract.errors import InvalidId, UsageError
+from mam.contract.ids import validate_job_id, validate_workspace_id
+from mam.contract.workspace import derive_workspace_id, logs_dir, registry_dir, resolve
 
 
 def test_registry_dir_prefers_mam_jobs_dir(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mam.errors import UsageError
-from mam.workspace import RULE_CWD, RULE_GIT, RULE_MAM_DIR, find_root, resolve
+from mam.contract.errors import UsageError
+from mam.contract.workspace import RULE_CWD, RULE_GIT, RULE_MAM_DIR, find_root, resolve
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
@@ -147,7 +147,7 @@ async def test_a_stale_runtime_file_is_ignored(ws: WorkspacePaths) -> None:
 
 
 def test_the_runtime_files_are_never_written_through_a_planted_link(ws: WorkspacePaths) -> None:
-    from mam.runtime import Runtime, remember_port, write_runtime
+    from mam.registry.runtime import Runtime, remember_port, write_runtime
 
     workspace = resolve(workspace=ws.root, env={})
     (ws.root / ".mam").mkdir()

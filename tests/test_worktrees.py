@@ -17,9 +17,9 @@ import msgspec
 import pytest
 from test_runner_support import agent_runner, submit
 
-from mam.agents.worktree import parse_shortstat
-from mam.events import GitInfo, decode_event, encode_event
-from mam.record import JobRecord, Status, decode_record, encode_record
+from mam.contract.events import GitInfo, decode_event, encode_event
+from mam.contract.record import JobRecord, Status, decode_record, encode_record
+from mam.git.worktree import parse_shortstat
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id

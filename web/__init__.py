@@ -2,6 +2,6 @@
 
 `mam dashboard` and `mam up --dashboard` serve one page (`static/`) and one
 event stream. The server subscribes to the workspace's topics with mam's own
-client (`hub.Hub`), verifies states like every reader (`mam.signing`), and
+client (`hub.Hub`), verifies states like every reader (`mam.contract.signing`), and
 pushes what changes to the page; cancel goes through `Publisher`.
 """

@@ -26,13 +26,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mam import events as ev
 from mam.agents.publisher import Publisher
-from mam.broker_list import Brokers
-from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
-from mam.ids import validate_job_id
-from mam.query import NoSuchJob, resolve_job_id
-from mam.reading import resolve_id
+from mam.contract import events as ev
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
+from mam.contract.ids import validate_job_id
+from mam.registry.query import NoSuchJob, resolve_job_id
+from mam.registry.reading import resolve_id
 from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub

@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mam.broker.config import is_loopback
 from mam.broker.password_check import PasswordChecker
-from mam.errors import UsageError
+from mam.contract.errors import UsageError
 
 REALM = 'Basic realm="mam dashboard", charset="UTF-8"'
 

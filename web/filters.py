@@ -1,19 +1,19 @@
-"""Which jobs the dashboard's table shows: the page's query parameters as the shared `mam.query` filter."""
+"""Which jobs the dashboard's table shows: the page's query parameters as the shared `mam.registry.query` filter."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from mam.errors import UsageError
-from mam.query import JobFilter, parse_labels, parse_statuses, select
-from mam.record import JobRecord, Status
+from mam.contract.errors import UsageError
+from mam.contract.record import JobRecord, Status
+from mam.registry.query import JobFilter, parse_labels, parse_statuses, select
 
 TABLE_LIMIT = 500
 """Rows in the first paint: the newest matching jobs."""
 
 
 MAX_LABELS = 64
-"""As many labels as a job may carry (`mam.events.Labels`)."""
+"""As many labels as a job may carry (`mam.contract.events.Labels`)."""
 MAX_PARAM = 4096
 """Characters of one query parameter."""
 

@@ -1,11 +1,11 @@
 """What happened before the dashboard started, from the files when they are on this machine.
 
-The jobs: through the query index when it is current (`mam.listing`), only
+The jobs: through the query index when it is current (`mam.registry.listing`), only
 the newest `FIRST_LOAD` records at start, and for each page's first paint the
 newest jobs its filter matches; without a current index, every record once.
 The refusals the projector keeps in `<logs>/_rejected.jsonl` (docs/design.md,
 "What the projector writes"): only the file's tail is read, opened without
-following a link, like every read under the log dir (`mam.nofollow`).
+following a link, like every read under the log dir (`mam.registry.nofollow`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 import msgspec
 
-from mam.listing import Jobs, recent
-from mam.nofollow import open_at
-from mam.query import JobFilter
-from mam.reading import iter_records
-from mam.record import JobRecord
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
+from mam.registry.listing import Jobs, recent
+from mam.registry.nofollow import open_at
+from mam.registry.query import JobFilter
+from mam.registry.reading import iter_records
 from mam.web.rows import slim
-from mam.workspace import Workspace
 
 REJECTED_FILE = "_rejected.jsonl"
 TAIL_BYTES = 256 * 1024

@@ -3,7 +3,7 @@
 The hub keeps what a page needs for its first paint (job states, runners,
 the projector's status, recent refusals) and hands each change to every
 subscriber. States and refusals count only when they verify
-(`mam.signing.StateReader`); an unverifiable one is ignored. A change carries
+(`mam.contract.signing.StateReader`); an unverifiable one is ignored. A change carries
 what a page shows, not whole records: a job's list fields (`rows.row`) and
 its record with the prompt cut (`rows.slim`). A page that falls behind by
 `BUFFER` changes or `PAGE_BYTES` of them is cut off and its queue emptied at
@@ -25,20 +25,20 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam import events as ev
-from mam.broker_list import Brokers
-from mam.errors import MamError
-from mam.failover import Rotation
-from mam.inbox import Inbox, messages
-from mam.mqtt import make_client, unreachable
-from mam.presence import since
-from mam.record import JobRecord
-from mam.signing import StateReader
-from mam.status import AgentStatus, decode_agent_status, decode_projector_status
-from mam.topics import Kind, Topics
+from mam.client.failover import Rotation
+from mam.client.inbox import Inbox, messages
+from mam.client.mqtt import make_client, unreachable
+from mam.contract import events as ev
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import MamError
+from mam.contract.presence import since
+from mam.contract.record import JobRecord
+from mam.contract.signing import StateReader
+from mam.contract.status import AgentStatus, decode_agent_status, decode_projector_status
+from mam.contract.topics import Kind, Topics
+from mam.contract.workspace import Workspace
 from mam.web.history import first_jobs, recent_refusals
 from mam.web.rows import row, slim, slim_event
-from mam.workspace import Workspace
 
 log = logging.getLogger("mam.web")
 

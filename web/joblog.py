@@ -16,14 +16,14 @@ from typing import Any
 
 import msgspec
 
-from mam.archive import ArchiveError, read_archived_log
-from mam.errors import MamError
-from mam.events import MAX_PAYLOAD_BYTES
-from mam.ids import validate_job_id
-from mam.nofollow import PathRefused, open_at, open_dir_at
-from mam.reading import NotFound
+from mam.contract.errors import MamError
+from mam.contract.events import MAX_PAYLOAD_BYTES
+from mam.contract.ids import validate_job_id
+from mam.contract.workspace import Workspace
+from mam.registry.archive import ArchiveError, read_archived_log
+from mam.registry.nofollow import PathRefused, open_at, open_dir_at
+from mam.registry.reading import NotFound
 from mam.web.rows import slim_event
-from mam.workspace import Workspace
 
 LOG_PAGE = 256 * 1024
 """Bytes of a job's log in one page; a single line longer than this comes whole (at most about 1 MiB)."""

@@ -1,4 +1,4 @@
-"""The dashboard's review and landing of a worktree job: its diff, merge and discard (`mam.landing`, as the CLI).
+"""The dashboard's review and landing of a worktree job: its diff, merge and discard (`mam.git.landing`, as the CLI).
 
 `GET /api/jobs/{id}/diff` answers the job's diff against its base, cut at
 `DIFF_CAP` bytes of whole lines (`cut: true` then; `mam diff` prints the
@@ -20,12 +20,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from mam.errors import EXIT_USAGE, MamError
-from mam.ids import validate_job_id
-from mam.landing import diff_text as landing_diff
-from mam.landing import discard, job_work, merge
-from mam.reading import NotFound, read_pruned
-from mam.record import JobRecord
+from mam.contract.errors import EXIT_USAGE, MamError
+from mam.contract.ids import validate_job_id
+from mam.contract.record import JobRecord
+from mam.git.landing import diff_text as landing_diff
+from mam.git.landing import discard, job_work, merge
+from mam.registry.reading import NotFound, read_pruned
 from mam.web.hub import Hub
 from mam.web.stream import full_record
 

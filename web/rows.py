@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from mam.record import JobRecord
+from mam.contract.record import JobRecord
 
 PREVIEW = 200
 """Characters of a prompt (and of a `submitted` event's prompt) the stream carries."""

@@ -16,14 +16,14 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from mam.broker.config import is_loopback
-from mam.broker_list import Brokers
-from mam.errors import UsageError
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import UsageError
+from mam.contract.workspace import Workspace
 from mam.web.app import build_app
 from mam.web.auth import Logins, check_exposure
 from mam.web.cli import DEFAULT_PORT
 from mam.web.hub import Hub
 from mam.web.limits import ACCEPT_BACKLOG, caps, guarded_protocol
-from mam.workspace import Workspace
 
 SHUTDOWN_GRACE = 3.0
 
@@ -60,7 +60,7 @@ async def serve_dashboard(
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: mam turns signals into a cancel (`mam.signals`)."""
+    """uvicorn without its own signal handling: mam turns signals into a cancel (`mam.client.signals`)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

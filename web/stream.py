@@ -17,11 +17,11 @@ from typing import Any
 import anyio
 import msgspec
 
-from mam.errors import MamError
-from mam.presence import visible
-from mam.query import JobFilter
-from mam.reading import read_record
-from mam.record import JobRecord
+from mam.contract.errors import MamError
+from mam.contract.presence import visible
+from mam.contract.record import JobRecord
+from mam.registry.query import JobFilter
+from mam.registry.reading import read_record
 from mam.web.filters import TABLE_LIMIT, newest_first
 from mam.web.history import matching
 from mam.web.hub import Change, Hub, runner

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from mam.events import Usage
+from mam.contract.events import Usage
 
 SHORT: Final = 160
 """A tool call or tool result is shown on one line of at most this many characters."""

@@ -39,7 +39,7 @@ from mam.agents.formats.base import (
     readable,
     tool_summary,
 )
-from mam.events import Usage
+from mam.contract.events import Usage
 
 
 class Block(Struct):

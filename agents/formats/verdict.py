@@ -13,8 +13,8 @@ from typing import Final
 
 from msgspec import UNSET, UnsetType
 
-from mam import events as ev
 from mam.agents.formats.base import Outcome
+from mam.contract import events as ev
 
 MAX_TEXT: Final = 60_000
 """A result or error longer than this is cut (events carry at most 64 Ki characters of text)."""

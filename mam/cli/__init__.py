@@ -1,0 +1,60 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this program answers completion requests, mam.cli.completion)
+"""`mam`: submit, inspect and serve jobs of a workspace."""
+
+# The `mam` command line: the top parser and `main` (the `mam` console script). One module per command
+# group beside this one (mam/cli/jobs.py, up.py, ...), imported only when its command runs: see
+# mam/cli/commands.py. The marker above stays in this file's first 1024 characters: argcomplete looks for
+# it in the entry point's module (`mam.cli:main`, so mam/cli/__init__.py) before completing `mam`.
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from mam import __version__
+from mam.cli.args import Parser, add_verbose
+from mam.cli.commands import LazyCommands, register_all
+from mam.cli.common import run_cli, setup_logging
+from mam.cli.completion import complete_if_asked
+from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
+from mam.cli.global_options import check as check_global
+
+PROG = "mam"
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The `mam` parser: every command registered, or (`lazy`) each only once argparse reaches it."""
+    parser = Parser(prog=PROG, description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mam {__version__}")
+    add_verbose(parser, top=True)
+    add_global(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands)
+    if lazy:
+        sub.add_placeholders()
+    else:
+        register_all(sub)
+    verbose_everywhere(parser)
+    suppress_in_subcommands(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    completing = "_ARGCOMPLETE" in os.environ  # completion walks every command: the full parser
+    parser = build_parser(lazy=not completing)
+    complete_if_asked(parser)
+    args = parser.parse_args(argv)
+    setup_logging(PROG, args.verbose)
+
+    def body() -> int:
+        check_global(args, _top_defaults(parser))
+        return args.handler(args)
+
+    run_cli(PROG, body)
+
+
+def _top_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The top parser's own defaults (what a global option is when not given)."""
+    return argparse.Namespace(**{a.dest: a.default for a in parser._actions})  # noqa: SLF001
+
+
+__all__ = ["PROG", "build_parser", "main"]

@@ -1,0 +1,110 @@
+"""Argument types and the parser every mam command line uses.
+
+Each type raises `argparse.ArgumentTypeError` with a message that names the
+value the user typed; `Parser.error` prints it as one line naming the flag
+(`mam: error: --port: 99999 is not a port (0-65535)`) and exits 2, without
+argparse's usage block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from typing import NoReturn
+
+from mam.contract.errors import EXIT_USAGE
+from mam.contract.humanize import MAX_DURATION
+from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+
+_AGENT = re.compile(AGENT_ID_PATTERN)
+_JOB = re.compile(JOB_ID_PATTERN)
+
+
+def port(text: str) -> int:
+    """A TCP port, 0-65535 (0: the system picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A duration in seconds, greater than 0 and finite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds greater than 0")
+    if value > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long: at most {MAX_DURATION} seconds (100 years)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
+def agent_name(text: str) -> str:
+    """An agent or runner name: what `submitted.agent` and `claimed.runner` accept."""
+    if not _AGENT.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)"
+        )
+    return text
+
+
+def job_id(text: str) -> str:
+    if not _JOB.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid job id {text!r}: use 1-128 of letters, digits, '.', '_' and '-', starting with a letter or digit"
+        )
+    return text
+
+
+class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose errors are one line: `prog: error: --flag: what is wrong`."""
+
+    def error(self, message: str) -> NoReturn:
+        message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False, help: str = "debug logging on stderr") -> None:
+    """`-v/--verbose`, accepted in any position: on the top parser and on every subcommand.
+
+    Subcommands use `SUPPRESS` as their default, so a `-v` given before the
+    subcommand is not reset by the subcommand's own default.
+    """
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help=help,
+    )
+
+
+__all__ = ["Parser", "add_verbose", "agent_name", "job_id", "non_negative_int", "port", "positive_int", "positive_seconds"]

@@ -1,0 +1,267 @@
+"""`mam jobs` (with filters, `--watch`), `mam watch` and `mam agents`: listing what is there and live.
+
+The filtering, ordering and id resolution are `mam.registry.query`'s, answered through
+the query index when it is current (`mam.registry.listing`); the live views are
+`mam.cli.watch`'s; this module only turns flags into those calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+import anyio
+import msgspec
+
+from mam.cli.args import job_id, positive_int
+from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
+from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
+from mam.client.live import snapshot_agents
+from mam.contract import presence
+from mam.contract.arg_limits import MOST_LABELS, at_most
+from mam.contract.attempts import after_of
+from mam.contract.errors import UsageError
+from mam.contract.humanize import parse_since
+from mam.contract.record import JobRecord
+from mam.contract.timefmt import utc_now
+from mam.contract.topics import Topics
+from mam.contract.usage import cost_of
+from mam.contract.workspace import Workspace
+from mam.registry.listing import Jobs
+from mam.registry.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
+from mam.registry.reading import resolve_id
+
+
+def add_filter_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("filters (all given must match)")
+    group.add_argument("--status", action="append", default=[], metavar="S[,S...]",
+                       help="only jobs with one of these statuses (repeatable, or a comma list)")
+    group.add_argument("--agent", metavar="NAME", help="only jobs for this agent")
+    group.add_argument("--session", metavar="S", help="only jobs of this agent session")
+    group.add_argument("--label", action="append", default=[], metavar="K=V", help="only jobs with this label (repeatable)")
+    group.add_argument("--parent", type=job_id, metavar="JOB", help="only jobs delegated by JOB (any unique prefix or suffix)")
+    group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
+    group.add_argument("--limit", type=positive_int, metavar="N",
+                       help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or --json)")
+    group.add_argument("--json", action="store_true")
+
+
+def since_from_args(text: str | None, flag: str = "--since") -> datetime | None:
+    """`--since` (`30m`, `2h`, `1d` or an ISO time) as a time, or None when not given; a usage error naming it."""
+    if not text:
+        return None
+    try:
+        return parse_since(text, utc_now())
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
+    try:
+        statuses = parse_statuses(args.status)
+    except ValueError as exc:
+        raise UsageError(f"--status: {exc}") from None
+    at_most("--label", args.label, MOST_LABELS, "labels")  # no job has more: refused before any lookup
+    try:
+        labels = parse_labels(args.label)
+    except ValueError as exc:
+        raise UsageError(f"--label: {exc}") from None
+    since = since_from_args(args.since)
+    parent = None
+    if args.parent:
+        parent = resolve_id(workspace, args.parent)  # as typed if no job matches: it has no children either
+    return JobFilter(statuses=statuses, agent=args.agent, session=args.session, labels=labels, parent=parent,
+                     since=since)
+
+
+WATCH_HELP = (
+    "The workspace's jobs, live. On a terminal the table is redrawn in place; piped, one line per status change "
+    "of a job (not per output chunk), starting with the time of that change in ISO 8601 UTC "
+    "(2026-12-04T08:50:01Z); with --json, each new version of a record. A broker lost while watching (mam up "
+    "restarted) is said on stderr and reconnected. Ctrl-C stops (exit 0)."
+)
+
+WATCH_FIRST = 1_000
+"""Records a terminal `--watch` reads at start (the newest matching): more than a screen shows."""
+
+
+def _print_json(items: Iterable[object]) -> None:
+    """A JSON array printed one item at a time, byte for byte what `json.dumps(list, indent=2)` prints."""
+    out = sys.stdout
+    count = 0
+    for item in items:
+        out.write(("[\n" if count == 0 else ",\n") + textwrap.indent(json.dumps(item, indent=2), "  "))
+        count += 1
+    out.write("\n]\n" if count else "[]\n")
+
+
+def _print_tree(roots: Iterable[JobRecord], children: Callable[[str], list[JobRecord]]) -> None:
+    def draw(record: JobRecord, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("`-- " if last else "|-- ")
+        after = after_of(record)
+        waits = f"  (after {', '.join(after)})" if after else ""
+        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}"
+              f"{waits}")
+        kids = children(record.job_id)
+        for index, kid in enumerate(kids):
+            draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
+
+    for record in roots:
+        draw(record, "", True, True)
+
+
+def _print_subtree(workspace: Workspace, jobs: Jobs, where: JobFilter, text: str, as_json: bool) -> int:
+    """`mam jobs tree ROOT`: ROOT and every job under it (the filters choose which descendants show)."""
+    root = resolve_id(workspace, text)
+    found = list(jobs.read([root]))
+    if not found:
+        raise NoSuchJob(f"no job {text!r}: check the id with `mam jobs`")
+    _, children = jobs.tree(where)
+    if as_json:
+        def walk(record: JobRecord) -> Iterable[JobRecord]:
+            yield record
+            for kid in children(record.job_id):
+                yield from walk(kid)
+
+        _print_json({"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
+                     "after": list(after_of(r))} for r in walk(found[0]))
+    else:
+        _print_tree(found, children)
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    where = job_filter(args, workspace)
+    with Jobs(workspace) as jobs:
+        if args.watch:
+            if args.view == "tree":
+                raise UsageError("--watch shows the list, not the tree: drop `tree`")
+            if args.output or args.sort_by:
+                raise UsageError("--watch shows the usual columns in the usual order: drop -o / --sort-by")
+            return _watch(args, workspace, where, jobs)
+        if args.root and args.view != "tree":
+            raise UsageError(f"{args.root!r}: a job names the root of `mam jobs tree ROOT`; the list takes none")
+        if args.view == "tree":
+            if args.root:
+                return _print_subtree(workspace, jobs, where, args.root, args.json)
+            if args.json:
+                _print_json({"job_id": r.job_id, "parent": r.parent, "status": r.status.value,
+                             "after": list(after_of(r))} for r in jobs.oldest_first(where))
+            else:
+                _print_tree(*jobs.tree(where))
+            return 0
+        limit = args.limit
+        if limit is None and not args.json and sys.stdout.isatty():
+            limit = max(shutil.get_terminal_size().lines - 3, 1)
+        if args.sort_by in (None, "submitted"):
+            shown, total = jobs.select(where, limit)
+        else:  # every matching record is sorted, then cut to the limit
+            every, total = jobs.select(where, None)
+            shown = iter(sorted_by(every, args.sort_by, utc_now())[:limit])
+        if args.json:
+            _print_json(msgspec.to_builtins(r) for r in shown)
+            return 0
+        now = utc_now()
+        rows: list[list[str]] = []
+        costs: list[float | None] = []
+        wide: list[list[str]] = []
+        for record in shown:  # one record at a time: only its row is kept
+            rows.append(job_row(record, now))
+            costs.append(cost_of(record))
+            if args.output == "wide":
+                wide.append(wide_cells(record))
+        if not rows:
+            where_, count = workspace.registry_dir, jobs.total()
+            print(f"no jobs match ({count} in {where_})" if count else f"no jobs in {where_}", file=sys.stderr)
+            return 0
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    header, rows = with_costs(JOB_HEADER, rows, costs)
+    if args.output == "wide":
+        header, rows = with_wide(header, rows, wide)
+    for line in render(rows, header, colour=use_colour(sys.stdout), width=width):
+        print(line)
+    if total > len(rows):
+        print(f"mam: showing the newest {len(rows)} of {total} jobs; --limit {total} shows all", file=sys.stderr)
+    return 0
+
+
+def _watch(args: argparse.Namespace, workspace: Workspace, where: JobFilter, jobs: Jobs) -> int:
+    """`--watch`: the first screen from the registry (through the index: on a terminal only the
+    newest matching jobs are read), then the broker's states."""
+    from mam.cli.watch import watch_jobs
+
+    tty = sys.stdout.isatty() and not args.json
+    first = args.limit if not tty else min(args.limit or WATCH_FIRST, WATCH_FIRST)
+    shown, matching = jobs.select(where, first)
+    initial = list(shown)
+    jobs.close()
+    return watch_jobs(workspace, broker_from_args(args, workspace), where, initial, as_json=args.json,
+                      limit=args.limit, matching=matching)
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    broker = broker_from_args(args, workspace)
+    if args.watch:
+        from mam.cli.watch import watch_agents
+
+        return watch_agents(workspace, broker, as_json=args.json, everything=args.all)
+    found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
+    now = utc_now()
+    shown = presence.visible(found.values(), now, everything=args.all)
+    if args.json:
+        print(json.dumps([msgspec.to_builtins(s) for s in shown], indent=2))
+        return 0
+    if not shown:
+        hidden = len(found) - len(shown)
+        more = f" ({hidden} offline for over a day: --all shows them)" if hidden else ""
+        print(f"no runners for workspace {workspace.id} on {broker.url}{more}", file=sys.stderr)
+        return 0
+    for line in render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=use_colour(sys.stdout)):
+        print(line)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for watching in (False, True):
+        if watching:
+            parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)",
+                                    description=WATCH_HELP)
+            parser.set_defaults(view="list", watch=True, root=None, output=None, sort_by=None)
+        else:
+            parser = sub.add_parser(
+                "jobs", help="list the workspace's jobs, newest first; `mam jobs tree` draws the delegation tree"
+            )
+            parser.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
+            parser.add_argument("root", nargs="?", type=job_id, metavar="ROOT",
+                                help="with `tree`: draw only this job and the jobs under it")
+            parser.add_argument("-o", "--output", choices=["wide"],
+                                help="wide: also exit code, error, runner, attempt, parent and labels")
+            parser.add_argument("--sort-by", choices=SORT_FIELDS, metavar="FIELD",
+                                help=f"order by {', '.join(SORT_FIELDS)} (default: submitted, newest first)")
+            parser.add_argument("-w", "--watch", action="store_true",
+                                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0). "
+                                     "Piped: a line per status change, starting with its time in ISO 8601 UTC; "
+                                     "a lost broker is reconnected")
+        add_filter_args(parser)
+        add_workspace_args(parser)
+        add_broker_arg(parser)
+        parser.set_defaults(handler=cmd_jobs)
+
+    agents = sub.add_parser("agents", help="the runners: online or offline, since when, the jobs they hold")
+    agents.add_argument("--json", action="store_true")
+    agents.add_argument("-w", "--watch", action="store_true", help="keep showing them as they change (Ctrl-C stops)")
+    agents.add_argument("--all", action="store_true", help="also runners offline for more than a day")
+    add_workspace_args(agents)
+    add_broker_arg(agents)
+    agents.set_defaults(handler=cmd_agents)
+
+
+__all__ = ["add_filter_args", "cmd_agents", "cmd_jobs", "job_filter", "register"]

@@ -1,0 +1,27 @@
+"""`mam passwd`: add or change a user in a broker password file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
+    passwd.add_argument("file", type=Path, metavar="FILE")
+    passwd.add_argument("user", metavar="USER")
+    passwd.set_defaults(handler=cmd_passwd)
+
+
+def cmd_passwd(args: argparse.Namespace) -> int:
+    import getpass
+
+    from mam.broker.passwords import set_password
+
+    password = (
+        getpass.getpass(f"password for {args.user}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    )
+    set_password(args.file, args.user, password)
+    print(f"{args.user} set in {args.file}")
+    return 0

@@ -1,0 +1,123 @@
+"""`mam diff`, `mam merge`, `mam discard`, `mam worktrees`: review and land what worktree jobs did (`mam.git.landing`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from mam.cli.args import job_id
+from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.contract.terminal import safe
+from mam.contract.workspace import Workspace
+from mam.git.job_branches import Leftover, clean, inventory
+from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
+from mam.git.worktree import git_env
+from mam.registry.reading import read_record_or_pruned, resolve_id
+
+
+def _job_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    diff = sub.add_parser("diff", help="show a worktree job's change against the commit it started from",
+                          description="git diff BASE mam/JOB in the workspace's repository: the job's change. "
+                          "Paged as git pages when the output is a terminal, plain otherwise.")
+    _job_arg(diff)
+    diff.add_argument("--stat", action="store_true", help="only the diffstat (git diff --stat)")
+    add_workspace_args(diff)
+    diff.set_defaults(handler=cmd_diff)
+
+    land = sub.add_parser("merge", help="land a worktree job's branch on the checkout's current branch",
+                          description="Fast-forward when possible, else a merge commit (--squash: one commit "
+                          "naming the job and its prompt's first line). Refused in one line, with nothing done, "
+                          "when the checkout has uncommitted changes to tracked files or the merge would conflict. "
+                          "Then the job's worktree and branch are removed.")
+    _job_arg(land)
+    land.add_argument("--squash", action="store_true", help="squash the job's commits into one new commit")
+    land.add_argument("--keep-branch", action="store_true", help="keep the job's branch (and worktree) after merging")
+    add_workspace_args(land)
+    land.set_defaults(handler=cmd_merge)
+
+    drop = sub.add_parser("discard", help="remove a finished worktree job's branch and worktree (its work is lost)")
+    _job_arg(drop)
+    add_workspace_args(drop)
+    drop.set_defaults(handler=cmd_discard)
+
+    trees = sub.add_parser("worktrees", help="list the jobs' branches and worktrees; --clean removes spent ones",
+                           description="Each mam/<job> branch and .mam/worktrees/<job> directory with its job's "
+                           "status and whether the branch is merged, empty or unmerged. --clean removes those of "
+                           "finished jobs whose branch is merged, empty or gone; unmerged work is kept.")
+    trees.add_argument("--clean", action="store_true",
+                       help="remove the worktrees and branches of finished jobs that were merged, discarded or empty")
+    trees.add_argument("--json", action="store_true")
+    add_workspace_args(trees)
+    trees.set_defaults(handler=cmd_worktrees)
+
+
+def _work(args: argparse.Namespace) -> tuple[Workspace, JobWork]:
+    workspace = workspace_from_args(args)
+    record = read_record_or_pruned(workspace, resolve_id(workspace, args.job_id))  # a branch may outlive its record
+    return workspace, job_work(workspace.root, record)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    _, work = _work(args)
+    if work.tip() is None and work.empty:
+        print(f"mam: job {work.job_id} changed nothing", file=sys.stderr)
+        return 0
+    argv = diff_argv(work, stat_only=args.stat, pager=sys.stdout.isatty())
+    sys.stdout.flush()
+    return subprocess.run(argv, env=git_env(), check=False).returncode
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    _, work = _work(args)
+    print(safe(merge(work, squash=args.squash, keep_branch=args.keep_branch)))
+    return 0
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    _, work = _work(args)
+    print(safe(discard(work)))
+    return 0
+
+
+def cmd_worktrees(args: argparse.Namespace) -> int:
+    workspace = workspace_from_args(args)
+    found = inventory(workspace)
+    if args.clean:
+        cleaned, kept = clean(found)
+        if args.json:
+            print(json.dumps({"cleaned": cleaned, "kept": kept}, indent=2))
+            return 0
+        for job in cleaned:
+            print(f"removed the branch and worktree of job {job}")
+        for job, why in kept.items():
+            print(f"kept job {job}: {safe(why)}")
+        print(f"mam: cleaned {len(cleaned)} job(s), kept {len(kept)}", file=sys.stderr)
+        return 0
+    if args.json:
+        print(json.dumps([item.as_dict() for item in found], indent=2))
+        return 0
+    if not found:
+        print("mam: no job branches or worktrees in this repository", file=sys.stderr)
+        return 0
+    _table(found)
+    return 0
+
+
+def _table(found: list[Leftover]) -> None:
+    rows = [("JOB", "STATUS", "BRANCH", "WORKTREE", "")] + [
+        (item.job_id, item.status, item.state, item.tree or "-", "cleanable" if item.cleanable else "")
+        for item in found
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print(safe("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[4])
+              .rstrip())
+
+
+__all__ = ["register"]

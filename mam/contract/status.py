@@ -1,0 +1,115 @@
+"""The retained presence payloads: projector status (and, later, runner status)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final, Literal
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+
+class ProjectorStatus(Struct, frozen=True, kw_only=True):
+    status: Literal["online", "offline", "degraded"]
+    workspace: str
+    pid: int
+    host: str
+    version: str
+    started_at: str
+    registry_dir: str
+    logs_dir: str
+    broker: str
+    durability: str = "fsync"
+    detail: str | None = None
+    public_key: str | None = None
+    """The raw ed25519 public key that signs the workspace's states, base64 (see `mam.contract.signing`)."""
+    heartbeat_at: str | None = None
+    """When the projector published this status; it republishes it every `heartbeat_every` seconds."""
+    heartbeat_every: float | None = None
+
+
+STALE_BEATS: Final = 3
+"""A status not republished for this many heartbeat intervals is stale."""
+
+
+def heartbeat_age(status: ProjectorStatus, now: datetime) -> float | None:
+    """Seconds since the projector last republished its status (`None`: it does not say)."""
+    if status.heartbeat_at is None:
+        return None
+    try:
+        at = datetime.fromisoformat(status.heartbeat_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return (now - at).total_seconds()
+
+
+def stale(status: ProjectorStatus, now: datetime) -> bool:
+    """An `online` (or `degraded`) status its projector stopped refreshing: it, or the broker node
+    that held its will, is gone. A projector that sends no heartbeat is never judged stale."""
+    if status.status == "offline" or not status.heartbeat_every or status.heartbeat_every <= 0:
+        return False
+    age = heartbeat_age(status, now)
+    return age is not None and age > STALE_BEATS * status.heartbeat_every
+
+
+def describe_heartbeat(status: ProjectorStatus, now: datetime) -> str:
+    """`48s ago (heartbeat every 10s)`, for messages about a status."""
+    age = heartbeat_age(status, now)
+    if age is None:
+        return "at an unknown time (no heartbeat)"
+    every = f" (heartbeat every {status.heartbeat_every:g}s)" if status.heartbeat_every else ""
+    return f"{max(age, 0):.0f}s ago{every}"
+
+
+_decoder: Final = msgspec.json.Decoder(ProjectorStatus)
+
+
+def decode_projector_status(payload: bytes) -> ProjectorStatus | None:
+    try:
+        return _decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def encode(value: Struct) -> bytes:
+    return msgspec.json.encode(value)
+
+
+class AgentStatus(Struct, frozen=True, kw_only=True):
+    """A runner's retained presence; the will carries the same epoch, marked offline."""
+
+    status: Literal["online", "offline"]
+    agent: str
+    agent_id: str
+    epoch: str
+    pid: int
+    host: str
+    started_at: str
+    concurrency: int = 1
+    jobs: list[str] = []
+    updated_at: str | None = None
+    """When the runner published this status (a will: when it connected); optional, readers fall
+    back to `started_at`."""
+    runner_key: str | UnsetType = UNSET
+    """The instance's public key (base64), the one its claims name; absent from a runner that does not sign."""
+    aliases: list[str] | UnsetType = UNSET
+    """Other agent names whose jobs it claims (`.mam/profiles.json` aliases of its agent); absent when none."""
+    state: str | UnsetType = UNSET
+    """What an `online` runner is doing beyond serving: `draining` once it was asked to stop (SIGTERM,
+    SIGINT): it claims nothing more and lets its jobs finish. Absent while it serves, so older readers
+    keep their bytes; a value a reader does not know is shown as it is."""
+    sig: str | UnsetType = UNSET
+    """Its signature (`mam.contract.identity`), the payload's last member: a status (a will above all) of a runner
+    holding a job claimed with a key counts only if it verifies with that key."""
+
+
+_agent_decoder: Final = msgspec.json.Decoder(AgentStatus)
+
+
+def decode_agent_status(payload: bytes) -> AgentStatus | None:
+    try:
+        return _agent_decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None

@@ -1,0 +1,462 @@
+"""A git worktree per job (`mam-agent --worktree`): made at start, saved and measured at the end, removed by policy.
+
+Each job runs in `<root>/.mam/worktrees/<job_id>`, a worktree of the
+workspace's repository on a new branch `mam/<job_id>`, started from the
+commit recorded at submit (`git_at_submit.commit`) or else the repository's
+HEAD. Parallel jobs never share files, and the user's checkout (its files,
+its index, its current branch) is never touched: every call here names its
+directory with `git -C`, and the calls that change the repository's shared
+state (`worktree add/remove`, the commit of what a job left) go one at a
+time through one lock per runner.
+
+When the job ends, what the agent left uncommitted (tracked and untracked
+files, .gitignore respected) is committed to the job's branch so nothing is
+lost, and the job's `git_at_finish` says where the work is: `base`, `commit`
+(the branch head), `branch`, `dirty` (the agent had left uncommitted work,
+which that commit now holds) and the diffstat of `base..commit`.
+
+Nothing under `.mam/worktrees/` is followed: an earlier job could have planted
+a link there (at `.gitignore`, or at the next job's name). The runner makes
+the worktrees dir, the `.gitignore` in it and each job's directory itself,
+relative to a descriptor and without following a link (`mam.registry.nofollow`), so a
+name already taken makes that job fail with the path named. It only ever runs
+git in, or removes, the directory it made: before each it checks with `lstat`
+that the name is still that directory (same device and inode), and before
+`git worktree remove` that git lists it as a worktree. `.mam` itself may be a
+link the user chose: it is resolved once, when the runner starts.
+
+Only plain subprocess calls to git; no shell.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import subprocess
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
+
+from mam.contract.events import GitInfo
+from mam.registry import file_modes
+from mam.registry.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
+
+if TYPE_CHECKING:
+    from mam.git.git_remote import PushTarget
+
+log = logging.getLogger("mam.agent")
+
+KeepPolicy = Literal["always", "failed", "never"]
+KEEP_POLICIES: Final[tuple[KeepPolicy, ...]] = ("always", "failed", "never")
+DEFAULT_KEEP: Final[KeepPolicy] = "failed"
+"""Keep the worktree of a job that did not succeed; a job's branch is kept unless it holds no commit."""
+
+IDENTITY: Final = ("mam", "mam@localhost")
+"""Who commits a job's leftovers when neither the environment nor git's config names anyone."""
+
+GIT_TIMEOUT: Final = 120.0
+_ENV_DROPPED: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+"""Variables that would point git at another repository or index than the one named with -C."""
+_SHORTSTAT = re.compile(r"(\d+) (file|insertion|deletion)")
+
+
+class WorktreeError(Exception):
+    """Why a job's worktree cannot be made or saved, in one line."""
+
+
+@dataclass(frozen=True)
+class JobTree:
+    """One job's worktree."""
+
+    job_id: str
+    path: Path
+    """The worktree's top directory, `<root>/.mam/worktrees/<job_id>`."""
+    cwd: Path
+    """Where the agent runs: the workspace root's place inside the worktree."""
+    branch: str
+    base: str
+    made: tuple[int, int] = (0, 0)
+    """The (device, inode) of the directory the runner made at `path`: nothing else there is touched."""
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `Worktrees.finish` found and did: the record's `git_at_finish`, and whether all work is on the branch."""
+
+    git: GitInfo
+    committed_all: bool
+
+
+def git_env() -> dict[str, str]:
+    """The environment for git: without the variables that would point it at another repository."""
+    return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
+
+
+def git(directory: Path, *args: str, check: bool = True) -> str:
+    """Run `git -C directory args`; its stdout stripped, or `WorktreeError` with git's own words."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise WorktreeError("git is not on PATH; install git, or run without --worktree") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorktreeError(f"git {args[0]} failed: {exc}") from None
+    if check and out.returncode != 0:
+        detail = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
+        raise WorktreeError(f"git {args[0]}: {detail}")
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def parse_shortstat(text: str) -> tuple[int, int, int]:
+    """`git diff --shortstat`'s line as (files changed, insertions, deletions); an empty diff is all zeros."""
+    counts = {kind: int(n) for n, kind in _SHORTSTAT.findall(text)}
+    return counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0)
+
+
+class Worktrees:
+    """The worktrees one runner makes for its jobs in one workspace's repository."""
+
+    def __init__(self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP, push_to: PushTarget | None = None
+                 ) -> None:
+        """`push_to`: `mam-agent --push`, where each job's branch goes when the job ends, and where a
+        commit recorded at submit that this clone lacks is fetched from (`git_remote.py`)."""
+        self.root = root
+        self.top = top
+        self.keep = keep
+        self.push_to = push_to
+        mam_dir = root / ".mam"
+        if os.path.islink(mam_dir):  # a link the user chose: resolved once, now
+            mam_dir = Path(os.path.realpath(mam_dir))
+            log.info("%s resolves to %s through a symlink; worktrees go there", root / ".mam", mam_dir)
+        self.mam_dir = mam_dir
+        self.dir = mam_dir / "worktrees"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, root: Path, keep: KeepPolicy = DEFAULT_KEEP, push: str | None = None) -> Worktrees:
+        """For the workspace at `root`, or `WorktreeError` if it is not in a git repository with a commit
+        (or `push` names no remote of it)."""
+        try:
+            top = git(root, "rev-parse", "--show-toplevel")
+        except WorktreeError as exc:
+            if "not on PATH" in str(exc):
+                raise
+            raise WorktreeError(
+                f"--worktree: workspace {root} is not in a git repository; run git init and commit there, "
+                "or run without --worktree"
+            ) from None
+        if not git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False):
+            raise WorktreeError(f"--worktree: the git repository at {top} has no commit yet; commit once, then start")
+        if push is None:
+            return cls(root, Path(top), keep)
+        from mam.git.git_remote import resolve_push  # it builds on this module's `git`
+
+        return cls(root, Path(top), keep, resolve_push(Path(top), push))
+
+    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None,
+               later_attempt: bool = False) -> JobTree:
+        """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
+        repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
+        from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
+        With a push remote, those earlier branches (and, for a `later_attempt`, the job's own) are fetched
+        from it first when this clone lacks them: another runner may have run the earlier work."""
+        branch = f"mam/{job_id}"
+        if not git(self.top, "check-ref-format", "--branch", branch, check=False):
+            raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
+        self._fetch_earlier([*([f"mam/{continues}"] if continues else []), *([branch] if later_attempt else [])])
+        earlier = f"refs/heads/mam/{continues}" if continues else None
+        if earlier and git(self.top, "rev-parse", "--verify", "--quiet", f"{earlier}^{{commit}}", check=False):
+            base_hint = earlier
+        base = self._base(base_hint)
+        path = self.dir / job_id
+        # A later attempt of the job (retried, or released by a stopping runner) finds its branch: it goes
+        # on from there, in the worktree an earlier attempt left (kept) or in a new one on that branch.
+        again = bool(git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False))
+        with self._lock:
+            if again and self._listed(path):
+                made = self._kept(job_id, path, branch)
+            else:
+                made = self._make_dir(job_id, path)
+                add = [str(path), branch] if again else ["-b", branch, str(path), base]
+                try:
+                    git(self.top, "worktree", "add", "--quiet", *add)
+                except WorktreeError as exc:
+                    try:
+                        os.rmdir(path)  # the empty directory made above (rmdir follows no link)
+                    except OSError:
+                        pass
+                    raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        if again:
+            log.info("job %s: goes on from its earlier attempt's branch %s", job_id, branch)
+        tree = JobTree(job_id=job_id, path=path, cwd=path, branch=branch, base=base, made=made)
+        self._check(tree, "run the job in")
+        cwd = path / self._inside()
+        if cwd != path:
+            cwd.mkdir(parents=True, exist_ok=True)
+            if Path(os.path.realpath(path)) not in Path(os.path.realpath(cwd)).parents:
+                raise WorktreeError(f"job {job_id}: refusing to run in {cwd}: it leads out of the worktree {path}")
+        log.info("job %s: runs in worktree %s on branch %s from %s", job_id, path, branch, base[:12])
+        return JobTree(job_id=job_id, path=path, cwd=cwd, branch=branch, base=base, made=made)
+
+    def _fetch_earlier(self, branches: list[str]) -> None:
+        """Fetch each of `branches` this clone lacks from the push remote, if it is there; a branch the
+        remote lacks (or a remote out of reach) only means no earlier work to go on from: logged."""
+        if self.push_to is None:
+            return
+        from mam.git.git_remote import RemoteError, fetch_branch
+
+        for name in branches:
+            if git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}^{{commit}}", check=False):
+                continue
+            try:
+                with self._lock:
+                    fetch_branch(self.top, self.push_to.given, name)
+            except RemoteError as exc:
+                log.info("branch %s is not in %s and not fetched from %s (%s): no earlier work to go on from",
+                         name, self.top, self.push_to.given, exc)
+                continue
+            log.info("fetched branch %s from %s: the earlier work goes on from there", name, self.push_to.given)
+
+    def _kept(self, job_id: str, path: Path, branch: str) -> tuple[int, int]:
+        """The (device, inode) of the worktree an earlier attempt of the job left at `path`, once it is
+        a real directory (no link), listed by git and on the job's branch; else `WorktreeError`."""
+        st = os.stat(path, follow_symlinks=False)
+        on = git(path, "rev-parse", "--abbrev-ref", "HEAD", check=False) if stat.S_ISDIR(st.st_mode) else ""
+        if on != branch:
+            raise WorktreeError(f"cannot make a worktree for job {job_id}: {path} is left from an earlier attempt "
+                                f"but is {_describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}")
+        return st.st_dev, st.st_ino
+
+    def _make_dir(self, job_id: str, path: Path) -> tuple[int, int]:
+        """Make `.mam/worktrees/`, its `.gitignore` and the job's empty directory, following no link
+        inside `.mam`; the job directory's (device, inode)."""
+        file_modes.make_dirs(self.mam_dir.parent)
+        try:
+            os.mkdir(self.mam_dir, file_modes.dir_mode())
+        except FileExistsError:
+            pass
+        try:
+            try:
+                mam_fd = os.open(self.mam_dir, os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW)
+            except (NotADirectoryError, OSError) as exc:
+                if isinstance(exc, FileNotFoundError) or not os.path.islink(self.mam_dir):
+                    raise WorktreeError(f"cannot make a worktree for job {job_id}: {self.mam_dir}: {exc.strerror}") from None
+                raise WorktreeError(f"cannot make a worktree for job {job_id}: refusing to write through a symlink "
+                                    f"at {self.mam_dir} (it appeared after the runner started)") from None
+            try:
+                try:
+                    os.mkdir("worktrees", file_modes.dir_mode(), dir_fd=mam_fd)
+                except FileExistsError:
+                    pass  # ours from before, or planted: opening it says which
+                fd = open_dir_at(mam_fd, "worktrees", shown=str(self.dir))
+            finally:
+                os.close(mam_fd)
+            try:
+                self._ignore(fd)
+                try:
+                    os.mkdir(job_id, file_modes.dir_mode(), dir_fd=fd)
+                except FileExistsError:
+                    raise WorktreeError(
+                        f"cannot make a worktree for job {job_id}: {path} already exists ({_what(fd, job_id)}); "
+                        "mam makes that directory itself and follows nothing there: remove it"
+                    ) from None
+                st = os.stat(job_id, dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
+        except PathRefused as exc:
+            raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
+        return st.st_dev, st.st_ino
+
+    def _ignore(self, fd: int) -> None:
+        """`.gitignore` (`*`) in the worktrees dir, so they never show in the user's `git status`."""
+        shown = str(self.dir / ".gitignore")
+        try:
+            out = open_at(fd, ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown=shown)
+        except FileExistsError:
+            refuse_other_at(fd, ".gitignore", shown=shown)  # a link or a fifo there: refused, named
+            return
+        with os.fdopen(out, "w") as f:
+            f.write("*\n")
+
+    def _check(self, tree: JobTree, action: str) -> None:
+        """`WorktreeError` unless `tree.path` is still the very directory the runner made (never followed)."""
+        try:
+            st = os.stat(tree.path, follow_symlinks=False)
+        except FileNotFoundError:
+            raise WorktreeError(f"job {tree.job_id}: refusing to {action} {tree.path}: it is gone") from None
+        if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != tree.made:
+            now = _describe(st.st_mode, tree.path)
+            raise WorktreeError(
+                f"job {tree.job_id}: refusing to {action} {tree.path}: it is no longer the directory mam made ({now})"
+            )
+
+    def _base(self, hint: str | None) -> str:
+        """The commit to start from: `hint` (the submit's), fetched from the push remote if this clone
+        lacks it (a runner on another machine), else HEAD; with a push remote a commit that cannot be
+        fetched fails the job (starting elsewhere would hand back work on the wrong base)."""
+        if hint:
+            found = git(self.top, "rev-parse", "--verify", "--quiet", f"{hint}^{{commit}}", check=False)
+            if found:
+                return found
+            if self.push_to is not None:
+                return self._fetched(hint)
+            log.warning("the commit recorded at submit (%s) is not in %s; starting from HEAD", hint, self.top)
+        return git(self.top, "rev-parse", "--verify", "HEAD^{commit}")
+
+    def _fetched(self, sha: str) -> str:
+        from mam.git.git_remote import RemoteError, fetch_commit
+
+        assert self.push_to is not None
+        remote = self.push_to.given
+        log.info("the commit recorded at submit (%s) is not in %s; fetching it from %s", sha[:12], self.top, remote)
+        try:
+            with self._lock:
+                fetch_commit(self.top, remote, sha)
+        except RemoteError as exc:
+            raise WorktreeError(f"the commit recorded at submit ({sha[:12]}) is not in the runner's clone {self.top} "
+                                f"and fetching it failed: {exc}; push that commit to {remote}, then mam retry the job"
+                                ) from None
+        return git(self.top, "rev-parse", "--verify", f"{sha}^{{commit}}")
+
+    def _inside(self) -> Path:
+        """The workspace root relative to the repository's top (`.` when they are the same)."""
+        try:
+            return self.root.resolve().relative_to(Path(self.top).resolve())
+        except ValueError:
+            return Path(".")
+
+    def finish(self, tree: JobTree) -> Saved:
+        """Commit what the agent left uncommitted to the job's branch; the job's `git_at_finish`."""
+        self._check(tree, "save the work in")
+        with self._lock:
+            left = git(tree.path, "status", "--porcelain", "--untracked-files=all")
+            committed_all = True
+            if left:
+                git(tree.path, "add", "--all")
+                try:
+                    self._commit(tree)
+                except WorktreeError as exc:
+                    log.warning("job %s: could not commit what the agent left in %s: %s", tree.job_id, tree.path, exc)
+                    committed_all = False
+            head = git(tree.path, "rev-parse", "HEAD")
+            branch = git(tree.path, "rev-parse", "--abbrev-ref", "HEAD")
+            # base against the index: what is committed, plus what could not be (it was added above)
+            files, insertions, deletions = parse_shortstat(git(tree.path, "diff", "--cached", "--shortstat", tree.base))
+        info = GitInfo(
+            commit=head,
+            branch=None if branch == "HEAD" else branch,
+            dirty=bool(left),
+            base=tree.base,
+            files_changed=files,
+            insertions=insertions,
+            deletions=deletions,
+        )
+        return Saved(git=info, committed_all=committed_all)
+
+    def push(self, saved: Saved) -> Saved:
+        """Push the job's branch to `push_to` (nothing to push without one, or for a branch with no commit
+        of its own); `saved` with the push's `remote`, or its `push_error` too. A failure is logged and
+        recorded, never raised: the job's outcome is its own."""
+        info = saved.git
+        if self.push_to is None or not info.commit or not info.branch or info.commit == info.base:
+            return saved
+        from mam.git.git_remote import RemoteError, push_branch
+
+        target = self.push_to
+        try:
+            push_branch(self.top, target.given, info.commit, info.branch)
+        except RemoteError as exc:
+            error = str(exc)
+            log.warning("could not push branch %s: %s; the job's outcome stands, its branch stays in %s",
+                        info.branch, error, self.top)
+            return replace(saved, git=msgspec.structs.replace(info, remote=target.url, push_error=error[:256]))
+        log.info("pushed branch %s (%s) to %s", info.branch, info.commit[:12], target.url)
+        return replace(saved, git=msgspec.structs.replace(info, remote=target.url))
+
+    def _commit(self, tree: JobTree) -> None:
+        who: list[str] = []
+        if not (git(tree.path, "config", "user.name", check=False) and git(tree.path, "config", "user.email", check=False)):
+            who = ["-c", f"user.name={IDENTITY[0]}", "-c", f"user.email={IDENTITY[1]}"]  # env GIT_AUTHOR_* still win
+        message = f"mam: work job {tree.job_id} left uncommitted"
+        git(tree.path, *who, "-c", "gc.auto=0", "commit", "--quiet", "--no-verify", "-m", message)
+
+    def clean_up(self, tree: JobTree, *, succeeded: bool, saved: bool) -> bool:
+        """Remove the worktree if the policy says so and all its work is on the branch; True if removed.
+
+        The branch stays when the job committed anything (`mam merge`/`mam discard` are the user's call);
+        an empty one (still at the job's base) goes with its worktree."""
+        if not saved or self.keep == "always" or (self.keep == "failed" and not succeeded):
+            log.info("job %s: worktree kept at %s", tree.job_id, tree.path)
+            return False
+        with self._lock:
+            try:
+                self._check(tree, "remove")
+                if not self._listed(tree.path):
+                    raise WorktreeError(f"job {tree.job_id}: refusing to remove {tree.path}: git does not list it "
+                                        "as a worktree (git worktree list --porcelain)")
+                git(self.top, "worktree", "remove", "--force", str(tree.path))
+            except WorktreeError as exc:
+                log.warning("job %s: could not remove worktree %s: %s", tree.job_id, tree.path, exc)
+                return False
+            if self._drop_if_empty(tree):
+                log.info("job %s: worktree and branch %s removed: the job changed nothing", tree.job_id, tree.branch)
+                return True
+        log.info("job %s: worktree removed; its work is on branch %s", tree.job_id, tree.branch)
+        return True
+
+    def _drop_if_empty(self, tree: JobTree) -> bool:
+        """Delete the job's branch if it holds no commit of its own (still at its base); True if deleted.
+
+        `update-ref -d REF OLD` deletes only while the branch is at OLD, so a commit made meanwhile keeps it."""
+        ref = f"refs/heads/{tree.branch}"
+        if git(self.top, "rev-parse", "--verify", "--quiet", ref, check=False) != tree.base:
+            return False
+        try:
+            git(self.top, "update-ref", "-d", ref, tree.base)
+        except WorktreeError as exc:
+            log.warning("job %s: could not delete its empty branch %s: %s", tree.job_id, tree.branch, exc)
+            return False
+        return True
+
+    def _listed(self, path: Path) -> bool:
+        """Whether `git worktree list --porcelain` names `path` (as given, or with its trusted parent resolved)."""
+        names = {str(path), os.path.join(os.path.realpath(path.parent), path.name)}
+        listed = git(self.top, "worktree", "list", "--porcelain").splitlines()
+        return any(line.startswith("worktree ") and line[len("worktree "):] in names for line in listed)
+
+
+def _describe(mode: int, path: Path) -> str:
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symlink to {os.readlink(path)}"
+        except OSError:
+            return "a symlink"
+    return "a directory, but another one" if stat.S_ISDIR(mode) else "not a directory"
+
+
+def _what(dir_fd: int, name: str) -> str:
+    """What is at `name` in `dir_fd`, in words (a link says where it points)."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return "something"
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symlink to {os.readlink(name, dir_fd=dir_fd)}"
+        except OSError:
+            return "a symlink"
+    return "a directory" if stat.S_ISDIR(mode) else "a file"
+
+
+__all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees", "git"]
