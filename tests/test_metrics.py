@@ -62,7 +62,9 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
         agent_runner(mosquitto.url, ws, "--metrics-port", str(runner_port), agent="claude-code", env=fake_env()),
     ):
         projector_url = f"http://127.0.0.1:{projector_port}/metrics"
-        before = scrape(projector_url)
+        with anyio.fail_after(10):  # the runner saw itself online; the projector takes statuses in its next batch
+            while value(before := scrape(projector_url), "mam_runners_online", agent="claude-code") < 1:
+                await anyio.sleep(0.05)
         assert value(before, "mam_runners_online", agent="claude-code") == 1
         assert value(before, "mam_runners_busy", agent="claude-code") == 0
         await submit(mosquitto.url, ws, "metered", "say hi", agent="claude-code")
