@@ -141,6 +141,9 @@ async def test_a_remote_runner_fetches_the_commit_pushes_the_branch_and_the_work
             assert ls_remote(machines.bare, f"mam/{job}") == finish["commit"], "the branch is on the remote"
             assert not has_commit(machines.a, finish["commit"]), "clone A lacks the job's work until it fetches"
 
+        shown_text = (await mam_in_a(ws, "show", "far-1")).stdout.decode()
+        assert f"pushed to {machines.bare}; review: mam diff far-1 (fetches it)" in shown_text, shown_text
+        assert "git diff" not in shown_text, "a git diff in clone A would fail until the branch is fetched"
         diff = await mam_in_a(ws, "diff", "far-1")
         assert diff.returncode == 0, diff.stderr
         assert "+from machine b: far-1" in diff.stdout.decode()
@@ -193,6 +196,8 @@ async def test_a_push_that_fails_is_recorded_and_the_outcome_kept_and_a_commit_i
     assert "Connection refused" in finish["push_error"]
     assert "the job's outcome stands" in log
     assert git(machines.b, "rev-parse", "mam/near-1") == finish["commit"], "the branch stays in clone B"
+    shown = (await mam_in_a(ws, "show", "near-1")).stdout.decode()
+    assert f"not pushed to {unreachable}: git push" in shown and "stays in the runner's clone" in shown, shown
     merge = await mam_in_a(ws, "merge", "near-1")
     assert merge.returncode == 1
     line = merge.stderr.decode()

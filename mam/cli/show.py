@@ -89,8 +89,14 @@ def _worktree_lines(git: GitInfo, job: str) -> list[str]:
     files, plus, minus = git.files_changed or 0, git.insertions or 0, git.deletions or 0
     stat = f"{files} file{'s' * (files != 1)} changed, {plus} insertion{'s' * (plus != 1)}(+), " \
         f"{minus} deletion{'s' * (minus != 1)}(-)"
-    return [f"branch {safe(git.branch or '(detached)')}: {stat}", f"review: git diff {git.base}..{git.commit}",
-            f"land: mam merge {job} (or --squash), or mam discard {job}; mam diff {job} shows it"]
+    branch = f"branch {safe(git.branch or '(detached)')}: {stat}"
+    land = f"land: mam merge {job} (or --squash), or mam discard {job}; mam diff {job} shows it"
+    if git.remote:  # run on another machine: the branch is on its remote until mam diff/merge fetch it
+        if git.push_error:
+            return [branch, safe(f"not pushed to {git.remote}: {git.push_error}"[:200]),
+                    "its work stays in the runner's clone"]
+        return [branch, safe(f"pushed to {git.remote}; review: mam diff {job} (fetches it)"), land]
+    return [branch, f"review: git diff {git.base}..{git.commit}", land]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
