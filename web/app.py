@@ -41,6 +41,7 @@ from mam.web.landing import diff as landing_diff
 from mam.web.landing import land
 from mam.web.limits import BodyLimit, StreamCount
 from mam.web.metrics import registry_for
+from mam.web.reading_api import read_routes
 from mam.web.stream import full_record, page_stream
 
 STATIC = Path(__file__).parent / "static"
@@ -148,6 +149,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
     routes = [
         Route("/", page),
         Route("/api/stream", stream),
+        *read_routes(hub, _job),
         Route("/api/jobs/{job_id}", job),
         Route("/api/jobs/{job_id}/log", log),
         Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
