@@ -29,10 +29,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mam import events as ev
 from mam.agents.publisher import Publisher
 from mam.broker_list import Brokers
-from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
+from mam.errors import EXIT_USAGE, MamError
 from mam.ids import validate_job_id
 from mam.query import NoSuchJob, resolve_job_id
 from mam.reading import resolve_id
+from mam.web.actions import action_routes, http_status
 from mam.web.auth import Logins, RequireLogin
 from mam.web.filters import from_params
 from mam.web.hub import Hub
@@ -115,17 +116,16 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         except (msgspec.DecodeError, ev.EventError) as exc:
             return JSONResponse({"error": f"bad request: {exc}"}, 400)
         except MamError as exc:
-            return JSONResponse({"error": str(exc)}, _http_status(exc))
+            return JSONResponse({"error": str(exc)}, http_status(exc))
         return JSONResponse({"job_id": record.job_id, "status": record.status.value})
-
-    async def cancel(request: Request) -> Response:
-        return await publish(request, lambda body: ev.CancelRequested(reason=body.get("reason")))
 
     async def answer(request: Request) -> Response:
         """`mam answer`: the answer to a waiting job's question (`{"answer": ..., "question_id": ...}`)."""
         return await publish(
             request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
         )
+
+    actions = action_routes(hub, broker, _job)
 
     async def diff(request: Request) -> Response:
         """A worktree job's diff against its base, size-capped (`landing.py`)."""
@@ -150,9 +150,11 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         Route("/", page),
         Route("/api/stream", stream),
         *read_routes(hub, _job),
+        Route("/api/jobs", actions["submit"], methods=["POST"]),
         Route("/api/jobs/{job_id}", job),
         Route("/api/jobs/{job_id}/log", log),
-        Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+        Route("/api/jobs/{job_id}/cancel", actions["cancel"], methods=["POST"]),
+        Route("/api/jobs/{job_id}/retry", actions["retry"], methods=["POST"]),
         Route("/api/jobs/{job_id}/answer", answer, methods=["POST"]),
         Route("/api/jobs/{job_id}/diff", diff),
         Route("/api/jobs/{job_id}/merge", merge, methods=["POST"]),
@@ -171,12 +173,6 @@ def _job(text: str, hub: Hub) -> str:
         if not hub.indexed:
             return text  # its record may still be in the registry: the detail says so if not
     return resolve_id(hub.workspace, text)  # the hub holds only the newest jobs: ask the registry
-
-
-def _http_status(exc: MamError) -> int:
-    if isinstance(exc, Refused):
-        return 409
-    return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
 
 
 class CountedStream(StreamingResponse):

@@ -3,7 +3,7 @@
 Over the last `minutes`, in buckets of `bucket` seconds:
 
 - finished: the jobs whose `finished_at` falls in each bucket, by outcome (their terminal status);
-- queue: at each bucket's end, how many jobs were submitted and not yet started (`queued`: submitted at or
+- queue: at each bucket's end (`t` + `bucket_s`; every series' `t` is its bucket's start), how many jobs were submitted and not yet started (`queued`: submitted at or
   before, neither started nor finished by then) and how many had started and not finished (`running`);
 - cost: the cost each agent's jobs reported, attributed to the bucket their `finished_at` falls in.
 
@@ -131,7 +131,7 @@ class Buckets:
         for k in range(self.count):
             queued += self.queued[k]
             running += self.running[k]
-            queue.append({"t": moment(self.start + (k + 1) * self.size), "queued": queued, "running": running})
+            queue.append({"t": moment(self.start + k * self.size), "queued": queued, "running": running})
         agents = sorted(self.agents)
         return {
             "bucket_s": self.size,
