@@ -1,5 +1,7 @@
 """The dashboard's one app: the page, its static files, one event stream, a job's record and log
-pages, the cancel and answer actions, a worktree job's diff, merge and discard (`landing.py`).
+pages, the cancel and answer actions, a worktree job's diff, merge and discard (`landing.py`), the
+JSON read API (`reading_api.py`), submit, retry and cancel with a reason or a tree (`actions.py`),
+its OpenAPI description (`openapi.py`, docs/api.md) and the favicon.
 
 Handlers only translate HTTP to the calls the CLI makes: the stream reads the
 hub (`stream.py`), a job's record and log pages are read like `mam show` and
@@ -35,6 +37,7 @@ from mam.query import NoSuchJob, resolve_job_id
 from mam.reading import resolve_id
 from mam.web.actions import action_routes, http_status
 from mam.web.auth import Logins, RequireLogin
+from mam.web.favicon import favicon
 from mam.web.filters import from_params
 from mam.web.hub import Hub
 from mam.web.joblog import log_page
@@ -42,6 +45,7 @@ from mam.web.landing import diff as landing_diff
 from mam.web.landing import land
 from mam.web.limits import BodyLimit, StreamCount
 from mam.web.metrics import registry_for
+from mam.web.openapi import openapi
 from mam.web.reading_api import read_routes
 from mam.web.stream import full_record, page_stream
 
@@ -141,6 +145,13 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         """Prometheus text format (read in the event loop: the collectors only take sizes and sums)."""
         return Response(generate_latest(scraped), media_type=CONTENT_TYPE_LATEST)
 
+    async def icon(request: Request) -> Response:
+        return Response(favicon(), media_type="image/x-icon")
+
+    async def description(request: Request) -> Response:
+        """The OpenAPI 3.1 description of every route (`openapi.py`)."""
+        return JSONResponse(openapi())
+
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
@@ -161,6 +172,8 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         Route("/api/jobs/{job_id}/discard", discard, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
         Route("/metrics", metrics_text),
+        Route("/api/openapi.json", description),
+        Route("/favicon.ico", icon),
     ]
     return Starlette(routes=routes, middleware=middleware)
 
