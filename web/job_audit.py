@@ -152,14 +152,15 @@ def output_range(workspace: Workspace, job_id: str, offset: int = 0, limit: int 
         pieces = _pieces(log)
         total = sum(p.size for p in pieces)
         start = min(offset, total)
+        reach = limit + 3  # a character cut at either end: up to 3 more bytes on each side to see it whole
         wanted = bytearray()
         at = 0
         for piece in pieces:
-            if at + piece.size > start and at < start + limit:
+            if at + piece.size > start and at < start + reach:
                 text = _text_at(log, piece)
-                wanted += text[max(start - at, 0):start + limit - at]
+                wanted += text[max(start - at, 0):start + reach - at]
             at += piece.size
-            if at >= start + limit:
+            if at >= start + reach:
                 break
     finally:
         close()
@@ -168,9 +169,9 @@ def output_range(workspace: Workspace, job_id: str, offset: int = 0, limit: int 
     while skip < len(data) and skip < 3 and data[skip] & 0xC0 == 0x80:
         skip += 1  # `offset` fell inside a character: start at the next one
     data = data[skip:]
-    end = len(data)
-    if start + skip + end < total:
-        end = _whole(data)
+    end = _whole(data[:limit]) if len(data) > limit else len(data)
+    if end == 0 and data:
+        end = _whole(data[:4]) or len(data[:4])  # a limit smaller than one character: that character whole
     text = data[:end].decode("utf-8", errors="replace")
     next_offset = start + skip + end
     return {"job_id": job_id, "offset": start + skip, "next_offset": next_offset, "total": total, "text": text,
