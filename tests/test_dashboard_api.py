@@ -20,7 +20,7 @@ import pytest
 from dashboard_support import up_dashboard_process
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate as validate_spec
-from test_dashboard_server import dashboard, request
+from test_dashboard_server import Stream, dashboard, request
 from test_metrics import fake_env
 from test_runner_support import agent_runner, submit
 
@@ -244,14 +244,14 @@ SAME_WITHOUT_INDEX = (
 
 
 async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:
-    """The job's row once it has `status` (the stream's record may trail the reply by a moment)."""
-    with anyio.fail_after(30):
-        while True:
-            found = (await api.get(f"/api/jobs?root={job_id}&limit=500"))["jobs"]
-            row = next(r for r in found if r["job_id"] == job_id)
-            if row["status"] == status:
-                return row
-            await anyio.sleep(0.1)  # polling the registry for the state the projector writes
+    """The job's row once it has `status`: the page's event stream says when (its snapshot, or a change)."""
+    async with Stream(api.page, f"status={status}") as stream:
+        snapshot = await stream.next("snapshot")
+        if not any(job["job_id"] == job_id for job in snapshot["jobs"]):
+            await stream.next("job", lambda d: d["record"]["job_id"] == job_id and d["record"]["status"] == status,
+                              timeout=30)
+    found = (await api.get(f"/api/jobs?root={job_id}&status={status}"))["jobs"]
+    return next(r for r in found if r["job_id"] == job_id)
 
 
 async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) -> None:
