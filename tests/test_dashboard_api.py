@@ -310,6 +310,8 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
         message = (await api.call("POST", "/api/jobs", None, raw=b"agent=shell&prompt=x", status=415,
                                   headers={"Content-Type": "application/x-www-form-urlencoded"}))["error"]
         assert "application/json" in message
+        await api.refused("/api/jobs", "too large", "65536", method="POST", status=413,
+                          payload={"agent": "shell", "prompt": "x" * 70_000})
         assert (await api.get("/api/jobs?q=bogus"))["total"] == 0
         assert ids(await api.get("/api/jobs?status=submitted")) == ["pending"]
         assert api.checked >= 30
