@@ -223,6 +223,15 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         await api.refused("/api/jobs/nosuch/events", "nosuch", status=404)
         await api.refused("/api/jobs/nosuch/output", "nosuch", status=404)
         assert api.checked >= 60
+
+        # A pruned job's events and output come from its archive.
+        before = (await api.get("/api/jobs/fail1/events"))["events"]
+        assert (await api.get("/api/jobs/fail1/output"))["text"] == "failing\n"
+        await mam_ok(ws, "prune", "--older-than", "0s", "--status", "failed", "--broker", url)
+        assert not (ws.logs / "fail1" / "events.jsonl").exists()
+        archived = (await api.get("/api/jobs/fail1/events"))["events"]
+        assert archived[:len(before)] == before and archived[-1]["event"]["type"] == "pruned"
+        assert (await api.get("/api/jobs/fail1/output"))["text"] == "failing\n"
         indexed = {query: await api.get(query) for query in SAME_WITHOUT_INDEX}
 
     # The same answers without the query index (a scan of the registry, one record at a time).
