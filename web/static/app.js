@@ -1,13 +1,78 @@
-// The dashboard: one event stream from the server (a snapshot, then changes), no polling.
+// The dashboard: one event stream from the server (a snapshot, then changes), no polling for jobs. The
+// table's page, the open job's tree and the charts are read from the JSON routes when the stream says
+// something changed (and the charts on a timer of their own); see listing.js, tree.js, stats.js.
 
+import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
+import { lines, stackedBars } from "./charts.js";
+import { refreshTimes } from "./dom.js";
+import { chosen, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, STREAM_KEYS } from "./listing.js";
+import { OutputPane } from "./output.js";
+import { fetchStats } from "./stats.js";
+import { drawTimeline } from "./timeline.js";
+import { drawTree, fetchTree, rootOf } from "./tree.js";
 import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
+
+const $ = (selector) => document.querySelector(selector);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
+const STATS_EVERY_MS = 30_000;
+const TIMES_EVERY_MS = 15_000;
 
 const state = {
   workspace: "", broker: "", connected: false, projector: null,
   jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "", diff: null,
+  page: null, serverPages: true, offset: 0, listProblem: "", tree: null, folded: new Set(), stats: null,
 };
 let stream = null;
 let pending = false;
+let output = null;
+
+// Work started by stream events runs once per burst: a second request while one is waiting joins it,
+// one arriving while it runs runs it again after.
+const runs = new Map();
+function soon(name, ms, work) {
+  const run = runs.get(name) || { timer: null, busy: false, again: false };
+  runs.set(name, run);
+  if (run.busy) {
+    run.again = true;
+    return;
+  }
+  if (run.timer) return;
+  run.timer = setTimeout(async () => {
+    run.timer = null;
+    run.busy = true;
+    try {
+      await work();
+    } finally {
+      run.busy = false;
+      if (run.again) {
+        run.again = false;
+        soon(name, ms, work);
+      }
+    }
+  }, ms);
+}
+
+function filters() {
+  try {
+    const given = chosen($("#filters"));
+    state.listProblem = "";
+    return given;
+  } catch (error) {
+    state.listProblem = error.message;
+    return {};
+  }
+}
+
+function pick(given, keys) {
+  return Object.fromEntries(Object.entries(given).filter(([key]) => keys.includes(key)));
+}
+
+/** The table's rows: the page, each row with the stream's newest fields over it. */
+function rows() {
+  if (!state.serverPages) state.page = localPage(state.jobs.values(), filters(), state.offset);
+  if (!state.page) return [];
+  return state.page.jobs.map((job) => ({ ...job, ...(state.jobs.get(job.job_id) || {}) }));
+}
 
 function draw() {
   if (pending) return;
@@ -15,19 +80,83 @@ function draw() {
   requestAnimationFrame(() => {
     pending = false;
     drawHeader(state);
-    drawJobs(state, open);
+    drawJobs(state, rows(), open);
     drawAgents(state);
     drawRefusals(state);
     drawDetail(state);
+    const detail = state.detail;
+    $("#main").classList.toggle("with-detail", Boolean(detail));
+    if (detail) {
+      output.show(detail.job_id, detail.output);
+      drawTimeline($("#timeline"), detail.events, detail.record && TERMINAL.has(detail.record.status));
+    }
+    drawTree($("#tree"), detail ? state.tree : null, {
+      selected: state.jobId, folded: state.folded, open, live: (id) => state.jobs.get(id),
+    });
+    drawCharts();
   });
 }
 
+function drawCharts() {
+  const stats = state.stats;
+  if (!stats || stats.drawn) return;
+  stats.drawn = true;
+  $("#charts-note").textContent = stats.error || (stats.source === "page" ? "from the jobs this page holds" : "");
+  if (stats.error) return;
+  stackedBars($("#chart-finished"), stats.finished || [], { label: "jobs finished per minute" });
+  lines($("#chart-queue"), stats.queue || [], { label: "queue depth", keys: ["queued", "running"] });
+  lines($("#chart-cost"), stats.cost || [], { label: "cost per agent", format: (usd) => `$${usd.toFixed(usd < 1 ? 4 : 2)}` });
+}
+
+async function refreshPage() {
+  if (!state.serverPages) return draw();
+  const given = filters();
+  try {
+    const page = await fetchPage(given, state.offset);
+    if (page === null) state.serverPages = false;
+    else {
+      state.page = page;
+      state.listProblem = page.error ? `the list: ${page.error}` : state.listProblem;
+    }
+  } catch (error) {
+    state.listProblem = `the list: ${error}`;
+  }
+  draw();
+}
+
+async function refreshTree() {
+  const jobId = state.jobId;
+  if (!jobId) return;
+  const pageRows = state.page ? state.page.jobs : [];
+  const treeRows = state.tree ? state.tree.jobs : [];
+  const known = (id) => {
+    if (state.detail && state.detail.record && state.detail.record.job_id === id) return state.detail.record;
+    return pageRows.find((j) => j.job_id === id) || treeRows.find((j) => j.job_id === id) || state.jobs.get(id);
+  };
+  const tree = await fetchTree(rootOf(jobId, known), [...state.jobs.values()]);
+  if (state.jobId !== jobId) return;
+  state.tree = tree;
+  draw();
+}
+
+async function refreshStats() {
+  state.stats = await fetchStats([...state.jobs.values()]);
+  draw();
+}
+
 function params() {
-  const form = new FormData(document.querySelector("#filters"));
-  const query = new URLSearchParams();
-  for (const key of ["status", "agent", "label"]) if (form.get(key)) query.set(key, form.get(key).trim());
+  const given = filters();
+  const query = new URLSearchParams(pick(given, STREAM_KEYS));
   if (state.jobId) query.set("job", state.jobId);
   return query;
+}
+
+/** The address bar: every filter, the page and the open job, so a reload (or a shared link) shows the same. */
+function remember() {
+  const query = new URLSearchParams(filters());
+  if (state.offset) query.set("offset", String(state.offset));
+  if (state.jobId) query.set("job", state.jobId);
+  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
 }
 
 function addEvent(entry) {
@@ -134,17 +263,24 @@ const handlers = {
     state.agents = new Map(data.agents.map((a) => [a.agent_id, a]));
     state.refusals = data.refusals;
     state.detail = null;
+    soon("page", 0, refreshPage);
+    soon("stats", 0, refreshStats);
     if (data.detail) {
       state.jobId = data.detail.job_id;
       state.detail = { ...data.detail, events: [], seen: new Set(), output: "", logStart: data.detail.log_start };
       data.detail.events.forEach(addEvent);
       if (data.detail.record && data.detail.record.prompt_cut) fetchWhole(data.detail.job_id);
+      soon("tree", 0, refreshTree);
     }
   },
   job({ record, shown, detail }) {
+    const before = state.jobs.get(record.job_id);
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
     if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
+    soon("page", 300, refreshPage);
+    if (state.detail) soon("tree", 500, refreshTree);
+    if (!before || before.status !== record.status) soon("stats", 2000, refreshStats);
   },
   event({ job_id, event }) {
     if (state.detail && state.detail.job_id === job_id) addEvent({ event });
@@ -167,7 +303,7 @@ const handlers = {
 function connect() {
   if (stream) stream.close();
   const query = params();
-  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
+  remember();
   stream = new EventSource(`/api/stream?${query}`);
   for (const [name, handle] of Object.entries(handlers)) {
     stream.addEventListener(name, (message) => {
@@ -183,28 +319,40 @@ function connect() {
 }
 
 function open(jobId) {
+  if (jobId !== state.jobId) state.tree = null;
   state.jobId = jobId;
   state.verdict = "";
+  $("#cancel-form").hidden = true;
   connect();
+}
+
+// Cancel asks first, in the page: the reason to record and whether the jobs delegated under it go too.
+function askCancel(tree) {
+  const form = $("#cancel-form");
+  form.hidden = false;
+  form.elements.tree.checked = tree;
+  $("#cancel-what").textContent = `Cancel ${state.jobId}? Its runner stops it; this cannot be undone.`;
+  form.elements.reason.focus();
 }
 
 async function cancel() {
   const jobId = state.jobId;
-  state.verdict = `asking to cancel ${jobId}…`;
+  const form = $("#cancel-form");
+  const tree = form.elements.tree.checked;
+  const reason = form.elements.reason.value.trim();
+  form.hidden = true;
+  form.elements.reason.value = "";
+  state.verdict = `asking to cancel ${jobId}${tree ? " and its tree" : ""}…`;
   draw();
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/cancel`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ reason: "cancelled from the dashboard" }),
-    });
-    const answer = await response.json();
-    state.verdict = response.ok
-      ? `cancel recorded: ${answer.job_id} is ${answer.status}`
-      : `cancel refused: ${answer.error}`;
-  } catch (error) {
-    state.verdict = `cancel failed: ${error}`;
-  }
+  state.verdict = await cancelJob(jobId, { reason, tree });
+  draw();
+}
+
+async function retry() {
+  const jobId = state.jobId;
+  state.verdict = `asking to retry ${jobId}…`;
+  draw();
+  state.verdict = await retryJob(jobId);
   draw();
 }
 
@@ -213,33 +361,81 @@ async function answer(text) {
   const record = state.detail && state.detail.record;
   state.verdict = `answering ${jobId}…`;
   draw();
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/answer`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ answer: text, question_id: record ? record.question_id : null }),
-    });
-    const reply = await response.json();
-    state.verdict = response.ok
-      ? `answer recorded: ${reply.job_id} is ${reply.status}`
-      : `answer refused: ${reply.error}`;
-  } catch (error) {
-    state.verdict = `answer failed: ${error}`;
-  }
+  state.verdict = await answerJob(jobId, text, record ? record.question_id : null);
   draw();
+}
+
+async function submit(form) {
+  const verdict = $("#submit-verdict");
+  let labels;
+  try {
+    labels = parseLabels(form.elements.labels.value);
+  } catch (error) {
+    verdict.textContent = error.message;
+    return;
+  }
+  const agent = form.elements.agent.value.trim();
+  verdict.textContent = `submitting for ${agent}…`;
+  const answer = await submitJob({ agent, prompt: form.elements.prompt.value, labels });
+  if (!answer.ok) {
+    verdict.textContent = `submit refused: ${answer.error}`;
+    return;
+  }
+  verdict.textContent = `submitted ${answer.job_id} (${answer.status})`;
+  form.elements.prompt.value = "";
+  open(answer.job_id);
+}
+
+function turnPage(step) {
+  const total = state.page ? state.page.total : 0;
+  state.offset = Math.max(0, Math.min(state.offset + step * PAGE_SIZE, Math.max(0, total - 1)));
+  remember();
+  soon("page", 0, refreshPage);
 }
 
 function start() {
   const query = new URLSearchParams(location.search);
-  const form = document.querySelector("#filters");
-  for (const key of ["status", "agent", "label"]) if (query.get(key)) form.elements[key].value = query.get(key);
+  const form = $("#filters");
+  for (const key of [...STREAM_KEYS, ...PAGE_KEYS]) {
+    const value = query.get(key);
+    if (value) form.elements[key].value = key === "since" || key === "until" ? localInput(value) : value;
+  }
+  state.offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
   state.jobId = query.get("job");
+  output = new OutputPane($("#output"), $("#jump"));
+  const refilter = () => {
+    state.offset = 0;
+    connect();
+  };
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    connect();
+    refilter();
   });
-  form.elements.status.addEventListener("change", connect);
-  document.querySelector("#cancel").addEventListener("click", cancel);
+  form.elements.status.addEventListener("change", refilter);
+  $("#prev").addEventListener("click", () => turnPage(-1));
+  $("#next").addEventListener("click", () => turnPage(1));
+  $("#cancel").addEventListener("click", () => askCancel(false));
+  $("#cancel-tree").addEventListener("click", () => askCancel(true));
+  $("#keep").addEventListener("click", () => {
+    $("#cancel-form").hidden = true;
+  });
+  $("#cancel-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    cancel();
+  });
+  $("#retry").addEventListener("click", retry);
+  const submitForm = $("#submit-form");
+  $("#new-job").addEventListener("click", () => {
+    submitForm.hidden = !submitForm.hidden;
+    $("#new-job").setAttribute("aria-expanded", String(!submitForm.hidden));
+    if (!submitForm.hidden) submitForm.elements.agent.focus();
+  });
+  submitForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit(submitForm);
+  });
+  setInterval(() => soon("stats", 0, refreshStats), STATS_EVERY_MS);
+  setInterval(() => refreshTimes(), TIMES_EVERY_MS);
   document.querySelector("#merge").addEventListener("click", () => land("merge", false));
   document.querySelector("#squash").addEventListener("click", () => land("merge", true));
   document.querySelector("#discard").addEventListener("click", () => land("discard", false));
