@@ -319,7 +319,8 @@ function connect() {
 }
 
 function open(jobId) {
-  if (jobId !== state.jobId) state.tree = null;
+  const inTree = state.tree && state.tree.jobs.some((job) => job.job_id === jobId);
+  if (!inTree && !(state.tree && state.tree.root === jobId)) state.tree = null;
   state.jobId = jobId;
   state.verdict = "";
   $("#cancel-form").hidden = true;
@@ -435,7 +436,11 @@ function start() {
     submit(submitForm);
   });
   setInterval(() => soon("stats", 0, refreshStats), STATS_EVERY_MS);
-  setInterval(() => refreshTimes(), TIMES_EVERY_MS);
+  setInterval(() => {
+    refreshTimes();
+    const record = state.detail && state.detail.record;
+    if (record && !TERMINAL.has(record.status)) draw();  // the timeline of a running job grows
+  }, TIMES_EVERY_MS);
   document.querySelector("#merge").addEventListener("click", () => land("merge", false));
   document.querySelector("#squash").addEventListener("click", () => land("merge", true));
   document.querySelector("#discard").addEventListener("click", () => land("discard", false));
