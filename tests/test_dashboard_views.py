@@ -30,6 +30,13 @@ def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Loca
     return page.locator(f'#jobs tbody tr[data-job-id="{job_id}"]')
 
 
+def page_errors(page) -> list[str]:  # noqa: ANN001 - playwright's Page
+    """The page's uncaught script errors, collected as they happen (a test asserts there were none)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
 async def fits(page, selector: str) -> None:  # noqa: ANN001 - playwright's Page
     scroll, client = await page.evaluate(FITS, selector)
     assert scroll <= client, f"{selector} overflows: scrollWidth {scroll} > clientWidth {client}"
@@ -89,6 +96,7 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
 
     async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
             agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-shell"):
+        errors = page_errors(page)
         await page.goto(page_url)
         await pub.submit(prompt=ANSI_SCRIPT, agent="shell", job_id="colours", wait=True)
         await row(page, "colours").click()
@@ -120,6 +128,7 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
         await page.wait_for_function(at_end, timeout=WAIT)
         await expect(output).to_contain_text("red 150 plain bright", timeout=WAIT)
         await page.wait_for_function(at_end, timeout=WAIT)  # and it followed to the very last line
+        assert errors == []
 
 
 async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_total(ws: WorkspacePaths) -> None:
@@ -130,6 +139,7 @@ async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_
             labels = {"team": "red"} if i % 20 == 0 else {"team": "blue"}
             await pub.submit(prompt=f"task number {i:02d}", agent="nobody", job_id=f"page-{i:02d}", labels=labels,
                              wait=i == 59)
+        errors = page_errors(page)
         await page.goto(page_url)
         options = await page.locator("#filters select[name=status] option").all_text_contents()
         assert set(options) == {"any"} | {s.value for s in Status}, options
@@ -171,6 +181,7 @@ async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_
         await pub.submit(prompt="one more", agent="nobody", job_id="page-60", wait=True)
         await expect(page.locator("#range")).to_have_text("1-50 of 61", timeout=WAIT)
         await expect(page.locator("#jobs tbody tr").first).to_have_attribute("data-job-id", "page-60")
+        assert errors == []
 
 
 async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_records_the_reason(
@@ -282,6 +293,7 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
 
     ws_id = workspace_id(ws.root)
     async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page:
+        errors = page_errors(page)
         await page.goto(page_url)
         await pub.submit(prompt="nobody runs this", agent="nobody", job_id="chart-queued", wait=True)
         async with agent_runner(url, ws, agent="claude-code", env=fake_env(), name="r-claude"):
@@ -308,3 +320,4 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
         shot = tmp_path / "dashboard-charts.png"
         await page.locator("#charts").screenshot(path=str(shot))
         save_screenshot(shot)
+        assert errors == []

@@ -25,6 +25,10 @@ const state = {
 let stream = null;
 let pending = false;
 let output = null;
+// What the timeline and the tree were last drawn from: a frame redraws them only when that changed (a job
+// printing fast sends an output event per line, each a frame).
+const drawn = { timeline: "", tree: "" };
+const versions = { jobs: 0, tree: 0, clock: 0 };
 
 // Work started by stream events runs once per burst: a second request while one is waiting joins it,
 // one arriving while it runs runs it again after.
@@ -88,11 +92,18 @@ function draw() {
     $("#main").classList.toggle("with-detail", Boolean(detail));
     if (detail) {
       output.show(detail.job_id, detail.output);
-      drawTimeline($("#timeline"), detail.events, detail.record && TERMINAL.has(detail.record.status));
+      const status = detail.record ? detail.record.status : "";
+      const timeline = `${detail.job_id} ${detail.events.length} ${status} ${versions.clock}`;
+      if (timeline !== drawn.timeline) drawTimeline($("#timeline"), detail.events, TERMINAL.has(status));
+      drawn.timeline = timeline;
     }
-    drawTree($("#tree"), detail ? state.tree : null, {
-      selected: state.jobId, folded: state.folded, open, live: (id) => state.jobs.get(id),
-    });
+    const tree = detail ? `${state.jobId} ${versions.tree} ${versions.jobs}` : "";
+    if (tree !== drawn.tree) {
+      drawTree($("#tree"), detail ? state.tree : null, {
+        selected: state.jobId, folded: state.folded, open, live: (id) => state.jobs.get(id),
+      });
+    }
+    drawn.tree = tree;
     drawCharts();
   });
 }
@@ -136,6 +147,7 @@ async function refreshTree() {
   const tree = await fetchTree(rootOf(jobId, known), [...state.jobs.values()]);
   if (state.jobId !== jobId) return;
   state.tree = tree;
+  versions.tree += 1;
   draw();
 }
 
@@ -260,6 +272,7 @@ const handlers = {
     Object.assign(state, { workspace: data.workspace, broker: data.broker, connected: data.connected });
     state.projector = data.projector;
     state.jobs = new Map(data.jobs.map((job) => [job.job_id, job]));
+    versions.jobs += 1;
     state.agents = new Map(data.agents.map((a) => [a.agent_id, a]));
     state.refusals = data.refusals;
     state.detail = null;
@@ -275,6 +288,7 @@ const handlers = {
   },
   job({ record, shown, detail }) {
     const before = state.jobs.get(record.job_id);
+    versions.jobs += 1;
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
     if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
@@ -320,7 +334,10 @@ function connect() {
 
 function open(jobId) {
   const inTree = state.tree && state.tree.jobs.some((job) => job.job_id === jobId);
-  if (!inTree && !(state.tree && state.tree.root === jobId)) state.tree = null;
+  if (!inTree && !(state.tree && state.tree.root === jobId)) {
+    state.tree = null;
+    versions.tree += 1;
+  }
   state.jobId = jobId;
   state.verdict = "";
   $("#cancel-form").hidden = true;
@@ -439,7 +456,10 @@ function start() {
   setInterval(() => {
     refreshTimes();
     const record = state.detail && state.detail.record;
-    if (record && !TERMINAL.has(record.status)) draw();  // the timeline of a running job grows
+    if (record && !TERMINAL.has(record.status)) {  // the timeline of a running job grows
+      versions.clock += 1;
+      draw();
+    }
   }, TIMES_EVERY_MS);
   document.querySelector("#merge").addEventListener("click", () => land("merge", false));
   document.querySelector("#squash").addEventListener("click", () => land("merge", true));
