@@ -78,9 +78,9 @@ export function drawJobs(state, rows, open) {
       const prompt = asks(job) || job.prompt;
       const tr = row(
         [el("td", { class: "id", title: job.job_id }, job.job_id), status(job.status), cell(job.agent),
-         cell(job.runner, { class: "wide" }), cell(labels, { class: "wide" }), when(job.submitted_at),
+         cell(job.runner, { class: "wide" }), cell(labels, { class: "wider" }), when(job.submitted_at),
          cell(duration(ran(job))), cell(job.exit_code, { class: "wide num" }), cell(job.attempt, { class: "wide num" }),
-         cell(job.parent, { class: "wide id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
+         cell(job.parent, { class: "wider id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
       tr.addEventListener("click", () => open(job.job_id));
