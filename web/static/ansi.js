@@ -5,8 +5,11 @@
 // ansi-bold (1), ansi-dim (2), ansi-italic (3), ansi-underline (4); 0 (or an empty ESC[m) resets.
 
 const ESC = "\u001b";
-// A complete CSI sequence (parameters, intermediates, final byte), an OSC string, or another two-byte escape.
-const SEQUENCE = /\u001b(?:\[([0-?]*)[ -/]*([@-~])|\][^\u0007\u001b]*(?:\u0007|\u001b\\)|[@-Z\\-_])/g;
+// A complete CSI sequence (parameters, intermediates, final byte), an OSC string, or another escape
+// (intermediates, then a final byte: ESC ( B, ESC 7, ESC M ...).
+const SEQUENCE = /\u001b(?:\[([0-?]*)[ -/]*([@-~])|\][^\u0007\u001b]*(?:\u0007|\u001b\\)|[ -/]*[0-Z\\-~])/g;
+// The start of one of those, cut off at the end of a chunk.
+const UNFINISHED = /^\u001b(?:\[[0-?]*[ -/]*|\][^\u0007\u001b]*\u001b?|[ -/]*)$/;
 
 function styleAfter(style, params) {
   const codes = params === "" ? [0] : params.split(";").map((p) => (p === "" ? 0 : Number(p)));
@@ -57,14 +60,9 @@ export class AnsiRenderer {
     let text = this.pending + chunk;
     this.pending = "";
     const cut = text.lastIndexOf(ESC);
-    if (cut >= 0 && cut > text.length - 64) {
-      const tail = text.slice(cut);
-      SEQUENCE.lastIndex = 0;
-      const whole = SEQUENCE.exec(tail);
-      if (!whole || whole.index !== 0) {  // an unfinished sequence at the end: keep it for the next chunk
-        this.pending = tail;
-        text = text.slice(0, cut);
-      }
+    if (cut >= 0 && text.length - cut <= 256 && UNFINISHED.test(text.slice(cut))) {
+      this.pending = text.slice(cut);  // an unfinished sequence at the end: kept for the next chunk
+      text = text.slice(0, cut);
     }
     const nodes = [];
     let at = 0;
