@@ -83,7 +83,11 @@ export function drawJobs(state, rows, open) {
          cell(job.parent, { class: "wider id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
+      tr.tabIndex = 0;  // reachable by keyboard: Enter opens it
       tr.addEventListener("click", () => open(job.job_id));
+      tr.addEventListener("keydown", (event) => {
+        if (event.key === "Enter") open(job.job_id);
+      });
       return tr;
     }),
   );
@@ -107,6 +111,12 @@ function busy(a) {
 }
 
 export function drawAgents(state) {
+  const names = [...new Set([...state.agents.values()].map((a) => a.agent))].sort();
+  const known = $("#known-agents");
+  if (known.dataset.names !== names.join(" ")) {  // the submit form offers the agents runners serve
+    known.dataset.names = names.join(" ");
+    known.replaceChildren(...names.map((name) => el("option", { value: name })));
+  }
   const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
   const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
