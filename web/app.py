@@ -1,5 +1,7 @@
 """The dashboard's one app: the page, its static files, one event stream, a job's record and log
-pages, the cancel and answer actions, a worktree job's diff, merge and discard (`landing.py`).
+pages, the cancel and answer actions, a worktree job's diff, merge and discard (`landing.py`), the
+JSON read API (`reading_api.py`), submit, retry and cancel with a reason or a tree (`actions.py`),
+its OpenAPI description (`openapi.py`, docs/api.md) and the favicon.
 
 Handlers only translate HTTP to the calls the CLI makes: the stream reads the
 hub (`stream.py`), a job's record and log pages are read like `mam show` and
@@ -29,11 +31,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mam import events as ev
 from mam.agents.publisher import Publisher
 from mam.broker_list import Brokers
-from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused
+from mam.errors import EXIT_USAGE, MamError
 from mam.ids import validate_job_id
 from mam.query import NoSuchJob, resolve_job_id
 from mam.reading import resolve_id
+from mam.web.actions import action_routes, http_status
 from mam.web.auth import Logins, RequireLogin
+from mam.web.favicon import favicon
 from mam.web.filters import from_params
 from mam.web.hub import Hub
 from mam.web.joblog import log_page
@@ -41,6 +45,8 @@ from mam.web.landing import diff as landing_diff
 from mam.web.landing import land
 from mam.web.limits import BodyLimit, StreamCount
 from mam.web.metrics import registry_for
+from mam.web.openapi import openapi
+from mam.web.reading_api import read_routes
 from mam.web.stream import full_record, page_stream
 
 STATIC = Path(__file__).parent / "static"
@@ -114,17 +120,16 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         except (msgspec.DecodeError, ev.EventError) as exc:
             return JSONResponse({"error": f"bad request: {exc}"}, 400)
         except MamError as exc:
-            return JSONResponse({"error": str(exc)}, _http_status(exc))
+            return JSONResponse({"error": str(exc)}, http_status(exc))
         return JSONResponse({"job_id": record.job_id, "status": record.status.value})
-
-    async def cancel(request: Request) -> Response:
-        return await publish(request, lambda body: ev.CancelRequested(reason=body.get("reason")))
 
     async def answer(request: Request) -> Response:
         """`mam answer`: the answer to a waiting job's question (`{"answer": ..., "question_id": ...}`)."""
         return await publish(
             request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
         )
+
+    actions = action_routes(hub, broker, _job)
 
     async def diff(request: Request) -> Response:
         """A worktree job's diff against its base, size-capped (`landing.py`)."""
@@ -140,6 +145,13 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         """Prometheus text format (read in the event loop: the collectors only take sizes and sums)."""
         return Response(generate_latest(scraped), media_type=CONTENT_TYPE_LATEST)
 
+    async def icon(request: Request) -> Response:
+        return Response(favicon(), media_type="image/x-icon")
+
+    async def description(request: Request) -> Response:
+        """The OpenAPI 3.1 description of every route (`openapi.py`)."""
+        return JSONResponse(openapi())
+
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
@@ -148,15 +160,20 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
     routes = [
         Route("/", page),
         Route("/api/stream", stream),
+        *read_routes(hub, _job),
+        Route("/api/jobs", actions["submit"], methods=["POST"]),
         Route("/api/jobs/{job_id}", job),
         Route("/api/jobs/{job_id}/log", log),
-        Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+        Route("/api/jobs/{job_id}/cancel", actions["cancel"], methods=["POST"]),
+        Route("/api/jobs/{job_id}/retry", actions["retry"], methods=["POST"]),
         Route("/api/jobs/{job_id}/answer", answer, methods=["POST"]),
         Route("/api/jobs/{job_id}/diff", diff),
         Route("/api/jobs/{job_id}/merge", merge, methods=["POST"]),
         Route("/api/jobs/{job_id}/discard", discard, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
         Route("/metrics", metrics_text),
+        Route("/api/openapi.json", description),
+        Route("/favicon.ico", icon),
     ]
     return Starlette(routes=routes, middleware=middleware)
 
@@ -169,12 +186,6 @@ def _job(text: str, hub: Hub) -> str:
         if not hub.indexed:
             return text  # its record may still be in the registry: the detail says so if not
     return resolve_id(hub.workspace, text)  # the hub holds only the newest jobs: ask the registry
-
-
-def _http_status(exc: MamError) -> int:
-    if isinstance(exc, Refused):
-        return 409
-    return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
 
 
 class CountedStream(StreamingResponse):

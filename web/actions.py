@@ -1,0 +1,193 @@
+"""The dashboard's writes beyond answer and landing: submit, retry, and cancel with a reason or a whole tree.
+
+Each is what its command does (`mam submit`, `mam retry`, `mam cancel --tree`),
+through the `Publisher`, with the projector's verdict as the reply: 201 and the
+new job's status for a submit or a retry, 409 with the projector's reason when
+it refuses. Bodies are JSON only (`application/json`: a cross-site form cannot
+send one; the CSRF defence) and at most `limits.MAX_BODY` bytes; a field of the
+wrong type or an unknown field is refused naming it, before anything is published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from mam import events as ev
+from mam.agents.cancel_tree import cancel_tree
+from mam.agents.cli_retry import resubmission
+from mam.agents.publisher import Publisher, new_job_id, run_limit
+from mam.broker_list import Brokers
+from mam.cli_args import agent_name
+from mam.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
+from mam.ids import validate_job_id
+from mam.provenance import git_info
+from mam.query import check_write_id
+from mam.web.hub import Hub
+
+VERDICT_WAIT = 30.0
+"""How long a write waits for the projector's verdict (`mam submit --timeout`'s default)."""
+
+Resolve = Callable[[str, Hub], str]
+T = TypeVar("T")
+
+
+class SubmitBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`POST /api/jobs`: `mam submit`'s fields, named as the MCP `submit_job` tool names them."""
+
+    agent: str
+    prompt: str
+    job_id: str | None = None
+    role: str | None = None
+    labels: dict[str, str] | None = None
+    parent: str | None = None
+    job_timeout: float | None = None
+    timeout: float | None = None
+    """The job's run limit in seconds, as `job_timeout` (MCP's older name for it)."""
+    retries: int | None = None
+    retry_on: list[str] | None = None
+    backoff: float | None = None
+    after: list[str] | None = None
+    permissions: Literal["read-only", "edit", "full"] | None = None
+    resume: str | None = None
+    model: str | None = None
+    max_turns: int | None = None
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    tree_budget_tokens: int | None = None
+    tree_budget_usd: float | None = None
+
+
+class CancelBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: str | None = None
+    tree: bool = False
+
+
+class RetryBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    job_id: str | None = None
+    """The new job's id (default: generated)."""
+
+
+def http_status(exc: MamError) -> int:
+    if isinstance(exc, Refused):
+        return 409
+    return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
+
+
+async def body_of(request: Request, kind: type[T]) -> T:
+    """The JSON body as `kind`; `UsageError` naming the field, or the content type, when it is not."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise _NotJson
+    try:
+        return msgspec.json.decode(await request.body() or b"{}", type=kind)
+    except msgspec.ValidationError as exc:
+        message, _, where = str(exc).partition(" - at `$.")
+        raise UsageError(f"{where.split('`')[0].split('.')[0].split('[')[0]}: {message}" if where
+                         else f"bad request: {message}") from None
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"bad request: the body is not JSON ({exc})") from None
+
+
+class _NotJson(Exception):
+    pass
+
+
+def checked(event: ev.AnyEvent) -> ev.AnyEvent:
+    """Validated with the projector's own schema, naming the field (`role: Expected str of length <= 256`)."""
+    try:
+        return ev.decode_event(ev.encode_event(event))
+    except ev.EventError as exc:
+        message = str(exc).removeprefix("invalid event: ")
+        found = re.search(r"`\$\.([A-Za-z_]+)", message)
+        raise UsageError(f"{found.group(1)}: {message.split(' - at ')[0]}" if found else message) from None
+
+
+def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Callable[[Request], Any]]:
+    """The handlers: `submit`, `retry`, `cancel`."""
+
+    def written(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _NotJson:
+                return JSONResponse({"error": "send the request as application/json"}, 415)
+            except MamError as exc:
+                return JSONResponse({"error": str(exc)}, http_status(exc))
+        return run
+
+    def write_id(text: str, verb: str) -> str:
+        found = resolve(validate_job_id(text), hub)
+        check_write_id(text, found, verb)
+        return found
+
+    async def submit(request: Request) -> Response:
+        body = await body_of(request, SubmitBody)
+        if not body.prompt.strip():
+            raise UsageError("prompt: the prompt is empty")
+        try:
+            agent_name(body.agent)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"agent: {exc}") from None
+        job_id = validate_job_id(body.job_id) if body.job_id else new_job_id()
+        limit = run_limit(body.job_timeout, body.timeout)
+        after = [resolve(validate_job_id(job), hub) for job in body.after] if body.after else None
+        parent = resolve(validate_job_id(body.parent), hub) if body.parent else None
+        policy = ev.submit_policy(retries=body.retries, retry_on=body.retry_on, backoff=body.backoff, after=after)
+        limits = {name: value for name in ("model", "max_turns", "budget_tokens", "budget_usd",
+                                           "tree_budget_tokens", "tree_budget_usd")
+                  if (value := getattr(body, name)) is not None}
+        checked(ev.Submitted(prompt=body.prompt, agent=body.agent, role=body.role, labels=body.labels or {},
+                             timeout=limit, parent=parent, **policy,
+                             **({"permissions": body.permissions} if body.permissions else {}), **limits))
+        async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
+            record = await pub.submit(
+                prompt=body.prompt, agent=body.agent, job_id=job_id, role=body.role, labels=body.labels,
+                job_timeout=limit, parent=parent, no_parent=parent is None, wait=True, wait_timeout=VERDICT_WAIT,
+                retries=body.retries, retry_on=body.retry_on, backoff=body.backoff, after=after,
+                permissions=body.permissions,
+                resume=resolve(validate_job_id(body.resume), hub) if body.resume else None, **limits)
+        assert not isinstance(record, str)
+        return JSONResponse({"job_id": record.job_id, "status": record.status.value}, 201)
+
+    async def retry(request: Request) -> Response:
+        body = await body_of(request, RetryBody)
+        old_id = write_id(request.path_params["job_id"], "retry")
+        new_id = validate_job_id(body.job_id) if body.job_id else new_job_id()
+        async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
+            old = await pub.state(old_id)
+            if old is None:
+                raise Refused(f"no job {old_id!r} is known in workspace {hub.workspace.id}: check the id with "
+                              "`mam jobs`")
+            if not old.status.terminal:
+                raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
+                              "(cancel it first to start it over)")
+            git = await anyio.to_thread.run_sync(git_info, hub.workspace.root)
+            record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=VERDICT_WAIT)
+        return JSONResponse({"job_id": record.job_id, "status": record.status.value, "retry_of": old_id}, 201)
+
+    async def cancel(request: Request) -> Response:
+        """`mam cancel` (exact id, as before) with an optional `reason`; `tree`: `mam cancel --tree`."""
+        body = await body_of(request, CancelBody)
+        job_id = validate_job_id(request.path_params["job_id"])
+        event = checked(ev.CancelRequested(reason=body.reason, **({"tree": True} if body.tree else {})))
+        assert isinstance(event, ev.CancelRequested)
+        async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
+            if not body.tree:
+                record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
+                return JSONResponse({"job_id": record.job_id, "status": record.status.value})
+            records = await cancel_tree(pub, job_id, event, timeout=VERDICT_WAIT, wait=False)
+        return JSONResponse({"job_id": records[0].job_id, "status": records[0].status.value,
+                             "tree": [{"job_id": r.job_id, "status": r.status.value,
+                                       "cancel_requested": r.cancel_requested_at is not None} for r in records]})
+
+    return {"submit": written(submit), "retry": written(retry), "cancel": written(cancel)}
+
+
+__all__ = ["CancelBody", "RetryBody", "SubmitBody", "action_routes", "body_of", "http_status"]
