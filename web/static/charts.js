@@ -23,10 +23,13 @@ function colour(key, index) {
   return OUTCOME_COLOURS[key] || PALETTE[index % PALETTE.length];
 }
 
-/** The series a chart's points name (every key but `t`), in the order first seen. */
+/** The series a chart's points name with a value other than 0 somewhere (every key but `t`), in the order first
+seen: an outcome nothing ended in stays out of the legend. */
 export function seriesOf(points) {
   const keys = [];
-  for (const point of points) for (const key of Object.keys(point)) if (key !== "t" && !keys.includes(key)) keys.push(key);
+  for (const point of points) {
+    for (const [key, value] of Object.entries(point)) if (key !== "t" && Number(value) && !keys.includes(key)) keys.push(key);
+  }
   return keys;
 }
 
