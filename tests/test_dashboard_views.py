@@ -307,6 +307,8 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
             await expect(last_seen).to_have_text(re.compile(r"just now|\d+ s ago"))
             assert await last_seen.get_attribute("title")  # the local time
 
+        await page.locator("#chart-window").select_option("15m")  # 15-second buckets
+        await expect(page.locator("#charts figcaption").first).to_have_text("jobs finished per 15 s", timeout=WAIT)
         bars = page.locator('#chart-finished rect.bar[data-series="succeeded"]')
         await expect(bars.first).to_be_attached(timeout=WAIT)
         heights = await bars.evaluate_all("(bars) => bars.map((b) => b.getBoundingClientRect().height)")

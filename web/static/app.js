@@ -7,7 +7,7 @@ import { lines, stackedBars } from "./charts.js";
 import { refreshTimes } from "./dom.js";
 import { chosen, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, STREAM_KEYS } from "./listing.js";
 import { OutputPane } from "./output.js";
-import { fetchStats } from "./stats.js";
+import { DEFAULT_WINDOW, fetchStats, WINDOWS } from "./stats.js";
 import { drawTimeline } from "./timeline.js";
 import { drawTree, fetchTree, rootOf } from "./tree.js";
 import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
@@ -112,9 +112,11 @@ function drawCharts() {
   const stats = state.stats;
   if (!stats || stats.drawn) return;
   stats.drawn = true;
-  $("#charts-note").textContent = stats.error || (stats.source === "page" ? "from the jobs this page holds" : "");
+  $("#charts-source").textContent = stats.error || (stats.source === "page" ? "(from the jobs this page holds)" : "");
   if (stats.error) return;
-  stackedBars($("#chart-finished"), stats.finished || [], { label: "jobs finished per minute" });
+  const per = stats.window.per;
+  for (const caption of document.querySelectorAll("#charts .per")) caption.textContent = per;
+  stackedBars($("#chart-finished"), stats.finished || [], { label: `jobs finished per ${per}` });
   lines($("#chart-queue"), stats.queue || [], { label: "queue depth", keys: ["queued", "running"] });
   lines($("#chart-cost"), stats.cost || [], { label: "cost per agent", format: (usd) => `$${usd.toFixed(usd < 1 ? 4 : 2)}` });
 }
@@ -151,8 +153,15 @@ async function refreshTree() {
   draw();
 }
 
+function chartWindow() {
+  return WINDOWS[$("#chart-window").value] || WINDOWS[DEFAULT_WINDOW];
+}
+
 async function refreshStats() {
-  state.stats = await fetchStats([...state.jobs.values()]);
+  const span = chartWindow();
+  const stats = await fetchStats([...state.jobs.values()], span);
+  if (span !== chartWindow()) return;  // another window was picked meanwhile: its answer is on its way
+  state.stats = { ...stats, window: span };
   draw();
 }
 
@@ -167,6 +176,7 @@ function params() {
 function remember() {
   const query = new URLSearchParams(filters());
   if (state.offset) query.set("offset", String(state.offset));
+  if ($("#chart-window").value !== DEFAULT_WINDOW) query.set("window", $("#chart-window").value);
   if (state.jobId) query.set("job", state.jobId);
   history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
 }
@@ -419,6 +429,11 @@ function start() {
     if (value) form.elements[key].value = key === "since" || key === "until" ? localInput(value) : value;
   }
   state.offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
+  if (WINDOWS[query.get("window")]) $("#chart-window").value = query.get("window");
+  $("#chart-window").addEventListener("change", () => {
+    remember();
+    soon("stats", 0, refreshStats);
+  });
   state.jobId = query.get("job");
   output = new OutputPane($("#output"), $("#jump"));
   const refilter = () => {

@@ -1,28 +1,35 @@
 // What the charts show: GET /api/stats (the server's counts over the registry), or, from a server without
 // that route, the same shape worked out from the jobs the page's stream holds (the newest 500).
 
-export const MINUTES = 60;
-export const BUCKET_S = 60;
+/** The windows a person picks from: how far back, in buckets of how many seconds, and what a bucket is. */
+export const WINDOWS = {
+  "15m": { minutes: 15, bucket: 15, per: "15 s" },
+  "1h": { minutes: 60, bucket: 60, per: "minute" },
+  "6h": { minutes: 360, bucket: 300, per: "5 min" },
+  "24h": { minutes: 1440, bucket: 1200, per: "20 min" },
+  "7d": { minutes: 10080, bucket: 3600, per: "hour" },
+};
+export const DEFAULT_WINDOW = "1h";
 const TERMINAL = ["succeeded", "failed", "cancelled", "timed_out", "lost"];
 
-export async function fetchStats(jobs) {
+export async function fetchStats(jobs, span = WINDOWS[DEFAULT_WINDOW]) {
   try {
-    const response = await fetch(`/api/stats?minutes=${MINUTES}&bucket=${BUCKET_S}`);
+    const response = await fetch(`/api/stats?minutes=${span.minutes}&bucket=${span.bucket}`);
     if (response.ok) return { ...(await response.json()), source: "server" };
     if (response.status !== 404) return { error: `stats: HTTP ${response.status}` };
   } catch (error) {
     return { error: `stats: ${error}` };
   }
-  return { ...statsFrom(jobs, Date.now()), source: "page" };
+  return { ...statsFrom(jobs, Date.now(), span), source: "page" };
 }
 
 const at = (iso) => (iso ? Date.parse(iso) : NaN);
 
 /** {bucket_s, from, to, finished, queue, cost} from job rows, as /api/stats answers. */
-export function statsFrom(jobs, now) {
-  const step = BUCKET_S * 1000;
+export function statsFrom(jobs, now, span = WINDOWS[DEFAULT_WINDOW]) {
+  const step = span.bucket * 1000;
   const to = Math.ceil(now / step) * step;
-  const from = to - MINUTES * 60 * 1000;
+  const from = to - span.minutes * 60 * 1000;
   const finished = [];
   const queue = [];
   const cost = [];
@@ -49,5 +56,5 @@ export function statsFrom(jobs, now) {
       else if (started <= end && !(ended <= end)) point.running += 1;
     });
   }
-  return { bucket_s: BUCKET_S, from: new Date(from).toISOString(), to: new Date(to).toISOString(), finished, queue, cost };
+  return { bucket_s: span.bucket, from: new Date(from).toISOString(), to: new Date(to).toISOString(), finished, queue, cost };
 }
