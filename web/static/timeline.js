@@ -67,8 +67,9 @@ export function drawTimeline(target, events, finished) {
   const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", class: "timeline",
                             "aria-label": "the job's events over time" });
   root.append(svg("line", { x1: LEFT, y1: BAND_Y + BAND_H + 6, x2: WIDTH - RIGHT, y2: BAND_Y + BAND_H + 6, class: "axis" }));
+  const right = finished ? last : first + span;  // an unfinished phase runs to the axis' end
   for (const band of phases(timed)) {
-    const to = band.to ?? last;
+    const to = band.to ?? right;
     const rect = svg("rect", { x: x(band.from).toFixed(1), y: BAND_Y, width: Math.max(1, x(to) - x(band.from)).toFixed(1),
                                height: BAND_H, class: `phase ${band.phase}`, "data-phase": band.phase });
     rect.append(svg("title", {}, `${band.phase} (attempt ${band.attempt}) from ${absolute(new Date(band.from).toISOString())}`));

@@ -1,6 +1,6 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { count, duration, el, fill, row, short, when } from "./dom.js";
+import { absolute, ago, count, duration, el, fill, row, short, when } from "./dom.js";
 import { rangeText } from "./listing.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -180,6 +180,14 @@ function drawChanges(state, record) {
   $("#diff").textContent = diff && !diff.error ? diff.diff : "";
 }
 
+// A record's value as text; a time (`*_at`) in the reader's local time and how long ago, the stored UTC on hover.
+function recordValue(key, value) {
+  if (key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value))) {
+    return el("div", { title: value }, `${absolute(value)} (${ago(value)})`);
+  }
+  return el("div", {}, typeof value === "object" ? JSON.stringify(value) : String(value));
+}
+
 export function drawDetail(state) {
   const detail = state.detail;
   $("#detail").hidden = !detail;
@@ -205,7 +213,7 @@ export function drawDetail(state) {
     $("#record tbody"),
     Object.entries(record || {})
       .filter(([, v]) => v !== null && v !== "" && !(typeof v === "object" && Object.keys(v).length === 0))
-      .map(([k, v]) => row([el("th", {}, k), el("td", {}, el("div", {}, typeof v === "object" ? JSON.stringify(v) : String(v)))])),
+      .map(([k, v]) => row([el("th", {}, k), el("td", {}, recordValue(k, v))])),
   );
   fill(
     $("#events tbody"),
