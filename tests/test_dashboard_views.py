@@ -155,6 +155,14 @@ async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_
         await expect(page.locator("#next")).to_be_disabled()
         await page.locator("#prev").click()
         await expect(page.locator("#range")).to_have_text("1-50 of 60", timeout=WAIT)
+        # A header sorts: "submitted" is newest first; a click makes it oldest first, another click back.
+        submitted = page.locator('#jobs th[data-sort="submitted"]')
+        await expect(submitted).to_have_attribute("aria-sort", "descending")
+        await submitted.click()
+        await expect(submitted).to_have_attribute("aria-sort", "ascending")
+        await expect(page.locator("#jobs tbody tr").first).to_have_attribute("data-job-id", "page-00", timeout=WAIT)
+        await submitted.click()
+        await expect(page.locator("#jobs tbody tr").first).to_have_attribute("data-job-id", "page-59", timeout=WAIT)
 
         filters = page.locator("#filters")
         await filters.locator("input[name=q]").fill("number 42")  # the prompt

@@ -5,7 +5,9 @@
 import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
 import { lines, stackedBars } from "./charts.js";
 import { refreshTimes } from "./dom.js";
-import { chosen, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, STREAM_KEYS } from "./listing.js";
+import {
+  chosen, DEFAULT_SORT, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, SORT_KEYS, STREAM_KEYS,
+} from "./listing.js";
 import { OutputPane } from "./output.js";
 import { DEFAULT_WINDOW, fetchStats, WINDOWS } from "./stats.js";
 import { drawTimeline } from "./timeline.js";
@@ -20,7 +22,7 @@ const TIMES_EVERY_MS = 15_000;
 const state = {
   workspace: "", broker: "", connected: false, projector: null,
   jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "", diff: null,
-  page: null, serverPages: true, offset: 0, listProblem: "", tree: null, folded: new Set(), stats: null,
+  page: null, serverPages: true, offset: 0, sort: DEFAULT_SORT, listProblem: "", tree: null, folded: new Set(), stats: null,
 };
 let stream = null;
 let pending = false;
@@ -73,7 +75,7 @@ function pick(given, keys) {
 
 /** The table's rows: the page, each row with the stream's newest fields over it. */
 function rows() {
-  if (!state.serverPages) state.page = localPage(state.jobs.values(), filters(), state.offset);
+  if (!state.serverPages) state.page = localPage(state.jobs.values(), filters(), state.offset, PAGE_SIZE, state.sort);
   if (!state.page) return [];
   return state.page.jobs.map((job) => ({ ...job, ...(state.jobs.get(job.job_id) || {}) }));
 }
@@ -125,7 +127,7 @@ async function refreshPage() {
   if (!state.serverPages) return draw();
   const given = filters();
   try {
-    const page = await fetchPage(given, state.offset);
+    const page = await fetchPage(given, state.offset, PAGE_SIZE, state.sort);
     if (page === null) state.serverPages = false;
     else {
       state.page = page;
@@ -176,6 +178,7 @@ function params() {
 function remember() {
   const query = new URLSearchParams(filters());
   if (state.offset) query.set("offset", String(state.offset));
+  if (state.sort !== DEFAULT_SORT) query.set("sort", state.sort);
   if ($("#chart-window").value !== DEFAULT_WINDOW) query.set("window", $("#chart-window").value);
   if (state.jobId) query.set("job", state.jobId);
   history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
@@ -414,6 +417,23 @@ async function submit(form) {
   open(answer.job_id);
 }
 
+// A sortable header: a first click sorts by it (newest, longest or Z first), the next reverses.
+function sortBy(key) {
+  state.sort = state.sort === `-${key}` ? key : `-${key}`;
+  state.offset = 0;
+  drawSort();
+  remember();
+  soon("page", 0, refreshPage);
+}
+
+function drawSort() {
+  for (const th of document.querySelectorAll("#jobs th[data-sort]")) {
+    const key = th.dataset.sort;
+    const order = state.sort === key ? "ascending" : state.sort === `-${key}` ? "descending" : "none";
+    th.setAttribute("aria-sort", order);
+  }
+}
+
 function turnPage(step) {
   const total = state.page ? state.page.total : 0;
   state.offset = Math.max(0, Math.min(state.offset + step * PAGE_SIZE, Math.max(0, total - 1)));
@@ -429,6 +449,17 @@ function start() {
     if (value) form.elements[key].value = key === "since" || key === "until" ? localInput(value) : value;
   }
   state.offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
+  const sort = query.get("sort") || DEFAULT_SORT;
+  if (SORT_KEYS.includes(sort.replace(/^-/, ""))) state.sort = sort;
+  for (const th of document.querySelectorAll("#jobs th[data-sort]")) {
+    th.tabIndex = 0;
+    th.title = `sort by ${th.dataset.sort}`;
+    th.addEventListener("click", () => sortBy(th.dataset.sort));
+    th.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") sortBy(th.dataset.sort);
+    });
+  }
+  drawSort();
   if (WINDOWS[query.get("window")]) $("#chart-window").value = query.get("window");
   $("#chart-window").addEventListener("change", () => {
     remember();

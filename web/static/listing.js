@@ -5,6 +5,9 @@
 // and labels), the time range (since, until: submitted in it) and the paging (limit, offset).
 
 export const PAGE_SIZE = 50;
+export const DEFAULT_SORT = "-submitted";
+/** What a column header sorts by (GET /api/jobs `sort`, `-` first for descending). */
+export const SORT_KEYS = ["submitted", "status", "agent", "duration"];
 export const STREAM_KEYS = ["status", "agent", "label"];
 export const PAGE_KEYS = ["q", "since", "until"];
 
@@ -34,8 +37,8 @@ export function localInput(iso) {
   return local.toISOString().slice(0, 16);
 }
 
-export async function fetchPage(filters, offset, limit = PAGE_SIZE) {
-  const query = new URLSearchParams({ ...filters, limit: String(limit), offset: String(offset) });
+export async function fetchPage(filters, offset, limit = PAGE_SIZE, sort = DEFAULT_SORT) {
+  const query = new URLSearchParams({ ...filters, sort, limit: String(limit), offset: String(offset) });
   const response = await fetch(`/api/jobs?${query}`);
   if (response.status === 404 || response.status === 405) return null;  // a server without the route
   const answer = await response.json();
@@ -51,7 +54,28 @@ const newestFirst = (a, b) =>
   a.submitted_at === b.submitted_at ? (a.job_id < b.job_id ? 1 : -1) : a.submitted_at < b.submitted_at ? 1 : -1;
 
 /** The page from job rows the page already holds (the stream's, already filtered by status, agent, label). */
-export function localPage(jobs, filters, offset, limit = PAGE_SIZE) {
+function sortValue(job, key) {
+  if (key === "submitted") return job.submitted_at || "";
+  if (key === "duration") {
+    const started = Date.parse(job.started_at || "");
+    if (Number.isNaN(started)) return -1;
+    return (job.finished_at ? Date.parse(job.finished_at) : Date.now()) - started;
+  }
+  return job[key] || "";
+}
+
+function sorter(sort) {
+  const key = sort.replace(/^-/, "");
+  const sign = sort.startsWith("-") ? -1 : 1;
+  return (a, b) => {
+    const x = sortValue(a, key);
+    const y = sortValue(b, key);
+    if (x !== y) return x < y ? -sign : sign;
+    return newestFirst(a, b);
+  };
+}
+
+export function localPage(jobs, filters, offset, limit = PAGE_SIZE, sort = DEFAULT_SORT) {
   const words = (filters.q || "").toLowerCase();
   const since = filters.since ? Date.parse(filters.since) : -Infinity;
   const until = filters.until ? Date.parse(filters.until) : Infinity;
@@ -59,7 +83,7 @@ export function localPage(jobs, filters, offset, limit = PAGE_SIZE) {
     const at = Date.parse(job.submitted_at);
     if (at < since || at > until) return false;
     return !words || `${job.prompt || ""} ${labelText(job)}`.toLowerCase().includes(words);
-  }).sort(newestFirst);
+  }).sort(sort === DEFAULT_SORT ? newestFirst : sorter(sort));
   return { total: matching.length, offset, limit, jobs: matching.slice(offset, offset + limit), source: "page" };
 }
 
