@@ -223,6 +223,24 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         await api.refused("/api/jobs/nosuch/events", "nosuch", status=404)
         await api.refused("/api/jobs/nosuch/output", "nosuch", status=404)
         assert api.checked >= 60
+        indexed = {query: await api.get(query) for query in SAME_WITHOUT_INDEX}
+
+    # The same answers without the query index (a scan of the registry, one record at a time).
+    for name in (".index.sqlite", ".index.sqlite-wal", ".index.sqlite-shm"):
+        (ws.jobs / name).unlink(missing_ok=True)
+    async with dashboard(ws.root, DEAD_BROKER) as page:
+        api = await Api.of(page)
+        for query, answer in indexed.items():
+            assert await api.get(query) == answer, query
+
+
+SAME_WITHOUT_INDEX = (
+    "/api/jobs", "/api/jobs?status=failed,submitted", "/api/jobs?agent=claude-code&agent=nobody",
+    "/api/jobs?label=team=web&label=tier=Gold", "/api/jobs?q=team&limit=1&offset=1", "/api/jobs?root=ok1",
+    "/api/jobs?parent=ok1", "/api/jobs?sort=submitted&limit=3&offset=2", "/api/jobs?sort=-status",
+    "/api/jobs?sort=agent", "/api/jobs?sort=duration&status=failed,succeeded", "/api/jobs?since=1h&until=1m",
+    "/api/usage?by=parent",
+)
 
 
 async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -22,12 +23,13 @@ from mam.ids import validate_job_id
 from mam.listing import Jobs
 from mam.presence import shown_status, since, visible
 from mam.query import JobFilter
+from mam.reading import iter_records
+from mam.record import JobRecord
 from mam.status import AgentStatus
 from mam.usage import BY, group, total
 from mam.web.hub import Hub
 from mam.web.job_audit import DEFAULT_EVENTS, DEFAULT_OUTPUT, MOST_EVENTS, MOST_OUTPUT, events_page, output_range
 from mam.web.job_list import jobs_page, moment, parse_query
-from mam.web.rows import slim
 from mam.web.stats import parse_window, stats
 
 Resolve = Callable[[str, Hub], str]
@@ -75,11 +77,19 @@ def runner_view(status: AgentStatus) -> dict[str, Any]:
     }
 
 
+def _lean(record: JobRecord) -> JobRecord:
+    """The record with only what a usage total reads (a result or a prompt may be 512 KiB)."""
+    return msgspec.structs.replace(record, prompt="", result=None, error=None, progress=None, git_at_submit=None,
+                                   git_at_finish=None, attempts=msgspec.UNSET, output_seqs=msgspec.UNSET)
+
+
 def usage_of(workspace: Any, since_at: datetime | None, by: str) -> dict[str, Any]:
-    """`mam usage --json`'s groups and total (blocking). Records are streamed with their prompts cut."""
-    with Jobs(workspace) as jobs:
-        records = (slim(r) for r in jobs.select(JobFilter(since=since_at))[0])
-        chosen = sorted(records, key=lambda r: r.job_id) if by == "parent" else list(records)
+    """`mam usage --json`'s groups and total (blocking). Records are read one at a time and kept lean."""
+    where = JobFilter(since=since_at)
+    with Jobs(workspace) as jobs:  # through the index when it is current, else a scan: one record at a time
+        found = jobs.select(where)[0] if jobs.indexed(where) else (r for r in iter_records(workspace)
+                                                                   if where.matches(r))
+        chosen = sorted((_lean(r) for r in found), key=lambda r: r.job_id)
     groups = group(chosen, by)  # type: ignore[arg-type]
     return {"by": by, "groups": [{"key": g.key, **g.totals.as_dict(), **({"depth": g.depth} if by == "parent" else {})}
                                  for g in groups], "total": total(chosen).as_dict()}
