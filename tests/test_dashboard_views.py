@@ -331,3 +331,21 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
         await page.locator("#charts").screenshot(path=str(shot))
         save_screenshot(shot)
         assert errors == []
+
+
+async def test_a_long_jobs_timeline_still_starts_where_it_was_submitted(ws: WorkspacePaths) -> None:
+    from playwright.async_api import expect
+
+    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
+            agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-long"):
+        errors = page_errors(page)
+        # About 600 KB of output: more than the page of the log the detail opens with.
+        await pub.submit(prompt="head -c 600000 /dev/zero | tr '\\0' x | fold -w 1000", agent="shell",
+                         job_id="long-log", wait=True)
+        await wait_for_state(url, workspace_id(ws.root), "long-log", lambda r: r["status"] == "succeeded")
+        await page.goto(page_url + "?job=long-log")
+        await expect(page.locator("#earlier")).to_be_visible(timeout=WAIT)  # the log was cut
+        assert await page.locator('#events tbody tr', has_text="submitted").count() == 0
+        for kind in ("submitted", "claimed", "started", "succeeded"):
+            await expect(page.locator(f'#timeline .event[data-type="{kind}"]')).to_have_count(1, timeout=WAIT)
+        assert errors == []

@@ -95,8 +95,9 @@ function draw() {
     if (detail) {
       output.show(detail.job_id, detail.output);
       const status = detail.record ? detail.record.status : "";
-      const timeline = `${detail.job_id} ${detail.events.length} ${status} ${versions.clock}`;
-      if (timeline !== drawn.timeline) drawTimeline($("#timeline"), detail.events, TERMINAL.has(status));
+      const early = detail.early || [];
+      const timeline = `${detail.job_id} ${early.length} ${detail.events.length} ${status} ${versions.clock}`;
+      if (timeline !== drawn.timeline) drawTimeline($("#timeline"), timelineEvents(detail), TERMINAL.has(status));
       drawn.timeline = timeline;
     }
     const tree = detail ? `${state.jobId} ${versions.tree} ${versions.jobs}` : "";
@@ -108,6 +109,33 @@ function draw() {
     drawn.tree = tree;
     drawCharts();
   });
+}
+
+// The timeline's events: those the detail holds and, when its log is longer than the page it opened with,
+// the lifecycle events of the log's start (read once from GET /api/jobs/ID/events), so a long job's
+// timeline still begins where it was submitted.
+function timelineEvents(detail) {
+  if (!detail.early || !detail.early.length) return detail.events;
+  const held = new Set(detail.events.map((entry) => entry.event && entry.event.id).filter(Boolean));
+  const first = detail.events.length ? detail.events[0].seq : undefined;
+  const before = detail.early.filter((entry) => !(entry.event && held.has(entry.event.id)) &&
+    (first === undefined || first === null || entry.seq < first));
+  return [...before, ...detail.events];
+}
+
+async function fetchEarly(jobId) {
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/events?limit=1000`);
+    if (!response.ok) return;
+    const page = await response.json();
+    const detail = state.detail;
+    if (!detail || detail.job_id !== jobId) return;
+    const quiet = new Set(["output", "heartbeat", "progress"]);
+    detail.early = page.events.filter((entry) => entry.event && !quiet.has(entry.event.type));
+    draw();
+  } catch (error) {
+    // The timeline shows the events the detail holds.
+  }
 }
 
 function drawCharts() {
@@ -296,6 +324,7 @@ const handlers = {
       state.detail = { ...data.detail, events: [], seen: new Set(), output: "", logStart: data.detail.log_start };
       data.detail.events.forEach(addEvent);
       if (data.detail.record && data.detail.record.prompt_cut) fetchWhole(data.detail.job_id);
+      if (data.detail.log_start > 0) fetchEarly(data.detail.job_id);
       soon("tree", 0, refreshTree);
     }
   },
