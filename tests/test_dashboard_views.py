@@ -278,6 +278,16 @@ async def test_retry_a_failed_job_and_submit_one_from_the_form(ws: WorkspacePath
         again = await wait_for_state(url, ws_id, new_id, lambda r: r["status"] == "failed")
         assert again["retry_of"] == "will-fail" and again["labels"] == {"k": "v"}, again
 
+        # A job with a retry policy: its timeline draws each attempt's queued and running phases.
+        await pub.submit(prompt="exit 1", agent="shell", job_id="two-tries", retries=1, backoff=0, wait=True)
+        await wait_for_state(url, ws_id, "two-tries", lambda r: r["status"] == "failed" and r.get("attempt") == 2)
+        await row(page, "two-tries").click()
+        await expect(page.locator('#timeline .event[data-type="retrying"]')).to_have_count(1, timeout=WAIT)
+        await expect(page.locator('#timeline rect[data-phase="running"]')).to_have_count(2)
+        await expect(page.locator('#timeline rect[data-phase="queued"]')).to_have_count(2)
+        titles = await page.locator('#timeline rect[data-phase="running"] title').all_text_contents()
+        assert [t.split(" from ")[0] for t in titles] == ["running (attempt 1)", "running (attempt 2)"], titles
+
         # The submit form: agent, prompt, labels; the new job opens.
         await page.locator("#new-job").click()
         form = page.locator("#submit-form")
