@@ -334,9 +334,15 @@ const handlers = {
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
     if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
-    soon("page", 300, refreshPage);
-    if (state.detail) soon("tree", 500, refreshTree);
-    if (!before || before.status !== record.status) soon("stats", 2000, refreshStats);
+    // The page is read again when the change may move a row in or out of it or change what its columns say
+    // the stream does not carry (runner, attempt, exit code): a new job or a new status. A job's other
+    // changes (its output, heartbeats) show through the stream's row laid over the page's.
+    // (The tree likewise: its statuses come from the stream's rows.)
+    if (!before || before.status !== record.status || before.finished_at !== record.finished_at) {
+      soon("page", 300, refreshPage);
+      if (state.detail) soon("tree", 500, refreshTree);
+      soon("stats", 2000, refreshStats);
+    }
   },
   event({ job_id, event }) {
     if (state.detail && state.detail.job_id === job_id) addEvent({ event });
