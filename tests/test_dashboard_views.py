@@ -31,9 +31,11 @@ def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Loca
 
 
 def page_errors(page) -> list[str]:  # noqa: ANN001 - playwright's Page
-    """The page's uncaught script errors, collected as they happen (a test asserts there were none)."""
+    """The page's uncaught script errors and console errors (a refused request, a content security policy
+    violation), collected as they happen (a test asserts there were none)."""
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     return errors
 
 
