@@ -20,7 +20,7 @@ import pytest
 from dashboard_support import up_dashboard_process
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate as validate_spec
-from test_dashboard_server import dashboard, request
+from test_dashboard_server import Stream, dashboard, request
 from test_metrics import fake_env
 from test_runner_support import agent_runner, submit
 
@@ -223,6 +223,15 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         await api.refused("/api/jobs/nosuch/events", "nosuch", status=404)
         await api.refused("/api/jobs/nosuch/output", "nosuch", status=404)
         assert api.checked >= 60
+
+        # A pruned job's events and output come from its archive.
+        before = (await api.get("/api/jobs/fail1/events"))["events"]
+        assert (await api.get("/api/jobs/fail1/output"))["text"] == "failing\n"
+        await mam_ok(ws, "prune", "--older-than", "0s", "--status", "failed", "--broker", url)
+        assert not (ws.logs / "fail1" / "events.jsonl").exists()
+        archived = (await api.get("/api/jobs/fail1/events"))["events"]
+        assert archived[:len(before)] == before and archived[-1]["event"]["type"] == "pruned"
+        assert (await api.get("/api/jobs/fail1/output"))["text"] == "failing\n"
         indexed = {query: await api.get(query) for query in SAME_WITHOUT_INDEX}
 
     # The same answers without the query index (a scan of the registry, one record at a time).
@@ -244,14 +253,14 @@ SAME_WITHOUT_INDEX = (
 
 
 async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:
-    """The job's row once it has `status` (the stream's record may trail the reply by a moment)."""
-    with anyio.fail_after(30):
-        while True:
-            found = (await api.get(f"/api/jobs?root={job_id}&limit=500"))["jobs"]
-            row = next(r for r in found if r["job_id"] == job_id)
-            if row["status"] == status:
-                return row
-            await anyio.sleep(0.1)  # polling the registry for the state the projector writes
+    """The job's row once it has `status`: the page's event stream says when (its snapshot, or a change)."""
+    async with Stream(api.page, f"status={status}") as stream:
+        snapshot = await stream.next("snapshot")
+        if not any(job["job_id"] == job_id for job in snapshot["jobs"]):
+            await stream.next("job", lambda d: d["record"]["job_id"] == job_id and d["record"]["status"] == status,
+                              timeout=30)
+    found = (await api.get(f"/api/jobs?root={job_id}&status={status}"))["jobs"]
+    return next(r for r in found if r["job_id"] == job_id)
 
 
 async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) -> None:
@@ -310,6 +319,8 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
         message = (await api.call("POST", "/api/jobs", None, raw=b"agent=shell&prompt=x", status=415,
                                   headers={"Content-Type": "application/x-www-form-urlencoded"}))["error"]
         assert "application/json" in message
+        await api.refused("/api/jobs", "too large", "65536", method="POST", status=413,
+                          payload={"agent": "shell", "prompt": "x" * 70_000})
         assert (await api.get("/api/jobs?q=bogus"))["total"] == 0
         assert ids(await api.get("/api/jobs?status=submitted")) == ["pending"]
         assert api.checked >= 30
@@ -332,3 +343,66 @@ async def test_the_description_and_the_icon(ws: WorkspacePaths, tmp_path: Path) 
         status, headers, body = await request(page, "GET", "/favicon.ico")
         assert status == 200 and headers["content-type"] == "image/x-icon"
         assert body[:4] == b"\x00\x00\x01\x00" and len(body) > 1000
+
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def rss(pid: int) -> int:
+    """The process's resident memory in bytes (/proc/PID/status VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * KIB
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+async def test_reads_of_large_prompts_and_a_large_log_stay_within_a_memory_budget(ws: WorkspacePaths) -> None:
+    """60 jobs of 500 KiB prompts (30 MB) and a 24 MB log, read by 16 clients at once: `mam up` holds a page's
+    rows and one record or log line at a time, not the registry or the log."""
+    from dashboard_support import publisher
+
+    big = "x" * (500 * KIB - 1)
+    chunk = "o" * (60 * KIB - 1) + "\n"
+    lines = [{"seq": n + 1, "received_at": "2026-01-01T00:00:00Z",
+              "event": {"type": "output", "id": f"o{n}", "v": 1, "seq": n, "stream": "stdout", "text": chunk}}
+             for n in range(400)]
+    (ws.logs / "bigout").mkdir(parents=True)
+    (ws.logs / "bigout" / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    async with up_dashboard_process(ws) as (url, page, daemon), publisher(url, ws) as pub:
+        for i in range(60):
+            await pub.submit(prompt=f"{i} needle{i % 3} {big}", agent="nobody", job_id=f"big-{i:02d}", wait=True)
+        api = await Api.of(page)
+        listed = await api.get("/api/jobs?limit=500")
+        assert listed["total"] == 60 and all(r["prompt_truncated"] and len(r["prompt"]) == 200 for r in listed["jobs"])
+        idle = peak = rss(daemon.pid)
+        answers: list[Any] = []
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:  # a measurement, not a wait: the peak of the process's memory
+                peak = max(peak, rss(daemon.pid))
+                await anyio.sleep(0.01)
+
+        async def one(path: str) -> None:
+            answers.append((path, await api.get(path)))
+
+        reads = ["/api/jobs?limit=500", "/api/jobs?q=NEEDLE2&limit=500", "/api/jobs?sort=-duration&limit=500",
+                 "/api/usage?by=parent", "/api/jobs/bigout/output?offset=5000000&limit=1048576",
+                 "/api/jobs/bigout/output?offset=20000000&limit=1048576", "/api/jobs/bigout/events?limit=5000",
+                 "/api/stats?minutes=10080&bucket=1800"] * 2
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            async with anyio.create_task_group() as clients:
+                for path in reads:
+                    clients.start_soon(one, path)
+            tg.cancel_scope.cancel()
+        found = dict(answers)
+        assert found["/api/jobs?q=NEEDLE2&limit=500"]["total"] == 20
+        ranged = found["/api/jobs/bigout/output?offset=20000000&limit=1048576"]
+        assert ranged["total"] == 400 * 60 * KIB and len(ranged["text"]) == MIB and set(ranged["text"]) == {"o", "\n"}
+        events = found["/api/jobs/bigout/events?limit=5000"]
+        assert events["more"] and 60 <= len(events["events"]) <= 80  # the page's 4 MiB budget
+        budget = idle + 48 * MIB  # the page held whole: +62 MB here; a row at a time: +25 MB
+        assert peak < budget, f"RSS {peak / MIB:.0f} MB reading, idle {idle / MIB:.0f} MB, budget {budget / MIB:.0f} MB"
+        print(f"\n16 reads at once over 30 MB of prompts and a 24 MB log: mam up {idle / MIB:.0f} MB idle, "
+              f"peak {peak / MIB:.0f} MB")

@@ -22,7 +22,7 @@ import msgspec
 from mam.errors import MamError
 from mam.ids import validate_job_id
 from mam.nofollow import PathRefused
-from mam.web.joblog import _archived, _open_log
+from mam.web.joblog import archived_log, open_log_fd
 from mam.workspace import Workspace
 
 DEFAULT_EVENTS: Final = 1000
@@ -71,11 +71,11 @@ def open_log(workspace: Workspace, job_id: str) -> tuple[LogFile, Callable[[], N
     """The job's log and how to close it; `NotFound` when it has none."""
     validate_job_id(job_id)
     try:
-        fd = _open_log(workspace, job_id)
+        fd = open_log_fd(workspace, job_id)
     except PathRefused as exc:
         raise MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`") from None
     if fd is None:
-        data = _archived(workspace, job_id)
+        data = archived_log(workspace, job_id)
         return LogFile(lambda at, n: data[at:at + n], len(data)), lambda: None
     return LogFile(lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size), lambda: os.close(fd)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -249,26 +249,30 @@ def _sql(query: JobsQuery, now: datetime) -> tuple[str, list[Any], str, list[Any
     return " AND ".join(clauses), params, order, order_params
 
 
-def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime) -> tuple[int, list[JobRecord]]:
+Row = dict[str, Any]
+
+
+def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime) -> tuple[int, list[Row]]:
+    """How many match, and the page's rows: each record is read, made a row and let go (a page of 500
+    records of 512 KiB prompts is never held at once)."""
     condition, params, order, order_params = _sql(query, now)
     conn = index.conn
+
+    def row(record: JobRecord) -> Row:
+        return job_row(record, _root_indexed(conn, record.job_id), now)
+
     if query.q is None:
         total = int(conn.execute(f"SELECT count(*) FROM jobs j WHERE {condition}", params).fetchone()[0])
         ids = [job_id for (job_id,) in conn.execute(
             f"SELECT j.job_id FROM jobs j WHERE {condition} ORDER BY {order} LIMIT ? OFFSET ?",
             [*params, *order_params, query.limit, query.offset])]
-        return total, list(jobs.read(ids))
+        return total, [row(record) for record in jobs.read(ids)]
     cursor = conn.execute(f"SELECT j.job_id FROM jobs j WHERE {condition} ORDER BY {order}", [*params, *order_params])
-    return _window((job_id for (job_id,) in _fetch(cursor)), jobs.read, query)
-
-
-def _window(ids: Iterator[str], read: Any, query: JobsQuery) -> tuple[int, list[JobRecord]]:
-    """Of the records of `ids` (read one at a time, in order) that match `query`: how many, and the page."""
     total, page = 0, []
-    for record in read(ids):
+    for record in jobs.read(job_id for (job_id,) in _fetch(cursor)):  # one record at a time
         if matches(query, record):
             if query.offset <= total < query.offset + query.limit:
-                page.append(record)
+                page.append(row(record))
             total += 1
     return total, page
 
@@ -278,18 +282,15 @@ def _fetch(cursor: sqlite3.Cursor) -> Iterator[tuple[Any, ...]]:
         yield from chunk
 
 
-def _roots_indexed(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, str]:
-    roots: dict[str, str] = {}
-    for job_id in ids:
-        current, seen = job_id, {job_id}
-        while len(seen) < MOST_DEPTH:
-            found = conn.execute("SELECT parent FROM jobs WHERE job_id = ?", (current,)).fetchone()
-            if found is None or found[0] is None or found[0] in seen:
-                break
-            current = found[0]
-            seen.add(current)
-        roots[job_id] = current
-    return roots
+def _root_indexed(conn: sqlite3.Connection, job_id: str) -> str:
+    current, seen = job_id, {job_id}
+    while len(seen) < MOST_DEPTH:
+        found = conn.execute("SELECT parent FROM jobs WHERE job_id = ?", (current,)).fetchone()
+        if found is None or found[0] is None or found[0] in seen:
+            break
+        current = found[0]
+        seen.add(current)
+    return current
 
 
 # -- by a scan -------------------------------------------------------------------------------------
@@ -325,7 +326,7 @@ def _in_tree(job_id: str, root: str, parents: Mapping[str, str | None]) -> bool:
         seen.add(current)
 
 
-def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int, list[JobRecord], dict[str, str]]:
+def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int, list[Row]]:
     parents: dict[str, str | None] = {}
     chosen: list[tuple[Any, str, str]] = []
     for record in iter_records(workspace):  # one at a time: only its id, parent and sort key are kept
@@ -340,8 +341,7 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int
         chosen.sort(key=lambda c: (c[1], c[2]), reverse=True)  # newest first among equals (a stable sort)
         chosen.sort(key=lambda c: c[0], reverse=query.descending)
     page_ids = [c[2] for c in chosen[query.offset:query.offset + query.limit]]
-    records = list(_read_ids(workspace, page_ids))
-    return len(chosen), records, {r.job_id: _root_of(r.job_id, parents) for r in records}
+    return len(chosen), [job_row(r, _root_of(r.job_id, parents), now) for r in _read_ids(workspace, page_ids)]
 
 
 def _read_ids(workspace: Workspace, ids: Sequence[str]) -> Iterator[JobRecord]:
@@ -366,13 +366,11 @@ def jobs_page(workspace: Workspace, query: JobsQuery, now: datetime | None = Non
         index = jobs.index
         if index is not None:
             try:
-                total, records = _indexed(index, jobs, query, now)
-                roots = _roots_indexed(index.conn, (r.job_id for r in records))
+                total, rows = _indexed(index, jobs, query, now)
             except sqlite3.DatabaseError:
                 index = None  # a damaged index: scan, as `mam jobs` does
         if index is None:
-            total, records, roots = _scanned(workspace, query, now)
-    rows = [job_row(r, roots.get(r.job_id, r.job_id), now) for r in records]
+            total, rows = _scanned(workspace, query, now)
     return {"total": total, "offset": query.offset, "limit": query.limit, "jobs": rows}
 
 

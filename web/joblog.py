@@ -35,9 +35,9 @@ def log_page(workspace: Workspace, job_id: str, before: int | None = None, budge
     `budget` bytes of them: `{"events": [...], "start": first byte, "end": byte after the last}`."""
     validate_job_id(job_id)
     try:
-        fd = _open_log(workspace, job_id)
+        fd = open_log_fd(workspace, job_id)
         if fd is None:
-            data = _archived(workspace, job_id)
+            data = archived_log(workspace, job_id)
             return _page(lambda at, n: data[at:at + n], len(data), before, budget)
         try:
             return _page(lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size, before, budget)
@@ -74,7 +74,7 @@ def _page(read: Callable[[int, int], bytes], size: int, before: int | None, budg
     return {"events": events, "start": start, "end": start + len(chunk)}
 
 
-def _open_log(workspace: Workspace, job_id: str) -> int | None:
+def open_log_fd(workspace: Workspace, job_id: str) -> int | None:
     root = os.fspath(workspace.logs_dir)
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -94,7 +94,7 @@ def _open_log(workspace: Workspace, job_id: str) -> int | None:
         os.close(job_dir)
 
 
-def _archived(workspace: Workspace, job_id: str) -> bytes:
+def archived_log(workspace: Workspace, job_id: str) -> bytes:
     try:
         found = read_archived_log(workspace, job_id)
     except ArchiveError as exc:

@@ -149,7 +149,9 @@ def _json(name: str, description: str = "") -> dict[str, Any]:
 
 ERRORS = {code: _json("Error", why) for code, why in (
     ("400", "bad input: the error names what was sent"), ("404", "no such job, or no audit log for it"),
-    ("409", "the projector refused the event (its reason)"), ("415", "the body is not application/json"),
+    ("409", "the projector refused the event (its reason)"),
+    ("413", "a request body over 64 KiB (a longer prompt: `mam submit`)"),
+    ("415", "the body is not application/json"),
     ("503", "no projector or broker answered"),
 )}
 
@@ -172,7 +174,7 @@ def _get(summary: str, response: str, params: list[dict[str, Any]], errors: tupl
 
 
 def _post(summary: str, request: str, response: str, code: str = "200", path: bool = True,
-          errors: tuple[str, ...] = ("400", "404", "409", "415", "503")) -> dict[str, Any]:
+          errors: tuple[str, ...] = ("400", "404", "409", "413", "415", "503")) -> dict[str, Any]:
     return {"post": {
         "summary": summary, "parameters": [JOB_ID] if path else [],
         "requestBody": {"required": False, "content": {"application/json": {"schema": _ref(request)}}},
@@ -201,7 +203,7 @@ def _paths() -> dict[str, Any]:
     jobs = _get("the jobs that match, one page, newest first by default, with how many match", "JobsPage",
                 jobs_params, ("400",))
     jobs.update(_post("submit a job (mam submit); the projector's verdict", "SubmitRequest", "Verdict", "201",
-                      path=False, errors=("400", "409", "415", "503")))
+                      path=False, errors=("400", "409", "413", "415", "503")))
     return {
         "/api/jobs": jobs,
         "/api/jobs/{job_id}": _get("the job's whole record (mam show --json)", "JobDetail", [JOB_ID]),
@@ -226,9 +228,9 @@ def _paths() -> dict[str, Any]:
         "/api/jobs/{job_id}/answer": _post("answer a waiting job's question (mam answer)", "AnswerRequest",
                                            "Verdict"),
         "/api/jobs/{job_id}/merge": _post("merge a worktree job's branch (mam merge)", "LandRequest", "Landed",
-                                          errors=("400", "404", "409", "415")),
+                                          errors=("400", "404", "409", "413", "415")),
         "/api/jobs/{job_id}/discard": _post("discard a worktree job's branch (mam discard)", "LandRequest",
-                                            "Landed", errors=("400", "404", "409", "415")),
+                                            "Landed", errors=("400", "404", "409", "413", "415")),
         "/api/agents": _get("the runners from their retained statuses (mam agents)", "Runners", [
             _param("all", "also runners offline for over a day", {"type": "boolean", "default": False})], ("400",)),
         "/api/usage": _get("cost and tokens the agents reported, totalled (mam usage --json)", "UsageReport", [
