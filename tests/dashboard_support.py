@@ -40,15 +40,15 @@ def require_chromium() -> str:
 
 
 @asynccontextmanager
-async def browser_page(**context: object) -> AsyncIterator[object]:
-    """A page in a fresh headless Chromium (Debian's), closed at the end."""
+async def browser_page(*, viewport: tuple[int, int] = (1280, 900), **context: object) -> AsyncIterator[object]:
+    """A page in a fresh headless Chromium (Debian's), `viewport` (width, height) CSS pixels, closed at the end."""
     executable = require_chromium()
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
-            ctx = await browser.new_context(viewport={"width": 1280, "height": 900}, **context)
+            ctx = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, **context)
             yield await ctx.new_page()
         finally:
             await browser.close()

@@ -63,8 +63,11 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
             await expect(row(page, "web-hang").locator(".status")).to_have_text("running", timeout=WAIT)
             await row(page, "web-hang").click()
             await expect(page.locator("#output")).to_contain_text("hanging", timeout=WAIT)
-            await page.locator("#cancel").click()
-            await expect(page.locator("#verdict")).to_contain_text("cancel recorded: web-hang", timeout=WAIT)
+            await page.locator("#cancel").click()  # asks first, in the page: a reason, the tree or not
+            await page.locator("#cancel-form input[name=reason]").fill("no longer needed")
+            await page.locator("#confirm-cancel").click()
+            await expect(page.locator("#verdict")).to_contain_text(
+                "cancel requested: web-hang (was running; it ends once its runner stops it)", timeout=WAIT)
             await expect(row(page, "web-hang").locator(".status")).to_have_text("cancelled", timeout=WAIT)
 
         # Refused events appear with their reasons.

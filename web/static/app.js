@@ -1,13 +1,84 @@
-// The dashboard: one event stream from the server (a snapshot, then changes), no polling.
+// The dashboard: one event stream from the server (a snapshot, then changes), no polling for jobs. The
+// table's page, the open job's tree and the charts are read from the JSON routes when the stream says
+// something changed (and the charts on a timer of their own); see listing.js, tree.js, stats.js.
 
+import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
+import { lines, stackedBars } from "./charts.js";
+import { refreshTimes } from "./dom.js";
+import {
+  chosen, DEFAULT_SORT, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, SORT_KEYS, STREAM_KEYS,
+} from "./listing.js";
+import { OutputPane } from "./output.js";
+import { DEFAULT_WINDOW, fetchStats, WINDOWS } from "./stats.js";
+import { drawTimeline } from "./timeline.js";
+import { drawTree, fetchTree, rootOf } from "./tree.js";
 import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
+
+const $ = (selector) => document.querySelector(selector);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
+const STATS_EVERY_MS = 30_000;
+const TIMES_EVERY_MS = 15_000;
 
 const state = {
   workspace: "", broker: "", connected: false, projector: null,
   jobs: new Map(), agents: new Map(), refusals: [], detail: null, jobId: null, verdict: "", diff: null,
+  page: null, serverPages: true, offset: 0, sort: DEFAULT_SORT, listProblem: "", tree: null, folded: new Set(), stats: null,
 };
 let stream = null;
 let pending = false;
+let output = null;
+// What the timeline and the tree were last drawn from: a frame redraws them only when that changed (a job
+// printing fast sends an output event per line, each a frame).
+const drawn = { timeline: "", tree: "" };
+const versions = { jobs: 0, tree: 0, clock: 0 };
+
+// Work started by stream events runs once per burst: a second request while one is waiting joins it,
+// one arriving while it runs runs it again after.
+const runs = new Map();
+function soon(name, ms, work) {
+  const run = runs.get(name) || { timer: null, busy: false, again: false };
+  runs.set(name, run);
+  if (run.busy) {
+    run.again = true;
+    return;
+  }
+  if (run.timer) return;
+  run.timer = setTimeout(async () => {
+    run.timer = null;
+    run.busy = true;
+    try {
+      await work();
+    } finally {
+      run.busy = false;
+      if (run.again) {
+        run.again = false;
+        soon(name, ms, work);
+      }
+    }
+  }, ms);
+}
+
+function filters() {
+  try {
+    const given = chosen($("#filters"));
+    state.listProblem = "";
+    return given;
+  } catch (error) {
+    state.listProblem = error.message;
+    return {};
+  }
+}
+
+function pick(given, keys) {
+  return Object.fromEntries(Object.entries(given).filter(([key]) => keys.includes(key)));
+}
+
+/** The table's rows: the page, each row with the stream's newest fields over it. */
+function rows() {
+  if (!state.serverPages) state.page = localPage(state.jobs.values(), filters(), state.offset, PAGE_SIZE, state.sort);
+  if (!state.page) return [];
+  return state.page.jobs.map((job) => ({ ...job, ...(state.jobs.get(job.job_id) || {}) }));
+}
 
 function draw() {
   if (pending) return;
@@ -15,19 +86,130 @@ function draw() {
   requestAnimationFrame(() => {
     pending = false;
     drawHeader(state);
-    drawJobs(state, open);
+    drawJobs(state, rows(), open);
     drawAgents(state);
     drawRefusals(state);
     drawDetail(state);
+    const detail = state.detail;
+    $("#main").classList.toggle("with-detail", Boolean(detail));
+    if (detail) {
+      output.show(detail.job_id, detail.output);
+      const status = detail.record ? detail.record.status : "";
+      const early = detail.early || [];
+      const timeline = `${detail.job_id} ${early.length} ${detail.events.length} ${status} ${versions.clock}`;
+      if (timeline !== drawn.timeline) drawTimeline($("#timeline"), timelineEvents(detail), TERMINAL.has(status));
+      drawn.timeline = timeline;
+    }
+    const tree = detail ? `${state.jobId} ${versions.tree} ${versions.jobs}` : "";
+    if (tree !== drawn.tree) {
+      drawTree($("#tree"), detail ? state.tree : null, {
+        selected: state.jobId, folded: state.folded, open, live: (id) => state.jobs.get(id),
+      });
+    }
+    drawn.tree = tree;
+    drawCharts();
   });
 }
 
+// The timeline's events: those the detail holds and, when its log is longer than the page it opened with,
+// the lifecycle events of the log's start (read once from GET /api/jobs/ID/events), so a long job's
+// timeline still begins where it was submitted.
+function timelineEvents(detail) {
+  if (!detail.early || !detail.early.length) return detail.events;
+  const held = new Set(detail.events.map((entry) => entry.event && entry.event.id).filter(Boolean));
+  const first = detail.events.length ? detail.events[0].seq : undefined;
+  const before = detail.early.filter((entry) => !(entry.event && held.has(entry.event.id)) &&
+    (first === undefined || first === null || entry.seq < first));
+  return [...before, ...detail.events];
+}
+
+async function fetchEarly(jobId) {
+  try {
+    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/events?limit=1000`);
+    if (!response.ok) return;
+    const page = await response.json();
+    const detail = state.detail;
+    if (!detail || detail.job_id !== jobId) return;
+    const quiet = new Set(["output", "heartbeat", "progress"]);
+    detail.early = page.events.filter((entry) => entry.event && !quiet.has(entry.event.type));
+    draw();
+  } catch (error) {
+    // The timeline shows the events the detail holds.
+  }
+}
+
+function drawCharts() {
+  const stats = state.stats;
+  if (!stats || stats.drawn) return;
+  stats.drawn = true;
+  $("#charts-source").textContent = stats.error || (stats.source === "page" ? "(from the jobs this page holds)" : "");
+  if (stats.error) return;
+  const per = stats.window.per;
+  for (const caption of document.querySelectorAll("#charts .per")) caption.textContent = per;
+  stackedBars($("#chart-finished"), stats.finished || [], { label: `jobs finished per ${per}` });
+  lines($("#chart-queue"), stats.queue || [], { label: "queue depth", keys: ["queued", "running"] });
+  lines($("#chart-cost"), stats.cost || [], { label: "cost per agent", format: (usd) => `$${usd.toFixed(usd < 1 ? 4 : 2)}` });
+}
+
+async function refreshPage() {
+  if (!state.serverPages) return draw();
+  const given = filters();
+  try {
+    const page = await fetchPage(given, state.offset, PAGE_SIZE, state.sort);
+    if (page === null) state.serverPages = false;
+    else {
+      state.page = page;
+      state.listProblem = page.error ? `the list: ${page.error}` : state.listProblem;
+    }
+  } catch (error) {
+    state.listProblem = `the list: ${error}`;
+  }
+  draw();
+}
+
+async function refreshTree() {
+  const jobId = state.jobId;
+  if (!jobId) return;
+  const pageRows = state.page ? state.page.jobs : [];
+  const treeRows = state.tree ? state.tree.jobs : [];
+  const known = (id) => {
+    if (state.detail && state.detail.record && state.detail.record.job_id === id) return state.detail.record;
+    return pageRows.find((j) => j.job_id === id) || treeRows.find((j) => j.job_id === id) || state.jobs.get(id);
+  };
+  const tree = await fetchTree(rootOf(jobId, known), [...state.jobs.values()]);
+  if (state.jobId !== jobId) return;
+  state.tree = tree;
+  versions.tree += 1;
+  draw();
+}
+
+function chartWindow() {
+  return WINDOWS[$("#chart-window").value] || WINDOWS[DEFAULT_WINDOW];
+}
+
+async function refreshStats() {
+  const span = chartWindow();
+  const stats = await fetchStats([...state.jobs.values()], span);
+  if (span !== chartWindow()) return;  // another window was picked meanwhile: its answer is on its way
+  state.stats = { ...stats, window: span };
+  draw();
+}
+
 function params() {
-  const form = new FormData(document.querySelector("#filters"));
-  const query = new URLSearchParams();
-  for (const key of ["status", "agent", "label"]) if (form.get(key)) query.set(key, form.get(key).trim());
+  const given = filters();
+  const query = new URLSearchParams(pick(given, STREAM_KEYS));
   if (state.jobId) query.set("job", state.jobId);
   return query;
+}
+
+/** The address bar: every filter, the page and the open job, so a reload (or a shared link) shows the same. */
+function remember() {
+  const query = new URLSearchParams(filters());
+  if (state.offset) query.set("offset", String(state.offset));
+  if (state.sort !== DEFAULT_SORT) query.set("sort", state.sort);
+  if ($("#chart-window").value !== DEFAULT_WINDOW) query.set("window", $("#chart-window").value);
+  if (state.jobId) query.set("job", state.jobId);
+  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
 }
 
 function addEvent(entry) {
@@ -131,20 +313,36 @@ const handlers = {
     Object.assign(state, { workspace: data.workspace, broker: data.broker, connected: data.connected });
     state.projector = data.projector;
     state.jobs = new Map(data.jobs.map((job) => [job.job_id, job]));
+    versions.jobs += 1;
     state.agents = new Map(data.agents.map((a) => [a.agent_id, a]));
     state.refusals = data.refusals;
     state.detail = null;
+    soon("page", 0, refreshPage);
+    soon("stats", 0, refreshStats);
     if (data.detail) {
       state.jobId = data.detail.job_id;
       state.detail = { ...data.detail, events: [], seen: new Set(), output: "", logStart: data.detail.log_start };
       data.detail.events.forEach(addEvent);
       if (data.detail.record && data.detail.record.prompt_cut) fetchWhole(data.detail.job_id);
+      if (data.detail.log_start > 0) fetchEarly(data.detail.job_id);
+      soon("tree", 0, refreshTree);
     }
   },
   job({ record, shown, detail }) {
+    const before = state.jobs.get(record.job_id);
+    versions.jobs += 1;
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
     if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
+    // The page is read again when the change may move a row in or out of it or change what its columns say
+    // the stream does not carry (runner, attempt, exit code): a new job or a new status. A job's other
+    // changes (its output, heartbeats) show through the stream's row laid over the page's.
+    // (The tree likewise: its statuses come from the stream's rows.)
+    if (!before || before.status !== record.status || before.finished_at !== record.finished_at) {
+      soon("page", 300, refreshPage);
+      if (state.detail) soon("tree", 500, refreshTree);
+      soon("stats", 2000, refreshStats);
+    }
   },
   event({ job_id, event }) {
     if (state.detail && state.detail.job_id === job_id) addEvent({ event });
@@ -167,7 +365,7 @@ const handlers = {
 function connect() {
   if (stream) stream.close();
   const query = params();
-  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
+  remember();
   stream = new EventSource(`/api/stream?${query}`);
   for (const [name, handle] of Object.entries(handlers)) {
     stream.addEventListener(name, (message) => {
@@ -183,28 +381,44 @@ function connect() {
 }
 
 function open(jobId) {
+  const inTree = state.tree && state.tree.jobs.some((job) => job.job_id === jobId);
+  if (!inTree && !(state.tree && state.tree.root === jobId)) {
+    state.tree = null;
+    versions.tree += 1;
+  }
   state.jobId = jobId;
   state.verdict = "";
+  $("#cancel-form").hidden = true;
   connect();
+}
+
+// Cancel asks first, in the page: the reason to record and whether the jobs delegated under it go too.
+function askCancel(tree) {
+  const form = $("#cancel-form");
+  form.hidden = false;
+  form.elements.tree.checked = tree;
+  $("#cancel-what").textContent = `Cancel ${state.jobId}? Its runner stops it; this cannot be undone.`;
+  form.elements.reason.focus();
 }
 
 async function cancel() {
   const jobId = state.jobId;
-  state.verdict = `asking to cancel ${jobId}…`;
+  const form = $("#cancel-form");
+  const tree = form.elements.tree.checked;
+  const reason = form.elements.reason.value.trim();
+  form.hidden = true;
+  form.elements.reason.value = "";
+  state.verdict = `asking to cancel ${jobId}${tree ? " and its tree" : ""}…`;
   draw();
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/cancel`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ reason: "cancelled from the dashboard" }),
-    });
-    const answer = await response.json();
-    state.verdict = response.ok
-      ? `cancel recorded: ${answer.job_id} is ${answer.status}`
-      : `cancel refused: ${answer.error}`;
-  } catch (error) {
-    state.verdict = `cancel failed: ${error}`;
-  }
+  state.verdict = await cancelJob(jobId, { reason, tree });
+  draw();
+}
+
+async function retry() {
+  const jobId = state.jobId;
+  state.verdict = `asking to retry ${jobId}…`;
+  draw();
+  state.verdict = await retryJob(jobId);
   draw();
 }
 
@@ -213,33 +427,121 @@ async function answer(text) {
   const record = state.detail && state.detail.record;
   state.verdict = `answering ${jobId}…`;
   draw();
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/answer`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ answer: text, question_id: record ? record.question_id : null }),
-    });
-    const reply = await response.json();
-    state.verdict = response.ok
-      ? `answer recorded: ${reply.job_id} is ${reply.status}`
-      : `answer refused: ${reply.error}`;
-  } catch (error) {
-    state.verdict = `answer failed: ${error}`;
-  }
+  state.verdict = await answerJob(jobId, text, record ? record.question_id : null);
   draw();
+}
+
+async function submit(form) {
+  const verdict = $("#submit-verdict");
+  let labels;
+  try {
+    labels = parseLabels(form.elements.labels.value);
+  } catch (error) {
+    verdict.textContent = error.message;
+    return;
+  }
+  const agent = form.elements.agent.value.trim();
+  verdict.textContent = `submitting for ${agent}…`;
+  const answer = await submitJob({ agent, prompt: form.elements.prompt.value, labels });
+  if (!answer.ok) {
+    verdict.textContent = `submit refused: ${answer.error}`;
+    return;
+  }
+  verdict.textContent = `submitted ${answer.job_id} (${answer.status})`;
+  form.elements.prompt.value = "";
+  open(answer.job_id);
+}
+
+// A sortable header: a first click sorts by it (newest, longest or Z first), the next reverses.
+function sortBy(key) {
+  state.sort = state.sort === `-${key}` ? key : `-${key}`;
+  state.offset = 0;
+  drawSort();
+  remember();
+  soon("page", 0, refreshPage);
+}
+
+function drawSort() {
+  for (const th of document.querySelectorAll("#jobs th[data-sort]")) {
+    const key = th.dataset.sort;
+    const order = state.sort === key ? "ascending" : state.sort === `-${key}` ? "descending" : "none";
+    th.setAttribute("aria-sort", order);
+  }
+}
+
+function turnPage(step) {
+  const total = state.page ? state.page.total : 0;
+  state.offset = Math.max(0, Math.min(state.offset + step * PAGE_SIZE, Math.max(0, total - 1)));
+  remember();
+  soon("page", 0, refreshPage);
 }
 
 function start() {
   const query = new URLSearchParams(location.search);
-  const form = document.querySelector("#filters");
-  for (const key of ["status", "agent", "label"]) if (query.get(key)) form.elements[key].value = query.get(key);
+  const form = $("#filters");
+  for (const key of [...STREAM_KEYS, ...PAGE_KEYS]) {
+    const value = query.get(key);
+    if (value) form.elements[key].value = key === "since" || key === "until" ? localInput(value) : value;
+  }
+  state.offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
+  const sort = query.get("sort") || DEFAULT_SORT;
+  if (SORT_KEYS.includes(sort.replace(/^-/, ""))) state.sort = sort;
+  for (const th of document.querySelectorAll("#jobs th[data-sort]")) {
+    th.tabIndex = 0;
+    th.title = `sort by ${th.dataset.sort}`;
+    th.addEventListener("click", () => sortBy(th.dataset.sort));
+    th.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") sortBy(th.dataset.sort);
+    });
+  }
+  drawSort();
+  if (WINDOWS[query.get("window")]) $("#chart-window").value = query.get("window");
+  $("#chart-window").addEventListener("change", () => {
+    remember();
+    soon("stats", 0, refreshStats);
+  });
   state.jobId = query.get("job");
+  output = new OutputPane($("#output"), $("#jump"));
+  const refilter = () => {
+    state.offset = 0;
+    connect();
+  };
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    connect();
+    refilter();
   });
-  form.elements.status.addEventListener("change", connect);
-  document.querySelector("#cancel").addEventListener("click", cancel);
+  form.elements.status.addEventListener("change", refilter);
+  $("#prev").addEventListener("click", () => turnPage(-1));
+  $("#next").addEventListener("click", () => turnPage(1));
+  $("#cancel").addEventListener("click", () => askCancel(false));
+  $("#cancel-tree").addEventListener("click", () => askCancel(true));
+  $("#keep").addEventListener("click", () => {
+    $("#cancel-form").hidden = true;
+  });
+  $("#cancel-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    cancel();
+  });
+  $("#retry").addEventListener("click", retry);
+  const submitForm = $("#submit-form");
+  $("#new-job").addEventListener("click", () => {
+    submitForm.hidden = !submitForm.hidden;
+    $("#new-job").setAttribute("aria-expanded", String(!submitForm.hidden));
+    if (!submitForm.hidden) submitForm.elements.agent.focus();
+  });
+  submitForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit(submitForm);
+  });
+  setInterval(() => soon("stats", 0, refreshStats), STATS_EVERY_MS);
+  setInterval(() => {
+    refreshTimes();
+    const record = state.detail && state.detail.record;
+    if (record && !TERMINAL.has(record.status)) {  // the timeline of a running job grows
+      versions.clock += 1;
+      draw();
+    }
+  }, TIMES_EVERY_MS);
   document.querySelector("#merge").addEventListener("click", () => land("merge", false));
   document.querySelector("#squash").addEventListener("click", () => land("merge", true));
   document.querySelector("#discard").addEventListener("click", () => land("discard", false));

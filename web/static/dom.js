@@ -21,13 +21,49 @@ export function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
+// "3 min ago": how long ago `iso` was, in words; `absolute` gives the local time for a tooltip.
 export function ago(iso) {
   if (!iso) return "";
   const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-  if (seconds < 60) return `${Math.floor(seconds)}s ago`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)}m ago`;
-  if (seconds < 86400) return `${Math.floor(seconds / 3600)}h${Math.floor((seconds % 3600) / 60)}m ago`;
-  return `${Math.floor(seconds / 86400)}d ago`;
+  if (Number.isNaN(seconds)) return String(iso);
+  if (seconds < 5) return "just now";
+  if (seconds < 60) return `${Math.floor(seconds)} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min ago`;
+  return `${Math.floor(seconds / 86400)} d ago`;
+}
+
+export function absolute(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+}
+
+// A cell (or another element) that says "3 min ago" and shows the local time on hover; `data-at` keeps
+// the moment so a timer can refresh the words (refreshTimes).
+export function when(iso, tag = "td") {
+  return el(tag, { class: "when", title: absolute(iso), "data-at": iso || "" }, ago(iso));
+}
+
+export function refreshTimes(root = document) {
+  for (const node of root.querySelectorAll(".when[data-at]")) {
+    const words = ago(node.dataset.at);
+    if (node.textContent !== words) node.textContent = words;
+  }
+}
+
+// "2.5 s", "3 min 4 s", "1 h 2 min": a duration in seconds, in words.
+export function duration(seconds) {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0) return "";
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+}
+
+// 1234 -> "1,234" (the same in every locale, so the tests and the page agree).
+export function count(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
 export function short(text, width = 60) {

@@ -1,6 +1,7 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { ago, el, fill, row, short } from "./dom.js";
+import { absolute, ago, count, duration, el, fill, row, short, when } from "./dom.js";
+import { rangeText } from "./listing.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -52,37 +53,77 @@ export function drawHeader(state) {
   badge.className = `badge ${projector ? projector.status : "offline"}`;
 }
 
-export function drawJobs(state, open) {
-  const jobs = [...state.jobs.values()].sort((a, b) =>
-    a.submitted_at === b.submitted_at ? (a.job_id < b.job_id ? 1 : -1) : a.submitted_at < b.submitted_at ? 1 : -1,
-  );
+// How long a job ran (or has been running): the server's duration_s, else from its record's times.
+function ran(job) {
+  if (typeof job.duration_s === "number") return job.duration_s;
+  const started = Date.parse(job.started_at || "");
+  if (Number.isNaN(started)) return undefined;
+  const finished = job.finished_at ? Date.parse(job.finished_at) : TERMINAL.has(job.status) ? NaN : Date.now();
+  return Number.isNaN(finished) ? undefined : (finished - started) / 1000;
+}
+
+function costOf(job) {
+  if (job.usage) return job.usage;
+  return typeof job.cost_usd === "number" ? { cost_usd: job.cost_usd } : undefined;
+}
+
+const cell = (value, attrs = {}) => el("td", { title: value == null ? "" : String(value), ...attrs }, value ?? "");
+
+/** The table: `rows` is the page (listing.js), each row with the stream's newest fields over it. */
+export function drawJobs(state, rows, open) {
   fill(
     $("#jobs tbody"),
-    jobs.map((job) => {
+    rows.map((job) => {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+      const prompt = asks(job) || job.prompt;
       const tr = row(
-        [el("td", { class: "id" }, job.job_id), status(job.status), job.agent, labels,
-         el("td", { title: job.submitted_at }, ago(job.submitted_at)), cost(job.usage), short(asks(job) || job.prompt)],
+        [el("td", { class: "id", title: job.job_id }, job.job_id), status(job.status), cell(job.agent),
+         cell(job.runner, { class: "wide" }), cell(labels, { class: "wider" }), when(job.submitted_at),
+         cell(duration(ran(job))), cell(job.exit_code, { class: "wide num" }), cell(job.attempt, { class: "wide num" }),
+         cell(job.parent, { class: "wider id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
+      tr.tabIndex = 0;  // reachable by keyboard: Enter opens it
       tr.addEventListener("click", () => open(job.job_id));
+      tr.addEventListener("keydown", (event) => {
+        if (event.key === "Enter") open(job.job_id);
+      });
       return tr;
     }),
   );
-  $("#no-jobs").hidden = jobs.length > 0;
+  $("#no-jobs").hidden = rows.length > 0;
+  const page = state.page;
+  $("#range").textContent = rangeText(page, count);
+  $("#prev").disabled = !page || page.offset <= 0;
+  $("#next").disabled = !page || page.offset + page.jobs.length >= page.total;
+  const problem = $("#list-problem");
+  problem.hidden = !state.listProblem;
+  problem.textContent = state.listProblem || "";
 }
 
 // A stopping runner (SIGTERM: it claims nothing more, its jobs finish) says so in `state` (mam/presence.py).
 const shownStatus = (a) => (a.status === "online" && a.state ? a.state : a.status);
 
+function busy(a) {
+  const jobs = a.jobs || [];
+  const words = jobs.length ? `${jobs.length}/${a.concurrency} busy` : `idle (0/${a.concurrency})`;
+  return el("td", { class: jobs.length ? "busy" : "idle", title: jobs.join(" ") }, words);
+}
+
 export function drawAgents(state) {
+  const names = [...new Set([...state.agents.values()].map((a) => a.agent))].sort();
+  const known = $("#known-agents");
+  if (known.dataset.names !== names.join(" ")) {  // the submit form offers the agents runners serve
+    known.dataset.names = names.join(" ");
+    known.replaceChildren(...names.map((name) => el("option", { value: name })));
+  }
   const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
   const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
     $("#agents tbody"),
     agents.map((a) =>
-      row([a.agent_id, a.agent, status(shownStatus(a)), a.host, el("td", { title: a.since }, ago(a.since)),
-           `${(a.jobs || []).length}/${a.concurrency}`], { "data-agent-id": a.agent_id }),
+      row([a.agent_id, a.agent, status(shownStatus(a)), busy(a), a.host, when(a.updated_at || a.since), when(a.since)],
+        { "data-agent-id": a.agent_id }),
     ),
   );
 }
@@ -92,7 +133,8 @@ export function drawRefusals(state) {
     ...state.refusals.map((r) =>
       el("li", {},
         el("span", { class: "reason" }, r.reason),
-        el("span", { class: "quiet" }, ` ${r.job_id ? `job ${r.job_id}, ` : ""}${r.topic} ${ago(r.received_at)}`),
+        el("span", { class: "quiet" }, ` ${r.job_id ? `job ${r.job_id}, ` : ""}${r.topic} `),
+        when(r.received_at, "span"),
         el("code", {}, short(r.payload, 120))),
     ),
   );
@@ -138,6 +180,14 @@ function drawChanges(state, record) {
   $("#diff").textContent = diff && !diff.error ? diff.diff : "";
 }
 
+// A record's value as text; a time (`*_at`) in the reader's local time and how long ago, the stored UTC on hover.
+function recordValue(key, value) {
+  if (key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value))) {
+    return el("div", { title: value }, `${absolute(value)} (${ago(value)})`);
+  }
+  return el("div", {}, typeof value === "object" ? JSON.stringify(value) : String(value));
+}
+
 export function drawDetail(state) {
   const detail = state.detail;
   $("#detail").hidden = !detail;
@@ -147,7 +197,11 @@ export function drawDetail(state) {
   const badge = $("#detail-status");
   badge.textContent = record ? record.status : "unknown";
   badge.className = `status ${record ? record.status : ""}`;
-  $("#cancel").hidden = !record || TERMINAL.has(record.status);
+  const finished = !record || TERMINAL.has(record.status);
+  $("#cancel").hidden = finished;
+  $("#cancel-tree").hidden = finished;
+  $("#retry").hidden = !record || !TERMINAL.has(record.status);
+  if (finished) $("#cancel-form").hidden = true;
   drawChanges(state, record);
   drawAnswer(record);
   $("#detail-problem").textContent = detail.problem || "";
@@ -159,16 +213,16 @@ export function drawDetail(state) {
     $("#record tbody"),
     Object.entries(record || {})
       .filter(([, v]) => v !== null && v !== "" && !(typeof v === "object" && Object.keys(v).length === 0))
-      .map(([k, v]) => row([el("th", {}, k), el("td", {}, el("div", {}, typeof v === "object" ? JSON.stringify(v) : String(v)))])),
+      .map(([k, v]) => row([el("th", {}, k), el("td", {}, recordValue(k, v))])),
   );
   fill(
     $("#events tbody"),
     detail.events.map((entry) => {
       const { type, id, v, ts, job_id, ...rest } = entry.event || {};
       const given = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== null));
-      return row([entry.seq ?? "live", ago(entry.received_at || ts), type, short(JSON.stringify(given), 120)]);
+      return row([entry.seq ?? "live", when(entry.received_at || ts), el("td", { class: "type" }, type),
+                  short(JSON.stringify(given), 120)]);
     }),
   );
-  $("#output").textContent = detail.output;
   $("#earlier").hidden = !(detail.logStart > 0);
 }
