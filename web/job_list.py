@@ -17,12 +17,10 @@ prompt.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Final
 
 from mam.contract.errors import UsageError
@@ -35,7 +33,7 @@ from mam.registry.index import IndexReader, filter_sql
 from mam.registry.index_schema import micros
 from mam.registry.listing import Jobs
 from mam.registry.query import JobFilter, parse_labels, parse_statuses
-from mam.registry.reading import iter_records, records_at
+from mam.registry.reading import iter_records, records_of
 from mam.web.rows import PREVIEW
 
 DEFAULT_LIMIT: Final = 50
@@ -341,19 +339,8 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int
         chosen.sort(key=lambda c: (c[1], c[2]), reverse=True)  # newest first among equals (a stable sort)
         chosen.sort(key=lambda c: c[0], reverse=query.descending)
     page_ids = [c[2] for c in chosen[query.offset:query.offset + query.limit]]
-    return len(chosen), [job_row(r, _root_of(r.job_id, parents), now) for r in _read_ids(workspace, page_ids)]
+    return len(chosen), [job_row(r, _root_of(r.job_id, parents), now) for r in records_of(workspace, page_ids)]
 
-
-def _read_ids(workspace: Workspace, ids: Sequence[str]) -> Iterator[JobRecord]:
-    root = workspace.registry_dir
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    try:
-        yield from records_at(fd, Path(root), (f"{job_id}.json" for job_id in ids))
-    finally:
-        os.close(fd)
 
 
 # -- the page ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +105,23 @@ def _ids_like(workspace: Workspace, text: str) -> list[str]:
 
 def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
     """Every record that decodes, by name; links and hidden files are skipped."""
+    return _registry_records(workspace, _record_names)
+
+
+def records_of(workspace: Workspace, ids: Iterable[str]) -> Iterator[JobRecord]:
+    """The records of `ids` that exist and decode, in that order (a page's, say); links are skipped."""
+    return _registry_records(workspace, lambda _fd: (f"{job_id}.json" for job_id in ids))
+
+
+def _registry_records(workspace: Workspace, names: Callable[[int], Iterable[str]]) -> Iterator[JobRecord]:
+    """The records named by `names(fd)`, read beneath the registry directory opened once as `fd`."""
     root = workspace.registry_dir
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        yield from records_at(fd, Path(root), _record_names(fd))
+        yield from records_at(fd, Path(root), names(fd))
     finally:
         os.close(fd)
 
