@@ -12,7 +12,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam import job_limits
+from mam import job_limits, routing
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.attempts import RETRY_OUTCOMES
@@ -98,7 +98,7 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.job_limits`), with
+    permissions, retry policy, model, turn limit, budgets resumed session (`mam.job_limits`), required labels and priority (`mam.routing`), with
     `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
@@ -106,6 +106,7 @@ def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
         retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
         retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
         **job_limits.of_record(record),  # type: ignore[arg-type]
+        **routing.of_record(record),  # type: ignore[arg-type]
     )
 
 

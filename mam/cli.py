@@ -35,6 +35,7 @@ from mam.output_accounting import incomplete_lines, seq_list
 from mam.reading import NotFound, read_events, read_pruned, read_record, read_record_or_pruned, resolve_id
 from mam.record import JobRecord
 from mam.runtime import read_runtime
+from mam.show_routing import queue_note
 from mam.signing import fingerprint, load_workspace_key
 from mam.status import ProjectorStatus
 from mam.tables import short
@@ -185,6 +186,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{'archived_log':<{_INDENT}}{where}  (pruned: `mam events {job}` reads it)")
         return 0
     _dump(record) if args.json else _show_text(record)
+    if not args.json and (note := queue_note(args, workspace, record)):
+        print(note)
     return 0
 
 
@@ -366,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
+    add_broker_arg(show)
     show.set_defaults(handler=cmd_show)
 
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")

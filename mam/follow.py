@@ -16,7 +16,7 @@ import anyio
 import msgspec
 
 from mam import events as ev
-from mam import presence
+from mam import presence, routing
 from mam.attempts import after_of, attempt_of
 from mam.broker_list import Brokers
 from mam.errors import EXIT_FAILED, EXIT_OK, MamError
@@ -228,7 +228,7 @@ class _Waiting:
             return
         note = None
         if record.status is Status.SUBMITTED:
-            note = presence.waiting_reason(record.agent, self.runners.values())
+            note = presence.waiting_reason(record.agent, self.runners.values(), routing.required(record))
             if attempt_of(record) > 1:
                 retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
                 note = f"{retry}; {note}" if note else retry
