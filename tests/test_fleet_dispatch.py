@@ -1,0 +1,102 @@
+"""Dispatch by offers on a real `mam up`: many runners cost no claim storm, an offer to a runner that dies
+before claiming goes to another, and runners of the previous protocol (claiming from the states, or a claim
+published by hand) still get work."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
+from test_fleet_routing import gated, raw_claim
+
+from brokers import free_port
+from conftest import WorkspacePaths
+from e2e import up_process, workspace_id
+from support import Watch, wait_for_message
+
+
+async def test_ten_runners_fifty_jobs_cost_almost_no_refused_claims(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    jobs = [f"j{i:02d}" for i in range(50)]
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
+            shell_runners(url, ws, [f"r{i}" for i in range(10)]):
+        await publish_jobs(url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
+        done = await states.all_ended(jobs, timeout=120)
+    assert all(done[j]["status"] == "succeeded" for j in jobs)
+    refused = refused_claims(ws)
+    assert len(refused) <= 0.05 * len(jobs), f"{len(refused)} refused claims for {len(jobs)} jobs: {refused[:3]}"
+    assert len({done[j]["runner"] for j in jobs}) >= 5, "the jobs are spread over the runners"
+
+
+async def test_an_offer_to_a_runner_that_dies_before_claiming_goes_to_another(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states:
+        async with shell_runner(url, ws, "doomed") as doomed:
+            doomed.proc.send_signal(signal.SIGSTOP)  # online, connected, and never claims what it is offered
+            try:
+                async with Watch(url, f"mam/{ws_id}/agents/doomed/offers") as offers:
+                    await publish_jobs(url, ws_id, [("orphan", {"prompt": "true", "agent": "shell"})])
+                    _, payload = await offers.next()
+            finally:
+                doomed.kill9()
+        async with shell_runner(url, ws, "heir"):
+            done = await states.all_ended(["orphan"], timeout=30)
+    offer = json.loads(payload)
+    assert offer["job_id"] == "orphan" and offer["agent_id"] == "doomed" and offer["version"] == 1, offer
+    assert '"signature":' in payload.decode(), "offers are signed with the projector's key"
+    assert done["orphan"]["status"] == "succeeded" and done["orphan"]["runner"] == "heir", done["orphan"]
+    assert not refused_claims(ws)
+
+
+async def test_an_offer_not_claimed_within_its_lease_goes_to_the_next_runner(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
+            shell_runner(url, ws, "stuck") as stuck:
+        stuck.proc.send_signal(signal.SIGSTOP)  # no will: only the lease can take the job back
+        try:
+            async with Watch(url, f"mam/{ws_id}/agents/stuck/offers") as offers:
+                await publish_jobs(url, ws_id, [("late", {"prompt": "true", "agent": "shell"})])
+                await offers.next()
+            async with shell_runner(url, ws, "awake"):
+                done = await states.all_ended(["late"], timeout=30)
+        finally:
+            stuck.kill9()
+    assert done["late"]["status"] == "succeeded" and done["late"]["runner"] == "awake", done["late"]
+
+
+async def test_runners_of_the_previous_protocol_still_get_work(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    gate = ws.elsewhere / "go"
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states:
+        async with shell_runner(url, ws, "old", "--no-offers") as old:
+            async with Watch(url, f"mam/{ws_id}/agents/old/status") as status:
+                announced = await status.json(lambda s: s["status"] == "online" and s["pid"] == old.pid)
+            await publish_jobs(url, ws_id, [("for-old", {"prompt": "true", "agent": "shell"})])
+            claimed_by_old = await states.all_ended(["for-old"])
+        # a claim published by hand, as any MQTT client may, for a job no runner serves
+        await publish_jobs(url, ws_id, [("by-hand", {"prompt": gated(gate), "agent": "nobody"})])
+        await states.until(lambda s: s.get("by-hand", {}).get("status") == "submitted")
+        await raw_claim(url, ws_id, "by-hand", "a-script", 1)
+        held = await states.until(lambda s: s["by-hand"]["status"] == "claimed")
+    assert "offers" not in announced and announced["agent_id"] == "old"
+    assert claimed_by_old["for-old"]["status"] == "succeeded" and claimed_by_old["for-old"]["runner"] == "old"
+    assert held["by-hand"]["runner"] == "a-script"
+
+
+async def test_a_runner_claims_from_the_states_under_a_projector_that_does_not_offer(ws: WorkspacePaths) -> None:
+    """An older projector (here `--offer-lease 0`) offers nothing: a runner of this release claims as before."""
+    from e2e import up_with_flags
+
+    async with up_with_flags(ws, "--offer-lease", "0") as (port, _):
+        url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+        _, status = await wait_for_message(url, f"mam/{ws_id}/projector/status")
+        async with States(url, ws_id).watching() as states, shell_runner(url, ws, "new"):
+            await publish_jobs(url, ws_id, [("j", {"prompt": "true", "agent": "shell"})])
+            done = await states.all_ended(["j"])
+    assert json.loads(status).get("dispatch") is None
+    assert done["j"]["status"] == "succeeded" and done["j"]["runner"] == "new"
