@@ -316,11 +316,13 @@ class Runner:
         try:
             if self.states.key is None:
                 await self._learn_key(client)
-            await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
             # The projector's status before the states (its key may verify them; it says whether it offers
-            # jobs), refusals for the claims, and this instance's offers.
+            # jobs), refusals for the claims, and this instance's offers: subscribed before the status is
+            # announced, which says whether it takes offers (not when the broker refuses it their topic).
             topics = [self.topics.projector_status, self.topics.rejected, self.topics.agent_offers(self.agent_id)]
-            await client.subscribe([(topic, 1) for topic in topics])
+            granted = await client.subscribe([(topic, 1) for topic in topics])
+            self._offers_granted(granted)
+            await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
             await subscribe_required(client, self.topics.all_states)
             yield client
         finally:
@@ -421,6 +423,16 @@ class Runner:
         log.info("job %s: claim refused (%s); its slot is free", job_id, refusal.get("reason"))
         self._claim_what_fits()
         self._changed.notify()
+
+    def _offers_granted(self, granted: object) -> None:
+        """A broker whose ACL refuses this runner its offers topic: claim from the states, say so once."""
+        codes = list(granted) if isinstance(granted, list | tuple) else []
+        refused = len(codes) == 3 and getattr(codes[2], "value", codes[2]) not in (0, 1, 2)
+        if refused and self.take_offers:
+            log.warning("the broker refuses this runner the topic %s: claiming from the states instead of "
+                        "taking offers (see docs/mosquitto.acl)", self.topics.agent_offers(self.agent_id))
+            self.take_offers = False
+            self._dispatch_changed(False)
 
     def _dispatch_changed(self, offers: bool) -> None:
         by_offer = offers and self.take_offers
