@@ -496,6 +496,7 @@ class Runner:
                 self._claim_what_fits()
             return
         self.queued.pop(job_id, None)
+        self.offered.pop(job_id, None)  # taken by another runner (a prefetched offer the projector moved)
         if job_id not in self.claiming:
             return
         self.claiming.discard(job_id)

@@ -39,6 +39,9 @@ from mam.timefmt import iso
 DEFAULT_LEASE: Final = 3.0
 """Seconds an offer waits for its claim: a runner claims within milliseconds; three seconds cover a busy
 host, and a lost offer then costs only that."""
+PREFETCH: Final = 1
+"""Offers a runner may hold beyond its free slots while jobs wait: it claims one the moment a job ends, in the
+same breath as that job's outcome, instead of waiting for the projector to see the slot free and offer."""
 MAX_MISSES: Final = 3
 """Offers in a row a runner may let expire before it gets no more until its next status."""
 
@@ -55,6 +58,8 @@ class Pending:
     agent_id: str
     deadline: float
     record: JobRecord
+    prefetch: bool = False
+    """Made beyond the runner's free slots: claimed once one frees."""
 
 
 @dataclass(slots=True)
@@ -102,65 +107,95 @@ class Dispatcher:
     def plan(
         self, now: float, wall: datetime, runners: Mapping[str, AgentStatus], held: Iterable[JobRecord]
     ) -> list[Offer]:
-        """The offers to publish now (each recorded as outstanding until claimed or `lease` later)."""
+        """The offers to publish now (each recorded as outstanding until claimed or `lease` later): first
+        into free slots; then, while jobs are left, one more each (`PREFETCH`) to runners whose slots are
+        all taken, claimed the moment one frees; and a free slot takes over a job prefetched elsewhere."""
         self._expire(now)
         held = list(held)
-        free = self._free_slots(runners, held)
-        if not free or not self.queue:
+        slots = self._slots(runners, held)
+        if not slots or not self.queue:
             return []
         counts = self.limits.count([*held, *(p.record for p in self.offers.values())]) if self.limits else {}
         at = iso(wall)
         made: list[Offer] = []
-        for queued in self._order():
-            if not free:
-                break
-            record = queued.record
-            if record.job_id in self.offers or too_early(record, at):
+        order = [q.record for q in self._order()]
+        waiting = [r for r in order if r.job_id not in self.offers and not too_early(r, at)]
+        free = {agent_id: room for agent_id, (room, _) in slots.items() if room > 0}
+        spare = {agent_id: extra for agent_id, (_, extra) in slots.items() if extra > 0}
+        left = self._assign(waiting, runners, free, counts, now, made, prefetch=False)
+        if left and spare:
+            self._assign(left, runners, spare, counts, now, made, prefetch=True)
+        if free:  # a free slot takes a job prefetched to a busy runner
+            prefetched = [r for r in order if (p := self.offers.get(r.job_id)) is not None and p.prefetch]
+            for record in prefetched:
+                if not free:
+                    break
+                runner = self._choose(record, runners, free)
+                if runner is None or runner.agent_id == self.offers[record.job_id].agent_id:
+                    continue
+                del self.offers[record.job_id]
+                self._offer(record, runner, free, now, made, prefetch=False)
+        return made
+
+    def _assign(self, jobs: list[JobRecord], runners: Mapping[str, AgentStatus], room: dict[str, int],
+                counts: dict[str, int], now: float, made: list[Offer], *, prefetch: bool) -> list[JobRecord]:
+        """Offer `jobs` in order into `room`; the jobs left (no runner fits, a limit reached, no room)."""
+        left: list[JobRecord] = []
+        for record in jobs:
+            if not room:
+                left.append(record)
                 continue
             if self.limits and self.limits.reached(record, counts) is not None:
                 continue
-            runner = self._choose(record, runners, free)
+            runner = self._choose(record, runners, room)
             if runner is None:
+                left.append(record)
                 continue
-            free[runner.agent_id] -= 1
-            if free[runner.agent_id] <= 0:
-                del free[runner.agent_id]
             for key in self.limits.keys_of(record):
                 counts[key] = counts.get(key, 0) + 1
-            self.offers[record.job_id] = Pending(runner.agent_id, now + self.lease, record)
-            self.last_offered[runner.agent_id] = now
-            self.offered += 1
-            made.append(Offer(job_id=record.job_id, agent=record.agent, agent_id=runner.agent_id,
-                              epoch=runner.epoch, version=record.version, attempt=attempt_of(record),
-                              lease=self.lease))
-        return made
+            self._offer(record, runner, room, now, made, prefetch=prefetch)
+        return left
+
+    def _offer(self, record: JobRecord, runner: AgentStatus, room: dict[str, int], now: float, made: list[Offer],
+               *, prefetch: bool) -> None:
+        room[runner.agent_id] -= 1
+        if room[runner.agent_id] <= 0:
+            del room[runner.agent_id]
+        self.offers[record.job_id] = Pending(runner.agent_id, now + self.lease, record, prefetch)
+        self.last_offered[runner.agent_id] = now
+        self.offered += 1
+        made.append(Offer(job_id=record.job_id, agent=record.agent, agent_id=runner.agent_id, epoch=runner.epoch,
+                          version=record.version, attempt=attempt_of(record), lease=self.lease))
 
     def _expire(self, now: float) -> None:
         for job_id, pending in list(self.offers.items()):
             if pending.deadline <= now:
                 del self.offers[job_id]
                 self.tried.setdefault(job_id, set()).add(pending.agent_id)
-                self.misses[pending.agent_id] = self.misses.get(pending.agent_id, 0) + 1
+                if not pending.prefetch:  # a busy runner may well let a prefetched offer lapse
+                    self.misses[pending.agent_id] = self.misses.get(pending.agent_id, 0) + 1
                 self.expired += 1
 
-    def _free_slots(self, runners: Mapping[str, AgentStatus], held: list[JobRecord]) -> dict[str, int]:
-        """Free slots by runner, of the runners that take offers now."""
+    def _slots(self, runners: Mapping[str, AgentStatus], held: list[JobRecord]) -> dict[str, tuple[int, int]]:
+        """By runner that takes offers now: its free slots, and the offers it may take beyond them (prefetch)."""
         busy: dict[str, int] = {}
         for record in held:
             if record.runner:
                 busy[record.runner] = busy.get(record.runner, 0) + 1
         for pending in self.offers.values():
             busy[pending.agent_id] = busy.get(pending.agent_id, 0) + 1
-        free: dict[str, int] = {}
+        slots: dict[str, tuple[int, int]] = {}
         for agent_id, status in runners.items():
             if status.offers is not True or status.status != "online" or status.state == DRAINING:
                 continue
             if self.misses.get(agent_id, 0) >= MAX_MISSES:
                 continue
-            room = status.concurrency - busy.get(agent_id, 0)
-            if room > 0:
-                free[agent_id] = room
-        return free
+            taken = busy.get(agent_id, 0)
+            room = max(status.concurrency - taken, 0)
+            extra = max(status.concurrency + PREFETCH - taken - room, 0)
+            if room or extra:
+                slots[agent_id] = (room, extra)
+        return slots
 
     def _order(self) -> list[Queued]:
         """Priority first; within a priority, round robin over groups, each group in submit order."""
@@ -228,4 +263,4 @@ def claim_refusal(
     return None
 
 
-__all__ = ["DEFAULT_LEASE", "MAX_MISSES", "Dispatcher", "claim_refusal", "group_of"]
+__all__ = ["DEFAULT_LEASE", "MAX_MISSES", "PREFETCH", "Dispatcher", "claim_refusal", "group_of"]

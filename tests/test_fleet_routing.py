@@ -98,7 +98,10 @@ async def test_a_priority_job_overtakes_the_queue(ws: WorkspacePaths) -> None:
         done = await states.all_ended([*queue, "urgent"])
     assert all(done[j]["status"] == "succeeded" for j in [*queue, "urgent"])
     assert done["urgent"]["priority"] == 10 and "priority" not in done["q0"]
-    assert states.claim_order[:3] == ["blocker", "urgent", "q0"], states.claim_order
+    # the runner may already hold q0 (one offer beyond its slot, claimed the moment the blocker ends)
+    order = states.claim_order
+    assert order[0] == "blocker" and order.index("urgent") <= 2, order
+    assert all(order.index("urgent") < order.index(job) for job in queue[1:]), order
 
 
 async def test_a_single_job_starts_before_a_200_job_tree_drains(ws: WorkspacePaths) -> None:
