@@ -88,6 +88,9 @@ RETRY_MAX = 5.0
 KEEPALIVE = 10
 FLUSH_TIMEOUT = 10.0
 """On stop, how long to wait for the broker to take the events still in the outbox."""
+OFFER_MARGIN = 0.8
+"""An offer is claimed only within this share of its lease (counted from when it arrived, the projector's from
+when it sent it)."""
 DRAIN_TIMEOUT = 300.0
 """How long a stopping runner lets its running jobs finish before it releases them to the queue.
 An agent job runs minutes, not seconds, and its tokens are paid for: five minutes lets most finish
@@ -391,8 +394,8 @@ class Runner:
             self._on_offer(payload)
         elif topic == self.topics.projector_status:
             status = decode_projector_status(payload)
-            if status is not None:
-                self._dispatch_changed(status.dispatch == "offers")
+            if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
+                await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
             if not self.follow_key or status is None or status.public_key is None:
                 return
             switched, said = self.states.adopt(status.public_key, self.workspace)
@@ -400,10 +403,17 @@ class Runner:
                 (log.info if switched else log.warning)("%s", said)
             if switched:  # the states it ignored so far are the broker's to send again
                 await subscribe_required(client, self.topics.all_states)
-        else:
+        elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
                 self._on_state(record)
+
+    def _follows(self, topic: str) -> bool:
+        """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are
+        not verified or decoded at all (with 50 runners, every state goes to each of them)."""
+        parsed = self.topics.parse(topic)
+        job_id = parsed.job_id if parsed is not None else None
+        return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered)
 
     def _on_refusal(self, payload: bytes) -> None:
         """A refused claim of this runner's frees its slot; the job's state will say the rest. A refusal
@@ -434,15 +444,17 @@ class Runner:
             self.take_offers = False
             self._dispatch_changed(False)
 
-    def _dispatch_changed(self, offers: bool) -> None:
+    def _dispatch_changed(self, offers: bool) -> bool:
+        """Whether it now claims only what it is offered changed."""
         by_offer = offers and self.take_offers
         if by_offer == self.by_offer:
-            return
+            return False
         self.by_offer = by_offer
         log.info("the projector %s", "offers jobs: claiming only those offered" if by_offer
                  else "does not offer jobs: claiming from the states")
         self.offered.clear()
         self._claim_what_fits()
+        return True
 
     def _on_offer(self, payload: bytes) -> None:
         """An offer for this instance: claimed as soon as a slot is free, while it stands."""
@@ -451,7 +463,8 @@ class Runner:
             return
         if not self.by_offer or self.stopping or offer.agent not in self.serves:
             return
-        self.offered[offer.job_id] = (offer, anyio.current_time() + offer.lease)
+        # lapsed a little before the projector's lease ends: a claim then is never a race with the next offer
+        self.offered[offer.job_id] = (offer, anyio.current_time() + OFFER_MARGIN * offer.lease)
         self._claim_what_fits()
 
     def _claim_offered(self) -> None:

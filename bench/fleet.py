@@ -189,8 +189,13 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
         refused_path = root / ".mam" / "delegate_job_logs" / "_rejected.jsonl"
         refused = 0
         if refused_path.exists():
-            refused = sum(1 for line in refused_path.read_text().splitlines() if '"type":"claimed"' in line
-                          or '\\"type\\":\\"claimed\\"' in line)
+            claims = [json.loads(line) for line in refused_path.read_text().splitlines()
+                      if '\\"type\\":\\"claimed\\"' in line]
+            refused = len(claims)
+            if args.why:
+                for claim in claims[:args.why]:
+                    print(f"  refused {claim['received_at']}: {claim['reason']} ({claim['payload'][:120]})",
+                          file=sys.stderr)
     started = [_at(r["started_at"]) for r in records.values() if r.get("started_at")]
     submitted = [_at(r["submitted_at"]) for r in records.values()]
     waits = [_at(r["started_at"]) - _at(r["submitted_at"]) for r in records.values() if r.get("started_at")]
@@ -213,6 +218,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0, help="each job sleeps this long (default: `true`)")
     parser.add_argument("--per-process", type=int, default=10)
     parser.add_argument("--modes", default="offers,states")
+    parser.add_argument("--why", type=int, default=0, metavar="N", help="print the first N refused claims' reasons")
     parser.add_argument("--idle", type=int, default=20, help="jobs submitted one at a time after the burst")
     args = parser.parse_args()
     counts = [int(n) for n in args.runners.split(",")]

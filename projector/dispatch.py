@@ -42,6 +42,10 @@ host, and a lost offer then costs only that."""
 PREFETCH: Final = 1
 """Offers a runner may hold beyond its free slots while jobs wait: it claims one the moment a job ends, in the
 same breath as that job's outcome, instead of waiting for the projector to see the slot free and offer."""
+STEAL_AFTER: Final = 1.0
+"""Seconds a prefetched offer waits at its busy runner before a runner with a free slot may take the job over.
+Short jobs free their runner sooner (a job taken over then costs a refused claim for nothing); a long one
+waits no longer than this (plus a tick) while another runner is idle."""
 MAX_MISSES: Final = 3
 """Offers in a row a runner may let expire before it gets no more until its next status."""
 
@@ -125,8 +129,9 @@ class Dispatcher:
         left = self._assign(waiting, runners, free, counts, now, made, prefetch=False)
         if left and spare:
             self._assign(left, runners, spare, counts, now, made, prefetch=True)
-        if free:  # a free slot takes a job prefetched to a busy runner
-            prefetched = [r for r in order if (p := self.offers.get(r.job_id)) is not None and p.prefetch]
+        if free:  # a free slot takes a job prefetched to a busy runner, once it has waited there a while
+            prefetched = [r for r in order if (p := self.offers.get(r.job_id)) is not None and p.prefetch
+                          and now - (p.deadline - self.lease) >= STEAL_AFTER]
             for record in prefetched:
                 if not free:
                     break

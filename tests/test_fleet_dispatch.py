@@ -13,7 +13,7 @@ from test_fleet_routing import gated, raw_claim
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
-from support import Watch, wait_for_message
+from support import Watch, publish, wait_for_message
 
 
 async def test_ten_runners_fifty_jobs_cost_almost_no_refused_claims(ws: WorkspacePaths) -> None:
@@ -100,3 +100,29 @@ async def test_a_runner_claims_from_the_states_under_a_projector_that_does_not_o
             done = await states.all_ended(["j"])
     assert json.loads(status).get("dispatch") is None
     assert done["j"]["status"] == "succeeded" and done["j"]["runner"] == "new"
+
+
+async def test_forged_states_and_offers_start_nothing_on_a_runner_taking_offers(ws: WorkspacePaths, tmp_path) -> None:  # noqa: ANN001
+    """Taking offers, a runner reads only the states of jobs it is offered, claims or runs: a forged `submitted`
+    or `claimed` naming it, and an unsigned offer, start nothing; a genuine job afterwards runs."""
+    from test_signed_states import forged_state, heard_of, runner_epoch
+
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    marker = tmp_path / "forged-ran"
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
+            shell_runner(url, ws, "victim"):
+        epoch = await runner_epoch(url, ws_id, "victim")
+        for payload in (forged_state(ws_id, "forged", f"touch {marker}"),
+                        forged_state(ws_id, "forged", f"touch {marker}", status="claimed", runner="victim",
+                                     runner_epoch=epoch, version=2)):
+            await publish(url, f"mam/{ws_id}/jobs/forged/state", payload, retain=True)
+        offer = {"job_id": "forged", "agent": "shell", "agent_id": "victim", "epoch": epoch, "version": 1,
+                 "attempt": 1, "lease": 3.0}
+        await publish(url, f"mam/{ws_id}/agents/victim/offers", json.dumps(offer).encode() + b"\n")
+        await publish_jobs(url, ws_id, [("real", {"prompt": "true", "agent": "shell"})])
+        done = await states.all_ended(["real"])
+    assert done["real"]["status"] == "succeeded" and done["real"]["runner"] == "victim"
+    assert not marker.exists(), "a forged state or offer ran"
+    heard = [h for h in heard_of(ws, "forged") if "/offers" not in h]  # the hand-published offer, refused
+    assert heard == [], "the runner sent nothing about the forged job"
