@@ -10,7 +10,8 @@ process to save memory), then `--jobs` jobs (`true`, or `sleep S` with `--sleep`
 Mode `offers`: the projector offers each job to one runner (`--offer-lease` default); mode `states`:
 `--offer-lease 0` and `--no-offers` runners, every runner claiming from the states, as before offers.
 
-Prints, per run: jobs started per second (jobs / (last start - first submit), the projector's own times),
+Prints, per run: the time from the first submit to the last start and to the last end, jobs started per
+second (jobs / (last start - first submit); the projector's own times),
 refused claims per job (its `_rejected.jsonl`), submit-to-start p50/p99 over the burst, and over `--idle`
 jobs submitted one at a time to the idle fleet after it; the projector's CPU per job (user+sys from
 /proc, over the burst; under `mam up` that process holds the broker too), and the rate's ratio against
@@ -201,9 +202,10 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
     waits = [_at(r["started_at"]) - _at(r["submitted_at"]) for r in records.values() if r.get("started_at")]
     ok = sum(1 for r in records.values() if r["status"] == "succeeded")
     span = max(started) - min(submitted)
+    ended = max(_at(r["finished_at"]) for r in records.values() if r.get("finished_at")) - min(submitted)
     return {"rate": len(started) / span, "refused": refused / args.jobs, "p50": _pct(waits, 0.5),
             "p99": _pct(waits, 0.99), "idle_p50": _pct(idle, 0.5), "idle_p99": _pct(idle, 0.99),
-            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span}
+            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended}
 
 
 def main() -> None:
@@ -225,7 +227,7 @@ def main() -> None:
     job = f"sleep {args.sleep:g}" if args.sleep else "true"
     print(f"# {args.jobs} jobs `{job}` at once; runners of "
           "concurrency 1; idle: jobs one at a time after the burst")
-    print("| broker | mode | runners | all ended | jobs started/s | x 1 runner | refused claims/job | "
+    print("| broker | mode | runners | all started / all ended | jobs started/s | x 1 runner | refused claims/job | "
           "submit-to-start p50 / p99 | idle p50 / p99 | projector CPU/job |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in args.broker.split(","):
@@ -235,7 +237,7 @@ def main() -> None:
                 r = one_run(kind, mode, n, args)
                 base = base or (r["rate"] if n == 1 else None)
                 ratio = f"{r['rate'] / base:.2f}" if base else "-"
-                print(f"| {kind} | {mode} | {n} | {r['span']:.1f} s ({r['ok']} ok) | {r['rate']:.1f} | {ratio} | "
+                print(f"| {kind} | {mode} | {n} | {r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok) | {r['rate']:.1f} | {ratio} | "
                       f"{r['refused']:.3f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
                       f"{1000 * r['idle_p50']:.0f} / {1000 * r['idle_p99']:.0f} ms | {r['cpu_ms']:.1f} ms |",
                       flush=True)
