@@ -60,6 +60,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import UNSET
 
 from mam import events as ev
+from mam import routing
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
@@ -503,6 +504,8 @@ class Runner:
             job.take_state(record)
             return
         if record.status is Status.SUBMITTED:
+            if routing.missing(self.labels, routing.required(record)):
+                return  # it would be refused: a job that requires labels this runner lacks
             if job_id not in self.claiming and (job_id, attempt_of(record)) not in self.claimed_here \
                     and not self.stopping:
                 self.queued[job_id] = record

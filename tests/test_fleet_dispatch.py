@@ -126,3 +126,30 @@ async def test_forged_states_and_offers_start_nothing_on_a_runner_taking_offers(
     assert not marker.exists(), "a forged state or offer ran"
     heard = [h for h in heard_of(ws, "forged") if "/offers" not in h]  # the hand-published offer, refused
     assert heard == [], "the runner sent nothing about the forged job"
+
+
+async def test_jobs_queued_before_a_restart_are_offered_after_it(ws: WorkspacePaths) -> None:
+    """The projector's queue is memory: after a restart it is loaded again (from the index), so jobs submitted
+    before it are offered to runners that start after it."""
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    jobs = [f"early-{i}" for i in range(3)]
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states:
+        await publish_jobs(url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
+        await states.until(lambda s: all(s.get(j, {}).get("status") == "submitted" for j in jobs))
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
+            shell_runner(url, ws, "after"):
+        done = await states.all_ended(jobs)
+    assert all(done[j]["status"] == "succeeded" and done[j]["runner"] == "after" for j in jobs)
+
+
+async def test_a_runner_claiming_from_the_states_skips_jobs_requiring_labels_it_lacks(ws: WorkspacePaths) -> None:
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
+            shell_runner(url, ws, "plain", "--no-offers"):
+        await publish_jobs(url, ws_id, [("needs-gpu", {"prompt": "true", "agent": "shell", "require": {"gpu": "a1"}}),
+                                        ("anything", {"prompt": "true", "agent": "shell"})])
+        done = await states.all_ended(["anything"])
+    assert done["anything"]["runner"] == "plain" and done["needs-gpu"]["status"] == "submitted"
+    assert not refused_claims(ws), "the runner did not try the job it could not have"
