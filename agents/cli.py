@@ -28,9 +28,10 @@ from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args,
 from mam.client.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
 from mam.client.live import snapshot_agents, snapshot_job_ids
 from mam.contract import events as ev
-from mam.contract import presence
+from mam.contract import presence, routing
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord
+from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
 from mam.contract.terminal import safe
 from mam.git.provenance import git_info
@@ -77,6 +78,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
         "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
     )
+    submit.add_argument("--require", action="append", metavar="KEY=VALUE",
+                        help="a runner label the job needs (repeatable): only runners started with "
+                        "--label KEY=VALUE get it")
+    submit.add_argument("--priority", type=int, metavar="N",
+                        help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
+                        "default 0); equal priorities take turns across delegation trees and sessions")
     add_policy_args(submit)
     add_limit_args(submit)
     _add_wait_args(
@@ -222,6 +229,7 @@ def run_submit(args: argparse.Namespace) -> int:
             **policy_fields(args),
             **({"permissions": args.permissions} if args.permissions else {}),
             **limit_fields(args),
+            **routing.submit_fields(parse_pairs(args.require, "--require"), args.priority),  # type: ignore[arg-type]
             **resume,
         ))
 
@@ -250,6 +258,9 @@ def run_submit(args: argparse.Namespace) -> int:
                 agent = record.agent
                 if runners is not None and not presence.serving(runners, agent):
                     print(f"mam: warning: {no_runner(agent, job_id, workspace.root, runners)}", file=sys.stderr)
+                elif runners is not None and (unmatched := presence.no_label_match(
+                        agent, routing.required(record), runners)):
+                    print(f"mam: warning: {unmatched}: job {job_id} waits", file=sys.stderr)
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)

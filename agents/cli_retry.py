@@ -16,7 +16,7 @@ from mam.agents.selection import add_selector_args, confirm, has_selectors, reso
 from mam.cli.args import job_id
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.contract import events as ev
-from mam.contract import job_limits
+from mam.contract import job_limits, routing
 from mam.contract.attempts import RETRY_OUTCOMES
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
@@ -98,7 +98,8 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), with
+    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), required
+    labels and priority (`mam.contract.routing`), with
     `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
@@ -106,6 +107,7 @@ def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
         retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
         retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
         **job_limits.of_record(record),  # type: ignore[arg-type]
+        **routing.of_record(record),  # type: ignore[arg-type]
     )
 
 

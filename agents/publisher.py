@@ -30,6 +30,7 @@ from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
+from mam.contract import routing
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError, NoProjector, Refused, UsageError
 from mam.contract.ids import validate_job_id
@@ -164,6 +165,8 @@ class Publisher:
         budget_usd: float | None = None,
         tree_budget_tokens: int | None = None,
         tree_budget_usd: float | None = None,
+        require: dict[str, str] | None = None,
+        priority: int | None = None,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
@@ -178,7 +181,8 @@ class Publisher:
         `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`).
         `resume`, `model`, `max_turns`, `budget_tokens`, `budget_usd`, `tree_budget_tokens`,
         `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
-        a finished job of the same `agent` whose session this one continues."""
+        a finished job of the same `agent` whose session this one continues. `require`: runner labels the job
+        needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`)."""
         job_timeout = run_limit(job_timeout, timeout)
         if permissions is not None and permissions not in typing.get_args(ev.PermissionLevel):
             levels = ", ".join(typing.get_args(ev.PermissionLevel))
@@ -202,6 +206,7 @@ class Publisher:
                     ("model", model), ("max_turns", max_turns), ("budget_tokens", budget_tokens),
                     ("budget_usd", budget_usd), ("tree_budget_tokens", tree_budget_tokens),
                     ("tree_budget_usd", tree_budget_usd)) if value is not None},  # type: ignore[arg-type]
+                **routing.submit_fields(require, priority),  # type: ignore[arg-type]
             )
         )
         if resume is not None:

@@ -15,6 +15,12 @@ A runner whose key is the workspace's `projector.pub` follows a remade key:
 when `projector/status` announces another key and the file (read again) holds
 it, states are verified with it and read again (`StateReader.adopt`).
 
+Offers (docs/design.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
+claimable job to one runner at a time on `agents/<agent_id>/offers` (signed, for this instance's epoch);
+this runner announces that it takes offers (`offers: true` in its status, with its `labels`) and then
+claims only what it is offered, each offer within its lease, as capacity allows. Under a projector that
+does not dispatch (an older release), or with `take_offers=False`, it claims from the states as before.
+
 A claim the projector refuses (on `rejected`, naming the claim's event id)
 frees its slot at once: a claim made from a stale retained state (a broker
 restarted from an old snapshot) never holds `--concurrency` for good.
@@ -60,11 +66,13 @@ from mam.client.failover import Rotation, subscribe_required
 from mam.client.inbox import messages
 from mam.client.mqtt import make_client, unreachable
 from mam.contract import events as ev
+from mam.contract import routing
 from mam.contract.attempts import attempt_of
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import UsageError
 from mam.contract.identity import STATUS_CONTEXT, RunnerKey
 from mam.contract.ids import validate_agent_id
+from mam.contract.offers import Offer, read_offer
 from mam.contract.presence import DRAINING
 from mam.contract.record import JobRecord, Status
 from mam.contract.signing import StateReader, fingerprint, public_key_from_b64
@@ -81,6 +89,9 @@ RETRY_MAX = 5.0
 KEEPALIVE = 10
 FLUSH_TIMEOUT = 10.0
 """On stop, how long to wait for the broker to take the events still in the outbox."""
+OFFER_MARGIN = 0.8
+"""An offer is claimed only within this share of its lease (counted from when it arrived, the projector's from
+when it sent it)."""
 DRAIN_TIMEOUT = 300.0
 """How long a stopping runner lets its running jobs finish before it releases them to the queue.
 An agent job runs minutes, not seconds, and its tokens are paid for: five minutes lets most finish
@@ -114,6 +125,8 @@ class Runner:
         aliases: list[str] | None = None,
         drain_timeout: float = DRAIN_TIMEOUT,
         options: dict[str, list[str]] | None = None,
+        labels: dict[str, str] | None = None,
+        take_offers: bool = True,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
@@ -122,7 +135,10 @@ class Runner:
         `permissions`: the profile's levels and their arguments, `ceiling` the runner's `--permissions`
         (`permissions.py`); None for a command without levels. `options`: the profile's job options (model, turn
         limit, resume: `job_args.py`). `aliases`: the other agent names whose jobs
-        it claims (`.mam/profiles.json` aliases), announced in its status."""
+        it claims (`.mam/profiles.json` aliases), announced in its status. `labels`: what it can do
+        (`--label key=value`), announced in its status: jobs that require them are routed to it.
+        `take_offers`: claim only what a dispatching projector offers (False: claim from the states, as
+        runners before offers did)."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
@@ -130,6 +146,12 @@ class Runner:
         self.aliases = sorted(set(aliases or []) - {agent})
         self.serves = frozenset({agent, *self.aliases})
         self.concurrency = concurrency
+        self.labels = dict(sorted((labels or {}).items()))
+        self.take_offers = take_offers
+        self.by_offer = False
+        """The projector offers jobs (its status says so) and this runner takes offers: it claims only those."""
+        self.offered: dict[str, tuple[Offer, float]] = {}
+        """Offers not claimed yet, oldest first, with when each lapses (this process's clock)."""
         self.agent_id = agent_id or default_agent_id(agent)
         self.epoch = uuid.uuid4().hex
         self.started_at = utc_now_iso()
@@ -191,6 +213,8 @@ class Runner:
             runner_key=self.key.public,
             state=DRAINING if self.stopping else UNSET,
             **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
+            **({"offers": True} if self.take_offers else {}),  # type: ignore[arg-type]
+            **({"labels": self.labels} if self.labels else {}),  # type: ignore[arg-type]
         )
 
     def status_payload(self, status: str) -> bytes:
@@ -231,6 +255,7 @@ class Runner:
     async def _shutdown(self) -> None:
         self.stopping = True
         self.queued.clear()
+        self.offered.clear()
         self.alarm.cancel()
         self._status_changed()  # `draining`
         if self.active or self.claiming:
@@ -295,10 +320,13 @@ class Runner:
         try:
             if self.states.key is None:
                 await self._learn_key(client)
+            # The projector's status before the states (its key may verify them; it says whether it offers
+            # jobs), refusals for the claims, and this instance's offers: subscribed before the status is
+            # announced, which says whether it takes offers (not when the broker refuses it their topic).
+            topics = [self.topics.projector_status, self.topics.rejected, self.topics.agent_offers(self.agent_id)]
+            granted = await client.subscribe([(topic, 1) for topic in topics])
+            self._offers_granted(granted)
             await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
-            # The announced key before the states (it may verify them), refusals for the claims.
-            wanted = [self.topics.projector_status] if self.follow_key else []
-            await client.subscribe([(topic, 1) for topic in [*wanted, self.topics.rejected]])
             await subscribe_required(client, self.topics.all_states)
             yield client
         finally:
@@ -363,8 +391,12 @@ class Runner:
         """A state, a refusal, or the projector's status (a key to follow)."""
         if topic == self.topics.rejected:
             self._on_refusal(payload)
+        elif topic == self.topics.agent_offers(self.agent_id):
+            self._on_offer(payload)
         elif topic == self.topics.projector_status:
             status = decode_projector_status(payload)
+            if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
+                await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
             if not self.follow_key or status is None or status.public_key is None:
                 return
             switched, said = self.states.adopt(status.public_key, self.workspace)
@@ -372,10 +404,17 @@ class Runner:
                 (log.info if switched else log.warning)("%s", said)
             if switched:  # the states it ignored so far are the broker's to send again
                 await subscribe_required(client, self.topics.all_states)
-        else:
+        elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
                 self._on_state(record)
+
+    def _follows(self, topic: str) -> bool:
+        """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are
+        not verified or decoded at all (with 50 runners, every state goes to each of them)."""
+        parsed = self.topics.parse(topic)
+        job_id = parsed.job_id if parsed is not None else None
+        return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered)
 
     def _on_refusal(self, payload: bytes) -> None:
         """A refused claim of this runner's frees its slot; the job's state will say the rest. A refusal
@@ -396,6 +435,63 @@ class Runner:
         self._claim_what_fits()
         self._changed.notify()
 
+    def _offers_granted(self, granted: object) -> None:
+        """A broker whose ACL refuses this runner its offers topic: claim from the states, say so once."""
+        codes = list(granted) if isinstance(granted, list | tuple) else []
+        refused = len(codes) == 3 and getattr(codes[2], "value", codes[2]) not in (0, 1, 2)
+        if refused and self.take_offers:
+            log.warning("the broker refuses this runner the topic %s: claiming from the states instead of "
+                        "taking offers (see docs/mosquitto.acl)", self.topics.agent_offers(self.agent_id))
+            self.take_offers = False
+            self._dispatch_changed(False)
+
+    def _dispatch_changed(self, offers: bool) -> bool:
+        """Whether it now claims only what it is offered changed."""
+        by_offer = offers and self.take_offers
+        if by_offer == self.by_offer:
+            return False
+        self.by_offer = by_offer
+        log.info("the projector %s", "offers jobs: claiming only those offered" if by_offer
+                 else "does not offer jobs: claiming from the states")
+        self.offered.clear()
+        self._claim_what_fits()
+        return True
+
+    def _on_offer(self, payload: bytes) -> None:
+        """An offer for this instance: claimed as soon as a slot is free, while it stands."""
+        offer = read_offer(payload, self.states.key)
+        if offer is None or offer.agent_id != self.agent_id or offer.epoch != self.epoch:
+            return
+        if not self.by_offer or self.stopping or offer.agent not in self.serves:
+            return
+        # lapsed a little before the projector's lease ends: a claim then is never a race with the next offer
+        self.offered[offer.job_id] = (offer, anyio.current_time() + OFFER_MARGIN * offer.lease)
+        self._claim_what_fits()
+
+    def _claim_offered(self) -> None:
+        """Claim the jobs offered, oldest first, while there is room; a lapsed offer is dropped."""
+        now = anyio.current_time()
+        for job_id, (offer, lapses) in list(self.offered.items()):
+            if self.stopping or len(self.active) + len(self.claiming) >= self.concurrency:
+                break
+            if job_id in self.active:
+                continue  # its previous attempt is still stopping here
+            del self.offered[job_id]
+            if lapses <= now or job_id in self.claiming or (job_id, offer.attempt) in self.claimed_here:
+                continue
+            self.queued.pop(job_id, None)
+            self._claim(job_id, offer.version, offer.attempt)
+
+    def _claim(self, job_id: str, version: int, attempt: int) -> None:
+        self.claiming.add(job_id)
+        self.claimed_here.add((job_id, attempt))
+        log.debug("job %s: claiming it at version %d", job_id, version)
+        claim = self.outbox.put(
+            job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=version,
+                               runner_key=self.key.public)
+        )
+        self.claim_ids[job_id] = claim.id or ""
+
     def _unverified(self, job_id: str, why: str) -> None:
         log.warning("job %r: ignoring a state that carries %s; this runner never claims or runs it", job_id, why)
 
@@ -408,12 +504,15 @@ class Runner:
             job.take_state(record)
             return
         if record.status is Status.SUBMITTED:
+            if routing.missing(self.labels, routing.required(record)):
+                return  # it would be refused: a job that requires labels this runner lacks
             if job_id not in self.claiming and (job_id, attempt_of(record)) not in self.claimed_here \
                     and not self.stopping:
                 self.queued[job_id] = record
                 self._claim_what_fits()
             return
         self.queued.pop(job_id, None)
+        self.offered.pop(job_id, None)  # taken by another runner (a prefetched offer the projector moved)
         if job_id not in self.claiming:
             return
         self.claiming.discard(job_id)
@@ -425,7 +524,11 @@ class Runner:
         self._changed.notify()
 
     def _claim_what_fits(self) -> None:
-        """Claim queued jobs, oldest first, while there is room; one in a retry's backoff waits for it."""
+        """Claim queued jobs, oldest first, while there is room; one in a retry's backoff waits for it.
+        Under a projector that offers jobs, only the offered ones."""
+        if self.by_offer:
+            self._claim_offered()
+            return
         wake = math.inf
         for job_id, record in list(self.queued.items()):
             if self.stopping or len(self.active) + len(self.claiming) >= self.concurrency:
@@ -437,14 +540,7 @@ class Runner:
                 wake = min(wake, wait)
                 continue
             del self.queued[job_id]
-            self.claiming.add(job_id)
-            self.claimed_here.add((job_id, attempt_of(record)))
-            log.debug("job %s: claiming it at version %d", job_id, record.version)
-            claim = self.outbox.put(
-                job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=record.version,
-                                   runner_key=self.key.public)
-            )
-            self.claim_ids[job_id] = claim.id or ""
+            self._claim(job_id, record.version, attempt_of(record))
         if wake < math.inf and self._jobs is not None and not self.stopping:
             self.alarm.set(self._jobs, wake)
 

@@ -37,6 +37,7 @@ from mam.cli.common import (
 )
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.contract.errors import UsageError
+from mam.contract.routing import parse_pairs
 from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
 from mam.contract.workspace import Workspace
 from mam.git.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         "them at once",
     )
     parser.add_argument("--agent-id", type=agent_name, metavar="ID", help="runner id (default: agent-host-pid)")
+    parser.add_argument("--label", action="append", metavar="KEY=VALUE",
+                        help="what this runner can do (repeatable), announced in its status: a job submitted "
+                        "with --require KEY=VALUE goes only to runners with that label")
+    parser.add_argument("--no-offers", dest="take_offers", action="store_false",
+                        help="claim every job from the states as runners before offers did, even when the "
+                        "projector offers jobs (for comparison; costs refused claims with many runners)")
     parser.add_argument(
         "--projector-key",
         metavar="FILE|sha256:FINGERPRINT",
@@ -161,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
             aliases=served_aliases(args.agent, workspace),
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
             drain_timeout=args.drain_timeout,
+            labels=parse_pairs(args.label, "--label"),
+            take_offers=args.take_offers,
         )
         if endpoint is not None:
             runner_metrics.register(runner, registry)

@@ -17,7 +17,7 @@ from mam.agents.publisher import Publisher, new_job_id
 from mam.cli.args import agent_name
 from mam.client.live import agent_statuses
 from mam.contract import events as ev
-from mam.contract import presence
+from mam.contract import presence, routing
 from mam.contract.arg_limits import MOST_AFTER, MOST_LABELS, at_most
 from mam.contract.errors import MamError, UsageError
 from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
@@ -75,6 +75,16 @@ Retries = Annotated[
 RetryOn = Annotated[
     list[ev.RetryOutcome] | None,
     Field(description="the outcomes that retry (default: failed and lost)"),
+]
+Require = Annotated[
+    dict[str, str] | None,
+    Field(description="runner labels the job needs, e.g. {\"gpu\": \"a100\"}: only a runner started with "
+          "`mam-agent --label gpu=a100` gets it"),
+]
+Priority = Annotated[
+    int | None,
+    Field(ge=ev.MIN_PRIORITY, le=ev.MAX_PRIORITY,
+          description="higher runs first (default 0); equal priorities take turns across delegation trees"),
 ]
 Permissions = Annotated[
     ev.PermissionLevel | None,
@@ -162,6 +172,8 @@ def register(app: MCPServer, served: Served) -> None:
         budget_usd: BudgetUsd = None,
         tree_budget_tokens: TreeBudgetTokens = None,
         tree_budget_usd: TreeBudgetUsd = None,
+        require: Require = None,
+        priority: Priority = None,
     ) -> SubmitResult:
         """Delegate a job to an agent: submit it to the workspace's registry, where a runner for that agent
         claims and runs it (list_agents names the agents with runners). Returns the job's id and, with wait
@@ -180,6 +192,7 @@ def register(app: MCPServer, served: Served) -> None:
                 parent=chosen_parent, **policy, **({"permissions": permissions} if permissions else {}),
                 **limit_fields(model=model, max_turns=max_turns, budget_tokens=budget_tokens, budget_usd=budget_usd,
                                tree_budget_tokens=tree_budget_tokens, tree_budget_usd=tree_budget_usd),
+                **routing.submit_fields(require, priority),  # type: ignore[arg-type]
             )
         )
         dependencies = [await served.job_id(job) for job in after] if after else None
@@ -208,7 +221,7 @@ def register(app: MCPServer, served: Served) -> None:
         if record.parent:
             result["parent"] = record.parent
         if runners is not None and record.status is Status.SUBMITTED:
-            result["waiting"] = presence.waiting_reason(record.agent, runners)
+            result["waiting"] = presence.waiting_reason(record.agent, runners, routing.required(record))
         return result
 
     @app.tool()

@@ -18,6 +18,7 @@ from mam.cli.common import (
 )
 from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.client.signals import run_until_signal
+from mam.projector.dispatch import DEFAULT_LEASE
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
@@ -32,6 +33,25 @@ def add_settle_outputs(parser: argparse.ArgumentParser) -> None:
                         help="a runner's terminal event that counts output events not received yet waits this "
                         "long for them, then is applied and the record names the missing ones (default "
                         f"{ParkLimits().settle:g})")
+
+
+def offer_seconds(text: str) -> float:
+    """`--offer-lease`: seconds, or 0 for no offers."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to 3600")
+    return value
+
+
+def add_offer_lease(parser: argparse.ArgumentParser) -> None:
+    """`--offer-lease` (mam-projector and mam up)."""
+    parser.add_argument("--offer-lease", type=offer_seconds, default=DEFAULT_LEASE, metavar="SECONDS",
+                        help="offer each claimable job to one runner at a time; an offer not claimed within "
+                        f"this many seconds goes to the next runner (default {DEFAULT_LEASE:g}; 0: no offers, "
+                        "every runner claims from the states as before)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a runner's event for a job not submitted yet waits this long for the job's "
                         "'submitted' before it is refused (default 600)")
     add_settle_outputs(parser)
+    add_offer_lease(parser)
     parser.add_argument("--heartbeat", type=positive_seconds, default=HEARTBEAT, metavar="SECONDS",
                         help="republish the retained online status this often, so clients can tell a stale "
                         f"one (no refresh for 3 intervals) from a live one (default {HEARTBEAT:g})")
@@ -81,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
             limits=Limits(lease=args.lease, timeout_grace=args.timeout_grace,
                           heartbeat_log_every=args.log_heartbeats_every),
             park=ParkLimits(hold=args.park_for, settle=args.settle_outputs), heartbeat=args.heartbeat,
-            metrics=metrics,
+            metrics=metrics, offer_lease=args.offer_lease,
         )
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",

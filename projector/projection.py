@@ -17,7 +17,7 @@ from typing import Protocol
 
 import msgspec
 
-from mam.contract import cascade, tree_budget
+from mam.contract import cascade, fleet_limits, tree_budget
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status, decode_record
 from mam.contract.status import AgentStatus, decode_agent_status
@@ -32,6 +32,7 @@ from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
 from mam.projector.dirs import stop_for
+from mam.projector.dispatch import Dispatcher, claim_refusal, group_of
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.holding import Holding
 from mam.projector.identity import event_refusal, verified_status
@@ -68,7 +69,9 @@ class Projection(Holding):
         limits: Limits,
         cache_max: int,
         park: ParkLimits | None = None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
+        """`dispatcher`: offer claimable jobs to runners (`dispatch.py`); None: runners claim from the states."""
         self.workspace = workspace
         self.topics = Topics(workspace.id)
         self.log = log
@@ -97,6 +100,13 @@ class Projection(Holding):
         """The budgeted trees' jobs, finished ones too: what a tree has spent (`mam.contract.tree_budget`)."""
         self.runners: dict[str, AgentStatus] = {}
         """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
+        self.fleet_limits = fleet_limits.load(workspace.root)
+        """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
+        self.dispatcher = dispatcher
+        if dispatcher is not None:
+            dispatcher.limits = self.fleet_limits
+        self._roots: dict[str, str] = {}
+        """Each queued job's delegation root, for the dispatcher's fairness groups."""
 
     def reset(self) -> None:
         """Forget every cached state (they may run ahead of the disk)."""
@@ -109,7 +119,7 @@ class Projection(Holding):
         from the query `index` when it is usable (only the open jobs' records are read), else
         from a scan of the registry; with `keep_all` (a scan), every record is returned too."""
         waits: list[JobRecord] = []
-        wait_statuses = (Status.BLOCKED, Status.RETRYING)
+        wait_statuses = (Status.BLOCKED, Status.RETRYING, Status.SUBMITTED)
         loaded = None if keep_all or index is None else load_from_index(self.registry, index, OPEN | set(wait_statuses))
         if loaded is not None and index is not None:
             found, self.children = loaded
@@ -121,6 +131,11 @@ class Projection(Holding):
             self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, tree)
             self.budget_trees.from_scan(tree)
         self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
+        if self.dispatcher is not None:
+            self.dispatcher.queue.clear()
+            self.dispatcher.offers.clear()
+            for record in sorted((r for r in waits if r.status is Status.SUBMITTED), key=lambda r: r.submitted_at):
+                self.dispatcher.track(record, self._group)
         self._retry_pending = {r.job_id for r in waits if r.status is Status.RETRYING}
         self.parking.load()
         self._leftovers = [job_id for job_id in self.parking.jobs() if self.log.events_path(job_id).is_file()]
@@ -242,6 +257,8 @@ class Projection(Holding):
                     self.runners[checked.agent_id] = checked
                 else:
                     self.runners.pop(checked.agent_id, None)
+                if self.dispatcher is not None:
+                    self.dispatcher.runner_changed(checked)
             return []
         outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
         if isinstance(outcome, Accepted):
@@ -283,6 +300,7 @@ class Projection(Holding):
             return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         guard = guard or self._prune_refusal(state, job_id, event) or self._budget_refusal(state, job_id, event)
+        guard = guard or self._routing_refusal(staged, state, event)
         if guard:
             return guard
         bound = None if state.record is None or outcome.event_id in state.seen else self._wait_bound(
@@ -305,6 +323,45 @@ class Projection(Holding):
             return None
         open_children = len(self.children.get(event.parent, ()))
         return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
+
+    def _routing_refusal(self, staged: Batch, state: JobState, event: ev.AnyEvent) -> str | None:
+        """A claim of a submitted job by a runner without a label it requires, or past a fleet limit."""
+        record = state.record
+        if not isinstance(event, ev.Claimed) or record is None or record.status is not Status.SUBMITTED:
+            return None
+        if event.expected_version is not None and event.expected_version != record.version:
+            return None  # the fold refuses it anyway, for its version
+
+        def held() -> list[JobRecord]:
+            current = {**self.open_jobs, **staged.records}  # this batch's claims count too
+            return [r for r in current.values() if r.status in OPEN]
+
+        return claim_refusal(record, event.runner, self.runners, self.fleet_limits, held)
+
+    def _group(self, record: JobRecord) -> str:
+        return group_of(record, self._root)
+
+    def _root(self, record: JobRecord) -> str:
+        """The job's delegation root (as far as the records go), remembered per job."""
+        chain = [record.job_id]
+        parent = record.parent
+        root = record.job_id
+        while parent is not None and len(chain) <= 64:
+            known = self._roots.get(parent)
+            if known is not None:
+                root = known
+                break
+            parent_record = self._record(parent)
+            if parent_record is None:
+                root = parent
+                break
+            chain.append(parent)
+            root, parent = parent, parent_record.parent
+        if len(self._roots) > 100_000:
+            self._roots.clear()
+        for job_id in chain:
+            self._roots[job_id] = root
+        return root
 
     def _budget_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A first submit under a root whose tree budget is spent (`mam.contract.tree_budget`)."""
@@ -346,6 +403,8 @@ class Projection(Holding):
 
     def _track_open(self, staged: Batch) -> None:
         for job_id, record in staged.records.items():
+            if self.dispatcher is not None:
+                self.dispatcher.track(record, self._group)
             if record.status in OPEN:
                 self.open_jobs[job_id] = record
             else:
@@ -383,7 +442,7 @@ def _scan_registry(
             everything.append(record)
         if record.status in OPEN:
             found[record.job_id] = record
-        if waits is not None and record.status in (Status.BLOCKED, Status.RETRYING):
+        if waits is not None and record.status in (Status.BLOCKED, Status.RETRYING, Status.SUBMITTED):
             waits.append(record)
         if record.parent and not record.status.terminal:
             children.setdefault(record.parent, set()).add(record.job_id)

@@ -21,6 +21,7 @@ from mam.client.mqtt import make_client, unreachable
 from mam.contract.broker_list import Brokers
 from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import MamError
+from mam.contract.offers import encode_offer
 from mam.contract.record import JobRecord
 from mam.contract.status import ProjectorStatus, encode
 from mam.contract.timefmt import utc_now, utc_now_iso
@@ -28,6 +29,7 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
+from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.index_startup import bounded, restorable, scan_all
 from mam.projector.index_writer import IndexWriter
@@ -97,6 +99,7 @@ class Projector:
         served_by: str = "mam-projector",
         heartbeat: float = HEARTBEAT,
         metrics: ProjectorMetrics | None = None,
+        offer_lease: float = DEFAULT_LEASE,
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
@@ -104,7 +107,8 @@ class Projector:
         `publish_local`: publish states and refusals straight into that broker: they
         skip a network round trip and the broker's parsing of them, and are in the
         broker before the events they record are acknowledged. `metrics`: counts for Prometheus
-        (`metrics.py`), kept only when given."""
+        (`metrics.py`), kept only when given. `offer_lease`: offer each claimable job to one runner at a time
+        for this many seconds (`dispatch.py`); 0 leaves runners to claim from the states, as before offers."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
@@ -130,8 +134,12 @@ class Projector:
         self.tick = tick
         self._last_clock = 0.0
         self.view = View(tick)
+        if offer_lease < 0:
+            raise ValueError("offer_lease must be 0 (no offers) or more")
+        self.dispatcher = Dispatcher(lease=offer_lease) if offer_lease > 0 else None
         self.projection = Projection(
-            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max), park=park
+            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max), park=park,
+            dispatcher=self.dispatcher,
         )
         self._parked_dir = os.fspath(self.projection.parking.dir)
         self.counters = Counters()
@@ -165,6 +173,8 @@ class Projector:
             public_key=self.signer.public_key_b64,
             heartbeat_at=utc_now_iso(),
             heartbeat_every=self.heartbeat,
+            dispatch="offers" if self.dispatcher is not None else None,
+            offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -346,6 +356,7 @@ class Projector:
         # What the broker queued while this projector was away is read before time is judged.
         self.view.reset()
         while True:
+            await self._offer(client)  # after the previous batch's states are published: offers name them
             batch = await self._next_batch(client)
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
@@ -370,6 +381,18 @@ class Projector:
             finally:
                 if self.intake is not None:
                     self._settle_local(batch, committed)
+
+    async def _offer(self, client: aiomqtt.Client) -> None:
+        """Offer what the runners have room for (`dispatch.py`), each on its runner's offers topic, signed."""
+        if self.dispatcher is None:
+            return
+        offers = self.dispatcher.plan(time.monotonic(), utc_now(), self.projection.runners,
+                                      self.projection.open_jobs.values())
+        for offer in offers:
+            await self.views.publish(client, self.topics.agent_offers(offer.agent_id),
+                                     self.signer.signed(encode_offer(offer)), retain=False)
+        if offers:
+            log.debug("offered %d job(s)", len(offers))
 
     async def _sweep(self) -> None:
         """The workspace's `retention`: once due, on a current view, queue the jobs it prunes now."""

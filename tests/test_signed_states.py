@@ -71,7 +71,9 @@ async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_go
     topics = Topics(ws_id)
     attacker = Ed25519PrivateKey.generate()
     async with projector_process(mosquitto, ws.root, ws.elsewhere), \
-            agent_runner(mosquitto.url, ws, "--profile", "shell", agent="shell", name="victim") as runner:
+            agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="victim") as runner:
+        # --no-offers: a runner that reads every state and says which it ignores (taking offers, it reads only
+        # the states of the jobs it is offered, claims or runs, each verified the same way)
         epoch = await runner_epoch(mosquitto.url, ws_id, "victim")
         for job_id, sign in (("forged-1", None), ("forged-2", attacker)):
             prompt = f"touch {markers / job_id}"
@@ -107,8 +109,8 @@ async def test_a_genuine_state_replayed_on_another_job_or_again_on_its_own_runs_
     topics = Topics(ws_id)
     ran = tmp_path / "ran.txt"
     async with projector_process(mosquitto, ws.root, ws.elsewhere), \
-            agent_runner(mosquitto.url, ws, "--profile", "shell", agent="shell", name="r1") as runner:
-        seen: dict[str, bytes] = {}
+            agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="r1") as runner:
+        seen: dict[str, bytes] = {}  # --no-offers: it reads (and judges) every state, as in the test above
         async with Watch(mosquitto.url, topics.state("job-a")) as watch:
             await submit(mosquitto.url, ws, "job-a", f"echo a >> {ran}", agent="shell")
             for status in ("submitted", "claimed", "succeeded"):

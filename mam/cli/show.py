@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from mam.cli.args import job_id
-from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.cli.common import add_broker_arg, add_workspace_args, workspace_from_args
 from mam.cli.tables import short
 from mam.contract.events import GitInfo
 from mam.contract.humanize import ago, parse_time
@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
     show.add_argument("--json", action="store_true")
     add_workspace_args(show)
+    add_broker_arg(show)
     show.set_defaults(handler=cmd_show)
 
     events = sub.add_parser("events", help="show one job's audit log")
@@ -116,6 +117,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{'archived_log':<{_INDENT}}{where}  (pruned: `mam events {job}` reads it)")
         return 0
     _dump(record) if args.json else _show_text(record)
+    if not args.json:
+        from mam.cli.show_routing import queue_note  # a broker connection: only for a job that needs one
+
+        if note := queue_note(args, workspace, record):
+            print(note)
     return 0
 
 

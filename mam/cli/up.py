@@ -52,7 +52,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     from mam.cli.args import add_verbose, port
     from mam.cli.common import add_workspace_args
     from mam.cli.metrics import add_metrics_args
-    from mam.projector.cli import add_settle_outputs
+    from mam.projector.cli import add_offer_lease, add_settle_outputs
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
     up.add_argument("--host", default="127.0.0.1", help="broker listen address (default 127.0.0.1)")
@@ -78,6 +78,7 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
         "off loopback it needs --password-file, whose users log in to it",
     )
     add_settle_outputs(up)
+    add_offer_lease(up)
     add_limit_flags(up)
     add_metrics_args(up)
     add_verbose(up, help="the full banner (listeners, paths, an MQTT example) and debug logging on stderr")
@@ -143,6 +144,7 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
             publish_local=broker.publish,
             served_by="mam up",
             metrics=metrics,
+            offer_lease=args.offer_lease,
         )
         await tg.start(projector.run)
         remember_port(workspace, broker.address.port)

@@ -19,7 +19,7 @@ from mam.client.failover import connect
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
-from mam.contract import presence
+from mam.contract import presence, routing
 from mam.contract.attempts import after_of, attempt_of
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_FAILED, EXIT_OK, MamError
@@ -228,7 +228,7 @@ class _Waiting:
             return
         note = None
         if record.status is Status.SUBMITTED:
-            note = presence.waiting_reason(record.agent, self.runners.values())
+            note = presence.waiting_reason(record.agent, self.runners.values(), routing.required(record))
             if attempt_of(record) > 1:
                 retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
                 note = f"{retry}; {note}" if note else retry

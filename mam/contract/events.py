@@ -40,6 +40,14 @@ Labels = Annotated[
     dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}" + END)], Annotated[str, Meta(max_length=256)]],
     Meta(max_length=64),
 ]
+Requirements = Annotated[
+    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}" + END)], Annotated[str, Meta(max_length=256)]],
+    Meta(min_length=1, max_length=32),
+]
+"""Runner labels a job needs (`require`): key -> value, every pair must be among the runner's `labels`."""
+MIN_PRIORITY: Final = -1000
+MAX_PRIORITY: Final = 1000
+Priority = Annotated[int, Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
 Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 """Counts and sequence numbers: at most 2^53 - 1, the largest integer every JSON reader keeps exact."""
@@ -169,6 +177,11 @@ class Submitted(Event, tag="submitted"):
     under it and cancels the running ones (`mam.contract.tree_budget`)."""
     tree_budget_usd: Annotated[float, Meta(gt=0, le=1e9)] | UnsetType = UNSET
     """On a root: the same, for the recorded cost in dollars."""
+    require: Requirements | UnsetType = UNSET
+    """Runner labels the job needs (`mam submit --require key=value`): it is offered only to a runner whose
+    `--label`s include every pair, and a claim from any other runner is refused naming the missing label."""
+    priority: Priority | UnsetType = UNSET
+    """`mam submit --priority N`: higher is offered first (absent: 0)."""
 
 
 def submit_policy(

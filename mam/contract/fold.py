@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam.contract import attempts, job_limits, output_accounting, release, waiting
+from mam.contract import attempts, job_limits, output_accounting, release, routing, waiting
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 
@@ -91,6 +91,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         **({"permissions": event.permissions} if event.permissions else {}),  # type: ignore[arg-type]
         **({"requeue": False} if event.requeue is False else {}),  # type: ignore[arg-type]
         **job_limits.from_submit(event),  # type: ignore[arg-type]
+        **routing.from_submit(event),  # type: ignore[arg-type]
     )
 
 

@@ -6,10 +6,11 @@ Plain functions over `AgentStatus` values (no printing, no I/O), shared by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Final
 
+from mam.contract import routing
 from mam.contract.humanize import parse_time
 from mam.contract.status import AgentStatus
 
@@ -54,18 +55,39 @@ def serving(statuses: Iterable[AgentStatus], agent: str) -> list[AgentStatus]:
             and (s.agent == agent or agent in (s.aliases or ()))]
 
 
+def satisfying(statuses: Iterable[AgentStatus], require: Mapping[str, str]) -> list[AgentStatus]:
+    """Those of `statuses` whose labels include every pair a job requires (`mam submit --require`)."""
+    return [s for s in statuses
+            if not routing.missing(s.labels if isinstance(s.labels, dict) else None, require)]
+
+
+def no_label_match(agent: str, require: Mapping[str, str], statuses: Iterable[AgentStatus]) -> str | None:
+    """`no runner online for 'shell' has gpu=a100 (2 online without it)` when runners serve the agent but
+    none has every label the job requires; None when one has, or when none serves it at all (said apart)."""
+    online = serving(statuses, agent)
+    if not require or not online or satisfying(online, require):
+        return None
+    return (f"no runner online for {agent!r} has {routing.describe(require)} ({len(online)} online without "
+            f"it; start one with `mam-agent --agent {agent} --label ...`)")
+
+
 def free_slots(status: AgentStatus) -> int:
     return max(status.concurrency - len(status.jobs), 0)
 
 
-def waiting_reason(agent: str, statuses: Iterable[AgentStatus]) -> str:
+def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None) -> str:
     """What a submitted (unclaimed) job waits for, in words: `queued: no runner for 'codex' is online`."""
+    statuses = list(statuses)
     online = serving(statuses, agent)
     if not online:
         return f"queued: no runner for {agent!r} is online (start one with `mam-agent --agent {agent}`)"
+    unmatched = no_label_match(agent, require or {}, statuses)
+    if unmatched:
+        return f"queued: {unmatched}"
+    online = satisfying(online, require or {})
     if not any(free_slots(s) for s in online):
         return f"queued: every runner for {agent!r} is busy ({len(online)} online)"
     return f"queued: waiting for a runner for {agent!r} to claim it ({len(online)} online)"
 
 
-__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "serving", "shown_status", "since", "visible", "waiting_reason"]
+__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "no_label_match", "satisfying", "serving", "shown_status", "since", "visible", "waiting_reason"]

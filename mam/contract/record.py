@@ -160,6 +160,10 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     budget_usd: float | UnsetType = UNSET
     tree_budget_tokens: int | UnsetType = UNSET
     tree_budget_usd: float | UnsetType = UNSET
+    require: dict[str, str] | UnsetType = UNSET
+    """The runner labels the job needs (`submitted.require`); absent when none."""
+    priority: int | UnsetType = UNSET
+    """The job's priority (`submitted.priority`): higher is offered first; absent means 0."""
 
 
 _encoder: Final = msgspec.json.Encoder()

@@ -26,6 +26,12 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     heartbeat_at: str | None = None
     """When the projector published this status; it republishes it every `heartbeat_every` seconds."""
     heartbeat_every: float | None = None
+    dispatch: str | None = None
+    """`offers`: this projector offers each claimable job to one runner at a time (`projector/dispatch.py`),
+    and a runner that takes offers claims only what it is offered. Absent from an older projector: runners
+    then claim from the states."""
+    offer_lease: float | None = None
+    """Seconds an offer waits for its runner's claim before the job goes to the next runner."""
 
 
 STALE_BEATS: Final = 3
@@ -100,6 +106,11 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     """What an `online` runner is doing beyond serving: `draining` once it was asked to stop (SIGTERM,
     SIGINT): it claims nothing more and lets its jobs finish. Absent while it serves, so older readers
     keep their bytes; a value a reader does not know is shown as it is."""
+    offers: bool | UnsetType = UNSET
+    """True: this runner claims only the jobs a dispatching projector offers it (on
+    `agents/<agent_id>/offers`); absent from an older runner, which claims from the states."""
+    labels: dict[str, str] | UnsetType = UNSET
+    """What the runner can do (`mam-agent --label key=value`): a job's `require` must be among them."""
     sig: str | UnsetType = UNSET
     """Its signature (`mam.contract.identity`), the payload's last member: a status (a will above all) of a runner
     holding a job claimed with a key counts only if it verifies with that key."""

@@ -70,6 +70,10 @@ class Topics:
     def agent_status(self, agent_id: str) -> str:
         return f"{self.prefix}/agents/{validate_agent_id(agent_id)}/status"
 
+    def agent_offers(self, agent_id: str) -> str:
+        """Where the projector offers jobs to one runner (not retained: an offer lives for its lease)."""
+        return f"{self.prefix}/agents/{validate_agent_id(agent_id)}/offers"
+
     @property
     def all_agent_status(self) -> str:
         return f"{self.prefix}/agents/+/status"
