@@ -4,8 +4,10 @@ Real mosquitto, real `mam-projector`, real `mam-agent --agent shell` running `sh
 
 - Stale retained state. A broker restarted from an old snapshot of its retained messages (mosquitto
   after a `kill -9` between autosaves) shows finished jobs as `submitted` again, with the
-  projector's own signature. A runner claims them; the projector refuses each claim. The refusal
-  frees the runner's slot at once, and the projector republishes the registry's state of the job.
+  projector's own signature. A runner that claims from the states (`--no-offers`, or under a
+  projector that does not offer) claims them; the projector refuses each claim. The refusal frees
+  the runner's slot at once, and the projector republishes the registry's state of the job. A runner
+  that takes offers never claims one: the projector offers only what its registry holds submitted.
 - Remade key. The projector's key pair is removed and the projector restarted (it makes a new pair,
   writes `projector.pub`, announces the key and republishes every state with it): a runner already
   running reads the file again and goes on claiming. A key announced on `projector/status` that the
@@ -18,6 +20,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_runner_support import TERMINAL, agent_runner, submit
 
@@ -31,8 +34,9 @@ from e2e import projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_message, wait_for_state
 
 
+@pytest.mark.parametrize("mode", ["no-offers", "offers"])
 async def test_a_stale_retained_submitted_state_neither_holds_a_slot_nor_stays(
-    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path, mode: str
 ) -> None:
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
@@ -48,18 +52,25 @@ async def test_a_stale_retained_submitted_state_neither_holds_a_slot_nor_stays(
             await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "cancelled")
         # The broker "restarts from an old snapshot": the retained state is the signed `submitted` again.
         await publish(mosquitto.url, topics.state("old-1"), stale, retain=True)
-        async with agent_runner(mosquitto.url, ws, "--profile", "shell", "--concurrency", "1", agent="shell",
-                                name="r1") as runner:
+        flags = ("--no-offers",) if mode == "no-offers" else ()
+        async with agent_runner(mosquitto.url, ws, "--profile", "shell", "--concurrency", "1", *flags,
+                                agent="shell", name="r1") as runner:
             await submit(mosquitto.url, ws, "new-1", f"echo new >> {ran}", agent="shell")
             new = await wait_for_state(mosquitto.url, ws_id, "new-1", lambda r: r["status"] in TERMINAL, timeout=30)
-            await runner.wait_for_output("job old-1: claim refused (expected_version 1 does not match", timeout=10)
+            if mode == "no-offers":  # it claimed the stale job, was refused, and the slot came back for new-1
+                await runner.wait_for_output("job old-1: claim refused (expected_version 1 does not match", timeout=10)
             log = runner.output()
-        # A fresh subscriber gets what the registry says, not the stale state.
+        if mode == "offers":  # new-1 ran through the one slot; the stale job was never offered, so never claimed
+            assert "old-1" not in log, log
+        # A fresh subscriber gets what the registry says, not the stale state: the refused claim made the
+        # projector republish it. (Offered runners never claim it; a real broker restart also ends the
+        # projector's connection, and it republishes on connecting: the next test.)
         _, now = await wait_for_message(mosquitto.url, topics.state("old-1"))
     assert new["status"] == "succeeded", (new, log)
     assert ran.read_text() == "new\n", "the stale job never ran, the new one did"
-    assert json.loads(now)["status"] == "cancelled" and json.loads(now)["version"] == 2, now
-    assert now.rstrip(b"\n") != stale.rstrip(b"\n")
+    if mode == "no-offers":
+        assert json.loads(now)["status"] == "cancelled" and json.loads(now)["version"] == 2, now
+        assert now.rstrip(b"\n") != stale.rstrip(b"\n")
 
 
 async def test_a_connecting_projector_replaces_stale_retained_states_before_anyone_acts_on_them(
