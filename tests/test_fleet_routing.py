@@ -48,6 +48,7 @@ async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: Workspace
             extra = ["--require", f"os={os_name}"] + (["--require", "arch=arm64"] if job == "m0" else [])
             await submit(url, ws, job, "echo hi", *extra, agent="shell")
         done = await states.all_ended(jobs)
+        listed = await run(mam("agents", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
         # a claim by hand from a runner id without the label: refused, naming it
         await submit(url, ws, "gpu-job", "true", "--require", "gpu=a100", agent="shell")
         async with Watch(url, f"mam/{ws_id}/rejected") as rejected:
@@ -59,6 +60,11 @@ async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: Workspace
         assert done[job]["require"]["os"] == os_name
     assert done["m0"]["require"] == {"arch": "arm64", "os": "macos"}
     assert "lacks label gpu=a100" in refusal["reason"] and "linux-box" in refusal["reason"], refusal
+    table = listed.stdout.decode().splitlines()
+    assert listed.returncode == 0 and table[0].split() == [
+        "AGENT", "RUNNER", "HOST", "STATUS", "SINCE", "SLOTS", "LABELS", "JOBS"], table
+    rows = {line.split()[1]: line.split() for line in table[1:]}
+    assert rows["linux-box"][-2] == "os=linux" and rows["mac-box"][-2] == "arch=arm64,os=macos", table
 
 
 async def test_a_job_requiring_a_label_no_runner_has_stays_submitted_and_is_said(ws: WorkspacePaths) -> None:

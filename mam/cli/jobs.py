@@ -21,7 +21,7 @@ import msgspec
 from mam.cli.args import job_id, positive_int
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
-from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, render, short, use_colour, with_costs
+from mam.cli.tables import JOB_HEADER, agent_table, job_row, render, short, use_colour, with_costs
 from mam.client.live import snapshot_agents
 from mam.contract import presence
 from mam.contract.arg_limits import MOST_LABELS, at_most
@@ -224,7 +224,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
         more = f" ({hidden} offline for over a day: --all shows them)" if hidden else ""
         print(f"no runners for workspace {workspace.id} on {broker.url}{more}", file=sys.stderr)
         return 0
-    for line in render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=use_colour(sys.stdout)):
+    header, rows = agent_table(shown, now)
+    for line in render(rows, header, colour=use_colour(sys.stdout)):
         print(line)
     return 0
 

@@ -76,16 +76,27 @@ def with_costs(
             [[*row[:at], money(cost), *row[at:]] for row, cost in zip(rows, costs, strict=True)])
 
 
-def agent_row(status: AgentStatus, now: datetime) -> list[str]:
-    return [
+def agent_row(status: AgentStatus, now: datetime, *, labels: bool = False) -> list[str]:
+    """A runner's line; with `labels`, its labels (`mam-agent --label`) before its jobs."""
+    row = [
         status.agent,
         status.agent_id,
         status.host,
         presence.shown_status(status),
         ago(presence.since(status), now),
         f"{len(status.jobs)}/{status.concurrency}",
-        ",".join(status.jobs) or "-",
     ]
+    if labels:
+        row.append(",".join(f"{k}={v}" for k, v in sorted((status.labels or {}).items())) or "-")
+    return [*row, ",".join(status.jobs) or "-"]
+
+
+def agent_table(statuses: Sequence[AgentStatus], now: datetime) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of `mam agents`: a LABELS column only when a runner shown has labels, so
+    the table of a fleet without them keeps its columns."""
+    labelled = any(s.labels for s in statuses)
+    header = [*AGENT_HEADER[:-1], "LABELS", AGENT_HEADER[-1]] if labelled else list(AGENT_HEADER)
+    return header, [agent_row(s, now, labels=labelled) for s in statuses]
 
 
 def render(
@@ -117,5 +128,5 @@ def line(row: Sequence[str]) -> str:
     return "  ".join(safe(str(cell), keep_layout=False) for cell in row)
 
 
-__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "job_row", "line", "render", "short", "use_colour",
+__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "agent_table", "job_row", "line", "render", "short", "use_colour",
            "with_cost", "with_costs"]

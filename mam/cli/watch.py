@@ -21,7 +21,7 @@ from typing import IO
 import anyio
 import msgspec
 
-from mam.cli.tables import AGENT_HEADER, JOB_HEADER, agent_row, job_row, line, render, use_colour
+from mam.cli.tables import JOB_HEADER, agent_row, agent_table, job_row, line, render, use_colour
 from mam.client.live import AgentChange, JobChange
 from mam.client.signals import run_until_signal
 from mam.client.watch_follow import following
@@ -164,7 +164,8 @@ def watch_agents(
     def frame(rows: int, columns: int) -> list[str]:
         now = utc_now()
         shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]  # and the header
-        return render([agent_row(s, now) for s in shown], AGENT_HEADER, colour=colour, width=columns)
+        header, rows = agent_table(shown, now)
+        return render(rows, header, colour=colour, width=columns)
 
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
 
@@ -181,7 +182,7 @@ def watch_agents(
             elif as_json:
                 _print(out, json.dumps(msgspec.to_builtins(change.status)))
             else:
-                _print(out, line(agent_row(change.status, utc_now())))
+                _print(out, line(agent_row(change.status, utc_now(), labels=bool(change.status.labels))))
 
     return _run(follow, screen if tty else None)
 
