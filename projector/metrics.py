@@ -20,6 +20,7 @@ from mam.cli.metrics import Bounded, Snapshot, copied
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus
 from mam.projector.batch import Batch
+from mam.projector.dispatch import Dispatcher
 from mam.registry.index import IndexReader
 from mam.registry.pruning import is_pruned
 
@@ -68,6 +69,8 @@ class ProjectorMetrics:
         self.tokens: dict[tuple[str, str], int] = {}
         self.runners: dict[str, AgentStatus] = {}
         """The projection's runner statuses (the same dict, read when scraped)."""
+        self.dispatcher: Dispatcher | None = None
+        """The serve loop's dispatcher (`dispatch.py`), read when scraped; None when it does not offer."""
 
     def start_from_index(self, registry_dir: Path) -> None:
         """Jobs by status and agent as the query index has them (none if it cannot be read)."""
@@ -146,6 +149,7 @@ class ProjectorMetrics:
             gauge.add_metric([status, agent], count)
         yield gauge
         yield from self._runner_families()
+        yield from self._dispatch_families()
         family = CounterMetricFamily("mam_agent_cost_usd", "Cost the agents reported, by agent", labels=["agent"])
         for agent, value in sorted(cost.items()):
             family.add_metric([agent], value)
@@ -155,6 +159,22 @@ class ProjectorMetrics:
         for (agent, kind), value in sorted(tokens.items()):
             family.add_metric([agent, kind], value)
         yield family
+
+    def _dispatch_families(self) -> Iterable[Any]:
+        """Offers made and expired, outstanding now, and the jobs waiting for one (plain ints the loop
+        keeps; read here without its lock, each read whole)."""
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return
+        family = CounterMetricFamily("mam_projector_offers", "Offers of a job to one runner, by outcome (made: "
+                                     "published; expired: not claimed within the lease)", labels=["outcome"])
+        family.add_metric(["made"], dispatcher.offered)
+        family.add_metric(["expired"], dispatcher.expired)
+        yield family
+        yield GaugeMetricFamily("mam_projector_offers_outstanding", "Offers waiting for their claim",
+                                value=len(dispatcher.offers))
+        yield GaugeMetricFamily("mam_projector_queue_jobs", "Submitted jobs the dispatcher holds (claimable or not "
+                                "yet: not_before, no runner with room or labels)", value=len(dispatcher.queue))
 
     def _runner_families(self) -> Iterable[Any]:
         online: dict[str, int] = {}

@@ -154,6 +154,7 @@ class Projector:
         self.metrics = metrics
         if metrics is not None:
             metrics.runners = self.projection.runners
+            metrics.dispatcher = self.dispatcher
 
     def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
         """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""

@@ -77,6 +77,9 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
     accepted = total(after, "mam_projector_events_total", outcome="accepted")
     assert accepted >= 4  # submitted, claimed, started, succeeded at least
     assert value(after, "mam_projector_events_total", outcome="accepted", type="submitted") == 1
+    # the job went to the runner by an offer (dispatch.py), claimed within its lease
+    assert value(after, "mam_projector_offers_total", outcome="made") >= 1
+    assert value(after, "mam_projector_offers_outstanding") == 0 and value(after, "mam_projector_queue_jobs") == 0
     assert value(after, "mam_projector_events_total", outcome="accepted", type="succeeded") == 1
     assert value(after, "mam_jobs", status="succeeded", agent="claude-code") == 1
     assert total(after, "mam_jobs", status="submitted") == 0  # it moved on: the gauge left its old status
