@@ -111,6 +111,21 @@ def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     )
 
 
+async def retry_one(pub: Publisher, old_id: str, new_id: str, *, timeout: float,
+                    cancel_first: str) -> tuple[JobRecord, JobRecord]:
+    """Retry one job as `mam retry` does: its retained state must be known and finished, then its
+    `resubmission` as `new_id` is published and the projector's verdict awaited. Returns (old, new).
+    `cancel_first`: how the caller's face cancels a job, named in the refusal of an unfinished one."""
+    old = await pub.state(old_id)
+    if old is None:
+        raise Refused(f"no job {old_id!r} is known in workspace {pub.workspace.id}: check the id with `mam jobs`")
+    if not old.status.terminal:
+        raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
+                      f"({cancel_first} first to start it over)")
+    git = await anyio.to_thread.run_sync(git_info, pub.workspace.root)
+    return old, await pub.publish_and_wait(new_id, resubmission(old, git), timeout=timeout)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     retry = subparsers.add_parser(
         "retry",
@@ -140,14 +155,7 @@ def run_retry(args: argparse.Namespace) -> int:
     broker = broker_from_args(args, workspace)
 
     async def one(pub: Publisher, old_id: str, new_id: str) -> JobRecord:
-        old = await pub.state(old_id)
-        if old is None:
-            raise Refused(f"no job {old_id!r} is known in workspace {workspace.id}: check the id with `mam jobs`")
-        if not old.status.terminal:
-            raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                          f"(`mam cancel {old_id}` first to start it over)")
-        git = await anyio.to_thread.run_sync(git_info, workspace.root)
-        record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=args.timeout)
+        old, record = await retry_one(pub, old_id, new_id, timeout=args.timeout, cancel_first=f"`mam cancel {old_id}`")
         if not args.json:
             print(record.job_id)
             print(f"mam: {record.job_id} retries {old_id} ({old.status.value})", file=sys.stderr)

@@ -15,20 +15,18 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from mam.agents.cancel_tree import cancel_tree
-from mam.agents.cli_retry import resubmission
+from mam.agents.cli_retry import retry_one
 from mam.agents.publisher import Publisher, new_job_id, run_limit
 from mam.cli.args import agent_name
 from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
-from mam.git.provenance import git_info
 from mam.registry.query import check_write_id
 from mam.web.hub import Hub
 
@@ -161,15 +159,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
         old_id = write_id(request.path_params["job_id"], "retry")
         new_id = validate_job_id(body.job_id) if body.job_id else new_job_id()
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
-            old = await pub.state(old_id)
-            if old is None:
-                raise Refused(f"no job {old_id!r} is known in workspace {hub.workspace.id}: check the id with "
-                              "`mam jobs`")
-            if not old.status.terminal:
-                raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                              "(cancel it first to start it over)")
-            git = await anyio.to_thread.run_sync(git_info, hub.workspace.root)
-            record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=VERDICT_WAIT)
+            _, record = await retry_one(pub, old_id, new_id, timeout=VERDICT_WAIT, cancel_first="cancel it")
         return JSONResponse({"job_id": record.job_id, "status": record.status.value, "retry_of": old_id}, 201)
 
     async def cancel(request: Request) -> Response:

@@ -32,6 +32,7 @@ from mam.contract.workspace import Workspace
 from mam.registry.index import IndexReader, filter_sql
 from mam.registry.index_schema import micros
 from mam.registry.listing import Jobs
+from mam.registry.ordering import SORT_FIELDS, run_seconds, sort_key
 from mam.registry.query import JobFilter, parse_labels, parse_statuses
 from mam.registry.reading import iter_records, records_of
 from mam.web.rows import PREVIEW
@@ -44,8 +45,8 @@ MOST_VALUES: Final = 64
 MOST_CHARS: Final = 4096
 """Characters of one parameter's value."""
 ERROR_CHARS: Final = 200
-SORT_KEYS: Final = ("submitted", "updated", "status", "agent", "duration")
-"""`mam jobs --sort-by`'s fields (`mam.cli.job_columns.SORT_FIELDS`); `-KEY` sorts descending."""
+SORT_KEYS: Final = SORT_FIELDS
+"""`mam jobs --sort-by`'s fields; `-KEY` sorts descending."""
 DEFAULT_SORT: Final = "-submitted"
 PARAMS: Final = ("status", "agent", "label", "parent", "root", "q", "since", "until", "sort", "limit", "offset")
 MOST_DEPTH: Final = 1000
@@ -161,11 +162,9 @@ def parse_query(params: Any, now: datetime | None = None) -> JobsQuery:
 
 
 def duration_s(record: JobRecord, now: datetime) -> float | None:
-    """Seconds from its start to its end (to now while it runs); `None` before it started."""
-    started = parse_time(record.started_at)
-    if started is None:
-        return None
-    return round(((parse_time(record.finished_at) or now) - started).total_seconds(), 3)
+    """Seconds from its start to its end (to now while it runs), to the millisecond; `None` before it started."""
+    seconds = run_seconds(record, now)
+    return None if seconds is None else round(seconds, 3)
 
 
 def job_row(record: JobRecord, root: str, now: datetime) -> dict[str, Any]:
@@ -294,13 +293,6 @@ def _root_indexed(conn: sqlite3.Connection, job_id: str) -> str:
 # -- by a scan -------------------------------------------------------------------------------------
 
 
-def _sort_key(query: JobsQuery, record: JobRecord, now: datetime) -> Any:
-    if query.sort == "duration":
-        return duration_s(record, now) or -1.0
-    return {"submitted": record.submitted_at, "updated": record.updated_at, "status": record.status.value,
-            "agent": record.agent}[query.sort]
-
-
 def _root_of(job_id: str, parents: Mapping[str, str | None]) -> str:
     current, seen = job_id, {job_id}
     while len(seen) < MOST_DEPTH:
@@ -330,7 +322,7 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int
     for record in iter_records(workspace):  # one at a time: only its id, parent and sort key are kept
         parents[record.job_id] = record.parent
         if matches(query, record):
-            chosen.append((_sort_key(query, record, now), record.submitted_at, record.job_id))
+            chosen.append((sort_key(record, query.sort, now), record.submitted_at, record.job_id))
     if query.root is not None:
         chosen = [c for c in chosen if _in_tree(c[2], query.root, parents)]
     if query.sort == "submitted":
@@ -340,7 +332,6 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int
         chosen.sort(key=lambda c: c[0], reverse=query.descending)
     page_ids = [c[2] for c in chosen[query.offset:query.offset + query.limit]]
     return len(chosen), [job_row(r, _root_of(r.job_id, parents), now) for r in records_of(workspace, page_ids)]
-
 
 
 # -- the page ---------------------------------------------------------------------------------------

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Final
 
 from mam.cli.tables import short
-from mam.contract.humanize import parse_time
 from mam.contract.record import JobRecord
+from mam.registry.ordering import SORT_FIELDS, sort_key
 
 WIDE_HEADER: Final = ["EXIT", "ERROR", "RUNNER", "ATTEMPT", "PARENT", "LABELS"]
 """The columns `-o wide` adds before PROMPT (DURATION is in every listing)."""
 
-SORT_FIELDS: Final = ("submitted", "updated", "status", "agent", "duration")
-"""`--sort-by` fields; `submitted` (newest first) is the listing's own order."""
 
 
 def wide_cells(record: JobRecord) -> list[str]:
@@ -36,24 +34,11 @@ def with_wide(header: list[str], rows: list[list[str]], wide: list[list[str]]) -
             [[*row[:at], *cells, *row[at:]] for row, cells in zip(rows, wide, strict=True)])
 
 
-def _duration(record: JobRecord, now: datetime) -> float:
-    begun = parse_time(record.started_at)
-    if begun is None:
-        return -1.0
-    return ((parse_time(record.finished_at) or now) - begun).total_seconds()
-
-
 def sorted_by(records: Iterable[JobRecord], field: str, now: datetime) -> list[JobRecord]:
     """Times and durations newest or longest first; status and agent A to Z (newest first within)."""
     newest = sorted(records, key=lambda r: (r.submitted_at, r.job_id), reverse=True)
-    keys: dict[str, Callable[[JobRecord], object]] = {
-        "submitted": lambda r: r.submitted_at,
-        "updated": lambda r: r.updated_at,
-        "status": lambda r: r.status.value,
-        "agent": lambda r: r.agent,
-        "duration": lambda r: _duration(r, now),
-    }
-    return sorted(newest, key=keys[field], reverse=field in ("submitted", "updated", "duration"))
+    return sorted(newest, key=lambda r: sort_key(r, field, now),
+                  reverse=field in ("submitted", "updated", "duration"))
 
 
 __all__ = ["SORT_FIELDS", "WIDE_HEADER", "sorted_by", "wide_cells", "with_wide"]
