@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
+from mam.client.follow import in_seq_order
 from mam.contract.errors import MamError
 from mam.contract.ids import validate_job_id
 from mam.contract.workspace import Workspace
@@ -116,7 +117,7 @@ class _Piece:
 
 def _pieces(log: LogFile) -> list[_Piece]:
     """Every output event in `mam logs`' order (`mam.client.follow.in_seq_order`), with its place in the output."""
-    attempts: list[list[tuple[int | None, int, int, int]]] = [[]]
+    marks: list[dict[str, Any]] = []  # what in_seq_order reads of each event (type, seq), and the piece
     for at, line in _lines(log):
         try:
             entry = _entry.decode(line)
@@ -124,18 +125,12 @@ def _pieces(log: LogFile) -> list[_Piece]:
             continue
         kind = entry.event.get("type")
         if kind == "started":
-            attempts.append([])
+            marks.append({"type": kind})
         elif kind == "output":
             text = entry.event.get("text")
-            seq = entry.event.get("seq")
             size = len(text.encode()) if isinstance(text, str) else 0
-            attempts[-1].append((seq if isinstance(seq, int) else None, at, len(line), size))
-    pieces: list[_Piece] = []
-    for outputs in attempts:
-        if all(seq is not None for seq, *_ in outputs):
-            outputs = sorted(outputs, key=lambda o: o[0])  # type: ignore[arg-type, return-value]
-        pieces += [_Piece(at, line_size, size) for _, at, line_size, size in outputs]
-    return pieces
+            marks.append({"type": kind, "seq": entry.event.get("seq"), "piece": _Piece(at, len(line), size)})
+    return [mark["piece"] for mark in in_seq_order(marks)]
 
 
 def _text_at(log: LogFile, piece: _Piece) -> bytes:
