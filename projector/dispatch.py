@@ -31,7 +31,7 @@ from mam.contract import routing
 from mam.contract.attempts import attempt_of, too_early
 from mam.contract.fleet_limits import FleetLimits
 from mam.contract.offers import Offer
-from mam.contract.presence import DRAINING
+from mam.contract.presence import DRAINING, labels_of, serves
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
 from mam.contract.timefmt import iso
@@ -217,8 +217,8 @@ class Dispatcher:
 
     def _choose(self, record: JobRecord, runners: Mapping[str, AgentStatus], free: dict[str, int]) -> AgentStatus | None:
         require = routing.required(record)
-        fits = [runners[agent_id] for agent_id in free if _serves(runners[agent_id], record.agent)
-                and not routing.missing(_labels(runners[agent_id]), require)]
+        fits = [runners[agent_id] for agent_id in free if serves(runners[agent_id], record.agent)
+                and not routing.missing(labels_of(runners[agent_id]), require)]
         if not fits:
             return None
         tried = self.tried.get(record.job_id, set())
@@ -227,14 +227,6 @@ class Dispatcher:
             self.tried.pop(record.job_id, None)  # every runner had its turn: start the round again
             fresh = fits
         return max(fresh, key=lambda s: (free[s.agent_id], -self.last_offered.get(s.agent_id, 0.0), s.agent_id))
-
-
-def _serves(status: AgentStatus, agent: str) -> bool:
-    return status.agent == agent or agent in (status.aliases or ())
-
-
-def _labels(status: AgentStatus) -> dict[str, str]:
-    return status.labels if isinstance(status.labels, dict) else {}
 
 
 def group_of(record: JobRecord, root: Callable[[JobRecord], str]) -> str:
@@ -254,10 +246,10 @@ def claim_refusal(
     require = routing.required(record)
     if require:
         status = runners.get(runner)
-        missing = routing.missing(_labels(status) if status is not None else None, require)
+        missing = routing.missing(labels_of(status) if status is not None else None, require)
         if missing:
-            has = "announces no labels" if status is None or not _labels(status) else "lacks label " + missing[0]
-            if status is not None and _labels(status):
+            has = "announces no labels" if status is None or not labels_of(status) else "lacks label " + missing[0]
+            if status is not None and labels_of(status):
                 return f"runner {runner!r} {has}, which job {record.job_id!r} requires; claim refused"
             return (f"runner {runner!r} {has}; job {record.job_id!r} requires {routing.describe(require)}; "
                     "claim refused")

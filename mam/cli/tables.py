@@ -87,7 +87,7 @@ def agent_row(status: AgentStatus, now: datetime, *, labels: bool = False) -> li
         f"{len(status.jobs)}/{status.concurrency}",
     ]
     if labels:
-        row.append(",".join(f"{k}={v}" for k, v in sorted((status.labels or {}).items())) or "-")
+        row.append(",".join(f"{k}={v}" for k, v in sorted(presence.labels_of(status).items())) or "-")
     return [*row, ",".join(status.jobs) or "-"]
 
 

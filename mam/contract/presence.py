@@ -48,17 +48,25 @@ def shown_status(status: AgentStatus) -> str:
     return status.status
 
 
+def serves(status: AgentStatus, agent: str) -> bool:
+    """Whether the runner runs `agent`'s jobs: of that name, or serving it as an alias."""
+    return status.agent == agent or agent in (status.aliases or ())
+
+
+def labels_of(status: AgentStatus) -> dict[str, str]:
+    """The labels the runner announces (`mam-agent --label`); none from an older runner."""
+    return status.labels if isinstance(status.labels, dict) else {}
+
+
 def serving(statuses: Iterable[AgentStatus], agent: str) -> list[AgentStatus]:
     """The online runners for `agent` (of that name, or serving it as an alias) that take new jobs (a
     draining one claims nothing more)."""
-    return [s for s in statuses if s.status == "online" and s.state != DRAINING
-            and (s.agent == agent or agent in (s.aliases or ()))]
+    return [s for s in statuses if s.status == "online" and s.state != DRAINING and serves(s, agent)]
 
 
 def satisfying(statuses: Iterable[AgentStatus], require: Mapping[str, str]) -> list[AgentStatus]:
     """Those of `statuses` whose labels include every pair a job requires (`mam submit --require`)."""
-    return [s for s in statuses
-            if not routing.missing(s.labels if isinstance(s.labels, dict) else None, require)]
+    return [s for s in statuses if not routing.missing(labels_of(s), require)]
 
 
 def no_label_match(agent: str, require: Mapping[str, str], statuses: Iterable[AgentStatus]) -> str | None:
@@ -90,4 +98,5 @@ def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping
     return f"queued: waiting for a runner for {agent!r} to claim it ({len(online)} online)"
 
 
-__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "no_label_match", "satisfying", "serving", "shown_status", "since", "visible", "waiting_reason"]
+__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "labels_of", "no_label_match", "satisfying", "serves", "serving",
+           "shown_status", "since", "visible", "waiting_reason"]
