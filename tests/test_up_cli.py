@@ -230,6 +230,8 @@ async def test_the_banner_is_short_and_its_next_two_commands_run_as_printed(ws: 
         submitted = await run(submit_cmd, cwd=ws.elsewhere, env=shell, timeout=60)
         assert submitted.returncode == 0, submitted.stderr.decode() + submitted.stdout.decode()
         assert "hello\n" in submitted.stdout.decode(), "--follow streams the job's output and exits 0 once it succeeded"
+        stop_line = next(line for line in up.output().splitlines() if line.startswith("mam up: Ctrl-C stops both."))
+        assert "MQTT 3.1.1, MQTT 5: docs/brokers.md#interop" in stop_line, stop_line
     finally:
         if runner is not None:
             runner.stop()

@@ -114,6 +114,7 @@ def banner(
     lines += [
         f"mam up: next, a runner:  {runner}",
         f"mam up: then a job:      {submit}",
-        "mam up: Ctrl-C stops both." + ("" if verbose else "  (mam up -v: listeners, paths, an MQTT example)"),
+        "mam up: Ctrl-C stops both." + ("" if verbose else "  (mam up -v: listeners, paths, an MQTT example; "
+                                        "it speaks MQTT 3.1.1, MQTT 5: docs/brokers.md#interop)"),
     ]
     return "\n".join(lines)
