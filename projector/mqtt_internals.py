@@ -163,28 +163,51 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
     inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign,assignment]
     awaited = getattr(client, "_pending_publishes", None)
     on_publish = inner.on_publish
-    if isinstance(awaited, dict) and on_publish is not None:
+    if not isinstance(awaited, dict) or on_publish is None:
+        raise PahoUnavailable("this aiomqtt release keeps no _pending_publishes: see constraints.txt")
 
-        def on_awaited_publish(*args: Any) -> None:
-            if args[2] in awaited:  # (client, userdata, mid, reason code, properties)
-                on_publish(*args)
+    def on_awaited_publish(*args: Any) -> None:
+        if args[2] in awaited:  # (client, userdata, mid, reason code, properties)
+            on_publish(*args)
 
-        inner.on_publish = on_awaited_publish
+    inner.on_publish = on_awaited_publish
+
+
+PAHO_PRIVATE: tuple[str, ...] = (
+    "_packet_read", "_loop_rc_handle", "_sock",  # _read_burst
+    "_handle_pubackcomp", "_do_on_publish", "_in_packet", "_out_messages", "_out_message_mutex",  # _lean_pubacks
+    "_on_message_filtered",  # _NoFilteredCallbacks
+    "_logger", "_easy_log",  # log_unless_debug
+    "_packet_queue",  # ack_all
+)
+"""Every private name of paho's `Client` this module uses. pyproject.toml bounds paho-mqtt to the
+releases checked; `check_paho` refuses to run on one that lacks any of them, so a rename fails loudly
+at start instead of dropping a patch silently (tests/test_mqtt_internals.py checks each patch took)."""
+
+
+def check_paho(inner: paho.Client) -> None:
+    """Raise `PahoUnavailable` naming what this paho release lacks of what the projector patches."""
+    missing = [name for name in PAHO_PRIVATE if not hasattr(inner, name)]
+    if missing:
+        raise PahoUnavailable(
+            f"paho-mqtt {getattr(paho, '__version__', '?')} lacks {', '.join(missing)}: install the versions in "
+            "constraints.txt (pip install -c constraints.txt -e .)"
+        )
+    if type(inner._on_message_filtered) is not MQTTMatcher:
+        raise PahoUnavailable("paho-mqtt's per-topic callbacks are no longer an MQTTMatcher: see constraints.txt")
 
 
 def streamline(client: aiomqtt.Client) -> None:
     """Before connecting: read each readable socket in one burst, then acknowledge at once (TCP); skip
     paho's per-topic callback matching (aiomqtt uses none), and its DEBUG log calls unless paho's
-    logger is enabled for DEBUG (its warnings and errors are still logged)."""
+    logger is enabled for DEBUG (its warnings and errors are still logged). Every patch is applied or
+    `PahoUnavailable` is raised: none is skipped quietly."""
     inner = _paho(client)
-    if hasattr(inner, "_packet_read") and hasattr(inner, "_loop_rc_handle"):
-        _read_burst(inner)
-    if all(hasattr(inner, name) for name in ("_handle_pubackcomp", "_do_on_publish", "_in_packet", "_out_messages")):
-        _lean_pubacks(client, inner)
-    if type(getattr(inner, "_on_message_filtered", None)) is MQTTMatcher:
-        inner._on_message_filtered = _NoFilteredCallbacks()
-    logger = getattr(inner, "_logger", None)
-    if logger is not None and not logger.isEnabledFor(logging.DEBUG):
+    check_paho(inner)
+    _read_burst(inner)
+    _lean_pubacks(client, inner)
+    inner._on_message_filtered = _NoFilteredCallbacks()
+    if inner._logger is not None and not inner._logger.isEnabledFor(logging.DEBUG):
         easy_log = inner._easy_log
 
         def log_unless_debug(level: int, fmt: str, *args: Any) -> None:

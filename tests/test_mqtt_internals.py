@@ -7,11 +7,20 @@ import uuid
 
 import aiomqtt
 import anyio
+import paho.mqtt.client as paho
 import pytest
 
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
-from mam.projector.mqtt_internals import ack_all, enable_manual_ack, next_batch, streamline
+from mam.projector.mqtt_internals import (
+    PahoUnavailable,
+    _NoFilteredCallbacks,
+    ack_all,
+    check_paho,
+    enable_manual_ack,
+    next_batch,
+    streamline,
+)
 
 from brokers import RunningBroker
 
@@ -70,3 +79,29 @@ async def test_ack_all_acknowledges_exactly_the_batch_given(kind: str, request: 
         assert after.payload == b"marker", "a message acknowledged in the batch came back"
         ack_all(again, [after])
         await _fence(again, fence_topic)
+
+
+class _RenamedRead(paho.Client):
+    """paho as a release that renamed `_packet_read` would be."""
+
+    @property
+    def _packet_read(self) -> None:  # type: ignore[override]
+        raise AttributeError("_packet_read")
+
+
+async def test_streamline_applies_every_patch() -> None:
+    """Each of the projector's patches of paho takes on the pinned release: none is skipped quietly."""
+    client = make_client(parse_broker_url("mqtt://127.0.0.1:1"))
+    inner = client._client
+    streamline(client)
+    assert inner.loop_read.__qualname__ == "_read_burst.<locals>.loop_read"
+    assert inner._handle_pubackcomp.__qualname__ == "_lean_pubacks.<locals>.handle_pubackcomp"
+    assert inner.on_publish.__qualname__ == "_lean_pubacks.<locals>.on_awaited_publish"
+    assert type(inner._on_message_filtered) is _NoFilteredCallbacks
+    assert inner._easy_log.__qualname__ == "streamline.<locals>.log_unless_debug"
+
+
+async def test_a_paho_release_without_a_patched_name_is_refused_by_name() -> None:
+    inner = _RenamedRead(paho.CallbackAPIVersion.VERSION2)
+    with pytest.raises(PahoUnavailable, match="lacks _packet_read: install the versions in constraints.txt"):
+        check_paho(inner)

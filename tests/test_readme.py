@@ -39,7 +39,7 @@ async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     env = child_env(MAM_BROKER_URL=None)
 
     up_lines = quickstart_block("up")
-    assert up_lines[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e .")
+    assert up_lines[0].startswith("python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e .")
     (up_line,) = up_lines[1:]
     (runner_line,) = quickstart_block("runner")
     submit_lines = quickstart_block("submit")
