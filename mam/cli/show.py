@@ -17,6 +17,7 @@ from mam.contract.output_accounting import incomplete_lines, seq_list
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
+from mam.git.job_ref import foreign_branch, own_branch
 from mam.registry.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 
 
@@ -85,6 +86,10 @@ def _worktree_lines(git: GitInfo, job: str) -> list[str]:
     """For a job run in a worktree (`base` recorded): its branch, diffstat, and how to review it."""
     if not git.base or not git.commit:
         return []
+    foreign = foreign_branch(job, git.branch)
+    if foreign is not None:  # what a client sent: review and landing refuse it (mam.git.job_ref)
+        return [safe(f"branch {foreign[:80]}: not the job's own branch {own_branch(job)}; mam diff, merge and "
+                     "discard refuse it", keep_layout=False)]
     if git.commit == git.base:  # nothing committed: the runner deleted the empty branch
         return ["no changes: the job committed nothing (no branch kept)"]
     files, plus, minus = git.files_changed or 0, git.insertions or 0, git.deletions or 0

@@ -18,15 +18,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.contract.errors import MamError
-from mam.contract.ids import validate_job_id
 from mam.contract.record import JobRecord
 from mam.contract.workspace import Workspace
+from mam.git.job_ref import PREFIX as BRANCH_PREFIX
+from mam.git.job_ref import branch_ok, own_branch
 from mam.git.landing import JobWork, remove_job, repo_top
 from mam.git.worktree import WorktreeError, Worktrees, git, git_env
 from mam.registry.reading import NotFound, read_pruned, read_record
 
-PREFIX = "refs/heads/mam/"
+PREFIX = "refs/heads/" + BRANCH_PREFIX
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,8 @@ def inventory(workspace: Workspace, only: set[str] | None = None) -> list[Leftov
     for job_id in sorted(set(branches) | dirs):
         if only is not None and job_id not in only:
             continue
-        try:
-            validate_job_id(job_id)
-        except MamError:
-            continue  # a branch under mam/ that names no job
+        if not branch_ok(job_id):
+            continue  # a branch under mam/ that names no job (or a directory no runner made for one)
         found.append(_leftover(workspace, top, trees, job_id, branches.get(job_id), job_id in dirs))
     return found
 
@@ -104,7 +102,7 @@ def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, ti
     finished = record is not None and (status == "pruned" or record.status.terminal)
     work = None
     if record is not None:
-        work = JobWork(job_id=job_id, top=top, branch=f"mam/{job_id}", base=base,
+        work = JobWork(job_id=job_id, top=top, branch=own_branch(job_id), base=base,
                        recorded=(finish.commit if finish is not None else None) or "", prompt=record.prompt,
                        trees=trees)
     if tip is None:
@@ -116,7 +114,7 @@ def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, ti
     else:
         count = git(top, "rev-list", "--count", tip, "--not", "HEAD", check=False) or "?"
         state = f"unmerged, {count} commit{'s' * (count != '1')}"
-    return Leftover(job_id=job_id, status=status, branch=f"mam/{job_id}" if tip else None, tip=tip,
+    return Leftover(job_id=job_id, status=status, branch=own_branch(job_id) if tip else None, tip=tip,
                     tree=str(trees.dir / job_id) if has_dir else None, state=state, finished=finished, work=work)
 
 

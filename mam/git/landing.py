@@ -3,8 +3,9 @@
 A job run by `mam-agent --worktree` leaves its work on the branch `mam/<job id>`,
 started from the commit its record names (`git_at_finish.base`). Here that
 branch is diffed against its base, merged into the current branch of the
-workspace's own checkout, or dropped with its worktree. Nothing here is an
-event: whether a job's work was merged or discarded is git's state, read on
+workspace's own checkout, or dropped with its worktree. Only that branch: a
+record naming another (a runner's terminal event is what a client sent) is
+refused before git runs (`mam.git.job_ref`). Nothing here is an event: whether a job's work was merged or discarded is git's state, read on
 demand (docs/design.md, "Reviewing and landing").
 
 Only the workspace's repository is touched, always named with `git -C`. A merge
@@ -36,6 +37,7 @@ from mam.contract.errors import MamError, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.git.git_remote import RemoteError, fetch_branch, has_commit
+from mam.git.job_ref import ForeignBranch, check_own_work, own_branch
 from mam.git.worktree import WorktreeError, Worktrees, git, git_env
 
 DIFF_CAP: Final = 256 * 1024
@@ -90,18 +92,23 @@ def repo_top(root: Path) -> Path:
 
 
 def job_work(root: Path, record: JobRecord) -> JobWork:
-    """The work of a finished job run in a worktree, or a one-line refusal naming the job."""
+    """The work of a finished job run in a worktree, or a one-line refusal naming the job.
+
+    The branch is always the job's own, `mam/<job id>` (`mam.git.job_ref`): a record naming any other
+    is refused (`ForeignBranch`), so nothing here ever diffs, merges, fetches or deletes a branch a
+    record chose."""
     job = record.job_id
     finish = record.git_at_finish
     if not record.status.terminal:
-        raise MamError(f"job {job} is {record.status.value}: its work is on branch mam/{job} once it ends; "
-                       f"try again then (`mam wait {job}`)")
+        raise MamError(f"job {job} is {record.status.value}: its work is on branch {own_branch(job)} once it "
+                       f"ends; try again then (`mam wait {job}`)")
     if finish is None or not isinstance(finish.base, str) or not finish.commit:
         raise UsageError(f"job {job} did not run in a worktree of its own: it has no branch to review or land "
                          "(run jobs under `mam-agent --worktree` for that)")
+    check_own_work(job, finish.branch, finish.base, finish.commit)
     top = repo_top(root)
     pushed = finish.remote if isinstance(finish.remote, str) and not finish.push_error else None
-    work = JobWork(job_id=job, top=top, branch=finish.branch or f"mam/{job}", base=finish.base,
+    work = JobWork(job_id=job, top=top, branch=own_branch(job), base=finish.base,
                    recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top), remote=pushed)
     _fetch_if_missing(work, record)
     return work
@@ -353,7 +360,7 @@ def remove_job(work: JobWork, *, force: bool) -> str | None:
     if work.tip() is None:
         return None
     try:
-        git(work.top, "branch", "--quiet", "-D", work.branch)
+        git(work.top, "branch", "--quiet", "-D", "--", work.branch)
     except WorktreeError as exc:
         return f"branch {work.branch} kept: {exc}"
     return None
@@ -392,5 +399,5 @@ def worktree_branches(top: Path) -> dict[str, str]:
     return found
 
 
-__all__ = ["DIFF_CAP", "Conflict", "JobWork", "diff_argv", "diff_text", "discard", "job_work", "merge",
+__all__ = ["DIFF_CAP", "Conflict", "ForeignBranch", "JobWork", "diff_argv", "diff_text", "discard", "job_work", "merge",
            "remove_job", "repo_top", "worktree_branches"]

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from mam.contract.events import GitInfo
+from mam.git.job_ref import branch_ok, own_branch
 from mam.registry import file_modes
 from mam.registry.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
 
@@ -171,8 +172,8 @@ class Worktrees:
         from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
         With a push remote, those earlier branches (and, for a `later_attempt`, the job's own) are fetched
         from it first when this clone lacks them: another runner may have run the earlier work."""
-        branch = f"mam/{job_id}"
-        if not git(self.top, "check-ref-format", "--branch", branch, check=False):
+        branch = own_branch(job_id)
+        if not branch_ok(job_id) or not git(self.top, "check-ref-format", "--branch", branch, check=False):
             raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
         self._fetch_earlier([*([f"mam/{continues}"] if continues else []), *([branch] if later_attempt else [])])
         earlier = f"refs/heads/mam/{continues}" if continues else None
@@ -337,10 +338,18 @@ class Worktrees:
             return Path(".")
 
     def finish(self, tree: JobTree) -> Saved:
-        """Commit what the agent left uncommitted to the job's branch; the job's `git_at_finish`."""
+        """Commit what the agent left uncommitted to the job's branch; the job's `git_at_finish`.
+
+        The record names the job's own branch only: an agent that checked out another branch in its
+        worktree (`git checkout feature-x`) has nothing committed there by mam; what it left stays in
+        the worktree (kept), and the record names `mam/<job>` and that branch's head."""
         self._check(tree, "save the work in")
         with self._lock:
+            on = git(tree.path, "symbolic-ref", "--quiet", "HEAD", check=False)  # "" when detached
+            elsewhere = bool(on) and on != f"refs/heads/{tree.branch}"
             left = git(tree.path, "status", "--porcelain", "--untracked-files=all")
+            if elsewhere:
+                return self._left_elsewhere(tree, on, bool(left))
             committed_all = True
             if left:
                 git(tree.path, "add", "--all")
@@ -350,12 +359,11 @@ class Worktrees:
                     log.warning("job %s: could not commit what the agent left in %s: %s", tree.job_id, tree.path, exc)
                     committed_all = False
             head = git(tree.path, "rev-parse", "HEAD")
-            branch = git(tree.path, "rev-parse", "--abbrev-ref", "HEAD")
             # base against the index: what is committed, plus what could not be (it was added above)
             files, insertions, deletions = parse_shortstat(git(tree.path, "diff", "--cached", "--shortstat", tree.base))
         info = GitInfo(
             commit=head,
-            branch=None if branch == "HEAD" else branch,
+            branch=tree.branch if on else None,
             dirty=bool(left),
             base=tree.base,
             files_changed=files,
@@ -363,6 +371,19 @@ class Worktrees:
             deletions=deletions,
         )
         return Saved(git=info, committed_all=committed_all)
+
+    def _left_elsewhere(self, tree: JobTree, on: str, left: bool) -> Saved:
+        """`finish` for a worktree the agent left on another branch than the job's: nothing committed
+        (that branch is not the job's), the worktree kept; the record names the job's branch as it is."""
+        head = git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}^{{commit}}",
+                   check=False) or tree.base
+        log.warning("job %s: the agent left its worktree %s on %s, not on the job's branch %s: nothing committed "
+                    "there by mam%s; the job's work is what %s holds", tree.job_id, tree.path, on, tree.branch,
+                    ", its uncommitted changes stay in the worktree" if left else "", tree.branch)
+        files, insertions, deletions = parse_shortstat(git(self.top, "diff", "--shortstat", tree.base, head))
+        info = GitInfo(commit=head, branch=tree.branch, dirty=left, base=tree.base, files_changed=files,
+                       insertions=insertions, deletions=deletions)
+        return Saved(git=info, committed_all=not left)
 
     def push(self, saved: Saved) -> Saved:
         """Push the job's branch to `push_to` (nothing to push without one, or for a branch with no commit
