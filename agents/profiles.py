@@ -32,6 +32,7 @@ from mam.agents.formats import FORMATS
 from mam.agents.job_args import JobOption
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
+from mam.agents.tested_clis import install_hint
 from mam.contract.errors import UsageError
 from mam.contract.events import PermissionLevel
 
@@ -185,23 +186,36 @@ def command_source(*, command: str | None, profile: str | None, agent: str) -> s
     return f"--profile {profile}" if profile else f"--agent {agent}"
 
 
-def check_executable(argv: list[str], *, source: str, workspace: str, cwd: Path) -> None:
-    """Refuse, before any job is claimed, a command whose program cannot be run.
+def find_executable(argv: list[str], *, workspace: str, cwd: Path) -> tuple[str, str | None, str | None]:
+    """The program of a command, where it is, and what is wrong with it: (program, path, None) when it
+    can run, (program, None, why) when not, (program, None, None) for a program named per job
+    (`{job_id}` in it), which can only be checked when each job starts.
 
     A bare name must be on PATH; a path (relative ones from `cwd`, where the
-    agents run) must be an executable file. A program named per job
-    (`{job_id}` in it) can only be checked when each job starts.
+    agents run) must be an executable file.
     """
     program = render(argv, job_id="{job_id}", workspace=workspace)[0]
     if "{job_id}" in program:
-        return
+        return program, None, None
     if os.sep in program:
         path = Path(program) if os.path.isabs(program) else cwd / program
         if not path.is_file() or not os.access(path, os.X_OK):
-            raise UsageError(f"{source}: command {program!r} is not an executable file; fix the path, or pass --command/--profile")
+            return program, None, f"command {program!r} is not an executable file"
+        return program, str(path), None
+    found = shutil.which(program)
+    if found is None:
+        return program, None, f"command {program!r} is not on PATH"
+    return program, found, None
+
+
+def check_executable(argv: list[str], *, source: str, workspace: str, cwd: Path) -> None:
+    """Refuse, before any job is claimed, a command whose program cannot be run (`find_executable`), in one
+    line saying how to install a CLI mam knows (`tested_clis`)."""
+    program, _, problem = find_executable(argv, workspace=workspace, cwd=cwd)
+    if problem is None:
         return
-    if shutil.which(program) is None:
-        raise UsageError(f"{source}: command {program!r} is not on PATH; install it, or pass --command/--profile")
+    how = "fix the path" if os.sep in program else install_hint(program)
+    raise UsageError(f"{source}: {problem}; {how}, or pass --command/--profile")
 
 
 def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
@@ -209,5 +223,5 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
 
 
 __all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
-           "load_profiles", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
+           "find_executable", "load_profiles", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
            "unknown_profile"]

@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         source = command_source(command=args.command, profile=args.profile, agent=args.agent)
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
         levels, ceiling = permission_levels(args, workspace, source)
+        report_checks(args.agent, command, levels, ceiling, workspace)
         output_format = args.format or profile_format(
             command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
         )
@@ -192,6 +193,22 @@ def warn_unread_stream(argv: list[str]) -> None:
             "warning: --command runs %s without --format: its output is kept as raw text, no result or usage is "
             "read from it; add --format %s (with its stream output flags in the command)", program, KNOWN_CLIS[program]
         )
+
+
+def report_checks(agent: str, argv: list[str], levels: dict[str, list[str]] | None, ceiling: str | None,
+                  workspace: Workspace) -> None:
+    """`mam doctor --agent AGENT`'s agent checks, run at start: one log line for each that is not ok (an
+    untested CLI version, no credentials found, an untrusted folder, `full` as root). A missing CLI was
+    refused before (`check_executable`); nothing here stops the runner."""
+    from mam.agents.doctor import AgentSetup, agent_checks
+
+    log = logging.getLogger("mam.agent")
+    for check in agent_checks(AgentSetup(agent, argv, levels, ceiling), root=workspace.root,
+                              workspace_id=workspace.id):
+        if check.status in ("warn", "fail"):
+            log.warning("doctor: %s %s: %s; fix: %s", check.name, check.status, check.detail, check.fix)
+        else:
+            log.debug("doctor: %s %s: %s", check.name, check.status, check.detail)
 
 
 def permission_levels(

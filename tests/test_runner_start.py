@@ -52,9 +52,11 @@ async def test_a_job_that_cannot_start_fails_with_the_reason_and_the_queue_goes_
     ("args", "message"),
     [
         (["--agent", "claude-code"],
-         "--agent claude-code: command 'claude' is not on PATH; install it, or pass --command/--profile"),
+         "--agent claude-code: command 'claude' is not on PATH; install Claude Code 2.1.197 (npm install -g "
+         "@anthropic-ai/claude-code@2.1.197), or pass --command/--profile"),
         (["-v", "--profile", "codex", "--agent", "x"],
-         "--profile codex: command 'codex' is not on PATH; install it, or pass --command/--profile"),
+         "--profile codex: command 'codex' is not on PATH; install Codex CLI 0.171.0 (npm install -g "
+         "@openai/codex@0.171.0), or pass --command/--profile"),
         (["--agent", "x", "--command", "no-such-tool --flag", "-v"],
          "--command: command 'no-such-tool' is not on PATH; install it, or pass --command/--profile"),
         (["--agent", "x", "--command", "./tools/agent"],

@@ -51,6 +51,9 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     }),
     CommandGroup("mam.cli.passwd", {"passwd": "add or change a user in a broker password file"}),
     CommandGroup("mam.cli.workspace", {"workspace": "show the resolved workspace: root, id, dirs, broker"}),
+    CommandGroup("mam.cli.doctor", {
+        "doctor": "check whether mam will work here: workspace files, broker, projector, agent CLIs",
+    }),
     CommandGroup("mam.cli.jobs", {
         "jobs": "list the workspace's jobs, newest first; `mam jobs tree` draws the delegation tree",
         "watch": "the workspace's jobs, live (the same as `mam jobs --watch`)",
@@ -81,7 +84,7 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
 """In the order `mam --help` lists them (`show` before `logs` and `rebuild`, `events` after them)."""
 
 _HELP_ORDER = ("up", "submit", "session", "cancel", "retry", "wait", "ask", "answer", "dashboard", "mcp", "passwd",
-               "workspace", "jobs", "watch", "agents", "completion", "usage", "prune", "diff", "merge", "discard",
+               "workspace", "doctor", "jobs", "watch", "agents", "completion", "usage", "prune", "diff", "merge", "discard",
                "worktrees", "show", "logs", "rebuild", "events", "schema")
 
 

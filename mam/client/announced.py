@@ -29,13 +29,18 @@ async def announced_status(brokers: Brokers, topics: Topics, *, wait: float = RE
     """The retained projector status, or `None` if the broker holds none; `BrokerUnreachable` if no broker answers."""
     try:
         async with connect(brokers) as client:
-            await client.subscribe(topics.projector_status, qos=1)
-            with anyio.move_on_after(wait):
-                async for message in messages(client):
-                    if str(message.topic) == topics.projector_status and isinstance(message.payload, bytes):
-                        return decode_projector_status(message.payload)
+            return await read_status(client, topics, wait=wait)
     except aiomqtt.MqttError as exc:
         raise unreachable(brokers, exc) from None
+
+
+async def read_status(client: aiomqtt.Client, topics: Topics, *, wait: float = RETAINED_WAIT) -> ProjectorStatus | None:
+    """The retained projector status on a connected client, or `None` if none came within `wait`."""
+    await client.subscribe(topics.projector_status, qos=1)
+    with anyio.move_on_after(wait):
+        async for message in messages(client):
+            if str(message.topic) == topics.projector_status and isinstance(message.payload, bytes):
+                return decode_projector_status(message.payload)
     return None
 
 

@@ -16,9 +16,14 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def in_work_tree(root: Path) -> bool:
+    """Whether `root` is in a git work tree (one git call; `git_info` also reads the commit and the status)."""
+    return _git(root, "rev-parse", "--is-inside-work-tree") == "true"
+
+
 def git_info(root: Path) -> GitInfo | None:
     """`None` when `root` is not in a git work tree (or git is missing)."""
-    if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
+    if not in_work_tree(root):
         return None
     commit = _git(root, "rev-parse", "HEAD")
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")

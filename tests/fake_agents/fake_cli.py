@@ -29,6 +29,14 @@ import sys
 import tempfile
 import time
 
+VERSIONS = {"claude": "2.1.197 (Claude Code)", "codex": "codex-cli 0.171.0", "gemini": "0.61.0", "aider": "aider 0.86.2"}
+"""What each fake prints for `--version`: the real CLI's output at the version mam was tested with
+(`mam doctor` and `mam-agent` at start read it; agents/tested_clis.py keeps those versions)."""
+
+if sys.argv[1:] == ["--version"] and os.path.basename(sys.argv[0]) in VERSIONS:
+    print(VERSIONS[os.path.basename(sys.argv[0])])
+    sys.exit(0)
+
 
 def require(condition: bool, message: str) -> None:
     """Exit 2 with the CLI's usage complaint unless `condition`: the argv contract the profile must keep."""
