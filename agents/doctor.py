@@ -29,7 +29,7 @@ from typing import Final
 
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import DEFAULT_LEVEL
-from mam.agents.profiles import Profile, find_executable, load_profiles, resolve
+from mam.agents.profiles import Profile, builtin_profiles, find_executable, load_profiles, resolve
 from mam.agents.tested_clis import KnownCli, known, parse_version
 from mam.agents.workspace_needs import codex_git, codex_git_fix, credentials, gemini_trust, gemini_trust_fix
 from mam.contract.checks import Check, fail, failed_or_warned, ok, skip, warn
@@ -58,9 +58,18 @@ class AgentSetup:
     """Its profile runs each job in a git worktree by default (`"worktree": true`)."""
 
 
-def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> list[AgentSetup]:
-    """`names` (strictly), or every profile that is not an alias (not strictly), as runners would serve them."""
-    profiles = load_profiles(root)
+def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tuple[Check, list[AgentSetup]]:
+    """`workspace.profiles` (whether `.mam/profiles.json` can be read), and `names` (strictly), or every profile
+    that is not an alias (not strictly), as runners would serve them. A name no profile has is a usage error."""
+    user = root / ".mam" / "profiles.json"
+    try:
+        profiles = load_profiles(root)
+    except UsageError as exc:
+        return fail("workspace.profiles", str(exc), f"fix {user}: every runner of this workspace refuses to start"), []
+    builtin = builtin_profiles()
+    changed = [name for name, profile in profiles.items() if builtin.get(name) != profile]
+    listed = ok("workspace.profiles", f"{len(profiles)} profiles: {', '.join(profiles)}"
+                + (f" ({user} adds or changes {', '.join(changed)})" if changed else ""))
     for name in names:
         if name not in profiles:
             hint = did_you_mean(name, profiles)
@@ -74,7 +83,7 @@ def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> list
         levels = {level: list(args) for level, args in (profile.permissions or {}).items()} or None
         setups.append(AgentSetup(name, list(profile.argv), levels, (ceiling or DEFAULT_LEVEL) if levels else None,
                                  strict=bool(names), worktree=profile.worktree))
-    return setups
+    return listed, setups
 
 
 def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bool | None = None,

@@ -24,7 +24,7 @@ from support import BIN, DEAD_BROKER, Daemon, child_env, mam, run
 FAKES = Path(__file__).parent / "fake_agents"
 AGENT_CHECKS = ("cli", "version", "credentials", "workspace", "root")
 WORKSPACE_CHECKS = ("workspace.config", "workspace.dir", "workspace.files", "workspace.modes", "workspace.owner",
-                    "workspace.disk", "workspace.git", "broker.reachable", "projector.online", "projector.key")
+                    "workspace.disk", "workspace.git", "workspace.profiles", "broker.reachable", "projector.online", "projector.key")
 SECRET = "sk-test-DO-NOT-PRINT-7f3a9c"
 
 
@@ -136,11 +136,15 @@ async def test_a_planted_link_or_fifo_under_mam_fails_and_a_linked_registry_dir_
     planted.symlink_to("/etc/passwd")
     fifo = ws.root / ".mam" / "runtime.json"
     os.mkfifo(fifo, 0o600)
+    hostile = ws.root / ".mam" / "x\x1b[2J.json"  # a name that would clear the reader's terminal
+    hostile.symlink_to(ws.root)
     code, report, text = await doctor(ws, env, "--broker", DEAD_BROKER)
     files = by_name(report)["workspace.files"]
     assert code == 1 and files["status"] == "fail"
     assert f"{ws.jobs / 'victim.json'} is a symbolic link" in files["detail"] and f"{fifo} is a fifo" in files["detail"]
+    assert f"{hostile} is a symbolic link" in files["detail"]
     assert fix_under(text, "workspace.files").startswith("remove what was planted (rm ")
+    assert "\x1b" not in text and "x\\x1b[2J.json" in text, "shown escaped, never obeyed"
     assert os.readlink(planted) == "/etc/passwd", "the doctor changes nothing"
 
 
@@ -296,6 +300,16 @@ async def test_json_lists_every_check_in_a_stable_order_each_failure_with_a_fix(
     assert report["counts"] == {s: sum(c["status"] == s for c in report["checks"]) for s in ("ok", "warn", "fail", "skip")}
     assert by_name(report)["agent.reviewer.cli"]["fix"] == (
         f"install no-such-reviewer, or change the profile's argv in {ws.root / '.mam' / 'profiles.json'}")
+
+
+async def test_a_broken_profiles_file_fails_with_the_reason_and_no_agent_is_checked(ws: WorkspacePaths) -> None:
+    (ws.root / ".mam").mkdir()
+    (ws.root / ".mam" / "profiles.json").write_text('{"reviewer": {"argv": "not a list"}}')
+    code, report, text = await doctor(ws, doctor_env(ws, agents_path(ws.root.parent)), "--broker", DEAD_BROKER)
+    profiles = by_name(report)["workspace.profiles"]
+    assert code == 1 and profiles["status"] == "fail" and "profiles.json" in profiles["detail"]
+    assert fix_under(text, "workspace.profiles").startswith(f"fix {ws.root / '.mam' / 'profiles.json'}")
+    assert not [c for c in report["checks"] if c["name"].startswith("agent.")]
 
 
 async def test_mam_agent_refuses_a_missing_cli_in_one_line_with_its_install_line(ws: WorkspacePaths) -> None:

@@ -64,14 +64,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def run_checks(workspace: Workspace, args: argparse.Namespace) -> list[Check]:
-    """Every check, in a stable order: workspace, git, broker and projector, then each agent's five."""
+    """Every check, in a stable order: workspace, git, profiles, broker and projector, then each agent's five."""
     import anyio
 
     from mam.agents.doctor import agent_checks, git_check, profile_setups
     from mam.client.doctor import broker_checks
     from mam.registry.doctor import workspace_checks
 
-    setups = profile_setups(workspace.root, args.agent, ceiling=args.permissions)  # first: a usage error says so
+    listed, setups = profile_setups(workspace.root, args.agent, ceiling=args.permissions)  # first: a usage error
     brokers, source = broker_choice(args, workspace)
     wanted = "--worktree" if args.worktree else next(
         (f"profile {s.name} (\"worktree\": true)" for s in setups if s.strict and s.worktree), None)
@@ -79,7 +79,7 @@ def run_checks(workspace: Workspace, args: argparse.Namespace) -> list[Check]:
     with ThreadPoolExecutor(max_workers=4) as pool:  # each CLI's --version takes about a second: at once
         agents = [pool.submit(agent_checks, setup, root=workspace.root, workspace_id=workspace.id, in_git=in_git)
                   for setup in setups]
-        checks = [*workspace_checks(workspace), git, *anyio.run(broker_checks, workspace, brokers, source)]
+        checks = [*workspace_checks(workspace), git, listed, *anyio.run(broker_checks, workspace, brokers, source)]
         for future in agents:
             checks.extend(future.result())
     return checks

@@ -4,8 +4,8 @@
 - `workspace.dir`: `.mam/` is a directory this user may write.
 - `workspace.files`: nothing under `.mam/` (and the registry and log dirs, which may be links the user
   chose) is a symbolic link, a fifo, a socket or a device: mam never makes one there, so one was planted
-  (the projector refuses to read or write through it, and stops). A job's worktree is a checkout of its
-  own: only its name is looked at, not what is inside.
+  (the projector refuses to read or write through it). A job's worktree is a checkout of its own: only its
+  name is looked at, not what is inside.
 - `workspace.modes`: nothing grants group or others more than the configured modes (the projector takes
   the extra bits at its start); the signing key readable by others is a failure.
 - `workspace.owner`: nothing belongs to another user (after a `sudo mam up`, say), which this user's
@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -98,10 +99,11 @@ def _dir(mam_dir: Path) -> Check:
 
 
 def _tops(workspace: Workspace) -> list[Path]:
-    """`.mam/` and the registry and log dirs and the dir of the key and runtime file when they lie elsewhere."""
+    """`.mam/` and the registry and log dirs when they lie elsewhere (not their parent: with `MAM_JOBS_DIR` it
+    may be any dir of the user's)."""
     mam_dir = workspace.root / MAM_DIR
     tops = [mam_dir]
-    for extra in (workspace.registry_dir, workspace.logs_dir, workspace.registry_dir.parent):
+    for extra in (workspace.registry_dir, workspace.logs_dir):
         if extra not in tops and os.path.isdir(extra):
             tops.append(extra)
     return tops
@@ -168,8 +170,8 @@ def _files(found: Found, mam_dir: Path) -> Check:
         return ok("workspace.files", f"no link, fifo, socket or device among {found.seen} entries under {mam_dir}")
     named = _some([f"{path} is {kind}" for path, kind in found.odd])
     first = found.odd[0][0]
-    return fail("workspace.files", f"{named}: mam never makes one there (the projector refuses it and stops)",
-                f"remove what was planted (rm {first}), then restart mam up")
+    return fail("workspace.files", f"{named}: mam never makes one there (the projector refuses to go through it: "
+                "that job's events are refused, or it stops)", f"remove what was planted (rm {shlex.quote(str(first))}), then restart mam up")
 
 
 def _loose(found: Found, modes: Modes, mam_dir: Path, key: Path) -> Check:
