@@ -32,8 +32,10 @@ async def projector_process(
     via: str = "env",
     extra: tuple[str, ...] = (),
     log_dir: Path | None = None,
+    online_within: float = 20,
 ) -> AsyncIterator[Daemon]:
-    """`mam-projector` for `root`, started from `cwd`, via `WORKSPACE_ROOT` or `--workspace`."""
+    """`mam-projector` for `root`, started from `cwd`, via `WORKSPACE_ROOT` or `--workspace`; `online_within`
+    bounds the wait for its online status (many projectors started at once on a loaded machine need more)."""
     cmd = [str(BIN / "mam-projector"), "--broker", broker.url, *extra]
     if via == "env":
         env = child_env(WORKSPACE_ROOT=str(root))
@@ -43,7 +45,7 @@ async def projector_process(
     logs = log_dir or root.parent
     daemon = Daemon(cmd, cwd=cwd, env=env, log=logs / f"projector-{len(list(logs.glob('projector-*')))}.log")
     try:
-        await wait_projector_online(broker.url, workspace_id(root), pid=daemon.pid)
+        await wait_projector_online(broker.url, workspace_id(root), pid=daemon.pid, timeout=online_within)
         yield daemon
     finally:
         daemon.stop()
