@@ -32,12 +32,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from amqtt.contexts import Action, BaseContext
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
 from mam.contract.errors import UsageError
+from mam.contract.job_login import is_job_user
+
+if TYPE_CHECKING:
+    from mam.broker.job_logins import JobLogins
 
 log = logging.getLogger("mam.broker")
 
@@ -161,8 +166,12 @@ class Policy:
     """`mam up`'s workspace, whose projector runs in the broker's process."""
     projector_client: str | None = None
     """`mam up`: the client id of that projector's own connection, a secret that never leaves the process."""
+    jobs: JobLogins | None = None
+    """`mam up` with a password file: jobs' own logins (`job:<id>`, `mam.broker.job_logins`) and what they may do."""
 
     def may(self, access: str, user: str | None, client_id: str, topic: str) -> bool:
+        if self.jobs is not None and is_job_user(user):
+            return self.jobs.may(access, user, topic)  # type: ignore[arg-type]
         if access == WRITE and (verdict := self._projector_only(user, client_id, topic)) is not None:
             return verdict
         if self.acl is not None:
@@ -170,6 +179,12 @@ class Policy:
         if not self.login:
             return True
         return self._by_rules(self._default_rules(user), access, topic)
+
+    def may_receive(self, user: str | None, client_id: str, topic: str) -> bool:
+        """Whether a message on `topic` may be delivered to this client (a job's login: see `JobLogins.may_receive`)."""
+        if self.jobs is not None and is_job_user(user):
+            return self.jobs.may_receive(user, topic)  # type: ignore[arg-type]
+        return self.may(READ, user, client_id, topic)
 
     def _projector_only(self, user: str | None, client_id: str, topic: str) -> bool | None:
         """For a projector topic under `mam up` or an anonymous `mam-broker`: whether this client is
@@ -234,6 +249,11 @@ def register(policy: Policy) -> str:
     return key
 
 
+def policy_of(key: str) -> Policy:
+    """The policy `register` gave `key` (what a plugin's configuration names)."""
+    return _POLICIES[key]
+
+
 def unregister(key: str) -> None:
     _POLICIES.pop(key, None)
 
@@ -267,7 +287,7 @@ class AclPlugin(BaseTopicPlugin):
             if not allowed:
                 self.refused(client_id, "subscribe to", topic)
             return allowed
-        return self.policy.may(READ, user, client_id, topic)
+        return self.policy.may_receive(user, client_id, topic)
 
 
 class WillPlugin(BaseAuthPlugin):
@@ -314,7 +334,7 @@ class VerdictMemo:
     _verdicts: dict[tuple[str | None, str, str, Action], bool]
 
     async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
-        if session is None or not topic:
+        if session is None or not topic or is_job_user(session.username):  # a job's login: its job may end
             return await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
         memo = self.__dict__.setdefault("_verdicts", {})
         key = (session.username, session.client_id or "", topic, action)
