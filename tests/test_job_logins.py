@@ -27,7 +27,7 @@ from mam.contract.topics import Topics
 
 from conftest import WorkspacePaths
 from e2e import event, up_with_flags, workspace_id
-from support import BIN, Watch, child_env, mam, run, wait_for_state
+from support import BIN, Watch, child_env, mam, publish, run, wait_for_state
 
 SECRET = "runner-secret-pw-29"
 """The runner's broker password: it must appear nowhere a job can see or leave it."""
@@ -84,7 +84,8 @@ async def test_a_job_gets_its_own_login_delegates_and_asks_with_it_and_nothing_m
             child = await wait_for_state(url, ws_id, "job-a-child")
             assert child["parent"] == "job-a" and child["status"] == "submitted", child
 
-            async with Watch(url, topics.rejected) as refusals, make_client(login) as job:
+            async with Watch(url, topics.rejected) as refusals, Watch(url, topics.events("victim")) as victim_events, \
+                    make_client(login) as job:
                 assert _granted(await job.subscribe(topics.state("job-a"), qos=1)) == [1]
                 assert _granted(await job.subscribe(topics.state("job-a-child"), qos=1)) == [1]
                 assert _granted(await job.subscribe(topics.all_states, qos=1)) == [0x80], "no wildcards"
@@ -98,6 +99,9 @@ async def test_a_job_gets_its_own_login_delegates_and_asks_with_it_and_nothing_m
                 for topic, payload in forged.values():
                     await job.publish(topic, payload, qos=1)
                 reasons = {name: (await _refusal(refusals, f"e-{name}"))["reason"] for name in forged}
+                await publish(url, topics.events("victim"), b'{"type":"bogus","id":"e-marker"}')
+                _, first = await victim_events.next()
+                assert b"e-marker" in first, f"a refused publish was delivered: {first!r}"
             assert "may not publish claimed" in reasons["claim"], reasons
             assert "submits only its own children: parent must be job-a, not none" in reasons["root"], reasons
             assert "may not publish output" in reasons["output"], reasons
