@@ -37,7 +37,7 @@ from mam.broker.acl import READ, WRITE, within
 from mam.broker.notices import Notice
 from mam.contract import events as ev
 from mam.contract.attempts import attempt_of
-from mam.contract.job_login import LIVE, is_job_user, job_of, refusal, user_of
+from mam.contract.job_login import LIVE, is_job_user, is_token, job_of, refusal, user_of
 from mam.contract.record import JobRecord
 from mam.contract.topics import Kind, Topics
 
@@ -86,6 +86,8 @@ class JobLogins:
             return "the user name is job: and no job id"
         if not clean:
             return "a job's login takes a clean session only"
+        if not is_token(password):  # before the registry is read for it
+            return "the password is not a job login token (<attempt>.<signature>)"
         record = self._record(job_id)
         if record is None:
             return f"no job {job_id} is recorded"

@@ -109,6 +109,7 @@ def test_a_login_is_refused_unless_its_job_runs_with_a_clean_session() -> None:
     assert tree.jobs.login("job:nobody", token, clean=True) == "no job nobody is recorded"
     assert tree.jobs.login("job:", token, clean=True) == "the user name is job: and no job id"
     assert "does not verify" in str(tree.jobs.login("job:job-a-1", token, clean=True))
+    assert "not a job login token" in str(tree.jobs.login("job:nobody", "s3cret", clean=True)), "shape first"
 
 
 def test_a_job_delegates_asks_and_cancels_within_its_tree_and_nothing_else() -> None:

@@ -34,11 +34,13 @@ SECRET = "runner-secret-pw-29"
 
 
 def _script(signals: Path) -> str:
-    """The job: its environment, a child through `mam submit`, a question through `mam ask`, then its
-    broker URL in a file and a wait until the test says go."""
+    """The job: its environment, two children through `mam submit` (one it cancels), a question through
+    `mam ask`, then its broker URL in a file and a wait until the test says go."""
     return "\n".join([
         "env | sort",
         f'{BIN}/mam submit --agent nobody --prompt "a child" --job-id "$MAM_JOB_ID-child" || exit 11',
+        f'{BIN}/mam submit --agent nobody --prompt "another" --job-id "$MAM_JOB_ID-child-2" || exit 11',
+        f'{BIN}/mam cancel "$MAM_JOB_ID-child-2" || exit 13',
         f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 12',
         'echo "answer: $a"',
         f'printf %s "$MAM_BROKER_URL" > {signals}/job-url',
@@ -83,6 +85,8 @@ async def test_a_job_gets_its_own_login_delegates_and_asks_with_it_and_nothing_m
             assert SECRET not in job_url and login.username == "job:job-a" and login.password, job_url
             child = await wait_for_state(url, ws_id, "job-a-child")
             assert child["parent"] == "job-a" and child["status"] == "submitted", child
+            cancelled = await wait_for_state(url, ws_id, "job-a-child-2")
+            assert cancelled["parent"] == "job-a" and cancelled["status"] == "cancelled", cancelled
 
             async with Watch(url, topics.rejected) as refusals, Watch(url, topics.events("victim")) as victim_events, \
                     make_client(login) as job:

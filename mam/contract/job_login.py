@@ -57,6 +57,11 @@ def job_of(user: str | None) -> str | None:
     return job_id if is_job_id(job_id) else None
 
 
+def is_token(password: str | None) -> bool:
+    """Whether `password` has a token's shape (checked before anything is read for it)."""
+    return password is not None and _TOKEN.fullmatch(password) is not None
+
+
 def _message(workspace_id: str, job_id: str, attempt: int) -> bytes:
     return CONTEXT + f"{workspace_id}\n{job_id}\n{attempt}".encode()
 
@@ -88,4 +93,4 @@ def refusal(password: str, *, workspace_id: str, record: JobRecord) -> str | Non
     return None
 
 
-__all__ = ["CONTEXT", "LIVE", "USER_PREFIX", "is_job_user", "job_of", "mint", "refusal", "user_of"]
+__all__ = ["CONTEXT", "LIVE", "USER_PREFIX", "is_job_user", "is_token", "job_of", "mint", "refusal", "user_of"]
