@@ -13,7 +13,9 @@ Without a file (`Policy`):
   `jobs/+/events` and `agents/+/status`, read all of `mam/<ws>/#`;
 - with a password file, under `mam-broker` (no single workspace): publish on
   any `mam/+/jobs/+/events` and `mam/+/agents/+/status`, read `mam/#`; user
-  `projector-<ws>` (docs/mosquitto.acl's name) also writes `<ws>`'s projector topics.
+  `projector-<ws>` (docs/mosquitto.acl's name) also writes `<ws>`'s projector topics;
+- a job's own login (`job:<id>`, `mam up` with a password file): `mam.broker.job_logins`
+  decides, with or without a file.
 
 The projector's topics (`jobs/+/state`, `rejected`, `projector/status`) are
 written only by the workspace's projector. Under `mam up` it publishes
@@ -326,7 +328,8 @@ class VerdictMemo:
     task per plugin per question (`PluginManager.map_plugin_topic`), a fifth of the
     broker's CPU under load. mam's only topic plugin is `AclPlugin`, whose `Policy` is
     fixed for the broker's life and decides on the user, client id, topic and action
-    alone, so the answer to a question asked before is the answer again.
+    alone, so the answer to a question asked before is the answer again. Not for a job's
+    own login: its answers change when its job ends (and they are few).
     """
 
     MOST = 65_536
