@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mam.agents.job_broker import JobBroker
 from mam.broker.acl import READ, WRITE, Policy, parse_acl
@@ -214,3 +216,24 @@ def test_a_job_gets_a_login_of_its_own_where_the_broker_takes_one_and_the_runner
     assert [parse_broker_url(u).username for u in both.split(",")] == ["job:job-a", "job:job-a"] and "s3cret" not in both
     with pytest.raises(ValueError):
         JobBroker(brokers, WS, KEY, "everything")
+
+
+TREE = Tree()
+"""One tree for every example (hypothesis runs a test's body many times)."""
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.binary(max_size=256) | JSON.map(lambda v: msgspec.json.encode(v)),
+       kind=st.sampled_from(ev.EVENT_TYPES), fields=st.dictionaries(st.text(max_size=12), JSON, max_size=4))
+def test_anything_a_job_sends_is_judged_without_an_exception(payload: bytes, kind: str, fields: dict) -> None:
+    tree = TREE
+    for sent in (payload, msgspec.json.encode({**fields, "type": kind})):
+        before = len(tree.refused)
+        verdict = tree.jobs.may_send("job:job-a", T.events("job-a-1"), sent)
+        assert isinstance(verdict, bool) and len(tree.refused) == before + (not verdict)
+
