@@ -59,6 +59,7 @@ import anyio.abc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import UNSET
 
+from mam.agents.job_broker import DEFAULT_MODE, JobBroker
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
@@ -127,6 +128,7 @@ class Runner:
         options: dict[str, list[str]] | None = None,
         labels: dict[str, str] | None = None,
         take_offers: bool = True,
+        job_login: str = DEFAULT_MODE,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
@@ -138,7 +140,7 @@ class Runner:
         it claims (`.mam/profiles.json` aliases), announced in its status. `labels`: what it can do
         (`--label key=value`), announced in its status: jobs that require them are routed to it.
         `take_offers`: claim only what a dispatching projector offers (False: claim from the states, as
-        runners before offers did)."""
+        runners before offers did). `job_login`: what `MAM_BROKER_URL` each job gets (`job_broker.py`)."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
@@ -160,6 +162,7 @@ class Runner:
         """This instance's key pair (memory only): its claims name the public key, it signs its events and
         statuses, and the projector takes nothing else for its jobs (docs/design.md, Runner identity)."""
         self.outbox = Outbox(self.topics, by=self.agent_id, key=self.key)
+        self.job_broker = JobBroker(broker, workspace.id, self.key, job_login)
         self.pinned = key if isinstance(key, str) else None
         self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
         self.follow_key = follow_key and not isinstance(key, str)
@@ -174,6 +177,7 @@ class Runner:
             worktrees=worktrees,
             output_format=output_format,
             broker_url=broker.full_url,
+            job_broker=self.job_broker,
             permissions=permissions,
             ceiling=ceiling,
             options=options,
@@ -395,6 +399,8 @@ class Runner:
             self._on_offer(payload)
         elif topic == self.topics.projector_status:
             status = decode_projector_status(payload)
+            if status is not None:
+                self._job_logins(bool(status.job_logins))
             if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
                 await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
             if not self.follow_key or status is None or status.public_key is None:
@@ -408,6 +414,14 @@ class Runner:
             record = self.states.record(topic, payload)
             if record is not None:
                 self._on_state(record)
+
+    def _job_logins(self, taken: bool) -> None:
+        """The projector says whether its broker takes jobs' own logins: jobs started from now on get one."""
+        if taken == self.job_broker.taken:
+            return
+        self.job_broker.taken = taken
+        if self.job_broker.mode == "auto":
+            log.info("jobs get %s as MAM_BROKER_URL", "a login of their own" if taken else "the runner's broker URL")
 
     def _follows(self, topic: str) -> bool:
         """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are

@@ -12,6 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from mam.agents import metrics as runner_metrics
 from mam.agents.drain import drain_seconds, run_until_drained
 from mam.agents.formats import FORMATS
+from mam.agents.job_broker import DEFAULT_MODE as DEFAULT_JOB_LOGIN
+from mam.agents.job_broker import MODES as JOB_LOGIN_MODES
 from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
 from mam.agents.profiles import (
     aliases_of,
@@ -94,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="claim every job from the states as runners before offers did, even when the "
                         "projector offers jobs (for comparison; costs refused claims with many runners)")
     parser.add_argument(
+        "--job-login", choices=JOB_LOGIN_MODES, default=DEFAULT_JOB_LOGIN, metavar="|".join(JOB_LOGIN_MODES),
+        help="what each job gets as MAM_BROKER_URL: auto (default): a login of the job's own, allowed only to "
+        "submit its children, ask and cancel within its tree, where the broker takes one (mam up with "
+        "--password-file), else as runner; runner: this runner's broker URL, password included; none: the "
+        "broker URL without user or password (docs/security.md, A job's credentials)",
+    )
+    parser.add_argument(
         "--projector-key",
         metavar="FILE|sha256:FINGERPRINT",
         help="the key the workspace's projector signs states with: its public key file, or the fingerprint of "
@@ -171,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             drain_timeout=args.drain_timeout,
             labels=parse_pairs(args.label, "--label"),
             take_offers=args.take_offers,
+            job_login=args.job_login,
         )
         if endpoint is not None:
             runner_metrics.register(runner, registry)

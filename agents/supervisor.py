@@ -31,6 +31,7 @@ from mam.agents.budget import BudgetWatch
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.job_args import job_arguments, with_options
+from mam.agents.job_broker import JobBroker
 from mam.agents.output import OutputStreamer
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
@@ -89,7 +90,9 @@ class Settings:
     broker_url: str | None = None
     """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
     environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
-    also from a host other than the projector's."""
+    also from a host other than the projector's. Unused when `job_broker` is given."""
+    job_broker: JobBroker | None = None
+    """What `MAM_BROKER_URL` a job gets (`mam-agent --job-login`): a login of its own where the broker takes one."""
 
 
 class Supervisor:
@@ -287,7 +290,9 @@ class Supervisor:
             "MAM_WORKSPACE": workspace.id,
             "WORKSPACE_ROOT": str(workspace.root),
         }
-        if self.settings.broker_url and not env.get("MAM_BROKER_URL"):
+        if self.settings.job_broker is not None:
+            env["MAM_BROKER_URL"] = self.settings.job_broker.url(self.job_id, self.attempt, env)
+        elif self.settings.broker_url and not env.get("MAM_BROKER_URL"):
             env["MAM_BROKER_URL"] = self.settings.broker_url
         env.pop("MAM_PROMPT", None)
         size = len(f"MAM_PROMPT={self.record.prompt}".encode()) + 1

@@ -13,7 +13,9 @@ Without a file (`Policy`):
   `jobs/+/events` and `agents/+/status`, read all of `mam/<ws>/#`;
 - with a password file, under `mam-broker` (no single workspace): publish on
   any `mam/+/jobs/+/events` and `mam/+/agents/+/status`, read `mam/#`; user
-  `projector-<ws>` (docs/mosquitto.acl's name) also writes `<ws>`'s projector topics.
+  `projector-<ws>` (docs/mosquitto.acl's name) also writes `<ws>`'s projector topics;
+- a job's own login (`job:<id>`, `mam up` with a password file): `mam.broker.job_logins`
+  decides, with or without a file.
 
 The projector's topics (`jobs/+/state`, `rejected`, `projector/status`) are
 written only by the workspace's projector. Under `mam up` it publishes
@@ -32,12 +34,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from amqtt.contexts import Action, BaseContext
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
 from mam.contract.errors import UsageError
+from mam.contract.job_login import is_job_user
+
+if TYPE_CHECKING:
+    from mam.broker.job_logins import JobLogins
 
 log = logging.getLogger("mam.broker")
 
@@ -161,8 +168,12 @@ class Policy:
     """`mam up`'s workspace, whose projector runs in the broker's process."""
     projector_client: str | None = None
     """`mam up`: the client id of that projector's own connection, a secret that never leaves the process."""
+    jobs: JobLogins | None = None
+    """`mam up` with a password file: jobs' own logins (`job:<id>`, `mam.broker.job_logins`) and what they may do."""
 
     def may(self, access: str, user: str | None, client_id: str, topic: str) -> bool:
+        if self.jobs is not None and is_job_user(user):
+            return self.jobs.may(access, user, topic)  # type: ignore[arg-type]
         if access == WRITE and (verdict := self._projector_only(user, client_id, topic)) is not None:
             return verdict
         if self.acl is not None:
@@ -170,6 +181,12 @@ class Policy:
         if not self.login:
             return True
         return self._by_rules(self._default_rules(user), access, topic)
+
+    def may_receive(self, user: str | None, client_id: str, topic: str) -> bool:
+        """Whether a message on `topic` may be delivered to this client (a job's login: see `JobLogins.may_receive`)."""
+        if self.jobs is not None and is_job_user(user):
+            return self.jobs.may_receive(user, topic)  # type: ignore[arg-type]
+        return self.may(READ, user, client_id, topic)
 
     def _projector_only(self, user: str | None, client_id: str, topic: str) -> bool | None:
         """For a projector topic under `mam up` or an anonymous `mam-broker`: whether this client is
@@ -234,6 +251,11 @@ def register(policy: Policy) -> str:
     return key
 
 
+def policy_of(key: str) -> Policy:
+    """The policy `register` gave `key` (what a plugin's configuration names)."""
+    return _POLICIES[key]
+
+
 def unregister(key: str) -> None:
     _POLICIES.pop(key, None)
 
@@ -267,7 +289,7 @@ class AclPlugin(BaseTopicPlugin):
             if not allowed:
                 self.refused(client_id, "subscribe to", topic)
             return allowed
-        return self.policy.may(READ, user, client_id, topic)
+        return self.policy.may_receive(user, client_id, topic)
 
 
 class WillPlugin(BaseAuthPlugin):
@@ -306,7 +328,8 @@ class VerdictMemo:
     task per plugin per question (`PluginManager.map_plugin_topic`), a fifth of the
     broker's CPU under load. mam's only topic plugin is `AclPlugin`, whose `Policy` is
     fixed for the broker's life and decides on the user, client id, topic and action
-    alone, so the answer to a question asked before is the answer again.
+    alone, so the answer to a question asked before is the answer again. Not for a job's
+    own login: its answers change when its job ends (and they are few).
     """
 
     MOST = 65_536
@@ -314,7 +337,7 @@ class VerdictMemo:
     _verdicts: dict[tuple[str | None, str, str, Action], bool]
 
     async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
-        if session is None or not topic:
+        if session is None or not topic or is_job_user(session.username):  # a job's login: its job may end
             return await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
         memo = self.__dict__.setdefault("_verdicts", {})
         key = (session.username, session.client_id or "", topic, action)

@@ -19,9 +19,11 @@ def broker_config(
     *,
     policy: str | None = None,
     listeners: Listeners | None = None,
+    job_logins: bool = False,
 ) -> dict[str, Any]:
     """A TCP listener (and the `listeners` asked for); anonymous unless a password file is
-    given; topics checked by the registered `mam.broker.acl` policy `policy`; no $SYS chatter."""
+    given; topics checked by the registered `mam.broker.acl` policy `policy`, whose jobs' own
+    logins are taken with `job_logins` (`mam.broker.job_logins`); no $SYS chatter."""
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     plugins: dict[str, Any]
     if password_file is None:
@@ -31,6 +33,8 @@ def broker_config(
     if policy is not None:
         plugins["mam.broker.acl.WillPlugin"] = {"policy": policy}
         plugins["mam.broker.acl.AclPlugin"] = {"policy": policy}
+        if job_logins and password_file is not None:
+            plugins["mam.broker.job_logins.JobLoginPlugin"] = {"policy": policy}
     return {
         "listeners": {
             "default": {"type": "tcp", "bind": bind, "max_connections": 0},

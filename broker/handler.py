@@ -39,7 +39,9 @@ class ClientHandler(BrokerProtocolHandler):
     - keep-alive enforced (MQTT-3.1.2-24): amqtt times the read out but then only logs. One
       timer per connection watches for silence here: amqtt's own timing cost a task and a
       timer for every packet read (`asyncio.wait_for`) and another timer for every packet sent;
-    - the topic ACL (`mam.broker.acl`) asked before the gate;
+    - the topic ACL (`mam.broker.acl`) asked before the gate, and then what a job's login sends
+      (`payload_check`, `mam.broker.job_logins`); a publish either refuses is acknowledged but
+      neither offered to the gate nor delivered (`take_refused`);
     - a client's publishes offered to the gate in the order they were read: amqtt runs each
       PUBLISH as a task of its own, and one whose ACL verdict took an await (a topic not seen
       before) was overtaken by the next, so the spool or the projector got them out of order.
@@ -53,6 +55,9 @@ class ClientHandler(BrokerProtocolHandler):
     gate: gate.PublishGate | None = None
     window: PublishWindow | None = None
     topic_filter: TopicFilter | None = None
+    payload_check: PayloadCheck | None = None
+    refused: list[IncomingApplicationMessage] | None = None
+    """Refused publishes acknowledged but not delivered yet: the broker drops each when it comes (`take_refused`)."""
     grace: int = 0
     """Seconds of silence after which the connection is closed (1.5 keep-alive periods; 0: never)."""
     _silence: asyncio.TimerHandle | None = None
@@ -87,7 +92,8 @@ class ClientHandler(BrokerProtocolHandler):
         if self.window is not None:
             header = publish_packet.fixed_header
             slot = self.window.take(header.remaining_length if header else len(publish_packet.data or b""))
-        placed = self._placement(publish_packet) if self.gate is not None else None
+        checked = self.gate is not None or self.payload_check is not None
+        placed = self._placement(publish_packet) if checked else None
         return self._publish(publish_packet, slot, placed)
 
     async def _publish(
@@ -123,6 +129,8 @@ class ClientHandler(BrokerProtocolHandler):
         return self._offer(packet, allowed)
 
     def _offer(self, packet: PublishPacket, allowed: bool) -> Placed:
+        if allowed and self.payload_check is not None and self.session is not None and packet.topic_name:
+            allowed = self.payload_check(self.session.username, packet.topic_name, bytes(packet.data or b""))
         if not allowed or self.gate is None or packet.topic_name is None:
             return allowed, None
         return True, self.gate(packet.topic_name, bytes(packet.data or b""), bool(packet.retain_flag))
@@ -141,12 +149,36 @@ class ClientHandler(BrokerProtocolHandler):
         if app_message.direction == INCOMING:
             placed = _PLACED.get()
             if placed is not None:
-                _, held = await asyncio.shield(placed)
+                allowed, held = await asyncio.shield(placed)
+                if not allowed:
+                    if self.refused is None:
+                        self.refused = []
+                    self.refused.append(app_message)
                 if held is not None and not await _passes(held, app_message.topic):
                     return
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
         await super()._handle_message_flow(app_message)
+
+    def take_refused(self, message: object) -> bool:
+        """Whether `message` (an incoming publish, handed to the broker for delivery) was refused: it is
+        then dropped, and forgotten here."""
+        refused = self.refused
+        if not refused:
+            return False
+        for i, held in enumerate(refused):
+            if held is message:
+                del refused[i]
+                return True
+        return False
+
+    def drop(self) -> None:
+        """Close the connection now (its job's login ended): amqtt's reader loop then ends it."""
+        reader = self.reader
+        if isinstance(reader, PacketReader) and not reader.closed:
+            reader.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
 
     async def _handle_qos1_message_flow(
         self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage
@@ -225,6 +257,8 @@ async def _passes(held: Awaitable[None], topic: str | None) -> bool:
 
 TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]
 """The broker's own topic check (`Broker._topic_filtering`, memoised by `mam.broker.acl.VerdictMemo`)."""
+PayloadCheck = Callable[[str | None, str, bytes], bool]
+"""`check(user, topic, payload)`: whether a publish the ACL allowed may go on (`JobLogins.may_send`)."""
 
 
 def install_handler(
@@ -233,16 +267,18 @@ def install_handler(
     window: PublishWindow | None,
     publish_gate: gate.PublishGate | None,
     topic_filter: TopicFilter | None = None,
+    payload_check: PayloadCheck | None = None,
 ) -> None:
-    """Make `handler` a `ClientHandler` with `window` and `publish_gate`.
+    """Make `handler` a `ClientHandler` with `window`, `publish_gate` and the checks.
 
     amqtt builds its handlers itself (`BrokerProtocolHandler.init_from_connect`
     inside the broker's connection code), so the class is switched on the
     instance, once, before the handler reads its first PUBLISH. `ClientHandler`
-    keeps no state beyond the two attributes set here, which is what makes the
-    switch safe.
+    keeps no state beyond the attributes set here and its own (class defaults
+    until set), which is what makes the switch safe.
     """
     handler.__class__ = ClientHandler
     handler.window = window  # type: ignore[attr-defined]
     handler.gate = publish_gate  # type: ignore[attr-defined]
     handler.topic_filter = topic_filter  # type: ignore[attr-defined]
+    handler.payload_check = payload_check  # type: ignore[attr-defined]

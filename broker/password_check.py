@@ -40,6 +40,7 @@ from pwdlib.exceptions import UnknownHashError
 from pwdlib.hashers.argon2 import Argon2Hasher
 
 from mam.broker.passwords import check_password_file
+from mam.contract.job_login import is_job_user
 
 CONCURRENT_CHECKS = 2
 BACKOFF_BASE = 0.25
@@ -186,4 +187,6 @@ class PasswordAuthPlugin(BaseAuthPlugin):
     async def authenticate(self, *, session: Session) -> bool | None:
         if session is None or not session.username:
             return False
+        if is_job_user(session.username):
+            return None  # a job's login (no file's user: `mam passwd` refuses ':'): `JobLoginPlugin` decides, if any
         return await self.checker.check(session.username, session.password or "", session.remote_address)

@@ -33,7 +33,7 @@ from mam.broker.acl import Policy, VerdictMemo, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.flow import PacketReader, PublishWindow
-from mam.broker.handler import install_handler
+from mam.broker.handler import ClientHandler, PayloadCheck, install_handler
 from mam.broker.limits import MOST_CONNECTIONS, Limits, resolve_limits
 from mam.broker.listeners import Listeners
 from mam.broker.notices import Notice
@@ -89,8 +89,16 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     event only its projector subscribes to: the spool delivers those.
     """
 
-    def __init__(self, config: dict[str, Any], *, limits: Limits, publish_gate: gate.PublishGate | None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        limits: Limits,
+        publish_gate: gate.PublishGate | None,
+        payload_check: PayloadCheck | None = None,
+    ) -> None:
         super().__init__(config)
+        self.payload_check = payload_check
         self._subscriptions = SubscriptionTable()
         self.limits = limits
         self.publish_gate = publish_gate
@@ -147,7 +155,8 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             )
             raise AMQTTError("no CONNECT in time") from None
         window = reader.window if isinstance(reader, PacketReader) else None
-        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self._topic_filtering)
+        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self._topic_filtering,
+                        payload_check=self.payload_check)
         if session.keep_alive > 0:
             # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
             session.keep_alive = math.ceil(session.keep_alive * 1.5)
@@ -184,11 +193,14 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     async def _handle_message_delivery(
         self, client_session: Session, handler: BrokerProtocolHandler, wait_deliver: asyncio.Future[Any]
     ) -> bool:
-        """amqtt's, but a publish to a `$` topic is dropped, not a reason to close the connection.
+        """amqtt's, but a publish refused when it was read (`ClientHandler.take_refused`) is dropped here,
+        and a publish to a `$` topic is dropped, not a reason to close the connection.
         MQTT-4.7.2-1 only keeps `$` topics out of wildcard subscriptions; amqtt disconnected the
         client, so a mosquitto bridge with its default `notifications true` (a retained
         `$SYS/broker/connection/NAME/state`, mosquitto.conf(5)) was disconnected at once."""
         message = wait_deliver.result() if wait_deliver.done() and not wait_deliver.cancelled() else None
+        if isinstance(handler, ClientHandler) and handler.take_refused(message):
+            return True  # refused when read (acknowledged all the same): never delivered
         topic = getattr(message, "topic", None)
         if isinstance(topic, str) and topic.startswith("$"):
             log.debug("dropped %s's publish on %s: $ topics are the broker's", client_session.client_id, topic)
@@ -273,10 +285,13 @@ class EmbeddedBroker:
 
     async def start(self) -> None:
         self._policy_key = register(self.policy)
+        jobs = self.policy.jobs
         config = broker_config(
-            self.host, self.requested_port, self.password_file, policy=self._policy_key, listeners=self.listeners
+            self.host, self.requested_port, self.password_file, policy=self._policy_key, listeners=self.listeners,
+            job_logins=jobs is not None,
         )
-        broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate)
+        broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate,
+                         payload_check=jobs.may_send if jobs is not None else None)
         broker.spool = self.spool
         try:
             await broker.start()
@@ -289,6 +304,8 @@ class EmbeddedBroker:
                 raise UsageError(f"cannot listen on {self.host}:{self.requested_port}: {cause.strerror}") from None
             raise
         self._broker = broker
+        if jobs is not None:
+            jobs.disconnect = self.disconnect
         server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
         self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
         self.port = self.bound[0][1]
@@ -317,6 +334,18 @@ class EmbeddedBroker:
         await self._broker.internal_message_broadcast(topic, payload)
         if retain:
             await self._broker.retain_message(None, topic, payload, 1)
+
+    def disconnect(self, username: str) -> int:
+        """Close every connection logged in as `username` now; how many there were."""
+        broker = self._broker
+        if broker is None:
+            return 0
+        closed = 0
+        for session, handler in list(broker._sessions.values()):  # noqa: SLF001 - amqtt's table of sessions
+            if session.username == username and isinstance(handler, ClientHandler) and session.transitions.is_connected():
+                handler.drop()
+                closed += 1
+        return closed
 
     async def stop(self) -> None:
         if self._broker is not None:

@@ -100,6 +100,7 @@ class Projector:
         heartbeat: float = HEARTBEAT,
         metrics: ProjectorMetrics | None = None,
         offer_lease: float = DEFAULT_LEASE,
+        job_logins: bool = False,
     ) -> None:
         """`intake`: take events in-process from the embedded broker (`mam up`) instead of
         subscribing to them. `restore_retained`: publish every record as retained state
@@ -108,7 +109,8 @@ class Projector:
         skip a network round trip and the broker's parsing of them, and are in the
         broker before the events they record are acknowledged. `metrics`: counts for Prometheus
         (`metrics.py`), kept only when given. `offer_lease`: offer each claimable job to one runner at a time
-        for this many seconds (`dispatch.py`); 0 leaves runners to claim from the states, as before offers."""
+        for this many seconds (`dispatch.py`); 0 leaves runners to claim from the states, as before offers.
+        `job_logins`: its broker takes jobs' own logins (`mam up` with a password file), said in its status."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}")
         self.workspace = workspace
@@ -152,6 +154,7 @@ class Projector:
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
         self.metrics = metrics
+        self.job_logins = job_logins
         if metrics is not None:
             metrics.runners = self.projection.runners
             metrics.dispatcher = self.dispatcher
@@ -176,6 +179,7 @@ class Projector:
             heartbeat_every=self.heartbeat,
             dispatch="offers" if self.dispatcher is not None else None,
             offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
+            job_logins=True if self.job_logins else None,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

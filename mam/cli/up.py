@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from mam.broker.server import EmbeddedBroker
+    from mam.cli.up_job_logins import UpJobLogins
     from mam.projector.intake import LocalIntake
     from mam.projector.metrics import ProjectorMetrics
 
@@ -91,6 +92,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
     from mam.cli.metrics import new_registry, serve_from_args
+    from mam.cli.up_job_logins import UpJobLogins
     from mam.projector.intake import LocalIntake
     from mam.projector.metrics import ProjectorMetrics
 
@@ -98,6 +100,11 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     # The only client that may write the workspace's projector topics: its id never leaves this process.
     projector_client = f"mam-projector-{workspace.id}-{secrets.token_hex(12)}"
     chosen, why = choose_port(args.host, args.port, workspace)
+    # With a password file, a runner hands each job a login of its own instead of its password (docs/security.md).
+    job_logins = UpJobLogins(workspace) if args.password_file is not None else None
+    policy = policy_from_args(args, workspace.id, projector_client)
+    if job_logins is not None:
+        policy = dataclasses.replace(policy, jobs=job_logins.jobs)
     embedded = EmbeddedBroker(
         args.host,
         chosen,
@@ -105,7 +112,7 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         publish_gate=intake.offer,
         allow_anonymous=args.allow_anonymous,
         limits=limits_from_args(args),
-        policy=policy_from_args(args, workspace.id, projector_client),
+        policy=policy,
         listeners=listeners_from_args(args),
     )
     # Counted only when someone can read them: the dashboard's /metrics or --metrics-port.
@@ -116,7 +123,8 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         broker_metrics.register(embedded, registry)
     endpoint = serve_from_args(args, registry, "mam up") if registry is not None else None
     try:
-        await _serve_with(args, workspace, login, embedded, intake, projector_client, metrics, registry, why)
+        await _serve_with(args, workspace, login, embedded, intake, projector_client, metrics, registry, why,
+                          job_logins)
     finally:
         if endpoint is not None:
             endpoint.close()
@@ -124,7 +132,8 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
 
 async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None,
                       embedded: EmbeddedBroker, intake: LocalIntake, projector_client: str,
-                      metrics: ProjectorMetrics | None, registry: CollectorRegistry | None, why: str | None) -> None:
+                      metrics: ProjectorMetrics | None, registry: CollectorRegistry | None, why: str | None,
+                      job_logins: UpJobLogins | None = None) -> None:
     from mam.projector.parking import ParkLimits
     from mam.projector.service import Projector
 
@@ -133,6 +142,7 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
         address = broker.address
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
+        publish_local = broker.publish if job_logins is None else job_logins.watching(broker.publish)
         projector = Projector(
             workspace,
             address,
@@ -141,11 +151,14 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
             intake=intake,
             restore_retained=True,
             park=ParkLimits(settle=args.settle_outputs),
-            publish_local=broker.publish,
+            publish_local=publish_local,
             served_by="mam up",
             metrics=metrics,
             offer_lease=args.offer_lease,
+            job_logins=job_logins is not None,
         )
+        if job_logins is not None:
+            await tg.start(job_logins.publish_refusals, broker.publish, projector.signer.signed)
         await tg.start(projector.run)
         remember_port(workspace, broker.address.port)
         verbose = bool(getattr(args, "verbose", False))

@@ -32,6 +32,9 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     then claim from the states."""
     offer_lease: float | None = None
     """Seconds an offer waits for its runner's claim before the job goes to the next runner."""
+    job_logins: bool | None = None
+    """True: the broker takes jobs' own logins (`mam up` with a password file, `mam.contract.job_login`), so a
+    runner hands each job a login scoped to it instead of its own password. Null elsewhere (absent: an older one)."""
 
 
 STALE_BEATS: Final = 3
