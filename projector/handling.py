@@ -11,18 +11,22 @@ the projector's own and pass through as they are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, TypeVar
 
+import aiomqtt
 import anyio
 
+from mam.contract.errors import MamError
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus, decode_agent_status
 from mam.contract.topics import Topics
 from mam.projector.identity import verified_status
 from mam.projector.ingest import Accepted, Refused, ingest
-from mam.projector.set_aside import ATTEMPTS, SetAside
+from mam.projector.set_aside import ATTEMPTS, SetAside, digest
 from mam.registry.nofollow import TamperedWorkspace
 
 if TYPE_CHECKING:
@@ -32,6 +36,12 @@ if TYPE_CHECKING:
     from mam.projector.projection import Message, Projection
 
 log = logging.getLogger("mam.projector")
+
+M = TypeVar("M", bound="Message")
+
+TEST_HOOK: Final = "MAM_TEST_FAIL"
+"""A test hook (docs/contributing.md), since no input reaches a real bug: `fold:TEXT` makes the fold of a
+message whose payload holds TEXT raise, `commit:TEXT` the commit of a batch holding one."""
 
 PASSED_THROUGH: tuple[type[BaseException], ...] = (OSError, TamperedWorkspace)
 """What a failure to handle a message may raise as it is: storage, a link, a planted file."""
@@ -78,9 +88,48 @@ class Folding:
         self.set_aside = set_aside
         self.said = said
         """Called once a message is set aside (the shell republishes its status)."""
+        where, _, marker = os.environ.get(TEST_HOOK, "").partition(":")
+        projection.fail_fold_on = marker.encode() if where == "fold" and marker else None
+        self.fail_commit_on = marker.encode() if where == "commit" and marker else None
+
+    def parts(self, batch: list[M]) -> list[list[M]]:
+        """The batch as it is; or, when some of its messages failed before, each of them alone first (so a
+        failure while committing is theirs, not their batch's), then the rest."""
+        if not self.set_aside.counts:
+            return [batch]
+        counted = self.set_aside.counts
+        suspects = [m for m in batch if digest(str(m.topic), payload_of(m)) in counted]
+        if not suspects:
+            return [batch]
+        rest = [m for m in batch if all(m is not s for s in suspects)]
+        return [[m] for m in suspects] + ([rest] if rest else [])
+
+    @contextmanager
+    def attempt(self, batch: Sequence[Message]) -> Iterator[None]:
+        """Around committing and publishing a batch: a failure there that is not the environment's (storage,
+        the broker, a tampered workspace) is counted against each of its messages, and stops the projector
+        in one line; at the next start each goes alone, and one that failed `ATTEMPTS` times is set aside."""
+        try:
+            if self.fail_commit_on is not None and any(self.fail_commit_on in payload_of(m) for m in batch):
+                raise RuntimeError(f"{TEST_HOOK}: a commit made to fail")
+            yield
+        except (*PASSED_THROUGH, MamError, aiomqtt.MqttError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: counted, so a redelivered message cannot stop it forever
+            log.error("committing a batch of %d message(s) failed", len(batch), exc_info=exc)
+            counts = [self.set_aside.failed(str(m.topic), payload_of(m), exc)[0] for m in batch]
+            raise MamError(
+                f"committing a batch of {len(batch)} message(s) failed ({type(exc).__name__}: {exc}; attempt "
+                f"{max(counts, default=0)} of {ATTEMPTS}); stopping: restart the projector (a message that keeps "
+                f"failing is set aside in {self.set_aside.path})"
+            ) from None
 
     async def fold(self, batch: Sequence[Message], judge_at: datetime | None, fresh_since: datetime | None) -> Batch:
         aside: set[int] = set()
+        for message in batch if self.set_aside.counts else ():  # failed often enough before (restarts too)
+            if self.set_aside.exhausted(str(message.topic), payload_of(message)):
+                await self._put_aside(str(message.topic), payload_of(message))
+                aside.add(id(message))
         while True:
             prunes = list(self.projection.prunes)
             taken = [message for message in batch if id(message) not in aside] if aside else list(batch)
@@ -109,11 +158,14 @@ class Folding:
             log.error("handling a message on %s failed (attempt %d of %d): %s; folding its batch again from "
                       "the state on disk", topic, attempts, ATTEMPTS, reason)
             return False
-        await anyio.to_thread.run_sync(self.set_aside.put_aside, topic, payload)
-        log.error("set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
-                  "kept in %s, and acknowledged", topic, attempts, reason, self.set_aside.path)
-        self.said()
+        await self._put_aside(topic, payload)
         return True
+
+    async def _put_aside(self, topic: str, payload: bytes) -> None:
+        entry = await anyio.to_thread.run_sync(self.set_aside.put_aside, topic, payload)
+        log.error("set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
+                  "kept in %s, and acknowledged", topic, entry.attempts, entry.reason, self.set_aside.path)
+        self.said()
 
 
 def payload_of(message: Message) -> bytes:

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 import aiomqtt
 import anyio
@@ -372,11 +373,18 @@ class Projector:
             judge = self._judge_due()
             if not batch and not judge and not self.projection.prunes:
                 continue
-            staged = await self.folding.fold(batch, self.view.observed_at if judge else None, self.view.fresh_since)
-            if not batch and staged.empty:
-                continue
-            committed = False
-            try:
+            parts = self.folding.parts(batch)  # a message that failed before goes alone
+            for n, part in enumerate(parts):
+                await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
+
+    async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
+        """Fold, commit, publish, acknowledge one batch."""
+        staged = await self.folding.fold(batch, judge_at, self.view.fresh_since)
+        if not batch and staged.empty:
+            return
+        committed = False
+        try:
+            with self.folding.attempt(batch):
                 began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
@@ -385,10 +393,10 @@ class Projector:
                 self._unpublished.update(staged.records)
                 await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()
-                self.folding.committed(batch)
-            finally:
-                if self.intake is not None:
-                    self._settle_local(batch, committed)
+            self.folding.committed(batch)
+        finally:
+            if self.intake is not None:
+                self._settle_local(batch, committed)
 
     def _said_aside(self) -> None:
         self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop

@@ -123,6 +123,11 @@ class SetAside:
         self._save()
         return counted.attempts, reason
 
+    def exhausted(self, topic: str, payload: bytes) -> bool:
+        """Whether this message failed `ATTEMPTS` times already (a previous run counted them)."""
+        counted = self.counts.get(digest(topic, payload))
+        return counted is not None and counted.attempts >= ATTEMPTS
+
     def put_aside(self, topic: str, payload: bytes) -> SetAsideEntry:
         """Append the message to `_set_aside.jsonl` (durable before it returns) and forget its count."""
         key = digest(topic, payload)
