@@ -91,6 +91,8 @@ class Folding:
         where, _, marker = os.environ.get(TEST_HOOK, "").partition(":")
         projection.fail_fold_on = marker.encode() if where == "fold" and marker else None
         self.fail_commit_on = marker.encode() if where == "commit" and marker else None
+        self._aside: set[int] = set()
+        """The messages of the batch folded last that were set aside (by `id`)."""
 
     def parts(self, batch: list[M]) -> list[list[M]]:
         """The batch as it is; or, when some of its messages failed before, each of them alone first (so a
@@ -109,6 +111,7 @@ class Folding:
         """Around committing and publishing a batch: a failure there that is not the environment's (storage,
         the broker, a tampered workspace) is counted against each of its messages, and stops the projector
         in one line; at the next start each goes alone, and one that failed `ATTEMPTS` times is set aside."""
+        batch = [m for m in batch if id(m) not in self._aside]  # those are settled: kept, to be acknowledged
         try:
             if self.fail_commit_on is not None and any(self.fail_commit_on in payload_of(m) for m in batch):
                 raise RuntimeError(f"{TEST_HOOK}: a commit made to fail")
@@ -125,7 +128,7 @@ class Folding:
             ) from None
 
     async def fold(self, batch: Sequence[Message], judge_at: datetime | None, fresh_since: datetime | None) -> Batch:
-        aside: set[int] = set()
+        aside = self._aside = set()
         for message in batch if self.set_aside.counts else ():  # failed often enough before (restarts too)
             if self.set_aside.exhausted(str(message.topic), payload_of(message)):
                 await self._put_aside(str(message.topic), payload_of(message))
