@@ -18,13 +18,14 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Final
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from mam.contract.nesting import decode
-from mam.contract.timefmt import utc_now_iso
+from mam.contract.timefmt import iso, utc_now, utc_now_iso
 from mam.projector.appender import write_all
 from mam.projector.dirs import Dir, Root
 from mam.projector.durable import atomic_write_at
@@ -38,6 +39,9 @@ ATTEMPTS: Final = 3
 """A message that made the fold fail this many times (across restarts) is set aside."""
 COUNTED_MOST: Final = 1000
 """Messages whose failures are counted at once; past it the oldest count is forgotten."""
+FORGET_AFTER: Final = timedelta(days=1)
+"""A count no redelivery renewed for this long is dropped at start (the broker no longer holds the message),
+so the batches stop paying a digest per message for it."""
 WHOLE_PAYLOADS_UP_TO: Final = 64 * 1024 * 1024
 """While `_set_aside.jsonl` is smaller than this, each entry keeps its payload whole (`payload_b64`);
 past it, the reason and an excerpt only, so a bug that many messages reach cannot fill the disk."""
@@ -49,6 +53,7 @@ class Attempts(Struct, kw_only=True):
     reason: str
     first_at: str
     topic: str = ""
+    last_at: str = ""
 
 
 class SetAsideEntry(Struct, frozen=True, kw_only=True):
@@ -100,7 +105,9 @@ class SetAside:
             return
         try:
             data = root.read(ATTEMPTS_FILE, "read")
-            self.counts = decode(_attempts_decoder, data) if data else {}
+            counts = decode(_attempts_decoder, data) if data else {}
+            cutoff = iso(utc_now() - FORGET_AFTER)
+            self.counts = {key: counted for key, counted in counts.items() if counted.last_at >= cutoff}
         except PathRefused as exc:
             log.warning("%s: failure counts not kept until it is removed", exc)
         except (OSError, ValueError) as exc:
@@ -118,6 +125,7 @@ class SetAside:
             counted = self.counts[key] = Attempts(attempts=0, reason=reason, first_at=utc_now_iso(), topic=topic)
         counted.attempts += 1
         counted.reason = reason
+        counted.last_at = utc_now_iso()
         while len(self.counts) > COUNTED_MOST:
             del self.counts[next(iter(self.counts))]
         self._save()

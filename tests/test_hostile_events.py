@@ -36,7 +36,7 @@ from support import Watch, mam, publish, run, wait_for_state
 DEEP_UNKNOWN = b'{"type":"submitted","prompt":"p","agent":"a","junk":' + b"[" * 10_000 + b"]" * 10_000 + b"}"
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=hostile_event())
 def test_decode_event_refuses_any_hostile_event_with_a_reason_and_raises_nothing_else(payload: bytes) -> None:
     try:
@@ -47,7 +47,7 @@ def test_decode_event_refuses_any_hostile_event_with_a_reason_and_raises_nothing
     assert ev.event_type(event) in TYPES  # what it takes is an event of a known type
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=VALUES)
 def test_every_reader_of_outside_json_answers_nothing_for_what_it_cannot_read(payload: str) -> None:
     data = payload.encode("utf-8", "surrogatepass")
