@@ -103,7 +103,8 @@ class Folding:
         suspects = [m for m in batch if digest(str(m.topic), payload_of(m)) in counted]
         if not suspects:
             return [batch]
-        rest = [m for m in batch if all(m is not s for s in suspects)]
+        alone = {id(m) for m in suspects}
+        rest = [m for m in batch if id(m) not in alone]
         return [[m] for m in suspects] + ([rest] if rest else [])
 
     @contextmanager
@@ -120,10 +121,10 @@ class Folding:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: counted, so a redelivered message cannot stop it forever
             log.error("committing a batch of %d message(s) failed", len(batch), exc_info=exc)
-            counts = [self.set_aside.failed(str(m.topic), payload_of(m), exc)[0] for m in batch]
+            most = self.set_aside.failed_all([(str(m.topic), payload_of(m)) for m in batch], exc)
             raise MamError(
                 f"committing a batch of {len(batch)} message(s) failed ({type(exc).__name__}: {exc}; attempt "
-                f"{max(counts, default=0)} of {ATTEMPTS}); stopping: restart the projector (a message that keeps "
+                f"{most} of {ATTEMPTS}); stopping: restart the projector (a message that keeps "
                 f"failing is set aside in {self.set_aside.path})"
             ) from None
 

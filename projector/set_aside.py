@@ -116,20 +116,28 @@ class SetAside:
 
     def failed(self, topic: str, payload: bytes, exc: BaseException) -> tuple[int, str]:
         """Count one failure of this message durably; how many there have been, and the reason."""
+        reason = f"{type(exc).__name__}: {exc}"[:4096]
+        return self.failed_all([(topic, payload)], exc), reason
+
+    def failed_all(self, messages: list[tuple[str, bytes]], exc: BaseException) -> int:
+        """Count one failure of each message (topic, payload), durably at once; the most any has now."""
         if not self._loaded:
             self.load()
         reason = f"{type(exc).__name__}: {exc}"[:4096]
-        key = digest(topic, payload)
-        counted = self.counts.get(key)
-        if counted is None:
-            counted = self.counts[key] = Attempts(attempts=0, reason=reason, first_at=utc_now_iso(), topic=topic)
-        counted.attempts += 1
-        counted.reason = reason
-        counted.last_at = utc_now_iso()
+        most = 0
+        for topic, payload in messages:
+            key = digest(topic, payload)
+            counted = self.counts.get(key)
+            if counted is None:
+                counted = self.counts[key] = Attempts(attempts=0, reason=reason, first_at=utc_now_iso(), topic=topic)
+            counted.attempts += 1
+            counted.reason = reason
+            counted.last_at = utc_now_iso()
+            most = max(most, counted.attempts)
         while len(self.counts) > COUNTED_MOST:
             del self.counts[next(iter(self.counts))]
         self._save()
-        return counted.attempts, reason
+        return most
 
     def exhausted(self, topic: str, payload: bytes) -> bool:
         """Whether this message failed `ATTEMPTS` times already (a previous run counted them)."""
