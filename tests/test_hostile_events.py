@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,21 @@ def test_the_batches_hold_every_type_and_deep_nesting() -> None:
     assert batch[0] == DEEP_UNKNOWN and len(batch) >= 2 + 2 * len(TYPES)
     named = {t for t in TYPES for payload in batch if f'"type":"{t}"'.encode() in payload}
     assert named == set(TYPES)
+
+
+async def test_a_timestamp_no_clock_can_place_is_recorded_and_the_lag_metric_stays_up(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """`ts` 0001-01-01T00:00:00 (no offset: UTC) is a valid event; the publish-to-record lag computed from
+    it raised ValueError ("year 0 is out of range") after the commit and stopped `--metrics-port` projectors."""
+    ws_id = workspace_id(ws.root)
+    port = free_port()
+    async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--metrics-port", str(port))) as projector:
+        for n, ts in enumerate(("0001-01-01T00:00:00", "0001-01-01T00:00:00-23:59", "0001-01-01 00:00:00+0100")):
+            body = {"type": "submitted", "prompt": "p", "agent": "a", "id": f"old-{n}", "ts": ts}
+            await publish(mosquitto.url, f"mam/{ws_id}/jobs/old-{n}/events", json.dumps(body).encode())
+            await wait_for_state(mosquitto.url, ws_id, f"old-{n}")
+        assert projector.proc.poll() is None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:  # noqa: S310
+            assert b"mam_projector_" in page.read()
+    assert "Traceback" not in projector.output()
