@@ -17,14 +17,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hostile_json import DEEP, TYPES, VALUES, extreme_event, hostile_event
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from test_order import Harness
 
+from mam.agents.formats import FORMATS, parser_for
 from mam.contract import events as ev
 from mam.contract.nesting import MAX_NESTING, too_deep
-from mam.contract.record import decode_record
+from mam.contract.offers import read_offer
+from mam.contract.record import JobRecord, decode_record
 from mam.contract.signing import StateReader
 from mam.contract.status import AgentStatus, ProjectorStatus, decode_agent_status, decode_projector_status
 from mam.projector.handling import HandlingFailed
@@ -48,15 +51,25 @@ def test_decode_event_refuses_any_hostile_event_with_a_reason_and_raises_nothing
     assert ev.event_type(event) in TYPES  # what it takes is an event of a known type
 
 
+KEY = Ed25519PrivateKey.generate().public_key()
+
+
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=VALUES)
 def test_every_reader_of_outside_json_answers_nothing_for_what_it_cannot_read(payload: str) -> None:
+    """Runner and projector statuses, job states and refusals (unsigned and signed), offers, the agent
+    stream parsers: each reads what it can and answers None (or shows the line as text) for the rest."""
     data = payload.encode("utf-8", "surrogatepass")
     assert decode_agent_status(data) is None or isinstance(decode_agent_status(data), AgentStatus)
     assert decode_projector_status(data) is None or isinstance(decode_projector_status(data), ProjectorStatus)
-    reader = StateReader("ws", None)
-    assert reader.record("mam/ws/jobs/j/state", data) is None or True  # a record or None, never an exception
-    assert reader.refusal(data) is None or isinstance(reader.refusal(data), dict)
+    for reader in (StateReader("ws", None), StateReader("ws", KEY, warn=lambda job, why: None)):
+        record = reader.record("mam/ws/jobs/j/state", data)
+        assert record is None or isinstance(record, JobRecord)
+        refusal = reader.refusal(data)
+        assert refusal is None or isinstance(refusal, dict)
+    assert read_offer(data, KEY) is None
+    for name in FORMATS:
+        assert isinstance(parser_for(name).line(payload), str)
     with contextlib.suppress(ValueError):  # msgspec's DecodeError and ValidationError: what every caller refuses
         decode_record(data)
 
