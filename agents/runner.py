@@ -70,7 +70,7 @@ from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.attempts import attempt_of
 from mam.contract.broker_list import Brokers
-from mam.contract.errors import UsageError
+from mam.contract.errors import MamError, UsageError
 from mam.contract.identity import STATUS_CONTEXT, RunnerKey
 from mam.contract.ids import validate_agent_id
 from mam.contract.offers import Offer, read_offer
@@ -389,7 +389,12 @@ class Runner:
             if self.states.key is None:
                 continue  # never: states are subscribed to once the key is known
             payload = message.payload if isinstance(message.payload, bytes) else b""
-            await self._on_message(client, str(message.topic), payload)
+            try:
+                await self._on_message(client, str(message.topic), payload)
+            except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
+                raise
+            except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped
+                log.warning("skipped a message on %s: %s: %s", message.topic, type(exc).__name__, exc)
 
     async def _on_message(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
         """A state, a refusal, or the projector's status (a key to follow)."""

@@ -133,7 +133,12 @@ class ClientHandler(BrokerProtocolHandler):
             allowed = self.payload_check(self.session.username, packet.topic_name, bytes(packet.data or b""))
         if not allowed or self.gate is None or packet.topic_name is None:
             return allowed, None
-        return True, self.gate(packet.topic_name, bytes(packet.data or b""), bool(packet.retain_flag))
+        try:
+            return True, self.gate(packet.topic_name, bytes(packet.data or b""), bool(packet.retain_flag))
+        except Exception as exc:  # noqa: BLE001 - whatever a publish makes the gate raise: not acknowledged, said
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)  # `gate.passes` awaits it, logs it, and holds the acknowledgement back
+            return True, failed
 
     def _known_verdict(self, topic: str | None) -> bool | None:
         """The ACL's verdict on publishing to `topic` if it is known without an await, else None."""

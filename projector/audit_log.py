@@ -19,6 +19,7 @@ from msgspec import Struct
 
 from mam.contract.events import AnyEvent
 from mam.contract.ids import is_job_id
+from mam.contract.nesting import decode
 from mam.projector import durable
 from mam.projector.dirs import Dir, Root, warn_once
 from mam.registry.nofollow import PathRefused
@@ -70,7 +71,7 @@ def encode_entry(entry: LogEntry) -> bytes:
 
 
 def decode_entry(line: bytes) -> LogEntry:
-    return _entry_decoder.decode(line)
+    return decode(_entry_decoder, line)
 
 
 class AuditLog:
@@ -137,7 +138,7 @@ class AuditLog:
         lines = data.split(b"\n")
         if lines and lines[-1]:
             lines.pop()
-        return [_entry_decoder.decode(line) for line in lines if line]
+        return [decode(_entry_decoder, line) for line in lines if line]
 
     def raw(self, job_id: str) -> bytes | None:
         """The job's `events.jsonl` as it is on disk, or `None`; a link raises `PathRefused`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ class ProjectorMetrics:
             if untallied > 0:  # refused later in the fold: parked ones expired, released ones the job refused
                 self.events[("refused", "other")] = self.events.get(("refused", "other"), 0) + untallied
             for ts in staged.stamps:
-                self.lag.observe(max(0.0, committed_at - ts.timestamp()))
+                self.lag.observe(max(0.0, committed_at - _seconds(ts)))
             for job_id, record in staged.records.items():
                 if staged.changed(job_id):
                     self._moved(staged.before(job_id), record)
@@ -193,3 +194,13 @@ class ProjectorMetrics:
         for agent in sorted(online):
             gauge.add_metric([agent], busy.get(agent, 0))
         yield gauge
+
+
+def _seconds(ts: datetime) -> float:
+    """An event's `ts` in seconds since the epoch. One without an offset is UTC, as the decoder reads it
+    (`datetime.timestamp` would take it as local time, and raise for 0001-01-01: that stopped the projector);
+    one no clock can place counts as a lag of 0."""
+    try:
+        return (ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)).timestamp()
+    except (OverflowError, ValueError, OSError):
+        return float("inf")

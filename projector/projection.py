@@ -20,7 +20,7 @@ import msgspec
 from mam.contract import cascade, fleet_limits, tree_budget
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status, decode_record
-from mam.contract.status import AgentStatus, decode_agent_status
+from mam.contract.status import AgentStatus
 from mam.contract.timefmt import iso, utc_now, utc_now_iso
 from mam.contract.topics import Kind, Topics
 from mam.contract.workspace import Workspace
@@ -33,12 +33,14 @@ from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
 from mam.projector.dirs import stop_for
 from mam.projector.dispatch import Dispatcher, claim_refusal, group_of
+from mam.projector.handling import PASSED_THROUGH, HandlingFailed, payload_of, presence
+from mam.projector.handling import checked as checked_ingest
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.holding import Holding
-from mam.projector.identity import event_refusal, verified_status
+from mam.projector.identity import event_refusal
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
-from mam.projector.ingest import Accepted, excerpt, ingest, parse_topic
+from mam.projector.ingest import Accepted, excerpt, parse_topic
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
@@ -105,6 +107,8 @@ class Projection(Holding):
         self.dispatcher = dispatcher
         if dispatcher is not None:
             dispatcher.limits = self.fleet_limits
+        self.fail_fold_on: bytes | None = None
+        """Set by `handling.Folding` from its test hook only."""
         self._roots: dict[str, str] = {}
         """Each queued job's delegation root, for the dispatcher's fairness groups."""
 
@@ -157,7 +161,11 @@ class Projection(Holding):
         if state is not None:
             self.jobs.move_to_end(job_id)
         else:
-            state = replay(job_id, self.workspace.id, self.log.read(job_id))
+            try:
+                entries = self.log.read(job_id)
+            except ValueError as exc:  # a line that does not decode: the log was edited or damaged
+                raise CorruptLog(f"job {job_id!r}: its audit log does not read: {exc}") from None
+            state = replay(job_id, self.workspace.id, entries)
             archived = None if state.record is not None else archived_state(
                 job_id, self.workspace.id, self.log, self.registry)
             current = self.registry.read_bytes(job_id)  # read for a new job too: a link there is refused
@@ -187,7 +195,12 @@ class Projection(Holding):
         received_at = iso(now)
         self._release_leftovers(staged, received_at)
         for message in batch:
-            derived += self._take(staged, message, now, received_at)
+            try:
+                derived += self._take(staged, message, now, received_at)
+            except PASSED_THROUGH:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug, not a refusal: the shell retries, then sets it aside
+                raise HandlingFailed(str(message.topic), payload_of(message), exc) from exc
         self._track_open(staged)
         derived += self._queued_prunes()
         if judge_at is not None:
@@ -241,12 +254,12 @@ class Projection(Holding):
     def _take(self, staged: Batch, message: Message, now: datetime, received_at: str) -> list[tuple[str, ev.AnyEvent]]:
         """One message: a runner's presence (maybe deriving `lost`), or an event to fold, park or refuse."""
         topic = str(message.topic)
-        payload = message.payload if isinstance(message.payload, bytes | bytearray) else b""
-        payload = bytes(payload)
+        payload = payload_of(message)
+        if self.fail_fold_on is not None and self.fail_fold_on in payload:
+            raise RuntimeError("MAM_TEST_FAIL: a fold made to fail")  # `handling.TEST_HOOK`, for the tests only
         parsed = parse_topic(self.topics, topic)
         if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
-            presence = decode_agent_status(payload)
-            checked = None if presence is None else verified_status(presence, payload, self.open_jobs.values())
+            checked = presence(payload, self.open_jobs.values())
             if isinstance(checked, str):
                 staged.rejections.append(Rejection(received_at=received_at, topic=topic, reason=checked,
                                                    payload=excerpt(payload), payload_bytes=len(payload)))
@@ -260,7 +273,7 @@ class Projection(Holding):
                 if self.dispatcher is not None:
                     self.dispatcher.runner_changed(checked)
             return []
-        outcome = ingest(topic, payload, self.topics, now, retained=message.retain)
+        outcome = checked_ingest(topic, payload, self.topics, now, retained=message.retain)
         if isinstance(outcome, Accepted):
             reason = self._accept(staged, outcome, topic, received_at)
         else:

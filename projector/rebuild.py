@@ -290,6 +290,8 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     except (CorruptLog, ValueError) as exc:
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
+    except Exception as exc:  # noqa: BLE001 - whatever a log makes the fold raise: that job is reported, kept
+        return _read_record(registry, job_id, folded=None, corrupt=f"its log does not fold: {type(exc).__name__}: {exc}")
     if state.record is not None and is_pruned(state.record):
         return _read_record(registry, job_id, folded=None, events=len(entries), pruned=True)
     folded = record_bytes(state.record) if state.record is not None else None

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 import aiomqtt
 import anyio
@@ -31,6 +32,7 @@ from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
+from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, restorable, scan_all
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
@@ -51,6 +53,7 @@ from mam.projector.projection import Projection
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.retention_sweep import RetentionSweep
+from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
 from mam.projector.views import LocalPublish, Views
 from mam.registry import file_modes
@@ -153,6 +156,9 @@ class Projector:
         self.views = Views(self.topics, self.signer, publish_local, known=self.projection.jobs)
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
+        self.set_aside = SetAside(workspace.logs_dir, durable=durability == "fsync")
+        self.folding = Folding(self.projection, self.log, self.index, self.set_aside, self._said_aside)
+        """Folds a batch; a message whose fold fails is counted across restarts, set aside after a few (`handling.py`)."""
         self.metrics = metrics
         self.job_logins = job_logins
         if metrics is not None:
@@ -173,13 +179,14 @@ class Projector:
             logs_dir=str(self.workspace.logs_dir),
             broker=on.url if on is not None else self.broker.url,
             durability=self.durability,
-            detail=detail,
+            detail=detail if detail is not None or status != "online" else self.set_aside.note(),
             public_key=self.signer.public_key_b64,
             heartbeat_at=utc_now_iso(),
             heartbeat_every=self.heartbeat,
             dispatch="offers" if self.dispatcher is not None else None,
             offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
             job_logins=True if self.job_logins else None,
+            set_aside=self.set_aside.set_aside or None,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -235,6 +242,7 @@ class Projector:
     async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Repair what a crash left, then serve; reconnect with backoff once connected."""
         cut_off = self.dirty.read()
+        self.set_aside.load()
         self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
         if self._repaired:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
@@ -369,12 +377,18 @@ class Projector:
             judge = self._judge_due()
             if not batch and not judge and not self.projection.prunes:
                 continue
-            judge_at = self.view.observed_at if judge else None
-            staged = self.projection.fold(batch, judge_at=judge_at, fresh_since=self.view.fresh_since)
-            if not batch and staged.empty:
-                continue
-            committed = False
-            try:
+            parts = self.folding.parts(batch)  # a message that failed before goes alone
+            for n, part in enumerate(parts):
+                await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
+
+    async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
+        """Fold, commit, publish, acknowledge one batch."""
+        staged = await self.folding.fold(batch, judge_at, self.view.fresh_since)
+        if not batch and staged.empty:
+            return
+        committed = False
+        try:
+            with self.folding.attempt(batch):
                 began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
@@ -383,9 +397,13 @@ class Projector:
                 self._unpublished.update(staged.records)
                 await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()
-            finally:
-                if self.intake is not None:
-                    self._settle_local(batch, committed)
+            self.folding.committed(batch)
+        finally:
+            if self.intake is not None:
+                self._settle_local(batch, committed)
+
+    def _said_aside(self) -> None:
+        self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
 
     async def _offer(self, client: aiomqtt.Client) -> None:
         """Offer what the runners have room for (`dispatch.py`), each on its runner's offers topic, signed."""

@@ -27,6 +27,7 @@ from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
+from mam.contract.nesting import refuse_deep
 from mam.registry.query import check_write_id
 from mam.web.hub import Hub
 
@@ -84,7 +85,7 @@ async def body_of(request: Request, kind: type[T]) -> T:
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise _NotJson
     try:
-        return msgspec.json.decode(await request.body() or b"{}", type=kind)
+        return msgspec.json.decode(refuse_deep(await request.body() or b"{}"), type=kind)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).partition(" - at `$.")
         raise UsageError(f"{where.split('`')[0].split('.')[0].split('[')[0]}: {message}" if where

@@ -33,6 +33,7 @@ from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_USAGE, MamError
 from mam.contract.ids import validate_job_id
+from mam.contract.nesting import refuse_deep
 from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
 from mam.web.actions import action_routes, http_status
@@ -113,7 +114,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             return JSONResponse({"error": "send the request as application/json"}, 415)
         try:
             job_id = validate_job_id(request.path_params["job_id"])
-            body = msgspec.json.decode(await request.body() or b"{}")
+            body = msgspec.json.decode(refuse_deep(await request.body() or b"{}"))
             event = ev.decode_event(ev.encode_event(make(body if isinstance(body, dict) else {})))
             async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
                 record = await pub.publish_and_wait(job_id, event, timeout=CANCEL_TIMEOUT)

@@ -25,12 +25,14 @@ import aiomqtt
 import anyio
 import msgspec
 
+from mam.broker.notices import Notice
 from mam.client.failover import Rotation
 from mam.client.inbox import Inbox, messages
 from mam.client.mqtt import make_client, unreachable
 from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
+from mam.contract.nesting import decode
 from mam.contract.presence import since
 from mam.contract.record import JobRecord
 from mam.contract.signing import StateReader
@@ -99,6 +101,8 @@ class Hub:
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
         self._pages: set[Page] = set()
+        self.skipped = Notice()
+        """Messages the view could not take: logged, at most one line a minute."""
         self.reading = anyio.Semaphore(READERS)
         """Snapshots that read the registry at once (`stream.jobs_for`)."""
 
@@ -154,7 +158,13 @@ class Hub:
                 self.take(str(message.topic), payload)
 
     def take(self, topic: str, payload: bytes) -> None:
-        """Fold one message into the view and tell every page."""
+        """Fold one message into the view and tell every page; one it cannot take is skipped, said."""
+        try:
+            self._take(topic, payload)
+        except Exception as exc:  # noqa: BLE001 - any payload: the view goes on without it
+            self.skipped(f"dashboard: skipped a message on {topic}: {type(exc).__name__}: {exc}")
+
+    def _take(self, topic: str, payload: bytes) -> None:
         parsed = self.topics.parse(topic)
         if parsed is None:
             return
@@ -167,7 +177,7 @@ class Hub:
                 self._tell(Change("job", row(shown, record), record.job_id, shown, size=_size(shown)))
         elif parsed.kind is Kind.EVENTS and parsed.job_id:
             try:
-                event = _event_decoder.decode(payload)
+                event = decode(_event_decoder, payload)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return
             data = {"job_id": parsed.job_id, "event": slim_event(msgspec.to_builtins(event))}

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from mam.contract.errors import EXIT_USAGE, MamError
 from mam.contract.ids import validate_job_id
+from mam.contract.nesting import refuse_deep
 from mam.contract.record import JobRecord
 from mam.git.landing import diff_text as landing_diff
 from mam.git.landing import discard, job_work, merge
@@ -71,7 +72,7 @@ async def land(request: Request, hub: Hub, resolve: Any, action: str) -> Respons
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return JSONResponse({"error": "send the request as application/json"}, 415)
     try:
-        body = msgspec.json.decode(await request.body() or b"{}")
+        body = msgspec.json.decode(refuse_deep(await request.body() or b"{}"))
     except msgspec.DecodeError as exc:
         return JSONResponse({"error": f"bad request: {exc}"}, 400)
     squash = isinstance(body, dict) and body.get("squash") is True

@@ -40,6 +40,7 @@ from mam.agents.formats.base import (
     tool_summary,
 )
 from mam.contract.events import Usage
+from mam.contract.nesting import decode
 
 
 class Block(Struct):
@@ -128,7 +129,7 @@ class ClaudeStream(StreamParser):
         if not text.strip():
             return ""
         try:
-            line = _decoder.decode(text)
+            line = decode(_decoder, text)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return readable(text)  # not one of its lines: shown as it came
         self._session = line.session_id or self._session

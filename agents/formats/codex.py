@@ -21,6 +21,7 @@ import msgspec
 from msgspec import Struct
 
 from mam.agents.formats.base import Outcome, StreamParser, add, first_line, make_usage, one_line, readable
+from mam.contract.nesting import decode
 
 
 class Change(Struct):
@@ -83,7 +84,7 @@ class CodexJson(StreamParser):
         if not text.strip():
             return ""
         try:
-            line = _decoder.decode(text)
+            line = decode(_decoder, text)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return readable(text)
         match line.type:

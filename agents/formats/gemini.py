@@ -28,6 +28,7 @@ from mam.agents.formats.base import (
     readable,
     tool_summary,
 )
+from mam.contract.nesting import decode
 
 
 class ErrorInfo(Struct):
@@ -78,7 +79,7 @@ class GeminiStream(StreamParser):
         if not text.strip():
             return ""
         try:
-            line = _decoder.decode(text)
+            line = decode(_decoder, text)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return self._show(readable(text))
         if line.type == "message" and line.role == "assistant" and line.content:

@@ -23,6 +23,7 @@ from mam.contract import presence, routing
 from mam.contract.attempts import after_of, attempt_of
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_FAILED, EXIT_OK, MamError
+from mam.contract.nesting import decode
 from mam.contract.record import JobRecord, Status
 from mam.contract.signing import StateReader
 from mam.contract.status import AgentStatus, decode_agent_status
@@ -184,7 +185,7 @@ async def follow_on(
                     grace.deadline = anyio.current_time() + OUTPUT_GRACE
             else:
                 try:
-                    event = decoder.decode(payload)
+                    event = decode(decoder, payload)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
                 if isinstance(event, ev.Output) and (event.id is None or event.id not in followed.seen):

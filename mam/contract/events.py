@@ -14,6 +14,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from mam.contract.ids import AGENT_ID_PATTERN, END, JOB_ID_PATTERN
+from mam.contract.nesting import MAX_NESTING, nesting_error
 
 SCHEMA_VERSION: Final = 1
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
@@ -391,11 +392,25 @@ class EventError(ValueError):
 
 
 def decode_event(payload: bytes) -> AnyEvent:
-    """Decode one event, or raise `EventError` naming the field and the fault."""
+    """Decode one event, or raise `EventError` naming the field and the fault; nothing else, whatever
+    the payload (too deep: `mam.contract.nesting`)."""
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise EventError(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
+    if payload.count(b"[") + payload.count(b"{") > MAX_NESTING and (deep := nesting_error(payload)) is not None:
+        raise EventError(f"invalid event: {deep}")  # the counts first: most events have a handful of brackets
     try:
-        event = _decoder.decode(payload)
+        event = _decode(payload)
+        _refuse_duplicate_keys(payload)
+    except EventError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a payload makes the parser raise is a refusal
+        raise EventError(f"cannot read the event: {type(exc).__name__}: {exc}") from None
+    return event
+
+
+def _decode(payload: bytes) -> AnyEvent:
+    try:
+        return _decoder.decode(payload)
     except msgspec.ValidationError as exc:
         message = str(exc)
         if "`$.type`" in message and message.startswith("Invalid value"):
@@ -405,8 +420,8 @@ def decode_event(payload: bytes) -> AnyEvent:
         raise EventError(f"invalid event: {message}{_ignored_note(payload)}") from None
     except msgspec.DecodeError as exc:
         raise EventError(f"malformed JSON: {exc}") from None
-    _refuse_duplicate_keys(payload)
-    return event
+    except RecursionError:
+        raise EventError("invalid event: JSON nested too deeply for this process's stack") from None
 
 
 _FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in AnyEvent.__args__}  # type: ignore[attr-defined]

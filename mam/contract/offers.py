@@ -14,7 +14,8 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import Struct
 
-from mam.contract.signing import BadSignature, verify_payload
+from mam.contract.nesting import decode
+from mam.contract.signing import verify_payload
 
 
 class Offer(Struct, frozen=True, kw_only=True):
@@ -44,8 +45,8 @@ def read_offer(payload: bytes, key: Ed25519PublicKey | None) -> Offer | None:
     if key is None:
         return None
     try:
-        return _decoder.decode(verify_payload(payload, key))
-    except (BadSignature, msgspec.DecodeError, msgspec.ValidationError):
+        return decode(_decoder, verify_payload(payload, key))
+    except Exception:  # noqa: BLE001 - an offer that does not verify or read is no offer (BadSignature, ...)
         return None
 
 

@@ -9,6 +9,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from mam.contract.events import GitInfo, Usage
+from mam.contract.nesting import decode
 
 
 class Status(str, Enum):
@@ -176,4 +177,5 @@ def encode_record(record: JobRecord) -> bytes:
 
 
 def decode_record(data: bytes) -> JobRecord:
-    return _decoder.decode(data)
+    """A record (a file, or a retained state from the broker): any JSON too deep raises `msgspec.DecodeError`."""
+    return decode(_decoder, data)

@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from mam.contract.errors import UsageError
+from mam.contract.nesting import decode
 from mam.contract.record import JobRecord, decode_record
 from mam.contract.topics import Kind, Topics
 from mam.contract.workspace import Workspace
@@ -169,6 +170,9 @@ def _warn_client(job_id: str, why: str) -> None:
     log.warning("ignoring a state of job %r that carries %s", job_id, why)
 
 
+_any: Final = msgspec.json.Decoder()
+
+
 class StateReader:
     """What a reader of `state` topics may act on: the verified record, or None (ignored).
 
@@ -227,12 +231,15 @@ class StateReader:
         if self.key is None:
             try:
                 return decode_record(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except Exception:  # noqa: BLE001 - a state that cannot be read is no state, whatever the fault
                 return None
         try:
             return self._verified(parsed.job_id, payload, self.key)
         except BadSignature as exc:
             self._refuse(parsed.job_id, str(exc))
+            return None
+        except Exception as exc:  # noqa: BLE001 - signed, yet not readable here: said once, like a bad signature
+            self._refuse(parsed.job_id, f"a state that cannot be read ({type(exc).__name__}: {exc})")
             return None
 
     def refusal(self, payload: bytes) -> dict[str, object] | None:
@@ -243,9 +250,11 @@ class StateReader:
             except BadSignature as exc:
                 self._refuse("(a refusal)", str(exc))
                 return None
+            except Exception:  # noqa: BLE001 - what verification cannot even read is no refusal
+                return None
         try:
-            refusal = msgspec.json.decode(payload)
-        except msgspec.DecodeError:
+            refusal = decode(_any, payload)
+        except Exception:  # noqa: BLE001 - a refusal that cannot be read is none
             return None
         return refusal if isinstance(refusal, dict) else None
 

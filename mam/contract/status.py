@@ -8,6 +8,8 @@ from typing import Final, Literal
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from mam.contract.nesting import decode
+
 
 class ProjectorStatus(Struct, frozen=True, kw_only=True):
     status: Literal["online", "offline", "degraded"]
@@ -35,6 +37,9 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     job_logins: bool | None = None
     """True: the broker takes jobs' own logins (`mam up` with a password file, `mam.contract.job_login`), so a
     runner hands each job a login scoped to it instead of its own password. Null elsewhere (absent: an older one)."""
+    set_aside: int | None = None
+    """Messages this projector set aside since it started: their fold failed (a bug, not a refusal)
+    `projector/set_aside.py`'s number of times; they are in `<logs>/_set_aside.jsonl`, and `detail` names the last."""
 
 
 STALE_BEATS: Final = 3
@@ -77,8 +82,8 @@ _decoder: Final = msgspec.json.Decoder(ProjectorStatus)
 
 def decode_projector_status(payload: bytes) -> ProjectorStatus | None:
     try:
-        return _decoder.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        return decode(_decoder, payload)
+    except Exception:  # noqa: BLE001 - a status from the broker that cannot be read is no status
         return None
 
 
@@ -124,6 +129,6 @@ _agent_decoder: Final = msgspec.json.Decoder(AgentStatus)
 
 def decode_agent_status(payload: bytes) -> AgentStatus | None:
     try:
-        return _agent_decoder.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        return decode(_agent_decoder, payload)
+    except Exception:  # noqa: BLE001 - a presence from the broker that cannot be read is no presence
         return None
