@@ -161,12 +161,16 @@ class AuditLog:
             log.warning("%s: not removed after archiving its log (%s)", job_dir.path, exc.strerror or exc)
         plan.changed(root)
 
-    def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
+    def open_events(self, job_id: str, plan: durable.SyncPlan) -> int:
+        """The job's `events.jsonl`, opened to append (its dir and it made if missing, joining `plan`)
+        and kept open; a link at either raises `PathRefused`."""
         fd = self._appender.cached(job_id)
         if fd is None:
-            job_dir = self._job_dir(job_id, plan)
-            fd = self._appender.open_at(job_id, job_dir, EVENTS_FILE)
-        self._appender.write(fd, data, plan)
+            fd = self._appender.open_at(job_id, self._job_dir(job_id, plan), EVENTS_FILE)
+        return fd
+
+    def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
+        self._appender.write(self.open_events(job_id, plan), data, plan)
 
     def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> durable.Staged:
         data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"

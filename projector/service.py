@@ -374,6 +374,8 @@ class Projector:
                 began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
+                if staged.withdrawn:  # a link planted since the fold: those jobs' events were refused
+                    await anyio.to_thread.run_sync(self.projection.reload, self.index)
                 if self.metrics is not None:
                     self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
                 self._unpublished.update(staged.records)
