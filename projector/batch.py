@@ -59,6 +59,9 @@ class Batch:
     withdrawn: set[str] = field(default_factory=set)
     """Jobs whose events of this batch were refused at commit (a link planted at their log since the
     fold): the projector's view of them is read from disk again (`Projection.reload`)."""
+    unlogged: set[int] = field(default_factory=set)
+    """The refusals (indices in `rejections`) past the refusal log's rate: counted, not written nor
+    logged one by one (`refusal_log.py`); still published."""
     _appended: set[str] = field(default_factory=set)
     _rejections_written: int = 0
     _marked: bool = False
@@ -146,7 +149,8 @@ class Batch:
             if job_id not in self._appended:
                 log.append(job_id, b"".join(lines), plan)  # a link since `_open_logs`: retried, then refused there
                 self._appended.add(job_id)
-        log.append_rejections(self.rejections[self._rejections_written:], plan)
+        written = self._rejections_written
+        self.unlogged |= {written + i for i in log.append_rejections(self.rejections[written:], plan)}
         self._rejections_written = len(self.rejections)
         staged = commit_parked(self.parked, parked_dir, plan) if self.parked else []
         staged += self._stage_metas(log, plan)
