@@ -132,6 +132,8 @@ class Batch:
         commits its rows after the records are in place, before the last barrier. A pruned job's
         record is not written: its archive and tombstone are staged with the records, and its
         record and live log removed only after that barrier (`retention.py`), behind one more.
+        A job whose log (or prune dirs) became a link since the fold has its events of this batch
+        refused instead, before anything is appended (`_open_logs`; the caller reloads its view).
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
