@@ -34,6 +34,8 @@ from pathlib import Path
 import aiomqtt
 import anyio
 
+from mam.registry import refusal_files
+
 from _common import broker, start_projector, start_up, stop_projector
 
 BIN = Path(sys.executable).parent
@@ -187,16 +189,11 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
         records, _ = anyio.run(burst, port, ws, args.jobs, prompt, 0)
         cpu = cpu_seconds(proc.pid) - cpu0
         _, idle = anyio.run(burst, port, ws, 0, prompt, args.idle)
-        refused_path = root / ".mam" / "delegate_job_logs" / "_rejected.jsonl"
-        refused = 0
-        if refused_path.exists():
-            claims = [json.loads(line) for line in refused_path.read_text().splitlines()
-                      if '\\"type\\":\\"claimed\\"' in line]
-            refused = len(claims)
-            if args.why:
-                for claim in claims[:args.why]:
-                    print(f"  refused {claim['received_at']}: {claim['reason']} ({claim['payload'][:120]})",
-                          file=sys.stderr)
+        claims = [r for r in refusal_files.every(root / ".mam" / "delegate_job_logs")  # rotated files too
+                  if '"type":"claimed"' in r.get("payload", "")]
+        refused = len(claims)
+        for claim in claims[:args.why]:
+            print(f"  refused {claim['received_at']}: {claim['reason']} ({claim['payload'][:120]})", file=sys.stderr)
     started = [_at(r["started_at"]) for r in records.values() if r.get("started_at")]
     submitted = [_at(r["submitted_at"]) for r in records.values()]
     waits = [_at(r["started_at"]) - _at(r["submitted_at"]) for r in records.values() if r.get("started_at")]

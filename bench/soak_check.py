@@ -13,6 +13,7 @@ from soak_load import Ack, RunnerJob
 from soak_stack import child_env
 
 from mam.client.follow import in_seq_order
+from mam.registry import refusal_files
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 ORDER_WORDS = ("illegal transition", "a finished job never changes", "unknown job", "claim refused")
@@ -46,12 +47,9 @@ class Files:
         logs_dir, jobs_dir = root / ".mam" / "delegate_job_logs", root / ".mam" / "jobs"
         for path in logs_dir.glob("*/events.jsonl"):
             files.logs[path.parent.name] = [json.loads(line) for line in path.read_bytes().splitlines() if line]
-        rejected = logs_dir / "_rejected.jsonl"
-        if rejected.exists():
-            for line in rejected.read_bytes().splitlines():
-                entry = json.loads(line)
-                if entry.get("event_id"):
-                    files.rejected.setdefault(entry["event_id"], entry.get("reason", ""))
+        for entry in refusal_files.every(logs_dir):  # `_rejected.jsonl` and the files rotated out of it
+            if entry.get("event_id"):
+                files.rejected.setdefault(entry["event_id"], entry.get("reason", ""))
         for path in (logs_dir / "_parked").glob("*.jsonl"):
             for line in path.read_bytes().splitlines():
                 try:

@@ -21,14 +21,14 @@ from mam.contract.events import AnyEvent
 from mam.contract.ids import is_job_id
 from mam.contract.nesting import decode
 from mam.projector import durable
-from mam.projector.dirs import Dir, Root, warn_once
-from mam.registry.nofollow import PathRefused
+from mam.projector.dirs import Dir, Root
+from mam.projector.refusal_log import RefusalLimits, RefusalLog
+from mam.registry.refusal_files import REJECTED_FILE
 
 log = logging.getLogger("mam.projector")
 
 EVENTS_FILE: Final = "events.jsonl"
 META_FILE: Final = "meta.json"
-REJECTED_FILE: Final = "_rejected.jsonl"
 
 
 class LogEntry(Struct, frozen=True, kw_only=True):
@@ -78,10 +78,12 @@ class AuditLog:
     """The event store. Every name under the logs dir is opened relative to a directory
     descriptor without following a link (see `dirs.py`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, refusal_limits: RefusalLimits | None = None) -> None:
         self.root = root
         self._root = Root(root, "audit-log dir")
         self._appender = durable.Appender()
+        self.refusals = RefusalLog(refusal_limits or RefusalLimits(), self._appender, self._root)
+        """`_rejected.jsonl`, bounded in size and rate."""
 
     def close(self) -> None:
         """Close the cached descriptors (the projector is stopping or reconnecting)."""
@@ -162,28 +164,35 @@ class AuditLog:
             log.warning("%s: not removed after archiving its log (%s)", job_dir.path, exc.strerror or exc)
         plan.changed(root)
 
-    def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
+    def open_events(self, job_id: str, plan: durable.SyncPlan) -> int:
+        """The job's `events.jsonl`, opened to append (its dir and it made if missing, joining `plan`)
+        and kept open; a link at either raises `PathRefused`."""
         fd = self._appender.cached(job_id)
         if fd is None:
-            job_dir = self._job_dir(job_id, plan)
-            fd = self._appender.open_at(job_id, job_dir, EVENTS_FILE)
-        self._appender.write(fd, data, plan)
+            fd = self._appender.open_at(job_id, self._job_dir(job_id, plan), EVENTS_FILE)
+        return fd
+
+    def append(self, job_id: str, data: bytes, plan: durable.SyncPlan) -> None:
+        self._appender.write(self.open_events(job_id, plan), data, plan)
 
     def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> durable.Staged:
         data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
         return durable.stage_at(self._job_dir(meta.job_id, plan), META_FILE, data, plan)
 
-    def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> None:
-        """Log refusals; if `_rejected.jsonl` is a link they are only published (said once)."""
-        if not rejections:
-            return
-        data = b"".join(_entry_encoder.encode(r) + b"\n" for r in rejections)
+    def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> set[int]:
+        """Log refusals within the size and rate of `refusal_log.py`; the indices of those left out
+        (counted, summed up later). If `_rejected.jsonl` is a link they are only published (said once)."""
+        return self.refusals.append(rejections, plan)
+
+    def flush_refusals(self, *, durable_: bool = True, everything: bool = False) -> None:
+        """Write the summaries of refusals a window that ended left out (`everything`: the current
+        window's too, at a stop), made durable; a failure is said, and tried again later."""
+        plan = durable.SyncPlan(durable_)
         try:
-            fd = self._appender.open_at(REJECTED_FILE, self._root.make(), REJECTED_FILE)  # no job id starts with `_`
-        except PathRefused as exc:
-            warn_once(exc, "refused events are published on `rejected` but not logged until it is removed")
-            return
-        self._appender.write(fd, data, plan)
+            self.refusals.flush(plan, everything=everything)
+            plan.sync()
+        except OSError as exc:
+            log.warning("%s: refusal summaries not written yet (%s)", self.rejected_path, exc.strerror or exc)
 
     @overload
     def _job_dir(self, job_id: str) -> Dir | None: ...

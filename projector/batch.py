@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING
 from mam.contract import events as ev
 from mam.contract.fold import Context, Refusal, apply
 from mam.contract.record import JobRecord
+from mam.contract.topics import Topics
 from mam.projector import retention
-from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, encode_entry
-from mam.projector.dirs import stop_for, warn_once
+from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
+from mam.projector.dirs import job_refusal, warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
+from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.registry.index_position import Position
 from mam.registry.nofollow import PathRefused
+from mam.registry.pruning import is_pruned
 
 if TYPE_CHECKING:
     from mam.projector.index_writer import IndexWriter
@@ -53,8 +56,15 @@ class Batch:
     """The `ts` of each accepted event that has one: publish-to-record lag, measured once committed."""
     usages: list[tuple[str, ev.Usage]] = field(default_factory=list)
     """(agent, usage) of each accepted outcome event that reports usage."""
+    withdrawn: set[str] = field(default_factory=set)
+    """Jobs whose events of this batch were refused at commit (a link planted at their log since the
+    fold): the projector's view of them is read from disk again (`Projection.reload`)."""
+    unlogged: set[int] = field(default_factory=set)
+    """The refusals (indices in `rejections`) past the refusal log's rate: counted, not written nor
+    logged one by one (`refusal_log.py`); still published."""
     _appended: set[str] = field(default_factory=set)
-    _rejections_written: bool = False
+    _rejections_written: int = 0
+    _marked: bool = False
     _before: dict[str, tuple[JobState, JobRecord | None]] = field(default_factory=dict)
     """Each touched job's cached state and its record before this batch: a job refused at
     commit (a link planted since the fold) is put back as the disk has it."""
@@ -122,6 +132,8 @@ class Batch:
         commits its rows after the records are in place, before the last barrier. A pruned job's
         record is not written: its archive and tombstone are staged with the records, and its
         record and live log removed only after that barrier (`retention.py`), behind one more.
+        A job whose log (or prune dirs) became a link since the fold has its events of this batch
+        refused instead, before anything is appended (`_open_logs`; the caller reloads its view).
 
         Raises `OSError` (retryable: nothing half-written stays) or
         `durable.StorageLost` (not retryable).
@@ -133,25 +145,24 @@ class Batch:
             if index is not None and self._position is None:
                 self._position = index.advance()
             dirty.mark(list(self.records), durable_=durable, position=self._position)
+            self._marked = True
+        prune_dirs = self._open_logs(log, registry, plan)
         for job_id, lines in list(self.lines.items()):
             if job_id not in self._appended:
-                try:
-                    log.append(job_id, b"".join(lines), plan)
-                except PathRefused as exc:  # planted since the fold: stop, acknowledge nothing
-                    raise stop_for(exc) from None
+                log.append(job_id, b"".join(lines), plan)  # a link since `_open_logs`: retried, then refused there
                 self._appended.add(job_id)
-        if not self._rejections_written:
-            log.append_rejections(self.rejections, plan)
-            self._rejections_written = True
+        written = self._rejections_written
+        self.unlogged |= {written + i for i in log.append_rejections(self.rejections[written:], plan)}
+        self._rejections_written = len(self.rejections)
         staged = commit_parked(self.parked, parked_dir, plan) if self.parked else []
         staged += self._stage_metas(log, plan)
         pruned = retention.pruned_ids(self.records)  # archived and tombstoned instead of written
         kept = {job_id: record for job_id, record in self.records.items() if job_id not in pruned}
         staged += [registry.stage(job_id, record_bytes(record), plan) for job_id, record in kept.items()]
-        staged += retention.stage([self.records[job_id] for job_id in pruned], log, registry, plan)
+        staged += retention.stage([self.records[job_id] for job_id in pruned], log, registry, plan, prune_dirs)
         plan.sync()
         replace_staged(staged, plan)
-        if index is not None and self.records and self._position is not None:
+        if index is not None and self._marked and self._position is not None:
             index.commit(kept, {meta.job_id for meta in self.metas}, self._position, removed=pruned)
         plan.sync()
         if pruned:  # only now that their archives are durable do their records and live logs go
@@ -159,8 +170,47 @@ class Batch:
             plan.sync()
         if self.parked:
             remove_released(self.parked, parked_dir)
-        if self.records:
+        if self._marked:
             dirty.clear()
+
+    def _open_logs(self, log: AuditLog, registry: Registry, plan: SyncPlan) -> dict[str, retention.PruneDirs]:
+        """Before anything is appended: open each job's log (and a pruned job's archive and tombstone
+        dirs). A job with a link there, planted since the fold read its files, has its events of this
+        batch refused instead (`_refuse_job`); the other jobs are written."""
+        prune_dirs: dict[str, retention.PruneDirs] = {}
+        for job_id in [job_id for job_id in self.lines if job_id not in self._appended]:
+            record = self.records[job_id]
+            try:
+                log.open_events(job_id, plan)
+                if is_pruned(record):
+                    prune_dirs[job_id] = retention.prepare(record, log, registry, plan)
+            except PathRefused as exc:
+                self._refuse_job(job_id, exc)
+        return prune_dirs
+
+    def _refuse_job(self, job_id: str, exc: PathRefused) -> None:
+        """Take the job's events out of this batch as refusals with `exc` as the reason, and put its
+        cached state back as the disk has it."""
+        reason = job_refusal(exc)
+        record = self.records.pop(job_id)
+        self.verdicts.pop(job_id, None)
+        self.metas = [meta for meta in self.metas if meta.job_id != job_id]
+        self.withdrawn.add(job_id)
+        state, before = self._before.pop(job_id)
+        state.record = before
+        topic = Topics(record.workspace).events(job_id)
+        for line in self.lines.pop(job_id):
+            entry = decode_entry(line)
+            event, kind = entry.event, ev.event_type(entry.event)
+            state.seen.discard(event.id or "")
+            payload = ev.encode_event(event)
+            self.rejections.append(Rejection(
+                received_at=entry.received_at, topic=topic, reason=reason, job_id=job_id, event_id=event.id,
+                payload=excerpt(payload), payload_bytes=len(payload),
+            ))
+            self.accepted -= 1
+            self.kinds[("accepted", kind)] = self.kinds.get(("accepted", kind), 1) - 1
+            self.count("refused", kind)
 
     def _stage_metas(self, log: AuditLog, plan: SyncPlan) -> list[Staged]:
         """Each submitted job's `meta.json`; one whose log dir became a link since its events

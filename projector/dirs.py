@@ -24,7 +24,6 @@ from mam.registry.nofollow import (
     NOFOLLOW,
     PathRefused,
     SymlinkRefused,
-    TamperedWorkspace,
     open_at,
     open_dir_at,
     read_at,
@@ -42,14 +41,12 @@ _warned: set[str] = set()
 _announced: set[str] = set()
 
 
-def stop_for(exc: PathRefused) -> TamperedWorkspace:
-    """The error that stops the projector for a link (or other planted file) it would have to
-    write or read through to take an event: refusing the event would acknowledge it and lose it,
-    so it is left with the broker, unacknowledged, until a person removes the file and restarts."""
-    return TamperedWorkspace(
-        f"{exc}: stopping the projector (unacknowledged events wait with the broker); "
-        "remove it and start the projector again"
-    )
+def job_refusal(exc: PathRefused) -> str:
+    """The reason a job's event is refused for a link (or other planted file) at the job's own
+    record, log dir or log files: that job's events only are refused (each with its one log line,
+    as every refusal), and the projector goes on with every other job. A job that plants a link
+    only loses events of its own."""
+    return f"{exc}; this job's events are refused until it is removed"
 
 
 def warn_once(exc: PathRefused, consequence: str) -> None:

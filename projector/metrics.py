@@ -22,6 +22,7 @@ from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus
 from mam.projector.batch import Batch
 from mam.projector.dispatch import Dispatcher
+from mam.projector.refusal_log import RefusalLog
 from mam.registry.index import IndexReader
 from mam.registry.pruning import is_pruned
 
@@ -70,6 +71,8 @@ class ProjectorMetrics:
         self.tokens: dict[tuple[str, str], int] = {}
         self.runners: dict[str, AgentStatus] = {}
         """The projection's runner statuses (the same dict, read when scraped)."""
+        self.refusals: RefusalLog | None = None
+        """The refusal log (`refusal_log.py`): refusals past its rate, and its rotations, read when scraped."""
         self.dispatcher: Dispatcher | None = None
         """The serve loop's dispatcher (`dispatch.py`), read when scraped; None when it does not offer."""
 
@@ -144,6 +147,13 @@ class ProjectorMetrics:
             family.add_metric([outcome, kind], count)
         yield family
         yield CounterMetricFamily("mam_projector_batches", "Batches committed", value=batches)
+        refusals = self.refusals
+        if refusals is not None:
+            yield CounterMetricFamily("mam_projector_refusals_suppressed", "Refusals past the refusal log's rate "
+                                      "from one source: published and counted, not written one by one",
+                                      value=refusals.suppressed)
+            yield CounterMetricFamily("mam_projector_refusal_log_rotations", "Times _rejected.jsonl was rotated",
+                                      value=refusals.rotations)
         yield from histograms
         gauge = GaugeMetricFamily("mam_jobs", "Jobs in the registry by status and agent", labels=["status", "agent"])
         for (status, agent), count in sorted(jobs.items()):

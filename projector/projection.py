@@ -24,6 +24,7 @@ from mam.contract.status import AgentStatus
 from mam.contract.timefmt import iso, utc_now, utc_now_iso
 from mam.contract.topics import Kind, Topics
 from mam.contract.workspace import Workspace
+from mam.projector import retention
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.budget_trees import BudgetTrees
@@ -31,7 +32,7 @@ from mam.projector.delegation import DelegationLimits, load_limits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
 from mam.projector.dependencies import check as check_after
-from mam.projector.dirs import stop_for
+from mam.projector.dirs import job_refusal, warn_once
 from mam.projector.dispatch import Dispatcher, claim_refusal, group_of
 from mam.projector.handling import PASSED_THROUGH, HandlingFailed, payload_of, presence
 from mam.projector.handling import checked as checked_ingest
@@ -45,7 +46,6 @@ from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, JobState, replay
-from mam.projector.retention import archived_state
 from mam.projector.retention_sweep import refusal as prune_refusal
 from mam.projector.retries import on_retrying
 from mam.registry.nofollow import PathRefused
@@ -118,6 +118,13 @@ class Projection(Holding):
         self._repair.clear()
         self.heartbeats.seen.clear()  # a (re)connect gives every runner a full lease anyway (`liveness.View`)
 
+    def reload(self, index: IndexWriter | None = None) -> None:
+        """After a commit refused a job's events (`Batch.withdrawn`): every view read from disk again,
+        as at a reconnect, but the leases its runners' unlogged heartbeats renewed (blocking)."""
+        self.jobs.clear()
+        self._repair.clear()
+        self.load(False, index)
+
     def load(self, keep_all: bool = False, index: IndexWriter | None = None) -> list[JobRecord]:
         """Open jobs and unfinished children, and the parked events (blocking: run it in a thread):
         from the query `index` when it is usable (only the open jobs' records are read), else
@@ -166,7 +173,7 @@ class Projection(Holding):
             except ValueError as exc:  # a line that does not decode: the log was edited or damaged
                 raise CorruptLog(f"job {job_id!r}: its audit log does not read: {exc}") from None
             state = replay(job_id, self.workspace.id, entries)
-            archived = None if state.record is not None else archived_state(
+            archived = None if state.record is not None else retention.archived_state(
                 job_id, self.workspace.id, self.log, self.registry)
             current = self.registry.read_bytes(job_id)  # read for a new job too: a link there is refused
             if archived is not None:
@@ -300,8 +307,8 @@ class Projection(Holding):
             state = self.state(job_id)
         except CorruptLog as exc:
             return f"{exc}; run `mam rebuild --verify`"
-        except PathRefused as exc:
-            raise stop_for(exc) from None
+        except PathRefused as exc:  # a link at its record or log: this job's events only are refused
+            return job_refusal(exc)
         signed = None if outcome.signed is None else outcome.signed.decode()
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event,
@@ -385,6 +392,8 @@ class Projection(Holding):
     def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
         """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""
         queued, self.prunes = self.prunes, []
+        if queued and retention.links_refusal(self.log, self.registry) is not None:
+            return []  # a link where pruning writes (said once): the next sweep tries again
         return [(job_id, event) for job_id, event in queued
                 if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None]
 
@@ -392,7 +401,8 @@ class Projection(Holding):
         """A `pruned` event for a finished job with an unfinished job under it."""
         if not isinstance(event, ev.Pruned):
             return None
-        return prune_refusal(job_id, state.record, self.children, self._record)
+        found = prune_refusal(job_id, state.record, self.children, self._record)
+        return found or retention.links_refusal(self.log, self.registry)
 
     def _dependency_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A first submit naming jobs to run after: each must be known."""
@@ -405,7 +415,7 @@ class Projection(Holding):
         try:
             return self.state(job_id)
         except PathRefused as exc:
-            raise stop_for(exc) from None
+            warn_once(exc, f"events of job {job_id!r} are refused until it is removed")
         except CorruptLog:
             pass  # events addressed to it are refused with the reason; `mam rebuild --verify` lists it
         return None

@@ -51,6 +51,7 @@ from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
 from mam.projector.tombstone_check import rebuild_tombstones, verify_tombstones
+from mam.registry.archive import TOMBSTONES_DIR
 from mam.registry.discovery import LOCK_NAME, projector_info
 from mam.registry.nofollow import PathRefused, SymlinkRefused
 from mam.registry.pruning import is_pruned
@@ -73,7 +74,8 @@ class Report:
     in_flight: dict[str, int] = field(default_factory=dict)
     """`verify` beside a live projector: jobs whose record trails a still growing log, by how many events."""
     links: list[str] = field(default_factory=list)
-    """Records that are symlinks: never read nor written through; replaced by the fold of their log."""
+    """Records that are symlinks: never read nor written through; replaced by the fold of their log
+    (and `.tombstones` if it is one: not read; made anew from the archive)."""
     kept: list[str] = field(default_factory=list)
     """Records whose name is not a legal job id (made before the rule): kept as they are."""
     index: str = ""
@@ -180,6 +182,8 @@ def _verify(workspace: Workspace, progress: Progress | None) -> Report:
     tombstones = verify_tombstones(workspace)
     report.pruned, report.tombstones_differing = tombstones.pruned, tombstones.differing
     report.corrupt.update(tombstones.corrupt)
+    if tombstones.link:
+        report.links.append(TOMBSTONES_DIR)
     return report
 
 

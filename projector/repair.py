@@ -21,7 +21,7 @@ from mam.contract.ids import is_job_id
 from mam.contract.record import JobRecord
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog
-from mam.projector.dirs import Root, stop_for
+from mam.projector.dirs import Root, warn_once
 from mam.projector.lock import DIRTY_NAME, tampered
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import CorruptLog, replay
@@ -134,8 +134,8 @@ def repair_dirty(workspace_id: str, log_: AuditLog, registry: Registry, dirty: D
             if registry.read_bytes(job_id) != data:
                 registry.write(job_id, data)
                 repaired.append(state.record)
-        except PathRefused as exc:  # repairing would write through it: stop, as for an event
-            raise stop_for(exc) from None
+        except PathRefused as exc:  # repairing would read or write through it: left, its events refused
+            warn_once(exc, f"job {job_id!r} not repaired; its events are refused until it is removed")
         except CorruptLog as exc:
             log.warning("%s; record not repaired: run `mam rebuild --verify`", exc)
     dirty.clear()

@@ -54,8 +54,42 @@ def pruned_ids(records: Mapping[str, JobRecord]) -> list[str]:
     return [job_id for job_id, record in records.items() if is_pruned(record)]
 
 
-def stage(records: Iterable[JobRecord], log_: AuditLog, registry: Registry, plan: SyncPlan) -> list[Staged]:
-    """Each pruned job's archive (its live log, compressed) and tombstone, under temp names.
+def links_refusal(log_: AuditLog, registry: Registry) -> str | None:
+    """Why no job can be pruned now, or `None`: a link (or other planted file) at `.tombstones`
+    or `_archive`, where pruning writes (said once). Only pruning is refused; every other event
+    goes on, and a job's tombstone is not looked up meanwhile (`archived_state`)."""
+    try:
+        root = registry.dir()
+        if root is not None:
+            root.subdir(TOMBSTONES_DIR)
+        logs = log_.dir()
+        if logs is not None:
+            logs.subdir(ARCHIVE_DIR)
+    except PathRefused as exc:
+        warn_once(exc, "no job is pruned until it is removed")
+        return f"cannot prune: {exc}"
+    return None
+
+
+PruneDirs = tuple[Dir, Dir]
+"""Where a pruned job's archive and tombstone go: its archive month dir, the tombstones dir."""
+
+
+def prepare(record: JobRecord, log_: AuditLog, registry: Registry, plan: SyncPlan) -> PruneDirs:
+    """The archive month dir and the tombstones dir for a pruned job, made (joining `plan`) and held
+    open; a link (or other planted file) at either raises `PathRefused`, before anything is written."""
+    assert isinstance(record.pruned_at, str)
+    root, month, _ = archive_parts(record.job_id, record.pruned_at)
+    archive = _subdir(_subdir(log_.dir(create=True), root, plan), month, plan)
+    return archive, _subdir(registry.dir(create=True), TOMBSTONES_DIR, plan)
+
+
+def stage(
+    records: Iterable[JobRecord], log_: AuditLog, registry: Registry, plan: SyncPlan,
+    prepared: Mapping[str, PruneDirs] | None = None,
+) -> list[Staged]:
+    """Each pruned job's archive (its live log, compressed) and tombstone, under temp names, in
+    the dirs `prepare` opened (`prepared`, by job id, else opened now).
     A job whose live log is gone was archived before (a repair): nothing to stage."""
     staged: list[Staged] = []
     for record in records:
@@ -67,10 +101,10 @@ def stage(records: Iterable[JobRecord], log_: AuditLog, registry: Registry, plan
             continue
         if not data:
             continue
-        root, month, name = archive_parts(record.job_id, record.pruned_at)
-        archive = _subdir(_subdir(log_.dir(create=True), root, plan), month, plan)
+        _, _, name = archive_parts(record.job_id, record.pruned_at)
+        found = None if prepared is None else prepared.get(record.job_id)
+        archive, tombstones = found if found is not None else prepare(record, log_, registry, plan)
         staged.append(stage_at(archive, name, compress(data), plan))
-        tombstones = _subdir(registry.dir(create=True), TOMBSTONES_DIR, plan)
         staged.append(stage_at(tombstones, record.job_id, encode_tombstone(tombstone_of(record)), plan))
     return staged
 
@@ -104,9 +138,15 @@ def archived_state(job_id: str, workspace_id: str, log_: AuditLog, registry: Reg
     """A pruned job's state, folded from its archive (so a later event is refused as pruned, and a
     redelivered one is a duplicate); `None` when the job has no tombstone.
 
-    Raises `CorruptLog` when the tombstone or the archive cannot be read."""
+    Raises `CorruptLog` when the tombstone or the archive cannot be read, `PathRefused` when the
+    job's tombstone or archive is a link. A link at the tombstones dir itself is said once and
+    read as no tombstone: it refuses pruning (`links_refusal`), not every job's events."""
     root = registry.dir()
-    tombstones = None if root is None else root.subdir(TOMBSTONES_DIR)
+    try:
+        tombstones = None if root is None else root.subdir(TOMBSTONES_DIR)
+    except PathRefused as exc:  # the dir itself: tombstone work stops, not the job (a job's own tombstone does)
+        warn_once(exc, "tombstones are not read and no job is pruned until it is removed")
+        return None
     data = None if tombstones is None else tombstones.read(job_id)
     if data is None:
         return None
@@ -208,6 +248,6 @@ def _subdir(directory: Dir | None, name: str, plan: SyncPlan) -> Dir:
 
 
 __all__ = [
-    "archived_state", "current_tombstones", "expected_tombstones", "finish", "pruned_ids", "read_archive", "remove",
-    "stage", "write_tombstones",
+    "PruneDirs", "archived_state", "current_tombstones", "expected_tombstones", "finish", "links_refusal", "prepare",
+    "pruned_ids", "read_archive", "remove", "stage", "write_tombstones",
 ]

@@ -50,6 +50,7 @@ from mam.projector.mqtt_internals import (
 )
 from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
+from mam.projector.refusal_log import load_limits as load_refusal_limits
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.retention_sweep import RetentionSweep
@@ -127,7 +128,7 @@ class Projector:
         self.client_id = client_id or f"mam-projector-{workspace.id}"
         self.retry_delay = retry_delay
         self.topics = Topics(workspace.id)
-        self.log = AuditLog(workspace.logs_dir)
+        self.log = AuditLog(workspace.logs_dir, load_refusal_limits(workspace.root))
         self.registry = Registry(workspace.registry_dir)
         self.dirty = DirtyList(workspace.registry_dir)
         self.index = IndexWriter(self.registry, self.dirty)
@@ -162,8 +163,13 @@ class Projector:
         self.metrics = metrics
         self.job_logins = job_logins
         if metrics is not None:
+            metrics.refusals = self.log.refusals
             metrics.runners = self.projection.runners
             metrics.dispatcher = self.dispatcher
+
+    @property
+    def _durable(self) -> bool:
+        return self.durability == "fsync"
 
     def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
         """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
@@ -237,6 +243,7 @@ class Projector:
                 await self._serve_with_reconnects(task_status)
             finally:
                 self.index.close()
+                self.log.flush_refusals(durable_=self._durable, everything=True)
                 remove_runtime(self.workspace, runtime.pid)
 
     async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -373,6 +380,8 @@ class Projector:
             batch = await self._next_batch(client)
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
+            if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
+                await anyio.to_thread.run_sync(functools.partial(self.log.flush_refusals, durable_=self._durable))
             await self._sweep()
             judge = self._judge_due()
             if not batch and not judge and not self.projection.prunes:
@@ -392,6 +401,8 @@ class Projector:
                 began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
+                if staged.withdrawn:  # a link planted since the fold: those jobs' events were refused
+                    await anyio.to_thread.run_sync(self.projection.reload, self.index)
                 if self.metrics is not None:
                     self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
                 self._unpublished.update(staged.records)

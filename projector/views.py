@@ -63,9 +63,10 @@ class Views:
             await self.publish(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for job_id in pruned_ids(staged.records):  # after its last state, cleared: a fresh subscriber gets nothing
             await self.publish(client, self.topics.state(job_id), b"", retain=True)
-        for rejection in staged.rejections:
+        for i, rejection in enumerate(staged.rejections):
             await self.publish(client, self.topics.rejected, self.signer.signed(encode(rejection)), retain=False)
-            log.info("refused event on %s: %s", rejection.topic, rejection.reason)
+            if i not in staged.unlogged:  # past the rate: summed up once the window ends (`refusal_log.py`)
+                log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         await self.republish_refused(client, staged)
 
     async def republish_refused(self, client: aiomqtt.Client, staged: Batch) -> None:

@@ -3,8 +3,9 @@
 Each test plants links that point outside the workspace, drives a real
 projector (or `mam rebuild`) to write where they are, and checks that every
 file outside is byte for byte what it was, that nothing new appeared there,
-and that the projector went on serving other jobs (or, for its own lock and
-dirty list, refused to start with one line).
+and that the projector went on serving other jobs: a link at a job's own
+files refuses that job's events with the reason; only one at its own lock or
+dirty list makes it refuse to start, with one line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from e2e import event, projector_process, submit, workspace_id, write_job
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
 
 PRECIOUS = b"precious bytes that are no job's record\n"
-STOPPED = "stopping the projector (unacknowledged events wait with the broker)"
+REFUSED = "this job's events are refused until it is removed"
 
 
 class Outside:
@@ -105,30 +106,34 @@ async def record_good_job(url: str, ws_id: str, job_id: str = "good-1") -> None:
     await wait_for_state(url, ws_id, job_id)
 
 
-async def stopped_by(projector: Daemon, planted: str) -> None:
-    """The projector exits non-zero with one error line naming the planted path (the event is
-    left unacknowledged with the broker, never refused: `test_bad_files.py` sees it recorded)."""
-    assert await projector.wait() != 0
-    errors = [line for line in projector.output().splitlines() if "error:" in line]
-    assert len(errors) == 1 and planted in errors[0] and STOPPED in errors[0], projector.output()
+async def refused_and_serving(projector: Daemon, url: str, ws_id: str, planted: str) -> None:
+    """The victim's event is refused, naming the planted path; the projector goes on, and a job
+    submitted afterwards is recorded."""
+    async with Watch(url, f"mam/{ws_id}/rejected") as rejected:
+        await publish(url, f"mam/{ws_id}/jobs/victim/events", submit("victim", "v0"))
+        refusal = await rejected.json()
+    assert refusal["job_id"] == "victim" and planted in refusal["reason"] and REFUSED in refusal["reason"]
+    await record_good_job(url, ws_id)
+    assert projector.proc.poll() is None, projector.output()
+    said = [line for line in projector.output().splitlines() if planted in line]
+    assert len(said) == 1 and "refused event on" in said[0], projector.output()
     assert "Traceback" not in projector.output()
 
 
 @pytest.mark.parametrize("kind", list(PLANTS))
-async def test_a_link_at_a_jobs_own_path_stops_the_projector_and_writes_nothing_outside(
+async def test_a_link_at_a_jobs_own_path_refuses_its_event_and_writes_nothing_outside(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside, kind: str
 ) -> None:
     make_dirs(ws)
     link = PLANTS[kind](ws, outside)
     ws_id = workspace_id(ws.root)
-    topic = f"mam/{ws_id}/jobs/victim/events"
     async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
-        await publish(amqtt.url, topic, submit("victim", "v0"))
-        await stopped_by(projector, f"refusing to write through a symlink at {shown(link)}")
+        await refused_and_serving(projector, amqtt.url, ws_id, f"refusing to write through a symlink at {shown(link)}")
     outside.assert_untouched()
     assert link.is_symlink(), "the link is left for a person to look at"
     assert not (ws.jobs / "victim.json").is_file() or kind == "record"
-    assert not (ws.logs / "_rejected.jsonl").exists(), "nothing is refused (and so acknowledged)"
+    rejected = [json.loads(line) for line in (ws.logs / "_rejected.jsonl").read_bytes().splitlines()]
+    assert [r["job_id"] for r in rejected] == ["victim"], "refused, and logged as refused"
     read = await run(mam("show" if kind == "record" else "events", "victim", "--workspace", str(ws.root)), cwd=ws.root)
     assert read.returncode != 0 and b"Traceback" not in read.stderr, "the CLI reads nothing through it either"
     if kind in ("record", "log-dir", "events.jsonl"):
@@ -202,18 +207,23 @@ async def test_a_link_at_the_lock_or_the_dirty_list_refuses_to_start_with_one_li
 async def test_crash_repair_does_not_read_a_record_through_a_link(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
 ) -> None:
-    """The dirty list names a job whose record is a link: repair neither reads nor replaces it."""
+    """The dirty list names a job whose record is a link: repair neither reads nor replaces it
+    (said once), and the projector starts and serves; the job's events are refused."""
     make_dirs(ws)
     write_job(ws, "victim")
     (ws.jobs / "victim.json").unlink()
     (ws.jobs / "victim.json").symlink_to(outside.target)
     (ws.jobs / ".projector.dirty").write_text("victim\n")
-    projector = Daemon([str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(ws.root)],
-                       cwd=ws.elsewhere, env=child_env(), log=ws.elsewhere / "projector.log")
-    try:
-        await stopped_by(projector, f"refusing to write through a symlink at {shown(ws.jobs / 'victim.json')}")
-    finally:
-        projector.stop()
+    ws_id = workspace_id(ws.root)
+    planted = f"refusing to write through a symlink at {shown(ws.jobs / 'victim.json')}"
+    async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
+        said = [line for line in projector.output().splitlines() if planted in line]
+        assert len(said) == 1 and "not repaired" in said[0], projector.output()
+        async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
+            await publish(amqtt.url, f"mam/{ws_id}/jobs/victim/events", event("started", "v9"))
+            assert planted in (await rejected.json())["reason"]
+        await record_good_job(amqtt.url, ws_id)
+        assert projector.proc.poll() is None
     outside.assert_untouched()
     assert (ws.jobs / "victim.json").is_symlink()
 
@@ -312,18 +322,17 @@ WRONG_KINDS: dict[str, tuple[Callable[[WorkspacePaths], Path], str]] = {
 
 
 @pytest.mark.parametrize("kind", list(WRONG_KINDS))
-async def test_another_kind_of_file_at_a_jobs_own_path_stops_the_projector_and_hangs_nothing(
+async def test_another_kind_of_file_at_a_jobs_own_path_refuses_its_event_and_hangs_nothing(
     amqtt: RunningBroker, ws: WorkspacePaths, kind: str
 ) -> None:
     """A file where a job's log dir belongs, a fifo where its record belongs (opening it
-    would block), a directory where its meta.json belongs: a stop, like a link."""
+    would block), a directory where its meta.json belongs: refused, like a link."""
     make_dirs(ws)
     plant, what = WRONG_KINDS[kind]
     planted = plant(ws)
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
-        await publish(amqtt.url, f"mam/{ws_id}/jobs/victim/events", submit("victim", "v1"))
-        await stopped_by(projector, f"refusing to write {shown(planted)}: {what}")
+        await refused_and_serving(projector, amqtt.url, ws_id, f"refusing to write {shown(planted)}: {what}")
     shown_by_cli = await run(mam("show", "victim", "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=20)
     assert shown_by_cli.returncode != 0 and b"Traceback" not in shown_by_cli.stderr
     if kind == "fifo-at-record":

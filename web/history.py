@@ -3,27 +3,24 @@
 The jobs: through the query index when it is current (`mam.registry.listing`), only
 the newest `FIRST_LOAD` records at start, and for each page's first paint the
 newest jobs its filter matches; without a current index, every record once.
-The refusals the projector keeps in `<logs>/_rejected.jsonl` (docs/design.md,
-"What the projector writes"): only the file's tail is read, opened without
-following a link, like every read under the log dir (`mam.registry.nofollow`).
+The refusals the projector keeps in `<logs>/_rejected.jsonl` and the files it
+rotated out of it (docs/design.md, "What the projector writes"): only the tails
+are read, as far back as the panel needs, opened without following a link,
+like every read under the log dir (`mam.registry.refusal_files`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-import msgspec
 
 from mam.contract.record import JobRecord
 from mam.contract.workspace import Workspace
+from mam.registry import refusal_files
 from mam.registry.listing import Jobs, recent
-from mam.registry.nofollow import open_at
 from mam.registry.query import JobFilter
 from mam.registry.reading import iter_records
 from mam.web.rows import slim
 
-REJECTED_FILE = "_rejected.jsonl"
 TAIL_BYTES = 256 * 1024
 FIRST_LOAD = 2_000
 """Records the dashboard reads at start when the index is current: the newest jobs."""
@@ -50,33 +47,6 @@ def matching(workspace: Workspace, where: JobFilter, limit: int) -> list[JobReco
 
 
 def recent_refusals(workspace: Workspace, limit: int) -> list[dict[str, Any]]:
-    """The last `limit` refusals in the log dir, newest first; none if there is no such file."""
-    root = os.fspath(workspace.logs_dir)
-    try:
-        dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        fd = open_at(dir_fd, REJECTED_FILE, os.O_RDONLY, shown=os.path.join(root, REJECTED_FILE), action="read")
-    except OSError:
-        return []
-    finally:
-        os.close(dir_fd)
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(size - TAIL_BYTES, 0), os.SEEK_SET)
-        data = os.read(fd, TAIL_BYTES)
-    finally:
-        os.close(fd)
-    lines = data.split(b"\n")[1 if size > TAIL_BYTES else 0 :]
-    found = []
-    for line in reversed(lines):
-        try:
-            refusal = msgspec.json.decode(line) if line else None
-        except msgspec.DecodeError:
-            continue
-        if isinstance(refusal, dict):
-            found.append(refusal)
-            if len(found) == limit:
-                break
-    return found
+    """The last `limit` refusals in the log dir, newest first, from `_rejected.jsonl` and the files
+    rotated out of it as far back as it takes; none if there is no such file."""
+    return refusal_files.recent(workspace.logs_dir, limit, TAIL_BYTES)

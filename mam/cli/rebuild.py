@@ -57,7 +57,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         ):
             suffix = "" if args.verify else f" ({outcome})"
             for name in names:
-                print(f"  {name}: record {label}{suffix}")
+                what = "" if name.startswith(".") else "record "  # `.tombstones`, the one dir among them
+                print(f"  {name}: {what}{label}{suffix}")
         for name, reason in report.corrupt.items():
             print(f"  {name}: audit log does not fold, record kept as it was: {reason}")
         for name, behind in report.in_flight.items():
