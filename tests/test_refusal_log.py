@@ -223,7 +223,9 @@ async def test_a_flood_of_refusals_leaves_bounded_files_and_the_projector_online
         assert projector.proc.poll() is None
     assert metrics["mam_projector_events_total[('outcome', 'refused'), ('type', 'invalid')]"] == count + OTHERS
     assert metrics["mam_projector_refusals_suppressed_total[]"] == count - 100
-    assert metrics["mam_projector_refusal_log_rotations_total[]"] >= 1
+    # The file rotates when a write would pass max_bytes: during the flood, or, when one batch took every
+    # refusal at once (a loaded machine), at the summary line written as the projector stops, after the
+    # scrape: the files below show it either way.
     files = {p.name: p.stat().st_size for p in ws.logs.iterdir() if p.name.startswith("_rejected")}
     assert "_rejected.jsonl.1" in files and set(files) <= {"_rejected.jsonl", *map(refusal_files.rotated_name, range(1, 6))}
     assert sum(files.values()) < 64 * 1024, f"{files}: 20,050 lines would be 4.6 MB"
