@@ -1,8 +1,9 @@
 """A stand-in coding agent for the tests: what it does is read from the prompt.
 
 prompt words: `echo` prints the prompt and MAM_* env; `stream N` prints N
-lines slowly; `fail N` exits N after writing to stderr; `hang` sleeps until
-killed; `trap-term` ignores SIGTERM.
+lines slowly; `gate PATH` then waits (at most 120 s) until PATH exists, so a test
+holds the job running for as long as it looks; `fail N` exits N after writing to
+stderr; `hang` sleeps until killed; `trap-term` ignores SIGTERM.
 """
 
 import os
@@ -22,6 +23,11 @@ if "stream" in words:
     for i in range(int(words[words.index("stream") + 1])):
         print(f"line {i}", flush=True)
         time.sleep(0.05)
+if "gate" in words:
+    gate, waited = words[words.index("gate") + 1], 0.0
+    while not os.path.exists(gate) and waited < 120:
+        time.sleep(0.02)
+        waited += 0.02
 if "hang" in words:
     print("hanging", flush=True)
     while True:

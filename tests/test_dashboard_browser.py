@@ -37,7 +37,9 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
         await expect(page.locator("#projector")).to_contain_text("projector online", timeout=WAIT)
 
         # A job submitted after the page loaded appears without a reload, newest first.
-        await pub.submit(prompt="stream 40", agent="mock", job_id="web-stream", labels={"team": "web"}, wait=True)
+        gate = tmp_path / "web-stream.gate"  # the job runs until the test has seen its output stream in
+        await pub.submit(prompt=f"stream 40 gate {gate}", agent="mock", job_id="web-stream", labels={"team": "web"},
+                         wait=True)
         await expect(row(page, "web-stream").locator(".status")).to_have_text("submitted", timeout=WAIT)
         hostile = '<img src=x onerror="document.title=\'owned\'">'
         await pub.submit(prompt=hostile, agent="other", job_id="web-hostile", wait=True)
@@ -52,6 +54,7 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
             await row(page, "web-stream").click()
             await expect(page.locator("#output")).to_contain_text("line 3", timeout=WAIT)
             assert await page.locator("#detail-status").text_content() == "running", "output came only at the end"
+            gate.touch()
             await expect(row(page, "web-stream").locator(".status")).to_have_text("succeeded", timeout=WAIT)
             await expect(page.locator("#output")).to_contain_text("line 39", timeout=WAIT)
             await expect(page.locator("#detail-status")).to_have_text("succeeded")
