@@ -58,15 +58,15 @@ _ENDED_ELSEWHERE = re.compile(r"job (\S+): stopped; the registry had already end
 
 
 def runner_saw(logs: Iterable[Path]) -> dict[str, str]:
-    """What each job's runner saw, from the runners' logs: the outcome its exit code makes ('succeeded' for
-    0, else 'failed'), or 'ended in the registry as <status>' when the registry ended it while it ran."""
+    """How each job ended as its runner saw it, from the runners' logs: `exit N`, or `ended by the registry
+    (STATUS) while it ran` when the registry ended it first (the runner then stops the job)."""
     saw: dict[str, str] = {}
     for log in logs:
         text = log.read_text(errors="replace") if log.exists() else ""
         for job_id, code in _EXITED.findall(text):
-            saw[job_id] = "succeeded" if code == "0" else "failed"
+            saw[job_id] = f"exit {code}"
         for job_id, status in _ENDED_ELSEWHERE.findall(text):
-            saw[job_id] = f"ended in the registry as {status}"
+            saw[job_id] = f"ended by the registry ({status}) while it ran"
     return saw
 
 
@@ -195,14 +195,16 @@ def runner_refusals(files: Files, jobs: dict[str, RunnerJob]) -> list[str]:
 
 
 def outcome_problems(files: Files, saw: dict[str, str]) -> list[str]:
-    """Jobs whose record ends otherwise than their runner saw: an exit code of 0 recorded `lost`, say."""
+    """Jobs whose record ends otherwise than their runner saw (`runner_saw`): exit 0 is `succeeded`, any other
+    exit `failed`; a job the registry ended while its runner ran it is a problem whatever it is recorded as."""
     problems = []
     for job_id, seen in sorted(saw.items()):
         record = files.records.get(job_id) or {}
         status = record.get("status")
-        if status != seen:
+        expected = "succeeded" if seen == "exit 0" else "failed" if seen.startswith("exit ") else None
+        if status != expected:
             why = f" ({record['error']})" if record.get("error") and status != "failed" else ""
-            problems.append(f"{job_id}: its runner saw it end {seen}, recorded {status or 'no record'}{why}")
+            problems.append(f"{job_id}: {seen} on its runner, recorded {status or 'no record'}{why}")
     return problems
 
 
