@@ -169,18 +169,18 @@ async def test_over_nats_a_runner_whose_started_is_late_is_not_judged_lost_while
     which is late): the job is not lost; when the `started` comes they are applied after it, in order."""
     ws_id, r = workspace_id(ws.root), Runner("late-start")
     topic = f"mam/{ws_id}/jobs/{r.job_id}/events"
-    flags = ("--lease", "1.5", "--settle-outputs", "60")
+    flags = ("--lease", "3", "--settle-outputs", "60")
     async with projector_process(nats, ws.root, ws.elsewhere, log_dir=tmp_path, extra=flags):
         async with _client(nats.url) as client:
             for payload in (r.submitted(), r.claimed()):
                 await client.publish(topic, payload, qos=1)
             await wait_for_state(nats.url, ws_id, r.job_id, lambda s: s["status"] == "claimed")
-            for n in range(8):  # 2.8 s of output, twice the lease, none of it applicable yet
+            for n in range(10):  # 5 s of output, well past the lease, none of it applicable yet
                 await client.publish(topic, r.output(n), qos=1)
-                await anyio.sleep(0.35)  # the scenario's pace (a line every 0.35 s), not a wait for a result
-            for payload in (r.started(), r.succeeded(8)):
+                await anyio.sleep(0.5)  # the scenario's pace (a line every 0.5 s), not a wait for a result
+            for payload in (r.started(), r.succeeded(10)):
                 await client.publish(topic, payload, qos=1)
             done = await wait_for_state(nats.url, ws_id, r.job_id, lambda s: s["status"] != "claimed", timeout=30)
     assert done["status"] == "succeeded", done.get("error")
-    assert "start_inferred" not in done and (done["outputs_missing"], done["output_seqs"]) == ([], [[0, 7]])
+    assert "start_inferred" not in done and (done["outputs_missing"], done["output_seqs"]) == ([], [[0, 9]])
     assert refusals(ws) == []
