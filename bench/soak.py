@@ -15,6 +15,11 @@ of its own, filled with one file, then emptied). At the end:
   refused with a reason that is not about its order;
 - every runner job's output in the audit log is what its script printed (all of it if it succeeded,
   a prefix if its runner was killed), in order; no event is in the log twice;
+- no event a runner published is refused, its claims aside (a claim may lose a race): the broker
+  acknowledged it and the runner does not send it again, so a refusal (for its order, or because
+  its job had already ended) is a loss;
+- every job of a runner that lived to the end is recorded as that runner saw it end (from its log:
+  exit code 0 is `succeeded`, any other `failed`; never `lost` while its runner ran it);
 - `mam rebuild --verify`: every record is the fold of its log;
 - no job is left open once the runners are done;
 - the projector took each acknowledged event within --max-lag seconds (outside the faults' windows).
@@ -41,7 +46,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from soak_check import TERMINAL, Verdict, check  # noqa: E402
+from soak_check import TERMINAL, Verdict, check, runner_saw  # noqa: E402
 from soak_load import Monitor, Publisher, RunnerJob, run_synthetic, runner_job, synthetic_events  # noqa: E402
 from soak_stack import KINDS, Stack  # noqa: E402
 
@@ -73,6 +78,8 @@ class Run:
     windows: list[tuple[float, float]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     began: float = field(default_factory=time.monotonic)
+    killed: list[Path] = field(default_factory=list)
+    """The logs of the runners killed -9: what they saw last may not have reached the broker."""
     unretained: int = 0
     """Finished jobs whose state the broker no longer retains (see `stale_states`): a figure."""
     skipped: frozenset[str] = frozenset()
@@ -102,7 +109,9 @@ class Run:
         if fault == "kill -9 runner":
             alive = [r for r in stack.runners if r.alive()]
             if alive:
-                self.rng.choice(alive).kill9()
+                victim = self.rng.choice(alive)
+                victim.kill9()
+                self.killed.append(victim.log)
             stack.start_runner(CONCURRENCY)
             self.faults.append(fault)
             return
@@ -281,7 +290,8 @@ async def soak(kind: str, seconds: float, seed: int, args: argparse.Namespace) -
         stack.stop_all()
         if run is not None:
             in_order = [j for j, mode in run.modes.items() if mode != "shuffled"]
-            verdict = check(root, stack.ws, run.pub.acks, run.jobs, run.synthetic, in_order)
+            saw = runner_saw(r.log for r in stack.runners if r.log not in run.killed)
+            verdict = check(root, stack.ws, run.pub.acks, run.jobs, run.synthetic, in_order, saw)
         if stack.tmpfs:  # keep the workspace's files for a look after the tmpfs goes
             shutil.copytree(root / ".mam", run_dir / "mam-copy", symlinks=True, dirs_exist_ok=True)
         stack.unmount()
@@ -309,7 +319,8 @@ def figures(kind: str, v: Verdict, run: Run, lag: float, samples: int, duration:
         f"jobs={len(run.jobs) + len(run.synthetic)} (runner {len(run.jobs)}, synthetic {len(run.synthetic)}) "
         f"faults={len(run.faults)} lost={len(v.lost)} doubled={len(v.doubled)} refused={refused} "
         f"output_bad={len(v.output_bad)} reordered={len(v.reordered)} open={len(v.open_jobs)} max_lag={lag:.2f}s ({samples} samples) "
-        f"unretained={run.unretained} resends={run.pub.retries} duration={duration:.0f}s{notes}"
+        f"unretained={run.unretained} resends={run.pub.retries} runner_refused={len(v.runner_refused)} "
+        f"outcome_bad={len(v.outcome_bad)} duration={duration:.0f}s{notes}"
     )
 
 

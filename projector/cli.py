@@ -31,7 +31,8 @@ def add_settle_outputs(parser: argparse.ArgumentParser) -> None:
     """`--settle-outputs` (mam-projector and mam up)."""
     parser.add_argument("--settle-outputs", type=positive_seconds, default=ParkLimits().settle, metavar="SECONDS",
                         help="a runner's terminal event that counts output events not received yet waits this "
-                        "long for them, then is applied and the record names the missing ones (default "
+                        "long for them, then is applied and the record names the missing ones; a claimed job's "
+                        "numbered outputs wait this long for its 'started', which is then inferred (default "
                         f"{ParkLimits().settle:g})")
 
 

@@ -9,6 +9,11 @@ Any other heartbeat is acknowledged without being folded: it only renews the
 job's lease in memory (`seen`), which liveness counts as a sign of life beside
 the record's `last_seen_at`.
 
+A heartbeat that arrives after its job ended, naming the runner that held it,
+is acknowledged and dropped too, not refused: the runner sent it before its
+outcome, and a broker that redelivers behind newer messages (NATS) brought it
+late; it says nothing the record does not already hold.
+
 So the record's `last_heartbeat_at` and `last_seen_at` are the times of the last
 *logged* heartbeat and sign of life: a pure fold of the audit log, which
 `mam rebuild --verify` reproduces byte for byte, behind the live truth by less
@@ -41,9 +46,14 @@ class HeartbeatLog:
     def skip(self, job_id: str, record: JobRecord | None, event: ev.AnyEvent, at: datetime) -> bool:
         """Whether `event` is a heartbeat to acknowledge without logging it; its time then renews the lease.
 
-        Anything the fold would judge otherwise (a job not held, an `expected_version`) is not skipped."""
+        Anything the fold would judge otherwise (a job not held, an `expected_version`) is not skipped, except a
+        late heartbeat of a finished job from the runner that held it (see the module doc)."""
         if not isinstance(event, ev.Heartbeat) or event.expected_version is not None:
             return False
+        if record is not None and record.status.terminal and event.runner is not None \
+                and event.runner == record.runner:
+            self.unlogged_count += 1  # sent before the outcome, delivered after it: nothing to say any more
+            return True
         if record is None or record.status not in OPEN or record.last_heartbeat_at is None:
             return False
         if (at - parse_time(record.last_heartbeat_at)).total_seconds() >= self.every:

@@ -4,10 +4,14 @@ module stays small; same state (`parking`, the cached job states), same batch.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
+
 import msgspec
 
 from mam.contract import events as ev
-from mam.contract.record import JobRecord
+from mam.contract.inferred_start import infer, waits_for_start
+from mam.contract.record import JobRecord, Status
 from mam.contract.workspace import Workspace
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
@@ -23,22 +27,51 @@ class Holding:
     workspace: Workspace
     parking: Parking
     _leftovers: list[str]
+    open_jobs: dict[str, JobRecord]
 
     def _known(self, job_id: str) -> JobState | None:
+        raise NotImplementedError
+
+    def _add_derived(self, staged: Batch, derived: list[tuple[str, ev.AnyEvent]], received_at: str) -> None:
         raise NotImplementedError
 
     def _record(self, job_id: str) -> JobRecord | None:
         raise NotImplementedError
 
     def _wait_bound(self, record: JobRecord, event: ev.AnyEvent) -> float | None:
-        """Seconds `event` may wait for what it follows (`parking.early`: the job's claim or start;
-        `parking.short_of_outputs`: the output events it counts); None: apply it (or refuse it) now."""
+        """Seconds `event` may wait for what it follows (`parking.early`: the job's claim, or its start, which
+        is then inferred, `mam.contract.inferred_start`; `parking.short_of_outputs`: the output events it counts);
+        None: apply it (or refuse it) now."""
         limits = self.parking.limits
-        if limits.hold > 0 and early(record, event):
-            return limits.hold
+        if limits.hold > 0 and early(record, event):  # waiting for its `started`: as long as for outputs
+            return limits.settle if limits.settle > 0 and waits_for_start(record, event) else limits.hold
         if limits.settle > 0 and short_of_outputs(record, event):
             return limits.settle
         return None
+
+    def _infer_starts(self, staged: Batch, now: datetime, fresh_since: datetime | None, received_at: str) -> None:
+        """Claimed jobs whose runner's numbered outputs or outcome waited their bound for the `started` they
+        follow: derive that start (`mam.contract.inferred_start`) and apply what was held after it, before
+        anything expires. Call it only on a current view."""
+        starts: list[tuple[str, ev.AnyEvent]] = []
+        for job_id in self.parking.overdue(now, fresh_since):
+            record = self.open_jobs.get(job_id)
+            if record is None or record.status is not Status.CLAIMED:
+                continue
+            if any(waits_for_start(record, entry.event) for entry in self.parking.entries(staged.parked, job_id)):
+                starts.append((job_id, infer(record)))
+        if starts:
+            self._add_derived(staged, starts, received_at)  # each releases the job's held events after it
+
+    def _heard(self, unlogged: Mapping[str, datetime]) -> dict[str, datetime]:
+        """When each open job was last heard from beyond its record: an unlogged heartbeat (`unlogged`), or an
+        event of its runner held for the event before it (its `started` in flight): signs of life both."""
+        heard = dict(unlogged)
+        for job_id in self.open_jobs:
+            held = self.parking.latest(job_id)
+            if held is not None and (job_id not in heard or heard[job_id] < held):
+                heard[job_id] = held
+        return heard
 
     def _bounded(self, entry: ParkedEntry, bound: float) -> ParkedEntry:
         """`entry` with the bound it waits by (kept in its line only when it is not the usual hold)."""

@@ -18,7 +18,7 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from mam.contract import events as ev
-from mam.contract import identity, output_accounting
+from mam.contract import identity, inferred_start, output_accounting
 from mam.contract.record import JobRecord
 from mam.contract.signing import BadSignature
 from mam.contract.status import AgentStatus
@@ -29,10 +29,11 @@ def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, sig
 
     A finished job is left to the fold, whose reason (a finished job never changes) is the one that
     holds whoever sent the event; except a late output the record names as missing, which the fold
-    would take."""
+    would take, and a late `started` after an inferred one (`mam.contract.inferred_start`)."""
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
         return None
-    if record.status.terminal and not output_accounting.fills_gap(record, event):
+    if record.status.terminal and not output_accounting.fills_gap(record, event) \
+            and not inferred_start.is_late_start(record, event):
         return None
     kind = ev.event_type(event)
     try:

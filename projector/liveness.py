@@ -4,7 +4,9 @@ Pure: given the open jobs and the time, say which events the projector
 should derive. A job is lost when its runner's last will arrives with the
 epoch of the runner instance that claimed it (a late will from an older
 instance changes nothing), or when no sign of life (claimed, started,
-progress, output, heartbeat) was received for longer than the lease. A
+progress, output, heartbeat, or an event of its runner held for the event
+before it, such as an output waiting for its `started`) was received for
+longer than the lease. A
 running job is timed out once it has run past its `timeout` plus the grace.
 
 Time is judged only on a view that is up to date (`View`): a projector that
@@ -180,8 +182,8 @@ def on_clock(
     fresh_since: datetime | None = None,
     seen: Mapping[str, datetime] | None = None,
 ) -> list[tuple[str, ev.AnyEvent]]:
-    """Timeouts, and leases counted from the later of a job's last sign of life (its record's, or an
-    unlogged heartbeat's in `seen`) and `fresh_since`.
+    """Timeouts, and leases counted from the later of a job's last sign of life (its record's, or one in
+    `seen`: an unlogged heartbeat, an event held for its `started`) and `fresh_since`.
 
     Call it only on a current view (`View.current`)."""
     derived: list[tuple[str, ev.AnyEvent]] = []
@@ -194,7 +196,7 @@ def on_clock(
                 derived.append((job_id, ev.TimedOut(reason=f"ran past its timeout of {record.timeout:g}s")))
                 continue
         alive_at = last_sign_of_life(record)
-        heard = seen.get(job_id) if seen else None  # a heartbeat not logged (`heartbeat_log.py`)
+        heard = seen.get(job_id) if seen else None  # a heartbeat not logged, an event held (`Holding._heard`)
         if heard is not None and (alive_at is None or heard > alive_at):
             alive_at = heard
         if fresh_since is not None and (alive_at is None or alive_at < fresh_since):

@@ -44,6 +44,7 @@ from msgspec import Struct
 
 from mam.contract import events as ev
 from mam.contract.ids import is_job_id
+from mam.contract.inferred_start import waits_for_start
 from mam.contract.output_accounting import gaps
 from mam.contract.record import JobRecord, Status
 from mam.projector import durable
@@ -80,12 +81,7 @@ def early(record: JobRecord, event: ev.AnyEvent) -> bool:
         return False
     if record.status in NOT_CLAIMED and kind in AFTER_A_CLAIM:
         return True
-    if record.status is Status.CLAIMED and kind == "output" and getattr(event, "seq", None) is not None:
-        return True  # numbered: its runner counts from its `started` (`counts_outputs`), so it follows that
-    outputs = getattr(event, "outputs", None) if kind in OUTCOMES else None
-    if not isinstance(outputs, int) or outputs == 0:
-        return False
-    return record.status is Status.CLAIMED  # it published outputs, so it had started the job
+    return waits_for_start(record, event)  # numbered, or counting outputs: its runner had started the job
 
 
 def short_of_outputs(record: JobRecord, event: ev.AnyEvent) -> bool:
@@ -241,8 +237,7 @@ class Parking:
         `fresh_since`), taken out of their files with the batch. Call it only on a current view."""
         expired: list[ParkedEntry] = []
         for job_id, held in list(self._held.items()):
-            if not any(now - max(at, fresh_since or at) > timedelta(seconds=hold)
-                       for at, _, hold in held.events.values()):
+            if not _overdue(held, now, fresh_since):
                 continue
             keep: list[ParkedEntry] = []
             gone: list[ParkedEntry] = []
@@ -255,6 +250,19 @@ class Parking:
             writes.rewrites[job_id] = keep
             expired += gone
         return expired
+
+    def overdue(self, now: datetime, fresh_since: datetime | None) -> list[str]:
+        """The jobs with an event held longer than its hold (counted as `expire` counts)."""
+        return [job_id for job_id, held in self._held.items() if _overdue(held, now, fresh_since)]
+
+    def latest(self, job_id: str) -> datetime | None:
+        """When the job's latest held event arrived (None: nothing held)."""
+        held = self._held.get(job_id)
+        return max((at for at, _, _ in held.events.values()), default=None) if held is not None else None
+
+    def entries(self, writes: ParkedWrites, job_id: str) -> list[ParkedEntry]:
+        """The job's held events in arrival order, this batch's included (read from disk: rare)."""
+        return self._entries(writes, job_id)
 
     def hold_of(self, entry: ParkedEntry) -> float:
         return self.limits.hold if entry.hold is None else entry.hold
@@ -300,6 +308,12 @@ class Parking:
                 self.size -= found[1]
         if not held.events:
             del self._held[job_id]
+
+
+def _overdue(held: _Held, now: datetime, fresh_since: datetime | None) -> bool:
+    """Whether one of the job's held events waited longer than its hold (counted from its arrival, or
+    from `fresh_since` if later: a projector that was away gives every event its full wait)."""
+    return any(now - max(at, fresh_since or at) > timedelta(seconds=hold) for at, _, hold in held.events.values())
 
 
 def commit_parked(writes: ParkedWrites, parked_dir: str, plan: durable.SyncPlan) -> list[durable.Staged]:

@@ -190,8 +190,9 @@ class Projection(Holding):
         self, batch: list[Message], *, judge_at: datetime | None = None, fresh_since: datetime | None = None
     ) -> Batch:
         """Fold what arrived into a `Batch` of writes. With `judge_at` (only on a current view, see
-        `liveness.View`), also derive what time decides as of then: lost leases and timeouts, counted
-        at the earliest from `fresh_since`, and refuse the parked events that waited too long.
+        `liveness.View`), also derive what time decides as of then: the starts of claimed jobs whose later
+        events waited for them (`holding._infer_starts`), lost leases and timeouts, counted at the earliest
+        from `fresh_since`, and refuse the parked events that waited too long.
 
         `judge_at` is the moment the view was read, not the clock now: were the process stopped
         midway through this fold, what queued meanwhile must not count against the runners."""
@@ -211,8 +212,10 @@ class Projection(Holding):
         self._track_open(staged)
         derived += self._queued_prunes()
         if judge_at is not None:
+            self._infer_starts(staged, judge_at, fresh_since, received_at)
+            self._track_open(staged)
             derived += on_clock(self.open_jobs, judge_at, self.limits, fresh_since=fresh_since,
-                                seen=self.heartbeats.seen)
+                                seen=self._heard(self.heartbeats.seen))
             for will in self.wills.due(judge_at, self.limits):
                 derived += on_runner_status(self.open_jobs, will)
             for entry in self.parking.expire(staged.parked, judge_at, fresh_since):

@@ -39,8 +39,13 @@ def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     assert beats.seen["job-1"] == T0 + timedelta(seconds=5), "an unlogged heartbeat renews the lease in memory"
     assert not beats.skip("job-1", running(T0), beat, T0 + timedelta(seconds=60)), "a minute on, one is logged"
     assert not beats.skip("job-1", running(T0), ev.Heartbeat(expected_version=3), T0 + timedelta(seconds=5))
-    assert not beats.skip("job-1", replace(running(T0), status=Status.SUCCEEDED), beat, T0 + timedelta(seconds=5)), \
-        "a heartbeat the fold refuses is the fold's to refuse"
+    late, ended = HeartbeatLog(every=60), replace(running(T0), status=Status.SUCCEEDED, runner="r1")
+    assert late.skip("job-1", ended, beat, T0 + timedelta(seconds=5)), \
+        "its runner's heartbeat delivered after the outcome (a redelivery) is dropped, not refused"
+    assert "job-1" not in late.seen, "and renews nothing"
+    assert not late.skip("job-1", ended, ev.Heartbeat(runner="r2"), T0 + timedelta(seconds=5)), \
+        "another runner's heartbeat for a finished job is the fold's to refuse"
+    assert not late.skip("job-1", ended, ev.Heartbeat(), T0 + timedelta(seconds=5))
     assert not beats.skip("job-1", running(T0), ev.Progress(message="m"), T0 + timedelta(seconds=5))
     beats.forget("job-1")
     assert "job-1" not in beats.seen

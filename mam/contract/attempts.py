@@ -107,6 +107,7 @@ def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
         exit_code=None, result=None, error=None, progress=None, percent=None,
         last_heartbeat_at=None, last_seen_at=None, git_at_finish=None,
         output_seqs=UNSET, outputs_expected=UNSET, outputs_missing=UNSET,  # seq counts from 0 again
+        start_inferred=UNSET,
         runner_key=UNSET,  # the next claim names its own
     )
 

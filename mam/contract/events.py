@@ -214,6 +214,10 @@ class Started(Event, tag="started"):
     """True from a runner that numbers this attempt's `output` events from 0 and gives their number in its
     terminal event (`outputs`): the projector then accounts them. Left out otherwise, so a job started
     without it (a hand-published one, or one in a log from before this field) folds to the bytes it had."""
+    inferred: bool | UnsetType = UNSET
+    """True only on a `started` the projector derives: the job's claim was recorded and its runner's numbered
+    outputs or outcome came, its `started` did not (lost by a broker, or late); see `mam.contract.inferred_start`.
+    A runner leaves it out."""
 
 
 class Progress(Event, tag="progress"):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam.contract import attempts, job_limits, output_accounting, release, routing, waiting
+from mam.contract import attempts, inferred_start, job_limits, output_accounting, release, routing, waiting
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 
@@ -53,6 +53,8 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     if output_accounting.fills_gap(state, event):
         filled = output_accounting.fill_gap(state, event)  # type: ignore[arg-type]
         return replace(filled, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
+    if inferred_start.is_late_start(state, event):  # its runner's own `started`, after the inferred one
+        return replace(state, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
     if isinstance(event, ev.Submitted):  # a reused id, the job finished or not: say so in the user's words
         return Refusal(f"job id {ctx.job_id!r} is taken: that job was already submitted and is {state.status.value}; "
                        "pick a new job id (or leave --job-id out for a generated one)")
@@ -139,8 +141,9 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return Refusal(f"job {state.job_id!r} is claimed by {state.runner!r}, not {runner!r}")
             if state.status is Status.SUBMITTED and (early := attempts.too_early(state, now)):
                 return Refusal(early)
-            return replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now,
-                           last_seen_at=now)
+            started = replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now,
+                              last_seen_at=now)
+            return replace(started, start_inferred=True) if event.inferred is True else started
         case ev.Progress(message=message, percent=percent):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)

@@ -141,6 +141,10 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     outputs_missing: list[tuple[int, int]] | UnsetType = UNSET
     """The seqs below `outputs_expected` the log does not hold, as [first, last] ranges; [] when it holds
     them all. Absent unless both the count and the seqs were known."""
+    start_inferred: bool | UnsetType = UNSET
+    """True when the attempt's start is the projector's inference (`started.inferred`): its runner's numbered
+    outputs or outcome came without its `started` (`mam.contract.inferred_start`); `started_at` is then when
+    the projector inferred it. Absent otherwise, and cleared when the job is retried."""
     pruned_at: str | UnsetType = UNSET
     """When the job was pruned (`pruned`): such a record is never a registry file; it is the last state
     published for the job (its retained state is then cleared) and the fold of its archived log."""
