@@ -19,6 +19,7 @@ from mam.agents.profiles import (
     command_for,
     command_source,
     load_profiles,
+    profile_env,
     profile_format,
     profile_options,
     profile_permissions,
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
             permissions=levels,
             ceiling=ceiling,
             options=profile_options(
+                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root),
+            profile_env=profile_env(
                 command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root),
             aliases=served_aliases(args.agent, workspace),
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed

@@ -10,6 +10,7 @@ port of 127.0.0.1 for the length of a `with` block. The APIs:
 - `gemini.app`: Gemini `generateContent` and `streamGenerateContent?alt=sse`, for Gemini CLI.
 """
 
+from model_servers import anthropic, gemini, openai
 from model_servers.core import Script, Served, Turn, serve
 
-__all__ = ["Script", "Served", "Turn", "serve"]
+__all__ = ["Script", "Served", "Turn", "anthropic", "gemini", "openai", "serve"]

@@ -41,10 +41,28 @@ class Script:
     """Every model call's JSON body, in order (with `"_path"` and `"_headers"` added)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """The tokens the server reported in all its answers (side calls included)."""
+
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Turn:
+        """The next turn for a model call (the last one again once the others are used)."""
         with self._lock:
-            self.requests.append({**body, "_path": path, "_headers": headers})
-            return self.turns.pop(0) if len(self.turns) > 1 else self.turns[0]
+            turn = self.turns.pop(0) if len(self.turns) > 1 else self.turns[0]
+            self._log(path, headers, body, turn)
+            return turn
+
+    def side(self, path: str, headers: dict[str, str], body: dict[str, Any], turn: Turn) -> Turn:
+        """A call the CLI makes for itself (not the agent's turn): answered with `turn`, logged, not scripted."""
+        with self._lock:
+            self._log(path, headers, {**body, "_side": True}, turn)
+            return turn
+
+    def _log(self, path: str, headers: dict[str, str], body: dict[str, Any], turn: Turn) -> None:
+        self.requests.append({**body, "_path": path, "_headers": headers})
+        if turn.status == 200:
+            self.input_tokens += turn.input_tokens
+            self.output_tokens += turn.output_tokens + turn.thinking_tokens
 
 
 def sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:

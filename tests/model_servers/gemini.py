@@ -23,7 +23,8 @@ from starlette.routing import Route
 
 from model_servers.core import Script, Turn
 
-SIDE_ANSWER = {"reasoning": "scripted", "complexity_reasoning": "scripted", "next_speaker": "user", "model_choice": "flash", "complexity_score": 1}
+SIDE_TURN = Turn(text=json.dumps({"reasoning": "scripted", "complexity_reasoning": "scripted", "complexity_score": 1,
+                                  "next_speaker": "user", "model_choice": "flash"}), input_tokens=10, output_tokens=5)
 
 
 def _usage(turn: Turn) -> dict[str, int]:
@@ -67,9 +68,8 @@ def app(script: Script) -> Starlette:
         if method == "countTokens":
             return JSONResponse({"totalTokens": 100})
         if _is_side_call(body):
-            script.requests.append({**body, "_path": request.url.path, "_headers": {}, "_side": True})
-            text = json.dumps(SIDE_ANSWER)
-            return JSONResponse(_response([{"text": text}], model, _usage(Turn(input_tokens=10, output_tokens=5))))
+            side = script.side(request.url.path, dict(request.headers), body, SIDE_TURN)
+            return JSONResponse(_response([{"text": side.text}], model, _usage(side)))
         turn = script.answer(request.url.path, dict(request.headers), body)
         if turn.status != 200:
             return _error(turn)
