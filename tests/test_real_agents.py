@@ -7,6 +7,8 @@ to trust and that is not a git repository, as a new user's is.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from agent_clis import CLIS
 from model_servers import Script, Turn
@@ -34,3 +36,33 @@ async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_wit
         reported = (script.input_tokens, script.output_tokens)  # gemini's own side calls (its router) count too
         assert (usage["input_tokens"], usage["output_tokens"]) == reported >= (120, 9), usage
         assert usage["agent_session_id"]
+
+
+async def test_claude_at_full_runs_as_root_and_writes_the_file_its_model_asked_for(ws: WorkspacePaths) -> None:
+    """Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1 (this machine exports IS_SANDBOX=yes,
+    which it does not take): the profile sets it for jobs at full, the level the runner was told to allow."""
+    script = Script([Turn(tool="Write", args={"file_path": "made-at-full.txt", "content": "full\n"}),
+                     Turn(text="Wrote made-at-full.txt")])
+    async with real_rig(CLIS["claude-code"], ws, script, "--permissions", "full", env={"IS_SANDBOX": "yes"}) as rig:
+        record = await rig.job("job-full", "write the file", agent="claude-code")
+    assert record["status"] == "succeeded", record.get("error")
+    assert (ws.root / "made-at-full.txt").read_text() == "full\n"
+    assert record["result"] == "Wrote made-at-full.txt"
+
+
+async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape_codes(ws: WorkspacePaths) -> None:
+    """The gemini profile without its trust variable (a workspace's override): Gemini CLI exits 55 with a
+    coloured message; the record and `mam show` carry it as one plain line."""
+    (ws.root / ".mam").mkdir()
+    (ws.root / ".mam" / "profiles.json").write_text(json.dumps({"gemini": {
+        "argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"}}))
+    async with real_rig(CLIS["gemini"], ws, Script([Turn(text=ANSWER)])) as rig:
+        record = await rig.job("job-untrusted", "say hello", agent="gemini")
+        shown = await rig.mam("show", "job-untrusted")
+    error = record["error"]
+    assert record["status"] == "failed" and record["exit_code"] == 55, record
+    assert "\n" not in error and "\x1b" not in error, repr(error)
+    assert error.startswith("gemini stopped before it reported a result (exit code 55); stderr: ")
+    assert "GEMINI_CLI_TRUST_WORKSPACE=true" in error
+    [line] = [line for line in shown.splitlines() if line.startswith("error")]
+    assert "GEMINI_CLI_TRUST_WORKSPACE=true" in line
