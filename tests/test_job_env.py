@@ -8,12 +8,13 @@ from pathlib import Path
 
 from test_runner_support import TERMINAL, agent_runner, submit
 
-from brokers import free_port
-from conftest import WorkspacePaths
-from e2e import up_process, workspace_id
 from mam.agents.formats.base import Outcome
 from mam.agents.formats.verdict import failure, one_line_plain
 from mam.agents.job_env import ProfileEnv, job_environment, own_mam_dir
+
+from brokers import free_port
+from conftest import WorkspacePaths
+from e2e import up_process, workspace_id
 from support import BIN, child_env, wait_for_state
 
 GEMINI_UNTRUSTED = (  # Gemini CLI 0.61.0's stderr in a folder it was not told to trust, exit 55
