@@ -8,7 +8,10 @@ The lines (Claude Code's headless docs and the Agent SDK's message types):
 `error_max_turns`, `error_during_execution`, ...), `is_error`, `result` (the
 final answer, or the error's text), `session_id`, `num_turns`,
 `total_cost_usd`, `usage` {`input_tokens`, `output_tokens`,
-`cache_read_input_tokens`, `cache_creation_input_tokens`}.
+`cache_read_input_tokens`, `cache_creation_input_tokens`}, and
+`permission_denials` (the tool calls its permission mode refused: a Write
+under plan), each shown as `✗ denied: Write /w/notes.md` and kept as the
+job's `denials`.
 
 Claude's `input_tokens` leaves out the tokens read from or written to its
 prompt cache; mam's `input_tokens` counts them all (`cached_input_tokens` is
@@ -65,6 +68,13 @@ class Message(Struct):
     """The API call's tokens, on each `assistant` line (the Messages API's `message.usage`)."""
 
 
+class Denial(Struct):
+    """One of the result's `permission_denials`: a tool call refused at the run's permission mode."""
+
+    tool_name: str | None = None
+    tool_input: object = None
+
+
 class Line(Struct):
     type: str
     subtype: str | None = None
@@ -77,6 +87,7 @@ class Line(Struct):
     total_cost_usd: int | float | None = None
     usage: TokenUsage | None = None
     errors: list[object] | None = None
+    permission_denials: list[Denial] | None = None
 
 
 _decoder = msgspec.json.Decoder(Line)
@@ -159,14 +170,15 @@ class ClaudeStream(StreamParser):
         return "".join(shown)
 
     def _summary(self, line: Line) -> str:
+        denied = "".join(f"✗ denied: {d}\n" for d in _denials(line))
         if self._failed(line):
-            return f"✗ claude: {one_line(self._error(line) or 'error')}\n"
+            return f"{denied}✗ claude: {one_line(self._error(line) or 'error')}\n"
         parts = []
         if line.num_turns is not None:
             parts.append(f"{line.num_turns:g} turns")
         if line.total_cost_usd is not None:
             parts.append(f"${line.total_cost_usd:.4f}")
-        return f"[claude done{': ' + ', '.join(parts) if parts else ''}]\n"
+        return f"{denied}[claude done{': ' + ', '.join(parts) if parts else ''}]\n"
 
     @staticmethod
     def _failed(line: Line) -> bool:
@@ -207,9 +219,17 @@ class ClaudeStream(StreamParser):
             turns=line.num_turns,
             agent_session_id=line.session_id or self._session,
         )
+        denials = _denials(line)
         if self._failed(line):
-            return Outcome(complete=True, error=self._error(line), usage=usage)
-        return Outcome(complete=True, result=line.result, usage=usage)
+            return Outcome(complete=True, error=self._error(line), usage=usage, denials=denials)
+        return Outcome(complete=True, result=line.result, usage=usage, denials=denials)
+
+
+def _denials(line: Line) -> tuple[str, ...]:
+    """The result's `permission_denials` (Claude Code 2.1.197: {tool_name, tool_use_id, tool_input}), one line
+    each: a Write refused under plan is `Write /w/notes.md`."""
+    return tuple(one_line(f"{d.tool_name or 'tool'} {tool_summary(d.tool_input)}".rstrip())
+                 for d in line.permission_denials or [])
 
 
 __all__ = ["ClaudeStream"]

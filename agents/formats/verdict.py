@@ -72,10 +72,12 @@ def verdict(
 ) -> ev.Succeeded | ev.Failed:
     """`outputs`: how many output events the attempt published (the terminal event's count)."""
     usage = usage_of(outcome)
+    denials = [d[:256] for d in outcome.denials[:64]] or UNSET
     if outcome.complete and outcome.error is None and code == 0:
-        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage, outputs=outputs)
+        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage, outputs=outputs,
+                            denials=denials)
     error = fit(failure(outcome, program=program, code=code, stderr=stderr))
-    return ev.Failed(exit_code=code, error=error, git=git, usage=usage, outputs=outputs)
+    return ev.Failed(exit_code=code, error=error, git=git, usage=usage, outputs=outputs, denials=denials)
 
 
 __all__ = ["MAX_TEXT", "failure", "fit", "one_line_plain", "usage_of", "verdict"]
