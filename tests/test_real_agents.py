@@ -8,6 +8,8 @@ to trust and that is not a git repository, as a new user's is.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from agent_clis import CLIS
@@ -66,3 +68,20 @@ async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape
     assert "GEMINI_CLI_TRUST_WORKSPACE=true" in error
     [line] = [line for line in shown.splitlines() if line.startswith("error")]
     assert "GEMINI_CLI_TRUST_WORKSPACE=true" in line
+
+
+def test_the_tested_versions_in_the_docs_are_the_pinned_ones_and_the_installed_ones() -> None:
+    """docs/agents.md's table of tested CLIs names the versions .ci/agent-clis installs, and each installed CLI
+    says it is that version: a pin moved without the table (or the table without the pin) fails here."""
+    root = Path(__file__).resolve().parent.parent
+    pins = dict(re.findall(r"^(CLAUDE_CODE|CODEX|GEMINI_CLI|AIDER)=(\S+)$", (root / ".ci" / "agent-clis").read_text(),
+                           re.MULTILINE))
+    page = (root / "docs" / "agents.md").read_text()
+    table = dict(re.findall(r"^\| (Claude Code|Codex|Gemini CLI|aider) \| (\S+) \|", page, re.MULTILINE))
+    names = {"CLAUDE_CODE": "Claude Code", "CODEX": "Codex", "GEMINI_CLI": "Gemini CLI", "AIDER": "aider"}
+    assert {names[k]: v for k, v in pins.items()} == table and len(table) == 4, (pins, table)
+    agents = {"Claude Code": "claude-code", "Codex": "codex", "Gemini CLI": "gemini", "aider": "aider"}
+    for name, version in table.items():
+        cli = CLIS[agents[name]]
+        if cli.path.exists():
+            assert version in cli.version(), (name, cli.version())
