@@ -35,6 +35,7 @@ def write_turns(agent: str, name: str) -> list[Turn]:
     return [Turn(text=f"{name}\n```\n{name}\n```\n")]  # aider's whole edit format: the file's name, then its text
 
 
+@pytest.mark.timeout(300)  # three jobs of a real CLI: 15-45 s on 2 loaded cores, more than the suite's 120 s default
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "aider"])
 async def test_the_model_asks_for_an_edit_at_each_level_and_only_edit_and_full_write(
     agent: str, ws: WorkspacePaths
