@@ -26,7 +26,7 @@ async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_wit
     agent: str, ws: WorkspacePaths
 ) -> None:
     cli = CLIS[agent]
-    script = Script([Turn(text=ANSWER, input_tokens=120, output_tokens=9)])
+    script = Script([Turn(text=ANSWER, input_tokens=120, output_tokens=9, thinking_tokens=11)])
     async with real_rig(cli, ws, script) as rig:
         record = await rig.job("job-first", "say hello", agent=agent)
     assert not (ws.root / ".git").exists()
@@ -35,8 +35,9 @@ async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_wit
     assert len(script.requests) >= 1, "the CLI asked the model server"
     if agent != "aider":
         usage = record["usage"]
-        reported = (script.input_tokens, script.output_tokens)  # gemini's own side calls (its router) count too
-        assert (usage["input_tokens"], usage["output_tokens"]) == reported >= (120, 9), usage
+        # thinking counts as output (Gemini CLI reports it only in its total); gemini's own side calls count too
+        reported = (script.input_tokens, script.output_tokens)
+        assert (usage["input_tokens"], usage["output_tokens"]) == reported >= (120, 20), usage
         assert usage["agent_session_id"]
 
 
@@ -85,3 +86,26 @@ def test_the_tested_versions_in_the_docs_are_the_pinned_ones_and_the_installed_o
         cli = CLIS[agents[name]]
         if cli.path.exists():
             assert version in cli.version(), (name, cli.version())
+
+
+async def test_a_blocked_gemini_response_fails_with_the_reason_gemini_gave(ws: WorkspacePaths) -> None:
+    """Gemini CLI ends a blocked response with `result` status error and no message of its own; the reason is in
+    the `error` event before it (before: the job's error was the word 'error')."""
+    async with real_rig(CLIS["gemini"], ws, Script([Turn(finish="SAFETY")])) as rig:
+        record = await rig.job("job-blocked", "say something unsafe", agent="gemini")
+    assert record["status"] == "failed"
+    assert record["error"] == "The model response was blocked due to safety settings.", record["error"]
+
+
+async def test_claude_usage_counts_its_subagents_calls(ws: WorkspacePaths) -> None:
+    """A subagent's model calls are in the result's `modelUsage`, not in its `usage`: the job records them all."""
+    script = Script([Turn(tool="Agent", args={"description": "look around", "prompt": "list the files",
+                                              "subagent_type": "general-purpose"}),
+                     Turn(text="the subagent's answer", input_tokens=1000, output_tokens=50),
+                     Turn(text=ANSWER, input_tokens=130, output_tokens=8)])
+    async with real_rig(CLIS["claude-code"], ws, script) as rig:
+        record = await rig.job("job-sub", "delegate it", agent="claude-code")
+    assert record["status"] == "succeeded" and record["result"] == ANSWER, record.get("error")
+    usage = record["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (script.input_tokens, script.output_tokens) \
+        == (1230, 65), usage

@@ -32,7 +32,7 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
 
 
 def _usage(turn: Turn) -> dict[str, int]:
-    return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens,
+    return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens + turn.thinking_tokens,
             "cache_read_input_tokens": turn.cached_tokens, "cache_creation_input_tokens": 0}
 
 
@@ -61,7 +61,7 @@ def _stream(turn: Turn, model: str) -> bytes:
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(("message_delta", {"type": "message_delta",
                                      "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": turn.output_tokens}}))
+                                     "usage": {"output_tokens": turn.output_tokens + turn.thinking_tokens}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return sse(events)
 

@@ -27,6 +27,9 @@ class Turn:
     output_tokens: int = 7
     cached_tokens: int = 0
     thinking_tokens: int = 0
+    """Reported inside the output tokens by Anthropic and OpenAI, as `thoughtsTokenCount` beside them by Gemini."""
+    finish: str = ""
+    """Gemini's finishReason when not STOP (SAFETY: a blocked response, no text)."""
     status: int = 200
     """Not 200: the call is answered with this HTTP status and an error body in the API's shape."""
     error: str = "scripted error"
@@ -43,7 +46,7 @@ class Script:
 
     input_tokens: int = 0
     output_tokens: int = 0
-    """The tokens the server reported in all its answers (side calls included)."""
+    """The tokens the server reported in all its answers (side calls included; thinking counts as output)."""
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Turn:
         """The next turn for a model call (the last one again once the others are used)."""

@@ -34,9 +34,9 @@ def _usage(turn: Turn) -> dict[str, int]:
             "totalTokenCount": total}
 
 
-def _response(parts: list[dict[str, Any]], model: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": usage, "modelVersion": model}
+def _response(parts: list[dict[str, Any]], model: str, usage: dict[str, int], finish: str = "") -> dict[str, Any]:
+    candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish or "STOP", "index": 0}
+    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model}
 
 
 def _parts(turn: Turn) -> list[dict[str, Any]]:
@@ -73,7 +73,7 @@ def app(script: Script) -> Starlette:
         turn = script.answer(request.url.path, dict(request.headers), body)
         if turn.status != 200:
             return _error(turn)
-        whole = _response(_parts(turn), model, _usage(turn))
+        whole = _response(_parts(turn), model, _usage(turn), turn.finish)
         if method == "streamGenerateContent":
             return Response(f"data: {json.dumps(whole)}\r\n\r\n".encode(), media_type="text/event-stream")
         return JSONResponse(whole)

@@ -35,8 +35,9 @@ def _error(turn: Turn) -> Response:
 
 def _usage(turn: Turn) -> dict[str, Any]:
     return {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cached_tokens},
-            "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.thinking_tokens},
-            "total_tokens": turn.input_tokens + turn.output_tokens}
+            "output_tokens": turn.output_tokens + turn.thinking_tokens,  # reasoning is part of output_tokens
+            "output_tokens_details": {"reasoning_tokens": turn.thinking_tokens},
+            "total_tokens": turn.input_tokens + turn.output_tokens + turn.thinking_tokens}
 
 
 def _items(turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -84,8 +85,8 @@ def _chat_chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None)
 
 def _chat(turn: Turn, body: dict[str, Any]) -> Response:
     cid, model = f"chatcmpl-{next(_ids)}", str(body.get("model", "gpt"))
-    usage = {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
-             "total_tokens": turn.input_tokens + turn.output_tokens,
+    usage = {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens + turn.thinking_tokens,
+             "total_tokens": turn.input_tokens + turn.output_tokens + turn.thinking_tokens,
              "prompt_tokens_details": {"cached_tokens": turn.cached_tokens}}
     if not body.get("stream"):
         message = {"role": "assistant", "content": turn.text}
