@@ -29,6 +29,7 @@ from typing import Final
 
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import DEFAULT_LEVEL
+from mam.agents.job_env import ProfileEnv
 from mam.agents.profiles import Profile, builtin_profiles, find_executable, load_profiles, resolve
 from mam.agents.tested_clis import KnownCli, known, parse_version
 from mam.agents.workspace_needs import codex_git, codex_git_fix, credentials, gemini_trust, gemini_trust_fix
@@ -56,6 +57,13 @@ class AgentSetup:
     strict: bool = True
     worktree: bool = False
     """Its profile runs each job in a git worktree by default (`"worktree": true`)."""
+    job_env: ProfileEnv | None = None
+    """The variables its profile gives each job (`env`, `permissions_env`): Gemini CLI's trust, Claude Code's
+    `IS_SANDBOX` at `full`. The checks judge the environment a job gets, not the runner's own."""
+
+    def env_of(self, env: Mapping[str, str], level: str | None = None) -> Mapping[str, str]:
+        """`env` as a job at `level` sees it: the profile's variables replace the runner's."""
+        return {**env, **self.job_env.for_level(level)} if self.job_env is not None else env
 
 
 def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tuple[Check, list[AgentSetup]]:
@@ -81,8 +89,10 @@ def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tupl
     for name in chosen:
         profile: Profile = profiles[resolve(name, profiles)]
         levels = {level: list(args) for level, args in (profile.permissions or {}).items()} or None
+        job_env = ProfileEnv(always=dict(profile.env or {}),
+                             levels={k: dict(v) for k, v in (profile.permissions_env or {}).items()})
         setups.append(AgentSetup(name, list(profile.argv), levels, (ceiling or DEFAULT_LEVEL) if levels else None,
-                                 strict=bool(names), worktree=profile.worktree))
+                                 strict=bool(names), worktree=profile.worktree, job_env=job_env))
     return listed, setups
 
 
@@ -165,6 +175,7 @@ def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env:
 def _workspace(name: str, setup: AgentSetup, program: str, root: Path, env: Mapping[str, str], *,
                in_git: bool | None) -> Check:
     base = os.path.basename(program)
+    env = setup.env_of(env)
     if base == "gemini":
         trusted, how = gemini_trust(setup.argv, root, env)
         fix = gemini_trust_fix(root)
@@ -185,7 +196,7 @@ def _root(name: str, setup: AgentSetup, program: str, env: Mapping[str, str]) ->
     asks_sandbox = os.path.basename(program) == "claude" and any(a in ROOT_FULL_ARGS for a in [*full, *setup.argv])
     if not asks_sandbox:
         return ok(name, f"running as root: {program} needs nothing for it")
-    if env.get("IS_SANDBOX") == "1":
+    if setup.env_of(env, "full").get("IS_SANDBOX") == "1":
         return ok(name, "running as root with IS_SANDBOX=1: claude allows `full` (bypassPermissions)")
     if setup.ceiling == "full" or any(a in ROOT_FULL_ARGS for a in setup.argv):
         return failed_or_warned(

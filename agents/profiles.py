@@ -30,6 +30,7 @@ import msgspec
 
 from mam.agents.formats import FORMATS
 from mam.agents.job_args import JobOption
+from mam.agents.job_env import ProfileEnv
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
 from mam.agents.tested_clis import install_hint
@@ -57,6 +58,12 @@ class Profile(msgspec.Struct, frozen=True):
     cannot take it."""
     options_doc: str = ""
     """Where the CLI's documentation says what those arguments do."""
+    env: dict[str, str] | None = None
+    """Variables every job of the profile gets, over the runner's own (`job_env.py`)."""
+    permissions_env: dict[PermissionLevel, dict[str, str]] | None = None
+    """Variables a job at one permission level gets, besides `env`."""
+    env_doc: str = ""
+    """Where the CLI's documentation says what those variables do."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -84,7 +91,7 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
 def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile]) -> None:
     where = f"{path}: profile {name!r}"
     if chosen.alias is not None:
-        if chosen.argv or chosen.format or chosen.permissions or chosen.options:
+        if chosen.argv or chosen.format or chosen.permissions or chosen.options or chosen.env or chosen.permissions_env:
             raise UsageError(f"{where}: an alias has only \"alias\" (and \"doc\"); drop its other keys")
         target = profiles.get(chosen.alias)
         if target is None or target.alias is not None:
@@ -179,6 +186,18 @@ def profile_options(*, command: str | None, profile: str | None, agent: str,
     return {name: list(args) for name, args in chosen.options.items()}
 
 
+def profile_env(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> ProfileEnv | None:
+    """The chosen profile's job variables, for every job and per level (None for `--command`, or a profile
+    without any)."""
+    if command:
+        return None
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
+    if chosen is None or not (chosen.env or chosen.permissions_env):
+        return None
+    return ProfileEnv(always=dict(chosen.env or {}), levels={k: dict(v) for k, v in (chosen.permissions_env or {}).items()})
+
+
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
     """The flag that chose the command, as an error message names it."""
     if command:
@@ -223,5 +242,5 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
 
 
 __all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
-           "find_executable", "load_profiles", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
+           "find_executable", "load_profiles", "profile_env", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
            "unknown_profile"]

@@ -60,6 +60,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import UNSET
 
 from mam.agents.job_broker import DEFAULT_MODE, JobBroker
+from mam.agents.job_env import ProfileEnv
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
@@ -126,6 +127,7 @@ class Runner:
         aliases: list[str] | None = None,
         drain_timeout: float = DRAIN_TIMEOUT,
         options: dict[str, list[str]] | None = None,
+        profile_env: ProfileEnv | None = None,
         labels: dict[str, str] | None = None,
         take_offers: bool = True,
         job_login: str = DEFAULT_MODE,
@@ -181,6 +183,7 @@ class Runner:
             permissions=permissions,
             ceiling=ceiling,
             options=options,
+            profile_env=profile_env,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

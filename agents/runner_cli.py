@@ -15,12 +15,14 @@ from mam.agents.formats import FORMATS
 from mam.agents.job_broker import DEFAULT_MODE as DEFAULT_JOB_LOGIN
 from mam.agents.job_broker import MODES as JOB_LOGIN_MODES
 from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
+from mam.agents.job_env import ProfileEnv
 from mam.agents.profiles import (
     aliases_of,
     check_executable,
     command_for,
     command_source,
     load_profiles,
+    profile_env,
     profile_format,
     profile_options,
     profile_permissions,
@@ -151,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
         source = command_source(command=args.command, profile=args.profile, agent=args.agent)
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
         levels, ceiling = permission_levels(args, workspace, source)
-        report_checks(args.agent, command, levels, ceiling, workspace)
+        job_env = profile_env(
+            command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root)
+        report_checks(args.agent, command, levels, ceiling, workspace, job_env)
         output_format = args.format or profile_format(
             command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
         )
@@ -175,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
             ceiling=ceiling,
             options=profile_options(
                 command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root),
+            profile_env=job_env,
             aliases=served_aliases(args.agent, workspace),
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
             drain_timeout=args.drain_timeout,
@@ -206,14 +211,14 @@ def warn_unread_stream(argv: list[str]) -> None:
 
 
 def report_checks(agent: str, argv: list[str], levels: dict[str, list[str]] | None, ceiling: str | None,
-                  workspace: Workspace) -> None:
+                  workspace: Workspace, job_env: ProfileEnv | None = None) -> None:
     """`mam doctor --agent AGENT`'s agent checks, run at start: one log line for each that is not ok (an
     untested CLI version, no credentials found, an untrusted folder, `full` as root). A missing CLI was
     refused before (`check_executable`); nothing here stops the runner."""
     from mam.agents.doctor import AgentSetup, agent_checks
 
     log = logging.getLogger("mam.agent")
-    for check in agent_checks(AgentSetup(agent, argv, levels, ceiling), root=workspace.root,
+    for check in agent_checks(AgentSetup(agent, argv, levels, ceiling, job_env=job_env), root=workspace.root,
                               workspace_id=workspace.id):
         if check.status in ("warn", "fail"):
             log.warning("doctor: %s %s: %s; fix: %s", check.name, check.status, check.detail, check.fix)

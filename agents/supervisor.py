@@ -32,6 +32,7 @@ from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.job_broker import JobBroker
+from mam.agents.job_env import ProfileEnv, job_environment
 from mam.agents.output import OutputStreamer
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
@@ -47,10 +48,6 @@ from mam.git.worktree import JobTree, Saved, WorktreeError, Worktrees
 log = logging.getLogger("mam.agent")
 
 Put = Callable[[str, ev.AnyEvent], object]
-
-MAX_ENV_STRING = 128 * 1024
-"""Linux refuses to exec with one environment string longer than this (MAX_ARG_STRLEN):
-a longer prompt goes to the agent on stdin only, never into a failed start."""
 
 
 class Ending(Enum):
@@ -87,6 +84,8 @@ class Settings:
     """The runner's `--permissions`: the level of a job that asks none, and the most one may ask."""
     options: dict[str, list[str]] | None = None
     """The profile's job options: how its CLI takes a job's model, turn limit and resumed session (`job_args.py`)."""
+    profile_env: ProfileEnv | None = None
+    """The profile's variables for every job and per permission level (`job_env.py`)."""
     broker_url: str | None = None
     """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
     environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
@@ -117,6 +116,8 @@ class Supervisor:
         """Set when the registry took the release (a state of the next attempt) or refused it."""
         self.budget: BudgetWatch | None = None
         self.budget_reason = ""
+        self.level: str | None = None
+        """The permission level the job runs at (set by `_argv`); None for a command without levels."""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -194,6 +195,7 @@ class Supervisor:
         if refused is not None:
             return refused
         levels = settings.permissions or {}
+        self.level = level
         if level is not None and level not in levels:
             return (f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
                     f"level (it has: {', '.join(levels)})")
@@ -284,22 +286,15 @@ class Supervisor:
         return await anyio.to_thread.run_sync(trees.push, saved)
 
     def _env(self) -> dict[str, str]:
-        workspace = self.settings.workspace
-        env = dict(os.environ) | {
-            "MAM_JOB_ID": self.job_id,
-            "MAM_WORKSPACE": workspace.id,
-            "WORKSPACE_ROOT": str(workspace.root),
-        }
-        if self.settings.job_broker is not None:
-            env["MAM_BROKER_URL"] = self.settings.job_broker.url(self.job_id, self.attempt, env)
-        elif self.settings.broker_url and not env.get("MAM_BROKER_URL"):
-            env["MAM_BROKER_URL"] = self.settings.broker_url
-        env.pop("MAM_PROMPT", None)
-        size = len(f"MAM_PROMPT={self.record.prompt}".encode()) + 1
-        if size <= MAX_ENV_STRING:
-            env["MAM_PROMPT"] = self.record.prompt
-        else:
-            log.info("job %s: the prompt is too long for MAM_PROMPT (%d bytes); it is on stdin only", self.job_id, size)
+        settings = self.settings
+        extra = settings.profile_env.for_level(self.level) if settings.profile_env else {}
+        env, fits = job_environment(base=dict(os.environ), job_id=self.job_id, workspace_id=settings.workspace.id,
+                                    workspace_root=settings.workspace.root, broker_url=settings.broker_url,
+                                    prompt=self.record.prompt, extra=extra)
+        if settings.job_broker is not None:  # the job's own login in place of the runner's (`job_broker`)
+            env["MAM_BROKER_URL"] = settings.job_broker.url(self.job_id, self.attempt, env)
+        if not fits:
+            log.info("job %s: the prompt is too long for MAM_PROMPT; it is on stdin only", self.job_id)
         return env
 
     async def _supervise(self, process: AgentProcess, output: OutputStreamer) -> int:

@@ -51,17 +51,21 @@ def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> No
                                             "--permission-mode", "acceptEdits", "--model", "opus",
                                             "--max-turns", "4", "--max-budget-usd", "0.5", "--resume", "s-1"]
     # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit or budget flag (left out)
-    assert argv_for("codex", job) == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--model", "opus",
-                                      "resume", "s-1", "-"]
+    assert argv_for("codex", job) == ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
+                                      "--model", "opus", "resume", "s-1", "-"]
     assert argv_for("gemini", job)[-4:] == ["--model", "opus", "--resume", "s-1"]
-    assert argv_for("codex", submitted()) == ["codex", "exec", "--json", "--sandbox", "workspace-write", "-"]
+    assert argv_for("codex", submitted()) == ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
+                                              "workspace-write", "-"]
+    assert argv_for("aider", submitted(model="openai/gpt-5")) == [
+        "aider", "--yes-always", "--no-git", "--no-check-update", "--no-show-release-notes", "--no-analytics",
+        "--model", "openai/gpt-5", "--message-file", "/dev/stdin"]
 
 
 def test_a_job_asking_what_its_command_cannot_pass_fails_with_the_reason() -> None:
     why = argv_for("shell", submitted(resumes="j0", resume_session="s-1"))
     assert isinstance(why, str) and "to resume agent session s-1" in why and "runner r1" in why
-    why = argv_for("aider", submitted(model="opus"))
-    assert isinstance(why, str) and "model 'opus'" in why
+    why = argv_for("aider", submitted(resumes="j0", resume_session="s-1"))
+    assert isinstance(why, str) and "to resume agent session s-1" in why
     assert argv_for("shell", submitted(max_turns=3)) == ["sh", "-s"]  # a turn limit it lacks is left out
 
 

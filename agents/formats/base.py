@@ -37,6 +37,8 @@ class Outcome:
     result: str | None = None
     error: str | None = None
     usage: Usage | None = None
+    denials: tuple[str, ...] = ()
+    """The tool calls the CLI refused at its permission level, one line each (tool and target)."""
 
 
 class StreamParser(ABC):

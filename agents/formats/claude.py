@@ -8,10 +8,14 @@ The lines (Claude Code's headless docs and the Agent SDK's message types):
 `error_max_turns`, `error_during_execution`, ...), `is_error`, `result` (the
 final answer, or the error's text), `session_id`, `num_turns`,
 `total_cost_usd`, `usage` {`input_tokens`, `output_tokens`,
-`cache_read_input_tokens`, `cache_creation_input_tokens`}.
+`cache_read_input_tokens`, `cache_creation_input_tokens`}, and
+`permission_denials` (the tool calls its permission mode refused: a Write
+under plan), each shown as `✗ denied: Write /w/notes.md` and kept as the
+job's `denials`.
 
-Claude's `input_tokens` leaves out the tokens read from or written to its
-prompt cache; mam's `input_tokens` counts them all (`cached_input_tokens` is
+The result's `modelUsage` (per model, every call of the run) is read before
+its `usage`, which leaves out subagents' calls. Claude's `input_tokens`
+leaves out the tokens read from or written to its prompt cache; mam's `input_tokens` counts them all (`cached_input_tokens` is
 the part read from the cache), so the three are added up here.
 
 A run stopped before its `result` line (cancelled, timed out, killed) still
@@ -59,11 +63,27 @@ class TokenUsage(Struct):
     cache_creation_input_tokens: int | float | None = None
 
 
+class ModelUsage(Struct):
+    """One model's tokens in the result's `modelUsage`: every call of the run, its subagents' included."""
+
+    inputTokens: int | float | None = None  # noqa: N815 (Claude Code's key)
+    outputTokens: int | float | None = None  # noqa: N815
+    cacheReadInputTokens: int | float | None = None  # noqa: N815
+    cacheCreationInputTokens: int | float | None = None  # noqa: N815
+
+
 class Message(Struct):
     content: list[Block] | str = []
     id: str | None = None
     usage: TokenUsage | None = None
     """The API call's tokens, on each `assistant` line (the Messages API's `message.usage`)."""
+
+
+class Denial(Struct):
+    """One of the result's `permission_denials`: a tool call refused at the run's permission mode."""
+
+    tool_name: str | None = None
+    tool_input: object = None
 
 
 class Line(Struct):
@@ -78,6 +98,8 @@ class Line(Struct):
     total_cost_usd: int | float | None = None
     usage: TokenUsage | None = None
     errors: list[object] | None = None
+    permission_denials: list[Denial] | None = None
+    modelUsage: dict[str, ModelUsage] | None = None  # noqa: N815
 
 
 _decoder = msgspec.json.Decoder(Line)
@@ -106,6 +128,12 @@ class _Tokens:
             self.input = add(add(add(self.input, given), read), written)
         self.output = add(self.output, usage.output_tokens)
         self.read = add(self.read, read)
+
+    @classmethod
+    def of(cls, usage: TokenUsage) -> _Tokens:
+        tokens = cls()
+        tokens.add(usage)
+        return tokens
 
     def add_all(self, other: _Tokens) -> None:
         self.input = add(self.input, other.input)
@@ -160,14 +188,15 @@ class ClaudeStream(StreamParser):
         return "".join(shown)
 
     def _summary(self, line: Line) -> str:
+        denied = "".join(f"✗ denied: {d}\n" for d in _denials(line))
         if self._failed(line):
-            return f"✗ claude: {one_line(self._error(line) or 'error')}\n"
+            return f"{denied}✗ claude: {one_line(self._error(line) or 'error')}\n"
         parts = []
         if line.num_turns is not None:
             parts.append(f"{line.num_turns:g} turns")
         if line.total_cost_usd is not None:
             parts.append(f"${line.total_cost_usd:.4f}")
-        return f"[claude done{': ' + ', '.join(parts) if parts else ''}]\n"
+        return f"{denied}[claude done{': ' + ', '.join(parts) if parts else ''}]\n"
 
     @staticmethod
     def _failed(line: Line) -> bool:
@@ -196,21 +225,38 @@ class ClaudeStream(StreamParser):
         line = self._result
         if line is None:
             return Outcome(complete=False, usage=self.usage_so_far())
-        tokens = line.usage or TokenUsage()
-        read = tokens.cache_read_input_tokens or 0
-        written = tokens.cache_creation_input_tokens or 0
-        given = tokens.input_tokens
+        tokens = _all_models(line.modelUsage) if line.modelUsage else _Tokens.of(line.usage or TokenUsage())
         usage = make_usage(
             cost_usd=line.total_cost_usd,
-            input_tokens=None if given is None else given + read + written,
-            output_tokens=tokens.output_tokens,
-            cached_input_tokens=tokens.cache_read_input_tokens,
+            input_tokens=tokens.input,
+            output_tokens=tokens.output,
+            cached_input_tokens=tokens.read,
             turns=line.num_turns,
             agent_session_id=line.session_id or self._session,
         )
+        denials = _denials(line)
         if self._failed(line):
-            return Outcome(complete=True, error=self._error(line), usage=usage)
-        return Outcome(complete=True, result=line.result, usage=usage)
+            return Outcome(complete=True, error=self._error(line), usage=usage, denials=denials)
+        return Outcome(complete=True, result=line.result, usage=usage, denials=denials)
+
+
+def _all_models(models: dict[str, ModelUsage]) -> _Tokens:
+    """The tokens of every model of the run: the result's `usage` leaves out its subagents' calls (the Agent SDK's
+    cost-tracking docs: modelUsage has all; seen through mam with Claude Code 2.1.197, 230/15 in `usage`, 1230/65
+    in `modelUsage`)."""
+    tokens = _Tokens()
+    for model in models.values():
+        tokens.add(TokenUsage(input_tokens=model.inputTokens, output_tokens=model.outputTokens,
+                              cache_read_input_tokens=model.cacheReadInputTokens,
+                              cache_creation_input_tokens=model.cacheCreationInputTokens))
+    return tokens
+
+
+def _denials(line: Line) -> tuple[str, ...]:
+    """The result's `permission_denials` (Claude Code 2.1.197: {tool_name, tool_use_id, tool_input}), one line
+    each: a Write refused under plan is `Write /w/notes.md`."""
+    return tuple(one_line(f"{d.tool_name or 'tool'} {tool_summary(d.tool_input)}".rstrip())
+                 for d in line.permission_denials or [])
 
 
 __all__ = ["ClaudeStream"]

@@ -10,8 +10,10 @@ or error, `error.message`, `stats` {`total_tokens`, `input_tokens`,
 `output_tokens`, `cached`, `input`, `duration_ms`, `tool_calls`}).
 
 The final answer is the assistant's text after its last tool call. Gemini
-reports tokens (`input_tokens` includes the `cached` ones) but no cost and
-no turn count.
+reports tokens (`input_tokens` includes the `cached` ones; its thinking only
+in `total_tokens`, counted here as output) but no cost and no turn count. A
+result with `status: error` and no message of its own (a blocked response)
+takes the reason of the `error` event before it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ErrorInfo(Struct):
 
 
 class Stats(Struct):
+    total_tokens: int | float | None = None
     input_tokens: int | float | None = None
     output_tokens: int | float | None = None
     cached: int | float | None = None
@@ -124,16 +127,16 @@ class GeminiStream(StreamParser):
     def end(self) -> str:
         return self._show("\n") if self._open else ""
 
-    @staticmethod
-    def _error(line: Line) -> str:
-        return (line.error.message if line.error else None) or "error"
+    def _error(self, line: Line) -> str:
+        """The result's error; a result that names none (a blocked response) takes the `error` event's reason."""
+        return (line.error.message if line.error else None) or self._last_error or "error"
 
     def outcome(self) -> Outcome:
         line = self._result
         stats = line.stats if line is not None and line.stats is not None else Stats()
         usage = make_usage(
             input_tokens=stats.input_tokens,
-            output_tokens=stats.output_tokens,
+            output_tokens=_output(stats),
             cached_input_tokens=stats.cached,
             agent_session_id=self._session,
         )
@@ -142,6 +145,16 @@ class GeminiStream(StreamParser):
         if line.status == "error":
             return Outcome(complete=True, error=self._error(line), usage=usage)
         return Outcome(complete=True, result=self._answer, usage=usage)
+
+
+def _output(stats: Stats) -> int | float | None:
+    """The output tokens, thinking included: Gemini CLI 0.61.0's `output_tokens` leaves out the model's thoughts
+    (the API's `thoughtsTokenCount`), which only `total_tokens` counts (seen through mam: 36 total, 25 in and out);
+    what `total_tokens` has beyond input and output is counted as output, as thinking is billed."""
+    given, into, total = stats.output_tokens, stats.input_tokens, stats.total_tokens
+    if given is None or into is None or total is None:
+        return given
+    return max(given, total - into)
 
 
 __all__ = ["GeminiStream"]

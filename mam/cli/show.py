@@ -53,6 +53,11 @@ def _show_text(record: JobRecord) -> None:
             shown = "\n".join(_attempt_line(attempt) for attempt in value)
         elif key in ("output_seqs", "outputs_missing"):  # [first, last] ranges: `0-41`, `4, 7`
             shown = seq_list(value, shown=32)
+        elif key == "denials":  # one refused tool call a line
+            shown = "\n".join(safe(str(item)) for item in value)
+        elif key == "status" and value in ("succeeded", "failed") and record.denials:
+            count = len(record.denials)
+            shown = f"{value}  ({count} tool call{'s' if count != 1 else ''} denied at its permission level)"
         elif isinstance(value, list):
             shown = safe(", ".join(str(item) for item in value))
         elif isinstance(value, dict):  # one `key: value` a line (git, usage, labels), not one line of JSON

@@ -242,6 +242,14 @@ Outputs = Annotated[
 events keep their bytes."""
 
 
+Denials = Annotated[
+    list[ShortText],
+    Meta(max_length=64, description="The tool calls the agent's CLI refused at the job's permission level, one "
+         "line each (tool and target, e.g. 'Write /w/notes.md'), as its own result listed them."),
+]
+"""`denials` on `succeeded` and `failed`: UNSET (left out) when the agent reported none."""
+
+
 class Heartbeat(Event, tag="heartbeat"):
     runner: AgentName | None = None
 
@@ -252,6 +260,7 @@ class Succeeded(Event, tag="succeeded"):
     git: GitInfo | None = None
     usage: Usage | None | UnsetType = UNSET
     outputs: Outputs | UnsetType = UNSET
+    denials: Denials | UnsetType = UNSET
 
 
 class Failed(Event, tag="failed"):
@@ -260,6 +269,7 @@ class Failed(Event, tag="failed"):
     git: GitInfo | None = None
     usage: Usage | None | UnsetType = UNSET
     outputs: Outputs | UnsetType = UNSET
+    denials: Denials | UnsetType = UNSET
 
 
 class CancelRequested(Event, tag="cancel_requested"):

@@ -156,16 +156,16 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
             return replace(state, last_heartbeat_at=now, last_seen_at=now)
-        case ev.Succeeded(exit_code=code, result=result, git=git, usage=usage):
+        case ev.Succeeded(exit_code=code, result=result, git=git, usage=usage, denials=denials):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
-            return _with_usage(replace(state, status=Status.SUCCEEDED, exit_code=code, result=result,
-                                       finished_at=now, git_at_finish=git), usage)
-        case ev.Failed(exit_code=code, error=error, git=git, usage=usage):
+            return _with_denials(_with_usage(replace(state, status=Status.SUCCEEDED, exit_code=code, result=result,
+                                                     finished_at=now, git_at_finish=git), usage), denials)
+        case ev.Failed(exit_code=code, error=error, git=git, usage=usage, denials=denials):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
-            return _with_usage(replace(state, status=Status.FAILED, exit_code=code, error=error, finished_at=now,
-                                       git_at_finish=git), usage)
+            return _with_denials(_with_usage(replace(state, status=Status.FAILED, exit_code=code, error=error,
+                                                     finished_at=now, git_at_finish=git), usage), denials)
         case ev.CancelRequested(reason=reason, tree=tree):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
             if tree is True:  # `mam cancel --tree`: the projector cancels the jobs under it (mam.contract.cascade)
@@ -203,6 +203,11 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return _illegal(state, event, "blocked")
             return replace(state, status=Status.SUBMITTED)
     return Refusal(f"unhandled event type {ev.event_type(event)!r}")  # pragma: no cover
+
+
+def _with_denials(state: JobRecord, denials: list[str] | UnsetType) -> JobRecord:
+    """The tool calls the agent's CLI refused, kept only when it listed some (else the record's bytes as before)."""
+    return replace(state, denials=list(denials)) if denials else state
 
 
 def _with_usage(state: JobRecord, usage: ev.Usage | None | UnsetType) -> JobRecord:

@@ -129,6 +129,9 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     usage: Usage | UnsetType = UNSET
     """What the agent reported it used (cost, tokens, turns, its session id), from the job's terminal
     event; absent from the file when it reported nothing, so older records keep their bytes."""
+    denials: list[str] | UnsetType = UNSET
+    """The tool calls the agent's CLI refused at the job's permission level (Claude Code's
+    `permission_denials`), from the job's `succeeded` or `failed`; absent when it reported none."""
     cancel_tree: bool | UnsetType = UNSET
     """Its cancel request asked for its whole delegation tree (`mam cancel --tree`): every unfinished job
     under it is cancelled too, each with a reason naming it (absent otherwise)."""
