@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mam.agents.job_env import ProfileEnv
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import DEFAULT_LEVEL
-from mam.agents.job_env import ProfileEnv
 from mam.agents.profiles import Profile, builtin_profiles, find_executable, load_profiles, resolve
 from mam.agents.tested_clis import KnownCli, known, parse_version
 from mam.agents.workspace_needs import codex_git, codex_git_fix, credentials, gemini_trust, gemini_trust_fix

@@ -14,8 +14,8 @@ from mam.agents.drain import drain_seconds, run_until_drained
 from mam.agents.formats import FORMATS
 from mam.agents.job_broker import DEFAULT_MODE as DEFAULT_JOB_LOGIN
 from mam.agents.job_broker import MODES as JOB_LOGIN_MODES
-from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
 from mam.agents.job_env import ProfileEnv
+from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
 from mam.agents.profiles import (
     aliases_of,
     check_executable,
