@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import anyio
 import pytest
@@ -235,7 +236,34 @@ async def test_credentials_are_named_and_their_values_never_printed(ws: Workspac
     assert SECRET not in text and SECRET not in json.dumps(report)
 
 
+BARE_PROFILES: Final = {
+    "gemini": {"argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"},
+    "codex": {"argv": ["codex", "exec", "--json", "-"], "format": "codex-json"},
+    "claude-code": {"argv": ["claude", "-p", "--output-format", "stream-json", "--verbose"],
+                    "format": "claude-stream-json",
+                    "permissions": {"edit": ["--permission-mode", "acceptEdits"],
+                                    "full": ["--permission-mode", "bypassPermissions"]}},
+}
+"""Workspace profiles that replace the built-ins without what those give every job (gemini's trust variable,
+codex's --skip-git-repo-check, claude's IS_SANDBOX at full): what the checks find missing then."""
+
+
+def bare_profiles(ws: WorkspacePaths) -> None:
+    (ws.root / ".mam").mkdir(exist_ok=True)
+    (ws.root / ".mam" / "profiles.json").write_text(json.dumps(BARE_PROFILES))
+
+
+async def test_the_built_in_gemini_and_codex_profiles_run_in_an_untrusted_folder_outside_git(ws: WorkspacePaths) -> None:
+    env = doctor_env(ws, agents_path(ws.root.parent, "gemini", "codex"))
+    _, report, _ = await doctor(ws, env, "--agent", "gemini", "--agent", "codex", "--broker", DEAD_BROKER)
+    checks = by_name(report)
+    assert checks["agent.gemini.workspace"] == {"name": "agent.gemini.workspace", "status": "ok",
+                                                "detail": f"{ws.root}: GEMINI_CLI_TRUST_WORKSPACE=true", "fix": None}
+    assert checks["agent.codex.workspace"]["status"] == "ok" and "--skip-git-repo-check" in checks["agent.codex.workspace"]["detail"]
+
+
 async def test_gemini_needs_a_trusted_folder_and_codex_a_git_repository(ws: WorkspacePaths) -> None:
+    bare_profiles(ws)
     env = doctor_env(ws, agents_path(ws.root.parent, "gemini", "codex"))
     _, report, _ = await doctor(ws, env, "--broker", DEAD_BROKER)  # not asked for: warnings
     checks = by_name(report)
@@ -272,6 +300,10 @@ async def test_a_worktree_runner_needs_a_git_repository(ws: WorkspacePaths) -> N
 async def test_full_as_root_needs_is_sandbox_for_claude(ws: WorkspacePaths) -> None:
     path = agents_path(ws.root.parent, "claude")
     args = ("--agent", "claude-code", "--permissions", "full", "--broker", DEAD_BROKER)
+    _, report, text = await doctor(ws, doctor_env(ws, path), *args)
+    root = by_name(report)["agent.claude-code.root"]
+    assert root["status"] == "ok" and "IS_SANDBOX=1" in root["detail"], "the built-in profile sets it at full"
+    bare_profiles(ws)
     _, report, text = await doctor(ws, doctor_env(ws, path), *args)
     root = by_name(report)["agent.claude-code.root"]
     assert root["status"] == "fail" and "IS_SANDBOX=1" in root["detail"]
@@ -322,6 +354,7 @@ async def test_mam_agent_refuses_a_missing_cli_in_one_line_with_its_install_line
 
 async def test_mam_agent_reports_its_checks_at_start_and_serves(ws: WorkspacePaths) -> None:
     port = free_port()
+    bare_profiles(ws)  # a gemini profile without the trust variable: the folder is untrusted
     env = doctor_env(ws, agents_path(ws.root.parent, "gemini"))
     async with up_process(ws.root, ws.elsewhere, port):
         runner = Daemon([str(BIN / "mam-agent"), "--agent", "gemini", "--workspace", str(ws.root), "--broker",
