@@ -289,6 +289,9 @@ class Projection(Holding):
             return f"{exc}; run `mam rebuild --verify`"
         except PathRefused as exc:
             raise stop_for(exc) from None
+        if state.record is not None and outcome.event_id in state.seen:
+            staged.duplicate(job_id, event)  # a resend: recorded already, whatever became of the job since
+            return None
         signed = None if outcome.signed is None else outcome.signed.decode()
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event,
