@@ -8,6 +8,7 @@ import msgspec
 import pytest
 from test_runner_units import FakeClient
 
+from mam.agents.delivery import shows_recorded
 from mam.agents.outbox import Outbox
 from mam.agents.receipts import Awaits, Kept, Receipts, awaits, settled
 from mam.contract import events as ev
@@ -132,3 +133,18 @@ async def test_the_outbox_sends_a_kept_event_again_byte_for_byte_until_its_state
         tg.cancel_scope.cancel()
     assert client.calls[2] == client.calls[0] and msgspec.json.decode(client.calls[0])["id"] == sent.id
     assert len(client.calls) == 3
+
+
+def test_after_a_resend_a_state_counts_as_the_verdict_when_it_shows_the_events_effect() -> None:
+    submitted = ev.Submitted(prompt="p", agent="a", id="s1")
+    assert shows_recorded(record(Status.CLAIMED, last_event_id="c1"), submitted), "a runner claimed it since"
+    assert not shows_recorded(record(Status.CLAIMED, last_event_id="c1"), ev.Submitted(prompt="other", agent="a",
+                                                                                        id="s2")), "another job's"
+    asked = ev.InputRequested(question="q", id="q1")
+    assert shows_recorded(record(Status.RUNNING, question_id="q1", last_event_id="x"), asked)
+    answer = ev.InputProvided(answer="yes", question_id="q1", id="a1")
+    assert shows_recorded(record(Status.RUNNING, question_id="q1", last_event_id="x"), answer)
+    assert not shows_recorded(record(Status.WAITING, question_id="q1", last_event_id="x"), answer)
+    assert shows_recorded(record(Status.RUNNING, cancel_requested_at="t", last_event_id="x"),
+                          ev.CancelRequested(id="k1"))
+    assert not shows_recorded(record(Status.RUNNING, last_event_id="x"), ev.Progress(message="m", id="p1"))
