@@ -289,8 +289,10 @@ class Projection(Holding):
             return f"{exc}; run `mam rebuild --verify`"
         except PathRefused as exc:
             raise stop_for(exc) from None
-        if state.record is not None and outcome.event_id in state.seen:
-            staged.duplicate(job_id, event)  # a resend: recorded already, whatever became of the job since
+        if state.record is not None and outcome.event_id in state.seen and not isinstance(event, ev.Heartbeat):
+            # A resend: recorded already, whatever became of the job since. Not a heartbeat: runners never
+            # send one again, and a copied one is the replay checks' to judge.
+            staged.duplicate(job_id, event)
             return None
         signed = None if outcome.signed is None else outcome.signed.decode()
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
