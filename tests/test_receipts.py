@@ -11,6 +11,7 @@ from test_runner_units import FakeClient
 from mam.agents.delivery import shows_recorded
 from mam.agents.outbox import Outbox
 from mam.agents.receipts import Awaits, Kept, Receipts, awaits, settled
+from mam.agents.resender import Resender
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 from mam.contract.topics import Topics
@@ -148,3 +149,18 @@ def test_after_a_resend_a_state_counts_as_the_verdict_when_it_shows_the_events_e
     assert shows_recorded(record(Status.RUNNING, cancel_requested_at="t", last_event_id="x"),
                           ev.CancelRequested(id="k1"))
     assert not shows_recorded(record(Status.RUNNING, last_event_id="x"), ev.Progress(message="m", id="p1"))
+
+
+async def test_a_stopping_runner_waits_a_bounded_time_for_confirmation_and_names_what_it_could_not_confirm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outbox = Outbox(Topics("ws"), by="r1", window=8)
+    outbox.put("job-a", ev.Succeeded(exit_code=0, outputs=0), 1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.send, FakeClient())
+        with anyio.fail_after(5):
+            await outbox.drained()
+        with caplog.at_level("WARNING", logger="mam.agent"):
+            await Resender(outbox).confirmed(0.05)
+        tg.cancel_scope.cancel()
+    assert "1 event(s) the projector has not confirmed within 0.05s (job, events): job-a (1)" in caplog.text
