@@ -47,8 +47,9 @@ still runs then, or at a second signal, is released back to the queue (the
 attempt kept in `attempts`); a job submitted with `--no-requeue` is stopped
 and handed back `failed` instead. A claim that lands while it stops is
 released at once. Then the outbox is flushed (for a bounded time), the
-status goes `offline`, and it disconnects; before that it waits (`CONFIRM_TIMEOUT`) for the projector
-to record what is kept, and says how many events it could not confirm.
+projector is given `CONFIRM_TIMEOUT` seconds to record what is kept (a
+warning counts the events it did not), the status goes `offline`, and it
+disconnects.
 """
 
 from __future__ import annotations
