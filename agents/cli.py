@@ -250,7 +250,7 @@ def run_submit(args: argparse.Namespace) -> int:
                 _print_published(job_id, await pub.publish_served(job_id, event), args.json)
                 return 0
             if args.follow:
-                await pub.client.subscribe(pub.topics.events(job_id), qos=1)
+                await pub.subscribe(pub.topics.events(job_id))  # again on a new connection
                 record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
             else:
                 record, runners = await _submit_and_look(pub, job_id, event, args.timeout)

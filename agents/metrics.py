@@ -49,3 +49,9 @@ def families(runner: Runner) -> Iterator[Any]:
                                  labels=["agent"]), [agent], len(runner.outbox))
     yield _one(GaugeMetricFamily("mam_runner_outbox_bytes", "What those events weigh", labels=["agent"]),
                [agent], runner.outbox.bytes)
+    receipts = runner.outbox.receipts
+    yield _one(GaugeMetricFamily("mam_runner_unconfirmed_events", "Events the broker acknowledged that the "
+                                 "projector has not shown recorded yet (kept to send again)", labels=["agent"]),
+               [agent], len(receipts))
+    yield _one(CounterMetricFamily("mam_runner_resent_events", "Kept events sent again (a broker may have lost "
+                                   "them)", labels=["agent"]), [agent], receipts.resent)

@@ -7,6 +7,12 @@ entry leaves only once it and everything before it were acknowledged
 (aiomqtt's QoS 1 `publish` returns on PUBACK). When the connection drops,
 what is left is sent again, from the oldest entry, over the next one: the
 broker and the projector see every event, in the order it was made.
+
+A broker's acknowledgement is not the end of an event that moves its job
+(`receipts.py`): it is kept until the projector's signed state of the job
+shows it recorded (`settle`), and `resend` puts what is still unconfirmed
+back in line, byte for byte, when the projector comes back online or an
+event stays unconfirmed for long; `confirmed` waits for all of it.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import aiomqtt
 import anyio
 import msgspec
 
+from mam.agents.receipts import Kept, Receipts, awaits
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey
+from mam.contract.record import JobRecord
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 
@@ -54,13 +62,17 @@ class Entry:
     topic: str
     payload: bytes
     acked: bool = False
+    job_id: str = ""
+    event_id: str = ""
 
 
 class Outbox:
     def __init__(
-        self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES, key: RunnerKey | None = None
+        self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES, key: RunnerKey | None = None,
+        receipts: Receipts | None = None,
     ) -> None:
-        """`key`: the runner instance's key; every event put in is signed with it (`mam.contract.identity`)."""
+        """`key`: the runner instance's key; every event put in is signed with it (`mam.contract.identity`).
+        `receipts`: where the events kept until the projector records them are held (`receipts.py`)."""
         self.topics = topics
         self.by = by
         self.key = key
@@ -75,6 +87,7 @@ class Outbox:
         self._changed = Wakeup()
         self.put_counts: dict[str, int] = {}
         """Events put in so far, by type (read by `metrics.py`)."""
+        self.receipts = receipts or Receipts()
 
     @property
     def bytes(self) -> int:
@@ -94,19 +107,55 @@ class Outbox:
             changes["by"] = self.by
         return msgspec.structs.replace(event, **changes) if changes else event
 
-    def put(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
-        """Queue one event for the job; return it as it will be sent (with its id)."""
+    def put(self, job_id: str, event: ev.AnyEvent, attempt: int | None = None) -> ev.AnyEvent:
+        """Queue one event for the job; return it as it will be sent (with its id). With `attempt` (the
+        job's attempt it belongs to), an event that moves the job is kept until its state shows it recorded."""
         event = self.stamp(event)
         payload = ev.encode_event(event)
         if self.key is not None:
             payload = self.key.sign_event(job_id, payload)
-        self._entries.append(Entry(self._made, self.topics.events(job_id), payload))
-        self._made += 1
-        self._bytes += len(payload)
+        topic, event_id = self.topics.events(job_id), event.id or ""
+        self._append(topic, payload, job_id, event_id)
+        want = awaits(event, attempt) if attempt is not None else None
+        if want is not None:
+            self.receipts.keep(Kept(job_id, event_id, topic, payload, want))
         kind = ev.event_type(event)
         self.put_counts[kind] = self.put_counts.get(kind, 0) + 1
-        self._changed.notify()
         return event
+
+    def _append(self, topic: str, payload: bytes, job_id: str, event_id: str) -> None:
+        self._entries.append(Entry(self._made, topic, payload, job_id=job_id, event_id=event_id))
+        self._made += 1
+        self._bytes += len(payload)
+        self._changed.notify()
+
+    def settle(self, record: JobRecord) -> int:
+        """A (verified) state of a job: forget the kept events it shows recorded; how many."""
+        done = self.receipts.settle(record)
+        if done:
+            self._changed.notify()
+        return done
+
+    def refused(self, job_id: str, event_id: str) -> None:
+        """The projector refused one of the job's events: it is not sent again."""
+        if self.receipts.refused(job_id, event_id):
+            self._changed.notify()
+
+    def awaiting(self, job_id: str) -> bool:
+        """Whether events of the job wait for its state to show them recorded."""
+        return self.receipts.awaiting(job_id)
+
+    def resend(self, *, everything: bool = False) -> int:
+        """Put the kept events the projector has not recorded back in line (those unconfirmed for long, or
+        with `everything` all the broker acknowledged), as they were first sent; how many."""
+        kept = self.receipts.due(anyio.current_time(), everything=everything)
+        for entry in kept:
+            self._append(entry.topic, entry.payload, entry.job_id, entry.event_id)
+        return len(kept)
+
+    async def confirmed(self) -> None:
+        """Return once the broker acknowledged every event put in and the projector recorded every kept one."""
+        await self._changed.until(lambda: not self._entries and not self.receipts)
 
     async def room(self) -> None:
         """Return once the outbox holds less than `max_bytes` (back-pressure for output)."""
@@ -152,6 +201,7 @@ class Outbox:
         finally:
             slots.release()
         entry.acked = True
+        self.receipts.acked(entry.job_id, entry.event_id, anyio.current_time())
         while self._entries and self._entries[0].acked:
             self._bytes -= len(self._entries.popleft().payload)
         self._changed.notify()

@@ -12,7 +12,6 @@ not verify is ignored, with one warning per job (`mam.contract.signing`).
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 import typing
 import uuid
@@ -25,6 +24,7 @@ import anyio
 import msgspec
 
 from mam.agents.cli_limits import resume_fields
+from mam.agents.delivery import Delivery
 from mam.agents.inside_job import default_parent
 from mam.client.failover import open_client
 from mam.client.inbox import messages
@@ -32,7 +32,7 @@ from mam.client.mqtt import unreachable
 from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.broker_list import Brokers
-from mam.contract.errors import MamError, NoProjector, Refused, UsageError
+from mam.contract.errors import MamError, NoProjector, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.record import JobRecord
 from mam.contract.signing import StateReader
@@ -84,6 +84,10 @@ class Publisher:
         self._states: StateReader | None = None
         self.projector: ProjectorStatus | None = None
         """The projector's latest status seen by `publish_and_wait` (and `publish_served`)."""
+        self._also: list[str] = []
+        self.can_reconnect = True
+        """Whether a connection lost while waiting for a verdict is replaced (`reconnect`) and the event sent
+        again; False for a publisher on someone else's connection."""
 
     async def __aenter__(self) -> Publisher:
         try:
@@ -226,31 +230,51 @@ class Publisher:
         """
         event = self.stamp(event)
         assert event.id is not None
-        client = self.client
         try:
-            await client.subscribe(
-                [(self.topics.projector_status, 1), (self.topics.state(job_id), 1), (self.topics.rejected, 1)]
-            )
+            await self.subscribe_for_verdict(job_id)
             await self._wait_projector(PROJECTOR_WAIT)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
-        # From here on the event may be recorded whatever happens to this connection:
-        # a failure is "no verdict", never "unreachable", so nobody resubmits blindly.
+        # From here on the event may be recorded whatever happens to this connection: it is sent again
+        # (same id) until the verdict comes (`delivery.py`), and a failure is "no verdict", never
+        # "unreachable", so nobody resubmits blindly.
+        delivery = Delivery(self, job_id, event)
         try:
             with anyio.fail_after(timeout):
-                await client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1, timeout=math.inf)
-                return await self._wait_outcome(job_id, event.id)
+                return await delivery.run()
         except TimeoutError:
+            lost = f" (the connection to {self.broker.url} was lost: {delivery.lost})" if delivery.lost else ""
             raise WaitTimeout(
                 f"job {job_id!r}: published, but no verdict (recorded or refused) came within {timeout:g}s"
-                f"{self._degraded_clause()}; it may still be recorded: check `mam show {job_id}` before "
+                f"{lost}{self._degraded_clause()}; it may still be recorded: check `mam show {job_id}` before "
                 "resubmitting, or raise --timeout"
             ) from None
-        except aiomqtt.MqttError as exc:
+        except aiomqtt.MqttError as exc:  # a connection this publisher cannot replace (a shared one's channel)
             raise WaitTimeout(
                 f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({exc})"
                 f"{self._degraded_clause()}; it may be recorded: check `mam show {job_id}` before resubmitting"
             ) from None
+
+    async def subscribe_for_verdict(self, job_id: str) -> None:
+        """The topics a verdict comes on (and those `subscribe` added), on the current connection."""
+        topics = [self.topics.projector_status, self.topics.state(job_id), self.topics.rejected, *self._also]
+        await self.client.subscribe([(topic, 1) for topic in dict.fromkeys(topics)])
+
+    async def subscribe(self, topic: str) -> None:
+        """Subscribe, and again on the connection that replaces this one if it is lost while waiting."""
+        self._also.append(topic)
+        await self.client.subscribe(topic, qos=1)
+
+    async def reconnect(self) -> None:
+        """Replace a lost connection (raises `aiomqtt.MqttError` when no broker answers)."""
+        old, self._client = self._client, None
+        if old is not None:
+            with anyio.move_on_after(1):
+                try:
+                    await old.__aexit__(None, None, None)
+                except aiomqtt.MqttError:
+                    pass
+        self._client = await open_client(self.broker, keepalive=30)
 
     def _degraded_clause(self) -> str:
         """`: the projector is degraded: REASON` when its latest status says so, else nothing."""
@@ -259,7 +283,7 @@ class Publisher:
             return ""
         return f": the projector is degraded: {status.detail or 'no reason given'}"
 
-    def _saw_status(self, status: ProjectorStatus | None) -> None:
+    def saw_status(self, status: ProjectorStatus | None) -> None:
         """Keep the projector's latest status; say at once (one line on stderr, through logging)
         when it turns degraded, since a verdict may then not come until it recovers."""
         if status is None:
@@ -328,7 +352,7 @@ class Publisher:
             async for message in messages(self.client):
                 if str(message.topic) == self.topics.projector_status:
                     status = decode_projector_status(_payload(message))
-                    self._saw_status(status)
+                    self.saw_status(status)
                     if status is not None and status.status != "offline":
                         if not stale(status, utc_now()):
                             return
@@ -346,23 +370,6 @@ class Publisher:
             f"no projector is online for workspace {self.workspace.id!r} on {self.broker.url} (nothing published); "
             "start one with `mam up` or `mam-projector` in this workspace, or check --broker / MAM_BROKER_URL"
         )
-
-    async def _wait_outcome(self, job_id: str, event_id: str) -> JobRecord:
-        state_topic = self.topics.state(job_id)
-        states = self.states
-        async for message in messages(self.client):
-            topic = str(message.topic)
-            if topic == state_topic:
-                record = states.record(topic, _payload(message))
-                if record is not None and record.last_event_id == event_id:
-                    return record
-            elif topic == self.topics.rejected:
-                refusal = states.refusal(_payload(message))
-                if refusal is not None and refusal.get("event_id") == event_id:
-                    raise Refused(f"the projector refused the event: {refusal.get('reason')}")
-            elif topic == self.topics.projector_status:
-                self._saw_status(decode_projector_status(_payload(message)))
-        raise aiomqtt.MqttError("the broker closed the connection")
 
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
         """The job's retained state, or `None` if the broker holds none in time."""

@@ -31,6 +31,14 @@ goes away the jobs keep running, the runner reconnects with backoff (0.5 s
 doubling to 5 s), announces itself online again with the same epoch, reads
 the states again, and sends what the outbox holds, oldest first.
 
+A broker's acknowledgement is not enough (`receipts.py`): a broker that forgets
+(no persistence) acknowledges what it then drops, before the projector has
+subscribed again. So every event that moves a job (claim, start, output,
+outcome, release) is kept until the job's signed state shows it recorded;
+when the projector announces itself online (on each connection, or after it
+was offline or restarted) everything still kept is sent again, and an event
+unconfirmed for `RESEND_AFTER` seconds (doubling) is sent again meanwhile.
+
 SIGINT/SIGTERM stop it gracefully (`drain.py` turns the signals into
 `stop()` and `release_now()`): it claims nothing more and says `draining` in
 its status, and its running jobs get `drain_timeout` seconds to finish. What
@@ -39,7 +47,9 @@ still runs then, or at a second signal, is released back to the queue (the
 attempt kept in `attempts`); a job submitted with `--no-requeue` is stopped
 and handed back `failed` instead. A claim that lands while it stops is
 released at once. Then the outbox is flushed (for a bounded time), the
-status goes `offline`, and it disconnects.
+projector is given `CONFIRM_TIMEOUT` seconds to record what is kept (a
+warning counts the events it did not), the status goes `offline`, and it
+disconnects.
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ from msgspec import UNSET
 from mam.agents.job_broker import DEFAULT_MODE, JobBroker
 from mam.agents.job_env import ProfileEnv
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
+from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.client.failover import Rotation, subscribe_required
@@ -91,6 +102,8 @@ RETRY_MAX = 5.0
 KEEPALIVE = 10
 FLUSH_TIMEOUT = 10.0
 """On stop, how long to wait for the broker to take the events still in the outbox."""
+CONFIRM_TIMEOUT = 10.0
+"""On stop, how long then to wait for the projector to record the events kept for it (`receipts.py`)."""
 OFFER_MARGIN = 0.8
 """An offer is claimed only within this share of its lease (counted from when it arrived, the projector's from
 when it sent it)."""
@@ -165,6 +178,8 @@ class Runner:
         statuses, and the projector takes nothing else for its jobs (docs/design.md, Runner identity)."""
         self.outbox = Outbox(self.topics, by=self.agent_id, key=self.key)
         self.job_broker = JobBroker(broker, workspace.id, self.key, job_login)
+        self.resender = Resender(self.outbox)
+        """Sends again what the projector has not recorded (`resender.py`)."""
         self.pinned = key if isinstance(key, str) else None
         self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
         self.follow_key = follow_key and not isinstance(key, str)
@@ -282,6 +297,8 @@ class Runner:
             await self.outbox.drained()
         if self.outbox:
             log.warning("stopping with %d event(s) the broker never acknowledged", len(self.outbox))
+            return
+        await self.resender.confirmed(CONFIRM_TIMEOUT)
 
     async def _stay_connected(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
@@ -303,6 +320,7 @@ class Runner:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.outbox.send, client)
                         tg.start_soon(self._publish_status, client)
+                        tg.start_soon(self.resender.run)
                         await self._listen(client)
             except* aiomqtt.MqttError as group:
                 error = group.exceptions[0]
@@ -324,6 +342,7 @@ class Runner:
         client = await self.rotation.open(
             lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
         )
+        self.resender.connected()
         try:
             if self.states.key is None:
                 await self._learn_key(client)
@@ -409,6 +428,7 @@ class Runner:
             status = decode_projector_status(payload)
             if status is not None:
                 self._job_logins(bool(status.job_logins))
+            self.resender.projector_seen(status)
             if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
                 await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
             if not self.follow_key or status is None or status.public_key is None:
@@ -421,6 +441,7 @@ class Runner:
         elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
+                self.outbox.settle(record)
                 self._on_state(record)
 
     def _job_logins(self, taken: bool) -> None:
@@ -436,13 +457,16 @@ class Runner:
         not verified or decoded at all (with 50 runners, every state goes to each of them)."""
         parsed = self.topics.parse(topic)
         job_id = parsed.job_id if parsed is not None else None
-        return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered)
+        return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered
+                                       or self.outbox.awaiting(job_id))
 
     def _on_refusal(self, payload: bytes) -> None:
         """A refused claim of this runner's frees its slot; the job's state will say the rest. A refusal
         of a running job's event goes to its supervisor (a refused release hands the job back `failed`)."""
         refusal = self.states.refusal(payload)
         job_id = refusal.get("job_id") if refusal else None
+        if isinstance(job_id, str) and refusal is not None:
+            self.outbox.refused(job_id, str(refusal.get("event_id")))
         job = self.active.get(job_id) if isinstance(job_id, str) else None
         if job is not None and refusal is not None:
             job.refused(str(refusal.get("event_id")), str(refusal.get("reason")))
@@ -510,7 +534,7 @@ class Runner:
         log.debug("job %s: claiming it at version %d", job_id, version)
         claim = self.outbox.put(
             job_id, ev.Claimed(runner=self.agent_id, epoch=self.epoch, expected_version=version,
-                               runner_key=self.key.public)
+                               runner_key=self.key.public), attempt
         )
         self.claim_ids[job_id] = claim.id or ""
 

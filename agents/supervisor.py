@@ -47,7 +47,8 @@ from mam.git.worktree import JobTree, Saved, WorktreeError, Worktrees
 
 log = logging.getLogger("mam.agent")
 
-Put = Callable[[str, ev.AnyEvent], object]
+Put = Callable[[str, ev.AnyEvent, int], object]
+"""The runner's outbox: (job id, event, the attempt it belongs to)."""
 
 
 class Ending(Enum):
@@ -148,7 +149,8 @@ class Supervisor:
     def _send_release(self, outputs: int) -> None:
         if self.release_id is not None:
             return
-        sent = self.settings.put(self.job_id, ev.Released(reason=self.release_reason[:256], outputs=outputs))
+        sent = self.settings.put(self.job_id, ev.Released(reason=self.release_reason[:256], outputs=outputs),
+                                 self.attempt)
         self.release_id = getattr(sent, "id", None) or ""
         log.info("job %s: releasing it to the queue (%s)", self.job_id, self.release_reason)
 
@@ -185,7 +187,7 @@ class Supervisor:
         if self.release_id is not None and self.release_refusal is None:
             return  # released: the job is the next attempt's; what this agent still does is void
         self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)
-        self.settings.put(self.job_id, event)
+        self.settings.put(self.job_id, event, self.attempt)
 
     def _argv(self) -> list[str] | str:
         """The job's command, its permission level's arguments in place; or why it cannot run here."""

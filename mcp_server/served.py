@@ -45,6 +45,7 @@ class ChannelPublisher(Publisher):
     def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel) -> None:
         super().__init__(workspace, broker, by=BY)
         self._channel = channel
+        self.can_reconnect = False  # the shared connection reconnects; a lost wait fails as before
 
     @property
     def client(self) -> Any:  # a Channel stands in for the aiomqtt client

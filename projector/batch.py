@@ -47,6 +47,9 @@ class Batch:
     rejections: list[Rejection] = field(default_factory=list)
     parked: ParkedWrites = field(default_factory=ParkedWrites)
     duplicates: int = 0
+    echoed: set[str] = field(default_factory=set)
+    """Jobs a duplicate arrived for (a resend of what the log holds): their states are published again,
+    so its sender sees it recorded even when the broker lost the state it first got."""
     accepted: int = 0
     held: int = 0
     """Events parked in this batch."""
@@ -76,8 +79,7 @@ class Batch:
     ) -> Refusal | None:
         """Fold one accepted event into `state` (in place) and stage its writes."""
         if event_id in state.seen:
-            self.duplicates += 1
-            self.count("duplicate", ev.event_type(event))
+            self.duplicate(job_id, event)
             return None
         result = apply(state.record, event, Context(job_id, workspace, event_id, received_at))
         if isinstance(result, Refusal):
@@ -98,6 +100,12 @@ class Batch:
         if isinstance(event, ev.Submitted):
             self.metas.append(_meta(result, event, event_id))
         return None
+
+    def duplicate(self, job_id: str, event: ev.AnyEvent) -> None:
+        """An event the job's log already holds: acknowledged as recorded, not applied again."""
+        self.duplicates += 1
+        self.count("duplicate", ev.event_type(event))
+        self.echoed.add(job_id)
 
     def count(self, outcome: str, kind: str) -> None:
         key = (outcome, kind)

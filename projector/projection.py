@@ -312,6 +312,11 @@ class Projection(Holding):
             return f"{exc}; run `mam rebuild --verify`"
         except PathRefused as exc:  # a link at its record or log: this job's events only are refused
             return job_refusal(exc)
+        if state.record is not None and outcome.event_id in state.seen and not isinstance(event, ev.Heartbeat):
+            # A resend: recorded already, whatever became of the job since. Not a heartbeat: runners never
+            # send one again, and a copied one is the replay checks' to judge.
+            staged.duplicate(job_id, event)
+            return None
         signed = None if outcome.signed is None else outcome.signed.decode()
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event,

@@ -70,14 +70,14 @@ class Views:
         await self.republish_refused(client, staged)
 
     async def republish_refused(self, client: aiomqtt.Client, staged: Batch) -> None:
-        """The state of each job an event was refused for, once per batch, unless the batch published it.
+        """The state of each job an event was refused for, or a duplicate came for (a resend: the state
+        shows its sender the event recorded), once per batch, unless the batch published it.
 
         Cheap at any registry size: no retained state is read, only the refused jobs' cached records
         are looked up (the fold has just read them), and a refusal is rare. Any refusal counts, not
         only `expected_version`: a cancel of a job a stale state shows running is refused too."""
         done: set[str] = set(staged.records)
-        for rejection in staged.rejections:
-            job_id = rejection.job_id
+        for job_id in [rejection.job_id for rejection in staged.rejections] + sorted(staged.echoed):
             if job_id is None or job_id in done:
                 continue
             done.add(job_id)

@@ -123,14 +123,21 @@ def documented_mosquitto_conf(port: int, data: Path) -> str:
     return text + f"user {getpass.getuser()}\n"
 
 
+def installed_mosquitto_conf(port: int) -> str:
+    """mosquitto as a package installs it: no persistence (sessions, queued messages and retained
+    messages are gone after a restart), the default queue and in-flight limits."""
+    return f"listener {port} 127.0.0.1\nallow_anonymous true\nlog_dest stderr\nuser {getpass.getuser()}\n"
+
+
 @contextmanager
-def mosquitto_broker(tmp: Path) -> Iterator[RunningBroker]:
+def mosquitto_broker(tmp: Path, *, persistence: bool = True) -> Iterator[RunningBroker]:
+    """mosquitto with docs/mosquitto.conf; with `persistence=False`, as installed (it forgets on restart)."""
     binary = require_binary("mosquitto")
     port = free_port()
     data = tmp / "mosquitto-data"
     data.mkdir(parents=True, exist_ok=True)
     conf = tmp / "mosquitto.conf"
-    conf.write_text(documented_mosquitto_conf(port, data))
+    conf.write_text(documented_mosquitto_conf(port, data) if persistence else installed_mosquitto_conf(port))
     cmd = [binary, "-c", str(conf)]
     proc = _spawn(cmd, tmp / "mosquitto.log")
     running = RunningBroker("mosquitto", port, proc, cmd, tmp / "mosquitto.log")

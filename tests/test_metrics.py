@@ -96,6 +96,7 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
     assert value(runner, "mam_runner_output_events_total", agent="claude-code") >= 1
     assert value(runner, "mam_runner_events_published_total", agent="claude-code", type="claimed") == 1
     assert value(runner, "mam_runner_outbox_events", agent="claude-code") >= 0
+    assert value(runner, "mam_runner_unconfirmed_events", agent="claude-code") >= 0
 
     # A projector started again counts the jobs the query index holds, before any event arrives.
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--metrics-port", str(projector_port))):
@@ -176,6 +177,7 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
     from prometheus_client import generate_latest
 
     from mam.agents import metrics as runner_metrics
+    from mam.agents.receipts import Receipts
     from mam.broker import metrics as broker_metrics
     from mam.cli.metrics import new_registry
     from mam.projector.metrics import ProjectorMetrics
@@ -187,7 +189,7 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
     registry = new_registry()
     ProjectorMetrics().register(registry)
     broker_metrics.register(SimpleNamespace(_broker=None, spool=SimpleNamespace(queues={})), registry)  # type: ignore[arg-type]
-    runner = SimpleNamespace(agent="a", active={}, outbox=Outbox(put_counts={}, bytes=0))
+    runner = SimpleNamespace(agent="a", active={}, outbox=Outbox(put_counts={}, bytes=0, receipts=Receipts()))
     runner_metrics.register(runner, registry)  # type: ignore[arg-type]
     exported = set()
     for family in text_string_to_metric_families(generate_latest(registry).decode()):

@@ -1,0 +1,76 @@
+"""When the runner sends again what the projector has not recorded (`receipts.py` says what that is).
+
+Two moments. The projector announcing itself online on the runner's connection (its first status
+there, or one after it was offline, degraded or restarted): it has just subscribed, and anything a
+forgetful broker acknowledged before that (to nobody) is sent again at once, all of it. And, while
+it is online, an event it leaves unconfirmed for `RESEND_AFTER` seconds (doubling per send, at most
+`RESEND_MAX`): a broker can lose what it acknowledged without any connection dropping (a NATS node
+whose store had not taken it). Resends are byte-identical; the projector counts the ones it holds as
+duplicates.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from mam.agents.outbox import Outbox
+from mam.agents.receipts import RESEND_AFTER
+from mam.contract.status import ProjectorStatus
+
+log = logging.getLogger("mam.agent")
+
+CHECK_EVERY = 1.0
+"""How often the runner looks for kept events unconfirmed for `RESEND_AFTER` seconds."""
+
+
+class Resender:
+    """Decides when the outbox's kept events go out again."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.projector: ProjectorStatus | None = None
+        """The projector's latest status on the current connection (None: none seen on it yet)."""
+
+    def connected(self) -> None:
+        """A new connection: the projector's first status on it sends everything kept again."""
+        self.projector = None
+
+    def projector_seen(self, status: ProjectorStatus | None) -> None:
+        if status is None:
+            return
+        was, self.projector = self.projector, status
+        if status.status != "online":
+            return
+        if was is not None and was.status == "online" and was.started_at == status.started_at:
+            return  # its heartbeat
+        sent = self.outbox.resend(everything=True)
+        if sent:
+            log.info("the projector is online: sent again %d event(s) it had not recorded yet", sent)
+
+    async def run(self) -> None:
+        """While the projector is online, send again what it leaves unconfirmed for long."""
+        while True:
+            await anyio.sleep(CHECK_EVERY)
+            if self.projector is None or self.projector.status != "online":
+                continue
+            sent = self.outbox.resend()
+            if sent:
+                log.info("sent again %d event(s) the projector had not recorded %gs or more after the broker "
+                         "took them", sent, RESEND_AFTER)
+
+
+    async def confirmed(self, timeout: float) -> None:
+        """Wait (at most `timeout`) until the projector recorded everything kept; say what it did not."""
+        with anyio.move_on_after(timeout):
+            await self.outbox.confirmed()
+        unconfirmed = self.outbox.receipts.by_job()
+        if unconfirmed:
+            jobs = ", ".join(f"{job_id} ({count})" for job_id, count in sorted(unconfirmed.items())[:10])
+            log.warning("stopping with %d event(s) the projector has not confirmed within %gs (job, events): %s%s; "
+                        "a broker that keeps what it acknowledges still delivers them", sum(unconfirmed.values()),
+                        timeout, jobs, " ..." if len(unconfirmed) > 10 else "")
+
+
+__all__ = ["CHECK_EVERY", "Resender"]
