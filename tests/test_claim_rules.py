@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_order import Harness
 from test_runner_support import agent_runner, log_events, submit
 
 from mam.contract import events as ev
@@ -93,6 +94,34 @@ def test_a_heartbeat_not_newer_than_the_last_taken_for_its_claim_is_refused() ->
     assert order.refusal("k", record, first, mark_of(record, ev.Heartbeat(seq=5))) is not None
     order.forget("j")
     assert "j" not in order.marks
+
+
+def test_a_resent_started_of_a_job_released_since_is_a_duplicate_not_a_refusal(tmp_path: Path) -> None:
+    """A runner resends what it is not sure arrived, with the same ids: an event the job's log holds is
+    acknowledged as the duplicate it is, whatever the job's status now."""
+    h, key = Harness(tmp_path), RunnerKey()
+    claim = {"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public}
+    started = signed(key, "j", {"type": "started", "id": "st", "runner": "r"})
+    h.fold(("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'), ("j", signed(key, "j", claim)),
+           ("j", started), ("j", signed(key, "j", {"type": "released", "id": "rel", "reason": "stopping"})))
+    assert h.logged("j")[-1] == ("released", "rel")
+    again = h.fold(("j", started))
+    assert again.duplicates == 1 and not again.rejections
+    fresh = h.fold(("j", signed(key, "j", {"type": "started", "id": "st2", "runner": "r"})))
+    assert "no runner holds a claim" in fresh.rejections[0].reason
+
+
+def test_after_a_restart_a_heartbeat_not_newer_than_the_last_logged_one_is_refused(tmp_path: Path) -> None:
+    h, key = Harness(tmp_path), RunnerKey()
+    life = [{"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public},
+            {"type": "started", "id": "st", "runner": "r"}, {"type": "heartbeat", "id": "hb5", "seq": 5}]
+    h.fold(("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'),
+           *[("j", signed(key, "j", body)) for body in life])
+    assert h.logged("j")[-1] == ("heartbeat", "hb5")
+    h.projection = h.fresh()  # a restart: nothing in memory, the log says seq 5
+    old = h.fold(("j", signed(key, "j", {"type": "heartbeat", "id": "hb3", "seq": 3})))
+    assert "seq 3 is not above 5" in old.rejections[0].reason
+    assert not h.fold(("j", signed(key, "j", {"type": "heartbeat", "id": "hb6", "seq": 6}))).rejections
 
 
 # --- on real brokers -------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, publish, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:

@@ -38,6 +38,8 @@ from support import (
     wait_projector_online,
 )
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 RECOVERY = 30.0
 """Every event is recorded within this many seconds of killing the projector's node."""
 QUIET = logging.getLogger("test_failover.publisher")

@@ -22,6 +22,8 @@ from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, Daemon, Watch, child_env, publish, tree_snapshot, wait_for_state, wait_projector_online
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
 

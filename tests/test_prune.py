@@ -14,6 +14,7 @@ import gzip
 import json
 
 import anyio
+import pytest
 
 from mam.contract import events as ev
 from mam.contract.topics import Topics
@@ -28,6 +29,8 @@ from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import BIN, Watch, _client, mam, publish, run, tree_snapshot
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
 def sent(kind: str, event_id: str, **fields: object) -> bytes:

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
@@ -17,6 +18,8 @@ from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import mam, publish, run, tree_snapshot, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 JOBS = [f"job-{n}" for n in range(4)]
 

@@ -21,6 +21,8 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id, write_job
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 PRECIOUS = b"precious bytes that are no job's record\n"
 STOPPED = "stopping the projector (unacknowledged events wait with the broker)"
 
@@ -277,6 +279,7 @@ async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
         async with Watch(amqtt.url, f"mam/{ws_id}/projector/status") as status:
+            await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", event("claimed", "e2c", runner="r"))
             await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", event("started", "e2"))
             degraded = await status.json(lambda s: s["status"] == "degraded")
             assert f"refusing to write through a symlink at {shown(link)}" in degraded["detail"]
