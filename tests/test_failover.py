@@ -38,8 +38,6 @@ from support import (
     wait_projector_online,
 )
 
-pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
-
 RECOVERY = 30.0
 """Every event is recorded within this many seconds of killing the projector's node."""
 QUIET = logging.getLogger("test_failover.publisher")
@@ -252,6 +250,7 @@ async def _status_moved(urls: list[str], topics: Topics, pid: int, dead: str) ->
             await anyio.sleep(0.2)  # reconnect backoff
 
 
+@pytest.mark.unsigned_runners
 async def test_killing_the_projectors_nats_node_fails_over_without_losing_or_doubling_an_event(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -19,8 +19,6 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import mam, publish, run, tree_snapshot, wait_for_state
 
-pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
-
 JOBS = [f"job-{n}" for n in range(4)]
 
 
@@ -55,6 +53,7 @@ def verify(ws: WorkspacePaths, *extra: str) -> list[str]:
     return mam("rebuild", "--verify", "--workspace", str(ws.root), *extra)
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_live_projector_passes_and_leaves_the_tree_untouched(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -68,6 +67,7 @@ async def test_verify_beside_a_live_projector_passes_and_leaves_the_tree_untouch
     assert after == before, "verify wrote, created or removed something"
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -85,6 +85,7 @@ async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
         assert result.returncode == 0 and report["differing"] == report["missing"] == [], report
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_flight_not_differing(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -111,6 +112,7 @@ async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_fli
         assert report["differing"] == report["missing"] == [], report
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_live_projector_still_reports_a_damaged_record(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:

@@ -21,8 +21,6 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id, write_job
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
 
-pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
-
 PRECIOUS = b"precious bytes that are no job's record\n"
 STOPPED = "stopping the projector (unacknowledged events wait with the broker)"
 
@@ -137,6 +135,7 @@ async def test_a_link_at_a_jobs_own_path_stops_the_projector_and_writes_nothing_
         assert f"refusing to read through a symlink at {shown(link)}".encode() in read.stderr
 
 
+@pytest.mark.unsigned_runners
 async def test_links_under_a_job_the_projector_holds_are_replaced_never_followed(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
 ) -> None:
@@ -268,6 +267,7 @@ async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_l
 
 
 
+@pytest.mark.unsigned_runners
 async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
 ) -> None:
