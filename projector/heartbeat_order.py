@@ -10,7 +10,9 @@ for the job's current claim (`Mark`, the record's `claimed_at` naming the
 claim). A heartbeat that is not newer is refused: a `seq` not above the last,
 or, from an older runner that sends no `seq`, a `ts` not later. For a job
 claimed with a key, a heartbeat with neither cannot be told from a replay and
-is refused too.
+is refused too. The last heartbeat taken, sent again with its id (a runner's
+resend after a reconnect whose acknowledgement was lost), is the duplicate it
+is: acknowledged, not refused, and it renews nothing.
 
 The marks live in memory and survive a reconnect; after a restart a job's mark
 is its last logged heartbeat's (`replay` keeps it in `JobState.beat`), so only
@@ -34,11 +36,12 @@ class Mark:
     """The record's `claimed_at` when it was taken: the claim it belongs to."""
     seq: int | None
     ts: datetime | None
+    event_id: str | None = None
 
 
 def mark_of(record: JobRecord, beat: ev.Heartbeat) -> Mark:
     ts = beat.ts if beat.ts is None or beat.ts.tzinfo is not None else beat.ts.replace(tzinfo=UTC)
-    return Mark(record.claimed_at, beat.seq if isinstance(beat.seq, int) else None, ts)
+    return Mark(record.claimed_at, beat.seq if isinstance(beat.seq, int) else None, ts, beat.id)
 
 
 def refusal(job_id: str, record: JobRecord, beat: ev.Heartbeat, last: Mark | None) -> str | None:
@@ -79,6 +82,11 @@ class HeartbeatOrder:
             if mark is not None and mark.claim == record.claimed_at:
                 return mark
         return None
+
+    def resent(self, job_id: str, record: JobRecord, beat: ev.Heartbeat, logged: Mark | None) -> bool:
+        """Whether `beat` is the last heartbeat taken for the claim, sent again with its id."""
+        last = self.last(job_id, record, logged)
+        return last is not None and beat.id is not None and beat.id == last.event_id
 
     def refusal(self, job_id: str, record: JobRecord, beat: ev.Heartbeat, logged: Mark | None) -> str | None:
         return refusal(job_id, record, beat, self.last(job_id, record, logged))

@@ -304,6 +304,10 @@ class Projection(Holding):
             return forged  # before anything renews its lease or holds it
         beat = event if isinstance(event, ev.Heartbeat) and not duplicate and state.record is not None else None
         if beat is not None and state.record is not None:
+            if self.beats.resent(job_id, state.record, beat, state.beat):
+                staged.duplicates += 1
+                staged.count("duplicate", "heartbeat")
+                return None  # the last one taken, sent again: it renews nothing
             if replayed := self.beats.refusal(job_id, state.record, beat, state.beat):
                 return replayed
             if self.heartbeats.skip(job_id, state.record, beat, parse_time(received_at)):

@@ -76,10 +76,12 @@ def test_started_or_cancelled_for_a_job_no_runner_holds_is_refused(status: Statu
 
 def test_a_heartbeat_not_newer_than_the_last_taken_for_its_claim_is_refused() -> None:
     record, order = held(runner_key=RunnerKey().public), HeartbeatOrder()
-    first = ev.Heartbeat(seq=1, ts=T0)
+    first = ev.Heartbeat(id="hb1", seq=1, ts=T0)
     assert order.refusal("j", record, first, None) is None
     order.took("j", record, first)
-    assert "seq 1 is not above 1" in (order.refusal("j", record, first, None) or "")
+    assert order.resent("j", record, first, None), "the last one taken, again: a duplicate"
+    assert not order.resent("j", record, ev.Heartbeat(id="other", seq=1), None)
+    assert "seq 1 is not above 1" in (order.refusal("j", record, ev.Heartbeat(id="other", seq=1), None) or "")
     assert order.refusal("j", record, ev.Heartbeat(seq=2, ts=T0), None) is None, "seq decides, not ts"
     again = held(runner_key=record.runner_key, claimed_at="2026-01-01T00:09:00Z")
     assert order.refusal("j", again, first, None) is None, "a new claim counts afresh"
@@ -194,9 +196,10 @@ async def test_a_workspace_that_takes_unsigned_runners_takes_a_claim_without_a_k
 async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_lease_ends(
     ws: WorkspacePaths, mosquitto: RunningBroker
 ) -> None:
-    """A runner claims, starts, sends two heartbeats and dies. Its second heartbeat (not logged: it only
-    renewed the lease) and its first (logged) are published again and again by someone who captured them:
-    the first counts as the duplicate it is, the second is refused as a replay, and the job is lost."""
+    """A runner claims, starts, sends three heartbeats and dies. Its heartbeats are published again and
+    again by someone who captured them: the first (logged) and the last (the last taken) count as the
+    duplicates they are, the second (not logged: it only renewed the lease) is refused as a replay, and
+    the job is lost when its lease ends."""
     ws_id, url = workspace_id(ws.root), mosquitto.url
     job, topic, key = "job-dead", f"mam/{ws_id}/jobs/job-dead/events", RunnerKey()
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--lease", "3")):
@@ -204,7 +207,7 @@ async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_leas
         await wait_for_state(url, ws_id, job)
         life = [{"type": "claimed", "runner": "r", "epoch": "e1", "runner_key": key.public, "expected_version": 1},
                 {"type": "started", "runner": "r"}, {"type": "heartbeat", "runner": "r", "seq": 1},
-                {"type": "heartbeat", "runner": "r", "seq": 2}]
+                {"type": "heartbeat", "runner": "r", "seq": 2}, {"type": "heartbeat", "runner": "r", "seq": 3}]
         sent = [signed(key, job, {"id": f"life-{n}", **body}) for n, body in enumerate(life)]
         async with _client(url) as client:
             for payload in sent:
@@ -215,15 +218,15 @@ async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_leas
             async def replay() -> None:
                 async with _client(url) as client:
                     while True:
-                        await client.publish(topic, sent[3], qos=1)
-                        await client.publish(topic, sent[2], qos=1)
+                        for payload in sent[2:]:
+                            await client.publish(topic, payload, qos=1)
                         await anyio.sleep(0.5)
 
             tg.start_soon(replay)
             reasons = await _refusals(rejected, {"life-3"})
             lost = await wait_for_state(url, ws_id, job, lambda r: r["status"] == "lost", timeout=30)
             tg.cancel_scope.cancel()
-    assert "refused as a replay" in reasons["life-3"] and "seq 2 is not above 2" in reasons["life-3"], reasons
+    assert "refused as a replay" in reasons["life-3"] and "seq 2 is not above 3" in reasons["life-3"], reasons
     assert "no sign of life" in (lost["error"] or ""), lost
     assert [e["id"] for e in log_events(ws, job)][:4] == ["s", "life-0", "life-1", "life-2"]
 
