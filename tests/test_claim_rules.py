@@ -28,7 +28,7 @@ from mam.projector.identity import claim_refusal, event_refusal
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
-from support import Watch, _client, publish, wait_for_state
+from support import BIN, Watch, _client, publish, run, wait_for_state
 
 MOCK = f"{sys.executable} {Path(__file__).parent / 'mock_agent.py'}"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -179,7 +179,7 @@ async def test_a_workspace_that_takes_unsigned_runners_takes_a_claim_without_a_k
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     job, topic = "job-old", f"mam/{ws_id}/jobs/job-old/events"
-    async with up_process(ws.root, ws.elsewhere, port):
+    async with up_process(ws.root, ws.elsewhere, port) as daemon:
         await submit(url, ws, job, "by hand")
         async with Watch(url, f"mam/{ws_id}/rejected") as rejected:
             await publish(url, topic, b'{"type":"started","id":"too-early","runner":"old"}')
@@ -191,6 +191,19 @@ async def test_a_workspace_that_takes_unsigned_runners_takes_a_claim_without_a_k
             await publish(url, topic, json.dumps({"id": f"old-{n}", **body}).encode())
         done = await wait_for_state(url, ws_id, job, lambda r: r["status"] == "succeeded")
     assert done["runner"] == "old" and "runner_key" not in done
+    assert "takes claims without a runner key" in daemon.output(), "mam up says so at start"
+
+
+async def test_an_unsigned_runners_that_is_not_true_or_false_stops_the_projector_in_one_line(
+    ws: WorkspacePaths, mosquitto: RunningBroker
+) -> None:
+    (ws.root / ".mam").mkdir()
+    (ws.root / ".mam" / "config.json").write_text(json.dumps({"unsigned_runners": "yes"}))
+    projector = [str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)]
+    result = await run(projector, cwd=ws.elsewhere, timeout=30)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "unsigned_runners: 'yes' is not true or false" in err, err
+    assert "Traceback" not in err
 
 
 async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_lease_ends(
