@@ -104,9 +104,9 @@ class Projection(Holding):
         self.runners: dict[str, AgentStatus] = {}
         """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
         self.fleet_limits = fleet_limits.load(workspace.root)
+        """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
         self.unsigned_runners = runner_trust.load(workspace.root)
         """`.mam/config.json` `unsigned_runners`: claims that name no runner key are taken (`projector/identity.py`)."""
-        """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
         self.dispatcher = dispatcher
         if dispatcher is not None:
             dispatcher.limits = self.fleet_limits
