@@ -342,9 +342,13 @@ class Supervisor:
         return self._release_answered.is_set() and self.release_refusal is None
 
     async def _beat(self) -> None:
+        """A heartbeat every `heartbeat` seconds, numbered 1, 2, ... (`seq`, signed like the rest): the
+        projector refuses one not above the last it took, so a copy replayed later renews nothing."""
+        seq = 0
         while True:
             await anyio.sleep(self.settings.heartbeat)
-            self._put(ev.Heartbeat(runner=self.settings.runner_id))
+            seq += 1
+            self._put(ev.Heartbeat(runner=self.settings.runner_id, seq=seq))
 
     @property
     def record(self) -> JobRecord:

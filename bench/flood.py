@@ -32,7 +32,7 @@ import anyio
 
 from mam.registry import refusal_files
 
-from _common import BIN, interleaved, wait_online
+from _common import BIN, interleaved, takes_unsigned_runners, wait_online
 from brokers import free_port, wait_for_port
 
 MB = 1024 * 1024
@@ -41,6 +41,7 @@ MB = 1024 * 1024
 async def start_up(ws: str, root: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     """`mam up` on a free port, its output into `log` (a pipe nobody reads would stall it once full)."""
     port = free_port()
+    takes_unsigned_runners(root)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(root), "--workspace-id", ws, *extra],

@@ -17,9 +17,19 @@ from mam.client.inbox import messages
 from mam.client.mqtt import make_client
 from mam.contract import events as ev
 from mam.contract.broker_url import parse_broker_url
+from mam.contract.identity import RunnerKey
 
 PUBLISH_TIMEOUT = 10.0
 """A publish not acknowledged in this long is tried again on a new connection (same event id)."""
+SYNTHETIC_KEY = RunnerKey()
+"""The synthetic jobs' runner key: their claims name it and every runner event is signed by it, as
+mam-agent's are (only a signed claim starts a job)."""
+
+
+def encode(job: str, event: ev.AnyEvent) -> bytes:
+    """An event as published: a runner's (anything but a submit) signed with `SYNTHETIC_KEY`."""
+    payload = ev.encode_event(event)
+    return payload if isinstance(event, ev.Submitted) else SYNTHETIC_KEY.sign_event(job, payload)
 
 
 @dataclass
@@ -69,7 +79,7 @@ class Publisher:
                         pass
 
     async def send(self, job: str, event: ev.AnyEvent, *, resend: bool = False) -> None:
-        payload = ev.encode_event(event)
+        payload = encode(job, event)
         topic = f"mam/{self.ws}/jobs/{job}/events"
         while True:
             client = await self._connected()
@@ -95,7 +105,7 @@ class Publisher:
         async def one(event: ev.AnyEvent) -> None:
             try:
                 with anyio.fail_after(PUBLISH_TIMEOUT):
-                    await client.publish(f"mam/{self.ws}/jobs/{job}/events", ev.encode_event(event), qos=1)
+                    await client.publish(f"mam/{self.ws}/jobs/{job}/events", encode(job, event), qos=1)
             except (aiomqtt.MqttError, TimeoutError, OSError):
                 failed.append(event)
                 return
@@ -260,7 +270,7 @@ def synthetic_events(job_id: str, rng: random.Random) -> tuple[str, list[ev.AnyE
     text = ("y" * rng.randint(2000, 8000) + "\n") if mode == "long" else "synthetic line\n"
     body: list[ev.AnyEvent] = [
         ev.Submitted(id=f"{job_id}-s", prompt=f"soak synthetic {job_id}", agent="soak-synthetic"),
-        ev.Claimed(id=f"{job_id}-c", runner="soak-synthetic"),
+        ev.Claimed(id=f"{job_id}-c", runner="soak-synthetic", runner_key=SYNTHETIC_KEY.public),
         ev.Started(id=f"{job_id}-r", runner="soak-synthetic", counts_outputs=True),
         *(ev.Output(id=f"{job_id}-o{i}", text=f"{i} {text}", seq=i) for i in range(n)),
         ev.Succeeded(id=f"{job_id}-z", exit_code=0, result="ok", outputs=n),

@@ -17,8 +17,9 @@ Without a file (`Policy`):
 - a job's own login (`job:<id>`, `mam up` with a password file): `mam.broker.job_logins`
   decides, with or without a file.
 
-The projector's topics (`jobs/+/state`, `rejected`, `projector/status`) are
-written only by the workspace's projector. Under `mam up` it publishes
+The projector's topics (`jobs/+/state`, `rejected`, `projector/status`, and
+the offers it makes runners, `agents/+/offers`) are written only by the
+workspace's projector. Under `mam up` it publishes
 in-process, so no network client may write them at all; under an anonymous
 `mam-broker` only the client id `mam-projector-<ws>` may (client ids are no
 secret: the signatures of `mam.contract.signing` remain the real guard); with an ACL
@@ -152,7 +153,7 @@ def projector_topic(topic: str) -> str | None:
         return None
     rest = levels[2:]
     owned = rest in (["rejected"], ["projector", "status"]) or (
-        len(rest) == 3 and rest[0] == "jobs" and rest[2] == "state"
+        len(rest) == 3 and ((rest[0], rest[2]) == ("jobs", "state") or (rest[0], rest[2]) == ("agents", "offers"))
     )
     return levels[1] if owned else None
 
@@ -211,7 +212,7 @@ class Policy:
             own = user.removeprefix("projector-")
             rules += [
                 Rule(_ACCESS["write"], f"mam/{own}/{rest}")
-                for rest in ("jobs/+/state", "rejected", "projector/status")
+                for rest in ("jobs/+/state", "rejected", "projector/status", "agents/+/offers")
                 if own and not any(c in own for c in "+#/")
             ]
         return rules

@@ -28,6 +28,7 @@ class Holding:
     parking: Parking
     _leftovers: list[str]
     open_jobs: dict[str, JobRecord]
+    unsigned_runners: bool
 
     def _known(self, job_id: str) -> JobState | None:
         raise NotImplementedError
@@ -104,7 +105,7 @@ class Holding:
                 if bound is not None:
                     waiting.append(self._bounded(entry, bound))
                     continue
-                if forged := _forged(state.record, job_id, entry):
+                if forged := _forged(state.record, job_id, entry, self.unsigned_runners):
                     self._refuse_parked(staged, entry, forged, received_at)
                     continue
                 refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
@@ -143,7 +144,7 @@ class Holding:
         output that never came, say); any other is refused with the reason."""
         job_id = entry.event.job_id or ""
         state = self._known(job_id)
-        forged = _forged(state.record if state is not None else None, job_id, entry)
+        forged = _forged(state.record if state is not None else None, job_id, entry, self.unsigned_runners)
         if forged:
             self._refuse_parked(staged, entry, forged, received_at)
             return
@@ -167,6 +168,8 @@ class Holding:
         )
 
 
-def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry) -> str | None:
-    """Why a held event may not be applied: its job was claimed with a key that does not sign it."""
-    return event_refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode())
+def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool) -> str | None:
+    """Why a held event may not be applied: its job was claimed with a key that does not sign it, a claim
+    without a key or not signed by it, a `started` for a job no runner holds (`projector/identity.py`)."""
+    return event_refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode(),
+                         unsigned_runners=unsigned_runners)

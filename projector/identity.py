@@ -5,14 +5,21 @@ events (`events.SIGNED_TYPES`) only signed by that key; anything else for it
 is refused with the reason, on `rejected`. A runner status (its will above
 all) of an instance holding such a job counts only if it verifies with that
 key; an `offline` that does not is ignored and its refusal published, so a
-client that copied the runner's epoch cannot end its jobs. A job claimed
-without a key (a runner of an older release) is not protected: everything
-stays as it was.
+client that copied the runner's epoch cannot end its jobs.
+
+Only a signed claim starts a job: a `claimed` must name a `runner_key` and be
+signed by it, unless the workspace allows unsigned runners
+(`mam.contract.runner_trust`); and a runner's `started` or `cancelled` for a
+job no runner holds (submitted, blocked, retrying) is refused, so no bare
+`started` skips the claim's checks (labels, fleet limits, the key). A job
+claimed without a key (allowed that way, or before this rule) is not
+protected: everything stays as it was.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from msgspec import UNSET
 from msgspec.structs import replace
@@ -20,16 +27,29 @@ from msgspec.structs import replace
 from mam.contract import events as ev
 from mam.contract import identity, inferred_start, output_accounting
 from mam.contract.record import JobRecord
+from mam.contract.release import HELD
 from mam.contract.signing import BadSignature
 from mam.contract.status import AgentStatus
 
+NEED_A_HOLDER: Final = frozenset({"started", "cancelled"})
+"""Runner events refused at once for a job no runner holds. The runner's other events of such a job
+(`parking.AFTER_A_CLAIM`) wait for the claim they follow, and are refused when that wait ends."""
 
-def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None) -> str | None:
-    """Why `event` may not be applied to `record` (its runner's key does not sign it), or None.
+
+def event_refusal(
+    record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None, *, unsigned_runners: bool = False
+) -> str | None:
+    """Why `event` may not be applied to `record`, or None: a claim that names no key (unless
+    `unsigned_runners`) or that its key does not sign, a `started`/`cancelled` for a job no runner
+    holds, or a runner event its claim's key does not sign.
 
     A finished job is left to the fold, whose reason (a finished job never changes) is the one that
     holds whoever sent the event; except a late output the record names as missing, which the fold
     would take, and a late `started` after an inferred one (`mam.contract.inferred_start`)."""
+    if isinstance(event, ev.Claimed):
+        return claim_refusal(job_id, event, signed, unsigned_runners=unsigned_runners)
+    if (unheld := unclaimed_refusal(record, job_id, event)) is not None:
+        return unheld
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
         return None
     if record.status.terminal and not output_accounting.fills_gap(record, event) \
@@ -44,6 +64,34 @@ def event_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent, sig
         return (f"job {job_id!r} was claimed by runner {record.runner!r} with key {record.runner_key}: "
                 f"only that runner may publish its {kind!r}, and this one {exc}; not applied")
     return None
+
+
+def claim_refusal(job_id: str, claim: ev.Claimed, signed: bytes | None, *, unsigned_runners: bool) -> str | None:
+    """Why a claim is refused for who makes it: it names no key (and the workspace does not take unsigned
+    runners), or the key it names does not sign it. None: the fold judges it."""
+    if not isinstance(claim.runner_key, str):
+        if unsigned_runners:
+            return None
+        return (f"job {job_id!r}: claim by {claim.runner!r} refused: it names no runner_key. A runner signs its claim "
+                "and events with a key of its own (mam-agent does; by hand: docs/remote-runners.md#a-runner-of-your-own), "
+                'or the workspace takes unsigned runners: "unsigned_runners": true in .mam/config.json')
+    try:
+        if signed is None:
+            raise BadSignature("it carries no signature")
+        identity.verify(signed, claim.runner_key, identity.event_context(job_id))
+    except BadSignature as exc:
+        return f"job {job_id!r}: claim by {claim.runner!r} refused: it names runner_key {claim.runner_key} but {exc}"
+    return None
+
+
+def unclaimed_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent) -> str | None:
+    """Why a runner's `started` or `cancelled` is refused for a job no runner holds, or None."""
+    kind = ev.event_type(event)
+    if record is None or kind not in NEED_A_HOLDER or record.status.terminal or record.status in HELD:
+        return None
+    return (f"job {job_id!r} is {record.status.value}: no runner holds a claim on it, so its {kind!r} is refused; "
+            "a runner publishes 'claimed' (signed, naming its runner_key) and waits for the job's state to name it "
+            "before it starts the job")
 
 
 def verified_status(status: AgentStatus, payload: bytes, open_jobs: Iterable[JobRecord]) -> AgentStatus | str:

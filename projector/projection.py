@@ -17,7 +17,7 @@ from typing import Protocol
 
 import msgspec
 
-from mam.contract import cascade, fleet_limits, tree_budget
+from mam.contract import cascade, fleet_limits, runner_trust, tree_budget
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status, decode_record
 from mam.contract.status import AgentStatus
@@ -37,6 +37,7 @@ from mam.projector.dispatch import Dispatcher, claim_refusal, group_of
 from mam.projector.handling import PASSED_THROUGH, HandlingFailed, payload_of, presence
 from mam.projector.handling import checked as checked_ingest
 from mam.projector.heartbeat_log import HeartbeatLog
+from mam.projector.heartbeat_order import HeartbeatOrder
 from mam.projector.holding import Holding
 from mam.projector.identity import event_refusal
 from mam.projector.index_startup import load_from_index
@@ -96,6 +97,8 @@ class Projection(Holding):
         """Draws the retries' jitter; the draw is written into the derived event, never drawn again."""
         self.heartbeats = HeartbeatLog(limits.heartbeat_log_every)
         """Which heartbeats are logged; the others' times renew leases in memory (`heartbeat_log.py`)."""
+        self.beats = HeartbeatOrder()
+        """The last heartbeat taken for each held job: a replayed one is refused (`heartbeat_order.py`)."""
         self.prunes: list[tuple[str, ev.Pruned]] = []
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
         self.budget_trees = BudgetTrees()
@@ -104,6 +107,8 @@ class Projection(Holding):
         """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
         self.fleet_limits = fleet_limits.load(workspace.root)
         """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
+        self.unsigned_runners = runner_trust.load(workspace.root)
+        """`.mam/config.json` `unsigned_runners`: claims that name no runner key are taken (`projector/identity.py`)."""
         self.dispatcher = dispatcher
         if dispatcher is not None:
             dispatcher.limits = self.fleet_limits
@@ -321,11 +326,21 @@ class Projection(Holding):
         if state.record is None and ev.event_type(event) in PARKABLE and self.parking.limits.hold > 0:
             return self._park(staged, job_id, ParkedEntry(parked_at=received_at, topic=topic, event=event,
                                                           signed=signed))
-        if forged := event_refusal(state.record, job_id, event, outcome.signed):
+        duplicate = outcome.event_id in state.seen  # acknowledged as such below, changing nothing
+        if not duplicate and (forged := event_refusal(state.record, job_id, event, outcome.signed,
+                                                      unsigned_runners=self.unsigned_runners)):
             return forged  # before anything renews its lease or holds it
-        if isinstance(event, ev.Heartbeat) and self.heartbeats.skip(job_id, state.record, event,
-                                                                    parse_time(received_at)):
-            return None  # acknowledged, not logged: it renews the lease in memory
+        beat = event if isinstance(event, ev.Heartbeat) and not duplicate and state.record is not None else None
+        if beat is not None and state.record is not None:
+            if self.beats.resent(job_id, state.record, beat, state.beat):
+                staged.duplicates += 1
+                staged.count("duplicate", "heartbeat")
+                return None  # the last one taken, sent again: it renews nothing
+            if replayed := self.beats.refusal(job_id, state.record, beat, state.beat):
+                return replayed
+            if self.heartbeats.skip(job_id, state.record, beat, parse_time(received_at)):
+                self.beats.took(job_id, state.record, beat)
+                return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         guard = guard or self._prune_refusal(state, job_id, event) or self._budget_refusal(state, job_id, event)
         guard = guard or self._routing_refusal(staged, state, event)
@@ -339,6 +354,8 @@ class Projection(Holding):
         refusal = staged.add_event(state, job_id, self.workspace.id, event, outcome.event_id, received_at)
         if refusal is not None:
             return refusal.reason
+        if beat is not None and state.record is not None:
+            self.beats.took(job_id, state.record, beat)
         if isinstance(event, ev.Submitted) and event.parent:
             self.children.setdefault(event.parent, set()).add(job_id)
             self.budget_trees.accepted(job_id, event.parent, self._record)
@@ -441,6 +458,7 @@ class Projection(Holding):
             else:
                 self.open_jobs.pop(job_id, None)
                 self.heartbeats.forget(job_id)
+                self.beats.forget(job_id)
             self.dependents.track(record)
             if record.parent:
                 siblings = self.children.setdefault(record.parent, set())

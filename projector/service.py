@@ -255,6 +255,9 @@ class Projector:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
         outcome = await anyio.to_thread.run_sync(self.index.start, cut_off)
         (log.info if outcome == "current" else log.warning)("query index: %s", outcome)
+        if self.projection.unsigned_runners:
+            log.warning("this workspace takes claims without a runner key (.mam/config.json: unsigned_runners): "
+                        "such jobs are not protected, anyone who may publish their events speaks for them")
         if self.metrics is not None:
             await anyio.to_thread.run_sync(self.metrics.start_from_index, self.workspace.registry_dir)
         connected_once = False

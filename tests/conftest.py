@@ -7,6 +7,7 @@ never write into a real workspace or publish to a real broker.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,12 +59,32 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     assert not list(cwd.iterdir()), f"the test wrote into the caller's cwd: {list(cwd.iterdir())}"
 
 
+UNSIGNED = "unsigned_runners"
+"""A test (or module: `pytestmark = pytest.mark.unsigned_runners`) that publishes a runner's events by hand,
+claims without a key: its `ws` takes unsigned runners (`allow_unsigned_runners`)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
+
+
+def allow_unsigned_runners(root: Path) -> None:
+    """`<root>/.mam/config.json` says `"unsigned_runners": true` (kept beside what it says already): the
+    workspace takes claims that name no runner key, as a client by hand makes them."""
+    config = root / ".mam" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**data, UNSIGNED: True}))
+
+
 @pytest.fixture
-def ws(tmp_path: Path) -> WorkspacePaths:
+def ws(tmp_path: Path, request: pytest.FixtureRequest) -> WorkspacePaths:
     root = tmp_path / "workspace"
     root.mkdir()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    if request.node.get_closest_marker(UNSIGNED) is not None:
+        allow_unsigned_runners(root)
     return WorkspacePaths(root=root, elsewhere=elsewhere)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from msgspec.structs import replace
 from test_cli_watch import watching
 from test_runner_support import agent_runner, log_events, submit
@@ -19,6 +20,8 @@ from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, child_env, mam, publish, run, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 # --- the fold -------------------------------------------------------------------------------------------------
 

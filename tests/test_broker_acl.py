@@ -107,11 +107,13 @@ def test_within_agrees_with_topic_matching_for_names(levels: list[str], allowed:
     assert within(name, a_filter) is expected
 
 
-def test_projector_topics_are_state_rejected_and_projector_status() -> None:
+def test_projector_topics_are_state_rejected_projector_status_and_offers() -> None:
     assert projector_topic("mam/ws1/jobs/j/state") == "ws1"
     assert projector_topic("mam/ws1/rejected") == "ws1"
     assert projector_topic("mam/ws1/projector/status") == "ws1"
-    for other in ("mam/ws1/jobs/j/events", "mam/ws1/agents/r/status", "other/ws1/rejected", "mam/ws1/jobs/j/state/x"):
+    assert projector_topic("mam/ws1/agents/r/offers") == "ws1"
+    for other in ("mam/ws1/jobs/j/events", "mam/ws1/agents/r/status", "other/ws1/rejected", "mam/ws1/jobs/j/state/x",
+                  "mam/ws1/agents/r/offers/x", "mam/ws1/jobs/j/offers"):
         assert projector_topic(other) is None
 
 
@@ -121,12 +123,16 @@ def test_the_default_policies() -> None:
     assert not anonymous.may("write", None, "any", "mam/ws1/jobs/j/state")
     assert anonymous.may("write", None, "mam-projector-ws1", "mam/ws1/jobs/j/state")
     assert not anonymous.may("write", None, "mam-projector-ws2", "mam/ws1/rejected")
+    assert not anonymous.may("write", None, "any", "mam/ws1/agents/r/offers")
+    assert anonymous.may("write", None, "mam-projector-ws1", "mam/ws1/agents/r/offers")
+    assert anonymous.may("read", None, "any", "mam/ws1/agents/r/offers")
 
     up = Policy(login=True, workspace="ws1", projector_client="secret")
     assert up.may("write", "u", "c", "mam/ws1/jobs/j/events") and up.may("write", "u", "c", "mam/ws1/agents/r/status")
     assert not up.may("write", "u", "c", "mam/ws2/jobs/j/events")
     assert not up.may("write", "projector-ws1", "mam-projector-ws1", "mam/ws1/jobs/j/state")
     assert up.may("write", "u", "secret", "mam/ws1/jobs/j/state")
+    assert not up.may("write", "u", "c", "mam/ws1/agents/r/offers") and up.may("write", "u", "secret", "mam/ws1/agents/r/offers")
     assert up.may("read", "u", "c", "mam/ws1/#") and not up.may("read", "u", "c", "mam/#")
 
     shared = Policy(login=True)
@@ -134,6 +140,8 @@ def test_the_default_policies() -> None:
     assert not shared.may("write", "u", "mam-projector-ws1", "mam/ws1/jobs/j/state")
     assert shared.may("write", "projector-ws1", "c", "mam/ws1/jobs/j/state")
     assert not shared.may("write", "projector-ws1", "c", "mam/ws2/jobs/j/state")
+    assert shared.may("write", "projector-ws1", "c", "mam/ws1/agents/r/offers")
+    assert not shared.may("write", "u", "c", "mam/ws1/agents/r/offers")
     assert not shared.may("write", "projector-+", "c", "mam/ws2/jobs/j/state")
     assert not shared.may("write", "u", "c", "TopicA") and not shared.may("read", "u", "c", "#")
 

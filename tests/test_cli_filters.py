@@ -19,6 +19,8 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, workspace_id
 from support import mam, publish, run, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 

@@ -21,6 +21,8 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 
 @dataclass
 class Background:

@@ -21,6 +21,8 @@ from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 WAIT = 15_000
 WIDTHS = [pytest.param((1280, 900), id="1280x900"), pytest.param((1920, 1080), id="1920x1080")]
 FITS = "(s) => { const card = document.querySelector(s); return [card.scrollWidth, card.clientWidth]; }"

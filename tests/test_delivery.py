@@ -17,6 +17,8 @@ from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, event, job_streams, projector_process, submit, workspace_id
 from support import Watch, publish, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 
 async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
     from mam.client.mqtt import make_client

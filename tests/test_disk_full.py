@@ -18,7 +18,7 @@ from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
+from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, publish, wait_for_state
 
@@ -52,6 +52,7 @@ async def test_full_disk_stops_acknowledging_and_resumes_without_loss(
 ) -> None:
     root = small_disk / "workspace"
     root.mkdir()
+    allow_unsigned_runners(root)
     ws = WorkspacePaths(root=root, elsewhere=tmp_path / "elsewhere")
     ws.elsewhere.mkdir()
     ws_id = workspace_id(root)
@@ -97,6 +98,7 @@ def mam_on_tmpfs(tmp_path: Path) -> Iterator[WorkspacePaths]:
     if made.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip()}); needs root or CAP_SYS_ADMIN")
     try:
+        allow_unsigned_runners(ws.root)
         yield ws
     finally:
         subprocess.run(["umount", "-l", str(ws.root / ".mam")], check=False)

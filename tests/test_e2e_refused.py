@@ -11,6 +11,8 @@ from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, publish, tree_snapshot, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a","id":"submit-1"}'
 
 CASES = [

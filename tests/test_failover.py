@@ -250,6 +250,7 @@ async def _status_moved(urls: list[str], topics: Topics, pid: int, dead: str) ->
             await anyio.sleep(0.2)  # reconnect backoff
 
 
+@pytest.mark.unsigned_runners
 async def test_killing_the_projectors_nats_node_fails_over_without_losing_or_doubling_an_event(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

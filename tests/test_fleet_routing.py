@@ -12,6 +12,8 @@ from pathlib import Path
 from fleet_support import States, publish_jobs, refusals, shell_runner
 from test_runner_support import submit
 
+from mam.contract.identity import RunnerKey
+
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
@@ -29,10 +31,11 @@ def gated(gate: Path) -> str:
 
 
 async def raw_claim(url: str, ws_id: str, job_id: str, runner: str, version: int) -> str:
-    """A claim published by hand (no runner process): the projector judges it as any claim."""
-    event_id = f"raw-{uuid.uuid4().hex}"
-    event = {"type": "claimed", "id": event_id, "runner": runner, "expected_version": version}
-    await publish(url, f"mam/{ws_id}/jobs/{job_id}/events", json.dumps(event).encode())
+    """A claim published by hand (no runner process), signed with a key of its own as a claim must be:
+    the projector judges it as any claim."""
+    event_id, key = f"raw-{uuid.uuid4().hex}", RunnerKey()
+    event = {"type": "claimed", "id": event_id, "runner": runner, "expected_version": version, "runner_key": key.public}
+    await publish(url, f"mam/{ws_id}/jobs/{job_id}/events", key.sign_event(job_id, json.dumps(event).encode()))
     return event_id
 
 

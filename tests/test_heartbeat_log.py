@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import anyio
+import pytest
 from msgspec.structs import replace
 from test_runner_support import log_entries
 
@@ -21,6 +22,8 @@ from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, _client, mam, run
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

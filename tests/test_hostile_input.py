@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
+from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, workspace_id
 from support import BIN, Daemon, Watch, child_env, publish, tree_snapshot, wait_for_state, wait_projector_online
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
@@ -108,6 +110,7 @@ async def test_every_corpus_case_is_refused_and_changes_nothing(
 def fuzz_target(amqtt: RunningBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Daemon]]:
     root = tmp_path_factory.mktemp("fuzz") / "workspace"
     root.mkdir()
+    allow_unsigned_runners(root)  # `seed` claims by hand
     daemon = Daemon(
         [str(BIN / "mam-projector"), "--broker", amqtt.url, "--workspace", str(root)],
         cwd=root.parent,

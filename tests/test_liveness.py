@@ -17,6 +17,8 @@ from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import publish, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 
 async def test_kill9_of_a_runner_mid_job_ends_in_lost(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     ws_id = workspace_id(ws.root)
@@ -64,6 +66,7 @@ async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws
     topic = f"mam/{ws_id}/jobs/job-o/events"
     async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--timeout-grace", "0.5", "--lease", "60")):
         await publish(amqtt.url, topic, b'{"type":"submitted","prompt":"p","agent":"hand","timeout":1}')
+        await publish(amqtt.url, topic, b'{"type":"claimed","runner":"by-hand"}')
         await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
         done = await wait_for_state(amqtt.url, ws_id, "job-o", lambda r: r["status"] == "timed_out", timeout=20)
     assert "ran past its timeout of 1s" in done["error"] and done["finished_at"]
@@ -137,6 +140,7 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
     lease = 1.5
     async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", f"{lease:g}")):
         await publish(amqtt.url, topic, b'{"type":"submitted","prompt":"p","agent":"hand"}')
+        await publish(amqtt.url, topic, b'{"type":"claimed","runner":"by-hand"}')
         await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
         started = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] == "running")
         past_leases = iso(datetime.fromisoformat(started["started_at"].replace("Z", "+00:00"))

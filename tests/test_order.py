@@ -27,9 +27,11 @@ from mam.projector.repair import DirtyList
 from mam.projector.replay import replay
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
+from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import event, projector_process, submit, up_process, workspace_id
 from support import BIN, Watch, mam, publish, run, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 # -- the projection, without a broker ---------------------------------------------------------
 
@@ -39,6 +41,7 @@ class Harness:
 
     def __init__(self, root: Path, park: ParkLimits | None = None) -> None:
         self.workspace: Workspace = resolve(workspace=root, env={})
+        allow_unsigned_runners(root)  # the runner events here are hand-made: claims without a key
         self.workspace.registry_dir.mkdir(parents=True, exist_ok=True)
         self.log = AuditLog(self.workspace.logs_dir)
         self.registry = Registry(self.workspace.registry_dir)
@@ -77,13 +80,13 @@ class Harness:
 def test_events_before_their_submit_in_one_batch_are_logged_after_it(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     staged = h.fold(
-        ("j", event("started", "e2")),
+        ("j", event("claimed", "e2", runner="r")),
         ("j", event("output", "e3", text="x")),
         ("j", submit("j", "e1")),
         ("j", event("heartbeat", "e4")),
     )
     assert not staged.rejections
-    assert h.logged("j") == [("submitted", "e1"), ("started", "e2"), ("output", "e3"), ("heartbeat", "e4")]
+    assert h.logged("j") == [("submitted", "e1"), ("claimed", "e2"), ("output", "e3"), ("heartbeat", "e4")]
     assert not h.parked_file("j").exists(), "nothing left parked"
     h.assert_rebuildable("j")
 
@@ -103,34 +106,35 @@ def test_parked_events_wait_on_disk_and_are_applied_when_the_submit_comes(tmp_pa
 
 def test_a_parked_event_delivered_twice_is_held_once(tmp_path: Path) -> None:
     h = Harness(tmp_path)
-    h.fold(("j", event("started", "e2")))
-    again = h.fold(("j", event("started", "e2")), ("j", event("started", "e2")))
+    claim = event("claimed", "e2", runner="r")
+    h.fold(("j", claim))
+    again = h.fold(("j", claim), ("j", claim))
     assert again.duplicates == 2 and again.held == 0
     h.projection = h.fresh()  # a restart: dedupe by id holds for what is parked on disk too
-    assert h.fold(("j", event("started", "e2"))).duplicates == 1
+    assert h.fold(("j", claim)).duplicates == 1
     h.fold(("j", submit("j", "e1")))
-    assert h.logged("j") == [("submitted", "e1"), ("started", "e2")]
-    assert h.fold(("j", event("started", "e2"))).duplicates == 1, "and once applied, by the job's log"
+    assert h.logged("j") == [("submitted", "e1"), ("claimed", "e2")]
+    assert h.fold(("j", claim)).duplicates == 1, "and once applied, by the job's log"
 
 
 def test_parked_events_survive_a_restart(tmp_path: Path) -> None:
     h = Harness(tmp_path)
-    h.fold(("j", event("started", "e2")), ("j", event("progress", "e3", percent=50)))
+    h.fold(("j", event("claimed", "e2", runner="r")), ("j", event("progress", "e3", percent=50)))
     h.projection = h.fresh()
     h.fold(("j", submit("j", "e1")))
-    assert h.logged("j") == [("submitted", "e1"), ("started", "e2"), ("progress", "e3")]
+    assert h.logged("j") == [("submitted", "e1"), ("claimed", "e2"), ("progress", "e3")]
 
 
 def test_a_parked_file_left_by_a_crash_after_its_events_were_applied_is_cleared(tmp_path: Path) -> None:
     h = Harness(tmp_path)
-    h.fold(("j", event("started", "e2")))
+    h.fold(("j", event("claimed", "e2", runner="r")))
     kept = h.parked_file("j").read_bytes()
     h.fold(("j", submit("j", "e1")))
     h.parked_file("j").write_bytes(kept)  # the removal did not reach the disk
     h.projection = h.fresh()
     staged = h.fold()
     assert staged.duplicates == 1 and not staged.rejections
-    assert h.logged("j") == [("submitted", "e1"), ("started", "e2")]
+    assert h.logged("j") == [("submitted", "e1"), ("claimed", "e2")]
     assert not h.parked_file("j").exists()
 
 
@@ -211,14 +215,16 @@ async def test_started_and_output_published_before_submitted_end_applied_after_i
     topic = f"mam/{ws_id}/jobs/job-o/events"
     parked = ws.logs / PARKED_DIR / "job-o.jsonl"
     async with projector_process(broker, ws.root, ws.elsewhere):
+        await publish(broker.url, topic, event("claimed", "e1c", runner="r"))
         await publish(broker.url, topic, event("started", "e2", runner="r"))
         await publish(broker.url, topic, event("output", "e3", text="early\n"))
         await publish(broker.url, topic, event("output", "e3", text="early\n"))  # a resend: held once
-        await _wait_for_file_lines(parked, 2)
+        await _wait_for_file_lines(parked, 3)
         await publish(broker.url, topic, submit("job-o", "e1"))
-        record = await wait_for_state(broker.url, ws_id, "job-o", lambda r: r["version"] == 3)
+        record = await wait_for_state(broker.url, ws_id, "job-o", lambda r: r["version"] == 4)
     assert record["status"] == "running" and record["output_bytes"] == len("early\n")
-    assert _logged_types(ws, "job-o") == [("submitted", "e1"), ("started", "e2"), ("output", "e3")]
+    assert _logged_types(ws, "job-o") == [("submitted", "e1"), ("claimed", "e1c"), ("started", "e2"),
+                                          ("output", "e3")]
     assert not parked.exists() and not (ws.logs / "_rejected.jsonl").exists()
     verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert verify.returncode == 0, verify.stdout + verify.stderr
@@ -244,15 +250,15 @@ async def test_a_parked_event_survives_a_kill9_of_mam_up(ws: WorkspacePaths) -> 
     topic = f"mam/{ws_id}/jobs/job-u/events"
     async with up_process(ws.root, ws.elsewhere, port) as up:
         # mam up's PUBACK means committed: the event is parked on disk when publish returns.
-        await publish(f"mqtt://127.0.0.1:{port}", topic, event("started", "e2", runner="r"))
+        await publish(f"mqtt://127.0.0.1:{port}", topic, event("claimed", "e2", runner="r"))
         assert (ws.logs / PARKED_DIR / "job-u.jsonl").read_bytes().count(b"\n") == 1
         up.kill9()
     async with up_process(ws.root, ws.elsewhere, port):
         async with aiomqtt.Client("127.0.0.1", port) as client:
             await client.publish(topic, submit("job-u", "e1"), qos=1)
         record = await wait_for_state(f"mqtt://127.0.0.1:{port}", ws_id, "job-u", lambda r: r["version"] == 2)
-    assert record["status"] == "running"
-    assert _logged_types(ws, "job-u") == [("submitted", "e1"), ("started", "e2")]
+    assert record["status"] == "claimed"
+    assert _logged_types(ws, "job-u") == [("submitted", "e1"), ("claimed", "e2")]
 
 
 async def test_an_orphan_event_is_refused_after_the_park_time(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:

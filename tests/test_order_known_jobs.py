@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import aiomqtt
+import pytest
 from test_order import Harness
 from test_order_spool import refusals, wait_for_logs
 
@@ -28,6 +29,8 @@ from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import mam, publish, run, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
 def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> None:

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import aiomqtt
 import anyio
+import pytest
 
 from mam.projector.audit_log import AuditLog
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 JOBS, PER_JOB, ROUNDS = 30, 16, 10
 

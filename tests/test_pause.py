@@ -25,6 +25,8 @@ from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import publish, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 LEASE = 2.0
 STOP = 4.0
 
@@ -55,6 +57,7 @@ async def test_sigstop_longer_than_a_lease_ends_in_the_real_outcome_not_lost(
     async with projector_process(broker, ws.root, ws.elsewhere, extra=extra) as projector:
         for job, job_topic in topic.items():
             await publish(broker.url, job_topic, submit(job, f"{job}-1"))
+            await publish(broker.url, job_topic, event("claimed", f"{job}-c", runner="r"))
             await publish(broker.url, job_topic, event("started", f"{job}-2", runner="r"))
             await wait_for_state(broker.url, ws_id, job, lambda r: r["status"] == "running")
         async with aiomqtt.Client("127.0.0.1", broker.port) as client, anyio.create_task_group() as tg:
@@ -94,6 +97,7 @@ async def test_a_runner_that_stops_heartbeating_during_the_pause_is_still_lost_a
     job_topic = f"mam/{ws_id}/jobs/job-dead/events"
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--lease", f"{LEASE:g}")) as projector:
         await publish(mosquitto.url, job_topic, submit("job-dead", "d1"))
+        await publish(mosquitto.url, job_topic, event("claimed", "d1c", runner="r"))
         await publish(mosquitto.url, job_topic, event("started", "d2", runner="r"))
         await wait_for_state(mosquitto.url, ws_id, "job-dead", lambda r: r["status"] == "running")
         os.kill(projector.pid, signal.SIGSTOP)

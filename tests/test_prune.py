@@ -14,6 +14,7 @@ import gzip
 import json
 
 import anyio
+import pytest
 
 from mam.contract import events as ev
 from mam.contract.topics import Topics
@@ -88,6 +89,7 @@ def archived(ws: WorkspacePaths, job_id: str) -> list[dict]:
     return [json.loads(line)["event"] for line in gzip.decompress(found[0].read_bytes()).splitlines()]
 
 
+@pytest.mark.unsigned_runners
 async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: WorkspacePaths) -> None:
     ws_id = workspace_id(ws.root)
     async with up_with_flags(ws) as (port, _):
@@ -152,6 +154,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
     assert (await verify_clean(ws))["pruned"] == 2
 
 
+@pytest.mark.unsigned_runners
 async def test_the_projector_refuses_to_prune_an_unfinished_job_or_the_parent_of_one(
     ws: WorkspacePaths, mosquitto: RunningBroker
 ) -> None:
@@ -182,7 +185,7 @@ async def test_retention_in_the_workspace_config_prunes_on_its_own(ws: Workspace
     """On each broker: the projector derives the prune, and the broker then retains no state for the job."""
     (ws.root / ".mam").mkdir()
     policy = {"older_than": "1s", "status": ["cancelled"], "every": "1s"}
-    (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": policy}))
+    (ws.root / ".mam" / "config.json").write_text(json.dumps({"retention": policy, "unsigned_runners": True}))
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
     async with projector_process(broker, ws.root, ws.elsewhere):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import child_env, mam, publish, run, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
 async def populate(broker: RunningBroker, ws: WorkspacePaths) -> dict[str, bytes]:

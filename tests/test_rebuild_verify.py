@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
@@ -52,6 +53,7 @@ def verify(ws: WorkspacePaths, *extra: str) -> list[str]:
     return mam("rebuild", "--verify", "--workspace", str(ws.root), *extra)
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_live_projector_passes_and_leaves_the_tree_untouched(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -65,6 +67,7 @@ async def test_verify_beside_a_live_projector_passes_and_leaves_the_tree_untouch
     assert after == before, "verify wrote, created or removed something"
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -82,6 +85,7 @@ async def test_verify_while_the_projector_writes_reports_no_record_as_differing(
         assert result.returncode == 0 and report["differing"] == report["missing"] == [], report
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_flight_not_differing(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -108,6 +112,7 @@ async def test_verify_beside_a_projector_frozen_mid_write_reports_records_in_fli
         assert report["differing"] == report["missing"] == [], report
 
 
+@pytest.mark.unsigned_runners
 async def test_verify_beside_a_live_projector_still_reports_a_damaged_record(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:

@@ -117,6 +117,8 @@ async def _forged_changes_nothing(url: str, ws: WorkspacePaths) -> None:
     assert done["answer"] == "yes" and "finished" in (done["result"] or "")
     logged = {e["id"] for e in log_events(ws, job)}
     assert not logged & set(forgeries), "a forged event reached the audit log"
+    beats = [e for e in log_events(ws, job) if e["type"] == "heartbeat"]
+    assert beats and all(e["seq"] >= 1 for e in beats), "mam-agent numbers its heartbeats"
 
 
 @pytest.mark.parametrize("kind", ["up", "amqtt", "mosquitto", "nats"])

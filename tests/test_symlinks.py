@@ -140,6 +140,7 @@ async def test_a_link_at_a_jobs_own_path_refuses_its_event_and_writes_nothing_ou
         assert f"refusing to read through a symlink at {shown(link)}".encode() in read.stderr
 
 
+@pytest.mark.unsigned_runners
 async def test_links_under_a_job_the_projector_holds_are_replaced_never_followed(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
 ) -> None:
@@ -276,6 +277,7 @@ async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_l
 
 
 
+@pytest.mark.unsigned_runners
 async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
     amqtt: RunningBroker, ws: WorkspacePaths, outside: Outside
 ) -> None:
@@ -287,6 +289,7 @@ async def test_a_link_at_the_parked_dir_holds_the_batch_until_it_is_removed(
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere) as projector:
         async with Watch(amqtt.url, f"mam/{ws_id}/projector/status") as status:
+            await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", event("claimed", "e2c", runner="r"))
             await publish(amqtt.url, f"mam/{ws_id}/jobs/early/events", event("started", "e2"))
             degraded = await status.json(lambda s: s["status"] == "degraded")
             assert f"refusing to write through a symlink at {shown(link)}" in degraded["detail"]

@@ -14,6 +14,7 @@ import shutil
 
 import aiomqtt
 import anyio
+import pytest
 
 from mam.projector.audit_log import AuditLog
 
@@ -21,6 +22,8 @@ from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, job_streams, submit, up_process, workspace_id
 from support import Watch, run, wait_for_state
+
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
 def logged_ids(ws: WorkspacePaths, job_id: str) -> list[str | None]:

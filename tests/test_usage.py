@@ -17,6 +17,8 @@ from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import mam, publish, run, wait_for_state
 
+pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
+
 
 def job(job_id: str, *, parent: str | None = None, agent: str = "claude-code", session: str | None = None,
         usage: ev.Usage | None = None, at: str = "2026-01-01T00:00:00Z") -> JobRecord:
@@ -85,8 +87,9 @@ TREE = [
 
 
 async def finish(url: str, ws: WorkspacePaths, job_id: str, usage: dict | None) -> None:
-    """What a runner publishes for a job whose agent reported `usage`: started, then succeeded."""
+    """What a runner publishes for a job whose agent reported `usage`: claimed, started, then succeeded."""
     topic = f"mam/{workspace_id(ws.root)}/jobs/{job_id}/events"
+    await publish(url, topic, json.dumps({"type": "claimed", "id": f"{job_id}-0", "runner": "r1"}).encode())
     await publish(url, topic, json.dumps({"type": "started", "id": f"{job_id}-1", "runner": "r1"}).encode())
     done = {"type": "succeeded", "id": f"{job_id}-2", "result": "ok"} | ({"usage": usage} if usage else {})
     await publish(url, topic, json.dumps(done).encode())

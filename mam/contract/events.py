@@ -252,6 +252,11 @@ Denials = Annotated[
 
 class Heartbeat(Event, tag="heartbeat"):
     runner: AgentName | None = None
+    seq: Version | UnsetType = UNSET
+    """The runner counts a claim's heartbeats 1, 2, 3, ...: for a job claimed with a key the projector
+    refuses a heartbeat whose `seq` is not above the last it took for that claim (without `seq`, whose
+    `ts` is not later), so a captured heartbeat replayed cannot keep a dead runner's job open. Left out
+    (UNSET) by an older runner, whose heartbeats keep their bytes."""
 
 
 class Succeeded(Event, tag="succeeded"):

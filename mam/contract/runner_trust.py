@@ -1,0 +1,40 @@
+"""Whether the workspace takes claims that name no runner key: `.mam/config.json` `"unsigned_runners"`.
+
+By default only a signed claim starts a job: a `claimed` must name the claiming runner's
+public key (`runner_key`) and carry its signature (`mam.contract.identity`), and every later
+event of the job must be signed by that key (`projector/identity.py`). A workspace whose
+runners cannot sign (a mam-agent older than runner keys, a client by hand that will not)
+says `{"unsigned_runners": true}`: its claims without a key are taken again, and such a job is
+not protected (anyone who may publish its events speaks for it; docs/security.md). No I/O but
+reading the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Final
+
+from mam.contract.errors import UsageError
+
+CONFIG_NAME: Final = "config.json"
+KEY: Final = "unsigned_runners"
+
+
+def load(workspace_root: Path) -> bool:
+    """The workspace's `unsigned_runners` (False when the file or the key is absent); a value that is not
+    true or false is a one-line error naming it."""
+    path = workspace_root / ".mam" / CONFIG_NAME
+    if not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    value = data.get(KEY, False) if isinstance(data, dict) else False
+    if not isinstance(value, bool):
+        raise UsageError(f"{path}: {KEY}: {value!r} is not true or false")
+    return value
+
+
+__all__ = ["KEY", "load"]
