@@ -78,7 +78,7 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
     assert len(script.requests) == 2, "the retried call was taken and never answered"
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])  # gemini's start-up alone is silent for 4 s
 async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(agent: str, ws: WorkspacePaths) -> None:
     """The server takes the model call and never answers: the CLI waits silently (claude 10 minutes, codex 5
     before it retries), and the runner's --idle-timeout 3 ends the job `timed_out` with the reason (before: the
@@ -90,6 +90,22 @@ async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(agent
     assert record["error"] == "no progress for 3s (mam-agent --idle-timeout)", record["error"]
     assert "no progress for 3s" in shown
     assert len(rig.server.script.requests) >= 1, "the CLI called the model"
+
+
+@pytest.mark.timeout(180)
+async def test_codex_retrying_a_failing_api_is_not_progress_and_ends_timed_out_naming_its_retry(
+    ws: WorkspacePaths,
+) -> None:
+    """Codex retries a 500 five times, one `error` event "Reconnecting... N/5" every 3-7 s, then fails its turn
+    (~25 s); with no network it goes on for ever. Its retries are shown but do not reset the idle clock: with
+    --idle-timeout 10 the job ends `timed_out` before codex gives up (were they progress, it would end `failed`)."""
+    async with real_rig(CLIS["codex"], ws, Script([Turn(status=500, error="overloaded")]), "--idle-timeout", "10") as rig:
+        record = await rig.job("job-reconnecting", "say hello", agent="codex")
+        logs = await rig.mam("logs", "job-reconnecting")
+    assert record["status"] == "timed_out", record
+    assert record["error"].startswith("no progress for 10s (mam-agent --idle-timeout); the agent's last notice: "
+                                      "! codex: Reconnecting... "), record["error"]
+    assert "! codex: Reconnecting... 1/5" in logs, logs
 
 
 async def test_claude_at_its_turn_limit_fails_with_claudes_reason_and_its_usage(ws: WorkspacePaths) -> None:
