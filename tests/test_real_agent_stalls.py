@@ -9,6 +9,7 @@ only retries or hears nothing (agents/idle.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import anyio
@@ -69,10 +70,15 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
             assert state["status"] == "running", state
             record = await wait_for_state(rig.url, workspace_id(ws.root), "job-retrying",
                                           lambda r: r["status"] == "timed_out", timeout=JOB_TIMEOUT)
+            with anyio.fail_after(30):  # mam logs -f follows until the job ends, exit 0 only if it succeeded
+                async for chunk in follow.stdout:
+                    seen += chunk.decode()
+                code = await follow.wait()
         finally:
-            follow.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                follow.kill()
             await follow.aclose()
-    assert RETRY_1 in seen, seen
+    assert RETRY_1 in seen and code != 0, (code, seen)
     assert record["error"].startswith("no progress for 8s (mam-agent --idle-timeout); the agent's last notice: "
                                       + RETRY_1), record["error"]
     assert len(script.requests) == 2, "the retried call was taken and never answered"
