@@ -5,7 +5,8 @@ without them has the bytes it had before they existed. `--resume JOB` is
 checked here, before anything is published: the job must have finished, its
 agent must have reported a session id, and its agent's profile must be able
 to resume one (`profiles.json` "options" "resume"); the new job goes to the
-same agent and carries `resumes` and `resume_session`.
+same agent and carries `resumes`, `resume_session`, and what the conversation
+carries on (`carried`: its first job, the tokens recorded so far).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from mam.agents.profiles import load_profiles, resolve
 from mam.cli.args import job_id
 from mam.contract.errors import MamError, Refused, UsageError
-from mam.contract.events import MAX_TURNS
+from mam.contract.events import MAX_TURNS, Usage
 from mam.contract.record import JobRecord
 from mam.contract.usage import usage_of
 
@@ -112,7 +113,24 @@ def resume_fields(old: JobRecord | None, old_id: str, agent: str | None, root: P
     if profile is None or not profile.options or "resume" not in profile.options:
         raise Refused(f"--resume {old_id}: agent {old.agent!r} has no profile that can resume a session "
                       "(claude-code, codex and gemini can); submit a new job instead")
-    return old.agent, {"resumes": old.job_id, "resume_session": session}
+    return old.agent, {"resumes": old.job_id, "resume_session": session, **carried(old)}
+
+
+def carried(old: JobRecord) -> dict[str, Any]:
+    """What the conversation carries on past `old`: its first job (`resume_root`: where a `--worktree`
+    runner runs it, the directory the CLI keeps the session by) and the tokens its jobs recorded so far
+    (`resume_usage`: subtracted from a CLI that reports the session's running total, as Codex does)."""
+    root = old.resume_root if isinstance(old.resume_root, str) else old.job_id
+    before = old.resume_usage if isinstance(old.resume_usage, Usage) else None
+    own = usage_of(old)
+    counts = {name: _plus(getattr(before, name, None), getattr(own, name, None))
+              for name in ("input_tokens", "cached_input_tokens", "output_tokens")}
+    counts = {name: value for name, value in counts.items() if value is not None}
+    return {"resume_root": root, **({"resume_usage": Usage(**counts)} if counts else {})}
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return a if b is None else b if a is None else a + b
 
 
 __all__ = ["FLAG_OF_FIELD", "add_limit_args", "limit_fields", "resume_fields"]

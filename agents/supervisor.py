@@ -110,6 +110,8 @@ class Supervisor:
         self._stop_requested = anyio.Event()
         self.process: AgentProcess | None = None
         self.transcript = Transcript(parser_for(settings.output_format)) if settings.output_format else None
+        if self.transcript is not None and isinstance(record.resume_usage, ev.Usage):
+            self.transcript.parser.continues(record.resume_usage)  # Codex: the job's own tokens, not the thread's
         self.tree: JobTree | None = None
         self.succeeded = False
         """Whether the job was reported `succeeded` (a worktree's clean-up depends on it)."""
@@ -234,8 +236,9 @@ class Supervisor:
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
             continues = self.record.resumes if isinstance(self.record.resumes, str) else None
+            root = self.record.resume_root if isinstance(self.record.resume_root, str) else continues
             create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues,
-                             later_attempt=self.attempt > 1)
+                             later_attempt=self.attempt > 1, directory=root)
             try:
                 self.tree = await anyio.to_thread.run_sync(create)
             except WorktreeError as exc:

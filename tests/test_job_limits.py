@@ -111,7 +111,8 @@ def test_a_tree_that_reached_its_budget_refuses_below_it_and_cancels_its_unfinis
 
 def test_mam_retry_carries_the_limits_and_the_resumed_session() -> None:
     limits = {"model": "opus", "max_turns": 4, "budget_tokens": 9, "budget_usd": 0.5, "tree_budget_tokens": 7,
-              "tree_budget_usd": 2.0, "resumes": "j0", "resume_session": "s-1"}
+              "tree_budget_usd": 2.0, "resumes": "j0", "resume_session": "s-1", "resume_root": "j-first",
+              "resume_usage": ev.Usage(input_tokens=100, output_tokens=7)}
     again = resubmission(submitted(**limits), None)
     assert {name: getattr(again, name) for name in FIELDS} == limits
     assert set(msgspec.to_builtins(resubmission(submitted(), None))).isdisjoint(FIELDS)

@@ -75,6 +75,11 @@ class StreamParser(ABC):
     def outcome(self) -> Outcome:
         """What the stream said about the run, as far as it went."""
 
+    def continues(self, earlier: Usage) -> None:
+        """The run resumes a session whose earlier jobs recorded `earlier` (`submitted.resume_usage`): a CLI
+        that reports the session's running total subtracts it (Codex); the others report their run's own."""
+        return None
+
 
 def one_line(text: str, width: int = SHORT) -> str:
     """`text` on one line: whitespace runs folded to a space, cut to `width` with an ellipsis."""

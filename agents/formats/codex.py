@@ -14,6 +14,14 @@ completes makes it the job's error). Such an `error` is a notice
 (`StreamParser.notice`): it does not count as the agent's progress.
 
 The final answer is the last `agent_message`; Codex reports no cost.
+
+`turn.completed`'s usage is the thread's running total, not the turn's own
+(codex-rs exec/src/event_processor_with_jsonl_output.rs, `usage_from_last_total`:
+`ThreadTokenUsage.total`), and `codex exec resume` restores the thread's total
+from its rollout: a resumed run reports the earlier runs' tokens too (two model
+calls of 100/7 tokens, the second one resumed, reported 100/7 then 200/14 with
+Codex 0.171.0). For a resumed job the runner gives the tokens the earlier jobs
+recorded (`continues`), and the job's usage is the difference: its own.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import msgspec
 from msgspec import Struct
 
 from mam.agents.formats.base import Outcome, StreamParser, add, first_line, make_usage, one_line, readable
+from mam.contract.events import Usage
 from mam.contract.nesting import decode
 
 
@@ -80,6 +89,10 @@ class CodexJson(StreamParser):
         self._cached: int | None = None
         self._output: int | None = None
         self._turns = 0
+        self._earlier: Usage | None = None
+
+    def continues(self, earlier: Usage) -> None:
+        self._earlier = earlier
 
     def line(self, text: str) -> str:
         if not text.strip():
@@ -144,10 +157,11 @@ class CodexJson(StreamParser):
         self._output = add(self._output, usage.output_tokens)
 
     def outcome(self) -> Outcome:
+        earlier = self._earlier or Usage()
         usage = make_usage(
-            input_tokens=self._input,
-            cached_input_tokens=self._cached,
-            output_tokens=self._output,
+            input_tokens=_own(self._input, earlier.input_tokens),
+            cached_input_tokens=_own(self._cached, earlier.cached_input_tokens),
+            output_tokens=_own(self._output, earlier.output_tokens),
             turns=self._turns or None,
             agent_session_id=self._thread,
         )
@@ -156,6 +170,14 @@ class CodexJson(StreamParser):
         if self._failure is not None:
             return Outcome(complete=True, error=self._failure, usage=usage)
         return Outcome(complete=True, result=self._answer, usage=usage)
+
+
+def _own(total: int | None, earlier: int | None) -> int | None:
+    """The run's own part of a running total; the total itself when it is below what came earlier (a
+    Codex that did not restore the thread's total: then it is the run's own)."""
+    if total is None or earlier is None or total < earlier:
+        return total
+    return total - earlier
 
 
 __all__ = ["CodexJson"]

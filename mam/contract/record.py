@@ -162,6 +162,8 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """The job whose agent session this one continues (`submitted.resumes`); the keys below are each absent
     unless given at submit, so older records keep their bytes (`mam.contract.job_limits`)."""
     resume_session: str | UnsetType = UNSET
+    resume_root: str | UnsetType = UNSET
+    resume_usage: Usage | UnsetType = UNSET
     model: str | UnsetType = UNSET
     max_turns: int | UnsetType = UNSET
     budget_tokens: int | UnsetType = UNSET

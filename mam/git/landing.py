@@ -65,10 +65,13 @@ class JobWork:
     trees: Worktrees
     remote: str | None = None
     """Where the job's runner pushed the branch (`git_at_finish.remote`), when it did."""
+    directory: str | None = None
+    """The worktree's name under .mam/worktrees when not the job's id: a resumed job's is its conversation's
+    first job's (`resume_root`, mam/git/conversation_tree.py)."""
 
     @property
     def tree(self) -> Path:
-        return self.trees.dir / self.job_id
+        return self.trees.dir / (self.directory or self.job_id)
 
     @property
     def empty(self) -> bool:
@@ -109,7 +112,8 @@ def job_work(root: Path, record: JobRecord) -> JobWork:
     top = repo_top(root)
     pushed = finish.remote if isinstance(finish.remote, str) and not finish.push_error else None
     work = JobWork(job_id=job, top=top, branch=own_branch(job), base=finish.base,
-                   recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top), remote=pushed)
+                   recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top), remote=pushed,
+                   directory=record.resume_root if isinstance(record.resume_root, str) else None)
     _fetch_if_missing(work, record)
     return work
 

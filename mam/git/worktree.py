@@ -166,12 +166,13 @@ class Worktrees:
         return cls(root, Path(top), keep, resolve_push(Path(top), push))
 
     def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None,
-               later_attempt: bool = False) -> JobTree:
+               later_attempt: bool = False, directory: str | None = None) -> JobTree:
         """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
         repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
         from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
         With a push remote, those earlier branches (and, for a `later_attempt`, the job's own) are fetched
-        from it first when this clone lacks them: another runner may have run the earlier work."""
+        from it first when this clone lacks them: another runner may have run the earlier work. `directory`:
+        the conversation's first job, whose path a resumed job runs in (`conversation_tree.py`)."""
         branch = own_branch(job_id)
         if not branch_ok(job_id) or not git(self.top, "check-ref-format", "--branch", branch, check=False):
             raise WorktreeError(f"cannot make a worktree: job id {job_id!r} cannot name a git branch ({branch})")
@@ -180,13 +181,17 @@ class Worktrees:
         if earlier and git(self.top, "rev-parse", "--verify", "--quiet", f"{earlier}^{{commit}}", check=False):
             base_hint = earlier
         base = self._base(base_hint)
-        path = self.dir / job_id
+        path = self.dir / (directory or job_id)
         # A later attempt of the job (retried, or released by a stopping runner) finds its branch: it goes
         # on from there, in the worktree an earlier attempt left (kept) or in a new one on that branch.
         again = bool(git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False))
         with self._lock:
             if again and self._listed(path):
                 made = self._kept(job_id, path, branch)
+            elif path.name != job_id and self._listed(path):  # the job it continues left its worktree there
+                from mam.git.conversation_tree import take_over
+
+                made = take_over(path, job_id=job_id, branch=branch, base=base, continues=continues)
             else:
                 made = self._make_dir(job_id, path)
                 add = [str(path), branch] if again else ["-b", branch, str(path), base]
@@ -266,13 +271,13 @@ class Worktrees:
             try:
                 self._ignore(fd)
                 try:
-                    os.mkdir(job_id, file_modes.dir_mode(), dir_fd=fd)
+                    os.mkdir(path.name, file_modes.dir_mode(), dir_fd=fd)
                 except FileExistsError:
                     raise WorktreeError(
-                        f"cannot make a worktree for job {job_id}: {path} already exists ({_what(fd, job_id)}); "
+                        f"cannot make a worktree for job {job_id}: {path} already exists ({_what(fd, path.name)}); "
                         "mam makes that directory itself and follows nothing there: remove it"
                     ) from None
-                st = os.stat(job_id, dir_fd=fd, follow_symlinks=False)
+                st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
             finally:
                 os.close(fd)
         except PathRefused as exc:
@@ -426,6 +431,10 @@ class Worktrees:
                 if not self._listed(tree.path):
                     raise WorktreeError(f"job {tree.job_id}: refusing to remove {tree.path}: git does not list it "
                                         "as a worktree (git worktree list --porcelain)")
+                if not _still_on(tree.path, tree.branch):  # a resumed job took it over (`conversation_tree.py`)
+                    log.info("job %s: worktree %s is the next job's of the conversation now: kept",
+                             tree.job_id, tree.path)
+                    return False
                 git(self.top, "worktree", "remove", "--force", str(tree.path))
             except WorktreeError as exc:
                 log.warning("job %s: could not remove worktree %s: %s", tree.job_id, tree.path, exc)
@@ -455,6 +464,13 @@ class Worktrees:
         names = {str(path), os.path.join(os.path.realpath(path.parent), path.name)}
         listed = git(self.top, "worktree", "list", "--porcelain").splitlines()
         return any(line.startswith("worktree ") and line[len("worktree "):] in names for line in listed)
+
+
+def _still_on(path: Path, branch: str) -> bool:
+    """Whether the worktree at `path` is still on `branch`: a job that continues the conversation may have
+    taken it over: on another job's branch, it is that job's now, not to be removed with this one."""
+    on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False)
+    return not on.startswith("refs/heads/mam/") or on == f"refs/heads/{branch}"
 
 
 def _describe(mode: int, path: Path) -> str:

@@ -10,7 +10,8 @@ permission flags let it, and says so otherwise. A prompt with the word `spend`
 makes a long run whose usage grows message by message (a job's budget stops it).
 
 Sessions: each run stores its session (`remember`) under `FAKE_AGENT_SESSIONS`
-(default: a directory in the temp dir); a resumed run (`claude --resume ID`,
+(default: a directory in the temp dir), per working directory for claude and
+gemini as the real ones keep them (codex's are found from anywhere); a resumed run (`claude --resume ID`,
 `codex exec resume ID -`, `gemini --resume ID`) must name one stored before,
 as the real CLIs refuse an unknown session, and its answer says what the
 session was asked before (`recall`).
@@ -22,6 +23,7 @@ in that CLI's own style of error, so a profile that passes a wrong flag fails.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -147,18 +149,35 @@ def _sessions() -> str:
     return path
 
 
-def remember(program: str, session: str, prompt: str) -> None:
+def _store(program: str, session: str, per_directory: bool) -> str:
+    """Where a session is kept: per working directory for claude and gemini (Claude Code keeps them in
+    ~/.claude/projects/<the cwd>, Gemini CLI per project directory), in one place for codex (its sessions
+    are found by id from any directory)."""
+    base = _sessions()
+    if per_directory:
+        base = os.path.join(base, hashlib.sha256(os.getcwd().encode()).hexdigest()[:16])
+        os.makedirs(base, exist_ok=True)
+    return os.path.join(base, f"{program}-{session}.json")
+
+
+def remember(program: str, session: str, prompt: str, *, per_directory: bool = True) -> None:
     """Store the session's prompts so far (a resumed session's earlier ones first)."""
-    path = os.path.join(_sessions(), f"{program}-{session}.json")
-    earlier = recall(program, session) or []
-    with open(path, "w", encoding="utf-8") as out:
+    earlier = recall(program, session, per_directory=per_directory) or []
+    with open(_store(program, session, per_directory), "w", encoding="utf-8") as out:
         json.dump([*earlier, prompt], out)
 
 
-def recall(program: str, session: str) -> list[str] | None:
-    """The prompts a stored session was given, or None if there is no such session."""
+def recall(program: str, session: str, *, per_directory: bool = True) -> list[str] | None:
+    """The prompts a stored session was given, or None if there is no such session (here, for the CLIs that
+    keep sessions per directory)."""
     try:
-        with open(os.path.join(_sessions(), f"{program}-{session}.json"), encoding="utf-8") as stored:
+        with open(_store(program, session, per_directory), encoding="utf-8") as stored:
             return json.load(stored)
     except FileNotFoundError:
         return None
+
+
+def sessions_here(program: str) -> bool:
+    """Whether any session of `program` was kept in this working directory."""
+    base = os.path.join(_sessions(), hashlib.sha256(os.getcwd().encode()).hexdigest()[:16])
+    return os.path.isdir(base) and any(name.startswith(f"{program}-") for name in os.listdir(base))
