@@ -1,0 +1,111 @@
+"""A conversation under `mam-agent --worktree`: every resumed job runs in the worktree path of its first job,
+where the agent's CLI keeps the session (the fake claude and gemini keep sessions per directory, as the real
+ones do; tests/test_real_agents_resume.py runs the real CLIs). Real `mam up`, `mam-agent` and the fakes."""
+
+from __future__ import annotations
+
+import pytest
+from test_resume_budget import clis, done, stdout_of, submit_out
+from test_runner_support import agent_runner, submit
+from test_worktrees import git, make_repo
+
+from mam.agents.cli_limits import carried
+from mam.agents.formats import Transcript, parser_for
+from mam.contract.events import Usage
+from mam.contract.record import JobRecord
+
+from brokers import free_port
+from conftest import WorkspacePaths
+from e2e import up_process, workspace_id
+from support import mam, run, wait_for_state
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini"])
+async def test_a_conversation_of_three_jobs_runs_in_its_first_jobs_path_and_finds_its_session(
+    agent: str, ws: WorkspacePaths
+) -> None:
+    make_repo(ws.root)
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, "--worktree", agent=agent,
+                                                                     env=clis(ws)):
+        await submit(url, ws, "c1", "look around", agent=agent)
+        assert (await wait_for_state(url, ws_id, "c1", done, timeout=20))["status"] == "succeeded"
+        for job, earlier in (("c2", "c1"), ("c3", "c2")):
+            code, _, err = await submit_out(url, ws, "--resume", earlier, "--prompt", f"go on as {job}",
+                                            "--job-id", job)
+            assert code == 0, err
+            record = await wait_for_state(url, ws_id, job, done, timeout=20)
+            assert record["status"] == "succeeded", record.get("error")
+            assert record["resume_root"] == "c1"
+    # the session was found each time: the fake answers naming what the session was asked before
+    assert "(continuing after: go on as c2)" in stdout_of(ws, "c3")
+    assert sorted(p.name for p in (ws.root / ".mam" / "worktrees").iterdir()) == [".gitignore"]
+
+
+async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_continues(ws: WorkspacePaths) -> None:
+    """The continued job failed, so its worktree was kept in the conversation's path: the resumed job goes on
+    in it, on its own branch (the failed job's branch keeps its work); a second resume of that job while the
+    first one still runs there is refused in one line, not run where the session is not."""
+    make_repo(ws.root)
+    port = free_port()
+    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
+    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, "--worktree", "--concurrency", "2",
+                                                                     agent="claude-code", env=clis(ws)):
+        await submit(url, ws, "k1", "please edit the notes and fail", agent="claude-code")
+        first = await wait_for_state(url, ws_id, "k1", done, timeout=20)
+        assert first["status"] == "failed"
+        kept = ws.root / ".mam" / "worktrees" / "k1"
+        assert kept.is_dir(), "a failed job's worktree is kept"
+        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "now hang",
+                                        "--job-id", "k2")
+        assert code == 0, err
+        await wait_for_state(url, ws_id, "k2", lambda r: r["status"] == "running", timeout=20)
+        assert git(kept, "symbolic-ref", "HEAD") == "refs/heads/mam/k2"
+        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "another branch of it",
+                                        "--job-id", "k3")
+        assert code == 0, err
+        third = await wait_for_state(url, ws_id, "k3", done, timeout=20)
+        cancelled = await run(mam("cancel", "k2", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        assert cancelled.returncode == 0, cancelled.stderr
+        await wait_for_state(url, ws_id, "k2", done, timeout=20)
+    assert third["status"] == "failed"
+    assert third["error"].startswith(f"job k3: its conversation's directory {kept} holds a worktree on "
+                                     "refs/heads/mam/k2, not on mam/k1 (the job it continues)"), third["error"]
+    assert "\n" not in third["error"]
+    assert git(ws.root, "show", "mam/k1:notes.md") == "claude: please edit the notes and fail"
+    assert git(ws.root, "rev-parse", "mam/k2") == git(ws.root, "rev-parse", "mam/k1")  # it went on from k1's work
+
+
+def record(**fields: object) -> JobRecord:
+    base = {"job_id": "j2", "workspace": "w", "status": "succeeded", "agent": "codex", "prompt": "p",
+            "submitted_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "version": 3}
+    return JobRecord(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_a_resume_carries_the_conversations_first_job_and_the_tokens_its_jobs_recorded() -> None:
+    first = record(job_id="j1", usage=Usage(input_tokens=100, output_tokens=7, agent_session_id="t"))
+    assert carried(first) == {"resume_root": "j1", "resume_usage": Usage(input_tokens=100, output_tokens=7)}
+    second = record(resume_root="j1", resume_usage=Usage(input_tokens=100, output_tokens=7),
+                    usage=Usage(input_tokens=150, output_tokens=9, cached_input_tokens=20))
+    assert carried(second) == {"resume_root": "j1", "resume_usage": Usage(input_tokens=250, output_tokens=16,
+                                                                          cached_input_tokens=20)}
+    assert carried(record(job_id="plain")) == {"resume_root": "plain"}
+
+
+def test_codex_usage_after_a_resume_is_the_thread_total_less_what_came_before() -> None:
+    lines = ['{"type":"thread.started","thread_id":"t-1"}',
+             '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":30,"output_tokens":16}}']
+    transcript = Transcript(parser_for("codex-json"))
+    transcript.parser.continues(Usage(input_tokens=100, output_tokens=7, cached_input_tokens=10))
+    transcript.feed("".join(line + "\n" for line in lines))
+    usage = transcript.parser.outcome().usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (150, 20, 9)
+    # a total below what came before is the run's own (a codex that did not restore the thread's total)
+    low = Transcript(parser_for("codex-json"))
+    low.parser.continues(Usage(input_tokens=1000, output_tokens=700))
+    low.feed(lines[1] + "\n")
+    assert low.parser.outcome().usage.input_tokens == 250  # type: ignore[union-attr]
