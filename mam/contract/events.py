@@ -165,12 +165,6 @@ class Submitted(Event, tag="submitted"):
     """The finished job whose agent session this one continues (`mam submit --resume JOB`)."""
     resume_session: ShortText | UnsetType = UNSET
     """That job's `usage.agent_session_id`: the runner passes it to the agent's CLI (claude `--resume`, ...)."""
-    resume_root: JobId | UnsetType = UNSET
-    """The first job of the conversation (the end of the `resumes` chain): a `--worktree` runner runs this
-    job in that job's worktree path, where the agent's CLI keeps the session (Claude Code, Gemini CLI)."""
-    resume_usage: Usage | UnsetType = UNSET
-    """The tokens the conversation's earlier jobs recorded (summed along `resumes`): a CLI that reports the
-    session's running total after a resume (Codex) has them subtracted, so the job records its own."""
     model: ModelName | UnsetType = UNSET
     """The model the agent should use (`mam submit --model`), passed to its CLI (claude/codex/gemini `--model`)."""
     max_turns: Annotated[int, Meta(ge=1, le=MAX_TURNS)] | UnsetType = UNSET
@@ -189,6 +183,12 @@ class Submitted(Event, tag="submitted"):
     `--label`s include every pair, and a claim from any other runner is refused naming the missing label."""
     priority: Priority | UnsetType = UNSET
     """`mam submit --priority N`: higher is offered first (absent: 0)."""
+    resume_root: JobId | UnsetType = UNSET
+    """The first job of the conversation (the end of the `resumes` chain): a `--worktree` runner runs this
+    job in that job's worktree path, where the agent's CLI keeps the session (Claude Code, Gemini CLI)."""
+    resume_usage: Usage | UnsetType = UNSET
+    """The tokens the conversation's earlier jobs recorded (summed along `resumes`): a CLI that reports the
+    session's running total after a resume (Codex) has them subtracted, so the job records its own."""
 
 
 def submit_policy(

@@ -162,8 +162,6 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """The job whose agent session this one continues (`submitted.resumes`); the keys below are each absent
     unless given at submit, so older records keep their bytes (`mam.contract.job_limits`)."""
     resume_session: str | UnsetType = UNSET
-    resume_root: str | UnsetType = UNSET
-    resume_usage: Usage | UnsetType = UNSET
     model: str | UnsetType = UNSET
     max_turns: int | UnsetType = UNSET
     budget_tokens: int | UnsetType = UNSET
@@ -174,6 +172,11 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """The runner labels the job needs (`submitted.require`); absent when none."""
     priority: int | UnsetType = UNSET
     """The job's priority (`submitted.priority`): higher is offered first; absent means 0."""
+    resume_root: str | UnsetType = UNSET
+    """The first job of the conversation a resumed job continues (`submitted.resume_root`): a `--worktree`
+    runner runs it in that job's worktree path (mam/git/conversation_tree.py)."""
+    resume_usage: Usage | UnsetType = UNSET
+    """The tokens the conversation's earlier jobs recorded (`submitted.resume_usage`); absent unless resumed."""
 
 
 _encoder: Final = msgspec.json.Encoder()
