@@ -4,6 +4,8 @@ ones do; tests/test_real_agents_resume.py runs the real CLIs). Real `mam up`, `m
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_resume_budget import clis, done, stdout_of, submit_out
 from test_runner_support import agent_runner, submit
@@ -13,6 +15,7 @@ from mam.agents.cli_limits import carried
 from mam.agents.formats import Transcript, parser_for
 from mam.contract.events import Usage
 from mam.contract.record import JobRecord
+from mam.git.worktree import WorktreeError, Worktrees
 
 from brokers import free_port
 from conftest import WorkspacePaths
@@ -77,6 +80,10 @@ async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_contin
     assert "\n" not in third["error"]
     assert git(ws.root, "show", "mam/k1:notes.md") == "claude: please edit the notes and fail"
     assert git(ws.root, "rev-parse", "mam/k2") == git(ws.root, "rev-parse", "mam/k1")  # it went on from k1's work
+    # the path is k2's worktree now (k2 was cancelled: kept): discarding k1 drops k1's branch, not k2's worktree
+    dropped = await run(mam("discard", "k1", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert "is on refs/heads/mam/k2, not mam/k1" in dropped.stdout.decode() + dropped.stderr.decode(), dropped
+    assert git(kept, "symbolic-ref", "HEAD") == "refs/heads/mam/k2"
 
 
 def record(**fields: object) -> JobRecord:
@@ -109,3 +116,24 @@ def test_codex_usage_after_a_resume_is_the_thread_total_less_what_came_before() 
     low.parser.continues(Usage(input_tokens=1000, output_tokens=700))
     low.feed(lines[1] + "\n")
     assert low.parser.outcome().usage.input_tokens == 250  # type: ignore[union-attr]
+
+
+def test_the_continued_jobs_late_clean_up_leaves_the_worktree_the_resumed_job_took_over(tmp_path: Path) -> None:
+    """A job's clean-up runs just after its outcome is recorded; a resume submitted at once may already have
+    taken its worktree over: the clean-up must not remove the directory the resumed job now runs in."""
+    make_repo(tmp_path)
+    trees = Worktrees(tmp_path, tmp_path)
+    first = trees.create("r1", None)
+    (first.path / "made.txt").write_text("r1\n")
+    trees.finish(first)  # commits r1's work to mam/r1; its worktree stays until clean_up
+    second = trees.create("r2", None, continues="r1", directory="r1")
+    assert second.path == first.path and git(second.path, "symbolic-ref", "HEAD") == "refs/heads/mam/r2"
+    assert (second.path / "made.txt").read_text() == "r1\n"
+    assert trees.clean_up(first, succeeded=True, saved=True) is False
+    assert git(first.path, "symbolic-ref", "HEAD") == "refs/heads/mam/r2"
+    (second.path / "more.txt").write_text("r2\n")  # left uncommitted: a third resume of r1 is refused
+    with pytest.raises(WorktreeError, match="holds a worktree on refs/heads/mam/r2, not on mam/r1"):
+        trees.create("r3", None, continues="r1", directory="r1")
+    trees.finish(second)
+    assert trees.clean_up(second, succeeded=True, saved=True) is True
+    assert not second.path.exists() and git(tmp_path, "show", "mam/r2:more.txt") == "r2"
