@@ -104,7 +104,7 @@ def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, ti
     if record is not None:
         work = JobWork(job_id=job_id, top=top, branch=own_branch(job_id), base=base,
                        recorded=(finish.commit if finish is not None else None) or "", prompt=record.prompt,
-                       trees=trees)
+                       trees=trees, directory=record.resume_root if isinstance(record.resume_root, str) else None)
     if tip is None:
         state = "no branch"
     elif tip == base:
