@@ -236,7 +236,9 @@ class Supervisor:
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
             continues = self.record.resumes if isinstance(self.record.resumes, str) else None
-            root = self.record.resume_root if isinstance(self.record.resume_root, str) else continues
+            # a resumed job runs in its conversation's first job's path (mam/git/conversation_tree.py)
+            root = (self.record.resume_root if isinstance(self.record.resume_root, str) else continues) \
+                if continues else None
             create = partial(self.settings.worktrees.create, self.job_id, base, continues=continues,
                              later_attempt=self.attempt > 1, directory=root)
             try:

@@ -20,6 +20,7 @@ import msgspec
 from mam.contract import cascade, fleet_limits, runner_trust, tree_budget
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status, decode_record
+from mam.contract.resume_check import resume_refusal
 from mam.contract.status import AgentStatus
 from mam.contract.timefmt import iso, utc_now, utc_now_iso
 from mam.contract.topics import Kind, Topics
@@ -344,6 +345,7 @@ class Projection(Holding):
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         guard = guard or self._prune_refusal(state, job_id, event) or self._budget_refusal(state, job_id, event)
         guard = guard or self._routing_refusal(staged, state, event)
+        guard = guard or (resume_refusal(event, self._record) if state.record is None else None)
         if guard:
             return guard
         bound = None if state.record is None or outcome.event_id in state.seen else self._wait_bound(

@@ -17,10 +17,10 @@ from mam.contract.events import Usage
 from mam.contract.record import JobRecord
 from mam.git.worktree import WorktreeError, Worktrees
 
-from brokers import free_port
+from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
-from e2e import up_process, workspace_id
-from support import mam, run, wait_for_state
+from e2e import projector_process, up_process, workspace_id
+from support import Watch, mam, publish, run, wait_for_state
 
 pytestmark = pytest.mark.anyio
 
@@ -137,3 +137,24 @@ def test_the_continued_jobs_late_clean_up_leaves_the_worktree_the_resumed_job_to
     trees.finish(second)
     assert trees.clean_up(second, succeeded=True, saved=True) is True
     assert not second.path.exists() and git(tmp_path, "show", "mam/r2:more.txt") == "r2"
+
+
+async def test_a_hand_published_resume_of_an_unfinished_or_unknown_job_is_refused(
+    ws: WorkspacePaths, amqtt: RunningBroker
+) -> None:
+    """A runner acts on `resumes` and `resume_root` (it may take over the continued job's worktree): the
+    projector takes them only for a finished job, and `resume_root` only where its conversation began."""
+    ws_id = workspace_id(ws.root)
+    async with projector_process(amqtt, ws.root, ws.elsewhere):
+        await publish(amqtt.url, f"mam/{ws_id}/jobs/live/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
+        await wait_for_state(amqtt.url, ws_id, "live")
+        cases = [(b'"resumes":"live"', "resumes 'live': the job is submitted"),
+                 (b'"resumes":"nope"', "resumes 'nope': no such job is known"),
+                 (b'"resume_root":"live"', "resume_root without resumes")]
+        async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
+            for n, (fields, reason) in enumerate(cases):
+                payload = b'{"type":"submitted","prompt":"p","agent":"a",' + fields + b"}"
+                await publish(amqtt.url, f"mam/{ws_id}/jobs/r{n}/events", payload)
+                refusal = await rejected.json()
+                assert reason in refusal["reason"], refusal
+    assert sorted(p.name for p in ws.jobs.iterdir() if not p.name.startswith(".")) == ["live.json"]
