@@ -47,6 +47,8 @@ async def test_denied_edits_show_in_the_list_the_detail_the_api_and_mam_jobs(ws:
         await expect(page.locator("#detail-status")).to_have_text("succeeded, 1 denied", timeout=WAIT)
         await expect(page.locator("#detail-denials")).to_be_visible()
         await expect(page.locator("#detail-denials li")).to_have_text(["Write notes.md"])
+        await expect(page.locator('#tree li[data-job-id="denied-1"] .status').first).to_have_text(
+            "succeeded, 1 denied", timeout=WAIT)
         shot = tmp_path / "dashboard-denials.png"
         await page.locator("#detail").screenshot(path=str(shot))
         save_screenshot(shot)

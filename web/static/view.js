@@ -1,22 +1,10 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { absolute, ago, count, duration, el, fill, row, short, when } from "./dom.js";
+import { absolute, ago, count, denied, duration, el, fill, row, short, statusText, when } from "./dom.js";
 import { rangeText } from "./listing.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
-
-// A finished job whose agent was refused tool calls at its permission level does not read as a plain
-// success: `succeeded, 2 denied` (as `mam show` and `mam jobs` say it).
-function denied(job) {
-  const denials = job && Array.isArray(job.denials) ? job.denials : [];
-  return (job.status === "succeeded" || job.status === "failed") ? denials : [];
-}
-
-function statusText(job) {
-  const denials = denied(job);
-  return denials.length ? `${job.status}, ${denials.length} denied` : job.status;
-}
 
 function status(value, job = null) {
   const denials = job ? denied(job) : [];
