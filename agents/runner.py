@@ -144,6 +144,7 @@ class Runner:
         labels: dict[str, str] | None = None,
         take_offers: bool = True,
         job_login: str = DEFAULT_MODE,
+        idle_timeout: float | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
@@ -155,7 +156,8 @@ class Runner:
         it claims (`.mam/profiles.json` aliases), announced in its status. `labels`: what it can do
         (`--label key=value`), announced in its status: jobs that require them are routed to it.
         `take_offers`: claim only what a dispatching projector offers (False: claim from the states, as
-        runners before offers did). `job_login`: what `MAM_BROKER_URL` each job gets (`job_broker.py`)."""
+        runners before offers did). `job_login`: what `MAM_BROKER_URL` each job gets (`job_broker.py`).
+        `idle_timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`; None: never)."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
@@ -199,6 +201,7 @@ class Runner:
             ceiling=ceiling,
             options=options,
             profile_env=profile_env,
+            idle_timeout=idle_timeout,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from mam.agents import metrics as runner_metrics
 from mam.agents.drain import drain_seconds, run_until_drained
 from mam.agents.formats import FORMATS
+from mam.agents.idle import DEFAULT_IDLE_TIMEOUT, idle_seconds
 from mam.agents.job_broker import DEFAULT_MODE as DEFAULT_JOB_LOGIN
 from mam.agents.job_broker import MODES as JOB_LOGIN_MODES
 from mam.agents.job_env import ProfileEnv
@@ -89,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"on SIGTERM or SIGINT, claim nothing more and let running jobs finish this long (default "
         f"{DRAIN_TIMEOUT:g}), then release them to the queue for another runner; a second signal releases "
         "them at once",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=idle_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"end a job timed_out when its agent makes no progress this long (default {DEFAULT_IDLE_TIMEOUT:g}; "
+        "0: never): no output from a plain command, no line but retry notices from a CLI whose stream mam reads; "
+        "a job waiting for an answer (mam ask) is not idle",
     )
     parser.add_argument("--agent-id", type=agent_name, metavar="ID", help="runner id (default: agent-host-pid)")
     parser.add_argument("--label", action="append", metavar="KEY=VALUE",
@@ -186,6 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             labels=parse_pairs(args.label, "--label"),
             take_offers=args.take_offers,
             job_login=args.job_login,
+            idle_timeout=args.idle_timeout or None,
         )
         if endpoint is not None:
             runner_metrics.register(runner, registry)

@@ -4,7 +4,8 @@ Every event goes into the runner's outbox, in the order it happened: `started`,
 the `output` events (all of them: both pipes are read to their end before
 anything else is decided), heartbeats, and one terminal event. The first
 reason to stop the agent decides how the job ends: a cancel request ends it
-`cancelled`, the job's timeout `timed_out`, the runner stopping releases it
+`cancelled`, the job's timeout or the runner's idle timeout (no progress
+from the agent for that long: `idle.py`) `timed_out`, the runner stopping releases it
 to the queue (`released`, see `release`; `failed` for a job submitted with
 `--no-requeue`); a job the registry has already ended (`lost`, say) is stopped
 with nothing more to say; otherwise its exit code decides (and, for an agent
@@ -30,11 +31,12 @@ from msgspec import UNSET, UnsetType
 from mam.agents.budget import BudgetWatch
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
+from mam.agents.idle import IdleClock, Progress
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.job_broker import JobBroker
 from mam.agents.job_env import ProfileEnv, job_environment
 from mam.agents.key_check import missing_key
-from mam.agents.output import OutputStreamer
+from mam.agents.output import OutputStreamer, TextFilter
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
@@ -94,6 +96,9 @@ class Settings:
     also from a host other than the projector's. Unused when `job_broker` is given."""
     job_broker: JobBroker | None = None
     """What `MAM_BROKER_URL` a job gets (`mam-agent --job-login`): a login of its own where the broker takes one."""
+    idle_timeout: float | None = None
+    """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
+    None: never."""
 
 
 class Supervisor:
@@ -120,6 +125,9 @@ class Supervisor:
         self.budget_reason = ""
         self.level: str | None = None
         """The permission level the job runs at (set by `_argv`); None for a command without levels."""
+        self.idle = IdleClock(settings.idle_timeout) if settings.idle_timeout else None
+        self.timeout_reason: str | None = None
+        """Why the job timed out, when it was not its own `timeout` (its agent was idle)."""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -256,8 +264,7 @@ class Supervisor:
         self.process = process
         self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid, counts_outputs=True))
         log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
-        filters = {"stdout": self._stdout_filter()} if self.transcript else None
-        output = OutputStreamer(self._put, room=self.settings.room, filters=filters)
+        output = OutputStreamer(self._put, room=self.settings.room, filters=self._filters())
         code = await self._supervise(process, output)
         log.info("job %s: exited with code %d", self.job_id, code)
         saved = await self._save_worktree()
@@ -266,6 +273,16 @@ class Supervisor:
             clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=self.succeeded,
                                saved=saved is not None and saved.committed_all)
             await anyio.to_thread.run_sync(clean_up)
+
+    def _filters(self) -> dict[str, TextFilter]:
+        """What each stream's text passes through: a structured stdout its parser (and budget watch); with an
+        idle timeout, the watch of the agent's progress (`idle.py`: a structured agent's stderr is not)."""
+        filters: dict[str, TextFilter] = {"stdout": self._stdout_filter()} if self.transcript else {}
+        if self.idle is not None and self.transcript is not None:
+            filters["stdout"] = Progress(self.idle, filters["stdout"], self.transcript)
+        elif self.idle is not None:
+            filters = {stream: Progress(self.idle) for stream in ("stdout", "stderr")}
+        return filters
 
     def _stdout_filter(self) -> Transcript | BudgetWatch:
         """The agent's stream, read by its parser; watched against the job's budget when it has one."""
@@ -324,6 +341,9 @@ class Supervisor:
             tg.start_soon(self._stop_when_asked, process, output)
             if self.record.timeout:
                 tg.start_soon(self._deadline, self.record.timeout)
+            if self.idle is not None:
+                self.idle.progress()  # the clock starts with the agent
+                tg.start_soon(self._idle, self.idle)
             # asyncio's wait returns once the process has exited and its pipes are closed;
             # the readers then still hold what they have not turned into events yet.
             code = await process.wait()
@@ -386,6 +406,25 @@ class Supervisor:
             log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
         self.stop(Ending.TIMED_OUT)
 
+    async def _idle(self, clock: IdleClock) -> None:
+        """Stop the job once its agent has made no progress for `clock.limit` seconds; while the job waits for
+        a person the clock stands still, and it starts again when the wait ends."""
+        while True:
+            changed = self._record_changed
+            if self.record.status is Status.WAITING:
+                await changed.wait()
+                clock.progress()
+                continue
+            left = clock.left()
+            if left <= 0:
+                break
+            with anyio.move_on_after(left):
+                await changed.wait()
+        if self.ending is None:
+            self.timeout_reason = clock.reason()
+            log.info("job %s: %s; stopping it", self.job_id, self.timeout_reason)
+        self.stop(Ending.TIMED_OUT)
+
     def _usage_so_far(self) -> ev.Usage | UnsetType:
         """What the agent's stream reported using until now (a job stopped before its result still used
         tokens: claude's messages carry them); left out for a plain command or a stream that said nothing."""
@@ -423,7 +462,7 @@ class Supervisor:
             self._put(ev.Failed(exit_code=code, error=self.budget_reason, git=git, usage=self._usage_so_far(),
                                 outputs=output.seq))
         elif self.ending is Ending.TIMED_OUT:
-            reason = f"timed out after {self.record.timeout:g}s"
+            reason = self.timeout_reason or f"timed out after {self.record.timeout:g}s"
             self._put(ev.TimedOut(reason=reason, exit_code=code, git=git, usage=self._usage_so_far(),
                                   outputs=output.seq))
         elif self.transcript is not None and code is not None:

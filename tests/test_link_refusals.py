@@ -28,7 +28,7 @@ from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
+from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import event, projector_process, submit, up_process, workspace_id
 from support import Daemon, Watch, _client, wait_for_state
 
@@ -163,6 +163,7 @@ class Projector:
 
     def __init__(self, root: Path) -> None:
         root.mkdir()
+        allow_unsigned_runners(root)  # its claims are hand-made, without a runner key
         self.workspace = resolve(workspace=root, env={})
         self.log = AuditLog(self.workspace.logs_dir)
         self.registry = Registry(self.workspace.registry_dir)

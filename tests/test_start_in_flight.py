@@ -52,7 +52,7 @@ class Runner:
         return self._signed(ev.Output(id=f"{self.job_id}-o{seq}", text=f"line {seq}\n", seq=seq))
 
     def heartbeat(self, n: int) -> bytes:
-        return self._signed(ev.Heartbeat(id=f"{self.job_id}-hb{n}", runner=self.name))
+        return self._signed(ev.Heartbeat(id=f"{self.job_id}-hb{n}", runner=self.name, seq=n + 1))
 
     def succeeded(self, outputs: int) -> bytes:
         return self._signed(ev.Succeeded(id=f"{self.job_id}-z", exit_code=0, outputs=outputs))

@@ -42,12 +42,26 @@ class Outcome:
 
 
 class StreamParser(ABC):
-    """One agent CLI's machine-readable output, read line by line."""
+    """One agent CLI's machine-readable output, read line by line.
+
+    A line the CLI prints about its connection rather than its work (a retry of a failed API call, a
+    warning) is a *notice*: shown like any other, and counted in `notices` with its text in `last_notice`,
+    so the runner can tell a CLI that only retries from one that makes progress (`idle.py`)."""
 
     name: ClassVar[str]
     """The profile `format` that selects this parser."""
     program: ClassVar[str]
     """The CLI's name, as messages about its run call it."""
+    notices: int = 0
+    """How many of the lines read so far were notices."""
+    last_notice: str | None = None
+    """The last notice's readable text (one line, no newline)."""
+
+    def notice(self, text: str) -> str:
+        """Count `text` (one readable line) as a notice; the line to show for it."""
+        self.notices += 1
+        self.last_notice = text
+        return text + "\n"
 
     @abstractmethod
     def line(self, text: str) -> str:

@@ -116,6 +116,13 @@ class Line(Struct):
     permission_denials: list[Denial] | None = None
     modelUsage: dict[str, ModelUsage] | None = None  # noqa: N815
     event: ApiEvent | None = None
+    attempt: int | float | None = None
+    """`system`/`api_retry`: which retry this is, of `max_retries`, after `retry_delay_ms`."""
+    max_retries: int | float | None = None
+    retry_delay_ms: int | float | None = None
+    error_status: int | float | None = None
+    """The failed call's HTTP status (none when no response came at all)."""
+    error: object = None
 
 
 _decoder = msgspec.json.Decoder(Line)
@@ -177,6 +184,8 @@ class ClaudeStream(StreamParser):
         if line.type == "system" and line.subtype == "init":
             model = f", model {line.model}" if line.model else ""
             return f"[claude session {line.session_id or '?'}{model}]\n"
+        if line.type == "system" and line.subtype == "api_retry":
+            return self.notice(_retry(line))
         if line.type in ("assistant", "user") and line.message is not None:
             if line.type == "assistant" and line.message.usage is not None:
                 self._count(line.message.id, line.message.usage)
@@ -277,6 +286,20 @@ def _all_models(models: dict[str, ModelUsage]) -> _Tokens:
                               cache_read_input_tokens=model.cacheReadInputTokens,
                               cache_creation_input_tokens=model.cacheCreationInputTokens))
     return tokens
+
+
+def _retry(line: Line) -> str:
+    """A `system`/`api_retry` line as one line to read: `! claude: API error 401 (authentication_failed),
+    retry 1 of 10 in 0.6 s`. Claude Code 2.1.197 writes one before each retry of a failed API call
+    ({attempt, max_retries, retry_delay_ms, error_status, error}; code.claude.com/docs/en/headless,
+    Stream responses), up to `CLAUDE_CODE_MAX_RETRIES` (default 10) of them, ~192 s in all."""
+    status = f"API error {line.error_status:g}" if isinstance(line.error_status, int | float) else "no response from the API"
+    kind = f" ({one_line(line.error, 60)})" if isinstance(line.error, str) and line.error else ""
+    count = f" {line.attempt:g}" if isinstance(line.attempt, int | float) else ""
+    of = f" of {line.max_retries:g}" if isinstance(line.max_retries, int | float) else ""
+    delay = line.retry_delay_ms
+    wait = f" in {delay / 1000:.1f} s" if isinstance(delay, int | float) and 0 <= delay < 1e12 else ""
+    return f"! claude: {status}{kind}, retry{count}{of}{wait}"
 
 
 def _denials(line: Line) -> tuple[str, ...]:

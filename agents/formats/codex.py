@@ -9,8 +9,9 @@ The events (codex-rs `exec_events.rs`): `thread.started` (`thread_id`),
 `turn.completed` with `usage` {`input_tokens`, `cached_input_tokens`,
 `output_tokens`}, `turn.failed` with `error.message`, and `error` (a
 message from the stream itself; codex also uses it for retries it then
-recovers from, so only a turn that never completes makes it the job's
-error).
+recovers from, "Reconnecting... 2/5 (...)", so only a turn that never
+completes makes it the job's error). Such an `error` is a notice
+(`StreamParser.notice`): it does not count as the agent's progress.
 
 The final answer is the last `agent_message`; Codex reports no cost.
 """
@@ -104,7 +105,7 @@ class CodexJson(StreamParser):
                 return f"✗ codex: {one_line(message)}\n"
             case "error":
                 self._last_error = line.message or self._last_error
-                return f"! codex: {one_line(line.message or 'error')}\n"
+                return self.notice(f"! codex: {one_line(line.message or 'error')}")
         return ""
 
     def _started(self, item: Item) -> str:

@@ -13,7 +13,10 @@ The final answer is the assistant's text after its last tool call. Gemini
 reports tokens (`input_tokens` includes the `cached` ones; its thinking only
 in `total_tokens`, counted here as output) but no cost and no turn count. A
 result with `status: error` and no message of its own (a blocked response)
-takes the reason of the `error` event before it.
+takes the reason of the `error` event before it. An `error` event is a
+notice (`StreamParser.notice`), not progress; Gemini CLI 0.61.0 writes its
+retries of a failed API call to stderr, not to this stream ("Attempt 2
+failed with status 500. Retrying with backoff..." and a stack trace).
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class GeminiStream(StreamParser):
                 return f"← {first_line(line.output or '') or line.status or 'done'}\n"
             case "error":
                 self._last_error = line.message or self._last_error
-                return f"! gemini: {one_line(line.message or line.severity or 'error')}\n"
+                return self.notice(f"! gemini: {one_line(line.message or line.severity or 'error')}")
             case "result":
                 self._result = line
                 if line.status == "error":

@@ -24,6 +24,13 @@ class Transcript:
         self._held_chars = 0
         self._skipping = False
         """Inside a line that went over `max_line`: drop until its newline."""
+        self.lines = 0
+        """The lines handed to the parser so far (`progress` counts those that were not notices)."""
+
+    @property
+    def progress(self) -> int:
+        """How many lines read so far were the agent's progress: every line but its notices (retries)."""
+        return self.lines - self.parser.notices
 
     def feed(self, text: str) -> str:
         """Text from the pipe -> the readable text of the lines it completes."""
@@ -39,6 +46,7 @@ class Transcript:
                 continue
             line = "".join(self._held) + piece
             self._held, self._held_chars = [], 0
+            self.lines += 1
             shown.append(self.parser.line(line.removesuffix("\r")))
         return "".join(shown)
 
@@ -56,6 +64,7 @@ class Transcript:
         """The stream has ended: parse what is left of a last line, and let the parser close."""
         rest = "" if self._skipping else "".join(self._held)
         self._held, self._held_chars, self._skipping = [], 0, False
+        self.lines += bool(rest)
         return (self.parser.line(rest.removesuffix("\r")) if rest else "") + self.parser.end()
 
 

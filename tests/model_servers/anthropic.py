@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from model_servers.core import Script, Turn, sse
+from model_servers.core import Script, Turn, sse, stall
 
 _ids = itertools.count(1)
 
@@ -88,6 +88,8 @@ def app(script: Script) -> Starlette:
     async def messages(request: Request) -> Response:
         body = await request.json()
         turn = script.answer(request.url.path, dict(request.headers), body)
+        if turn.stall:
+            await stall()
         if turn.status != 200:
             kind = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}.get(turn.status, "api_error")
             return JSONResponse({"type": "error", "error": {"type": kind, "message": turn.error}}, status_code=turn.status)

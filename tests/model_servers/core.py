@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import uvicorn
 from starlette.applications import Starlette
 
@@ -36,6 +37,9 @@ class Turn:
     pause: float = 0.0
     """Seconds between the streamed pieces of `text` (one a word), after the first: a long answer in progress,
     for a test that stops the CLI meanwhile (`Script.streaming` is set once the first piece is sent)."""
+    stall: bool = False
+    """The call is taken and never answered (a stalled API): the connection stays open, silent, until the server
+    stops."""
 
 
 @dataclass
@@ -68,9 +72,14 @@ class Script:
 
     def _log(self, path: str, headers: dict[str, str], body: dict[str, Any], turn: Turn) -> None:
         self.requests.append({**body, "_path": path, "_headers": headers})
-        if turn.status == 200:
+        if turn.status == 200 and not turn.stall:
             self.input_tokens += turn.input_tokens
             self.output_tokens += turn.output_tokens + turn.thinking_tokens
+
+
+async def stall() -> None:
+    """Never answer: wait until the server stops (uvicorn cancels the handler at its shutdown)."""
+    await anyio.sleep_forever()
 
 
 def sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:

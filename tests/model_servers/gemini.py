@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from model_servers.core import Script, Turn
+from model_servers.core import Script, Turn, stall
 
 SIDE_TURN = Turn(text=json.dumps({"reasoning": "scripted", "complexity_reasoning": "scripted", "complexity_score": 1,
                                   "next_speaker": "user", "model_choice": "flash"}), input_tokens=10, output_tokens=5)
@@ -71,6 +71,8 @@ def app(script: Script) -> Starlette:
             side = script.side(request.url.path, dict(request.headers), body, SIDE_TURN)
             return JSONResponse(_response([{"text": side.text}], model, _usage(side)))
         turn = script.answer(request.url.path, dict(request.headers), body)
+        if turn.stall:
+            await stall()
         if turn.status != 200:
             return _error(turn)
         whole = _response(_parts(turn), model, _usage(turn), turn.finish)

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from model_servers.core import Script, Turn, sse
+from model_servers.core import Script, Turn, sse, stall
 
 _ids = itertools.count(1)
 
@@ -105,6 +105,8 @@ def app(script: Script) -> Starlette:
     async def responses(request: Request) -> Response:
         body = await request.json()
         turn = script.answer(request.url.path, dict(request.headers), body)
+        if turn.stall:
+            await stall()
         if turn.status != 200:
             return _error(turn)
         return Response(_responses_stream(turn, body), media_type="text/event-stream")
