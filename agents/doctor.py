@@ -168,8 +168,10 @@ def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env:
     if found is not None:
         return ok(name, found)
     files = ", ".join(str(login.path(env, root)) for login in cli.logins)
-    return warn(name, f"none found: no {', '.join(cli.keys[:2])} or the like set, nothing in {files} "
-                "(every job would fail to log in)", cli.login_how)
+    fails = ("every job fails before it starts, naming the key: without one it would wait for a browser login"
+             if cli.key_required else "every job would fail to log in")
+    return warn(name, f"none found: no {', '.join(cli.keys[:2])} or the like set, nothing in {files} ({fails})",
+                cli.login_how)
 
 
 def _workspace(name: str, setup: AgentSetup, program: str, root: Path, env: Mapping[str, str], *,

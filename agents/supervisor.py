@@ -35,6 +35,7 @@ from mam.agents.idle import IdleClock, Progress
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.job_broker import JobBroker
 from mam.agents.job_env import ProfileEnv, job_environment
+from mam.agents.key_check import missing_key
 from mam.agents.output import OutputStreamer, TextFilter
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
@@ -232,6 +233,12 @@ class Supervisor:
             return
         if self.settings.ceiling is not None:
             log.info("job %s: permissions %s", self.job_id, self.record.permissions or self.settings.ceiling)
+        env = self._env()
+        no_key = missing_key(argv, env, self.settings.workspace.root)
+        if no_key is not None:
+            log.info("job %s: not run: %s", self.job_id, no_key)
+            self._put(ev.Failed(exit_code=None, error=no_key, outputs=0))
+            return
         cwd = self.settings.workspace.root
         if self.settings.worktrees is not None:
             base = self.record.git_at_submit.commit if self.record.git_at_submit else None
@@ -249,7 +256,7 @@ class Supervisor:
                 return
             cwd = self.tree.cwd
         try:
-            process = await spawn(argv, env=self._env(), cwd=cwd)
+            process = await spawn(argv, env=env, cwd=cwd)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the prompt's env
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot start {argv[0]!r}: {detail}"

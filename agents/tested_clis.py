@@ -54,11 +54,19 @@ class KnownCli:
     logins: tuple[Login, ...]
     login_how: str
     """How to log in, for the fix line."""
+    key_required: bool = False
+    """Without a key the CLI waits for an interactive login instead of failing: a job fails before it starts
+    (`key_check.py`)."""
 
     @property
     def install(self) -> str:
         return self.package.format(version=self.tested[-1])
 
+
+_AIDER_DOTENV: Final = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY",
+                        "DEEPSEEK_API_KEY")
+"""The keys aider takes from a `.env` (the workspace's, the home's; aider/main.py loads both, and the OpenRouter
+key its browser login saved in ~/.aider/oauth-keys.env)."""
 
 KNOWN: Final[dict[str, KnownCli]] = {
     "claude": KnownCli(
@@ -89,11 +97,11 @@ KNOWN: Final[dict[str, KnownCli]] = {
         package="python3 -m pip install aider-chat=={version}",
         keys=("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY",
               "AIDER_OPENAI_API_KEY", "AIDER_ANTHROPIC_API_KEY", "AIDER_API_KEY"),
-        logins=tuple(Login(None, where, ".env", holds=("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
-                                                            "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY"))
-                     for where in ("{workspace}", "~")),
+        logins=(*(Login(None, where, ".env", holds=_AIDER_DOTENV) for where in ("{workspace}", "~")),
+                Login(None, "~/.aider", "oauth-keys.env", holds=("OPENROUTER_API_KEY",))),
         login_how="export the model provider's key for the runner (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) or put "
                   "it in the workspace's .env",
+        key_required=True,
     ),
 }
 

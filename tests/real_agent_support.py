@@ -47,7 +47,7 @@ class Rig:
 
 @asynccontextmanager
 async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_flags: str,
-                   env: dict[str, str] | None = None) -> AsyncIterator[Rig]:
+                   env: dict[str, str | None] | None = None) -> AsyncIterator[Rig]:
     """`mam up` for `ws`, the model server for `cli` answering `script`, and `mam-agent --agent <cli>`
     with the CLI's settings in a temporary HOME (the runner's environment, which its jobs inherit)."""
     cli.require()
@@ -55,6 +55,6 @@ async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_fla
     with serve(cli.app, script) as server:
         async with up_with_flags(ws) as (port, _):
             url = f"mqtt://127.0.0.1:{port}"
-            runner_env = child_env(**cli.environment(home, server.url), **(env or {}))
+            runner_env = child_env(**(cli.environment(home, server.url) | (env or {})))
             async with agent_runner(url, ws, *runner_flags, agent=cli.agent, name=f"{cli.agent}-1", env=runner_env):
                 yield Rig(ws=ws, url=url, server=server, home=home)

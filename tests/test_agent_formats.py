@@ -265,7 +265,8 @@ def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() ->
     profiles = builtin_profiles()
     assert {name: p.format for name, p in profiles.items() if p.format} == {
         "claude-code": "claude-stream-json", "codex": "codex-json", "gemini": "gemini-stream-json"}
-    assert profiles["claude-code"].argv == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assert profiles["claude-code"].argv == ["claude", "-p", "--output-format", "stream-json", "--verbose",
+                                            "--include-partial-messages"]
     assert profiles["codex"].argv == ["codex", "exec", "--json", "--skip-git-repo-check", "{permissions}", "{options}", "-"]
     assert profiles["gemini"].argv == ["gemini", "--output-format", "stream-json"]
     assert profiles["shell"].format is None and profiles["aider"].format is None

@@ -48,7 +48,7 @@ def test_the_fold_keeps_each_given_limit_and_leaves_the_others_out() -> None:
 def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> None:
     job = submitted(model="opus", max_turns=4, budget_usd=0.5, resumes="j0", resume_session="s-1")
     assert argv_for("claude-code", job) == ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                                            "--permission-mode", "acceptEdits", "--model", "opus",
+                                            "--include-partial-messages", "--permission-mode", "acceptEdits", "--model", "opus",
                                             "--max-turns", "4", "--max-budget-usd", "0.5", "--resume", "s-1"]
     # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit or budget flag (left out)
     assert argv_for("codex", job) == ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
@@ -58,7 +58,7 @@ def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> No
                                               "workspace-write", "-"]
     assert argv_for("aider", submitted(model="openai/gpt-5")) == [
         "aider", "--yes-always", "--no-git", "--no-check-update", "--no-show-release-notes", "--no-analytics",
-        "--model", "openai/gpt-5", "--message-file", "/dev/stdin"]
+        "--no-detect-urls", "--no-suggest-shell-commands", "--model", "openai/gpt-5", "--message-file", "/dev/stdin"]
 
 
 def test_a_job_asking_what_its_command_cannot_pass_fails_with_the_reason() -> None:

@@ -24,9 +24,10 @@ FAKE_CLIS = Path(__file__).parent / "fake_agents"
 
 
 def fake_clis() -> dict[str, str]:
-    """A runner's environment with the suite's fake agent CLIs (`claude`, ...) first on PATH."""
+    """A runner's environment with the suite's fake agent CLIs (`claude`, ...) first on PATH, and a key for
+    aider (whose jobs the runner fails without one: agents/key_check.py)."""
     return child_env(PATH=os.pathsep.join([str(FAKE_CLIS), str(BIN), os.environ.get("PATH", "")]),
-                     PYTHONDONTWRITEBYTECODE="1")
+                     PYTHONDONTWRITEBYTECODE="1", OPENAI_API_KEY="sk-fake-for-aider")
 
 
 @asynccontextmanager

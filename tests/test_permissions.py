@@ -24,9 +24,10 @@ PROGRAM = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "aider
 
 
 def fake_env() -> dict[str, str]:
-    """The fakes first on PATH (and this Python for their `env python3`)."""
+    """The fakes first on PATH (and this Python for their `env python3`), and a key for aider (whose jobs the
+    runner fails without one)."""
     path = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return child_env(PATH=path, PYTHONDONTWRITEBYTECODE="1")
+    return child_env(PATH=path, PYTHONDONTWRITEBYTECODE="1", OPENAI_API_KEY="sk-fake-for-aider")
 
 
 async def finished(url: str, ws: WorkspacePaths, *jobs: str) -> dict[str, dict]:

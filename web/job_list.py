@@ -190,6 +190,7 @@ def job_row(record: JobRecord, root: str, now: datetime) -> dict[str, Any]:
         "duration_s": duration_s(record, now),
         "cost_usd": cost_of(record),
         "question": question,
+        "denials": list(record.denials) if record.denials else [],
     }
 
 

@@ -63,6 +63,8 @@ JOB_ROW = _object({
     "duration_s": _nullable("number"),
     "cost_usd": _nullable("number"),
     "question": _nullable("string"),
+    "denials": {"type": "array", "items": STRING,
+                "description": "the tool calls its agent was refused at its permission level, one line each"},
 }, more=False)
 
 TOTALS = _object({

@@ -18,7 +18,7 @@ PREVIEW = 200
 """Characters of a prompt (and of a `submitted` event's prompt) the stream carries."""
 LIST_FIELDS = (
     "job_id", "status", "agent", "role", "labels", "parent", "submitted_at", "started_at", "finished_at",
-    "updated_at", "version", "usage", "question", "prompt",
+    "updated_at", "version", "usage", "question", "prompt", "denials",
 )
 
 

@@ -19,13 +19,20 @@ leaves out the tokens read from or written to its prompt cache; mam's `input_tok
 the part read from the cache), so the three are added up here.
 
 A run stopped before its `result` line (cancelled, timed out, killed) still
-used tokens: each `assistant` line carries its API call's `message.usage`,
-so those are summed for its outcome (no cost: only `result` says that).
-Claude Code writes one line per content block of a message, each repeating
-the message's `id` and usage, its `output_tokens` growing to the final count
-on the last line (seen in its transcripts: getagentseal/codeburn#201,
-sirmalloc/ccstatusline#549), so a message counts once, with its last line's
-usage.
+used tokens: what it counts is the usage Claude Code reported for each API
+call. The profile passes `--include-partial-messages`
+(code.claude.com/docs/en/cli-reference), so the stream carries the API's own
+events as `stream_event` lines: `message_start` with the call's id and usage
+(its input tokens, and the output so far), then `message_delta` whose usage
+counts are cumulative (docs.anthropic.com/en/docs/build-with-claude/streaming:
+"The token counts shown in the usage field of the message_delta event are
+cumulative"), so a call counts once, with its latest counts. The `assistant`
+lines are no measure: each repeats its message's `message_start` usage (output
+1; seen through mam with Claude Code 2.1.197, and anthropics/claude-code#22686),
+and a call stopped mid-answer has none yet. A message with no stream events
+(a stream without them: an older profile, a workspace's own) counts with its
+last `assistant` line's usage, once per message id. No cost: only `result`
+says that.
 """
 
 from __future__ import annotations
@@ -79,6 +86,14 @@ class Message(Struct):
     """The API call's tokens, on each `assistant` line (the Messages API's `message.usage`)."""
 
 
+class ApiEvent(Struct):
+    """A `stream_event` line's `event`: one event of the Messages API's stream (message_start, message_delta, ...)."""
+
+    type: str = ""
+    message: Message | None = None
+    usage: TokenUsage | None = None
+
+
 class Denial(Struct):
     """One of the result's `permission_denials`: a tool call refused at the run's permission mode."""
 
@@ -100,6 +115,7 @@ class Line(Struct):
     errors: list[object] | None = None
     permission_denials: list[Denial] | None = None
     modelUsage: dict[str, ModelUsage] | None = None  # noqa: N815
+    event: ApiEvent | None = None
     attempt: int | float | None = None
     """`system`/`api_retry`: which retry this is, of `max_retries`, after `retry_delay_ms`."""
     max_retries: int | float | None = None
@@ -142,11 +158,6 @@ class _Tokens:
         tokens.add(usage)
         return tokens
 
-    def add_all(self, other: _Tokens) -> None:
-        self.input = add(self.input, other.input)
-        self.output = add(self.output, other.output)
-        self.read = add(self.read, other.read)
-
 
 class ClaudeStream(StreamParser):
     name = "claude-stream-json"
@@ -155,10 +166,12 @@ class ClaudeStream(StreamParser):
     def __init__(self) -> None:
         self._result: Line | None = None
         self._session: str | None = None
-        self._used = _Tokens()
-        """The tokens of the assistant messages before the current one."""
-        self._current: tuple[str | None, TokenUsage] | None = None
-        """The current assistant message's id and its latest usage (its lines come one after another)."""
+        self._lines: dict[str, TokenUsage] = {}
+        """Each assistant message's last `assistant` line's usage, by message id."""
+        self._calls: dict[str, TokenUsage] = {}
+        """Each API call's usage from its stream events (`message_start`, then each `message_delta`), by id."""
+        self._streaming: str | None = None
+        """The id of the call whose stream events come now."""
 
     def line(self, text: str) -> str:
         if not text.strip():
@@ -180,7 +193,20 @@ class ClaudeStream(StreamParser):
         if line.type == "result":
             self._result = line
             return self._summary(line)
+        if line.type == "stream_event" and line.event is not None:
+            self._api_event(line.event)
         return ""
+
+    def _api_event(self, event: ApiEvent) -> None:
+        """A call's usage: `message_start`'s, each field a `message_delta` reports replacing it (cumulative)."""
+        if event.type == "message_start" and event.message is not None and event.message.id:
+            self._streaming = event.message.id
+            self._calls[event.message.id] = event.message.usage or TokenUsage()
+        elif event.type == "message_delta" and event.usage is not None and self._streaming in self._calls:
+            known = self._calls[self._streaming]
+            given = {f: getattr(event.usage, f) for f in event.usage.__struct_fields__
+                     if getattr(event.usage, f) is not None}
+            self._calls[self._streaming] = msgspec.structs.replace(known, **given)
 
     def _message(self, message: Message) -> str:
         if isinstance(message.content, str):
@@ -217,16 +243,17 @@ class ClaudeStream(StreamParser):
         return line.result or "; ".join(said) or (line.subtype or "error")
 
     def _count(self, message_id: str | None, usage: TokenUsage) -> None:
-        if self._current is not None and (message_id is None or self._current[0] != message_id):
-            self._used.add(self._current[1])
-        self._current = (message_id, usage)
+        key = message_id if message_id is not None else f"#{len(self._lines)}"  # no id: a message of its own
+        self._lines[key] = usage  # its last line's usage counts
 
     def usage_so_far(self) -> Usage | None:
-        """The tokens the assistant messages so far reported (each message once), before any result line."""
+        """The tokens Claude Code reported so far, each API call once (see the module's docstring)."""
         used = _Tokens()
-        used.add_all(self._used)
-        if self._current is not None:
-            used.add(self._current[1])
+        for usage in self._calls.values():
+            used.add(usage)
+        for message_id, usage in self._lines.items():
+            if message_id not in self._calls:
+                used.add(usage)
         return make_usage(input_tokens=used.input, output_tokens=used.output, cached_input_tokens=used.read,
                           agent_session_id=self._session)
 

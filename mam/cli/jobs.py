@@ -21,7 +21,17 @@ import msgspec
 from mam.cli.args import job_id, positive_int
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
-from mam.cli.tables import JOB_HEADER, agent_table, job_row, render, short, use_colour, with_costs
+from mam.cli.tables import (
+    JOB_HEADER,
+    agent_table,
+    denied_count,
+    job_row,
+    render,
+    short,
+    use_colour,
+    with_costs,
+    with_denials,
+)
 from mam.client.live import snapshot_agents
 from mam.contract import presence
 from mam.contract.arg_limits import MOST_LABELS, at_most
@@ -171,10 +181,12 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         now = utc_now()
         rows: list[list[str]] = []
         costs: list[float | None] = []
+        denied: list[int] = []
         wide: list[list[str]] = []
         for record in shown:  # one record at a time: only its row is kept
             rows.append(job_row(record, now))
             costs.append(cost_of(record))
+            denied.append(denied_count(record))
             if args.output == "wide":
                 wide.append(wide_cells(record))
         if not rows:
@@ -182,7 +194,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             print(f"no jobs match ({count} in {where_})" if count else f"no jobs in {where_}", file=sys.stderr)
             return 0
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    header, rows = with_costs(JOB_HEADER, rows, costs)
+    header, rows = with_costs(*with_denials(JOB_HEADER, rows, denied), costs)
     if args.output == "wide":
         header, rows = with_wide(header, rows, wide)
     for line in render(rows, header, colour=use_colour(sys.stdout), width=width):

@@ -76,6 +76,23 @@ def with_costs(
             [[*row[:at], money(cost), *row[at:]] for row, cost in zip(rows, costs, strict=True)])
 
 
+def denied_count(record: JobRecord) -> int:
+    """How many tool calls the job's agent was refused at its permission level (`denials`), for a finished job."""
+    return len(record.denials) if record.denials and record.status in (Status.SUCCEEDED, Status.FAILED) else 0
+
+
+def with_denials(
+    header: Sequence[str], rows: list[list[str]], counts: Sequence[int]
+) -> tuple[list[str], list[list[str]]]:
+    """A DENIED column after STATUS (how many tool calls each job's agent was refused, `-` for none), only when
+    one of the rows' jobs has any: a job denied every edit it tried does not read as a plain success."""
+    if not any(counts):
+        return list(header), rows
+    at = list(header).index("STATUS") + 1
+    return ([*header[:at], "DENIED", *header[at:]],
+            [[*row[:at], str(n) if n else "-", *row[at:]] for row, n in zip(rows, counts, strict=True)])
+
+
 def agent_row(status: AgentStatus, now: datetime, *, labels: bool = False) -> list[str]:
     """A runner's line; with `labels`, its labels (`mam-agent --label`) before its jobs."""
     row = [
@@ -128,5 +145,5 @@ def line(row: Sequence[str]) -> str:
     return "  ".join(safe(str(cell), keep_layout=False) for cell in row)
 
 
-__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "agent_table", "job_row", "line", "render", "short", "use_colour",
-           "with_cost", "with_costs"]
+__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "agent_table", "denied_count", "job_row", "line", "render",
+           "short", "use_colour", "with_cost", "with_costs", "with_denials"]

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from model_servers.core import Script, Turn, sse, stall
@@ -42,7 +45,7 @@ def _message(turn: Turn, model: str) -> dict[str, Any]:
             "stop_sequence": None, "usage": _usage(turn)}
 
 
-def _stream(turn: Turn, model: str) -> bytes:
+def _events(turn: Turn, model: str) -> list[tuple[str | None, dict[str, Any]]]:
     whole = _message(turn, model)
     start = {**whole, "content": [], "stop_reason": None, "usage": {**_usage(turn), "output_tokens": 1}}
     events: list[tuple[str | None, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
@@ -50,8 +53,10 @@ def _stream(turn: Turn, model: str) -> bytes:
         if block["type"] == "text":
             events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                    "content_block": {"type": "text", "text": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "text_delta", "text": block["text"]}}))
+            pieces = re.findall(r"\S+\s*", block["text"]) if turn.pause else [block["text"]]
+            events.extend(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                   "delta": {"type": "text_delta", "text": piece}})
+                          for piece in pieces)
         else:
             events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                    "content_block": {**block, "input": {}}}))
@@ -63,7 +68,20 @@ def _stream(turn: Turn, model: str) -> bytes:
                                      "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
                                      "usage": {"output_tokens": turn.output_tokens + turn.thinking_tokens}}))
     events.append(("message_stop", {"type": "message_stop"}))
-    return sse(events)
+    return events
+
+
+async def _slowly(turn: Turn, model: str, script: Script) -> AsyncIterator[bytes]:
+    """The events one at a time, `turn.pause` seconds between the text's pieces after the first."""
+    sent_text = False
+    for event in _events(turn, model):
+        is_text = event[1].get("delta", {}).get("type") == "text_delta"
+        if is_text and sent_text:
+            await anyio.sleep(turn.pause)
+        yield sse([event])
+        if is_text and not sent_text:
+            sent_text = True
+            script.streaming.set()
 
 
 def app(script: Script) -> Starlette:
@@ -76,8 +94,10 @@ def app(script: Script) -> Starlette:
             kind = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}.get(turn.status, "api_error")
             return JSONResponse({"type": "error", "error": {"type": kind, "message": turn.error}}, status_code=turn.status)
         model = str(body.get("model", "claude"))
+        if body.get("stream") and turn.pause:
+            return StreamingResponse(_slowly(turn, model, script), media_type="text/event-stream")
         if body.get("stream"):
-            return Response(_stream(turn, model), media_type="text/event-stream")
+            return Response(sse(_events(turn, model)), media_type="text/event-stream")
         return JSONResponse(_message(turn, model))
 
     async def count_tokens(request: Request) -> Response:

@@ -34,6 +34,9 @@ class Turn:
     status: int = 200
     """Not 200: the call is answered with this HTTP status and an error body in the API's shape."""
     error: str = "scripted error"
+    pause: float = 0.0
+    """Seconds between the streamed pieces of `text` (one a word), after the first: a long answer in progress,
+    for a test that stops the CLI meanwhile (`Script.streaming` is set once the first piece is sent)."""
     stall: bool = False
     """The call is taken and never answered (a stalled API): the connection stays open, silent, until the server
     stops."""
@@ -47,6 +50,8 @@ class Script:
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every model call's JSON body, in order (with `"_path"` and `"_headers"` added)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    streaming: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set when a turn with a `pause` has sent the first piece of its text."""
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -70,3 +70,15 @@ export function short(text, width = 60) {
   const flat = (text || "").split(/\s+/).join(" ").trim();
   return flat.length <= width ? flat : flat.slice(0, width - 1) + "…";
 }
+
+// A finished job whose agent was refused tool calls at its permission level does not read as a plain
+// success: `succeeded, 2 denied` (as `mam show` and `mam jobs` say it); `denied` lists the calls.
+export function denied(job) {
+  const denials = job && Array.isArray(job.denials) ? job.denials : [];
+  return job && (job.status === "succeeded" || job.status === "failed") ? denials : [];
+}
+
+export function statusText(job) {
+  const denials = denied(job);
+  return denials.length ? `${job.status}, ${denials.length} denied` : job.status;
+}

@@ -1,7 +1,7 @@
 // The delegation tree of the open job: its root and every job delegated under it, indented, each with its
 // status; a node with children folds and unfolds (the folded ones are remembered while the page is open).
 
-import { el, short } from "./dom.js";
+import { denied, el, short, statusText } from "./dom.js";
 
 /** The root of `jobId`'s tree: a row's `root` when the server gave one, else up the known parents. */
 export function rootOf(jobId, known) {
@@ -60,7 +60,8 @@ export function drawTree(target, tree, { selected, folded, open, live }) {
     const line = el("div", { class: job.job_id === selected ? "node selected" : "node" },
       toggle,
       el("a", { href: `?job=${encodeURIComponent(job.job_id)}`, class: "id", "data-open": job.job_id }, job.job_id),
-      el("span", { class: `status ${job.status || ""}`, "data-status": job.status || "" }, job.status || "?"),
+      el("span", { class: `status ${job.status || ""}${denied(job).length ? " denied" : ""}`,
+                   "data-status": job.status || "" }, job.status ? statusText(job) : "?"),
       el("span", { class: "quiet" }, job.agent || ""),
       el("span", { class: "prompt" }, short(job.prompt || "", 60)),
       kids.length ? el("span", { class: "quiet" }, `${kids.length} delegated`) : "");

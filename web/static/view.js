@@ -1,13 +1,16 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { absolute, ago, count, duration, el, fill, row, short, when } from "./dom.js";
+import { absolute, ago, count, denied, duration, el, fill, row, short, statusText, when } from "./dom.js";
 import { rangeText } from "./listing.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
 
-function status(value) {
-  return el("td", { class: `status ${value}`, "data-status": value }, value);
+function status(value, job = null) {
+  const denials = job ? denied(job) : [];
+  const attrs = { class: `status ${value}${denials.length ? " denied" : ""}`, "data-status": value };
+  if (denials.length) Object.assign(attrs, { "data-denials": String(denials.length), title: denials.join("\n") });
+  return el("td", attrs, job ? statusText(job) : value);
 }
 
 // What the agent reported it spent: `$0.0123` (two places from a dollar up), nothing when it reported no cost.
@@ -77,7 +80,7 @@ export function drawJobs(state, rows, open) {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
       const prompt = asks(job) || job.prompt;
       const tr = row(
-        [el("td", { class: "id", title: job.job_id }, job.job_id), status(job.status), cell(job.agent),
+        [el("td", { class: "id", title: job.job_id }, job.job_id), status(job.status, job), cell(job.agent),
          cell(job.runner, { class: "wide" }), cell(labels, { class: "wider" }), when(job.submitted_at),
          cell(duration(ran(job))), cell(job.exit_code, { class: "wide num" }), cell(job.attempt, { class: "wide num" }),
          cell(job.parent, { class: "wider id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
@@ -195,8 +198,11 @@ export function drawDetail(state) {
   const record = detail.record;
   $("#detail-id").textContent = detail.job_id;
   const badge = $("#detail-status");
-  badge.textContent = record ? record.status : "unknown";
-  badge.className = `status ${record ? record.status : ""}`;
+  badge.textContent = record ? statusText(record) : "unknown";
+  const refused = record ? denied(record) : [];
+  badge.className = `status ${record ? record.status : ""}${refused.length ? " denied" : ""}`;
+  $("#detail-denials").hidden = refused.length === 0;
+  fill($("#detail-denials ul"), refused.map((d) => el("li", {}, d)));
   const finished = !record || TERMINAL.has(record.status);
   $("#cancel").hidden = finished;
   $("#cancel-tree").hidden = finished;
