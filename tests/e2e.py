@@ -7,14 +7,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
+
 from mam.contract import events as ev
+from mam.contract.broker_url import parse_broker_url
 from mam.contract.workspace import resolve
 from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
 from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 
-from brokers import RunningBroker, free_port, wait_for_port
+from brokers import RunningBroker, wait_for_port
 from conftest import WorkspacePaths
 from support import BIN, Daemon, child_env, mam, wait_projector_online
 
@@ -72,21 +75,37 @@ async def up_process(root: Path, cwd: Path, port: int, *, log_dir: Path | None =
 @asynccontextmanager
 async def up_with_flags(ws: WorkspacePaths, *args: str, login: str | None = None) -> AsyncIterator[tuple[int, Daemon]]:
     """`mam up` for `ws` on a free port with extra flags, once its projector is online; with
-    `login` (user:pass), its projector logs in as that user."""
-    port = free_port()
-    url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
+    `login` (user:pass), its projector logs in as that user. The port is `mam up --port 0`'s, read
+    from its runtime file: a port picked here and bound there could be taken in between by another
+    test's process (it was, once, under load)."""
     daemon = Daemon(
-        mam("up", "--port", str(port), "--workspace", str(ws.root), *args),
+        mam("up", "--port", "0", "--workspace", str(ws.root), *args),
         cwd=ws.elsewhere,
-        env=child_env(MAM_BROKER_URL=url if login else None),
+        env=child_env(MAM_BROKER_URL=f"mqtt://{login}@127.0.0.1:1" if login else None),
         log=ws.root.parent / "up.log",
     )
     try:
-        wait_for_port(port, daemon.proc)
+        port = await runtime_port(ws.root, daemon)
+        url = f"mqtt://{login + '@' if login else ''}127.0.0.1:{port}"
         await wait_projector_online(url, workspace_id(ws.root), pid=daemon.pid)
         yield port, daemon
     finally:
         daemon.stop()
+
+
+async def runtime_port(root: Path, daemon: Daemon, timeout: float = 30) -> int:
+    """The port `mam up` (started as `daemon`) listens on, from the runtime file it writes once it listens."""
+    path = root / ".mam" / "runtime.json"
+    with anyio.fail_after(timeout):
+        while daemon.proc.poll() is None:
+            try:
+                runtime = json.loads(path.read_bytes())
+            except (FileNotFoundError, ValueError):
+                runtime = {}
+            if runtime.get("pid") == daemon.pid:
+                return parse_broker_url(runtime["broker"]).port
+            await anyio.sleep(0.02)  # polling for a file another process writes
+    raise RuntimeError(f"mam up exited with {daemon.proc.returncode} before it listened: {daemon.output()[-500:]}")
 
 
 def submit(job_id: str, event_id: str | None = None, prompt: str = "p") -> bytes:
