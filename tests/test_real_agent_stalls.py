@@ -89,9 +89,9 @@ async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(
     agent: str, idle: int, ws: WorkspacePaths,
 ) -> None:
     """The server takes the model call and never answers: the CLI waits silently (claude 10 minutes, codex 5
-    before it retries, aider litellm's 10), and the runner's --idle-timeout ends the job `timed_out` with the
-    reason (before: the job stayed `running` unless it had --job-timeout). Gemini CLI's start-up alone is silent
-    for ~4 s, aider's model check may be: 10 s for them."""
+    before it retries, aider 10: aider/models.py request_timeout), and the runner's --idle-timeout ends the job
+    `timed_out` with the reason (before: the job stayed `running` unless it had --job-timeout). Gemini CLI's
+    start-up alone is silent for ~4 s, aider's (its model-price fetch, 5 s timeout) may be: 10 s for them."""
     async with real_rig(CLIS[agent], ws, Script([Turn(stall=True)]), "--idle-timeout", str(idle)) as rig:
         record = await rig.job("job-stalled", "say hello", agent=agent)
         shown = await rig.mam("show", "job-stalled")
