@@ -6,7 +6,8 @@ returns None after `coder.run(with_message=...)`. When a model call fails with a
 has retried too long (RETRY_TIMEOUT), aider/coders/base_coder.py (`send_message`, `check_and_open_urls`) prints
 litellm's exception (`litellm.AuthenticationError: AuthenticationError: OpenAIException - ...`), its own
 explanation ("The API provider is not able to authenticate you. Check your API key."), and gives up on the
-message. Its options (aider.chat/docs/config/options.html) have none that makes it exit non-zero then.
+message. Its options (aider.chat/docs/config/options.html) have none that makes it exit non-zero then: a known
+bug, Aider-AI/aider#5552 (open), whose fix (#5553: exit 1 after such an error) is not merged.
 
 So for aider the runner reads the end of its stdout: when the last line there that begins with a litellm
 exception is not followed by aider's "Retrying in" line, the run gave up, and the job fails with that error and
