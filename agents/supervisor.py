@@ -31,6 +31,7 @@ from msgspec import UNSET, UnsetType
 from mam.agents.budget import BudgetWatch
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
+from mam.agents.gave_up import gave_up
 from mam.agents.idle import IdleClock, Progress
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.job_broker import JobBroker
@@ -474,6 +475,8 @@ class Supervisor:
             parser = self.transcript.parser
             outcome, stderr = parser.outcome(), output.tail("stderr")
             self._put(verdict(outcome, program=parser.program, code=code, stderr=stderr, git=git, outputs=output.seq))
+        elif code == 0 and (given_up := gave_up(self.settings.argv, output.tail("stdout"))) is not None:
+            self._put(ev.Failed(exit_code=0, error=given_up, git=git, outputs=output.seq))  # aider: gave_up.py
         elif code == 0:
             self._put(ev.Succeeded(exit_code=0, result=output.tail("stdout") or None, git=git, outputs=output.seq))
         else:

@@ -84,18 +84,54 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
     assert len(script.requests) == 2, "the retried call was taken and never answered"
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex"])  # gemini's start-up alone is silent for 4 s
-async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(agent: str, ws: WorkspacePaths) -> None:
+@pytest.mark.parametrize(("agent", "idle"), [("claude-code", 3), ("codex", 3), ("gemini", 10), ("aider", 10)])
+async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(
+    agent: str, idle: int, ws: WorkspacePaths,
+) -> None:
     """The server takes the model call and never answers: the CLI waits silently (claude 10 minutes, codex 5
-    before it retries), and the runner's --idle-timeout 3 ends the job `timed_out` with the reason (before: the
-    job stayed `running` unless it had --job-timeout)."""
-    async with real_rig(CLIS[agent], ws, Script([Turn(stall=True)]), "--idle-timeout", "3") as rig:
+    before it retries, aider 10: aider/models.py request_timeout), and the runner's --idle-timeout ends the job
+    `timed_out` with the reason (before: the job stayed `running` unless it had --job-timeout). Gemini CLI's
+    start-up alone is silent for ~4 s, aider's (its model-price fetch, 5 s timeout) may be: 10 s for them."""
+    async with real_rig(CLIS[agent], ws, Script([Turn(stall=True)]), "--idle-timeout", str(idle)) as rig:
         record = await rig.job("job-stalled", "say hello", agent=agent)
         shown = await rig.mam("show", "job-stalled")
     assert record["status"] == "timed_out", record
-    assert record["error"] == "no progress for 3s (mam-agent --idle-timeout)", record["error"]
-    assert "no progress for 3s" in shown
-    assert len(rig.server.script.requests) >= 1, "the CLI called the model"
+    assert record["error"] == f"no progress for {idle}s (mam-agent --idle-timeout)", record["error"]
+    assert f"no progress for {idle}s" in shown
+    assert [r for r in rig.server.script.requests if not r.get("_side")], "the CLI called the model"
+
+
+BAD_KEY_SAYS = {
+    "codex": "unexpected status 401 Unauthorized: Incorrect API key provided",
+    "gemini": '"code":401,"message":"Incorrect API key provided","status":"UNAUTHENTICATED"',
+    "aider": "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided "
+             "The API provider is not able to authenticate you. Check your API key.",
+}
+
+BAD_KEY_LOGGED = {  # `mam logs`: codex's retries as it made them, the CLIs' errors as they printed them
+    "codex": "! codex: Reconnecting... 1/5 (unexpected status 401 Unauthorized: Incorrect API key provided",
+    "gemini": "✗ gemini: [API Error: {",
+    "aider": "\nlitellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect",
+}
+
+
+@pytest.mark.parametrize("agent", sorted(BAD_KEY_SAYS))
+async def test_a_bad_key_fails_the_job_with_one_line_naming_the_auth_failure(agent: str, ws: WorkspacePaths) -> None:
+    """The server refuses every call with 401 in its API's error shape: codex retries 5 times (~7 s, each retry a
+    line of the job's output) and fails its turn; gemini fails at once; aider prints litellm's
+    AuthenticationError and exits 0, and the runner fails the job with it (agents/gave_up.py; before: `succeeded`).
+    --idle-timeout 30 bounds a CLI that would hang instead: the job must end `failed`, not `timed_out`."""
+    script = Script([Turn(status=401, error="Incorrect API key provided")])
+    async with real_rig(CLIS[agent], ws, script, "--idle-timeout", "30") as rig:
+        record = await rig.job("job-badkey", "say hello", agent=agent)
+        logs = await rig.mam("logs", "job-badkey")
+        shown = await rig.mam("show", "job-badkey")
+    assert record["status"] == "failed", record
+    error = record["error"]
+    assert BAD_KEY_SAYS[agent] in error, error
+    assert "\n" not in error and "\x1b" not in error and len(error) < 300, repr(error)
+    assert error in shown, shown
+    assert BAD_KEY_LOGGED[agent] in logs, logs
 
 
 @pytest.mark.timeout(180)

@@ -114,6 +114,8 @@ def app(script: Script) -> Starlette:
     async def chat(request: Request) -> Response:
         body = await request.json()
         turn = script.answer(request.url.path, dict(request.headers), body)
+        if turn.stall:
+            await stall()
         return _error(turn) if turn.status != 200 else _chat(turn, body)
 
     async def models(request: Request) -> Response:
