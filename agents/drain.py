@@ -10,28 +10,19 @@ runner at once (its will then makes its jobs `lost`, as before).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import math
 import signal
 
 import anyio
 
 from mam.agents.runner import Runner
-from mam.cli.args import MAX_DURATION
+from mam.cli.args import seconds_from_zero
 
 log = logging.getLogger("mam.agent")
 
 
-def drain_seconds(text: str) -> float:
-    """`--drain-timeout`: seconds, 0 or more (0: release the running jobs at the first signal)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or not math.isfinite(value) or value > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds from 0 to {MAX_DURATION}")
-    return value
+drain_seconds = seconds_from_zero()
+"""`--drain-timeout`: seconds, 0 or more (0: release the running jobs at the first signal)."""
 
 
 async def run_until_drained(runner: Runner) -> None:

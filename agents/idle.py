@@ -23,8 +23,6 @@ error 401 ...").
 
 from __future__ import annotations
 
-import argparse
-import math
 from collections.abc import Callable
 from typing import Final
 
@@ -32,7 +30,7 @@ import anyio
 
 from mam.agents.formats import Transcript
 from mam.agents.output import TextFilter
-from mam.cli.args import MAX_DURATION
+from mam.cli.args import seconds_from_zero
 
 DEFAULT_IDLE_TIMEOUT: Final = 900.0
 """Seconds without progress before a job is stopped: longer than the longest tool call the CLIs allow by
@@ -40,15 +38,8 @@ default (Claude Code's Bash tool: at most 10 minutes) and than claude's ~192 s o
 the job itself with its error)."""
 
 
-def idle_seconds(text: str) -> float:
-    """`--idle-timeout`: seconds, 0 or more (0: never)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or not math.isfinite(value) or value > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds from 0 (never) to {MAX_DURATION}")
-    return value
+idle_seconds = seconds_from_zero("never")
+"""`--idle-timeout`: seconds, 0 or more (0: never)."""
 
 
 class IdleClock:

@@ -12,6 +12,7 @@ import argparse
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from mam.contract.errors import EXIT_USAGE
@@ -44,6 +45,23 @@ def positive_seconds(text: str) -> float:
     if value > MAX_DURATION:
         raise argparse.ArgumentTypeError(f"{text!r} is too long: at most {MAX_DURATION} seconds (100 years)")
     return value
+
+
+def seconds_from_zero(zero_means: str | None = None) -> Callable[[str], float]:
+    """A type for a duration in seconds from 0 to `MAX_DURATION`, where 0 means `zero_means` (said in the
+    error: `--drain-timeout` releases at once, `--idle-timeout` never stops a job)."""
+    lowest = f"0 ({zero_means})" if zero_means else "0"
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not value >= 0 or not math.isfinite(value) or value > MAX_DURATION:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds from {lowest} to {MAX_DURATION}")
+        return value
+
+    return seconds
 
 
 def positive_int(text: str) -> int:
