@@ -26,7 +26,6 @@ everyone. So the log is bounded twice:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -39,6 +38,7 @@ import msgspec
 
 from mam.contract.errors import UsageError
 from mam.contract.timefmt import utc_now_iso
+from mam.contract.workspace_config import config_entry
 from mam.projector.appender import Appender
 from mam.projector.dirs import Root, warn_once
 from mam.registry.nofollow import PathRefused
@@ -68,12 +68,8 @@ class RefusalLimits:
 
 def load_limits(workspace_root: Path) -> RefusalLimits:
     """`refusal_log` from `<root>/.mam/config.json`, else the defaults; a bad value is one `UsageError` line."""
-    path = workspace_root / ".mam" / "config.json"
-    try:
-        data = json.loads(path.read_bytes()) if path.is_file() else {}
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    given = data.get("refusal_log", {}) if isinstance(data, dict) else {}
+    path, given = config_entry(workspace_root, "refusal_log")
+    given = {} if given is None else given
     wanted = ", ".join(f'"{f.name}": N' for f in fields(RefusalLimits))
     if not isinstance(given, dict) or set(given) - {f.name for f in fields(RefusalLimits)}:
         raise UsageError(f"{path}: refusal_log must be an object with some of {{{wanted}}}")

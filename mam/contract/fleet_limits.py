@@ -9,7 +9,6 @@ reading the file.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,8 +19,8 @@ from mam.contract import routing
 from mam.contract.errors import UsageError
 from mam.contract.ids import AGENT_ID_PATTERN
 from mam.contract.record import JobRecord
+from mam.contract.workspace_config import config_entry
 
-CONFIG_NAME: Final = "config.json"
 MAX_LIMIT: Final = 1_000_000
 _AGENT: Final = re.compile(AGENT_ID_PATTERN)
 
@@ -64,14 +63,7 @@ class FleetLimits:
 
 def load(workspace_root: Path) -> FleetLimits:
     """The workspace's `limits`, or none; a value that cannot be one is a one-line error naming it."""
-    path = workspace_root / ".mam" / CONFIG_NAME
-    if not path.is_file():
-        return FleetLimits()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    entry = data.get("limits") if isinstance(data, dict) else None
+    path, entry = config_entry(workspace_root, "limits")
     return FleetLimits() if entry is None else parse(entry, where=f"{path}: limits")
 
 

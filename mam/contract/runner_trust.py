@@ -11,27 +11,21 @@ reading the file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Final
 
 from mam.contract.errors import UsageError
+from mam.contract.workspace_config import config_entry
 
-CONFIG_NAME: Final = "config.json"
 KEY: Final = "unsigned_runners"
 
 
 def load(workspace_root: Path) -> bool:
     """The workspace's `unsigned_runners` (False when the file or the key is absent); a value that is not
     true or false is a one-line error naming it."""
-    path = workspace_root / ".mam" / CONFIG_NAME
-    if not path.is_file():
+    path, value = config_entry(workspace_root, KEY)
+    if value is None:
         return False
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    value = data.get(KEY, False) if isinstance(data, dict) else False
     if not isinstance(value, bool):
         raise UsageError(f"{path}: {KEY}: {value!r} is not true or false")
     return value
