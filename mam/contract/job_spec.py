@@ -132,7 +132,7 @@ def option_schema(name: str) -> dict[str, Any]:
     out: dict[str, Any] = {**schema, "description": OPTIONS[name].help}
     if name not in REQUIRED:
         out = {"anyOf": [schema, {"type": "null"}], "description": OPTIONS[name].help,
-               "default": OPTIONS[name].default if name in ("no_parent", "requeue") else None}
+               "default": None}  # null: the option's default (its help says which)
     if OPTIONS[name].deprecated:
         out["deprecated"] = True
     return out
@@ -167,7 +167,7 @@ def check_value(name: str, value: object) -> object:
     try:
         return msgspec.convert(value, type=_field_types()[name])
     except msgspec.ValidationError as exc:
-        raise UsageError(f"{name}: {_typed(value)}{reason(exc)}") from None
+        raise UsageError(f"{name}: {_said(value, reason(exc))}") from None
 
 
 _WORDS: Final = {
@@ -188,10 +188,11 @@ def reason(exc: msgspec.ValidationError) -> str:
     return message + (" (in a key)" if where.startswith("`key` in ") else "")
 
 
-def _typed(value: object) -> str:
-    """What was sent, short, to name it in the reason (`'no body': `)."""
+def _said(value: object, why: str) -> str:
+    """What was sent, short, and why it is refused: `'no body' may contain only ...`, `5000: Expected ...`."""
     text = repr(value)
-    return f"{text[:60]}...: " if len(text) > 63 else f"{text}: "
+    text = f"{text[:60]}..." if len(text) > 63 else text
+    return f"{text} {why}" if why.startswith(("may ", "is ")) else f"{text}: {why}"
 
 
 def decode(body: bytes) -> JobSpec:
@@ -226,7 +227,7 @@ def _named(exc: msgspec.ValidationError, given: dict[str, Any]) -> str:
     if not where:
         return f"bad request: {message}"
     field = where.removeprefix("`key` in ").strip("`").removeprefix("$.").split(".")[0].split("[")[0]
-    return f"{field}: {_typed(given[field]) if field in given else ''}{reason(exc)}"
+    return f"{field}: {_said(given[field], reason(exc)) if field in given else reason(exc)}"
 
 
 def run_limit(spec: JobSpec) -> float | None:
@@ -235,6 +236,40 @@ def run_limit(spec: JobSpec) -> float | None:
         raise UsageError(f"timeout: {spec.timeout:g} is the old name of job_timeout, which is "
                          f"{spec.job_timeout:g}: give job_timeout only")
     return spec.job_timeout if spec.job_timeout is not None else spec.timeout
+
+
+def _takes(name: str) -> str:
+    """The values an option takes, in a few words, from its schema."""
+    schema = _schemas()[name]
+    if "enum" in schema:
+        return ", ".join(map(str, schema["enum"]))
+    kind = schema.get("type", "")
+    if kind == "array":
+        items = schema.get("items", {})
+        return "list of " + (", ".join(items["enum"]) if "enum" in items else "job ids")
+    if kind == "object":
+        return "object of key: value"
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum")
+    if low is None and high is None:
+        return {"string": "text", "boolean": "true/false"}.get(kind, kind)
+    sign = ">" if "exclusiveMinimum" in schema else ">="
+    upper = f", <= {_number(high)}" if high is not None and high < 2**53 - 1 else ""
+    return f"{'integer' if kind == 'integer' else 'number'} {sign} {_number(low)}{upper}"
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def table() -> str:
+    """The docs' table of the options (docs/api.md): name, flag, values, front ends, help."""
+    rows = ["| option | `mam submit` | takes | HTTP | MCP | Python | what it does |", "| --- | --- | --- | :-: | :-: | :-: | --- |"]
+    for name, option in OPTIONS.items():
+        marks = " | ".join("yes" if front in option.fronts else "-" for front in ("api", "mcp", "python"))
+        flag = f"`{option.flag}`" if option.flag else "-"
+        rows.append(f"| `{name}` | {flag} | {_takes(name)} | {marks} | {option.help.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
 
 
 T = TypeVar("T")
@@ -271,4 +306,4 @@ def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
 
 
 __all__ = ["FRONTS", "OPTIONS", "REQUIRED", "Front", "JobSpec", "Option", "check_value", "convert", "decode",
-           "names", "option_schema", "reason", "request_schema", "run_limit", "submitted"]
+           "names", "option_schema", "reason", "request_schema", "run_limit", "submitted", "table"]
