@@ -5,22 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
 
 from mam.agents.cancel_tree import cancel_tree
-from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, limit_fields, resume_fields
+from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, resume_fields
 from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
 from mam.agents.cli_retry import register as register_retry
 from mam.agents.cli_wait import register as register_wait
 from mam.agents.inside_job import default_parent
-from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
-from mam.agents.profiles import load_profiles, resolve
 from mam.agents.publisher import Publisher, new_job_id
+from mam.agents.runner_hint import no_runner
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli.args import agent_name, job_id, positive_seconds
@@ -28,7 +26,7 @@ from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args,
 from mam.client.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
 from mam.client.live import snapshot_agents, snapshot_job_ids
 from mam.contract import events as ev
-from mam.contract import presence, routing
+from mam.contract import job_spec, presence, routing
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
@@ -156,21 +154,31 @@ def _prompt(value: str) -> str:
 
 
 _FLAG_OF_FIELD = {
-    "prompt": "--prompt",
-    "agent": "--agent",
-    "agent_session": "--agent-session",
-    "role": "--role",
-    "labels": "--label",
+    **{name: option.flag for name, option in job_spec.OPTIONS.items() if option.flag},
     "timeout": "--job-timeout",
-    "permissions": "--permissions",
-    "parent": "--parent",
-    "retries": "--retries",
-    "retry_on": "--retry-on",
-    "backoff": "--backoff",
-    "after": "--after",
     **FLAG_OF_FIELD,
     "reason": "--reason",
 }
+"""The flag that gives each `submitted` field (and `cancel_requested`'s reason), to name it in an error."""
+
+
+def flagged(message: str) -> str:
+    """A job spec error (`priority: 5000: ...`) naming the flag instead (`--priority: 5000: ...`)."""
+    field, sep, rest = message.partition(": ")
+    flag = job_spec.OPTIONS[field].flag if field in job_spec.OPTIONS else None
+    return f"{flag}: {rest}" if sep and flag else message
+
+
+def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobSpec:
+    """`mam submit`'s flags as the job spec: an option per flag of the same name, and the repeatable ones joined."""
+    given = {name: getattr(args, name, None) for name in job_spec.names("cli")}
+    given.update(prompt=prompt, agent=agent, labels=_labels(args.label) or None,
+                 require=parse_pairs(args.require, "--require") or None, requeue=False if args.no_requeue else None,
+                 no_parent=args.no_parent or None, **policy_fields(args))
+    try:
+        return job_spec.convert(given)
+    except UsageError as exc:
+        raise UsageError(flagged(str(exc))) from None
 
 
 def _check(event: ev.AnyEvent) -> ev.AnyEvent:
@@ -215,23 +223,16 @@ def run_submit(args: argparse.Namespace) -> int:
     broker = broker_from_args(args, workspace)
     prompt = _prompt(args.prompt)
 
+    parent = default_parent(args.parent, no_parent=args.no_parent)
+    git = git_info(workspace.root)
+
     def submitted(agent: str, resume: dict[str, Any]) -> ev.AnyEvent:
-        return _check(ev.Submitted(
-            prompt=prompt,
-            agent=agent,
-            agent_session=args.agent_session,
-            role=args.role,
-            labels=_labels(args.label),
-            timeout=args.job_timeout,
-            parent=default_parent(args.parent, no_parent=args.no_parent),
-            **({"requeue": False} if args.no_requeue else {}),
-            git=git_info(workspace.root),
-            **policy_fields(args),
-            **({"permissions": args.permissions} if args.permissions else {}),
-            **limit_fields(args),
-            **routing.submit_fields(parse_pairs(args.require, "--require"), args.priority),  # type: ignore[arg-type]
-            **resume,
-        ))
+        spec = cli_spec(args, prompt, agent)
+        try:
+            event = job_spec.submitted(spec, parent=parent, git=git)
+        except UsageError as exc:
+            raise UsageError(flagged(str(exc))) from None
+        return _check(msgspec.structs.replace(event, **resume) if resume else event)
 
     event = submitted(args.agent or "resumed", {})  # every flag checked before any broker is reached
     job_id = args.job_id or new_job_id()
@@ -276,29 +277,6 @@ def run_submit(args: argparse.Namespace) -> int:
             raise
         print(f"\nmam: {stopped_following(job_id)}", file=sys.stderr)
         return 130
-
-
-def no_runner(agent: str, job_id: str, root: Path, runners: list[AgentStatus]) -> str:
-    """Why a job just submitted waits, and what to do: start a runner of the profile (or alias) the name
-    is, or, for a name nothing knows, the nearest known names (profiles, aliases, agents online)."""
-    try:
-        profiles = load_profiles(root)
-    except MamError:
-        profiles = {}
-    if agent in profiles:
-        how = f"`mam-agent --agent {resolve(agent, profiles)}`" if resolve(agent, profiles) != agent \
-            else f"`mam-agent --agent {agent}`"
-        return (f"no runner for {agent!r} is online: job {job_id} waits until one starts ({how}); "
-                "`mam agents` lists the runners")
-    online = {name for r in runners for name in (r.agent, *(r.aliases or ()))}
-    hint = did_you_mean(agent, {*profiles, *online})
-    if hint:
-        near = hint.split("'")[1]
-        return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits; {hint} "
-                f"`mam cancel {job_id}` and submit with --agent {near}, or serve this name: "
-                f"`mam-agent --agent {agent} --profile {near}`")
-    return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits until one "
-            f"starts (`mam-agent --agent {agent} --command ...`); `mam agents` lists the runners")
 
 
 async def _submit_and_look(

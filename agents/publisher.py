@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import typing
 import uuid
 import warnings
 from types import TracebackType
@@ -30,7 +29,7 @@ from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
-from mam.contract import routing
+from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError, NoProjector, UsageError
 from mam.contract.ids import validate_job_id
@@ -187,32 +186,25 @@ class Publisher:
         `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
         a finished job of the same `agent` whose session this one continues. `require`: runner labels the job
         needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`)."""
-        job_timeout = run_limit(job_timeout, timeout)
-        if permissions is not None and permissions not in typing.get_args(ev.PermissionLevel):
-            levels = ", ".join(typing.get_args(ev.PermissionLevel))
-            raise UsageError(f"permissions={permissions!r} is not a permission level ({levels})")
-        job_id = validate_job_id(job_id) if job_id else new_job_id()
-        parent = default_parent(parent, no_parent=no_parent)
-        event = self.stamp(
-            ev.Submitted(
-                prompt=prompt,
-                agent=agent,
-                agent_session=agent_session,
-                role=role,
-                labels=labels or {},
-                timeout=job_timeout,
-                parent=parent,
-                git=await anyio.to_thread.run_sync(git_info, self.workspace.root),
-                **({"requeue": False} if not requeue else {}),
-                **ev.submit_policy(retries=retries, retry_on=retry_on, backoff=backoff, after=after),
-                **({"permissions": permissions} if permissions else {}),  # type: ignore[arg-type]
-                **{name: value for name, value in (
-                    ("model", model), ("max_turns", max_turns), ("budget_tokens", budget_tokens),
-                    ("budget_usd", budget_usd), ("tree_budget_tokens", tree_budget_tokens),
-                    ("tree_budget_usd", tree_budget_usd)) if value is not None},  # type: ignore[arg-type]
-                **routing.submit_fields(require, priority),  # type: ignore[arg-type]
-            )
-        )
+        spec = job_spec.convert(dict(
+            prompt=prompt, agent=agent, job_id=job_id, agent_session=agent_session, role=role, labels=labels,
+            job_timeout=run_limit(job_timeout, timeout), parent=parent, no_parent=no_parent or None,
+            requeue=requeue, permissions=permissions, retries=retries, retry_on=retry_on, backoff=backoff,
+            after=after, resume=resume, model=model, max_turns=max_turns, budget_tokens=budget_tokens,
+            budget_usd=budget_usd, tree_budget_tokens=tree_budget_tokens, tree_budget_usd=tree_budget_usd,
+            require=require, priority=priority,
+        ))
+        return await self.submit_spec(spec, wait=wait, wait_timeout=wait_timeout)
+
+    async def submit_spec(self, spec: job_spec.JobSpec, *, wait: bool = False,
+                          wait_timeout: float = 30.0) -> str | JobRecord:
+        """`submit` of a `JobSpec` (`mam.contract.job_spec`), the options every front end takes."""
+        job_id = spec.job_id or new_job_id()
+        parent = default_parent(spec.parent, no_parent=bool(spec.no_parent))
+        git = await anyio.to_thread.run_sync(git_info, self.workspace.root)
+        event: ev.AnyEvent = self.stamp(job_spec.submitted(spec, parent=parent, git=git))
+        resume = spec.resume
+        agent = spec.agent
         if resume is not None:
             old_id = validate_job_id(resume)
             _, fields = resume_fields(await self.state(old_id), old_id, agent, self.workspace.root)

@@ -7,6 +7,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mam import __version__
 from mam.mcp_server import asking, events_log, lookup, output, retrying, runners, waiting, writing
+from mam.mcp_server.answers import MamServer
 from mam.mcp_server.served import Served
 
 TOOL_MODULES = (writing, lookup, waiting, output, asking, retrying, events_log, runners)
@@ -25,7 +26,7 @@ INSTRUCTIONS = (
 
 
 def build(served: Served) -> MCPServer:
-    app: MCPServer = MCPServer("mam", instructions=INSTRUCTIONS, version=__version__)
+    app: MCPServer = MamServer("mam", instructions=INSTRUCTIONS, version=__version__)
     for module in TOOL_MODULES:
         module.register(app, served)
     return app

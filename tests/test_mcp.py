@@ -80,10 +80,11 @@ async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: W
         # Checked before anything is published, with the argument named:
         assert "agent: 'bad agent!' may contain only" in await refused(session, "submit_job", prompt="p",
                                                                         agent="bad agent!")
-        assert "role: Expected `str` of length <= 256" in await refused(session, "submit_job", prompt="p",
-                                                                         agent="a", role="r" * 300)
-        assert "labels: Expected `str` matching" in await refused(session, "submit_job", prompt="p", agent="a",
-                                                                   labels={"no spaces": "v"})
+        assert "role: 'rrrr" in (long_role := await refused(session, "submit_job", prompt="p",
+                                                             agent="a", role="r" * 300))
+        assert "Expected `str` of length <= 256" in long_role and "\n" not in long_role
+        assert "labels: {'no spaces': 'v'}: a key may contain only" in await refused(
+            session, "submit_job", prompt="p", agent="a", labels={"no spaces": "v"})
         assert "prompt: the prompt is empty" in await refused(session, "submit_job", prompt=" ", agent="a")
 
 

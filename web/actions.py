@@ -13,22 +13,25 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from mam.agents.cancel_tree import cancel_tree
 from mam.agents.cli_retry import retry_one
-from mam.agents.publisher import Publisher, new_job_id, run_limit
+from mam.agents.publisher import Publisher, new_job_id
 from mam.cli.args import agent_name
 from mam.contract import events as ev
+from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.nesting import refuse_deep
-from mam.registry.query import check_write_id
+from mam.registry.query import NoSuchJob, check_write_id
+from mam.registry.reading import NotFound, read_record
 from mam.web.hub import Hub
 
 VERDICT_WAIT = 30.0
@@ -38,30 +41,8 @@ Resolve = Callable[[str, Hub], str]
 T = TypeVar("T")
 
 
-class SubmitBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """`POST /api/jobs`: `mam submit`'s fields, named as the MCP `submit_job` tool names them."""
-
-    agent: str
-    prompt: str
-    job_id: str | None = None
-    role: str | None = None
-    labels: dict[str, str] | None = None
-    parent: str | None = None
-    job_timeout: float | None = None
-    timeout: float | None = None
-    """The job's run limit in seconds, as `job_timeout` (MCP's older name for it)."""
-    retries: int | None = None
-    retry_on: list[str] | None = None
-    backoff: float | None = None
-    after: list[str] | None = None
-    permissions: Literal["read-only", "edit", "full"] | None = None
-    resume: str | None = None
-    model: str | None = None
-    max_turns: int | None = None
-    budget_tokens: int | None = None
-    budget_usd: float | None = None
-    tree_budget_tokens: int | None = None
-    tree_budget_usd: float | None = None
+SubmitBody = job_spec.JobSpec
+"""`POST /api/jobs`: the job spec (`mam.contract.job_spec`), `mam submit`'s and MCP `submit_job`'s options."""
 
 
 class CancelBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -75,6 +56,9 @@ class RetryBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 def http_status(exc: MamError) -> int:
+    """The documented code for a failure (docs/api.md, Errors): 404 for no such job, 409 for a refusal."""
+    if isinstance(exc, NotFound | NoSuchJob):
+        return 404
     if isinstance(exc, Refused):
         return 409
     return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
@@ -82,8 +66,7 @@ def http_status(exc: MamError) -> int:
 
 async def body_of(request: Request, kind: type[T]) -> T:
     """The JSON body as `kind`; `UsageError` naming the field, or the content type, when it is not."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        raise _NotJson
+    _json_only(request)
     try:
         return msgspec.json.decode(refuse_deep(await request.body() or b"{}"), type=kind)
     except msgspec.ValidationError as exc:
@@ -94,8 +77,20 @@ async def body_of(request: Request, kind: type[T]) -> T:
         raise UsageError(f"bad request: the body is not JSON ({exc})") from None
 
 
+async def known(hub: Hub, job_id: str) -> str:
+    """`job_id` if the registry has its record; `NotFound` (404) before anything is published if not."""
+    if job_id not in hub.jobs:
+        await anyio.to_thread.run_sync(read_record, hub.workspace, job_id)
+    return job_id
+
+
 class _NotJson(Exception):
     pass
+
+
+def _json_only(request: Request) -> None:
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise _NotJson
 
 
 def checked(event: ev.AnyEvent) -> ev.AnyEvent:
@@ -127,37 +122,27 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
         return found
 
     async def submit(request: Request) -> Response:
-        body = await body_of(request, SubmitBody)
-        if not body.prompt.strip():
+        _json_only(request)
+        spec = job_spec.decode(refuse_deep(await request.body() or b"{}"))
+        if not spec.prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         try:
-            agent_name(body.agent)
+            agent_name(spec.agent)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"agent: {exc}") from None
-        job_id = validate_job_id(body.job_id) if body.job_id else new_job_id()
-        limit = run_limit(body.job_timeout, body.timeout)
-        after = [resolve(validate_job_id(job), hub) for job in body.after] if body.after else None
-        parent = resolve(validate_job_id(body.parent), hub) if body.parent else None
-        policy = ev.submit_policy(retries=body.retries, retry_on=body.retry_on, backoff=body.backoff, after=after)
-        limits = {name: value for name in ("model", "max_turns", "budget_tokens", "budget_usd",
-                                           "tree_budget_tokens", "tree_budget_usd")
-                  if (value := getattr(body, name)) is not None}
-        checked(ev.Submitted(prompt=body.prompt, agent=body.agent, role=body.role, labels=body.labels or {},
-                             timeout=limit, parent=parent, **policy,
-                             **({"permissions": body.permissions} if body.permissions else {}), **limits))
+        after = [resolve(job, hub) for job in spec.after] if spec.after else None
+        parent = resolve(spec.parent, hub) if spec.parent else None
+        resume = resolve(spec.resume, hub) if spec.resume else None
+        spec = msgspec.structs.replace(spec, after=after, parent=parent, resume=resume, no_parent=parent is None)
+        job_spec.submitted(spec, parent=parent, git=None)  # the checks across options, before anything is sent
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
-            record = await pub.submit(
-                prompt=body.prompt, agent=body.agent, job_id=job_id, role=body.role, labels=body.labels,
-                job_timeout=limit, parent=parent, no_parent=parent is None, wait=True, wait_timeout=VERDICT_WAIT,
-                retries=body.retries, retry_on=body.retry_on, backoff=body.backoff, after=after,
-                permissions=body.permissions,
-                resume=resolve(validate_job_id(body.resume), hub) if body.resume else None, **limits)
+            record = await pub.submit_spec(spec, wait=True, wait_timeout=VERDICT_WAIT)
         assert not isinstance(record, str)
         return JSONResponse({"job_id": record.job_id, "status": record.status.value}, 201)
 
     async def retry(request: Request) -> Response:
         body = await body_of(request, RetryBody)
-        old_id = write_id(request.path_params["job_id"], "retry")
+        old_id = await known(hub, write_id(request.path_params["job_id"], "retry"))
         new_id = validate_job_id(body.job_id) if body.job_id else new_job_id()
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
             _, record = await retry_one(pub, old_id, new_id, timeout=VERDICT_WAIT, cancel_first="cancel it")
@@ -166,7 +151,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
     async def cancel(request: Request) -> Response:
         """`mam cancel` (exact id, as before) with an optional `reason`; `tree`: `mam cancel --tree`."""
         body = await body_of(request, CancelBody)
-        job_id = validate_job_id(request.path_params["job_id"])
+        job_id = await known(hub, validate_job_id(request.path_params["job_id"]))
         event = checked(ev.CancelRequested(reason=body.reason, **({"tree": True} if body.tree else {})))
         assert isinstance(event, ev.CancelRequested)
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
@@ -181,4 +166,4 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
     return {"submit": written(submit), "retry": written(retry), "cancel": written(cancel)}
 
 
-__all__ = ["CancelBody", "RetryBody", "SubmitBody", "action_routes", "body_of", "http_status"]
+__all__ = ["CancelBody", "RetryBody", "SubmitBody", "action_routes", "body_of", "http_status", "known"]

@@ -36,7 +36,7 @@ from mam.contract.ids import validate_job_id
 from mam.contract.nesting import refuse_deep
 from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
-from mam.web.actions import action_routes, http_status
+from mam.web.actions import action_routes, http_status, known
 from mam.web.auth import Logins, RequireLogin
 from mam.web.favicon import favicon
 from mam.web.filters import from_params
@@ -113,7 +113,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return JSONResponse({"error": "send the request as application/json"}, 415)
         try:
-            job_id = validate_job_id(request.path_params["job_id"])
+            job_id = await known(hub, validate_job_id(request.path_params["job_id"]))
             body = msgspec.json.decode(refuse_deep(await request.body() or b"{}"))
             event = ev.decode_event(ev.encode_event(make(body if isinstance(body, dict) else {})))
             async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from mam.contract import job_spec
 from mam.contract.record import JobRecord, Status
 from mam.contract.usage import BY
 from mam.web.job_audit import DEFAULT_EVENTS, DEFAULT_OUTPUT, MOST_EVENTS, MOST_OUTPUT
@@ -121,20 +122,7 @@ SCHEMAS: dict[str, Any] = {
                                                     "cancel_requested": BOOLEAN})},
     }, ["job_id", "status"]),
     "RetryVerdict": _object({"job_id": STRING, "status": _ref("Status"), "retry_of": STRING}),
-    "SubmitRequest": _object({
-        "agent": STRING, "prompt": {"type": "string", "minLength": 1},
-        "job_id": STRING, "role": STRING, "labels": LABELS, "parent": STRING,
-        "job_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "the job's run limit, seconds"},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "the old name of job_timeout"},
-        "retries": {"type": "integer", "minimum": 0},
-        "retry_on": {"type": "array", "items": STRING}, "backoff": {"type": "number", "minimum": 0},
-        "after": {"type": "array", "items": STRING},
-        "permissions": {"enum": ["read-only", "edit", "full"]}, "resume": STRING, "model": STRING,
-        "max_turns": {"type": "integer", "minimum": 1}, "budget_tokens": {"type": "integer", "minimum": 1},
-        "budget_usd": {"type": "number", "exclusiveMinimum": 0},
-        "tree_budget_tokens": {"type": "integer", "minimum": 1},
-        "tree_budget_usd": {"type": "number", "exclusiveMinimum": 0},
-    }, ["agent", "prompt"], more=False),
+    "SubmitRequest": job_spec.request_schema("api"),
     "CancelRequest": _object({"reason": STRING, "tree": BOOLEAN}, [], more=False),
     "RetryRequest": _object({"job_id": {"type": "string", "description": "the new job's id"}}, [], more=False),
     "AnswerRequest": _object({"answer": STRING, "question_id": STRING}, ["answer"]),

@@ -37,12 +37,13 @@ AgentName = Annotated[str, Meta(pattern=AGENT_ID_PATTERN)]
 ShortText = Annotated[str, Meta(max_length=256)]
 Text = Annotated[str, Meta(max_length=64 * 1024)]
 Prompt = Annotated[str, Meta(min_length=1, max_length=512 * 1024)]
+LABEL_KEY_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}" + END
 Labels = Annotated[
-    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}" + END)], Annotated[str, Meta(max_length=256)]],
+    dict[Annotated[str, Meta(pattern=LABEL_KEY_PATTERN)], Annotated[str, Meta(max_length=256)]],
     Meta(max_length=64),
 ]
 Requirements = Annotated[
-    dict[Annotated[str, Meta(pattern=r"^[A-Za-z0-9._/-]{1,64}" + END)], Annotated[str, Meta(max_length=256)]],
+    dict[Annotated[str, Meta(pattern=LABEL_KEY_PATTERN)], Annotated[str, Meta(max_length=256)]],
     Meta(min_length=1, max_length=32),
 ]
 """Runner labels a job needs (`require`): key -> value, every pair must be among the runner's `labels`."""
@@ -64,10 +65,21 @@ MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
 MAX_RELEASES: Final = 100
 MAX_TURNS: Final = 10_000
-ModelName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}" + END)]
+MODEL_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}" + END
+ModelName = Annotated[str, Meta(pattern=MODEL_PATTERN)]
 """A model name or alias as agent CLIs take it (`sonnet`, `gpt-5-codex`, `gemini-2.5-pro`): one argument, no
 leading dash, so it can never be read as another option."""
 """A job is released back to the queue (`released`) at most this many times; then its runner ends it `failed`."""
+
+
+Retries = Annotated[int, Meta(ge=0, le=MAX_RETRIES)]
+RetryOn = Annotated[list[RetryOutcome], Meta(min_length=1, max_length=3)]
+Backoff = Annotated[float, Meta(ge=0, le=MAX_BACKOFF)]
+After = Annotated[list[JobId], Meta(max_length=64)]
+MaxTurns = Annotated[int, Meta(ge=1, le=MAX_TURNS)]
+Tokens = Annotated[int, Meta(ge=1, le=2**53 - 1)]
+Dollars = Annotated[float, Meta(gt=0, le=1e9)]
+"""The bounds of the job options `Submitted` carries, named so `mam.contract.job_spec` reuses them."""
 
 
 RemoteUrl = Annotated[str, Meta(min_length=1, max_length=1024, pattern=r"^[^-\s][^\x00-\x1f\x7f]*" + END)]
@@ -145,13 +157,13 @@ class Submitted(Event, tag="submitted"):
     timeout: Seconds | None = None
     parent: JobId | None = None
     git: GitInfo | None = None
-    retries: Annotated[int, Meta(ge=0, le=MAX_RETRIES)] | None | UnsetType = UNSET
+    retries: Retries | None | UnsetType = UNSET
     """Retry policy: at most this many further attempts (see `Retrying`)."""
-    retry_on: Annotated[list[RetryOutcome], Meta(min_length=1, max_length=3)] | None | UnsetType = UNSET
+    retry_on: RetryOn | None | UnsetType = UNSET
     """The outcomes that retry (default failed and lost)."""
-    backoff: Annotated[float, Meta(ge=0, le=MAX_BACKOFF)] | None | UnsetType = UNSET
+    backoff: Backoff | None | UnsetType = UNSET
     """Seconds before the first retry, doubling each time, with jitter, capped (default 1)."""
-    after: Annotated[list[JobId], Meta(max_length=64)] | None | UnsetType = UNSET
+    after: After | None | UnsetType = UNSET
     """Jobs that must all succeed before this one may be claimed; it is `blocked` until then."""
     retry_of: JobId | None | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
@@ -167,16 +179,16 @@ class Submitted(Event, tag="submitted"):
     """That job's `usage.agent_session_id`: the runner passes it to the agent's CLI (claude `--resume`, ...)."""
     model: ModelName | UnsetType = UNSET
     """The model the agent should use (`mam submit --model`), passed to its CLI (claude/codex/gemini `--model`)."""
-    max_turns: Annotated[int, Meta(ge=1, le=MAX_TURNS)] | UnsetType = UNSET
+    max_turns: MaxTurns | UnsetType = UNSET
     """The agent's turn limit (`mam submit --max-turns`), passed to a CLI that has one (claude `--max-turns`)."""
-    budget_tokens: Annotated[int, Meta(ge=1, le=2**53 - 1)] | UnsetType = UNSET
+    budget_tokens: Tokens | UnsetType = UNSET
     """The runner stops the job, `failed`, once its stream reports more tokens (input + output) than this."""
-    budget_usd: Annotated[float, Meta(gt=0, le=1e9)] | UnsetType = UNSET
+    budget_usd: Dollars | UnsetType = UNSET
     """The runner stops the job, `failed`, once its stream reports a cost above this."""
-    tree_budget_tokens: Annotated[int, Meta(ge=1, le=2**53 - 1)] | UnsetType = UNSET
+    tree_budget_tokens: Tokens | UnsetType = UNSET
     """On a root: once the jobs under it have recorded this many tokens, the projector refuses new jobs
     under it and cancels the running ones (`mam.contract.tree_budget`)."""
-    tree_budget_usd: Annotated[float, Meta(gt=0, le=1e9)] | UnsetType = UNSET
+    tree_budget_usd: Dollars | UnsetType = UNSET
     """On a root: the same, for the recorded cost in dollars."""
     require: Requirements | UnsetType = UNSET
     """Runner labels the job needs (`mam submit --require key=value`): it is offered only to a runner whose

@@ -1,0 +1,309 @@
+"""The job spec: every option a job is submitted with, declared once for every front end.
+
+`JobSpec` holds the options' names, types and bounds (the bounds are the
+`submitted` event's own, `mam.contract.events`); `OPTIONS` says for each its
+help text, its `mam submit` flag and which front ends take it. From them come
+the body `POST /api/jobs` decodes (`JobSpec` itself), the OpenAPI request
+schema and the MCP `submit_job` arguments (`option_schema`), and the event all
+of them publish (`submitted`); `Publisher.submit` takes the same keywords, and
+`tests/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
+
+Adding an option: a field on `JobSpec` and on `events.Submitted`, an entry in
+`OPTIONS`, and its line in `submitted`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final, Literal, TypeVar, get_type_hints
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from mam.contract import events as ev
+from mam.contract.errors import UsageError
+from mam.contract.events import LABEL_KEY_PATTERN, MODEL_PATTERN
+from mam.contract.ids import JOB_ID_PATTERN
+
+Front = Literal["cli", "python", "api", "mcp"]
+FRONTS: Final[tuple[Front, ...]] = ("cli", "python", "api", "mcp")
+EVERYWHERE: Final = frozenset(FRONTS)
+
+
+class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A job's options as a front end took them; an option left out is None (its default)."""
+
+    prompt: ev.Prompt
+    agent: ev.AgentName
+    job_id: ev.JobId | None = None
+    agent_session: ev.ShortText | None = None
+    role: ev.ShortText | None = None
+    labels: ev.Labels | None = None
+    parent: ev.JobId | None = None
+    no_parent: bool | None = None
+    job_timeout: ev.Seconds | None = None
+    timeout: ev.Seconds | None = None
+    requeue: bool | None = None
+    permissions: ev.PermissionLevel | None = None
+    retries: ev.Retries | None = None
+    retry_on: ev.RetryOn | None = None
+    backoff: ev.Backoff | None = None
+    after: ev.After | None = None
+    resume: ev.JobId | None = None
+    model: ev.ModelName | None = None
+    max_turns: ev.MaxTurns | None = None
+    budget_tokens: ev.Tokens | None = None
+    budget_usd: ev.Dollars | None = None
+    tree_budget_tokens: ev.Tokens | None = None
+    tree_budget_usd: ev.Dollars | None = None
+    require: ev.Requirements | None = None
+    priority: ev.Priority | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """What a front end shows of one `JobSpec` field."""
+
+    help: str
+    flag: str | None
+    """`mam submit`'s flag for it (None: the command line has none)."""
+    fronts: frozenset[Front] = EVERYWHERE
+    default: object = None
+    """What leaving it out means, for the schemas (None: nothing, or the runner's or projector's own)."""
+    deprecated: bool = False
+
+
+OPTIONS: Final[dict[str, Option]] = {
+    "prompt": Option("what the job should do; the agent gets it on stdin", "--prompt"),
+    "agent": Option("the agent that should run it (a runner `mam-agent --agent NAME` claims it), e.g. claude-code",
+                    "--agent"),
+    "job_id": Option("the new job's id (default: generated)", "--job-id"),
+    "agent_session": Option("the agent session it belongs to (`mam session create`)", "--agent-session"),
+    "role": Option("the role the agent plays in it, e.g. reviewer", "--role"),
+    "labels": Option("labels to find it by later, e.g. {\"ticket\": \"12\"} (`--label ticket=12`)", "--label"),
+    "parent": Option("the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID; none "
+                     "from the dashboard)", "--parent"),
+    "no_parent": Option("true: a root job even inside a job (no parent from $MAM_JOB_ID)", "--no-parent",
+                        frozenset({"cli", "python", "mcp"}), default=False),
+    "job_timeout": Option("seconds the job may run before its runner stops it (its run limit); time spent waiting "
+                          "for a person does not count", "--job-timeout"),
+    "timeout": Option("deprecated: the old name of job_timeout (the run limit, not a wait); give job_timeout",
+                      None, frozenset({"python", "api", "mcp"}), deprecated=True),
+    "requeue": Option("false (`--no-requeue`): if its runner stops before the job finished, end it failed instead "
+                      "of releasing it to the queue", "--no-requeue", default=True),
+    "permissions": Option("what the job's agent may do: read-only, edit (files in its directory) or full; default "
+                          "its runner's level, which is also the most it may ask (more fails the job)",
+                          "--permissions"),
+    "retries": Option("retry policy: at most this many further attempts", "--retries"),
+    "retry_on": Option("the outcomes that retry (default: failed and lost); needs retries", "--retry-on"),
+    "backoff": Option("seconds before the first retry, doubling each time, with jitter (default 1); needs retries",
+                      "--backoff"),
+    "after": Option("jobs (ids, or unique prefixes or suffixes) that must all succeed before this one runs; it is "
+                    "blocked until then, and cancelled if one of them ends otherwise", "--after"),
+    "resume": Option("a finished job whose agent session this one continues with the new prompt (claude --resume, "
+                     "codex exec resume, gemini --resume), on the same agent", "--resume"),
+    "model": Option("the model the agent uses (its CLI's --model), e.g. opus", "--model"),
+    "max_turns": Option("the agent's turn limit, where its CLI has one (claude --max-turns)", "--max-turns"),
+    "budget_tokens": Option("stop the job, failed, once its agent reports more tokens (input + output) than this",
+                            "--budget-tokens"),
+    "budget_usd": Option("stop the job, failed, once its agent reports a cost above this many dollars",
+                         "--budget-usd"),
+    "tree_budget_tokens": Option("for the jobs under this one: once they recorded this many tokens, new ones are "
+                                 "refused and running ones cancelled", "--tree-budget-tokens"),
+    "tree_budget_usd": Option("for the jobs under this one: the same, in dollars of recorded cost",
+                              "--tree-budget-usd"),
+    "require": Option("runner labels the job needs, e.g. {\"gpu\": \"a100\"} (`--require gpu=a100`): only a runner "
+                      "started with `mam-agent --label gpu=a100` gets it", "--require"),
+    "priority": Option(f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
+                       "take turns across delegation trees and sessions", "--priority", default=0),
+}
+REQUIRED: Final = ("prompt", "agent")
+
+
+def names(front: Front) -> list[str]:
+    """The options `front` takes, in `JobSpec`'s order."""
+    return [name for name in JobSpec.__struct_fields__ if front in OPTIONS[name].fronts]
+
+
+def option_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of one option as the HTTP body and the MCP tool take it: its bounds, help and default."""
+    schema = _schemas()[name]
+    out: dict[str, Any] = {**schema, "description": OPTIONS[name].help}
+    if name not in REQUIRED:
+        out = {"anyOf": [schema, {"type": "null"}], "description": OPTIONS[name].help,
+               "default": None}  # null: the option's default (its help says which)
+    if OPTIONS[name].deprecated:
+        out["deprecated"] = True
+    return out
+
+
+def request_schema(front: Front) -> dict[str, Any]:
+    """The JSON Schema of a `front`'s whole request: its options, `prompt` and `agent` required, no others."""
+    return {"type": "object", "properties": {name: option_schema(name) for name in names(front)},
+            "required": list(REQUIRED), "additionalProperties": False}
+
+
+def _schemas() -> dict[str, dict[str, Any]]:
+    (schema,), defs = msgspec.json.schema_components([JobSpec])
+    assert not defs.keys() - {"JobSpec"}
+    properties: dict[str, dict[str, Any]] = defs["JobSpec"]["properties"]
+    plain: dict[str, dict[str, Any]] = {}
+    for name, prop in properties.items():
+        options = [p for p in prop.get("anyOf", [prop]) if p != {"type": "null"}]
+        plain[name] = {k: v for k, v in options[0].items() if k != "default"}
+    return plain
+
+
+@cache
+def _field_types() -> dict[str, Any]:
+    return get_type_hints(JobSpec, include_extras=True)
+
+
+def check_value(name: str, value: object) -> object:
+    """`value` as option `name` takes it; `UsageError` naming the option (`priority: 5000: Expected `int` <= 1000`)."""
+    if name not in OPTIONS:
+        raise UsageError(f"{name}: not a job option (the options: {', '.join(OPTIONS)})")
+    try:
+        return msgspec.convert(value, type=_field_types()[name])
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{name}: {_said(value, reason(exc))}") from None
+
+
+_WORDS: Final = {
+    JOB_ID_PATTERN: "may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)",
+    LABEL_KEY_PATTERN: "a key may contain only letters, digits and . _ / - (1-64)",
+    MODEL_PATTERN: "is not a model name: up to 128 letters, digits and . _ : / @ -, not starting with -",
+}
+"""What a pattern asks, in words (msgspec names the regex)."""
+
+
+def reason(exc: msgspec.ValidationError) -> str:
+    """msgspec's reason without its path (`Expected `int` <= 1000`), a pattern in words, and `(in a key)` when a
+    key failed."""
+    message, _, where = str(exc).partition(" - at ")
+    for pattern, words in _WORDS.items():
+        if f"matching regex {pattern!r}" in message:
+            message = words
+    return message + (" (in a key)" if where.startswith("`key` in ") else "")
+
+
+def _said(value: object, why: str) -> str:
+    """What was sent, short, and why it is refused: `'no body' may contain only ...`, `5000: Expected ...`."""
+    text = repr(value)
+    text = f"{text[:60]}..." if len(text) > 63 else text
+    return f"{text} {why}" if why.startswith(("may ", "is ")) else f"{text}: {why}"
+
+
+def decode(body: bytes) -> JobSpec:
+    """A JSON body as a `JobSpec`; `UsageError` naming the option that is unknown or out of bounds, and its value."""
+    try:
+        given = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"bad request: the body is not JSON ({exc})") from None
+    if not isinstance(given, dict):
+        raise UsageError(f"bad request: the body is a JSON {type(given).__name__}, not an object of job options")
+    return convert(given, keep_nulls=True)
+
+
+def convert(arguments: dict[str, Any], *, keep_nulls: bool = False) -> JobSpec:
+    """Keyword arguments (the Python API's, the MCP tool's, a decoded body) as a `JobSpec`, None for left out;
+    `UsageError` naming the option that is unknown or out of bounds, and its value."""
+    given = arguments if keep_nulls else {k: v for k, v in arguments.items() if v is not None}
+    try:
+        return msgspec.convert(given, type=JobSpec)
+    except msgspec.ValidationError as exc:
+        raise UsageError(_named(exc, given)) from None
+
+
+def _named(exc: msgspec.ValidationError, given: dict[str, Any]) -> str:
+    text = str(exc)
+    if text.startswith("Object contains unknown field"):
+        field = text.split("`")[1]
+        return f"{field}: unknown field (the job options: {', '.join(OPTIONS)})"
+    if text.startswith("Object missing required field"):
+        return f"{text.split('`')[1]}: required"
+    message, _, where = text.partition(" - at ")
+    if not where:
+        return f"bad request: {message}"
+    field = where.removeprefix("`key` in ").strip("`").removeprefix("$.").split(".")[0].split("[")[0]
+    return f"{field}: {_said(given[field], reason(exc)) if field in given else reason(exc)}"
+
+
+def run_limit(spec: JobSpec) -> float | None:
+    """The run limit: `job_timeout`, or `timeout` (its old name); both given must agree."""
+    if spec.timeout is not None and spec.job_timeout is not None and spec.timeout != spec.job_timeout:
+        raise UsageError(f"timeout: {spec.timeout:g} is the old name of job_timeout, which is "
+                         f"{spec.job_timeout:g}: give job_timeout only")
+    return spec.job_timeout if spec.job_timeout is not None else spec.timeout
+
+
+def _takes(name: str) -> str:
+    """The values an option takes, in a few words, from its schema."""
+    schema = _schemas()[name]
+    if "enum" in schema:
+        return ", ".join(map(str, schema["enum"]))
+    kind = schema.get("type", "")
+    if kind == "array":
+        items = schema.get("items", {})
+        return "list of " + (", ".join(items["enum"]) if "enum" in items else "job ids")
+    if kind == "object":
+        return "object of key: value"
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum")
+    if low is None and high is None:
+        return {"string": "text", "boolean": "true/false"}.get(kind, kind)
+    sign = ">" if "exclusiveMinimum" in schema else ">="
+    upper = f", <= {_number(high)}" if high is not None and high < 2**53 - 1 else ""
+    return f"{'integer' if kind == 'integer' else 'number'} {sign} {_number(low)}{upper}"
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def table() -> str:
+    """The docs' table of the options (docs/api.md): name, flag, values, front ends, help."""
+    rows = ["| option | `mam submit` | takes | HTTP | MCP | Python | what it does |", "| --- | --- | --- | :-: | :-: | :-: | --- |"]
+    for name, option in OPTIONS.items():
+        marks = " | ".join("yes" if front in option.fronts else "-" for front in ("api", "mcp", "python"))
+        flag = f"`{option.flag}`" if option.flag else "-"
+        rows.append(f"| `{name}` | {flag} | {_takes(name)} | {marks} | {option.help.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+T = TypeVar("T")
+
+
+def _given(value: T | None) -> T | UnsetType:
+    return UNSET if value is None else value
+
+
+def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
+              after: list[str] | None = None) -> ev.Submitted:
+    """The `submitted` event for `spec`: an option left out stays UNSET, so the event has the bytes it had before
+    the option existed. `parent` and `after` are as the front end resolved them (the job it runs inside, short
+    ids); `resume` is resolved by the caller (`mam.agents.cli_limits.resume_fields`), it needs the old job."""
+    if spec.retries is None and (spec.retry_on is not None or spec.backoff is not None):
+        raise UsageError(f"{'retry_on' if spec.retry_on is not None else 'backoff'}: needs retries (how many more "
+                         "attempts)")
+    depends = after if after is not None else spec.after
+    return ev.Submitted(
+        prompt=spec.prompt, agent=spec.agent, agent_session=spec.agent_session, role=spec.role,
+        labels=spec.labels or {}, timeout=run_limit(spec), parent=parent, git=git,
+        retries=_given(spec.retries),
+        retry_on=_given(list(dict.fromkeys(spec.retry_on)) if spec.retry_on else None),
+        backoff=_given(spec.backoff),
+        after=_given(list(dict.fromkeys(depends)) if depends else None),
+        permissions=_given(spec.permissions),
+        requeue=UNSET if spec.requeue is None or spec.requeue else False,
+        model=_given(spec.model), max_turns=_given(spec.max_turns),
+        budget_tokens=_given(spec.budget_tokens), budget_usd=_given(spec.budget_usd),
+        tree_budget_tokens=_given(spec.tree_budget_tokens), tree_budget_usd=_given(spec.tree_budget_usd),
+        require=_given(dict(sorted(spec.require.items())) if spec.require else None),
+        priority=_given(spec.priority or None),
+    )
+
+
+__all__ = ["FRONTS", "OPTIONS", "REQUIRED", "Front", "JobSpec", "Option", "check_value", "convert", "decode",
+           "names", "option_schema", "reason", "request_schema", "run_limit", "submitted", "table"]
