@@ -28,8 +28,10 @@ from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.nesting import refuse_deep
-from mam.registry.query import check_write_id
+from mam.registry.query import NoSuchJob, check_write_id
+from mam.registry.reading import NotFound
 from mam.web.hub import Hub
+from mam.web.stream import full_record
 
 VERDICT_WAIT = 30.0
 """How long a write waits for the projector's verdict (`mam submit --timeout`'s default)."""
@@ -77,6 +79,8 @@ class RetryBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 def http_status(exc: MamError) -> int:
     if isinstance(exc, Refused):
         return 409
+    if isinstance(exc, (NoSuchJob, NotFound)):
+        return 404
     return {EXIT_USAGE: 400, EXIT_UNREACHABLE: 503}.get(exc.exit_code, 500)
 
 
@@ -120,6 +124,14 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
             except MamError as exc:
                 return JSONResponse({"error": str(exc)}, http_status(exc))
         return run
+
+    async def known(job_id: str) -> None:
+        """404 for a job neither the hub nor the registry has (not the projector's refusal, a 409)."""
+        if job_id not in hub.jobs:
+            try:
+                await full_record(hub, job_id)
+            except (NotFound, NoSuchJob):
+                raise NoSuchJob(f"no job {job_id!r}: check the id with GET /api/jobs (cancel takes the whole id)") from None
 
     def write_id(text: str, verb: str) -> str:
         found = resolve(validate_job_id(text), hub)
@@ -167,6 +179,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
         """`mam cancel` (exact id, as before) with an optional `reason`; `tree`: `mam cancel --tree`."""
         body = await body_of(request, CancelBody)
         job_id = validate_job_id(request.path_params["job_id"])
+        await known(job_id)
         event = checked(ev.CancelRequested(reason=body.reason, **({"tree": True} if body.tree else {})))
         assert isinstance(event, ev.CancelRequested)
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
