@@ -49,6 +49,14 @@ def overlapping(boxes: list[list[float]]) -> list[tuple[int, int]]:
             if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
 
 
+async def in_first_screen(page, height: int) -> None:  # noqa: ANN001 - playwright's Page
+    """The runners' and refused events' panels start in the page's first `height` pixels (their headings
+    and a first line show without scrolling)."""
+    for panel in ("#runners-panel", "#refusals-panel"):
+        top = await page.locator(panel).evaluate("(p) => p.getBoundingClientRect().top + window.scrollY")
+        assert 0 < top and top + 40 < height, (panel, top)
+
+
 async def close_together(pub, job_id: str) -> None:  # noqa: ANN001 - the Publisher
     """A job whose lifecycle events are 10 ms apart, with a coloured result and git at both ends."""
     t0 = utc_now()
@@ -108,16 +116,14 @@ async def test_ids_record_timeline_and_layout_read_well(
         assert await page.locator(f'#agents tr[data-agent-id="{RUNNERS[0]}"] td.id').get_attribute("title") == RUNNERS[0]
 
         # Layout: the runners and refused events are in the first screen, above the 50-row table.
-        height = viewport[1]
-        for panel in ("#runners-panel", "#refusals-panel"):
-            box = await page.locator(panel).bounding_box()
-            assert box is not None and box["y"] + 20 < height, (panel, box)
-        assert await page.evaluate("() => document.documentElement.scrollHeight") > height  # the table is long
+        await in_first_screen(page, viewport[1])
+        assert await page.evaluate("() => document.documentElement.scrollHeight") > viewport[1]  # the table is long
 
         # The record panel: a summary; the bookkeeping only in the raw record, one click away.
         await row(page, close).click()
         await expect(page.locator("#detail-status")).to_have_text("succeeded", timeout=WAIT)
         await expect(page.locator("#detail-id")).to_have_text(close)
+        await in_first_screen(page, viewport[1])  # with a job open beside the table too
         record = page.locator("#record")
         await expect(record.locator('tr[data-key="result"] pre.result')).to_have_text(
             "red result and bold", timeout=WAIT)
@@ -149,7 +155,7 @@ async def test_ids_record_timeline_and_layout_read_well(
         boxes = await labelled.evaluate_all(BOXES)
         assert overlapping(boxes) == [], boxes
         # Axis labels at a readable size: drawn at the page's own scale (12 px and 11 px text).
-        for text in ("#timeline text.label", "#timeline text.tick"):
+        for text in ("#timeline text.label", "#timeline text.tick", "#chart-queue text.tick"):
             size = await page.locator(text).first.evaluate(
                 "(t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a")
             assert size >= 11, (text, size)

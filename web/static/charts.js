@@ -4,7 +4,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const HEIGHT = 140;
-const PAD = { left: 44, right: 8, top: 8, bottom: 22 };
+const PAD = { left: 60, right: 8, top: 8, bottom: 22 };
 const OUTCOME_COLOURS = {
   succeeded: "#2e7d32", failed: "#c62828", cancelled: "#6d4c41", timed_out: "#ef6c00", lost: "#8e0000",
   queued: "#ef6c00", running: "#1565c0",

@@ -18,7 +18,7 @@ export const BOOKKEEPING = new Set([
 const SUMMARISED = new Set([
   "status", "agent", "runner", "submitted_at", "claimed_at", "started_at", "finished_at", "exit_code", "error",
   "result", "cancel_reason", "cancel_requested_at", "attempt", "retries", "usage", "denials", "prompt", "labels",
-  "parent", "retry_of", "after",
+  "parent", "retry_of", "after", "role", "model",
 ]);
 
 /** How long a job ran (or has run so far): the server's duration_s, else from its times. */
@@ -126,7 +126,7 @@ export function otherRows(record) {
   return Object.entries(record)
     .filter(([key, value]) => !BOOKKEEPING.has(key) && !SUMMARISED.has(key))
     .filter(([, value]) => value !== null && value !== "" && !(typeof value === "object" && Object.keys(value).length === 0))
-    .map(([key, value]) => [key, key.replaceAll("_", " "),
+    .map(([key, value]) => [key, key.replace(/_at$/, "").replaceAll("_", " "),
       key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value)) ? time(value) : text(value)]);
 }
 
