@@ -72,6 +72,20 @@ async def close_together(pub, job_id: str) -> None:  # noqa: ANN001 - the Publis
         await pub.publish_and_wait(job_id, event)
 
 
+async def crowded(pub, job_id: str) -> None:  # noqa: ANN001 - the Publisher
+    """Seven lifecycle events 10 ms apart: more than the timeline has label rows for."""
+    t0 = utc_now()
+    at = lambda n: t0 + timedelta(milliseconds=10 * n)  # noqa: E731
+    asked = ev.InputRequested(question="go on?", ts=at(3), id="q" * 32)
+    for event in (
+        ev.Submitted(prompt="a crowded timeline", agent="shell", ts=at(0)),
+        ev.Claimed(runner=RUNNERS[1], ts=at(1)), ev.Started(runner=RUNNERS[1], ts=at(2)), asked,
+        ev.InputProvided(answer="yes", question_id=asked.id, ts=at(4)),
+        ev.CancelRequested(reason="enough", ts=at(5)), ev.Cancelled(reason="enough", ts=at(6)),
+    ):
+        await pub.publish_and_wait(job_id, event)
+
+
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 async def test_ids_record_timeline_and_layout_read_well(
     ws: WorkspacePaths, tmp_path: Path, viewport: tuple[int, int]
@@ -92,8 +106,9 @@ async def test_ids_record_timeline_and_layout_read_well(
                                  host="build-host-with-a-rather-long-name", started_at=now, updated_at=now)
             await publish(url, topics.agent_status(runner), msgspec.json.encode(status), retain=True)
         await publish(url, topics.events(ids[0]), json.dumps({"type": "started"}).encode())  # refused: not claimed
-        close = PREFIX + "c1053d"
+        close, busy = PREFIX + "c1053d", PREFIX + "b05e11"
         await close_together(pub, close)
+        await crowded(pub, busy)
         await page.goto(page_url)
         await expect(page.locator("#jobs tbody tr")).to_have_count(50, timeout=WAIT)
         await expect(page.locator("#refusals li")).to_have_count(1, timeout=WAIT)
@@ -154,6 +169,19 @@ async def test_ids_record_timeline_and_layout_read_well(
         assert await labelled.all_text_contents() == ["submitted", "claimed", "started", "succeeded"]
         boxes = await labelled.evaluate_all(BOXES)
         assert overlapping(boxes) == [], boxes
+        # Seven events 10 ms apart: the labels that fit never overlap, the others are named on hover.
+        await row(page, busy).click()
+        await expect(page.locator("#detail-status")).to_have_text("cancelled", timeout=WAIT)
+        await expect(page.locator("#timeline .event")).to_have_count(7, timeout=WAIT)
+        labelled = page.locator("#timeline .event text.label")
+        assert 4 <= await labelled.count() < 7
+        assert overlapping(await labelled.evaluate_all(BOXES)) == []
+        unlabelled = page.locator("#timeline .event[data-unlabelled] title")
+        assert await unlabelled.count() == 7 - await labelled.count()
+        assert all(" at " in title for title in await unlabelled.all_text_contents())
+        await row(page, close).click()
+        await expect(page.locator("#detail-id")).to_have_text(close, timeout=WAIT)
+        await expect(page.locator("#timeline .event text.label")).to_have_count(4, timeout=WAIT)
         # Axis labels at a readable size: drawn at the page's own scale (12 px and 11 px text).
         for text in ("#timeline text.label", "#timeline text.tick", "#chart-queue text.tick"):
             size = await page.locator(text).first.evaluate(
