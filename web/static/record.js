@@ -130,11 +130,14 @@ export function otherRows(record) {
       key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value)) ? time(value) : text(value)]);
 }
 
+const shownRaw = new WeakMap();
+
 /** Draws the summary into `tbody` and the whole record into `raw` (a <pre> inside a <details>). */
 export function drawRecord(tbody, raw, record) {
   const rows = record ? [...summaryRows(record), ...otherRows(record)] : [];
   tbody.replaceChildren(...rows.map(([key, label, node]) =>
     el("tr", { "data-key": key }, el("th", {}, label), el("td", {}, node))));
-  const json = record ? JSON.stringify(record, null, 2) : "";
-  if (raw.textContent !== json) raw.textContent = json;
+  if (shownRaw.get(raw) === record) return;  // a frame per output line: the same record is not printed again
+  shownRaw.set(raw, record);
+  raw.textContent = record ? JSON.stringify(record, null, 2) : "";
 }
