@@ -139,6 +139,9 @@ async def test_ids_record_timeline_and_layout_read_well(
         await expect(page.locator("#detail-status")).to_have_text("succeeded", timeout=WAIT)
         await expect(page.locator("#detail-id")).to_have_text(close)
         await in_first_screen(page, viewport[1])  # with a job open beside the table too
+        copy = page.get_by_role("button", name="copy job id")  # beside the open job's whole id
+        await copy.click()
+        assert await page.evaluate("() => navigator.clipboard.readText()") == close
         record = page.locator("#record")
         await expect(record.locator('tr[data-key="result"] pre.result')).to_have_text(
             "red result and bold", timeout=WAIT)

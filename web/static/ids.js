@@ -45,7 +45,7 @@ export async function copy(text) {
 /** A small button that copies `id` (its glyph is CSS, so the cell's text stays the id). */
 export function copyButton(id, what = "id") {
   return el("button", { type: "button", class: "copy", title: `copy the ${what} ${id}`, "data-copy": id,
-                        ariaLabel: `copy ${what}` });
+                        "aria-label": `copy ${what}` });
 }
 
 /** An id shown as `shown`, the whole id on hover, with a copy button; `tag` the element (a td in a table),
