@@ -4,7 +4,7 @@
 
 import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
 import { lines, stackedBars } from "./charts.js";
-import { refreshTimes } from "./dom.js";
+import { onWidthChange, refreshTimes } from "./dom.js";
 import {
   chosen, DEFAULT_SORT, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, SORT_KEYS, STREAM_KEYS,
 } from "./listing.js";
@@ -559,15 +559,11 @@ function start() {
   wireCopies(document.body);
   // The charts and the timeline are drawn at their boxes' widths (text at its own size): a box that changed
   // width (the window, a job opened beside the table) has them drawn again.
-  let chartsWidth = 0;
-  new ResizeObserver(([entry]) => {
-    const width = Math.round(entry.contentRect.width);
-    if (width === chartsWidth) return;
-    chartsWidth = width;
+  onWidthChange($("#charts"), () => {
     if (state.stats) state.stats.drawn = false;
     drawn.timeline = "";
     draw();
-  }).observe($("#charts"));
+  });
   $("#record").addEventListener("click", (event) => {  // a parent, retry_of or after job: open it here
     const link = event.target.closest("a[data-open]");
     if (!link) return;

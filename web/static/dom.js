@@ -82,3 +82,14 @@ export function statusText(job) {
   const denials = denied(job);
   return denials.length ? `${job.status}, ${denials.length} denied` : job.status;
 }
+
+/** Calls `then` whenever `node`'s width changes (not its height: redrawing what is inside may change that). */
+export function onWidthChange(node, then) {
+  let width = 0;
+  new ResizeObserver(([entry]) => {
+    const now = Math.round(entry.contentRect.width);
+    if (now === width) return;
+    width = now;
+    then();
+  }).observe(node);
+}
