@@ -301,6 +301,11 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
         plain = await api.call("POST", "/api/jobs/solo/cancel", {})
         assert plain == {"job_id": "solo", "status": "cancelled"}
         await api.refused("/api/jobs/solo/cancel", "finished", method="POST", payload={}, status=409)
+        # An unknown job: 404, one plain line (not the projector's refusal); whole tree or not.
+        for payload in ({}, {"tree": True}):
+            message = await api.refused("/api/jobs/nosuch/cancel", "no job 'nosuch'", method="POST", payload=payload,
+                                        status=404)
+            assert "projector" not in message, message
         await api.refused("/api/jobs/pending/retry", "pending", "submitted", method="POST", payload={},
                           status=409)
 

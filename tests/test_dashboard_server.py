@@ -141,8 +141,14 @@ async def test_off_loopback_without_a_login_is_refused_and_loopback_answers_only
         await serve_dashboard(workspace, parse_broker_url(DEAD_BROKER), host="0.0.0.0", port=0)
     async with dashboard(ws.root, DEAD_BROKER) as page:
         assert (await request(page, "GET", "/"))[0] == 200
-        # A page elsewhere that rebinds its own name to 127.0.0.1 gets nothing.
-        assert (await request(page, "GET", "/", headers={"Host": "evil.example"}))[0] == 400
+        # A page elsewhere that rebinds its own name to 127.0.0.1 gets nothing: the API's JSON error.
+        for path in ("/", "/api/jobs"):
+            status, headers, body = await request(page, "GET", path, headers={"Host": "evil.example:8383"})
+            assert status == 400 and headers["content-type"] == "application/json", (status, headers)
+            error = json.loads(body)["error"]
+            assert "'evil.example:8383'" in error and "127.0.0.1" in error and "\n" not in error, error
+        for name in ("localhost:1", "[::1]:1", "127.0.0.1"):  # every loopback name, with a port or without
+            assert (await request(page, "GET", "/api/jobs", headers={"Host": name}))[0] != 400, name
         # Cancel takes JSON only: a cross-site form cannot post it.
         assert (await request(page, "POST", "/api/jobs/x/cancel", body=b"reason=x"))[0] == 415
 

@@ -21,7 +21,6 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -37,7 +36,7 @@ from mam.contract.nesting import refuse_deep
 from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
 from mam.web.actions import action_routes, http_status, known
-from mam.web.auth import Logins, RequireLogin
+from mam.web.auth import Logins, LoopbackHosts, RequireLogin
 from mam.web.favicon import favicon
 from mam.web.filters import from_params
 from mam.web.hub import Hub
@@ -51,7 +50,6 @@ from mam.web.reading_api import read_routes
 from mam.web.stream import full_record, page_stream
 
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 CANCEL_TIMEOUT = 30.0
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
@@ -155,7 +153,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
 
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit)]
     if loopback:
-        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
+        middleware.insert(0, Middleware(LoopbackHosts))
     if logins is not None:
         middleware.insert(0, Middleware(RequireLogin, logins=logins))
     routes = [

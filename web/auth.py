@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mam.broker.config import is_loopback
@@ -16,6 +16,7 @@ from mam.broker.password_check import PasswordChecker
 from mam.contract.errors import UsageError
 
 REALM = 'Basic realm="mam dashboard", charset="UTF-8"'
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def check_exposure(host: str, password_file: Path | None) -> None:
@@ -71,4 +72,31 @@ class RequireLogin:
             response = PlainTextResponse("log in to see the dashboard\n", 401, headers={"WWW-Authenticate": REALM})
             await response(scope, receive, send)
             return
+        await self.app(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """A Host header's name without its port: `127.0.0.1:8383` -> `127.0.0.1`, `[::1]:8383` -> `[::1]`."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class LoopbackHosts:
+    """ASGI middleware for a dashboard on a loopback address: only loopback host names are answered, so a
+    page elsewhere cannot reach it by rebinding its own DNS name to 127.0.0.1. Any other is refused with
+    the API's JSON error (400), naming the host sent and the address to use."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            sent = Headers(scope=scope).get("host", "")
+            if host_name(sent).lower() not in LOOPBACK_NAMES:
+                shown = sent if len(sent) <= 80 else sent[:77] + "..."
+                error = (f"host {shown!r} is not answered here: this dashboard listens on a loopback address and "
+                         "answers only 127.0.0.1, localhost and [::1] (open it as http://127.0.0.1:PORT/)")
+                await JSONResponse({"error": error}, 400)(scope, receive, send)
+                return
         await self.app(scope, receive, send)

@@ -4,12 +4,13 @@
 
 import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
 import { lines, stackedBars } from "./charts.js";
-import { refreshTimes } from "./dom.js";
+import { onWidthChange, refreshTimes } from "./dom.js";
 import {
   chosen, DEFAULT_SORT, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, SORT_KEYS, STREAM_KEYS,
 } from "./listing.js";
 import { OutputPane } from "./output.js";
 import { DEFAULT_WINDOW, fetchStats, WINDOWS } from "./stats.js";
+import { wireCopies } from "./ids.js";
 import { drawTimeline } from "./timeline.js";
 import { drawTree, fetchTree, rootOf } from "./tree.js";
 import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
@@ -555,6 +556,20 @@ function start() {
     if (choice) answer(choice.dataset.choice);
   });
   document.querySelector("#close").addEventListener("click", () => open(null));
+  wireCopies(document.body);
+  // The charts and the timeline are drawn at their boxes' widths (text at its own size): a box that changed
+  // width (the window, a job opened beside the table) has them drawn again.
+  onWidthChange($("#charts"), () => {
+    if (state.stats) state.stats.drawn = false;
+    drawn.timeline = "";
+    draw();
+  });
+  $("#record").addEventListener("click", (event) => {  // a parent, retry_of or after job: open it here
+    const link = event.target.closest("a[data-open]");
+    if (!link) return;
+    event.preventDefault();
+    open(link.dataset.open);
+  });
   document.querySelector("#earlier").addEventListener("click", earlier);
   connect();
 }

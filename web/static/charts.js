@@ -3,9 +3,8 @@
 // an element it empties first; every mark has a <title> with its numbers, every value is set as text.
 
 const SVG = "http://www.w3.org/2000/svg";
-const WIDTH = 480;
-const HEIGHT = 160;
-const PAD = { left: 44, right: 8, top: 8, bottom: 22 };
+const HEIGHT = 140;
+const PAD = { left: 60, right: 8, top: 8, bottom: 22 };
 const OUTCOME_COLOURS = {
   succeeded: "#2e7d32", failed: "#c62828", cancelled: "#6d4c41", timed_out: "#ef6c00", lost: "#8e0000",
   queued: "#ef6c00", running: "#1565c0",
@@ -38,11 +37,17 @@ function clock(iso) {
   return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
-function frame(target, label, max, points, format) {
-  const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", class: "chart", "aria-label": label });
+/** A chart is drawn at its box's own width in CSS pixels, so its axis labels are never scaled down. */
+function widthOf(target) {
+  return Math.max(200, Math.round(target.clientWidth || 480));
+}
+
+function frame(target, label, max, points, format, width) {
+  const root = svg("svg", { viewBox: `0 0 ${width} ${HEIGHT}`, width: width, height: HEIGHT, role: "img", class: "chart",
+                            "aria-label": label });
   const bottom = HEIGHT - PAD.bottom;
   root.append(
-    svg("line", { x1: PAD.left, y1: bottom, x2: WIDTH - PAD.right, y2: bottom, class: "axis" }),
+    svg("line", { x1: PAD.left, y1: bottom, x2: width - PAD.right, y2: bottom, class: "axis" }),
     svg("line", { x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: bottom, class: "axis" }),
     svg("text", { x: PAD.left - 4, y: PAD.top + 8, "text-anchor": "end", class: "tick" }, format(max)),
     svg("text", { x: PAD.left - 4, y: bottom, "text-anchor": "end", class: "tick" }, format(0)),
@@ -50,7 +55,7 @@ function frame(target, label, max, points, format) {
   if (points.length) {
     root.append(
       svg("text", { x: PAD.left, y: HEIGHT - 6, class: "tick" }, clock(points[0].t)),
-      svg("text", { x: WIDTH - PAD.right, y: HEIGHT - 6, "text-anchor": "end", class: "tick" }, clock(points.at(-1).t)),
+      svg("text", { x: width - PAD.right, y: HEIGHT - 6, "text-anchor": "end", class: "tick" }, clock(points.at(-1).t)),
     );
   }
   target.replaceChildren(root);
@@ -87,8 +92,9 @@ export function stackedBars(target, points, { label, keys = seriesOf(points), fo
   const totals = points.map((p) => keys.reduce((sum, key) => sum + (Number(p[key]) || 0), 0));
   const max = Math.max(0, ...totals);
   if (!points.length || max === 0) return empty(target, `${label}: nothing yet`);
-  const root = frame(target, label, max, points, format);
-  const plotWidth = WIDTH - PAD.left - PAD.right;
+  const width = widthOf(target);
+  const root = frame(target, label, max, points, format, width);
+  const plotWidth = width - PAD.left - PAD.right;
   const plotHeight = HEIGHT - PAD.top - PAD.bottom;
   const step = plotWidth / points.length;
   points.forEach((point, i) => {
@@ -113,8 +119,9 @@ export function stackedBars(target, points, { label, keys = seriesOf(points), fo
 export function lines(target, points, { label, keys = seriesOf(points), format = whole } = {}) {
   const max = Math.max(0, ...points.flatMap((p) => keys.map((key) => Number(p[key]) || 0)));
   if (!points.length || max === 0) return empty(target, `${label}: nothing yet`);
-  const root = frame(target, label, max, points, format);
-  const plotWidth = WIDTH - PAD.left - PAD.right;
+  const width = widthOf(target);
+  const root = frame(target, label, max, points, format, width);
+  const plotWidth = width - PAD.left - PAD.right;
   const plotHeight = HEIGHT - PAD.top - PAD.bottom;
   const x = (i) => PAD.left + (points.length === 1 ? plotWidth / 2 : (i / (points.length - 1)) * plotWidth);
   const y = (v) => HEIGHT - PAD.bottom - (v / max) * plotHeight;

@@ -4,7 +4,7 @@ export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "class") node.className = value;
-    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else if (key.startsWith("data-") || key.startsWith("aria-")) node.setAttribute(key, value);
     else node[key] = value;
   }
   for (const child of children) {
@@ -81,4 +81,15 @@ export function denied(job) {
 export function statusText(job) {
   const denials = denied(job);
   return denials.length ? `${job.status}, ${denials.length} denied` : job.status;
+}
+
+/** Calls `then` whenever `node`'s width changes (not its height: redrawing what is inside may change that). */
+export function onWidthChange(node, then) {
+  let width = 0;
+  new ResizeObserver(([entry]) => {
+    const now = Math.round(entry.contentRect.width);
+    if (now === width) return;
+    width = now;
+    then();
+  }).observe(node);
 }

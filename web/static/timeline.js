@@ -1,15 +1,13 @@
 // A job's timeline: its events on a time axis, as SVG. Bands show the phases (queued, running, waiting)
 // attempt by attempt; a mark per event (class "event", data-type its type) with a <title> naming it and
-// when; the lifecycle events are labelled, output and heartbeats are small ticks.
+// when; the lifecycle events are labelled (labels never overlap: see lanes), output and heartbeats are
+// small ticks on the axis.
 
-import { absolute } from "./dom.js";
+import { absolute, duration } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const WIDTH = 640;
-const HEIGHT = 96;
 const LEFT = 8;
 const RIGHT = 8;
-const BAND_Y = 44;
 const BAND_H = 14;
 const QUIET = new Set(["output", "heartbeat", "progress"]);
 const ENDS = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost", "released", "retrying"]);
@@ -54,54 +52,114 @@ export function phases(events) {
   return out;
 }
 
+// Labels go in lanes above the band: each in the first lane where it clears the labels already there, so
+// no two overlap however close their events are; one that finds no lane is a mark with its name on hover.
+const LANE_H = 16;
+const LANES = 4;
+const CHAR_W = 7.2;  // a generous width per character of a 12px label, so lanes are decided before layout
+const GAP = 6;
+
+/** Lays labels out: [{at (x), width}] in time order -> for each, its lane (0 = nearest the band) or null. */
+export function lanes(labels, width) {
+  const ends = [];  // per lane, the right edge of its last label
+  return labels.map(({ at, size }) => {
+    const left = Math.min(Math.max(at, 0), Math.max(0, width - size));
+    for (let lane = 0; lane < LANES; lane += 1) {
+      if (ends[lane] === undefined || ends[lane] + GAP <= left) {
+        ends[lane] = left + size;
+        return { lane, left };
+      }
+    }
+    return null;
+  });
+}
+
+/** Draws the timeline at the target's own width in CSS pixels (text is never scaled down). */
 export function drawTimeline(target, events, finished) {
   const timed = events.filter((entry) => timeOf(entry) !== null);
   if (!timed.length) {
     target.replaceChildren();
     return;
   }
+  const width = Math.max(320, Math.round(target.clientWidth || 640));
   const first = Math.min(...timed.map(timeOf));
   const last = Math.max(...timed.map(timeOf), finished ? 0 : Date.now());
   const span = Math.max(last - first, 1000);
-  const x = (at) => LEFT + ((at - first) / span) * (WIDTH - LEFT - RIGHT);
-  const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", class: "timeline",
-                            "aria-label": "the job's events over time" });
-  root.append(svg("line", { x1: LEFT, y1: BAND_Y + BAND_H + 6, x2: WIDTH - RIGHT, y2: BAND_Y + BAND_H + 6, class: "axis" }));
-  const right = finished ? last : first + span;  // an unfinished phase runs to the axis' end
-  for (const band of phases(timed)) {
-    const to = band.to ?? right;
-    const rect = svg("rect", { x: x(band.from).toFixed(1), y: BAND_Y, width: Math.max(1, x(to) - x(band.from)).toFixed(1),
+  const x = (at) => LEFT + ((at - first) / span) * (width - LEFT - RIGHT);
+  const root = svg("svg", { role: "img", class: "timeline", "aria-label": "the job's events over time" });
+  const axis = svg("line", { x1: LEFT, x2: width - RIGHT, class: "axis" });
+  root.append(axis);
+  const bands = phases(timed).map((band) => {
+    const to = band.to ?? (finished ? last : first + span);  // an unfinished phase runs to the axis' end
+    const rect = svg("rect", { x: x(band.from).toFixed(1), width: Math.max(1, x(to) - x(band.from)).toFixed(1),
                                height: BAND_H, class: `phase ${band.phase}`, "data-phase": band.phase });
     rect.append(svg("title", {}, `${band.phase} (attempt ${band.attempt}) from ${absolute(new Date(band.from).toISOString())}`));
     root.append(rect);
-  }
-  let lane = 0;
+    return rect;
+  });
+  const ticks = [];
+  const labelled = [];
   for (const entry of timed) {
     const type = entry.event.type;
     const at = timeOf(entry);
-    const title = svg("title", {}, `${type} at ${absolute(new Date(at).toISOString())}`);
+    const title = svg("title", {}, `${type} at ${absolute(new Date(at).toISOString())} (+${offset(at - first)})`);
     if (QUIET.has(type)) {
-      const tick = svg("line", { x1: x(at).toFixed(1), x2: x(at).toFixed(1), y1: BAND_Y + BAND_H + 2, y2: BAND_Y + BAND_H + 10,
-                                 class: `event quiet-event ${type}`, "data-type": type });
+      const tick = svg("line", { x1: x(at).toFixed(1), x2: x(at).toFixed(1), class: `event quiet-event ${type}`,
+                                 "data-type": type });
       tick.append(title);
       root.append(tick);
+      ticks.push(tick);
       continue;
     }
-    const y = lane % 2 === 0 ? 14 : 30;
-    lane += 1;
     const mark = svg("g", { class: `event ${type}`, "data-type": type });
-    mark.append(
-      svg("line", { x1: x(at).toFixed(1), x2: x(at).toFixed(1), y1: y + 2, y2: BAND_Y, class: "stem" }),
-      svg("circle", { cx: x(at).toFixed(1), cy: BAND_Y + BAND_H / 2, r: 4 }),
-      svg("text", { x: x(at).toFixed(1), y, "text-anchor": x(at) > WIDTH - 80 ? "end" : "start" }, type),
-      title,
-    );
+    const stem = svg("line", { x1: x(at).toFixed(1), x2: x(at).toFixed(1), class: "stem" });
+    const dot = svg("circle", { cx: x(at).toFixed(1), r: 4 });
+    const label = svg("text", { x: x(at).toFixed(1), class: "label" }, type);
+    mark.append(stem, dot, label, title);
     root.append(mark);
+    labelled.push({ mark, stem, dot, label, at: x(at), type });
   }
-  const ends = [first, last].map((at) => new Date(at).toLocaleTimeString());
-  root.append(
-    svg("text", { x: LEFT, y: HEIGHT - 4, class: "tick" }, ends[0]),
-    svg("text", { x: WIDTH - RIGHT, y: HEIGHT - 4, class: "tick", "text-anchor": "end" }, ends[1]),
-  );
-  target.replaceChildren(root);
+  const times = [
+    svg("text", { x: LEFT, class: "tick" }, new Date(first).toLocaleTimeString()),
+    svg("text", { x: width / 2, class: "tick", "text-anchor": "middle" }, `${offset(last - first)} in all`),
+    svg("text", { x: width - RIGHT, class: "tick", "text-anchor": "end" }, new Date(last).toLocaleTimeString()),
+  ];
+  root.append(...times);
+  target.replaceChildren(root);  // in the page, so each label's drawn width can be measured
+  const measured = labelled.map((l) => l.label.getComputedTextLength() || l.type.length * CHAR_W);
+  const placed = lanes(labelled.map((l, i) => ({ at: l.at, size: measured[i] })), width - RIGHT);
+  const used = Math.max(1, ...placed.map((p) => (p ? p.lane + 1 : 0)));
+  const bandY = 6 + used * LANE_H + 6;
+  const axisY = bandY + BAND_H + 6;
+  const height = axisY + 22;
+  for (const [key, value] of Object.entries({ viewBox: `0 0 ${width} ${height}`, width, height })) root.setAttribute(key, value);
+  axis.setAttribute("y1", axisY);
+  axis.setAttribute("y2", axisY);
+  for (const rect of bands) rect.setAttribute("y", bandY);
+  for (const tick of ticks) {
+    tick.setAttribute("y1", axisY - 4);
+    tick.setAttribute("y2", axisY + 4);
+  }
+  labelled.forEach((l, i) => {
+    l.dot.setAttribute("cy", bandY + BAND_H / 2);
+    const place = placed[i];
+    if (!place) {  // no lane had room: its name is on hover
+      l.label.remove();
+      l.stem.remove();
+      l.mark.setAttribute("data-unlabelled", "");
+      return;
+    }
+    const y = bandY - 4 - place.lane * LANE_H;
+    l.label.setAttribute("x", place.left.toFixed(1));
+    l.label.setAttribute("y", y);
+    l.stem.setAttribute("y1", y + 2);
+    l.stem.setAttribute("y2", bandY);
+  });
+  for (const tick of times) tick.setAttribute("y", height - 5);
+}
+
+/** A span of milliseconds in words: `12 ms`, `3.4 s`, `2 min 5 s`. */
+function offset(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return duration(ms / 1000);
 }

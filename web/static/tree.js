@@ -2,6 +2,7 @@
 // status; a node with children folds and unfolds (the folded ones are remembered while the page is open).
 
 import { denied, el, short, statusText } from "./dom.js";
+import { shortId } from "./ids.js";
 
 /** The root of `jobId`'s tree: a row's `root` when the server gave one, else up the known parents. */
 export function rootOf(jobId, known) {
@@ -59,7 +60,8 @@ export function drawTree(target, tree, { selected, folded, open, live }) {
       : el("span", { class: "fold" }, "");
     const line = el("div", { class: job.job_id === selected ? "node selected" : "node" },
       toggle,
-      el("a", { href: `?job=${encodeURIComponent(job.job_id)}`, class: "id", "data-open": job.job_id }, job.job_id),
+      el("a", { href: `?job=${encodeURIComponent(job.job_id)}`, class: "id", "data-open": job.job_id, title: job.job_id },
+        shortId(job.job_id)),
       el("span", { class: `status ${job.status || ""}${denied(job).length ? " denied" : ""}`,
                    "data-status": job.status || "" }, job.status ? statusText(job) : "?"),
       el("span", { class: "quiet" }, job.agent || ""),

@@ -1,7 +1,9 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { absolute, ago, count, denied, duration, el, fill, row, short, statusText, when } from "./dom.js";
+import { count, denied, duration, el, fill, row, short, statusText, when } from "./dom.js";
+import { copyButton, idLabel, runnerLabel, shortId } from "./ids.js";
 import { rangeText } from "./listing.js";
+import { drawRecord, ran } from "./record.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -56,20 +58,13 @@ export function drawHeader(state) {
   badge.className = `badge ${projector ? projector.status : "offline"}`;
 }
 
-// How long a job ran (or has been running): the server's duration_s, else from its record's times.
-function ran(job) {
-  if (typeof job.duration_s === "number") return job.duration_s;
-  const started = Date.parse(job.started_at || "");
-  if (Number.isNaN(started)) return undefined;
-  const finished = job.finished_at ? Date.parse(job.finished_at) : TERMINAL.has(job.status) ? NaN : Date.now();
-  return Number.isNaN(finished) ? undefined : (finished - started) / 1000;
-}
-
 function costOf(job) {
   if (job.usage) return job.usage;
   return typeof job.cost_usd === "number" ? { cost_usd: job.cost_usd } : undefined;
 }
 
+const RUNNER_CELL = { tag: "td", what: "runner id", extra: "wide" };
+const PARENT_CELL = { tag: "td", what: "parent's id", extra: "wider" };
 const cell = (value, attrs = {}) => el("td", { title: value == null ? "" : String(value), ...attrs }, value ?? "");
 
 /** The table: `rows` is the page (listing.js), each row with the stream's newest fields over it. */
@@ -80,10 +75,12 @@ export function drawJobs(state, rows, open) {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
       const prompt = asks(job) || job.prompt;
       const tr = row(
-        [el("td", { class: "id", title: job.job_id }, job.job_id), status(job.status, job), cell(job.agent),
-         cell(job.runner, { class: "wide" }), cell(labels, { class: "wider" }), when(job.submitted_at),
+        [idLabel(job.job_id, shortId(job.job_id), { tag: "td" }), status(job.status, job), cell(job.agent),
+         job.runner ? idLabel(job.runner, runnerLabel(job.runner, job.agent, 12), RUNNER_CELL) : cell("", { class: "wide" }),
+         cell(labels, { class: "wider" }), when(job.submitted_at),
          cell(duration(ran(job))), cell(job.exit_code, { class: "wide num" }), cell(job.attempt, { class: "wide num" }),
-         cell(job.parent, { class: "wider id" }), cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
+         job.parent ? idLabel(job.parent, shortId(job.parent), PARENT_CELL) : cell("", { class: "wider" }),
+         cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
       tr.tabIndex = 0;  // reachable by keyboard: Enter opens it
@@ -113,6 +110,12 @@ function busy(a) {
   return el("td", { class: jobs.length ? "busy" : "idle", title: jobs.join(" ") }, words);
 }
 
+function sinceCell(iso) {
+  const cell = when(iso);
+  cell.classList.add("c-since");
+  return cell;
+}
+
 export function drawAgents(state) {
   const names = [...new Set([...state.agents.values()].map((a) => a.agent))].sort();
   const known = $("#known-agents");
@@ -120,18 +123,23 @@ export function drawAgents(state) {
     known.dataset.names = names.join(" ");
     known.replaceChildren(...names.map((name) => el("option", { value: name })));
   }
+  const online = [...state.agents.values()].filter((a) => a.status === "online").length;
+  $("#runner-count").textContent = state.agents.size ? `${online} of ${state.agents.size} online` : "none";
   const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
   const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
     $("#agents tbody"),
     agents.map((a) =>
-      row([a.agent_id, a.agent, status(shownStatus(a)), busy(a), a.host, when(a.updated_at || a.since), when(a.since)],
+      row([idLabel(a.agent_id, runnerLabel(a.agent_id, a.agent), { tag: "td", what: "runner id" }), a.agent, status(shownStatus(a)), busy(a),
+        el("td", { class: "c-host", title: a.host || "" }, a.host || ""), when(a.updated_at || a.since),
+        sinceCell(a.since)],
         { "data-agent-id": a.agent_id }),
     ),
   );
 }
 
 export function drawRefusals(state) {
+  $("#refusal-count").textContent = state.refusals.length ? String(state.refusals.length) : "none";
   $("#refusals").replaceChildren(
     ...state.refusals.map((r) =>
       el("li", {},
@@ -183,20 +191,15 @@ function drawChanges(state, record) {
   $("#diff").textContent = diff && !diff.error ? diff.diff : "";
 }
 
-// A record's value as text; a time (`*_at`) in the reader's local time and how long ago, the stored UTC on hover.
-function recordValue(key, value) {
-  if (key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value))) {
-    return el("div", { title: value }, `${absolute(value)} (${ago(value)})`);
-  }
-  return el("div", {}, typeof value === "object" ? JSON.stringify(value) : String(value));
-}
-
 export function drawDetail(state) {
   const detail = state.detail;
   $("#detail").hidden = !detail;
   if (!detail) return;
   const record = detail.record;
-  $("#detail-id").textContent = detail.job_id;
+  if ($("#detail-id").textContent !== detail.job_id) {
+    $("#detail-id").textContent = detail.job_id;
+    $("#detail-copy").replaceChildren(copyButton(detail.job_id, "job id"));
+  }
   const badge = $("#detail-status");
   badge.textContent = record ? statusText(record) : "unknown";
   const refused = record ? denied(record) : [];
@@ -215,12 +218,7 @@ export function drawDetail(state) {
   $("#detail-incomplete").hidden = lines.length === 0;
   $("#detail-incomplete").textContent = lines.join("\n");
   $("#verdict").textContent = state.verdict || "";
-  fill(
-    $("#record tbody"),
-    Object.entries(record || {})
-      .filter(([, v]) => v !== null && v !== "" && !(typeof v === "object" && Object.keys(v).length === 0))
-      .map(([k, v]) => row([el("th", {}, k), el("td", {}, recordValue(k, v))])),
-  );
+  drawRecord($("#record tbody"), $("#raw-record pre"), record);
   fill(
     $("#events tbody"),
     detail.events.map((entry) => {
