@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 import typing
 import uuid
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import aiomqtt
 import anyio
@@ -29,6 +32,7 @@ from mam.agents.inside_job import default_parent
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
+from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.broker_list import Brokers
@@ -88,6 +92,8 @@ class Publisher:
         self.can_reconnect = True
         """Whether a connection lost while waiting for a verdict is replaced (`reconnect`) and the event sent
         again; False for a publisher on someone else's connection."""
+        self.say_to: IO[str] | None = sys.stderr
+        """Where a wait that rides out a lost broker says so (`reconnecting`); None: nowhere."""
 
     async def __aenter__(self) -> Publisher:
         try:
@@ -276,6 +282,17 @@ class Publisher:
                     pass
         self._client = await open_client(self.broker, keepalive=30)
 
+    def reconnecting(self) -> Reconnecting:
+        """The rule every follower keeps across restarts (`mam.client.reconnecting`), on this publisher's
+        connection: a lost one is replaced (`_renewed`) and the wait starts over on the new one."""
+        return Reconnecting(self.broker, err=self.say_to, connected=True, opener=self._renewed)
+
+    @asynccontextmanager
+    async def _renewed(self) -> AsyncIterator[Any]:
+        """The next connection for `reconnecting`: this publisher's own, replaced (kept open after)."""
+        await self.reconnect()
+        yield self.client
+
     def _degraded_clause(self) -> str:
         """`: the projector is degraded: REASON` when its latest status says so, else nothing."""
         status = self.projector
@@ -316,33 +333,36 @@ class Publisher:
         return event
 
     async def wait_ended(self, job_id: str, *, timeout: float, limit: float | None = None) -> JobRecord:
-        """The job's state once it is terminal (succeeded, failed, cancelled, ...).
+        """The job's state once it is terminal (succeeded, failed, cancelled, ...), across restarts of the
+        broker and the projector (`reconnecting`: the retained state is read again on the new connection).
 
         `limit`: the caller's whole time limit, named in the error (default `timeout`)."""
-        client = self.client
-        states = self.states
+        topic = self.topics.state(job_id)
         last: JobRecord | None = None
+
+        async def until_ended(client: aiomqtt.Client) -> JobRecord:
+            nonlocal last
+            await client.subscribe(topic, qos=1)
+            async for message in messages(client):
+                if str(message.topic) != topic:
+                    continue
+                record = self.states.record(topic, _payload(message))
+                if record is None:
+                    continue
+                last = record
+                if last.status.terminal:
+                    return last
+            raise aiomqtt.MqttError("the broker closed the connection")
+
         try:
-            await client.subscribe(self.topics.state(job_id), qos=1)
             with anyio.fail_after(timeout):
-                async for message in messages(client):
-                    if str(message.topic) != self.topics.state(job_id):
-                        continue
-                    record = states.record(str(message.topic), _payload(message))
-                    if record is None:
-                        continue
-                    last = record
-                    if last.status.terminal:
-                        return last
+                return await self.reconnecting().run(until_ended, client=self.client)
         except TimeoutError:
             now = f"; it is {last.status.value}" if last is not None else ""
             raise WaitTimeout(
                 f"job {job_id!r} had not ended within {limit or timeout:g}s{now}; "
                 f"follow it with `mam logs -f {job_id}` or raise --timeout"
             ) from None
-        except aiomqtt.MqttError as exc:
-            raise unreachable(self.broker, exc) from None
-        raise unreachable(self.broker, aiomqtt.MqttError("the broker closed the connection"))
 
     async def _wait_projector(self, timeout: float) -> None:
         """Return once the projector announces itself online; an `online` it stopped refreshing

@@ -16,6 +16,7 @@ refusal (not waiting, or not one of the choices) as a tool error.
 
 from typing import Annotated, Any, Literal, NotRequired
 
+import aiomqtt
 import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
@@ -84,18 +85,25 @@ def _settled(record: JobRecord, question_id: str) -> bool:
 async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: JobRecord | None,
                        timeout: float) -> JobRecord | None:
     """`current` if it settles the question, else the first state of the job that does within `timeout`;
-    None if none does. The channel is subscribed to the job's state already (by the call that gave `current`)."""
+    None if none does. A lost connection is ridden out (`Publisher.reconnecting`): the job's retained
+    state, read again on the new one, tells whether the question was settled meanwhile."""
     if current is not None and _settled(current, question_id):
         return current
     topic = pub.topics.state(job_id)
-    with anyio.move_on_after(timeout):
-        async for message in messages(pub.client):
+
+    async def settled(client: Any) -> JobRecord:
+        await client.subscribe(topic, qos=1)
+        async for message in messages(client):
             if str(message.topic) != topic:
                 continue
             payload = message.payload if isinstance(message.payload, bytes) else b""
             record = pub.states.record(topic, payload)
             if record is not None and _settled(record, question_id):
                 return record
+        raise aiomqtt.MqttError("the broker closed the connection")
+
+    with anyio.move_on_after(timeout):
+        return await pub.reconnecting().run(settled, client=pub.client)
     return None
 
 

@@ -42,14 +42,27 @@ Full = Annotated[
 class ChannelPublisher(Publisher):
     """The Publisher (confirmed writes, waits) on a channel of the shared connection, not a connection of its own."""
 
-    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel) -> None:
+    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel,
+                 connection: SharedConnection | None = None) -> None:
         super().__init__(workspace, broker, by=BY)
         self._channel = channel
-        self.can_reconnect = False  # the shared connection reconnects; a lost wait fails as before
+        self._connection = connection
+        self.can_reconnect = False  # the shared connection reconnects; a lost verdict wait fails as before
+        self.say_to = None  # the server's log says when the shared connection is lost (connection.py)
 
     @property
     def client(self) -> Any:  # a Channel stands in for the aiomqtt client
         return self._channel
+
+    @asynccontextmanager
+    async def _renewed(self) -> AsyncIterator[Any]:
+        """A wait that rides out a restart (`wait_job`, `ask_person`) goes on in a new channel of the
+        shared connection, once that is back (`BrokerUnreachable` until then: tried again)."""
+        if self._connection is None:
+            raise MamError("this publisher's channel cannot be replaced")
+        async with self._connection.channel() as channel:
+            self._channel = channel
+            yield channel
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,7 @@ class Served:
     async def publisher(self) -> AsyncIterator[Publisher]:
         """A publisher for one tool call, on its own channel of the shared connection."""
         async with self.connection.channel() as channel:
-            yield ChannelPublisher(self.workspace, self.broker, channel)
+            yield ChannelPublisher(self.workspace, self.broker, channel, self.connection)
 
     async def job_id(self, text: str) -> str:
         """The registry's one id that is `text` or starts or ends with it; `text` if none is (as `mam show`)."""
