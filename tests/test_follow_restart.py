@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from fleet_support import shell_runner
 from restart_support import TICKING, Command, ticks_once
-from test_runner_support import submit
+from test_runner_support import agent_runner, submit
 
 from brokers import BROKERS, free_port
 from conftest import WorkspacePaths
-from e2e import projector_process, up_process
+from e2e import projector_process, up_process, workspace_id
+from support import BIN, child_env, mam, run, wait_for_state
 
 Restart = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]
 """Take the service down; bring it back on the same port."""
@@ -77,3 +78,26 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
     assert "mam: job job-tick succeeded" in logs.stderr()
     assert wait.stdout() == "job-tick succeeded (exit code 0)\n", wait.stderr()
     assert "Traceback" not in logs.stderr() + wait.stderr()
+
+
+async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answer_reaches_the_job(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    ws_id = workspace_id(ws.root)
+    script = f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 9\necho "answer: $a"\n'
+    async with served("mam-up", ws, tmp_path) as (url, (down, up)), agent_runner(
+        url, ws, "--profile", "shell", agent="shell", env=child_env(MAM_BROKER_URL=None)  # the job gets --broker
+    ) as runner:
+        await submit(url, ws, "job-ask", script, agent="shell")
+        await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] == "waiting", timeout=30)
+        await down()
+        await up()
+        still = await wait_for_state(url, ws_id, "job-ask")
+        assert still["status"] == "waiting", still
+        answered = await run(mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)),
+                             cwd=ws.elsewhere)
+        assert answered.returncode == 0 and answered.stdout == b"job-ask running\n", answered.stderr
+        done = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] in ("succeeded", "failed"),
+                                    timeout=30)
+    assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", (done, runner.output())
+    assert done["answer"] == "yes"
