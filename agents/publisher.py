@@ -29,6 +29,7 @@ import msgspec
 from mam.agents.cli_limits import resume_fields
 from mam.agents.delivery import Delivery
 from mam.agents.inside_job import default_parent
+from mam.agents.projector_wait import projector_online
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
@@ -36,11 +37,11 @@ from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.broker_list import Brokers
-from mam.contract.errors import MamError, NoProjector, UsageError
+from mam.contract.errors import MamError, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.record import JobRecord
 from mam.contract.signing import StateReader
-from mam.contract.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale
+from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
@@ -232,13 +233,15 @@ class Publisher:
         """Publish and return the state that records it; raise if refused or unserved.
 
         Nothing is published unless a projector announces itself online for
-        the workspace within `PROJECTOR_WAIT` seconds.
+        the workspace within `PROJECTOR_WAIT` seconds, or within `timeout` while
+        one is starting on this machine (`mam.agents.projector_wait`).
         """
         event = self.stamp(event)
         assert event.id is not None
+        deadline = anyio.current_time() + timeout
         try:
             await self.subscribe_for_verdict(job_id)
-            await self._wait_projector(PROJECTOR_WAIT)
+            await self._wait_projector(min(PROJECTOR_WAIT, timeout), longest=timeout)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
         # From here on the event may be recorded whatever happens to this connection: it is sent again
@@ -246,7 +249,7 @@ class Publisher:
         # "unreachable", so nobody resubmits blindly.
         delivery = Delivery(self, job_id, event)
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0.1)):
                 return await delivery.run()
         except TimeoutError:
             lost = f" (the connection to {self.broker.url} was lost: {delivery.lost})" if delivery.lost else ""
@@ -364,32 +367,10 @@ class Publisher:
                 f"follow it with `mam logs -f {job_id}` or raise --timeout"
             ) from None
 
-    async def _wait_projector(self, timeout: float) -> None:
-        """Return once the projector announces itself online; an `online` it stopped refreshing
-        (`mam.contract.status.stale`) does not count, but a fresh one may still replace it in time."""
-        left_behind: ProjectorStatus | None = None
-        with anyio.move_on_after(timeout):
-            async for message in messages(self.client):
-                if str(message.topic) == self.topics.projector_status:
-                    status = decode_projector_status(_payload(message))
-                    self.saw_status(status)
-                    if status is not None and status.status != "offline":
-                        if not stale(status, utc_now()):
-                            return
-                        left_behind = status
-        if left_behind is not None:
-            said = (f"degraded ({left_behind.detail or 'no reason given'})" if left_behind.status == "degraded"
-                    else "online")
-            raise NoProjector(
-                f"the projector of workspace {self.workspace.id!r} last said it was {said} "
-                f"{describe_heartbeat(left_behind, utc_now())} on {left_behind.broker} (pid {left_behind.pid} on "
-                f"{left_behind.host}), and no newer status came within {timeout:g}s: it, or the broker node it "
-                "was connected to, is gone (nothing published); restart it, or check that it can reach a broker"
-            )
-        raise NoProjector(
-            f"no projector is online for workspace {self.workspace.id!r} on {self.broker.url} (nothing published); "
-            "start one with `mam up` or `mam-projector` in this workspace, or check --broker / MAM_BROKER_URL"
-        )
+    async def _wait_projector(self, timeout: float, *, longest: float | None = None) -> None:
+        """Return once the projector announces itself online (`mam.agents.projector_wait`); raise
+        `NoProjector` if none does within `timeout`, or within `longest` while one is starting here."""
+        await projector_online(self, timeout, longest=longest)
 
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
         """The job's retained state, or `None` if the broker holds none in time."""
