@@ -101,3 +101,27 @@ async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answe
                                     timeout=30)
     assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", (done, runner.output())
     assert done["answer"] == "yes"
+
+
+async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_path: Path) -> None:
+    """The official MCP SDK client's `wait_job` call, under way while `mam up` restarts, returns the job's end."""
+    import anyio
+    from test_mcp import call, mcp_session
+
+    ws_id = workspace_id(ws.root)
+    async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
+            mcp_session(ws, "--broker", url) as session:
+        ended: dict = {}
+
+        async def wait_job() -> None:
+            ended.update(await call(session, "wait_job", job="job-tick", timeout=90, tail_bytes=100_000))
+
+        await submit(url, ws, "job-tick", f"sleep 1; {TICKING}", agent="shell")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_job)  # under way before the job prints its first line
+            await wait_for_state(url, ws_id, "job-tick", lambda r: r["output_bytes"] >= len("tick 1\ntick 2\n"),
+                                 timeout=30)
+            await down()
+            await up()
+    assert ended["status"] == "succeeded", ended
+    ticks_once(ended["output_tail"])
