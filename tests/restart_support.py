@@ -6,6 +6,7 @@ in files of their own, read as they grow.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -40,6 +41,14 @@ class Command:
                 assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
                 await anyio.sleep(0.05)  # polling a file another process writes
 
+    async def connected(self, port: int, *, timeout: float = 30) -> None:
+        """Return once the command has a TCP connection established to `port` (its first connection is
+        made: from then on a lost broker is ridden out, not "cannot reach")."""
+        with anyio.fail_after(timeout):
+            while not established(self.proc.pid, port):
+                assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
+                await anyio.sleep(0.05)  # polling the kernel's socket table for the connection
+
     async def wait(self, timeout: float = 60) -> int:
         with anyio.fail_after(timeout):
             return await anyio.to_thread.run_sync(self.proc.wait)
@@ -48,6 +57,32 @@ class Command:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def established(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a TCP connection in state ESTABLISHED to `port` on this machine."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    except OSError:
+        return False
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                return True
+    return False
 
 
 def ticks_once(stdout: str) -> None:

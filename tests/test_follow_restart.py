@@ -62,7 +62,8 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
         logs = Command("logs", "logs", "-f", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
         wait = Command("wait", "wait", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
         try:
-            await logs.said("tick 3", on="stdout")
+            await logs.said("tick 3", on="stdout")  # printed once connected
+            await wait.connected(int(url.rsplit(":", 1)[1]))
             await down()
             await logs.said("mam: lost the broker at ")
             await wait.said("mam: lost the broker at ")
