@@ -58,21 +58,26 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
 ) -> None:
     async with served(kind, ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"):
         where = ("--broker", url, "--workspace", str(ws.root))
-        await submit(url, ws, "job-tick", TICKING, agent="shell")
+        follow = Command("submit", "submit", "--agent", "shell", "--prompt", TICKING, "--job-id", "job-tick",
+                         "--follow", *where, cwd=ws.elsewhere, logs=tmp_path)
+        await follow.said("job-tick\n")  # recorded
         logs = Command("logs", "logs", "-f", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
         wait = Command("wait", "wait", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
         try:
             await logs.said("tick 3", on="stdout")  # printed once connected
             await wait.connected(int(url.rsplit(":", 1)[1]))
             await down()
-            await logs.said("mam: lost the broker at ")
-            await wait.said("mam: lost the broker at ")
+            for command in (follow, logs, wait):
+                await command.said("mam: lost the broker at ")
             await up()
+            assert await follow.wait() == 0, follow.stderr()
             assert await logs.wait() == 0, logs.stderr()
             assert await wait.wait() == 0, wait.stderr()
         finally:
-            logs.stop()
-            wait.stop()
+            for command in (follow, logs, wait):
+                command.stop()
+    ticks_once(follow.stdout())
+    assert "mam: job job-tick succeeded" in follow.stderr()
     ticks_once(logs.stdout())
     assert logs.stderr().count("lost the broker") == 1, logs.stderr()
     assert f"mam: reconnected to {url}" in logs.stderr()
@@ -102,6 +107,14 @@ async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answe
                                     timeout=30)
     assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", (done, runner.output())
     assert done["answer"] == "yes"
+
+
+async def test_the_first_connection_failing_is_still_cannot_reach_exit_3(ws: WorkspacePaths) -> None:
+    dead = f"mqtt://127.0.0.1:{free_port()}"
+    result = await run(mam("wait", "job-x", "--broker", dead, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    err = result.stderr.decode()
+    assert result.returncode == 3 and err.startswith(f"mam: error: cannot reach the MQTT broker at {dead}"), err
+    assert err.count("\n") == 1 and "lost the broker" not in err, err
 
 
 async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_path: Path) -> None:
