@@ -86,6 +86,7 @@ class Publisher:
         self.by = by
         self.topics = Topics(workspace.id)
         self._client: aiomqtt.Client | None = None
+        self._replacing = False
         self._states: StateReader | None = None
         self.projector: ProjectorStatus | None = None
         """The projector's latest status seen by `publish_and_wait` (and `publish_served`)."""
@@ -108,6 +109,7 @@ class Publisher:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         client, self._client = self._client, None
+        self._replacing = False
         if client is not None:
             try:
                 await client.__aexit__(exc_type, exc, tb)
@@ -117,6 +119,8 @@ class Publisher:
     @property
     def client(self) -> aiomqtt.Client:
         if self._client is None:
+            if self._replacing:  # lost, and no broker took the new connection yet (`reconnect`)
+                raise aiomqtt.MqttError(f"the connection to {self.broker.url} is lost")
             raise RuntimeError("use `async with Publisher(...)` before publishing")
         return self._client
 
@@ -277,6 +281,7 @@ class Publisher:
     async def reconnect(self) -> None:
         """Replace a lost connection (raises `aiomqtt.MqttError` when no broker answers)."""
         old, self._client = self._client, None
+        self._replacing = True
         if old is not None:
             with anyio.move_on_after(1):
                 try:
@@ -284,6 +289,7 @@ class Publisher:
                 except aiomqtt.MqttError:
                     pass
         self._client = await open_client(self.broker, keepalive=30)
+        self._replacing = False
 
     def reconnecting(self) -> Reconnecting:
         """The rule every follower keeps across restarts (`mam.client.reconnecting`), on this publisher's
