@@ -139,3 +139,32 @@ async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_p
             await up()
     assert ended["status"] == "succeeded", ended
     ticks_once(ended["output_tail"])
+
+
+async def test_mcp_ask_person_keeps_waiting_across_a_mam_up_restart_and_gets_the_answer(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
+    import anyio
+    from test_mcp import call, mcp_session
+
+    async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
+            mcp_session(ws, "--broker", url) as session:
+        await submit(url, ws, "job-q", "sleep 20", agent="shell")
+        await wait_for_state(url, workspace_id(ws.root), "job-q", lambda r: r["status"] == "running", timeout=30)
+        first = await call(session, "ask_person", question="Go?", job="job-q", timeout=0.5)
+        assert first["status"] == "waiting", first
+        answered: dict = {}
+
+        async def keep_waiting() -> None:
+            answered.update(await call(session, "ask_person", question="Go?", job="job-q",
+                                       question_id=first["question_id"], timeout=90))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_waiting)
+            await down()
+            await up()
+            answer = await run(mam("answer", "job-q", "yes", "--broker", url, "--workspace", str(ws.root)),
+                               cwd=ws.elsewhere)
+            assert answer.returncode == 0, answer.stderr
+    assert answered == {"job_id": "job-q", "question_id": first["question_id"], "status": "answered",
+                        "answer": "yes"}, answered
