@@ -23,7 +23,7 @@ from mam.agents.selection import add_selector_args, confirm, has_selectors, reso
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli.args import agent_name, job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
-from mam.client.follow import Followed, follow_on, outcome_code, say_on_stderr, stopped_following
+from mam.client.follow import Followed, follow, outcome_code, stopped_following
 from mam.client.live import snapshot_agents, snapshot_job_ids
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
@@ -265,8 +265,8 @@ def run_submit(args: argparse.Namespace) -> int:
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)
-            final = await follow_on(pub.client, pub.topics, job_id, Followed(seen={event_id(record)}),
-                                    states=pub.states, say=say_on_stderr)
+            final = await follow(workspace, broker, job_id, from_log=False, client=pub.client,
+                                 followed=Followed(seen={event_id(record)}))
             print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
             return outcome_code(final.status)
 

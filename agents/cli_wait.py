@@ -47,10 +47,15 @@ def run_wait(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            jobs = [await _resolve_retained(pub, text) for text in args.job_ids]
-            for job in jobs:  # an unknown job would never end: refused before any waiting
-                if await pub.state(job) is None:
-                    raise Refused(f"no job {job!r} in workspace {workspace.id}: check the id with `mam jobs`")
+            async def known(_: object) -> list[str]:
+                jobs = [await _resolve_retained(pub, text) for text in args.job_ids]
+                for job in jobs:  # an unknown job would never end: refused before any waiting
+                    if await pub.state(job) is None:
+                        raise Refused(f"no job {job!r} in workspace {workspace.id}: check the id with `mam jobs`")
+                return jobs
+
+            # connected once: a broker lost from here on is ridden out (mam.client.reconnecting)
+            jobs = await pub.reconnecting().run(known, client=pub.client)
             deadline = anyio.current_time() + limit
             ended: list[JobRecord] = []
             for job in jobs:

@@ -25,7 +25,6 @@ from mam.agents.selection import resolve_for_write
 from mam.cli.args import job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.client.inbox import messages
-from mam.client.mqtt import unreachable
 from mam.contract import events as ev
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord, Status
@@ -139,19 +138,23 @@ async def _started(pub: Publisher, job: str) -> None:
 
 
 async def _answered(pub: Publisher, job: str, question_id: str) -> JobRecord:
-    """The job's first state that no longer waits on the question `question_id`."""
+    """The job's first state that no longer waits on the question `question_id`. A broker or projector
+    restart is ridden out (`Publisher.reconnecting`): the question stays in the job's record, the job
+    `waiting`, and the retained state read again on the new connection tells whether it was answered."""
     topic = pub.topics.state(job)
-    try:
-        async for message in messages(pub.client):
+
+    async def settled(client: aiomqtt.Client) -> JobRecord:
+        await client.subscribe(topic, qos=1)
+        async for message in messages(client):
             if str(message.topic) != topic:
                 continue
             payload = message.payload if isinstance(message.payload, bytes) else b""
             record = pub.states.record(topic, payload)
             if record is not None and (record.question_id != question_id or record.status is not Status.WAITING):
                 return record
-    except aiomqtt.MqttError as exc:
-        raise unreachable(pub.broker, exc) from None
-    raise unreachable(pub.broker, aiomqtt.MqttError("the broker closed the connection"))
+        raise aiomqtt.MqttError("the broker closed the connection")
+
+    return await pub.reconnecting().run(settled, client=pub.client)
 
 
 async def _withdraw(pub: Publisher, job: str, question_id: str, waited: float) -> JobRecord:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 import uuid
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import aiomqtt
 import anyio
@@ -25,17 +28,19 @@ import msgspec
 from mam.agents.cli_limits import resume_fields
 from mam.agents.delivery import Delivery
 from mam.agents.inside_job import default_parent
+from mam.agents.projector_wait import projector_online
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
+from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
-from mam.contract.errors import MamError, NoProjector, UsageError
+from mam.contract.errors import MamError, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.record import JobRecord
 from mam.contract.signing import StateReader
-from mam.contract.status import ProjectorStatus, decode_projector_status, describe_heartbeat, stale
+from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
@@ -80,6 +85,7 @@ class Publisher:
         self.by = by
         self.topics = Topics(workspace.id)
         self._client: aiomqtt.Client | None = None
+        self._replacing = False
         self._states: StateReader | None = None
         self.projector: ProjectorStatus | None = None
         """The projector's latest status seen by `publish_and_wait` (and `publish_served`)."""
@@ -87,6 +93,8 @@ class Publisher:
         self.can_reconnect = True
         """Whether a connection lost while waiting for a verdict is replaced (`reconnect`) and the event sent
         again; False for a publisher on someone else's connection."""
+        self.say_to: IO[str] | None = sys.stderr
+        """Where a wait that rides out a lost broker says so (`reconnecting`); None: nowhere."""
 
     async def __aenter__(self) -> Publisher:
         try:
@@ -100,6 +108,7 @@ class Publisher:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         client, self._client = self._client, None
+        self._replacing = False
         if client is not None:
             try:
                 await client.__aexit__(exc_type, exc, tb)
@@ -109,6 +118,8 @@ class Publisher:
     @property
     def client(self) -> aiomqtt.Client:
         if self._client is None:
+            if self._replacing:  # lost, and no broker took the new connection yet (`reconnect`)
+                raise aiomqtt.MqttError(f"the connection to {self.broker.url} is lost")
             raise RuntimeError("use `async with Publisher(...)` before publishing")
         return self._client
 
@@ -218,13 +229,15 @@ class Publisher:
         """Publish and return the state that records it; raise if refused or unserved.
 
         Nothing is published unless a projector announces itself online for
-        the workspace within `PROJECTOR_WAIT` seconds.
+        the workspace within `PROJECTOR_WAIT` seconds, or within `timeout` while
+        one is starting on this machine (`mam.agents.projector_wait`).
         """
         event = self.stamp(event)
         assert event.id is not None
+        deadline = anyio.current_time() + timeout
         try:
             await self.subscribe_for_verdict(job_id)
-            await self._wait_projector(PROJECTOR_WAIT)
+            await self._wait_projector(min(PROJECTOR_WAIT, timeout), longest=timeout)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
         # From here on the event may be recorded whatever happens to this connection: it is sent again
@@ -232,7 +245,7 @@ class Publisher:
         # "unreachable", so nobody resubmits blindly.
         delivery = Delivery(self, job_id, event)
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0.1)):
                 return await delivery.run()
         except TimeoutError:
             lost = f" (the connection to {self.broker.url} was lost: {delivery.lost})" if delivery.lost else ""
@@ -260,6 +273,7 @@ class Publisher:
     async def reconnect(self) -> None:
         """Replace a lost connection (raises `aiomqtt.MqttError` when no broker answers)."""
         old, self._client = self._client, None
+        self._replacing = True
         if old is not None:
             with anyio.move_on_after(1):
                 try:
@@ -267,6 +281,18 @@ class Publisher:
                 except aiomqtt.MqttError:
                     pass
         self._client = await open_client(self.broker, keepalive=30)
+        self._replacing = False
+
+    def reconnecting(self) -> Reconnecting:
+        """The rule every follower keeps across restarts (`mam.client.reconnecting`), on this publisher's
+        connection: a lost one is replaced (`_renewed`) and the wait starts over on the new one."""
+        return Reconnecting(self.broker, err=self.say_to, connected=True, opener=self._renewed)
+
+    @asynccontextmanager
+    async def _renewed(self) -> AsyncIterator[Any]:
+        """The next connection for `reconnecting`: this publisher's own, replaced (kept open after)."""
+        await self.reconnect()
+        yield self.client
 
     def _degraded_clause(self) -> str:
         """`: the projector is degraded: REASON` when its latest status says so, else nothing."""
@@ -308,60 +334,41 @@ class Publisher:
         return event
 
     async def wait_ended(self, job_id: str, *, timeout: float, limit: float | None = None) -> JobRecord:
-        """The job's state once it is terminal (succeeded, failed, cancelled, ...).
+        """The job's state once it is terminal (succeeded, failed, cancelled, ...), across restarts of the
+        broker and the projector (`reconnecting`: the retained state is read again on the new connection).
 
         `limit`: the caller's whole time limit, named in the error (default `timeout`)."""
-        client = self.client
-        states = self.states
+        topic = self.topics.state(job_id)
         last: JobRecord | None = None
+
+        async def until_ended(client: aiomqtt.Client) -> JobRecord:
+            nonlocal last
+            await client.subscribe(topic, qos=1)
+            async for message in messages(client):
+                if str(message.topic) != topic:
+                    continue
+                record = self.states.record(topic, _payload(message))
+                if record is None:
+                    continue
+                last = record
+                if last.status.terminal:
+                    return last
+            raise aiomqtt.MqttError("the broker closed the connection")
+
         try:
-            await client.subscribe(self.topics.state(job_id), qos=1)
             with anyio.fail_after(timeout):
-                async for message in messages(client):
-                    if str(message.topic) != self.topics.state(job_id):
-                        continue
-                    record = states.record(str(message.topic), _payload(message))
-                    if record is None:
-                        continue
-                    last = record
-                    if last.status.terminal:
-                        return last
+                return await self.reconnecting().run(until_ended, client=self.client)
         except TimeoutError:
             now = f"; it is {last.status.value}" if last is not None else ""
             raise WaitTimeout(
                 f"job {job_id!r} had not ended within {limit or timeout:g}s{now}; "
                 f"follow it with `mam logs -f {job_id}` or raise --timeout"
             ) from None
-        except aiomqtt.MqttError as exc:
-            raise unreachable(self.broker, exc) from None
-        raise unreachable(self.broker, aiomqtt.MqttError("the broker closed the connection"))
 
-    async def _wait_projector(self, timeout: float) -> None:
-        """Return once the projector announces itself online; an `online` it stopped refreshing
-        (`mam.contract.status.stale`) does not count, but a fresh one may still replace it in time."""
-        left_behind: ProjectorStatus | None = None
-        with anyio.move_on_after(timeout):
-            async for message in messages(self.client):
-                if str(message.topic) == self.topics.projector_status:
-                    status = decode_projector_status(_payload(message))
-                    self.saw_status(status)
-                    if status is not None and status.status != "offline":
-                        if not stale(status, utc_now()):
-                            return
-                        left_behind = status
-        if left_behind is not None:
-            said = (f"degraded ({left_behind.detail or 'no reason given'})" if left_behind.status == "degraded"
-                    else "online")
-            raise NoProjector(
-                f"the projector of workspace {self.workspace.id!r} last said it was {said} "
-                f"{describe_heartbeat(left_behind, utc_now())} on {left_behind.broker} (pid {left_behind.pid} on "
-                f"{left_behind.host}), and no newer status came within {timeout:g}s: it, or the broker node it "
-                "was connected to, is gone (nothing published); restart it, or check that it can reach a broker"
-            )
-        raise NoProjector(
-            f"no projector is online for workspace {self.workspace.id!r} on {self.broker.url} (nothing published); "
-            "start one with `mam up` or `mam-projector` in this workspace, or check --broker / MAM_BROKER_URL"
-        )
+    async def _wait_projector(self, timeout: float, *, longest: float | None = None) -> None:
+        """Return once the projector announces itself online (`mam.agents.projector_wait`); raise
+        `NoProjector` if none does within `timeout`, or within `longest` while one is starting here."""
+        await projector_online(self, timeout, longest=longest)
 
     async def state(self, job_id: str, *, timeout: float = 3.0) -> JobRecord | None:
         """The job's retained state, or `None` if the broker holds none in time."""

@@ -16,6 +16,7 @@ refusal (not waiting, or not one of the choices) as a tool error.
 
 from typing import Annotated, Any, Literal, NotRequired
 
+import aiomqtt
 import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
@@ -29,7 +30,7 @@ from mam.contract.arg_limits import MOST_CHOICES, at_most
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord, Status
 from mam.mcp_server.brief import brief_record, full_hint
-from mam.mcp_server.served import Served, as_dict, reported
+from mam.mcp_server.served import ChannelPublisher, Served, as_dict, reported
 from mam.mcp_server.waiting import DEFAULT_WAIT, LONGEST_WAIT
 from mam.mcp_server.writing import VERDICT_WAIT, JobRef, checked
 
@@ -82,20 +83,40 @@ def _settled(record: JobRecord, question_id: str) -> bool:
 
 
 async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: JobRecord | None,
-                       timeout: float) -> JobRecord | None:
+                       timeout: float, *, check: bool = False) -> JobRecord | None:
     """`current` if it settles the question, else the first state of the job that does within `timeout`;
-    None if none does. The channel is subscribed to the job's state already (by the call that gave `current`)."""
+    None if none does. A lost connection is ridden out (`Publisher.reconnecting`): the job's retained
+    state, read again on the new one, tells whether the question was settled meanwhile. `check`: the
+    question is an earlier call's, checked against the job's state first (refused if it is not the job's)."""
     if current is not None and _settled(current, question_id):
         return current
     topic = pub.topics.state(job_id)
-    with anyio.move_on_after(timeout):
-        async for message in messages(pub.client):
+
+    async def settled(client: Any) -> JobRecord:
+        if check:
+            now = await pub.state(job_id)
+            if now is None and getattr(getattr(client, "inbox", None), "closed", False):
+                raise aiomqtt.MqttError("the broker closed the connection")  # lost while reading the state
+            if now is None:
+                raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
+            if now.question_id != question_id:
+                raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
+                              f"{now.question if isinstance(now.question, str) else 'none'!r}")
+            if _settled(now, question_id):
+                return now
+        else:
+            await client.subscribe(topic, qos=1)
+        async for message in messages(client):
             if str(message.topic) != topic:
                 continue
             payload = message.payload if isinstance(message.payload, bytes) else b""
             record = pub.states.record(topic, payload)
             if record is not None and _settled(record, question_id):
                 return record
+        raise aiomqtt.MqttError("the broker closed the connection")
+
+    with anyio.move_on_after(timeout):
+        return await pub.reconnecting().run(settled, client=pub.client)
     return None
 
 
@@ -127,19 +148,14 @@ def register(app: MCPServer, served: Served) -> None:
         else:
             raise UsageError("job: this server does not run inside a job (MAM_JOB_ID is not set); pass the job "
                              "that asks")
+        if question_id is not None:  # keep waiting, on channels opened by the wait (a restart is ridden out)
+            pub = ChannelPublisher(served.workspace, served.broker, None, served.connection)
+            return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, None, timeout,
+                                                                   check=True), timeout)
         async with served.publisher() as pub:
-            if question_id is None:
-                event = checked(ev.InputRequested(question=question, choices=choices or None))
-                current: JobRecord | None = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-                assert current is not None
-                question_id = current.question_id if isinstance(current.question_id, str) else ""
-            else:
-                current = await pub.state(job_id)
-                if current is None:
-                    raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
-                if current.question_id != question_id:
-                    raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
-                                  f"{current.question if isinstance(current.question, str) else 'none'!r}")
+            event = checked(ev.InputRequested(question=question, choices=choices or None))
+            current = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
+            question_id = current.question_id if isinstance(current.question_id, str) else ""
             return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, current, timeout),
                           timeout)
 

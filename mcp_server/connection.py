@@ -103,6 +103,8 @@ class SharedConnection:
         self.generation = 0
         """Counts the connections lost: a channel's subscriptions count only on the connection it was opened on."""
         self._client: aiomqtt.Client | None = None
+        self.ever_connected = False
+        """Whether a connection was ever made: a wait that finds none then rides out the outage."""
         self._channels: set[Channel] = set()
         self._error: BrokerUnreachable | None = None
         self._settled = anyio.Event()
@@ -136,6 +138,7 @@ class SharedConnection:
 
     async def _read(self, client: aiomqtt.Client) -> None:
         self._client, self._error = client, None
+        self.ever_connected = True
         self._settle()
         log.debug("connected to %s", self.broker.url)
         async for message in messages(client):

@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from mam.agents.publisher import Publisher
+from mam.client.reconnecting import Reconnecting
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
 from mam.contract.ids import validate_job_id
@@ -42,14 +43,34 @@ Full = Annotated[
 class ChannelPublisher(Publisher):
     """The Publisher (confirmed writes, waits) on a channel of the shared connection, not a connection of its own."""
 
-    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel) -> None:
+    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel | None,
+                 connection: SharedConnection | None = None) -> None:
         super().__init__(workspace, broker, by=BY)
         self._channel = channel
-        self.can_reconnect = False  # the shared connection reconnects; a lost wait fails as before
+        self._connection = connection
+        self.can_reconnect = False  # the shared connection reconnects; a lost verdict wait fails as before
+        self.say_to = None  # the server's log says when the shared connection is lost (connection.py)
 
     @property
     def client(self) -> Any:  # a Channel stands in for the aiomqtt client
         return self._channel
+
+    def reconnecting(self) -> Reconnecting:
+        """As the Publisher's, on channels: a wait begun while the shared connection is down (a restart)
+        waits for it, unless it never connected (then the "cannot reach" error)."""
+        link = super().reconnecting()
+        link.connected_before = self._connection is None or self._connection.ever_connected
+        return link
+
+    @asynccontextmanager
+    async def _renewed(self) -> AsyncIterator[Any]:
+        """A wait that rides out a restart (`wait_job`, `ask_person`) goes on in a new channel of the
+        shared connection, once that is back (`BrokerUnreachable` until then: tried again)."""
+        if self._connection is None:
+            raise MamError("this publisher's channel cannot be replaced")
+        async with self._connection.channel() as channel:
+            self._channel = channel
+            yield channel
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,13 @@ class Served:
     async def publisher(self) -> AsyncIterator[Publisher]:
         """A publisher for one tool call, on its own channel of the shared connection."""
         async with self.connection.channel() as channel:
-            yield ChannelPublisher(self.workspace, self.broker, channel)
+            yield ChannelPublisher(self.workspace, self.broker, channel, self.connection)
+
+    async def wait_ended(self, job_id: str, timeout: float) -> JobRecord:
+        """`Publisher.wait_ended` on channels of the shared connection, each opened by its reconnecting
+        wait (the first too: a wait asked for during a restart waits for the connection to come back)."""
+        return await ChannelPublisher(self.workspace, self.broker, None, self.connection).wait_ended(
+            job_id, timeout=timeout)
 
     async def job_id(self, text: str) -> str:
         """The registry's one id that is `text` or starts or ends with it; `text` if none is (as `mam show`)."""

@@ -77,8 +77,7 @@ def register(app: MCPServer, served: Served) -> None:
         record = await served.record(job_id)
         if not record.status.terminal:
             try:
-                async with served.publisher() as pub:
-                    record = await pub.wait_ended(job_id, timeout=timeout)
+                record = await served.wait_ended(job_id, timeout)
             except WaitTimeout:
                 try:
                     status: str | None = (await served.record(job_id)).status.value

@@ -66,6 +66,7 @@ claims without a key: its `ws` takes unsigned runners (`allow_unsigned_runners`)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
+    config.addinivalue_line("markers", "slow: a scenario that takes tens of seconds (still run by CI)")
 
 
 def allow_unsigned_runners(root: Path) -> None:

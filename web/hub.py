@@ -100,6 +100,8 @@ class Hub:
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
+        self._was_lost = False
+        """A connection was made and lost: the next one refreshes every open page (`_refresh_pages`)."""
         self._pages: set[Page] = set()
         self.skipped = Notice()
         """Messages the view could not take: logged, at most one line a minute."""
@@ -135,6 +137,7 @@ class Hub:
                         attempt = 0
                     if attempt == 0:
                         log.warning("dashboard: %s; retrying", unreachable(self.broker, exc))
+                self._was_lost |= self.connected
                 self._set_connected(False)
                 await anyio.sleep(RETRY[min(attempt, len(RETRY) - 1)])  # reconnect backoff
                 attempt += 1
@@ -152,6 +155,8 @@ class Hub:
                 granted = await client.subscribe(topic, qos=qos)
                 if any(code.is_failure for code in granted):
                     log.warning("dashboard: the broker refused the subscription to %s (%s)", topic, granted)
+            if self._was_lost:
+                self._refresh_pages()
             self._set_connected(True)
             async for message in messages(client):
                 payload = message.payload if isinstance(message.payload, bytes) else b""
@@ -207,6 +212,16 @@ class Hub:
             except MamError as exc:
                 log.warning("dashboard: %s", exc)
         self._tell(Change("projector", self.projector))
+
+    def _refresh_pages(self) -> None:
+        """Back after a loss: what came while the hub was away (output events, states passed over) is not
+        in the pages' changes, so each page is cut off and its browser reconnects for a fresh snapshot (the
+        registry and the audit log have it all): the rule of the followers (docs/design.md, "Following
+        across restarts"), resuming from the records instead of by event id."""
+        self._was_lost = False
+        for page in list(self._pages):
+            self._pages.discard(page)
+            page.cut_off()
 
     def _set_connected(self, connected: bool) -> None:
         if connected != self.connected:

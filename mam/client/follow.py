@@ -3,6 +3,12 @@
 With the workspace's public key on this machine, a state whose signature does
 not verify is ignored (said once on stderr): a forged state cannot end the
 follow with a made-up outcome.
+
+A lost broker is ridden out (`mam.client.reconnecting`): on the new
+connection the job's events are subscribed again, then what the audit log
+recorded meanwhile is printed (`catch_up`: the output events whose ids were
+not seen, in their runner's order), then the follow goes on live; an event
+both logged and delivered is printed once, by its id.
 """
 
 from __future__ import annotations
@@ -15,9 +21,8 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam.client.failover import connect
 from mam.client.inbox import messages
-from mam.client.mqtt import unreachable
+from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import presence, routing
 from mam.contract.attempts import after_of, attempt_of
@@ -82,6 +87,32 @@ def print_logged(workspace: Workspace, job_id: str, write: Write = write_output)
     return followed
 
 
+def catch_up(workspace: Workspace, job_id: str, followed: Followed, write: Write = write_output) -> None:
+    """Print the output the audit log holds that `followed` has not seen (what a follower missed while
+    its broker was away), in its runner's order; nothing when the log is not on this machine."""
+    try:
+        entries = read_events(workspace, job_id)
+    except MamError:
+        return
+    for event in in_seq_order(entry.get("event", {}) for entry in entries):
+        event_id = event.get("id")
+        if not event_id or event_id in followed.seen:
+            continue
+        followed.seen.add(event_id)
+        text = event.get("text", "")
+        write(event.get("stream", "stdout"), text)
+        followed.printed += len(text.encode())
+
+
+def logged_ids(workspace: Workspace, job_id: str) -> set[str]:
+    """The ids of the events the job's audit log holds (none when it is not on this machine)."""
+    try:
+        entries = read_events(workspace, job_id)
+    except MamError:
+        return set()
+    return {entry["event"]["id"] for entry in entries if entry.get("event", {}).get("id")}
+
+
 def in_seq_order(events: Iterable[dict]) -> list[dict]:
     """The output events among `events`, each attempt's (from one `started` to the next) by its
     runner's numbering (`seq`) when every one of them is numbered, else as logged. The log keeps
@@ -110,30 +141,44 @@ async def follow(
     write: Write = write_output,
     say: Say | None = say_on_stderr,
     tail: int | None = None,
+    link: Reconnecting | None = None,
+    client: aiomqtt.Client | None = None,
+    followed: Followed | None = None,
 ) -> JobRecord:
     """Print the job's output until its state is terminal; return that state. `tail`: of what the
-    log already holds, only the last `tail` lines (`mam logs -f --tail N`)."""
+    log already holds, only the last `tail` lines (`mam logs -f --tail N`). Across broker restarts
+    (`link`, default: a new `Reconnecting`), resuming where it was. `client`: a connection of the
+    caller's to start on (`mam submit --follow`'s), with what it has seen (`followed`)."""
     topics = Topics(workspace.id)
     states = StateReader.for_workspace(workspace)
-    try:
-        async with connect(broker) as client:
-            # only the events before the log is read (they are not retained); the retained state is asked
-            # for by follow_on after the runners' statuses, so a queued job is not first said to have no
-            # runner while the statuses of its busy runners are still on their way
-            await client.subscribe(topics.events(job_id), qos=1)
-            if from_log and tail is not None:
-                from mam.client.log_lines import lines_of
-                from mam.client.log_lines import tail as last
+    waiting = _Waiting(say) if say is not None else None
+    kept: list[Followed] = [followed] if followed is not None else []
 
-                chunks: list[tuple[str, str, str]] = []
-                followed = print_logged(workspace, job_id, lambda stream, text: chunks.append((stream, text, "")))
-                for line in last(lines_of(chunks), tail):
-                    write(line.stream, line.text)
-            else:
-                followed = print_logged(workspace, job_id, write) if from_log else Followed()
-            return await follow_on(client, topics, job_id, followed, write, states=states, say=say)
-    except aiomqtt.MqttError as exc:
-        raise unreachable(broker, exc) from None
+    async def on(client: aiomqtt.Client) -> JobRecord:
+        # only the events before the log is read (they are not retained); the retained state is asked
+        # for by follow_on after the runners' statuses, so a queued job is not first said to have no
+        # runner while the statuses of its busy runners are still on their way
+        await client.subscribe(topics.events(job_id), qos=1)
+        if kept:
+            followed = kept[0]
+            catch_up(workspace, job_id, followed, write)
+        elif from_log and tail is not None:
+            from mam.client.log_lines import lines_of
+            from mam.client.log_lines import tail as last
+
+            chunks: list[tuple[str, str, str]] = []
+            followed = print_logged(workspace, job_id, lambda stream, text: chunks.append((stream, text, "")))
+            for line in last(lines_of(chunks), tail):
+                write(line.stream, line.text)
+        elif from_log:
+            followed = print_logged(workspace, job_id, write)
+        else:
+            followed = Followed(seen=logged_ids(workspace, job_id))
+        kept[:] = [followed]
+        return await follow_on(client, topics, job_id, followed, write, states=states, say=say, waiting=waiting,
+                               workspace=workspace)
+
+    return await (link or Reconnecting(broker)).run(on, client=client)
 
 
 async def follow_on(
@@ -145,6 +190,8 @@ async def follow_on(
     *,
     states: StateReader | None = None,
     say: Say | None = None,
+    waiting: _Waiting | None = None,
+    workspace: Workspace | None = None,
 ) -> JobRecord:
     """Follow on a client already subscribed to the job's events (the state is subscribed here).
 
@@ -156,11 +203,16 @@ async def follow_on(
     `mam up` an event reaches subscribers only once it is recorded, after the
     state that counts it): the record's `output_bytes` says how much output
     there is, so the follower keeps reading until it has printed that much,
-    for at most `OUTPUT_GRACE` seconds. `states` checks the states (default: taken as they come).
+    for at most `OUTPUT_GRACE` seconds; with `workspace`, what its audit log holds of that output is
+    printed first (`catch_up`). `states` checks the states (default: taken as they come). `waiting`:
+    what was said of the job's wait on an earlier connection (default: a new one for `say`).
+
+    A lost connection raises `aiomqtt.MqttError`, for the caller's `Reconnecting` to resume.
     """
     states = states or StateReader(topics.workspace, None)
     decoder = msgspec.json.Decoder(ev.AnyEvent)
-    waiting = _Waiting(say) if say is not None else None
+    if waiting is None and say is not None:
+        waiting = _Waiting(say)
     if waiting is not None:
         # Subscribed before the state, so the retained runner statuses come first.
         await client.subscribe(topics.all_agent_status, qos=1)
@@ -182,6 +234,8 @@ async def follow_on(
                     waiting.job(record)
                 if record.status.terminal and final is None:
                     final = record
+                    if workspace is not None and followed.printed < final.output_bytes:
+                        catch_up(workspace, job_id, followed, write)
                     grace.deadline = anyio.current_time() + OUTPUT_GRACE
             else:
                 try:
@@ -200,7 +254,7 @@ async def follow_on(
         print(f"mam: {missing} bytes of output did not arrive in time; `mam logs {job_id}` has them all",
               file=sys.stderr)
         return final
-    raise MamError(f"the broker closed the connection while following {job_id!r}")
+    raise aiomqtt.MqttError(f"the broker closed the connection while following {job_id!r}")
 
 
 @dataclass(slots=True)

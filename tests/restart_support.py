@@ -1,0 +1,91 @@
+"""Helpers for the tests of clients that ride out a restart: a command run with its stdout and stderr
+in files of their own, read as they grow.
+
+(No tests here.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+
+from support import child_env, mam
+
+TICKS = 25
+TICKING = f"for i in $(seq 1 {TICKS}); do echo tick $i; sleep 0.2; done"
+"""A shell runner job printing a line every 0.2 s for 5 s."""
+
+
+class Command:
+    """A `mam` command running in the background, stopped by its PID at the end (`stop`)."""
+
+    def __init__(self, name: str, *args: str, cwd: Path, logs: Path) -> None:
+        self.out = logs / f"{name}.out"
+        self.err = logs / f"{name}.err"
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(mam(*args), cwd=cwd, env=child_env(), stdout=out, stderr=err)
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    async def said(self, text: str, *, on: str = "stderr", timeout: float = 30) -> None:
+        """Return once the command printed `text` (polling the file it writes to); it must not exit first."""
+        with anyio.fail_after(timeout):
+            while text not in (self.stderr() if on == "stderr" else self.stdout()):
+                assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
+                await anyio.sleep(0.05)  # polling a file another process writes
+
+    async def connected(self, port: int, *, timeout: float = 30) -> None:
+        """Return once the command has a TCP connection established to `port` (its first connection is
+        made: from then on a lost broker is ridden out, not "cannot reach")."""
+        with anyio.fail_after(timeout):
+            while not established(self.proc.pid, port):
+                assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
+                await anyio.sleep(0.05)  # polling the kernel's socket table for the connection
+
+    async def wait(self, timeout: float = 60) -> int:
+        with anyio.fail_after(timeout):
+            return await anyio.to_thread.run_sync(self.proc.wait)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def established(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a TCP connection in state ESTABLISHED to `port` on this machine."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    except OSError:
+        return False
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                return True
+    return False
+
+
+def ticks_once(stdout: str) -> None:
+    """Every tick line is in `stdout` once, in order."""
+    ticks = [line for line in stdout.splitlines() if line.startswith("tick ")]
+    assert ticks == [f"tick {i}" for i in range(1, TICKS + 1)], stdout
