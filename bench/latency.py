@@ -146,16 +146,24 @@ def broker_list(text: str) -> list[str]:
 
 async def one_broker(kind: str, events: list[tuple[str, bytes]], args: argparse.Namespace) -> None:
     up = kind == "up"
-    with broker("amqtt" if up else kind, inflight=args.inflight) as running:
-        raw = await raw_latencies(running.port, events, args.rate, args.window)
-        proj = await projector_latencies(running.port, events, args.rate, args.window, up=up)
-    print(
-        f"broker={kind} rate={args.rate}/s events={len(events)} jobs={args.jobs} publisher window={args.window}"
-        + inflight_label(kind, args.inflight)
-    )
-    print("  " + summary("raw subscriber (event)", raw))
-    print("  " + summary("mam up (state)        " if up else "mam-projector (state) ", proj))
-    print(f"  p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}", flush=True)
+    raw: list[float] = []
+    proj: list[float] = []
+    try:
+        with broker("amqtt" if up else kind, inflight=args.inflight) as running:
+            raw = await raw_latencies(running.port, events, args.rate, args.window)
+            proj = await projector_latencies(running.port, events, args.rate, args.window, up=up)
+    finally:  # what was measured, also when an error or Ctrl-C stopped the run
+        print(
+            f"broker={kind} rate={args.rate}/s events={len(events)} jobs={args.jobs} publisher window={args.window}"
+            + inflight_label(kind, args.inflight)
+        )
+        if raw:
+            print("  " + summary("raw subscriber (event)", raw))
+        if proj:
+            print("  " + summary("mam up (state)        " if up else "mam-projector (state) ", proj))
+            print(f"  p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}", flush=True)
+        elif raw:
+            print("  (stopped before the projector's run)", flush=True)
 
 
 async def main() -> None:

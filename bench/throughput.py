@@ -280,29 +280,44 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
-    with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
-        for r in range(args.rounds):
-            for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
-                if side == "raw":
-                    raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid, args.window))
-                else:
-                    proj, root = await projector_rate(
-                        running.port,
-                        f"bench-proj-{r}",
-                        events,
-                        per_job,
-                        args.durability,
-                        running.proc.pid,
-                        up=args.broker == "up",
-                        window=args.window,
-                        metrics=("--metrics-port", "0") if args.metrics else (),
-                    )
-                    verify(root, args.jobs, per_job, n)
-                    projs.append(proj)
+    try:
+        with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
+            for r in range(args.rounds):
+                for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
+                    if side == "raw":
+                        raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid,
+                                                   args.window))
+                    else:
+                        proj, root = await projector_rate(
+                            running.port,
+                            f"bench-proj-{r}",
+                            events,
+                            per_job,
+                            args.durability,
+                            running.proc.pid,
+                            up=args.broker == "up",
+                            window=args.window,
+                            metrics=("--metrics-port", "0") if args.metrics else (),
+                        )
+                        verify(root, args.jobs, per_job, n)
+                        projs.append(proj)
+    finally:
+        report(args, n, inflight, raws, projs)
+
+
+def report(args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], projs: list[Phase]) -> None:
+    """The rounds measured, also when an error or Ctrl-C stopped the run before the last (then said so)."""
+    rounds = min(len(raws), len(projs))
+    if rounds < args.rounds:
+        print(f"stopped after {rounds} of {args.rounds} round(s); the figures are of those", flush=True)
+    if not rounds:
+        return
     print(
-        f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
-        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "") + inflight_label(args.broker, inflight)
+        f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={rounds} "
+        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "")
+        + inflight_label(args.broker, inflight)
     )
+    raws, projs = raws[:rounds], projs[:rounds]
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")
         print("  " + raw.line("raw aiomqtt subscriber", n))
