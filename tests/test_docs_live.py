@@ -66,7 +66,7 @@ NOT_HERE: list[tuple[str, str]] = [
 ALLOWED_EXIT: dict[str, set[int]] = {"doctor": {0, 1}}
 """Commands whose exit code is a verdict on this machine: `mam doctor --agent gemini` finds no login here."""
 
-GIT_STATE = {"diff", "merge", "discard", "worktrees"}
+GIT_STATE = {"show", "diff", "merge", "discard", "worktrees"}
 """Subcommands that read or change the repository's git state: one at a time."""
 
 
