@@ -2,7 +2,7 @@
 
 tests/test_docs.py parses each command with its program's own parser; this module runs them. One
 `mam up` (the docs' own `mam up`, in a git repository with a commit) serves the module, with a runner
-for `shell` (the docs' `mam-agent --agent shell`) and one with `--worktree` for the jobs that
+for `shell` (two slots: the job that asks holds one) and one with `--worktree` for the jobs that
 `mam diff`/`merge`/`discard` land. A command that names a job (`job-20260101-120000-abc123`, a
 `"$job"`, the short id `5732ef`) gets a real one submitted first, of the kind it needs: a finished
 job, a worktree job of its own for each `merge` and `discard`, the job that runs the page's own
@@ -258,7 +258,7 @@ async def test_every_command_in_the_docs_runs_against_a_live_mam_up(tmp_path: Pa
     try:
         runtime = await wait_for_json_file(root / ".mam" / "runtime.json")
         live = Live(root, tmp_path, env, runtime["broker"], Jobs())
-        shell = [str(BIN / "mam-agent"), "--agent", "shell"]
+        shell = [str(BIN / "mam-agent"), "--agent", "shell", "--concurrency", "2"]  # the asking job holds one slot
         worktree = [str(BIN / "mam-agent"), "--agent", "wt", "--profile", "shell", "--worktree", "--concurrency", "4"]
         async with daemon(live, shell, lambda s: s["agent"] == "shell", "shell"), \
                 daemon(live, worktree, lambda s: s["agent"] == "wt", "wt"):
@@ -280,13 +280,22 @@ async def prepare(live: Live, to_run: dict[Path, list[Command]]) -> None:
     """The jobs the pages' ids stand for, submitted and (but for two) finished before the pages run."""
     jobs = live.jobs
     landings = sum(1 for cs in to_run.values() for c in cs if c.argv[1:2] in (["merge"], ["discard"]))
-    jobs.finished = await submitted(live, "shell", "echo done")
-    jobs.shown = await submitted(live, "wt", "echo shown > shown.txt")
-    jobs.landable = [await submitted(live, "wt", f"echo {n} > landed-{n}.txt") for n in range(landings)]
-    jobs.unclaimed = await submitted(live, "nobody", "never claimed")
-    jobs.asking = await submitted(live, "shell", ask_line(to_run))
-    for job in (jobs.finished, jobs.shown, *jobs.landable):
-        await finished(live, job)
+    wanted = {"finished": ("shell", "echo done"), "shown": ("wt", "echo shown > shown.txt"),
+              "unclaimed": ("nobody", "never claimed"), "asking": ("shell", ask_line(to_run)),
+              **{f"landable-{n}": ("wt", f"echo {n} > landed-{n}.txt") for n in range(landings)}}
+    made: dict[str, str] = {}
+
+    async def one(name: str, agent: str, prompt: str) -> None:
+        made[name] = await submitted(live, agent, prompt)
+        if name != "unclaimed" and name != "asking":
+            await finished(live, made[name])
+
+    async with anyio.create_task_group() as tg:
+        for name, (agent, prompt) in wanted.items():
+            tg.start_soon(one, name, agent, prompt)
+    jobs.finished, jobs.shown, jobs.unclaimed, jobs.asking = (made[k] for k in ("finished", "shown", "unclaimed",
+                                                                                  "asking"))
+    jobs.landable = [made[f"landable-{n}"] for n in range(landings)]
     await wait_for_state(live.url, workspace_id(live.root), jobs.asking, lambda r: r["status"] == "waiting",
                          timeout=30)
 
