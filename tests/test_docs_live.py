@@ -61,7 +61,7 @@ NOT_HERE: list[tuple[str, str]] = [
     (r"^mam submit --resume ", "continues an agent session, which only a real agent CLI records "
      "(tests/test_job_limits.py resumes one)"),
 ]
-"""(regex on the command's line as written, why it is not run here)."""
+"""(regex on the command's words joined by spaces, `_as_written`; why it is not run here)."""
 
 ALLOWED_EXIT: dict[str, set[int]] = {"doctor": {0, 1}}
 """Commands whose exit code is a verdict on this machine: `mam doctor --agent gemini` finds no login here."""
