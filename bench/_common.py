@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -29,6 +33,58 @@ from brokers import (  # noqa: E402
     stop,
     wait_for_port,
 )
+
+_MADE: list[Path] = []
+"""The workspaces `workspace_dir` made in this run, removed by `cleaned_up` at its end."""
+
+
+def workspace_dir(prefix: str) -> Path:
+    """A new workspace dir in $TMPDIR, removed when the run ends (`cleaned_up`) unless kept."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    _MADE.append(path)
+    return path
+
+
+def add_keep(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the workspaces in $TMPDIR (their paths are printed at the end)")
+
+
+@contextmanager
+def cleaned_up(keep: bool) -> Iterator[None]:
+    """Around a benchmark's run: the workspaces it made are removed at the end, after an error, on Ctrl-C
+    and on SIGTERM (made a KeyboardInterrupt, so every `finally` on the way stops its servers), or with
+    `keep` listed on stderr."""
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second Ctrl-C or SIGTERM must not stop the removal
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            made, _MADE[:] = list(_MADE), []
+            if keep and made:
+                print("kept: " + " ".join(str(path) for path in made), file=sys.stderr)
+            elif not keep:
+                for path in made:
+                    shutil.rmtree(path, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
+            signal.signal(signal.SIGTERM, before)
+
+
+def run_main(main: Callable[[], object]) -> None:
+    """A benchmark's entry: Ctrl-C (or SIGTERM, see `cleaned_up`) ends it with one line and 130, not a traceback."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
 
 MOSQUITTO_DEFAULT_INFLIGHT = 20
 """mosquitto's own `max_inflight_messages` when a configuration does not set it."""

@@ -23,12 +23,17 @@ alone) are printed for both sizes, with the ratio large/small:
 The goals (issue 16) are checked at the end: `--status running`, `--limit 50`,
 `show` and both start-ups within 2x of the small figures, `mam up`'s RSS within
 1.5x, `jobs --json` in bounded memory (within 1.5x), rebuild >= 50,000 events/s.
+
+Each figure is printed on stderr once measured; one that fails or passes its limit (a start-up waits at most
+600 s) is noted as not measured and the rest go on; the table of what was measured is printed at the end, also
+after an error or Ctrl-C. The workspaces (in $TMPDIR) are removed at the end unless `--keep`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -36,8 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import aiomqtt
@@ -49,7 +56,7 @@ from mam.contract.timefmt import iso
 from mam.contract.workspace import resolve
 from mam.projector.audit_log import EVENTS_FILE, LogEntry, encode_entry
 
-from _common import broker
+from _common import add_keep, broker, cleaned_up, run_main, workspace_dir
 from brokers import free_port, wait_for_port
 
 BIN = Path(sys.executable).parent
@@ -59,6 +66,8 @@ OPEN_JOBS = 30
 OUTPUT_LINES = 4
 """Jobs left open in every workspace: a third claimed, the rest only submitted."""
 AGENTS = ("claude-code", "codex", "gemini")
+START_LIMIT = 600
+"""Seconds a start-up may take to record its first new job before it counts as not measured."""
 
 
 @dataclass
@@ -66,6 +75,14 @@ class Measured:
     seconds: float
     rss_kib: int
     note: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return not math.isnan(self.seconds)
+
+
+def not_measured(why: str) -> Measured:
+    return Measured(math.nan, 0, f"not measured: {why}")
 
 
 @dataclass
@@ -103,7 +120,7 @@ def life(n: int, jobs: int) -> list[ev.AnyEvent]:
 
 def build(jobs: int) -> Size:
     """Audit logs written directly, over 30 days of history, then `mam rebuild` for the registry and index."""
-    root = Path(tempfile.mkdtemp(prefix=f"mam-bench-history-{jobs}-"))
+    root = workspace_dir(f"mam-bench-history-{jobs}-")
     workspace = resolve(workspace=root, env={})
     logs = workspace.logs_dir
     logs.mkdir(parents=True)
@@ -156,15 +173,32 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
+def attempt(size: Size, name: str, step: Callable[[], Measured]) -> None:
+    """Measure one figure into `size.results` and print it at once; one that fails or passes its limit is
+    noted as not measured, and the run goes on."""
+    try:
+        size.results[name] = step()
+    except TimeoutError:
+        size.results[name] = not_measured(f"over its {START_LIMIT} s limit")
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        size.results[name] = not_measured(str(exc)[-200:] or type(exc).__name__)
+    m = size.results[name]
+    figures = f"{m.seconds:8.2f} s {m.rss_kib / 1024:8.1f} MB " if m.measured else ""
+    print(f"  {name:<48} {figures}{m.note}", file=sys.stderr, flush=True)
+
+
 def measure_commands(size: Size, repeat: int) -> None:
     ws = ["--workspace", str(size.root)]
     for name, args in COMMANDS.items():
-        size.results[name] = repeated([str(BIN / "mam"), *args, *ws], repeat)
+        attempt(size, name, partial(repeated, [str(BIN / "mam"), *args, *ws], repeat))
     middle = job_id(size.jobs // 2)
-    size.results["mam show"] = repeated([str(BIN / "mam"), "show", middle, *ws], repeat)
-    rebuild = repeated([str(BIN / "mam"), "rebuild", "--json", *ws], 1)
-    rate = size.events / rebuild.seconds
-    size.results["mam rebuild"] = Measured(rebuild.seconds, rebuild.rss_kib, f"{rate:,.0f} events/s")
+    attempt(size, "mam show", partial(repeated, [str(BIN / "mam"), "show", middle, *ws], repeat))
+
+    def rebuild() -> Measured:
+        once = repeated([str(BIN / "mam"), "rebuild", "--json", *ws], 1)
+        return Measured(once.seconds, once.rss_kib, f"{size.events / once.seconds:,.0f} events/s")
+
+    attempt(size, "mam rebuild", rebuild)
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -178,7 +212,7 @@ def peak_rss_kib(pid: int) -> int:
 async def first_record(port: int, ws_id: str, proc: subprocess.Popen[bytes], began: float) -> Measured:
     """Once the projector is online, submit a new job; time from `began` to its retained state."""
     job = f"new-{os.getpid()}-{time.monotonic_ns()}"
-    with anyio.fail_after(600):
+    with anyio.fail_after(START_LIMIT):
         async with aiomqtt.Client("127.0.0.1", port) as client:
             await client.subscribe(f"mam/{ws_id}/projector/status", qos=1)
             async for message in client.messages:
@@ -217,15 +251,15 @@ def projector_once(size: Size, port: int) -> Measured:
         stop(proc)
 
 
-def measure_projector(size: Size, port: int) -> None:
+def measure_projector(size: Size, port: int) -> Measured:
     """The second start is measured: the first makes the workspace's signing key, and a new key has every
     state republished once, signed (a one-time cost, shown in the notes)."""
     first = projector_once(size, port)
     print(f"  first start of all (makes the key, republishes every state): {first.seconds:.2f} s", file=sys.stderr)
-    size.results["mam-projector start -> first new job recorded"] = projector_once(size, port)
+    return projector_once(size, port)
 
 
-def measure_up(size: Size) -> None:
+def measure_up(size: Size) -> Measured:
     port = free_port()
     began = time.perf_counter()
     proc = subprocess.Popen(
@@ -234,7 +268,7 @@ def measure_up(size: Size) -> None:
     )
     try:
         wait_for_port(port, proc)
-        size.results["mam up start -> first new job recorded"] = anyio.run(first_record, port, size.ws_id, proc, began)
+        return anyio.run(first_record, port, size.ws_id, proc, began)
     finally:
         stop(proc)
 
@@ -251,6 +285,8 @@ GOALS = {
 
 def verdict(name: str, small: Measured, large: Measured) -> str:
     goal = GOALS.get(name)
+    if not (small.measured and large.measured):
+        return ""
     if name == "mam rebuild":
         rate = float(large.note.split()[0].replace(",", ""))
         return f">= 50,000 events/s: {'met' if rate >= 50_000 else 'MISSED'}"
@@ -268,21 +304,31 @@ def verdict(name: str, small: Measured, large: Measured) -> str:
     return "; ".join(checks)
 
 
-def _cell(m: Measured) -> str:
+def _cell(m: Measured | None) -> str:
+    if m is None:
+        return "-"
+    if not m.measured:
+        return m.note
     return f"{m.seconds:.2f} s, {m.rss_kib / 1024:.0f} MB" + (f" ({m.note})" if m.note else "")
 
 
-def table(small: Size, large: Size) -> list[str]:
-    lines = [
-        f"| command | {small.jobs:,} jobs: time, peak RSS | {large.jobs:,} jobs: time, peak RSS | ratio time, RSS | goal |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name, s in small.results.items():
-        b = large.results[name]
-        lines.append(
-            f"| `{name}` | {_cell(s)} | {_cell(b)} | "
-            f"{b.seconds / s.seconds:.2f}x, {b.rss_kib / max(s.rss_kib, 1):.2f}x | {verdict(name, s, b)} |"
-        )
+def _ratio(s: Measured | None, b: Measured | None) -> str:
+    if s is None or b is None or not (s.measured and b.measured):
+        return "-"
+    return f"{b.seconds / s.seconds:.2f}x, {b.rss_kib / max(s.rss_kib, 1):.2f}x"
+
+
+def table(sizes: list[Size]) -> list[str]:
+    """The table of what was measured: a size or a figure not (yet) measured shows `-` or why."""
+    names = list(dict.fromkeys(name for size in sizes for name in size.results))
+    small, large = (sizes + [None, None])[:2]  # type: ignore[list-item]
+    heads = [f"{size.jobs:,} jobs: time, peak RSS" if size else "-" for size in (small, large)]
+    lines = [f"| command | {heads[0]} | {heads[1]} | ratio time, RSS | goal |", "| --- | --- | --- | --- | --- |"]
+    for name in names:
+        s = small.results.get(name) if small else None
+        b = large.results.get(name) if large else None
+        goal = verdict(name, s, b) if s is not None and b is not None else ""
+        lines.append(f"| `{name}` | {_cell(s)} | {_cell(b)} | {_ratio(s, b)} | {goal} |")
     return lines
 
 
@@ -291,31 +337,27 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000, help="the large workspace (up to 1,000,000)")
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each reading command (the median is shown)")
-    parser.add_argument("--keep", action="store_true", help="keep the workspaces (their paths are printed)")
+    add_keep(parser)
     args = parser.parse_args()
     if not 0 < args.small < args.jobs <= 1_000_000:
         parser.error("--small must be below --jobs, and --jobs at most 1,000,000")
 
-    sizes = []
-    with broker("mosquitto") as mosquitto:
-        for jobs in (args.small, args.jobs):
-            print(f"{jobs:,} jobs:", file=sys.stderr)
-            size = build(jobs)
-            measure_commands(size, args.repeat)
-            measure_projector(size, mosquitto.port)
-            measure_up(size)
-            sizes.append(size)
-            for name, measured in size.results.items():
-                print(f"  {name:<48} {measured.seconds:8.2f} s {measured.rss_kib / 1024:8.1f} MB {measured.note}",
-                      file=sys.stderr)
-    small, large = sizes
-    print("\n".join(table(small, large)))
-    if not args.keep:
-        for size in sizes:
-            shutil.rmtree(size.root, ignore_errors=True)
-    else:
-        print(f"kept: {small.root} {large.root}", file=sys.stderr)
+    sizes: list[Size] = []
+    with cleaned_up(args.keep):
+        try:
+            with broker("mosquitto") as mosquitto:
+                for jobs in (args.small, args.jobs):
+                    print(f"{jobs:,} jobs:", file=sys.stderr)
+                    size = build(jobs)
+                    sizes.append(size)
+                    measure_commands(size, args.repeat)
+                    attempt(size, "mam-projector start -> first new job recorded",
+                            partial(measure_projector, size, mosquitto.port))
+                    attempt(size, "mam up start -> first new job recorded", partial(measure_up, size))
+        finally:
+            if sizes:
+                print("\n".join(table(sizes)), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -1,7 +1,7 @@
 """Publish -> retained state latency at a steady rate, against a bare subscriber's latency.
 
     .venv/bin/python bench/latency.py [--rate 1000] [--seconds 10] [--jobs 100] [--window 100] [--inflight 20]
-        [--broker mosquitto,up]
+        [--broker mosquitto,up] [--keep]
 
 For each broker named (comma-separated; default mosquitto, then `mam up`),
 the same paced publisher runs twice: once with a bare aiomqtt subscriber on the
@@ -14,7 +14,8 @@ default; 0 = no cap, as docs/mosquitto.conf sets it).
 
 The publisher does not wait for one PUBACK before sending the next publish
 (it keeps up to `--window` in flight), so the pace holds even where the PUBACK
-waits for the event to be durable (`mam up`).
+waits for the event to be durable (`mam up`). Its workspaces (in $TMPDIR) are removed at the end, also
+after an error or Ctrl-C; `--keep` keeps them.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import aiomqtt
@@ -32,13 +33,17 @@ import anyio
 
 from _common import (
     MOSQUITTO_DEFAULT_INFLIGHT,
+    add_keep,
     broker,
+    cleaned_up,
     inflight_label,
     interleaved,
     profile,
+    run_main,
     start_projector,
     start_up,
     stop_projector,
+    workspace_dir,
 )
 
 BIN = Path(sys.executable).parent
@@ -98,7 +103,7 @@ async def raw_latencies(port: int, events: list[tuple[str, bytes]], rate: int, w
 async def projector_latencies(
     port: int, events: list[tuple[str, bytes]], rate: int, window: int, *, up: bool, ws: str = "lat-proj"
 ) -> list[float]:
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-lat-"))
+    root = workspace_dir("mam-bench-lat-")
     if up:
         proc, port = await start_up(ws, root)
     else:
@@ -141,16 +146,24 @@ def broker_list(text: str) -> list[str]:
 
 async def one_broker(kind: str, events: list[tuple[str, bytes]], args: argparse.Namespace) -> None:
     up = kind == "up"
-    with broker("amqtt" if up else kind, inflight=args.inflight) as running:
-        raw = await raw_latencies(running.port, events, args.rate, args.window)
-        proj = await projector_latencies(running.port, events, args.rate, args.window, up=up)
-    print(
-        f"broker={kind} rate={args.rate}/s events={len(events)} jobs={args.jobs} publisher window={args.window}"
-        + inflight_label(kind, args.inflight)
-    )
-    print("  " + summary("raw subscriber (event)", raw))
-    print("  " + summary("mam up (state)        " if up else "mam-projector (state) ", proj))
-    print(f"  p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}", flush=True)
+    raw: list[float] = []
+    proj: list[float] = []
+    try:
+        with broker("amqtt" if up else kind, inflight=args.inflight) as running:
+            raw = await raw_latencies(running.port, events, args.rate, args.window)
+            proj = await projector_latencies(running.port, events, args.rate, args.window, up=up)
+    finally:  # what was measured, also when an error or Ctrl-C stopped the run
+        print(
+            f"broker={kind} rate={args.rate}/s events={len(events)} jobs={args.jobs} publisher window={args.window}"
+            + inflight_label(kind, args.inflight)
+        )
+        if raw:
+            print("  " + summary("raw subscriber (event)", raw))
+        if proj:
+            print("  " + summary("mam up (state)        " if up else "mam-projector (state) ", proj))
+            print(f"  p99 ratio projector/raw: {percentile(proj, 0.99) / percentile(raw, 0.99):.1f}", flush=True)
+        elif raw:
+            print("  (stopped before the projector's run)", flush=True)
 
 
 async def main() -> None:
@@ -171,12 +184,14 @@ async def main() -> None:
         default=MOSQUITTO_DEFAULT_INFLIGHT,
         help=f"mosquitto's max_inflight_messages (default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap)",
     )
+    add_keep(parser)
     args = parser.parse_args()
     total = int(args.rate * args.seconds)
     events = interleaved(args.jobs, total // args.jobs)
-    for kind in args.broker:
-        await one_broker(kind, events, args)
+    with cleaned_up(args.keep):
+        for kind in args.broker:
+            await one_broker(kind, events, args)
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run_main(partial(anyio.run, main))

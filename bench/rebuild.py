@@ -22,7 +22,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,13 +35,13 @@ from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 
-from _common import interleaved
+from _common import add_keep, cleaned_up, interleaved, run_main, workspace_dir
 
 BIN = Path(sys.executable).parent
 
 
 def make_workspace(jobs: int, per_job: int) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-rebuild-"))
+    root = workspace_dir("mam-bench-rebuild-")
     ws = resolve(workspace=root, env={})
     log, registry, dirty = AuditLog(ws.logs_dir), Registry(ws.registry_dir), DirtyList(ws.registry_dir)
     ws.registry_dir.mkdir(parents=True)
@@ -112,7 +111,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=5_000)
     parser.add_argument("--rss-jobs", type=int, default=100_000)
+    add_keep(parser)
     args = parser.parse_args()
+    with cleaned_up(args.keep):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
 
     root = make_workspace(args.jobs, args.events // args.jobs)
     os.sync()  # make_workspace wrote without fsync: a rebuild's barrier must not pay for flushing it
@@ -154,4 +159,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -1,7 +1,7 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
     .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
-        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed] [--metrics]
+        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed] [--metrics] [--keep]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
@@ -16,7 +16,8 @@ retained state of every job shows its last event, with fsync on (or
 (ABBA), and the ratio is of the mean rates. Prints both rates and their ratio, and the CPU time
 (user+sys, from /proc/<pid>/stat, over the same window as the rate) each
 consumer, the broker and the publisher spent: events per CPU-second is the
-figure that noise on a small machine moves least.
+figure that noise on a small machine moves least. Its workspaces (in $TMPDIR) are removed at the end,
+also after an error or Ctrl-C; `--keep` keeps them.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import aiomqtt
@@ -36,13 +37,17 @@ import anyio
 
 from _common import (
     MOSQUITTO_DEFAULT_INFLIGHT,
+    add_keep,
     broker,
+    cleaned_up,
     inflight_label,
     interleaved,
     profile,
+    run_main,
     start_projector,
     start_up,
     stop_projector,
+    workspace_dir,
 )
 
 BIN = Path(sys.executable).parent
@@ -184,7 +189,7 @@ async def projector_rate(
 ) -> tuple[Phase, Path]:
     """The projector's rate: `mam-projector` on the broker at `port`, or with `up`, a whole
     `mam up` of its own (whose broker is then the projector's own process)."""
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-ws-"))
+    root = workspace_dir("mam-bench-ws-")
     if up:
         proc, port = await start_up(ws, root, "--durability", durability, *metrics)
         broker_pid = proc.pid
@@ -261,11 +266,13 @@ async def main() -> None:
                         help="the projector counts its Prometheus metrics (--metrics-port 0: served, never scraped)")
     parser.add_argument("--signed", action="store_true",
                         help="the runner's events signed, as mam-agent sends them (its claim names its key)")
+    add_keep(parser)
     args = parser.parse_args()
     per_job = args.events // args.jobs
     events = interleaved(args.jobs, per_job, signed=args.signed)
-    for inflight in args.inflight:
-        await compare(args, events, per_job, inflight)
+    with cleaned_up(args.keep):
+        for inflight in args.inflight:
+            await compare(args, events, per_job, inflight)
 
 
 async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per_job: int, inflight: int) -> None:
@@ -273,29 +280,44 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
-    with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
-        for r in range(args.rounds):
-            for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
-                if side == "raw":
-                    raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid, args.window))
-                else:
-                    proj, root = await projector_rate(
-                        running.port,
-                        f"bench-proj-{r}",
-                        events,
-                        per_job,
-                        args.durability,
-                        running.proc.pid,
-                        up=args.broker == "up",
-                        window=args.window,
-                        metrics=("--metrics-port", "0") if args.metrics else (),
-                    )
-                    verify(root, args.jobs, per_job, n)
-                    projs.append(proj)
+    try:
+        with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
+            for r in range(args.rounds):
+                for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
+                    if side == "raw":
+                        raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid,
+                                                   args.window))
+                    else:
+                        proj, root = await projector_rate(
+                            running.port,
+                            f"bench-proj-{r}",
+                            events,
+                            per_job,
+                            args.durability,
+                            running.proc.pid,
+                            up=args.broker == "up",
+                            window=args.window,
+                            metrics=("--metrics-port", "0") if args.metrics else (),
+                        )
+                        verify(root, args.jobs, per_job, n)
+                        projs.append(proj)
+    finally:
+        report(args, n, inflight, raws, projs)
+
+
+def report(args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], projs: list[Phase]) -> None:
+    """The rounds measured, also when an error or Ctrl-C stopped the run before the last (then said so)."""
+    rounds = min(len(raws), len(projs))
+    if rounds < args.rounds:
+        print(f"stopped after {rounds} of {args.rounds} round(s); the figures are of those", flush=True)
+    if not rounds:
+        return
     print(
-        f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={args.rounds} "
-        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "") + inflight_label(args.broker, inflight)
+        f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={rounds} "
+        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "")
+        + inflight_label(args.broker, inflight)
     )
+    raws, projs = raws[:rounds], projs[:rounds]
     for r, (raw, proj) in enumerate(zip(raws, projs, strict=True)):
         print(f"round {r + 1}:")
         print("  " + raw.line("raw aiomqtt subscriber", n))
@@ -312,4 +334,4 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run_main(partial(anyio.run, main))

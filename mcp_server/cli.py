@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     workspace = workspace_from_args(args)
     served = Served.start(workspace, broker_from_args(args, workspace))
-    if not getattr(args, "verbose", False):
+    if getattr(args, "verbose", 0) < 2:
         logging.getLogger("mcp").setLevel(logging.WARNING)  # one line per request otherwise
     log.info("mcp server for workspace %s (%s), broker %s", workspace.id, workspace.root, served.broker.url)
     # The client ends the server by closing its stdin. A signal ends it at once: the SDK reads stdin in a

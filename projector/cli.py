@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from mam.cli.args import Parser, positive_seconds
+from mam.cli.args import Parser, add_verbose, positive_seconds
 from mam.cli.common import (
     add_broker_arg,
     add_workspace_args,
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="republish the retained online status this often, so clients can tell a stale "
                         f"one (no refresh for 3 intervals) from a live one (default {HEARTBEAT:g})")
     add_metrics_args(parser)
-    parser.add_argument("-v", "--verbose", action="store_true")
+    add_verbose(parser, top=True)
     return parser
 
 

@@ -41,7 +41,9 @@ M = TypeVar("M", bound="Message")
 
 TEST_HOOK: Final = "MAM_TEST_FAIL"
 """A test hook (docs/contributing.md), since no input reaches a real bug: `fold:TEXT` makes the fold of a
-message whose payload holds TEXT raise, `commit:TEXT` the commit of a batch holding one."""
+message whose payload holds TEXT raise, `commit:TEXT` the commit of a batch holding one, `ack:TEXT` the
+connection drop once the first batch holding one is committed, before its acknowledgements go out (the window
+a failover hits: the broker redelivers what is on disk already)."""
 
 PASSED_THROUGH: tuple[type[BaseException], ...] = (OSError, TamperedWorkspace)
 """What a failure to handle a message may raise as it is: storage, a link, a planted file."""
@@ -91,6 +93,7 @@ class Folding:
         where, _, marker = os.environ.get(TEST_HOOK, "").partition(":")
         projection.fail_fold_on = marker.encode() if where == "fold" and marker else None
         self.fail_commit_on = marker.encode() if where == "commit" and marker else None
+        self.drop_acks_on = marker.encode() if where == "ack" and marker else None
         self._aside: set[int] = set()
         """The messages of the batch folded last that were set aside (by `id`)."""
 
@@ -127,6 +130,13 @@ class Folding:
                 f"{most} of {ATTEMPTS}); stopping: restart the projector (a message that keeps "
                 f"failing is set aside in {self.set_aside.path})"
             ) from None
+
+    def before_acks(self, batch: Sequence[Message]) -> None:
+        """Between a batch's commit and its acknowledgements: the test hook `ack:TEXT` drops the connection
+        here, once (see `TEST_HOOK`)."""
+        if self.drop_acks_on is not None and any(self.drop_acks_on in payload_of(m) for m in batch):
+            self.drop_acks_on = None
+            raise aiomqtt.MqttError(f"{TEST_HOOK}: the connection lost between a commit and its acknowledgements")
 
     async def fold(self, batch: Sequence[Message], judge_at: datetime | None, fresh_since: datetime | None) -> Batch:
         aside = self._aside = set()

@@ -404,11 +404,13 @@ class Projector:
                 began = time.perf_counter()
                 await self._commit(client, staged)
                 committed = True
+                self._count(staged)
                 if staged.withdrawn:  # a link planted since the fold: those jobs' events were refused
                     await anyio.to_thread.run_sync(self.projection.reload, self.index)
                 if self.metrics is not None:
                     self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
                 self._unpublished.update(staged.records)
+                self.folding.before_acks(batch)
                 await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()
             self.folding.committed(batch)
@@ -507,6 +509,10 @@ class Projector:
             if isinstance(message, LocalMessage):
                 message.ack()
         ack_all(client, (message for message in messages if not isinstance(message, LocalMessage)))
+
+    def _count(self, staged: Batch) -> None:
+        """A committed batch, in the closing line's counts: once on disk it is recorded, whether or not its
+        acks then go out (a connection lost before them: the redelivery is counted as duplicates)."""
         self.counters.batches += 1
         self.counters.accepted += staged.accepted
         self.counters.duplicates += staged.duplicates

@@ -6,7 +6,8 @@ program's real argparse parser, built from the module its console script names i
 the page, the line, the command and argparse's message. Blocks in other languages (json, python,
 text: configs, output, diagrams) are shown, not run. Every relative link and image of those pages
 must name an existing file and, for a page, one of its headings' anchors. The quick start itself
-runs end to end in test_readme.py.
+runs end to end in test_readme.py, and every command that can runs against a live `mam up` in
+test_docs_live.py.
 """
 
 from __future__ import annotations

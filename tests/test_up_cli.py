@@ -95,7 +95,7 @@ def test_only_127_8_and_ipv6_loopback_and_localhost_count_as_loopback(host: str,
 async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_and_a_working_example(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
-    """Also `mam up -v`: -v after the subcommand turns on debug logging."""
+    """Also `mam up -v`: -v after the subcommand turns on mam's debug logging, not the libraries'."""
     port, ws_id = free_port(), workspace_id(ws.root)
     up = Daemon(
         mam("up", "--host", "0.0.0.0", "--allow-anonymous", "--port", str(port), "--workspace", str(ws.root), "-v"),
@@ -111,6 +111,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
         assert lines[at + 1] == f"mam up: listening 0.0.0.0:{port}, all interfaces", lines[at + 1]
         assert "--allow-anonymous: anyone who can reach this broker can submit jobs" in output
         assert f"embedded broker listening on 0.0.0.0:{port}" in output, "-v after `up` logs debug lines"
+        assert "Broker started" not in output and "State transition" not in output, "amqtt's debug is -vv's"
 
         pub = next(line.strip() for line in output.splitlines() if line.strip().startswith("mosquitto_pub"))
         sub = next(line.strip() for line in output.splitlines() if line.strip().startswith("mosquitto_sub"))
@@ -158,11 +159,26 @@ def test_v_is_accepted_before_and_after_up() -> None:
     from mam.broker.cli import build_parser as broker_parser
     from mam.cli import build_parser
 
-    assert build_parser().parse_args(["-v", "up"]).verbose is True
-    assert build_parser().parse_args(["up", "-v"]).verbose is True
-    assert build_parser().parse_args(["up"]).verbose is False
-    assert broker_parser().parse_args(["-v", "--port", "0"]).verbose is True
-    assert broker_parser().parse_args(["--port", "0", "-v"]).verbose is True
+    assert build_parser().parse_args(["-v", "up"]).verbose == 1
+    assert build_parser().parse_args(["up", "-v"]).verbose == 1
+    assert build_parser().parse_args(["up", "-vv"]).verbose == 2
+    assert build_parser().parse_args(["up"]).verbose == 0
+    assert broker_parser().parse_args(["-v", "--port", "0"]).verbose == 1
+    assert broker_parser().parse_args(["--port", "0", "-v"]).verbose == 1
+
+
+@pytest.mark.parametrize("flag", ["-v", "-vv"])
+async def test_mam_broker_v_logs_mam_lines_and_vv_the_libraries_too(flag: str, tmp_path: Path) -> None:
+    port = free_port()
+    broker = Daemon([*BROKER, "--port", str(port), flag], cwd=tmp_path, env=child_env(), log=tmp_path / "broker.log")
+    try:
+        wait_for_port(port, broker.proc)
+        output = await broker.wait_for_output(f"mam-broker: listening on 127.0.0.1:{port}", timeout=15)
+    finally:
+        broker.stop()
+    assert f"embedded broker listening on 127.0.0.1:{port}" in output, "mam's own debug line at -v and -vv"
+    library = [line for line in output.splitlines() if "Broker started" in line or "State transition" in line]
+    assert bool(library) is (flag == "-vv"), output
 
 
 async def test_mam_up_keeps_the_registry_out_of_git_status(ws: WorkspacePaths) -> None:

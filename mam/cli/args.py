@@ -110,8 +110,10 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False, help: str = "debug logging on stderr") -> None:
-    """`-v/--verbose`, accepted in any position: on the top parser and on every subcommand.
+def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False,
+                help: str = "mam's debug logging on stderr (-vv: the libraries' too)") -> None:
+    """`-v/--verbose`, accepted in any position: on the top parser and on every subcommand; a count
+    (`-vv` is 2), so `args.verbose` is truthy for any `-v`.
 
     Subcommands use `SUPPRESS` as their default, so a `-v` given before the
     subcommand is not reset by the subcommand's own default.
@@ -119,8 +121,8 @@ def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False, help: str
     parser.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        default=False if top else argparse.SUPPRESS,
+        action="count",
+        default=0 if top else argparse.SUPPRESS,
         help=help,
     )
 

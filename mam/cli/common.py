@@ -124,21 +124,31 @@ def _only_mam_error(group: BaseExceptionGroup) -> MamError | None:
     return errors[0] if errors and len(errors) == len(leaves) else None
 
 
-def setup_logging(prog: str, verbose: bool = False) -> None:
+# Libraries whose debug (and, for amqtt, error) logging is theirs, not mam's: off below -vv.
+# amqtt logs every client disconnect and its own startup failures as errors with tracebacks
+# (mam reports what matters in one line itself), transitions every state change of its sessions,
+# asyncio its selector.
+LIBRARY_LOGGERS = ("amqtt", "transitions", "asyncio")
+
+
+def setup_logging(prog: str, verbose: int = 0) -> None:
+    """Logging on stderr for `verbose` `-v`s: none, mam's info; `-v`, mam's debug lines as well;
+    `-vv`, every library's debug lines too (amqtt, transitions, asyncio, paho, mcp...)."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose >= 2 else logging.INFO,
         format=f"{prog}: %(message)s",
         stream=sys.stderr,
     )
-    if not verbose:
-        # amqtt logs every client disconnect and its own startup failures as
-        # errors with tracebacks; mam reports what matters in one line itself.
-        for noisy in ("amqtt", "transitions", "asyncio"):
+    if verbose >= 1:
+        logging.getLogger("mam").setLevel(logging.DEBUG)
+    if verbose < 2:
+        for noisy in LIBRARY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
 __all__ = [
     "EXIT_USAGE",
+    "LIBRARY_LOGGERS",
     "add_broker_arg",
     "add_workspace_args",
     "fail",

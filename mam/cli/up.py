@@ -82,7 +82,8 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     add_offer_lease(up)
     add_limit_flags(up)
     add_metrics_args(up)
-    add_verbose(up, help="the full banner (listeners, paths, an MQTT example) and debug logging on stderr")
+    add_verbose(up, help="the full banner (listeners, paths, an MQTT example) and mam's debug logging on stderr "
+                "(-vv: the libraries' too)")
     add_workspace_args(up)
 
 
