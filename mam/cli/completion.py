@@ -5,6 +5,12 @@ argcomplete does the completing: the script runs `mam` with `_ARGCOMPLETE=1` and
 parsing, which answers on file descriptor 8 and exits. The script is `argcomplete.shellcode` (what
 `register-python-argcomplete --shell SHELL mam` prints; https://kislyuk.github.io/argcomplete/, shells
 bash, zsh, fish, tcsh and powershell).
+
+Beyond commands, flags and choices, the flags that name a job, a status, an agent, a session, a label
+or an order complete from the workspace's registry (`mam.cli.completers`: files only, no broker). The
+bash script is registered without `-o default`: a flag with nothing to offer (no session yet, a typo)
+offers nothing rather than readline's file names; an argument that takes a file completes file names
+through argcomplete itself.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_completion(args: argparse.Namespace) -> int:
     from argcomplete import shellcode
 
-    print(shellcode(["mam"], shell=args.shell), end="")
+    print(shellcode(["mam"], use_defaults=False, shell=args.shell), end="")
     return 0
 
 

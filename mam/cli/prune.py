@@ -20,6 +20,7 @@ import anyio
 
 from mam.cli.args import positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
@@ -57,8 +58,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     prune.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
                        help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)")
-    prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
-                       help="only jobs that ended so (repeatable, or a comma list; default: every finished status)")
+    complete(prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
+                       help="only jobs that ended so (repeatable, or a comma list; default: every finished status)"), "status")
     prune.add_argument("--dry-run", action="store_true", help="list what would be pruned; publish nothing")
     prune.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                        help="how long to wait for the verdicts (default 60); no verdict in time exits 3")
