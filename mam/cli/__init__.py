@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from mam import __version__
 from mam.cli.args import Parser, add_verbose
@@ -43,8 +42,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    completing = "_ARGCOMPLETE" in os.environ  # completion walks every command: the full parser
-    parser = build_parser(lazy=not completing)
+    parser = build_parser(lazy=True)  # completion registers the commands on the line (complete_if_asked)
     complete_if_asked(parser)
     args = parser.parse_args(argv)
     setup_logging(PROG, args.verbose)

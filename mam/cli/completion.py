@@ -45,12 +45,30 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 def complete_if_asked(parser: argparse.ArgumentParser) -> None:
     """Answer a completion request (the shell script sets `_ARGCOMPLETE`) and exit; else nothing
-    (argcomplete is imported only then, so a plain run does not pay for it)."""
+    (argcomplete is imported only then, so a plain run does not pay for it).
+
+    `parser` may be lazy (`mam.cli.build_parser(lazy=True)`): the commands named on the line so far are
+    registered for real first (argcomplete reads the parsers as they are when it starts), and only
+    theirs: completing `mam jobs --status` does not import the broker, the dashboard or the MCP SDK."""
     if "_ARGCOMPLETE" not in os.environ:
         return
     import argcomplete
 
+    from mam.cli.commands import LazyCommands
+
+    line = os.environ.get("COMP_LINE", "")[: _int(os.environ.get("COMP_POINT"), len(os.environ.get("COMP_LINE", "")))]
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
+        if isinstance(action, LazyCommands):
+            for word in line.split()[1:]:
+                action.load(word)
     argcomplete.autocomplete(parser)
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        return default
 
 
 __all__ = ["SHELLS", "cmd_completion", "complete_if_asked", "register"]
