@@ -125,11 +125,17 @@ def job_id(text: str) -> str:
     return text
 
 
+_LONG_QUOTE = re.compile(r"""('[^'\s]{40})[^'\s]{20,}(')""")
+"""A quoted word of 60 characters or more in an error (a flag's value: `--lease 999...`), which `Parser.error`
+cuts to its first 40; a quote around words is prose, left whole."""
+
+
 class Parser(argparse.ArgumentParser):
     """An `ArgumentParser` whose errors are one line: `prog: error: --flag: what is wrong`."""
 
     def error(self, message: str) -> NoReturn:
         message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)
+        message = _LONG_QUOTE.sub(r"\1...\2", message)  # 5,000 digits typed: the line stays one readable line
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
