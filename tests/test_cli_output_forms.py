@@ -128,6 +128,8 @@ async def test_usage_events_sessions_and_show_list_in_every_form(jobs: Workspace
         assert code == 0 and check(out)["job_id"] == "kid-job", err
     code, out, _ = await _mam(jobs, "show", "kid-j", "-o", "name")
     assert out == "job/kid-job\n"
+    code, again, _ = await _mam(jobs, "show", out.strip(), "-o", "name")  # what -o name prints names the job again
+    assert code == 0 and again == out
 
 
 async def test_worktrees_lists_in_every_form(jobs: WorkspacePaths) -> None:
@@ -203,6 +205,11 @@ async def test_agents_list_in_every_form_and_writes_to_unknown_jobs_exit_1(ws: W
         assert [s["agent_id"] for s in json.loads(printed["json"])] == ["runner-one"]
         header = printed["wide"].splitlines()[0].split()
         assert header[-5:] == ["PID", "STARTED", "ALIASES", "LABELS", "JOBS"] and "PID" not in printed["table"]
+        # the query index is current while the projector runs: the largest --limit goes to SQLite, more is refused
+        code, _, err = await _mam(ws, "jobs", "--limit", "2147483647")
+        assert code == 0 and "Traceback" not in err, err
+        code, _, err = await _mam(ws, "jobs", "--limit", "99999999999999999999999")
+        assert code == 2 and err.count("\n") == 1 and "--limit" in err, err
         for command in (("cancel", "nosuch"), ("retry", "nosuch"), ("answer", "nosuch", "yes"), ("wait", "nosuch"),
                         ("logs", "nosuch", "-f"), ("submit", "--prompt", "p", "--agent", "shell", "--parent", "nosuch"),
                         ("submit", "--prompt", "p", "--agent", "shell", "--after", "nosuch")):

@@ -118,11 +118,13 @@ def agent_name(text: str) -> str:
 
 
 def job_id(text: str) -> str:
-    if not _JOB.fullmatch(text):
+    """A job id; `job/ID` (what `-o name` prints, as kubectl's `pod/NAME`) is ID: `mam jobs -o name | xargs mam show`."""
+    bare = text.removeprefix("job/")
+    if not _JOB.fullmatch(bare):
         raise argparse.ArgumentTypeError(
             f"invalid job id {typed(text)}: use 1-128 of letters, digits, '.', '_' and '-', starting with a letter or digit"
         )
-    return text
+    return bare
 
 
 _LONG_QUOTE = re.compile(r"""('[^'\s]{40})[^'\s]{20,}(')""")
