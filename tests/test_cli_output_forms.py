@@ -123,6 +123,13 @@ async def test_usage_events_sessions_and_show_list_in_every_form(jobs: Workspace
     assert sessions["name"] == "session/s1\n"
     assert "alone" in sessions["wide"] and "alone" not in sessions["table"]
 
+    plan = {}
+    for form in ("json", "yaml", "name"):  # prune --dry-run lists what would go
+        code, plan[form], err = await _mam(jobs, "prune", "--older-than", "0s", "--dry-run", "-o", form)
+        assert code == 0, err
+    assert yaml.safe_load(plan["yaml"]) == json.loads(plan["json"])
+    assert plan["name"] == "job/other-root\n" and "kid-job" in yaml.safe_load(plan["yaml"])["kept"]  # grandkid runs
+
     for form, check in (("json", json.loads), ("yaml", yaml.safe_load)):
         code, out, err = await _mam(jobs, "show", "kid-j", "-o", form)
         assert code == 0 and check(out)["job_id"] == "kid-job", err
