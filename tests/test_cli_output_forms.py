@@ -97,15 +97,16 @@ async def test_jobs_lists_in_every_form(jobs: WorkspacePaths) -> None:
     assert code == 2 and "'xml'" in err and err.count("\n") == 1
 
 
-async def test_the_tree_lists_in_json_yaml_and_name_and_refuses_wide(jobs: WorkspacePaths) -> None:
+async def test_the_tree_lists_in_json_yaml_and_name(jobs: WorkspacePaths) -> None:
     code, out, err = await _mam(jobs, "jobs", "tree", "root-job", "-o", "name")
     assert code == 0 and out.splitlines() == ["job/root-job", "job/kid-job", "job/grandkid"], err
     code, as_yaml, _ = await _mam(jobs, "jobs", "tree", "-o", "yaml")
     code, as_json, _ = await _mam(jobs, "--json", "jobs", "tree")
     assert yaml.safe_load(as_yaml) == json.loads(as_json)
     assert [r["job_id"] for r in json.loads(as_json)] == ["root-job", "kid-job", "grandkid", "other-root"]
-    code, out, err = await _mam(jobs, "jobs", "tree", "-o", "wide")
-    assert code == 2 and out == "" and "-o wide" in err
+    code, out, err = await _mam(jobs, "jobs", "tree", "-o", "wide", "--sort-by", "agent")  # as before: the tree
+    assert code == 0 and out.splitlines()[0] == "root-job [submitted] claude-code: top"
+    assert err == "mam: -o wide and --sort-by apply to the list, not the tree (ignored)\n"
 
 
 async def test_usage_events_sessions_and_show_list_in_every_form(jobs: WorkspacePaths) -> None:

@@ -151,10 +151,10 @@ def _print_subtree(workspace: Workspace, jobs: Jobs, where: JobFilter, text: str
 
 
 def _tree(args: argparse.Namespace, workspace: Workspace, jobs: Jobs, where: JobFilter, form: str | None) -> int:
-    if form == "wide":
-        raise UsageError("-o wide: `mam jobs tree` draws the tree (json, yaml and name list it); wide is for the list")
-    if args.sort_by:
-        raise UsageError("--sort-by: `mam jobs tree` keeps the tree's order; sort the list instead")
+    ignored = [flag for flag, given in (("-o wide", form == "wide"), ("--sort-by", args.sort_by)) if given]
+    if ignored:  # accepted before -o took more forms: said, not refused (a script's exit code stays)
+        print(f"mam: {' and '.join(ignored)} apply to the list, not the tree (ignored)", file=sys.stderr)
+        form = None if form == "wide" else form
     if args.root:
         return _print_subtree(workspace, jobs, where, args.root, form)
     if form:
