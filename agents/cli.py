@@ -23,6 +23,9 @@ from mam.agents.selection import add_selector_args, confirm, has_selectors, reso
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli.args import agent_name, job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
+from mam.cli.output_form import add_output_arg, output_form, print_items
+from mam.cli.tables import short
 from mam.client.follow import Followed, follow, outcome_code, stopped_following
 from mam.client.live import snapshot_agents, snapshot_job_ids
 from mam.contract import events as ev
@@ -99,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session = subparsers.add_parser("session", help="agent sessions: create one (with its onboarding job), list them")
     session_sub = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
     create = session_sub.add_parser("create", help="register a session by submitting its onboarding job")
-    create.add_argument("--agent", required=True, type=agent_name)
+    complete(create.add_argument("--agent", required=True, type=agent_name), "agent")
     create.add_argument("--role", required=True)
     create.add_argument("--session", required=True, metavar="NAME")
     create.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS")
@@ -108,7 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_broker_arg(create)
     create.set_defaults(handler=run_session_create)
     listing = session_sub.add_parser("list", help="sessions and their jobs, from the registry")
-    listing.add_argument("--json", action="store_true")
+    add_output_arg(listing, wide="also each job's agent and prompt", name="session/<name>")
+    listing.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(listing)
     listing.set_defaults(handler=run_session_list)
 
@@ -118,9 +122,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Ask for a job to be cancelled. Returns once the projector has recorded the request "
         "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended.",
     )
-    cancel.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
+    complete(cancel.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
                         help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
-                        "states the broker retains; several may be given")
+                        "states the broker retains; several may be given"), "job")
     add_selector_args(cancel, "cancel")
     cancel.add_argument("--reason", metavar="R")
     cancel.add_argument("--tree", action="store_true",
@@ -414,11 +418,12 @@ def run_session_create(args: argparse.Namespace) -> int:
 def run_session_list(args: argparse.Namespace) -> int:
     from mam.registry.reading import iter_records
 
+    form = output_form(args)
     found = sessions(iter_records(workspace_from_args(args)))
-    if args.json:
-        print(json.dumps([{"session": s.name, "agent": s.agent, "role": s.role, "onboarding": s.onboarding,
-                           "jobs": [{"job_id": j.job_id, "status": j.status.value} for j in s.jobs]}
-                          for s in found], indent=2))
+    if form in ("json", "yaml", "name"):
+        print_items(found, form, name=lambda s: f"session/{s.name}", document=lambda s: {
+            "session": s.name, "agent": s.agent, "role": s.role, "onboarding": s.onboarding,
+            "jobs": [{"job_id": j.job_id, "status": j.status.value} for j in s.jobs]})
         return 0
     for s in found:
         counts: dict[str, int] = {}
@@ -428,5 +433,6 @@ def run_session_list(args: argparse.Namespace) -> int:
         line = f"{s.name}  agent={s.agent} role={s.role} onboarding={s.onboarding or '-'}  jobs: {summary}"
         print(safe(line, keep_layout=False))
         for job in s.jobs:
-            print(f"  {job.job_id}  {job.status.value}")
+            more = f"  {job.agent}  {short(job.prompt, 60)}" if form == "wide" else ""
+            print(f"  {job.job_id}  {job.status.value}{more}")
     return 0

@@ -13,8 +13,9 @@ import msgspec
 
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
-from mam.cli.args import job_id
+from mam.cli.args import job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
 from mam.contract import events as ev
 from mam.contract import job_limits, routing
 from mam.contract.attempts import RETRY_OUTCOMES
@@ -134,13 +135,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "timeout, parent and retry policy; the new record's retry_of names the old job. Prints the new job's id "
         "once the projector has recorded it (exit 0); exit 1 if the job is unknown or has not finished.",
     )
-    retry.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
+    complete(retry.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
                        help="the finished job's id, or a unique prefix or suffix of it (at least 4 characters) "
-                       "among the retained states; several may be given")
+                       "among the retained states; several may be given"), "job")
     add_selector_args(retry, "retry")
     retry.add_argument("--job-id", dest="new_job_id", type=job_id, metavar="ID",
                        help="the new job's id (default: generated; only when one job is retried)")
-    retry.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+    retry.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                        help="how long to wait for the verdict (default 30); no verdict in time exits 3")
     retry.add_argument("--json", action="store_true", help="print the new job's recorded state as JSON")
     add_workspace_args(retry)

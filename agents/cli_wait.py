@@ -13,6 +13,7 @@ import msgspec
 from mam.agents.publisher import Publisher
 from mam.cli.args import job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
 from mam.client.follow import outcome_code
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
@@ -28,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "job succeeded, 1 when one ended otherwise (failed, cancelled, lost, ...), 3 when --timeout ran out "
         "first or the broker cannot be reached: the codes of `mam submit --follow`.",
     )
-    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
-                      help="the job's id, or a unique prefix or suffix of it among the retained states")
+    complete(wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
+                      help="the job's id, or a unique prefix or suffix of it among the retained states"), "job")
     wait.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                       help="give up after this long, for all the jobs together (exit 3; default: no limit)")
     wait.add_argument("--json", action="store_true", help="print the final records as a JSON array")

@@ -24,6 +24,7 @@ from mam.agents.publisher import Publisher, WaitTimeout
 from mam.agents.selection import resolve_for_write
 from mam.cli.args import job_id, positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
 from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.errors import MamError, Refused, UsageError
@@ -58,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Answer a waiting job's question. Exit 0 once recorded (the job runs on), 1 if refused "
         "(the job is not waiting, or the answer is not one of the question's choices).",
     )
-    answer.add_argument("job_id", type=job_id, metavar="JOB",
-                        help="the job's id, or any unique prefix or suffix of it among the states the broker retains")
+    complete(answer.add_argument("job_id", type=job_id, metavar="JOB",
+                        help="the job's id, or any unique prefix or suffix of it among the states the broker retains"), "job")
     answer.add_argument("text", metavar="TEXT", help="the answer")
     answer.add_argument("--timeout", type=positive_seconds, default=VERDICT_TIMEOUT, metavar="SECONDS",
                         help="how long to wait for the verdict (default 30); no verdict in time exits 3")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import aiomqtt
 
 from mam.agents.publisher import Publisher
+from mam.cli.completers import complete
 from mam.client.failover import connect
 from mam.client.live import retained_states, snapshot_job_ids
 from mam.client.mqtt import unreachable
@@ -56,10 +57,10 @@ async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
 
 def add_selector_args(parser: argparse.ArgumentParser, verb: str) -> None:
     """`JOB...`, `-l key=value`, `--status S`, `--yes`."""
-    parser.add_argument("-l", "--selector", action="append", default=[], metavar="K=V",
-                        help=f"{verb} every job with this label (repeatable: all must match)")
-    parser.add_argument("--status", dest="select_status", action="append", default=[], metavar="S[,S...]",
-                        help=f"{verb} every job with one of these statuses (with -l: both must match)")
+    complete(parser.add_argument("-l", "--selector", action="append", default=[], metavar="K=V",
+                        help=f"{verb} every job with this label (repeatable: all must match)"), "label")
+    complete(parser.add_argument("--status", dest="select_status", action="append", default=[], metavar="S[,S...]",
+                        help=f"{verb} every job with one of these statuses (with -l: both must match)"), "status")
     parser.add_argument("--yes", action="store_true",
                         help=f"{verb} more than {CONFIRM_ABOVE} jobs (without it, the command lists them and stops)")
 

@@ -32,7 +32,7 @@ from mam.contract.workspace import Workspace
 from mam.registry.index import IndexReader, filter_sql
 from mam.registry.index_schema import micros
 from mam.registry.listing import Jobs
-from mam.registry.ordering import SORT_FIELDS, run_seconds, sort_key
+from mam.registry.ordering import SORT_FIELDS, parse_sort, run_seconds, sort_key
 from mam.registry.query import JobFilter, parse_labels, parse_statuses
 from mam.registry.reading import iter_records, records_of
 from mam.web.rows import PREVIEW
@@ -145,14 +145,16 @@ def parse_query(params: Any, now: datetime | None = None) -> JobsQuery:
     except ValueError as exc:
         raise UsageError(f"label: {exc}") from None
     sort = _one(params, "sort") or DEFAULT_SORT
-    if sort.removeprefix("-") not in SORT_KEYS:
-        raise UsageError(f"sort={sort[:40]!r}: sort by {', '.join(SORT_KEYS)} (a leading - for descending)")
+    try:
+        order = parse_sort(sort)  # as `mam jobs --sort-by` reads it; a bare key is ascending here
+    except ValueError:
+        raise UsageError(f"sort={sort[:40]!r}: sort by {', '.join(SORT_KEYS)} (a leading - for descending)") from None
     q = _one(params, "q")
     return JobsQuery(
         statuses=statuses, agents=frozenset(_many(params, "agent")), labels=labels,
         parent=_one(params, "parent") or None, root=_one(params, "root") or None,
         q=q.lower() if q else None, since=moment(params, "since", now), until=moment(params, "until", now),
-        sort=sort.removeprefix("-"), descending=sort.startswith("-"),
+        sort=order.field, descending=order.is_descending(False),
         limit=_number(params, "limit", DEFAULT_LIMIT, 1, MOST_LIMIT),
         offset=_number(params, "offset", 0, 0, MOST_OFFSET),
     )

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from mam import __version__
 from mam.cli.args import Parser, add_verbose
@@ -18,17 +17,21 @@ from mam.cli.common import run_cli, setup_logging
 from mam.cli.completion import complete_if_asked
 from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
 from mam.cli.global_options import check as check_global
+from mam.cli.grouped_help import GroupedHelpParser
 
 PROG = "mam"
+EPILOG = ("Use `mam COMMAND --help` for a command's flags. The listings (jobs, agents, worktrees, usage, events, "
+          "session list) take -o json|yaml|name|wide; --json is -o json.")
 
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     """The `mam` parser: every command registered, or (`lazy`) each only once argparse reaches it."""
-    parser = Parser(prog=PROG, description=__doc__)
+    parser = GroupedHelpParser(prog=PROG, description=__doc__, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
     add_verbose(parser, top=True)
     add_global(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands,
+                                parser_class=Parser)  # the commands' own help is not grouped
     if lazy:
         sub.add_placeholders()
     else:
@@ -39,8 +42,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    completing = "_ARGCOMPLETE" in os.environ  # completion walks every command: the full parser
-    parser = build_parser(lazy=not completing)
+    parser = build_parser(lazy=True)  # completion registers the commands on the line (complete_if_asked)
     complete_if_asked(parser)
     args = parser.parse_args(argv)
     setup_logging(PROG, args.verbose)

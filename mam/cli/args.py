@@ -13,11 +13,12 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from mam.contract.errors import EXIT_USAGE
 from mam.contract.humanize import MAX_DURATION
 from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.registry.ordering import SortOrder, parse_sort
 
 _AGENT = re.compile(AGENT_ID_PATTERN)
 _JOB = re.compile(JOB_ID_PATTERN)
@@ -28,9 +29,9 @@ def port(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+        raise argparse.ArgumentTypeError(f"{typed(text)} is not a port number (0-65535)") from None
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
+        raise argparse.ArgumentTypeError(f"{typed(text)} is not a port (0-65535; 0 picks a free one)")
     return value
 
 
@@ -39,11 +40,11 @@ def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{typed(text)} is not a number of seconds") from None
     if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds greater than 0")
+        raise argparse.ArgumentTypeError(f"{typed(text)} must be a number of seconds greater than 0")
     if value > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"{text!r} is too long: at most {MAX_DURATION} seconds (100 years)")
+        raise argparse.ArgumentTypeError(f"{typed(text)} is too long: at most {MAX_DURATION} seconds (100 years)")
     return value
 
 
@@ -56,49 +57,79 @@ def seconds_from_zero(zero_means: str | None = None) -> Callable[[str], float]:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+            raise argparse.ArgumentTypeError(f"{typed(text)} is not a number of seconds") from None
         if not value >= 0 or not math.isfinite(value) or value > MAX_DURATION:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds from {lowest} to {MAX_DURATION}")
+            raise argparse.ArgumentTypeError(f"{typed(text)} must be a number of seconds from {lowest} to {MAX_DURATION}")
         return value
 
     return seconds
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+MOST_WHOLE: Final = 2**31 - 1
+"""The largest count a flag takes (`--limit`, `--tail`, `--concurrency`, ...) unless it says less: more is a
+usage error, not a number SQLite or a semaphore cannot hold (`--limit 99999999999999999999999` was an
+OverflowError from the query index)."""
 
 
-def non_negative_int(text: str) -> int:
+def typed(text: str, most: int = 40) -> str:
+    """What the user typed, quoted, cut to `most` characters: an error stays one readable line."""
+    return repr(text) if len(text) <= most else repr(text[:most]) + "..."
+
+
+def whole_number(least: int, most: int = MOST_WHOLE) -> Callable[[str], int]:
+    """A type for a whole number from `least` to `most`."""
+
+    def number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # also 5,000 digits and more (Python's int limit)
+            raise argparse.ArgumentTypeError(f"{typed(text)} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                f"{typed(text)} must be at least 1" if least == 1 else f"{typed(text)} must be {least} or more")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"{typed(text)} is too large: at most {most:,}")
+        return value
+
+    return number
+
+
+positive_int = whole_number(1)
+"""A count from 1 to `MOST_WHOLE`."""
+non_negative_int = whole_number(0)
+"""A count from 0 to `MOST_WHOLE`."""
+
+
+def sort_order(text: str) -> SortOrder:
+    """`--sort-by`: a field, `-field` descending, `+field` ascending (`mam.registry.ordering.parse_sort`)."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return value
+        return parse_sort(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def agent_name(text: str) -> str:
     """An agent or runner name: what `submitted.agent` and `claimed.runner` accept."""
     if not _AGENT.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r} may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)"
+            f"{typed(text)} may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)"
         )
     return text
 
 
 def job_id(text: str) -> str:
-    if not _JOB.fullmatch(text):
+    """A job id; `job/ID` (what `-o name` prints, as kubectl's `pod/NAME`) is ID: `mam jobs -o name | xargs mam show`."""
+    bare = text.removeprefix("job/")
+    if not _JOB.fullmatch(bare):
         raise argparse.ArgumentTypeError(
-            f"invalid job id {text!r}: use 1-128 of letters, digits, '.', '_' and '-', starting with a letter or digit"
+            f"invalid job id {typed(text)}: use 1-128 of letters, digits, '.', '_' and '-', starting with a letter or digit"
         )
-    return text
+    return bare
+
+
+_LONG_QUOTE = re.compile(r"""('[^'\s]{40})[^'\s]{20,}(')""")
+"""A quoted word of 60 characters or more in an error (a flag's value: `--lease 999...`), which `Parser.error`
+cuts to its first 40; a quote around words is prose, left whole."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -106,6 +137,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)
+        message = _LONG_QUOTE.sub(r"\1...\2", message)  # 5,000 digits typed: the line stays one readable line
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
@@ -127,4 +159,5 @@ def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False,
     )
 
 
-__all__ = ["Parser", "add_verbose", "agent_name", "job_id", "non_negative_int", "port", "positive_int", "positive_seconds"]
+__all__ = ["MOST_WHOLE", "Parser", "add_verbose", "agent_name", "job_id", "non_negative_int", "port", "positive_int",
+           "positive_seconds", "seconds_from_zero", "sort_order", "typed", "whole_number"]

@@ -81,11 +81,19 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
         "schema": "print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json",
     }),
 )
-"""In the order `mam --help` lists them (`show` before `logs` and `rebuild`, `events` after them)."""
+"""By the module that registers them (`mam --help` groups them by `HELP_GROUPS`)."""
 
-_HELP_ORDER = ("up", "submit", "session", "cancel", "retry", "wait", "ask", "answer", "dashboard", "mcp", "passwd",
-               "workspace", "doctor", "jobs", "watch", "agents", "completion", "usage", "prune", "diff", "merge", "discard",
-               "worktrees", "show", "logs", "rebuild", "events", "schema")
+HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Basic Commands", ("up", "submit", "jobs", "show", "logs", "events", "wait", "cancel", "retry", "session",
+                        "usage")),
+    ("Live Commands (watch, answer and serve the jobs as they run)", ("watch", "agents", "ask", "answer", "dashboard",
+                                                                      "mcp")),
+    ("Review Commands (what worktree jobs changed)", ("diff", "merge", "discard", "worktrees")),
+    ("Admin Commands", ("doctor", "workspace", "prune", "rebuild", "passwd", "schema", "completion")),
+)
+"""`mam --help`'s sections, as kubectl's (Basic, Deploy, Cluster Management, ...): each command in one."""
+
+_HELP_ORDER = tuple(name for _, names in HELP_GROUPS for name in names)
 
 
 def _group_of(name: str) -> CommandGroup:
@@ -132,4 +140,4 @@ def register_all(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     sub._choices_actions.sort(key=lambda action: order.get(action.dest, len(order)))  # noqa: SLF001
 
 
-__all__ = ["COMMAND_GROUPS", "CommandGroup", "LazyCommands", "register_all"]
+__all__ = ["COMMAND_GROUPS", "HELP_GROUPS", "CommandGroup", "LazyCommands", "register_all"]

@@ -5,6 +5,12 @@ argcomplete does the completing: the script runs `mam` with `_ARGCOMPLETE=1` and
 parsing, which answers on file descriptor 8 and exits. The script is `argcomplete.shellcode` (what
 `register-python-argcomplete --shell SHELL mam` prints; https://kislyuk.github.io/argcomplete/, shells
 bash, zsh, fish, tcsh and powershell).
+
+Beyond commands, flags and choices, the flags that name a job, a status, an agent, a session, a label
+or an order complete from the workspace's registry (`mam.cli.completers`: files only, no broker). The
+bash script is registered without `-o default`: a flag with nothing to offer (no session yet, a typo)
+offers nothing rather than readline's file names; an argument that takes a file completes file names
+through argcomplete itself.
 """
 
 from __future__ import annotations
@@ -33,18 +39,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_completion(args: argparse.Namespace) -> int:
     from argcomplete import shellcode
 
-    print(shellcode(["mam"], shell=args.shell), end="")
+    print(shellcode(["mam"], use_defaults=False, shell=args.shell), end="")
     return 0
 
 
 def complete_if_asked(parser: argparse.ArgumentParser) -> None:
     """Answer a completion request (the shell script sets `_ARGCOMPLETE`) and exit; else nothing
-    (argcomplete is imported only then, so a plain run does not pay for it)."""
+    (argcomplete is imported only then, so a plain run does not pay for it).
+
+    `parser` may be lazy (`mam.cli.build_parser(lazy=True)`): the commands named on the line so far are
+    registered for real first (argcomplete reads the parsers as they are when it starts), and only
+    theirs: completing `mam jobs --status` does not import the broker, the dashboard or the MCP SDK."""
     if "_ARGCOMPLETE" not in os.environ:
         return
     import argcomplete
 
+    from mam.cli.commands import LazyCommands
+
+    line = os.environ.get("COMP_LINE", "")[: _int(os.environ.get("COMP_POINT"), len(os.environ.get("COMP_LINE", "")))]
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
+        if isinstance(action, LazyCommands):
+            for word in line.split()[1:]:
+                action.load(word)
     argcomplete.autocomplete(parser)
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        return default
 
 
 __all__ = ["SHELLS", "cmd_completion", "complete_if_asked", "register"]

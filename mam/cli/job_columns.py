@@ -8,11 +8,10 @@ from typing import Final
 
 from mam.cli.tables import short
 from mam.contract.record import JobRecord
-from mam.registry.ordering import SORT_FIELDS, sort_key
+from mam.registry.ordering import NEWEST_FIRST, SORT_FIELDS, SortOrder, sort_key
 
 WIDE_HEADER: Final = ["EXIT", "ERROR", "RUNNER", "ATTEMPT", "PARENT", "LABELS"]
 """The columns `-o wide` adds before PROMPT (DURATION is in every listing)."""
-
 
 
 def wide_cells(record: JobRecord) -> list[str]:
@@ -34,11 +33,12 @@ def with_wide(header: list[str], rows: list[list[str]], wide: list[list[str]]) -
             [[*row[:at], *cells, *row[at:]] for row, cells in zip(rows, wide, strict=True)])
 
 
-def sorted_by(records: Iterable[JobRecord], field: str, now: datetime) -> list[JobRecord]:
-    """Times and durations newest or longest first; status and agent A to Z (newest first within)."""
+def sorted_by(records: Iterable[JobRecord], order: SortOrder, now: datetime) -> list[JobRecord]:
+    """In `order`; a bare field: times and durations newest or longest first, status and agent A to Z
+    (newest first within equal values, whichever the direction)."""
     newest = sorted(records, key=lambda r: (r.submitted_at, r.job_id), reverse=True)
-    return sorted(newest, key=lambda r: sort_key(r, field, now),
-                  reverse=field in ("submitted", "updated", "duration"))
+    return sorted(newest, key=lambda r: sort_key(r, order.field, now),
+                  reverse=order.is_descending(order.field in NEWEST_FIRST))
 
 
 __all__ = ["SORT_FIELDS", "WIDE_HEADER", "sorted_by", "wide_cells", "with_wide"]

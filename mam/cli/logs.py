@@ -7,6 +7,7 @@ import sys
 
 from mam.cli.args import job_id, non_negative_int
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
 from mam.contract.errors import UsageError
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.workspace import Workspace
@@ -15,7 +16,8 @@ from mam.registry.reading import read_record_or_pruned, resolve_id
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
-    logs.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
+    complete(logs.add_argument("job_id", type=job_id, metavar="JOB",
+                               help="the job's id, or any unique prefix or suffix of it"), "job")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
     logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output")
     logs.add_argument("--timestamps", action="store_true",

@@ -11,7 +11,6 @@ only lists what would go.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,8 @@ import anyio
 
 from mam.cli.args import positive_seconds
 from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.cli.completers import complete
+from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
@@ -57,12 +58,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     prune.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
                        help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)")
-    prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
-                       help="only jobs that ended so (repeatable, or a comma list; default: every finished status)")
+    complete(prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
+                       help="only jobs that ended so (repeatable, or a comma list; default: every finished status)"), "status")
     prune.add_argument("--dry-run", action="store_true", help="list what would be pruned; publish nothing")
     prune.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                        help="how long to wait for the verdicts (default 60); no verdict in time exits 3")
-    prune.add_argument("--json", action="store_true")
+    add_output_arg(prune, wide=None, name="job/<id> (pruned, or with --dry-run would be)")
+    prune.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(prune)
     add_broker_arg(prune)
     prune.set_defaults(handler=run_prune)
@@ -78,21 +80,24 @@ def _policy(args: argparse.Namespace) -> Policy:
 
 def run_prune(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
+    form = output_form(args)
     policy = _policy(args)
     now = utc_now()
     selection = select(workspace_briefs(workspace), policy, now)
     chosen = [brief.job_id for brief in selection.chosen]
     if args.dry_run or not chosen:
-        _print_plan(selection, policy, args, workspace)
+        _print_plan(selection, policy, args, workspace, form)
         return 0
     event = ev.Pruned(reason=f"mam prune: {policy.describe()}"[:256])
     pruned, refused = anyio.run(_prune, workspace, broker_from_args(args, workspace), chosen, event, args.timeout)
     cleaned, branches_kept = _clean_branches(workspace, pruned)
-    if args.json:
+    if form in ("json", "yaml"):
         found = {"pruned": pruned, "refused": refused, "kept": selection.kept}
         if cleaned or branches_kept:
             found["branches"] = {"cleaned": cleaned, "kept": branches_kept}
-        print(json.dumps(found, indent=2))
+        print_document(found, form)
+    elif form == "name":
+        print("".join(f"job/{job_id}\n" for job_id in pruned), end="")
     else:
         for job_id in pruned:
             print(f"pruned {job_id}")
@@ -121,12 +126,16 @@ def _clean_branches(workspace: Workspace, pruned: list[str]) -> tuple[list[str],
     return clean(found)
 
 
-def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, workspace: Workspace) -> None:
+def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, workspace: Workspace,
+                form: str | None) -> None:
     """`--dry-run`, or nothing to prune: what would go, and what an unfinished job keeps."""
     ids = [brief.job_id for brief in selection.chosen]
-    if args.json:
+    if form in ("json", "yaml"):
         found = {"would_prune": ids} if args.dry_run else {"pruned": [], "refused": {}}
-        print(json.dumps(found | {"kept": selection.kept}, indent=2))
+        print_document(found | {"kept": selection.kept}, form)
+        return
+    if form == "name":
+        print("".join(f"job/{job_id}\n" for job_id in ids), end="")
         return
     now = utc_now()
     width = max((len(brief.job_id) for brief in selection.chosen), default=0)  # every id padded, not only long ones

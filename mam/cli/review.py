@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 
 from mam.cli.args import job_id
 from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.cli.completers import complete
+from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
@@ -18,7 +19,8 @@ from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
 def _job_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
+    complete(parser.add_argument("job_id", type=job_id, metavar="JOB",
+                                 help="the job's id, or any unique prefix or suffix of it"), "job")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,7 +54,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                            "finished jobs whose branch is merged, empty or gone; unmerged work is kept.")
     trees.add_argument("--clean", action="store_true",
                        help="remove the worktrees and branches of finished jobs that were merged, discarded or empty")
-    trees.add_argument("--json", action="store_true")
+    add_output_arg(trees, wide="also each branch's name and tip commit", name="job/<id>")
+    trees.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(trees)
     trees.set_defaults(handler=cmd_worktrees)
 
@@ -87,11 +90,16 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 def cmd_worktrees(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
+    form = output_form(args)
     found = inventory(workspace)
     if args.clean:
         cleaned, kept = clean(found)
-        if args.json:
-            print(json.dumps({"cleaned": cleaned, "kept": kept}, indent=2))
+        if form in ("json", "yaml"):
+            print_document({"cleaned": cleaned, "kept": kept}, form)
+            return 0
+        if form == "name":  # the jobs whose leftovers were removed
+            for job in cleaned:
+                print(f"job/{job}")
             return 0
         for job in cleaned:
             print(f"removed the branch and worktree of job {job}")
@@ -99,24 +107,27 @@ def cmd_worktrees(args: argparse.Namespace) -> int:
             print(f"kept job {job}: {safe(why)}")
         print(f"mam: cleaned {len(cleaned)} job(s), kept {len(kept)}", file=sys.stderr)
         return 0
-    if args.json:
-        print(json.dumps([item.as_dict() for item in found], indent=2))
+    if form in ("json", "yaml", "name"):
+        print_items(found, form, document=Leftover.as_dict, name=lambda item: f"job/{item.job_id}")
         return 0
     if not found:
         print("mam: no job branches or worktrees in this repository", file=sys.stderr)
         return 0
-    _table(found)
+    _table(found, wide=form == "wide")
     return 0
 
 
-def _table(found: list[Leftover]) -> None:
-    rows = [("JOB", "STATUS", "BRANCH", "WORKTREE", "")] + [
-        (item.job_id, item.status, item.state, item.tree or "-", "cleanable" if item.cleanable else "")
-        for item in found
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+def _table(found: list[Leftover], *, wide: bool = False) -> None:
+    """JOB, STATUS, BRANCH (its state), WORKTREE and `cleanable`; `wide`: the branch's name and tip before WORKTREE."""
+    def cells(item: Leftover) -> tuple[str, ...]:
+        more = (item.branch or "-", item.tip[:12] if item.tip else "-") if wide else ()
+        return (item.job_id, item.status, item.state, *more, item.tree or "-", "cleanable" if item.cleanable else "")
+
+    header = ("JOB", "STATUS", "BRANCH", *(("NAME", "TIP") if wide else ()), "WORKTREE", "")
+    rows = [header, *(cells(item) for item in found)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     for row in rows:
-        print(safe("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[4])
+        print(safe("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
               .rstrip())
 
 

@@ -10,6 +10,8 @@ import msgspec
 
 from mam.cli.args import job_id
 from mam.cli.common import add_broker_arg, add_workspace_args, workspace_from_args
+from mam.cli.completers import complete
+from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.cli.tables import short
 from mam.contract.events import GitInfo
 from mam.contract.humanize import ago, parse_time
@@ -23,21 +25,25 @@ from mam.registry.reading import NotFound, read_events, read_pruned, read_record
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show = sub.add_parser("show", help="show one job's record")
-    show.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
-    show.add_argument("--json", action="store_true")
+    complete(show.add_argument("job_id", type=job_id, metavar="JOB",
+                               help="the job's id, or any unique prefix or suffix of it"), "job")
+    add_output_arg(show, wide=None, name="job/<id>")
+    show.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(show)
     add_broker_arg(show)
     show.set_defaults(handler=cmd_show)
 
     events = sub.add_parser("events", help="show one job's audit log")
-    events.add_argument("job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it")
-    events.add_argument("--json", action="store_true")
+    complete(events.add_argument("job_id", type=job_id, metavar="JOB",
+                                 help="the job's id, or any unique prefix or suffix of it"), "job")
+    add_output_arg(events, wide="also each event's id, and its fields uncut", name="event/<id>")
+    events.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(events)
     events.set_defaults(handler=cmd_events)
 
 
-def _dump(value: Any) -> None:
-    print(json.dumps(msgspec.to_builtins(value), indent=2))
+def _dump(value: Any, form: str = "json") -> None:
+    print_document(msgspec.to_builtins(value), form)
 
 
 _INDENT = 20
@@ -112,6 +118,7 @@ def _worktree_lines(git: GitInfo, job: str) -> list[str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
+    form = output_form(args)
     job = resolve_id(workspace, args.job_id)
     try:
         record = read_record(workspace, job)
@@ -120,14 +127,19 @@ def cmd_show(args: argparse.Namespace) -> int:
         if pruned is None:
             raise
         record, where = pruned  # its last record, from its archived log
-        if args.json:
-            _dump(msgspec.to_builtins(record) | {"archived_log": str(where)})
+        if form == "name":
+            print(f"job/{record.job_id}")
+        elif form:
+            _dump(msgspec.to_builtins(record) | {"archived_log": str(where)}, form)
         else:
             _show_text(record)
             print(f"{'archived_log':<{_INDENT}}{where}  (pruned: `mam events {job}` reads it)")
         return 0
-    _dump(record) if args.json else _show_text(record)
-    if not args.json:
+    if form == "name":
+        print(f"job/{record.job_id}")
+        return 0
+    _dump(record, form) if form else _show_text(record)
+    if not form:
         from mam.cli.show_routing import queue_note  # a broker connection: only for a job that needs one
 
         if note := queue_note(args, workspace, record):
@@ -137,14 +149,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_events(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
+    form = output_form(args)
     entries = read_events(workspace, resolve_id(workspace, args.job_id))
-    if args.json:
+    if form == "json":
         print(json.dumps(entries, indent=2))
+        return 0
+    if form in ("yaml", "name"):
+        print_items(entries, form, document=lambda entry: entry,
+                    name=lambda entry: f"event/{entry.get('event', {}).get('id')}")
         return 0
     for entry in entries:
         event = entry.get("event", {})
         extra = {k: v for k, v in event.items() if k not in ("type", "id", "job_id", "v", "ts")}
-        print(
-            f"{entry.get('seq'):>4}  {entry.get('received_at')}  {event.get('type'):<17}{short(json.dumps(extra), 80)}"
-        )
+        detail = short(json.dumps(extra), 1_000_000 if form == "wide" else 80)
+        ident = f"{safe(str(event.get('id')), keep_layout=False)}  " if form == "wide" else ""
+        print(f"{entry.get('seq'):>4}  {entry.get('received_at')}  {ident}{event.get('type'):<17}{detail}")
     return 0

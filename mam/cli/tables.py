@@ -108,12 +108,25 @@ def agent_row(status: AgentStatus, now: datetime, *, labels: bool = False) -> li
     return [*row, ",".join(status.jobs) or "-"]
 
 
-def agent_table(statuses: Sequence[AgentStatus], now: datetime) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of `mam agents`: a LABELS column only when a runner shown has labels, so
-    the table of a fleet without them keeps its columns."""
-    labelled = any(s.labels for s in statuses)
-    header = [*AGENT_HEADER[:-1], "LABELS", AGENT_HEADER[-1]] if labelled else list(AGENT_HEADER)
-    return header, [agent_row(s, now, labels=labelled) for s in statuses]
+AGENT_WIDE_HEADER: Final = ["PID", "STARTED", "ALIASES"]
+"""The columns `mam agents -o wide` adds before LABELS (which it always shows)."""
+
+
+def agent_table(statuses: Sequence[AgentStatus], now: datetime, *, wide: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of `mam agents`: a LABELS column only when a runner shown has labels (or `wide`), so
+    the table of a fleet without them keeps its columns; `wide` adds each runner's pid, start and aliases."""
+    labelled = wide or any(s.labels for s in statuses)
+    extra = AGENT_WIDE_HEADER if wide else []
+    header = [*AGENT_HEADER[:-1], *extra, "LABELS", AGENT_HEADER[-1]] if labelled else list(AGENT_HEADER)
+    rows = [agent_row(s, now, labels=labelled) for s in statuses]
+    if wide:  # before LABELS and JOBS, the last two
+        rows = [[*row[:-2], *_agent_wide_cells(s), *row[-2:]] for row, s in zip(rows, statuses, strict=True)]
+    return header, rows
+
+
+def _agent_wide_cells(status: AgentStatus) -> list[str]:
+    aliases = status.aliases if isinstance(status.aliases, list) else []
+    return [str(status.pid), status.started_at, ",".join(aliases) or "-"]
 
 
 def render(
@@ -145,5 +158,5 @@ def line(row: Sequence[str]) -> str:
     return "  ".join(safe(str(cell), keep_layout=False) for cell in row)
 
 
-__all__ = ["AGENT_HEADER", "JOB_HEADER", "agent_row", "agent_table", "denied_count", "job_row", "line", "render",
+__all__ = ["AGENT_HEADER", "AGENT_WIDE_HEADER", "JOB_HEADER", "agent_row", "agent_table", "denied_count", "job_row", "line", "render",
            "short", "use_colour", "with_cost", "with_costs", "with_denials"]

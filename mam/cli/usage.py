@@ -8,12 +8,13 @@ totals into a table or JSON. It reads the registry files, like `mam jobs`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.cli.jobs import since_from_args
+from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.cli.tables import render
+from mam.contract.terminal import safe
 from mam.contract.usage import BY, Group, Totals, group, money, total
 from mam.registry.listing import Jobs
 from mam.registry.query import JobFilter
@@ -33,21 +34,33 @@ def _cells(key: str, sums: Totals) -> list[str]:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
+    form = output_form(args)
     since = since_from_args(args.since)
     with Jobs(workspace) as jobs:  # through the query index when it is current: only the matching records are read
         records = sorted(jobs.select(JobFilter(since=since))[0], key=lambda r: r.job_id)
     groups = group(records, args.by)
     overall = total(records)
-    if args.json:
-        print(json.dumps({"by": args.by, "since": args.since, "groups": [_json(g, args.by) for g in groups],
-                          "total": overall.as_dict()}, indent=2))
+    if form in ("json", "yaml"):
+        print_document({"by": args.by, "since": args.since, "groups": [_json(g, args.by) for g in groups],
+                        "total": overall.as_dict()}, form)
+        return 0
+    if form == "name":  # `agent/claude-code`, `session/s1`, `job/<id>` (a delegation tree by its job)
+        kind = "job" if args.by == "parent" else args.by
+        for row in groups:
+            print(safe(f"{kind}/{row.key}", keep_layout=False))
         return 0
     if not records:
         print(f"no jobs{' since ' + args.since if args.since else ''} in {workspace.registry_dir}", file=sys.stderr)
         return 0
     rows = [_cells("  " * g.depth + g.key, g.totals) for g in groups]
     rows.append(_cells("TOTAL", overall))
-    for line in render(rows, [_FIRST_COLUMN[args.by], *HEADER_REST]):
+    header = [_FIRST_COLUMN[args.by], *HEADER_REST]
+    if form == "wide":  # what a job cost on average, of those that reported a cost
+        header.append("COST/JOB")
+        sums = [*(g.totals for g in groups), overall]
+        rows = [[*row, money(t.cost_usd / t.reporting) if t.cost_usd is not None and t.reporting else "-"]
+                for row, t in zip(rows, sums, strict=True)]
+    for line in render(rows, header):
         print(line)
     return 0
 
@@ -68,7 +81,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--by", choices=BY, default="agent",
                         help="one row per agent (default), per session (the job's agent_session), or per "
                         "delegation tree: each root and each job that delegated, with all its descendants")
-    parser.add_argument("--json", action="store_true")
+    add_output_arg(parser, wide="also the cost per job that reported one", name="agent/<name>, session/<name> or job/<id>")
+    parser.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(parser)
     parser.set_defaults(handler=cmd_usage)
 

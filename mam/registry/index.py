@@ -239,6 +239,18 @@ class IndexReader:
         ) if job_id not in found]
         return found
 
+    def distinct(self, column: str) -> list[str]:
+        """The values `column` (`agent` or `agent_session`) takes, A to Z (shell completion)."""
+        if column not in ("agent", "agent_session"):
+            raise ValueError(f"no distinct values of {column!r}")
+        return [value for (value,) in self.conn.execute(
+            f"SELECT DISTINCT {column} FROM jobs WHERE {column} IS NOT NULL ORDER BY {column}")]
+
+    def label_pairs(self) -> list[tuple[str, str]]:
+        """Every label `key=value` a job has, by key then value (shell completion)."""
+        return [(key, value) for key, value in self.conn.execute(
+            "SELECT DISTINCT key, value FROM job_labels ORDER BY key, value")]
+
     def unfinished(self) -> Iterator[JobRow]:
         """Every job that is not terminal (submitted, claimed, running), oldest first."""
         sql = f"SELECT {_ROW_SELECT} FROM jobs j WHERE j.status IN ({', '.join('?' * len(UNFINISHED))}) {_OLDEST}"

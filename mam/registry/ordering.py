@@ -1,7 +1,13 @@
-"""How jobs are ordered by a field: `mam jobs --sort-by` and the dashboard's `GET /api/jobs?sort=`."""
+"""How jobs are ordered by a field: `mam jobs --sort-by` and the dashboard's `GET /api/jobs?sort=`.
+
+Both read an order the same way (`parse_sort`): a field, `-field` for descending, `+field` for ascending.
+A bare field is each one's own default: ascending in the API (`sort=duration`), and in `mam jobs
+--sort-by` the order it always had (times and durations newest or longest first, status and agent A to Z).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -10,6 +16,31 @@ from mam.contract.record import JobRecord
 
 SORT_FIELDS: Final = ("submitted", "updated", "status", "agent", "duration")
 """The fields jobs sort by; `submitted` (newest first) is a listing's own order."""
+
+NEWEST_FIRST: Final = ("submitted", "updated", "duration")
+"""The fields `mam jobs --sort-by FIELD` (no sign) sorts descending: newest or longest first."""
+
+
+@dataclass(frozen=True)
+class SortOrder:
+    """An order as typed: a field of `SORT_FIELDS` and its direction."""
+
+    field: str
+    descending: bool | None
+    """True for `-field`, False for `+field`, None for a bare field (the reader's default for it)."""
+
+    def is_descending(self, default: bool) -> bool:
+        return default if self.descending is None else self.descending
+
+
+def parse_sort(text: str) -> SortOrder:
+    """`field`, `-field` or `+field` (a field of `SORT_FIELDS`); ValueError naming what was typed."""
+    sign = text[:1] if text[:1] in ("-", "+") else ""
+    name = text[len(sign):]
+    if name not in SORT_FIELDS:
+        raise ValueError(f"{text[:40]!r}: sort by {', '.join(SORT_FIELDS)} (a leading - for descending, "
+                         "+ for ascending)")
+    return SortOrder(name, {"-": True, "+": False}.get(sign))
 
 
 def run_seconds(record: JobRecord, now: datetime) -> float | None:
@@ -29,4 +60,4 @@ def sort_key(record: JobRecord, field: str, now: datetime) -> str | float:
             "agent": record.agent}[field]
 
 
-__all__ = ["SORT_FIELDS", "run_seconds", "sort_key"]
+__all__ = ["NEWEST_FIRST", "SORT_FIELDS", "SortOrder", "parse_sort", "run_seconds", "sort_key"]

@@ -68,6 +68,16 @@ def resolve_id(workspace: Workspace, text: str) -> str:
         return text
 
 
+def resolve_known(workspace: Workspace, text: str, flag: str = "") -> str:
+    """`resolve_id`, and `NoSuchJob` (exit 1) when no job is or was `text`: no record, no tombstone. For a
+    filter (`mam jobs --parent`), where an unknown id would otherwise match nothing and exit 0."""
+    job = resolve_id(workspace, text)
+    if not (_named(workspace, job) or _pruned(workspace, job)):
+        said = f"{flag}: " if flag else ""
+        raise NoSuchJob(f"{said}no job {text!r} in {workspace.registry_dir}: check the id with `mam jobs`")
+    return job
+
+
 def _named(workspace: Workspace, job_id: str) -> bool:
     """Whether the registry has an entry `<job_id>.json` (a link counts: reading it says it was planted)."""
     try:
