@@ -7,6 +7,7 @@ in files of their own, read as they grow.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -15,8 +16,16 @@ import anyio
 from support import child_env, mam
 
 TICKS = 25
-TICKING = f"for i in $(seq 1 {TICKS}); do echo tick $i; sleep 0.2; done"
-"""A shell runner job printing a line every 0.2 s for 5 s."""
+BEFORE_FENCE = 10
+
+
+def ticking(fence: Path) -> str:
+    """A shell runner job printing `tick 1` .. `tick 10`, then waiting for the file `fence` (the test makes
+    it once the restart is under way), then printing `tick 11` .. `tick 25`, a line every 0.05 s: the job
+    cannot end before the restart, and its later lines are printed while the broker is away."""
+    return (f"for i in $(seq 1 {BEFORE_FENCE}); do echo tick $i; sleep 0.05; done; "
+            f"until [ -e {shlex.quote(str(fence))} ]; do sleep 0.05; done; "
+            f"for i in $(seq {BEFORE_FENCE + 1} {TICKS}); do echo tick $i; sleep 0.05; done")
 
 
 class Command:

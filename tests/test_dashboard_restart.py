@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dashboard_support import browser_page
 from fleet_support import shell_runner
-from restart_support import TICKING, TICKS
+from restart_support import TICKS, ticking
 from test_runner_support import submit
 
 from brokers import BROKERS, free_port, wait_for_port
@@ -29,12 +29,14 @@ async def test_an_open_job_page_shows_every_line_once_across_a_broker_restart(
             try:
                 wait_for_port(port, dashboard.proc)
                 async with browser_page() as page:
-                    await submit(broker.url, ws, "job-tick", TICKING, agent="shell")
+                    fence = tmp_path / "restarting"
+                    await submit(broker.url, ws, "job-tick", ticking(fence), agent="shell")
                     await page.goto(f"http://127.0.0.1:{port}/?job=job-tick")
                     output = page.locator("#output")
                     await expect(output).to_contain_text("tick 3", timeout=30_000)
                     broker.restart()
                     await dashboard.wait_for_output("retrying", timeout=30)  # the dashboard saw the loss
+                    fence.touch()  # the job's other lines come after the restart
                     await wait_for_state(broker.url, ws_id, "job-tick", lambda r: r["status"] == "succeeded",
                                          timeout=60)
                     await expect(output).to_contain_text(f"tick {TICKS}\n", timeout=30_000)

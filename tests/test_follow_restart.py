@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fleet_support import shell_runner
-from restart_support import TICKING, Command, ticks_once
+from restart_support import Command, ticking, ticks_once
 from test_runner_support import agent_runner, submit
 
 from brokers import BROKERS, free_port
@@ -58,7 +58,8 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
 ) -> None:
     async with served(kind, ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"):
         where = ("--broker", url, "--workspace", str(ws.root))
-        follow = Command("submit", "submit", "--agent", "shell", "--prompt", TICKING, "--job-id", "job-tick",
+        fence = tmp_path / "restarting"
+        follow = Command("submit", "submit", "--agent", "shell", "--prompt", ticking(fence), "--job-id", "job-tick",
                          "--follow", *where, cwd=ws.elsewhere, logs=tmp_path)
         await follow.said("job-tick\n")  # recorded
         logs = Command("logs", "logs", "-f", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
@@ -69,6 +70,7 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
             await down()
             for command in (follow, logs, wait):
                 await command.said("mam: lost the broker at ")
+            fence.touch()  # the job prints its other lines while the broker is away
             await up()
             assert await follow.wait() == 0, follow.stderr()
             assert await logs.wait() == 0, logs.stderr()
@@ -130,12 +132,14 @@ async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_p
         async def wait_job() -> None:
             ended.update(await call(session, "wait_job", job="job-tick", timeout=90, tail_bytes=100_000))
 
-        await submit(url, ws, "job-tick", f"sleep 1; {TICKING}", agent="shell")
+        fence = tmp_path / "restarting"
+        await submit(url, ws, "job-tick", ticking(fence), agent="shell")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(wait_job)  # under way before the job prints its first line
+            tg.start_soon(wait_job)
             await wait_for_state(url, ws_id, "job-tick", lambda r: r["output_bytes"] >= len("tick 1\ntick 2\n"),
                                  timeout=30)
             await down()
+            fence.touch()
             await up()
     assert ended["status"] == "succeeded", ended
     ticks_once(ended["output_tail"])

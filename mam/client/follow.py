@@ -8,7 +8,9 @@ A lost broker is ridden out (`mam.client.reconnecting`): on the new
 connection the job's events are subscribed again, then what the audit log
 recorded meanwhile is printed (`catch_up`: the output events whose ids were
 not seen, in their runner's order), then the follow goes on live; an event
-both logged and delivered is printed once, by its id.
+both logged and delivered is printed once, by its id. Live output is printed
+in its runner's order too (`mam.client.output_order`): an event that arrives
+ahead of a missing one waits for it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import anyio
 import msgspec
 
 from mam.client.inbox import messages
+from mam.client.output_order import InOrder
 from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import presence, routing
@@ -65,10 +68,20 @@ OUTPUT_GRACE = 5.0
 
 @dataclass(slots=True)
 class Followed:
-    """What a follower has shown so far: the ids of the events it saw, the output bytes it printed."""
+    """What a follower has shown so far: the ids of the events it saw, the output bytes it printed, and
+    the output it holds back until an earlier one arrives (`order`)."""
 
     seen: set[str] = field(default_factory=set)
     printed: int = 0
+    order: InOrder = field(default_factory=InOrder)
+
+    def show(self, events: Iterable[ev.Output | dict], write: Write) -> None:
+        """Print `events` (decoded, or as the audit log holds them)."""
+        for event in events:
+            text = event.text if isinstance(event, ev.Output) else event.get("text", "")
+            stream = event.stream if isinstance(event, ev.Output) else event.get("stream", "stdout")
+            write(stream, text)
+            self.printed += len(text.encode())
 
 
 def print_logged(workspace: Workspace, job_id: str, write: Write = write_output) -> Followed:
@@ -80,10 +93,8 @@ def print_logged(workspace: Workspace, job_id: str, write: Write = write_output)
         event = entry.get("event", {})
         if event.get("id"):
             followed.seen.add(event["id"])
-    for event in in_seq_order(entry.get("event", {}) for entry in entries):
-        text = event.get("text", "")
-        write(event.get("stream", "stdout"), text)
-        followed.printed += len(text.encode())
+    followed.show(in_seq_order(entry.get("event", {}) for entry in entries), write)
+    followed.order.expect(next_seq(entry.get("event", {}) for entry in entries))
     return followed
 
 
@@ -99,9 +110,12 @@ def catch_up(workspace: Workspace, job_id: str, followed: Followed, write: Write
         if not event_id or event_id in followed.seen:
             continue
         followed.seen.add(event_id)
-        text = event.get("text", "")
-        write(event.get("stream", "stdout"), text)
-        followed.printed += len(text.encode())
+        try:
+            output = msgspec.convert(event, ev.Output)
+        except msgspec.ValidationError:
+            followed.show([event], write)  # as logged
+            continue
+        followed.show(followed.order.take(output), write)
 
 
 def logged_ids(workspace: Workspace, job_id: str) -> set[str]:
@@ -111,6 +125,21 @@ def logged_ids(workspace: Workspace, job_id: str) -> set[str]:
     except MamError:
         return set()
     return {entry["event"]["id"] for entry in entries if entry.get("event", {}).get("id")}
+
+
+def next_seq(events: Iterable[dict]) -> int | None:
+    """The `seq` the last attempt's next output event will carry, by what `events` (a log) hold: one past
+    the highest, 0 after a `started` with none; None when not known (no attempt, or unnumbered output)."""
+    last: int | None = None
+    for event in events:
+        if event.get("type") == "started":
+            last = -1
+        elif event.get("type") == "output":
+            seq = event.get("seq")
+            if not isinstance(seq, int) or last is None:
+                return None if not isinstance(seq, int) else seq + 1
+            last = max(last, seq)
+    return None if last is None else last + 1
 
 
 def in_seq_order(events: Iterable[dict]) -> list[dict]:
@@ -242,14 +271,17 @@ async def follow_on(
                     event = decode(decoder, payload)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
-                if isinstance(event, ev.Output) and (event.id is None or event.id not in followed.seen):
+                if isinstance(event, ev.Started):
+                    followed.show(followed.order.started(), write)
+                elif isinstance(event, ev.Output) and (event.id is None or event.id not in followed.seen):
                     if event.id:
                         followed.seen.add(event.id)
-                    write(event.stream, event.text)
-                    followed.printed += len(event.text.encode())
-            if final is not None and followed.printed >= final.output_bytes:
+                    followed.show(followed.order.take(event), write)
+            if final is not None and followed.printed + followed.order.held_bytes >= final.output_bytes:
+                followed.show(followed.order.release(), write)
                 return final
     if final is not None:
+        followed.show(followed.order.release(), write)  # the grace ran out: what is held, gaps and all
         missing = final.output_bytes - followed.printed
         print(f"mam: {missing} bytes of output did not arrive in time; `mam logs {job_id}` has them all",
               file=sys.stderr)
