@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,16 +30,6 @@ def claude_script() -> Script:
 
 TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job", "answer_job", "list_agents",
          "ask_person", "retry_job", "job_events"}
-FAKE_CLIS = Path(__file__).parent / "fake_agents"
-
-
-def fake_clis() -> dict[str, str]:
-    """A runner's environment with the suite's fake agent CLIs (`claude`, ...) first on PATH, and a key for
-    aider (whose jobs the runner fails without one: agents/key_check.py)."""
-    return child_env(PATH=os.pathsep.join([str(FAKE_CLIS), str(BIN), os.environ.get("PATH", "")]),
-                     PYTHONDONTWRITEBYTECODE="1", OPENAI_API_KEY="sk-fake-for-aider")
-
-
 @asynccontextmanager
 async def mcp_session(ws: WorkspacePaths, *args: str, **env: str | None) -> AsyncIterator[ClientSession]:
     """`mam mcp` for `ws`, spawned by the SDK's stdio client from another directory; stopped when the client
