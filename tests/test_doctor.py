@@ -64,8 +64,15 @@ def doctor_env(ws: WorkspacePaths, path: str, **extra: str | None) -> dict[str, 
 
 async def doctor(ws: WorkspacePaths, env: dict[str, str], *args: str) -> tuple[int, dict, str]:
     """`mam doctor --json ARGS` and `mam doctor ARGS`: the exit code (the same for both), the JSON, the text."""
-    as_json = await run(mam("doctor", "--workspace", str(ws.root), "--json", *args), cwd=ws.elsewhere, env=env)
-    as_text = await run(mam("doctor", "--workspace", str(ws.root), *args), cwd=ws.elsewhere, env=env)
+    done = {}
+
+    async def doctor_as(form: str, *extra: str) -> None:
+        done[form] = await run(mam("doctor", "--workspace", str(ws.root), *extra, *args), cwd=ws.elsewhere, env=env)
+
+    async with anyio.create_task_group() as both:  # at once: each asks every CLI found its --version (gemini: 1 s)
+        both.start_soon(doctor_as, "json", "--json")
+        both.start_soon(doctor_as, "text")
+    as_json, as_text = done["json"], done["text"]
     assert as_json.returncode == as_text.returncode, (as_json.stderr, as_text.stderr)
     assert as_json.stderr == b"" and as_text.stderr == b"", as_text.stderr
     return as_json.returncode, json.loads(as_json.stdout), as_text.stdout.decode()
