@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
 from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_rig, real_runner
@@ -34,12 +33,11 @@ async def finished(url: str, ws: WorkspacePaths, *jobs: str) -> dict[str, dict]:
             for job in jobs}
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "aider"])
-async def test_a_builtin_profile_edits_by_default_and_refuses_more_than_its_runner(
-    agent: str, ws: WorkspacePaths
-) -> None:
+async def test_a_builtin_profile_edits_by_default_and_refuses_more_than_its_runner(ws: WorkspacePaths) -> None:
     """A runner without --permissions allows `edit`, its jobs' default: a job that asks no level edits; one asking
-    `full` fails before its CLI starts, saying how to allow it."""
+    `full` fails before its CLI starts, saying how to allow it. One CLI (the level's arguments are the profile's
+    `edit` ones, run per CLI in test_real_agents_edits.py; the refusal is the runner's, before any CLI)."""
+    agent = "claude-code"
     async with real_rig(CLIS[agent], ws, Script(write_turns(agent, "notes.md"))) as rig:
         edit = await rig.job("edit", "please edit the notes", agent=agent)
         wide = await rig.job("wide", "please edit the notes", "--permissions", "full", agent=agent)
