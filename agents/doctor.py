@@ -6,7 +6,8 @@ Per agent, always these five, in this order (`agent.<name>.<check>`):
 - `version`: `<cli> --version` answers, within `VERSION_TIMEOUT`, with a version mam was tested with
   (`tested_clis.KNOWN`); another version is a warning.
 - `credentials`: one of the CLI's key variables is set, or its login file is there (named, never read
-  out: no value reaches a message).
+  out: no value reaches a message). None is a warning, except for a CLI that cannot run without a key
+  (aider): there it is a failure when `strict`.
 - `workspace`: what the CLI needs of the folder its jobs run in (Gemini CLI: trust; Codex CLI: a git
   repository or `--skip-git-repo-check`; `workspace_needs`).
 - `root`: what running as root needs (Claude Code: `IS_SANDBOX=1` for `full`).
@@ -117,7 +118,7 @@ def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bo
     return [
         ok(prefix + "cli", f"{program} at {path}"),
         _version(prefix + "version", program, path, cli),
-        _credentials(prefix + "credentials", program, cli, root, env),
+        _credentials(prefix + "credentials", program, cli, root, env, setup_strict=setup.strict),
         _workspace(prefix + "workspace", setup, program, root, env, in_git=in_git),
         _root(prefix + "root", setup, program, env),
     ]
@@ -161,7 +162,8 @@ def _version(name: str, program: str, path: str, cli: KnownCli | None) -> Check:
                 f"{cli.install} (or keep {version}: mam runs it, untested)")
 
 
-def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env: Mapping[str, str]) -> Check:
+def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env: Mapping[str, str], *,
+                 setup_strict: bool) -> Check:
     if cli is None:
         return skip(name, f"mam does not know where {program} keeps its credentials")
     found = credentials(cli, root, env)
@@ -170,8 +172,10 @@ def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env:
     files = ", ".join(str(login.path(env, root)) for login in cli.logins)
     fails = ("every job fails before it starts, naming the key: without one it would wait for a browser login"
              if cli.key_required else "every job would fail to log in")
-    return warn(name, f"none found: no {', '.join(cli.keys[:2])} or the like set, nothing in {files} ({fails})",
-                cli.login_how)
+    detail = f"none found: no {', '.join(cli.keys[:2])} or the like set, nothing in {files} ({fails})"
+    if cli.key_required:  # no job can run without one (aider): a failure for a runner configured for it
+        return failed_or_warned(name, detail, cli.login_how, strict=setup_strict)
+    return warn(name, detail, cli.login_how)
 
 
 def _workspace(name: str, setup: AgentSetup, program: str, root: Path, env: Mapping[str, str], *,

@@ -41,6 +41,7 @@ from mam.agents.output import OutputStreamer, TextFilter
 from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
 from mam.agents.profiles import render
+from mam.agents.stack_traces import StackTraces
 from mam.contract import events as ev
 from mam.contract import waiting
 from mam.contract.attempts import attempt_of
@@ -281,9 +282,12 @@ class Supervisor:
             await anyio.to_thread.run_sync(clean_up)
 
     def _filters(self) -> dict[str, TextFilter]:
-        """What each stream's text passes through: a structured stdout its parser (and budget watch); with an
-        idle timeout, the watch of the agent's progress (`idle.py`: a structured agent's stderr is not)."""
+        """What each stream's text passes through: a structured stdout its parser (and budget watch), its stderr
+        the removal of stack traces (`stack_traces.py`); with an idle timeout, the watch of the agent's progress
+        (`idle.py`: a structured agent's stderr is not)."""
         filters: dict[str, TextFilter] = {"stdout": self._stdout_filter()} if self.transcript else {}
+        if self.transcript is not None:  # a structured agent's notices on stderr, without their stack traces
+            filters["stderr"] = StackTraces()
         if self.idle is not None and self.transcript is not None:
             filters["stdout"] = Progress(self.idle, filters["stdout"], self.transcript)
         elif self.idle is not None:

@@ -46,6 +46,21 @@ class Rig:
 
 
 @asynccontextmanager
+async def real_runner(cli: RealCli, url: str, ws: WorkspacePaths, script: Script, *runner_flags: str,
+                      name: str | None = None, agent: str | None = None,
+                      env: dict[str, str | None] | None = None) -> AsyncIterator[Served]:
+    """The model server for `cli` answering `script`, and `mam-agent --agent <agent or cli's>` on the broker at
+    `url` with the CLI's settings in a temporary HOME of its own (the runner's environment, which its jobs
+    inherit): for a test that starts `mam up` its own way, or runs more than one runner."""
+    cli.require()
+    name = name or f"{cli.agent}-1"
+    with serve(cli.app, script) as server:
+        runner_env = child_env(**(cli.environment(ws.root.parent / f"home-{name}", server.url) | (env or {})))
+        async with agent_runner(url, ws, *runner_flags, agent=agent or cli.agent, name=name, env=runner_env):
+            yield server
+
+
+@asynccontextmanager
 async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_flags: str,
                    env: dict[str, str | None] | None = None) -> AsyncIterator[Rig]:
     """`mam up` for `ws`, the model server for `cli` answering `script`, and `mam-agent --agent <cli>`

@@ -17,11 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
+from agent_clis import CLIS
 from dashboard_support import up_dashboard_process
 from jsonschema import Draft202012Validator, FormatChecker
+from model_servers import Script, Turn
 from openapi_spec_validator import validate as validate_spec
+from real_agent_support import real_runner
 from test_dashboard_server import Stream, dashboard, request
-from test_metrics import fake_env
 from test_runner_support import agent_runner, submit
 
 from conftest import WorkspacePaths
@@ -100,7 +102,7 @@ OUTPUT = "printf 'a%.0s' $(seq 1 70); echo; printf 'é€😀%.0s' 1 2 3; echo; 
 async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePaths) -> None:
     async with up_dashboard_process(ws) as (url, page, _), \
             agent_runner(url, ws, name="sh1", agent="shell"), \
-            agent_runner(url, ws, name="cc1", agent="claude-code", env=fake_env()):
+            real_runner(CLIS["claude-code"], url, ws, Script([Turn(text="hi")]), name="cc1"):
         api = await Api.of(page)
         await submit(url, ws, "out1", OUTPUT, "--label", "team=web", agent="shell")
         await submit(url, ws, "fail1", "echo failing; exit 3", "--label", "team=infra", agent="shell")
@@ -121,7 +123,8 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         assert (row["status"], row["exit_code"], row["runner"], row["attempt"], row["labels"]) == (
             "failed", 3, "sh1", 1, {"team": "infra"})
         assert row["duration_s"] >= 0 and row["error"] and row["root"] == "fail1"
-        assert next(r for r in listed["jobs"] if r["job_id"] == "cc1")["cost_usd"] == pytest.approx(0.0123)
+        cost = json.loads((ws.jobs / "cc1.json").read_text())["usage"]["cost_usd"]  # as Claude Code priced it
+        assert cost > 0 and next(r for r in listed["jobs"] if r["job_id"] == "cc1")["cost_usd"] == pytest.approx(cost)
         assert ids(await api.get("/api/jobs?status=failed")) == ["fail1"]
         assert ids(await api.get("/api/jobs?status=failed&status=submitted")) == ["queued1", "fail1"]
         assert ids(await api.get("/api/jobs?status=failed,submitted")) == ["queued1", "fail1"]
@@ -194,7 +197,7 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
             "sh1": ("shell", "online", 0, 1), "cc1": ("claude-code", "online", 0, 1)}
         usage = await api.get("/api/usage?since=1h")
         groups = {g["key"]: g for g in usage["groups"]}
-        assert groups["claude-code"]["cost_usd"] == pytest.approx(0.0123) and groups["shell"]["jobs"] == 5
+        assert groups["claude-code"]["cost_usd"] == pytest.approx(cost) and groups["shell"]["jobs"] == 5
         assert usage["total"]["jobs"] == 7
         assert [g["key"] for g in (await api.get("/api/usage?by=parent"))["groups"]][:2] != []
         stats = await api.get("/api/stats?minutes=60&bucket=60")
@@ -202,7 +205,7 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         finished = {o: sum(b[o] for b in stats["finished"]) for o in stats["outcomes"]}
         assert finished == {"succeeded": 5, "failed": 1, "cancelled": 0, "timed_out": 0, "lost": 0}
         assert stats["queue"][-1] == {"t": stats["queue"][-1]["t"], "queued": 1, "running": 0}
-        assert sum(b.get("claude-code", 0) for b in stats["cost"]) == pytest.approx(0.0123)
+        assert sum(b.get("claude-code", 0) for b in stats["cost"]) == pytest.approx(cost)
         assert (await api.get("/api/stats?minutes=10080&bucket=1800"))["bucket_s"] == 1800
 
         # Bad input: 400, one line naming what was sent; a job that is not there: 404.

@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
+from agent_clis import CLIS
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
-from test_metrics import fake_env
+from model_servers import Script, Turn
+from real_agent_support import JOB_TIMEOUT, real_runner
 from test_runner_support import agent_runner, mock_command
 
 from mam.contract.record import Status
@@ -319,12 +321,14 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
         errors = page_errors(page)
         await page.goto(page_url)
         await pub.submit(prompt="nobody runs this", agent="nobody", job_id="chart-queued", wait=True)
-        async with agent_runner(url, ws, agent="claude-code", env=fake_env(), name="r-claude"):
+        model = Script([Turn(text="hi"), Turn(text="hi"), Turn(text="hi"), Turn(status=400, error="bad request")])
+        async with real_runner(CLIS["claude-code"], url, ws, model, name="r-claude"):  # 3 answers, 1 API error
             for i in range(3):
                 await pub.submit(prompt=f"say hi {i}", agent="claude-code", job_id=f"chart-ok-{i}", wait=True)
             await pub.submit(prompt="fail please", agent="claude-code", job_id="chart-fail", wait=True)
             for job_id in ("chart-ok-0", "chart-ok-1", "chart-ok-2", "chart-fail"):
-                await wait_for_state(url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"))
+                await wait_for_state(url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"),
+                                     timeout=JOB_TIMEOUT)
             await expect(page.locator('#agents tr[data-agent-id="r-claude"]')).to_contain_text("idle", timeout=WAIT)
             last_seen = page.locator('#agents tr[data-agent-id="r-claude"] td').nth(5)
             await expect(last_seen).to_have_text(re.compile(r"just now|\d+ s ago"))

@@ -1,6 +1,7 @@
 """`mam doctor` against a real `mam up`, and `mam-agent` refusing or reporting at start: the checklist, its fix
-lines, its exit code and its `--json`; fake agent CLIs on a PATH made for each test (the real ones may be
-installed on this machine, and must not be found)."""
+lines, its exit code and its `--json`. The real agent CLIs (tests/agent_clis.py) on a PATH made for each test, with
+only the ones a test names (others may be installed on this machine, and must not be found); a version mam was not
+tested with is a two-line script (a real CLI at another version is not installed here)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Final
 
 import anyio
 import pytest
+from agent_clis import CLIS
 
 from mam.agents.tested_clis import KNOWN
 
@@ -22,7 +24,7 @@ from conftest import CHECKOUT, WorkspacePaths
 from e2e import up_process
 from support import BIN, DEAD_BROKER, Daemon, child_env, mam, run
 
-FAKES = Path(__file__).parent / "fake_agents"
+PROGRAMS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini", "aider": "aider"}
 AGENT_CHECKS = ("cli", "version", "credentials", "workspace", "root")
 WORKSPACE_CHECKS = ("workspace.config", "workspace.dir", "workspace.files", "workspace.modes", "workspace.owner",
                     "workspace.disk", "workspace.git", "workspace.profiles", "broker.reachable", "projector.online", "projector.key")
@@ -30,15 +32,18 @@ SECRET = "sk-test-DO-NOT-PRINT-7f3a9c"
 
 
 def agents_path(tmp: Path, *programs: str, scripts: dict[str, str] | None = None) -> str:
-    """A PATH holding only these fake CLIs (and `scripts`, written there), python3 for their shebang, git and sh."""
+    """A PATH holding only these real CLIs (and `scripts`, written there), node for the npm ones' shebang, python3,
+    git and sh."""
     bin_dir = tmp / f"bin-{len(list(tmp.glob('bin-*')))}"
     bin_dir.mkdir()
     for program in programs:
-        (bin_dir / program).symlink_to(FAKES / program)
+        (bin_dir / program).symlink_to(CLIS[PROGRAMS[program]].require())
     for name, text in (scripts or {}).items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    for tool, found in (("python3", sys.executable), ("git", shutil.which("git")), ("sh", shutil.which("sh"))):
+    tools = (("node", shutil.which("node")), ("python3", sys.executable), ("git", shutil.which("git")),
+             ("sh", shutil.which("sh")))
+    for tool, found in tools:
         if found:
             (bin_dir / tool).symlink_to(found)
     return str(bin_dir)
@@ -59,8 +64,15 @@ def doctor_env(ws: WorkspacePaths, path: str, **extra: str | None) -> dict[str, 
 
 async def doctor(ws: WorkspacePaths, env: dict[str, str], *args: str) -> tuple[int, dict, str]:
     """`mam doctor --json ARGS` and `mam doctor ARGS`: the exit code (the same for both), the JSON, the text."""
-    as_json = await run(mam("doctor", "--workspace", str(ws.root), "--json", *args), cwd=ws.elsewhere, env=env)
-    as_text = await run(mam("doctor", "--workspace", str(ws.root), *args), cwd=ws.elsewhere, env=env)
+    done = {}
+
+    async def doctor_as(form: str, *extra: str) -> None:
+        done[form] = await run(mam("doctor", "--workspace", str(ws.root), *extra, *args), cwd=ws.elsewhere, env=env)
+
+    async with anyio.create_task_group() as both:  # at once: each asks every CLI found its --version (gemini: 1 s)
+        both.start_soon(doctor_as, "json", "--json")
+        both.start_soon(doctor_as, "text")
+    as_json, as_text = done["json"], done["text"]
     assert as_json.returncode == as_text.returncode, (as_json.stderr, as_text.stderr)
     assert as_json.stderr == b"" and as_text.stderr == b"", as_text.stderr
     return as_json.returncode, json.loads(as_json.stdout), as_text.stdout.decode()
@@ -236,6 +248,18 @@ async def test_credentials_are_named_and_their_values_never_printed(ws: Workspac
     assert SECRET not in text and SECRET not in json.dumps(report)
 
 
+async def test_aider_without_a_key_fails_where_a_runner_is_configured_for_it(ws: WorkspacePaths) -> None:
+    """aider cannot run a job without a key (the runner fails each one before starting it): not a warning for an
+    aider runner, whose doctor (`--agent aider`, or mam-agent at start) fails with the one-line fix."""
+    env = doctor_env(ws, agents_path(ws.root.parent, "aider"))
+    code, report, text = await doctor(ws, env, "--agent", "aider", "--broker", DEAD_BROKER)
+    key = by_name(report)["agent.aider.credentials"]
+    assert code == 1 and key["status"] == "fail" and key["detail"].startswith("none found: no OPENAI_API_KEY"), key
+    assert fix_under(text, "agent.aider.credentials") == KNOWN["aider"].login_how
+    _, report, _ = await doctor(ws, env, "--broker", DEAD_BROKER)
+    assert by_name(report)["agent.aider.credentials"]["status"] == "warn", "no aider runner asked about: a warning"
+
+
 BARE_PROFILES: Final = {
     "gemini": {"argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"},
     "codex": {"argv": ["codex", "exec", "--json", "-"], "format": "codex-json"},
@@ -275,7 +299,7 @@ async def test_gemini_needs_a_trusted_folder_and_codex_a_git_repository(ws: Work
     assert checks["agent.codex.workspace"]["status"] == "fail"
     assert fix_under(text, "agent.codex.workspace").startswith(f"git init {ws.root} and commit once")
 
-    (Path(env["HOME"]) / ".gemini").mkdir()
+    (Path(env["HOME"]) / ".gemini").mkdir(exist_ok=True)  # the real gemini made it, answering --version
     (Path(env["HOME"]) / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(ws.root): "TRUST_FOLDER"}))
     git = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q", str(ws.root)], check=True, env=git)

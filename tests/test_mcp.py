@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
+from agent_clis import CLIS
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from model_servers import Script, Turn
+from real_agent_support import JOB_TIMEOUT, real_runner
 from test_runner_support import agent_runner, mock_command
 
 from brokers import free_port
@@ -18,18 +19,17 @@ from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
 
+
+def claude_script() -> Script:
+    """The real Claude Code's model, for the MCP client's two claude jobs in turn: an answer; a Write (refused at
+    read-only), then what it says of it."""
+    return Script([Turn(text="the repo is empty", input_tokens=1000, output_tokens=345),
+                   Turn(tool="Write", args={"file_path": "notes.md", "content": "notes\n"}),
+                   Turn(text="I could not edit notes.md")])
+
+
 TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job", "answer_job", "list_agents",
          "ask_person", "retry_job", "job_events"}
-FAKE_CLIS = Path(__file__).parent / "fake_agents"
-
-
-def fake_clis() -> dict[str, str]:
-    """A runner's environment with the suite's fake agent CLIs (`claude`, ...) first on PATH, and a key for
-    aider (whose jobs the runner fails without one: agents/key_check.py)."""
-    return child_env(PATH=os.pathsep.join([str(FAKE_CLIS), str(BIN), os.environ.get("PATH", "")]),
-                     PYTHONDONTWRITEBYTECODE="1", OPENAI_API_KEY="sk-fake-for-aider")
-
-
 @asynccontextmanager
 async def mcp_session(ws: WorkspacePaths, *args: str, **env: str | None) -> AsyncIterator[ClientSession]:
     """`mam mcp` for `ws`, spawned by the SDK's stdio client from another directory; stopped when the client
@@ -100,13 +100,14 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
     async with (
         up_process(ws.root, ws.elsewhere, port),
         agent_runner(url, ws, *mock_command()),
-        agent_runner(url, ws, name="r2", agent="claude-code", env=fake_clis()),
+        real_runner(CLIS["claude-code"], url, ws, claude_script(), name="r2"),
         mcp_session(ws, "--broker", url) as session,
     ):
         claude = await call(session, "submit_job", prompt="summarise the repo", agent="claude-code")
-        answered = await call(session, "wait_job", job=claude["job_id"], timeout=30)
-        assert answered["status"] == "succeeded" and answered["result"] == "answer: summarise the repo"
-        assert answered["usage"]["cost_usd"] == 0.0123 and answered["usage"]["output_tokens"] == 345
+        answered = await call(session, "wait_job", job=claude["job_id"], timeout=JOB_TIMEOUT)
+        assert answered["status"] == "succeeded" and answered["result"] == "the repo is empty", answered
+        cost = answered["usage"]["cost_usd"]
+        assert cost > 0 and answered["usage"]["output_tokens"] == 345
 
         submitted = await call(session, "submit_job", prompt="echo stream 3", agent="mock", role="tester",
                                labels={"ticket": "12"}, timeout=60)
@@ -142,7 +143,7 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         newest = await call(session, "list_jobs", limit=1)
         assert newest["total"] == 4 and len(newest["jobs"]) == 1
         (summary,) = (await call(session, "list_jobs", agent="claude-code"))["jobs"]
-        assert summary["usage"]["cost_usd"] == 0.0123 and summary["prompt"] == "summarise the repo"
+        assert summary["usage"]["cost_usd"] == cost and summary["prompt"] == "summarise the repo"
 
         record = await call(session, "get_job", job=job)
         assert record["status"] == "succeeded" and record["prompt"] == "echo stream 3"
@@ -150,8 +151,10 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         reader = await call(session, "submit_job", prompt="please edit the notes", agent="claude-code",
                             permissions="read-only")
         assert reader["job"]["permissions"] == "read-only"
-        read_only = await call(session, "wait_job", job=reader["job_id"], timeout=30)
-        assert read_only["status"] == "succeeded" and read_only["result"].startswith("I could not edit notes.md")
+        read_only = await call(session, "wait_job", job=reader["job_id"], timeout=JOB_TIMEOUT)
+        assert read_only["status"] == "succeeded" and read_only["result"] == "I could not edit notes.md"
+        whole = await call(session, "get_job", job=reader["job_id"], full=True)
+        assert whole["denials"] == [f"Write {ws.root / 'notes.md'}"] and not (ws.root / "notes.md").exists()
 
 
 async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: WorkspacePaths) -> None:

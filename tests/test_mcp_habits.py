@@ -1,6 +1,6 @@
 """MCP fits an agent's habits: list_agents, ask_person, retry_job, job_events, brief answers, wait_job's
 timeout text and the run limit's one name, through the official `mcp` SDK client against a real `mam mcp`,
-`mam up` and mock runners (issue 23)."""
+`mam up`, mock runners and the real Claude Code against its model server (issue 23)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Any
 
 import anyio
 import pytest
-from test_mcp import call, fake_clis, mcp_session, refused
+from agent_clis import CLIS
+from model_servers import Script, Turn
+from real_agent_support import JOB_TIMEOUT, real_runner
+from test_mcp import call, mcp_session, refused
 from test_runner_support import agent_runner, mock_command
 
 from mam.agents import Publisher
@@ -50,7 +53,8 @@ async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspaceP
     async with (
         up_process(ws.root, ws.elsewhere, port),
         agent_runner(url, ws, *mock_command(), "--concurrency", "2"),
-        agent_runner(url, ws, name="r2", agent="claude-code", env=fake_clis()),
+        real_runner(CLIS["claude-code"], url, ws, Script([Turn(text="a summary", output_tokens=345),
+                                                          Turn(text="answer: " + prompt)]), name="r2"),
         mcp_session(ws, "--broker", url) as session,
     ):
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -69,12 +73,12 @@ async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspaceP
         assert nulls(submitted) == [] and size(submitted) < BRIEF_MOST, submitted
         assert "runner_epoch" not in submitted["job"] and "version" not in submitted["job"]
         assert "cut" not in submitted["job"]
-        ended = await call(session, "wait_job", job=submitted["job_id"], timeout=30)
+        ended = await call(session, "wait_job", job=submitted["job_id"], timeout=JOB_TIMEOUT)
         assert ended["status"] == "succeeded" and nulls(ended) == [], ended
-        assert ended["usage"]["output_tokens"] == 345
+        assert ended["usage"]["output_tokens"] == 345 and ended["usage"]["cost_usd"] > 0
         short = await call(session, "get_job", job=submitted["job_id"])
         assert nulls(short) == [] and size(short) < BRIEF_MOST, short
-        assert short["status"] == "succeeded" and short["usage"]["cost_usd"] == 0.0123
+        assert short["status"] == "succeeded" and short["usage"]["cost_usd"] == ended["usage"]["cost_usd"]
         whole = await call(session, "get_job", job=submitted["job_id"], full=True)
         assert whole["runner_epoch"] and "error" in whole and whole["error"] is None  # every key, as before
         print(f"short prompt: brief get_job {size(short)} bytes, full {size(whole)}; submit_job {size(submitted)}")
@@ -82,7 +86,7 @@ async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspaceP
         long = await call(session, "submit_job", prompt=prompt, agent="claude-code")
         job = long["job_id"]
         assert long["job"]["cut"] == {"prompt": len(prompt)} and "full=true" in long["job"]["more"]
-        assert (await call(session, "wait_job", job=job, timeout=30))["result"] == "answer: " + prompt
+        assert (await call(session, "wait_job", job=job, timeout=JOB_TIMEOUT))["result"] == "answer: " + prompt
         cut = await call(session, "get_job", job=job)
         assert nulls(cut) == [] and size(cut) < 2 * 500 + 800, cut  # two texts cut to 500, the rest brief
         assert len(cut["prompt"]) < 530 and cut["cut"] == {"prompt": len(prompt), "result": len("answer: " + prompt)}

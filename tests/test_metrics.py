@@ -1,35 +1,35 @@
 """Prometheus metrics: every endpoint scraped over HTTP and parsed by prometheus_client's own parser.
 
-`mam-projector` on mosquitto with a `mam-agent` running the fake claude (it reports cost and tokens),
+`mam-projector` on mosquitto with a `mam-agent` running the real Claude Code against its model server (it
+reports cost and tokens; tests/agent_clis.py),
 `mam-broker` with its spool, `mam up --dashboard` (its `/metrics` and `--metrics-port`), and the
 `--metrics-port` usage errors.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import urllib.request
 from pathlib import Path
 
 import anyio
 import pytest
+from agent_clis import CLIS
+from model_servers import Script, Turn
 from prometheus_client.parser import text_string_to_metric_families
-from test_runner_support import agent_runner, submit
+from real_agent_support import JOB_TIMEOUT, real_runner
+from test_runner_support import submit
 
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import BIN, Daemon, child_env, mam, run, wait_for_state
 
-FAKES = Path(__file__).parent / "fake_agents"
+CLAUDE = CLIS["claude-code"]
 
 
-def fake_env() -> dict[str, str]:
-    """The fake agent CLIs first on PATH (and this Python for their `env python3`)."""
-    path = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return child_env(PATH=path, PYTHONDONTWRITEBYTECODE="1")
+def hello() -> Script:
+    return Script([Turn(text="hi", input_tokens=1000, output_tokens=50)])
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -59,7 +59,7 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
     projector_port, runner_port = free_port(), free_port()
     async with (
         projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--metrics-port", str(projector_port))),
-        agent_runner(mosquitto.url, ws, "--metrics-port", str(runner_port), agent="claude-code", env=fake_env()),
+        real_runner(CLAUDE, mosquitto.url, ws, hello(), "--metrics-port", str(runner_port)),
     ):
         projector_url = f"http://127.0.0.1:{projector_port}/metrics"
         with anyio.fail_after(10):  # the runner saw itself online; the projector takes statuses in its next batch
@@ -68,7 +68,8 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
         assert value(before, "mam_runners_online", agent="claude-code") == 1
         assert value(before, "mam_runners_busy", agent="claude-code") == 0
         await submit(mosquitto.url, ws, "metered", "say hi", agent="claude-code")
-        await wait_for_state(mosquitto.url, workspace_id(ws.root), "metered", lambda r: r["status"] == "succeeded")
+        metered = await wait_for_state(mosquitto.url, workspace_id(ws.root), "metered",
+                                       lambda r: r["status"] == "succeeded", timeout=JOB_TIMEOUT)
         with anyio.fail_after(10):  # the state is published after the commit the metrics count
             while value(after := scrape(projector_url), "mam_jobs", status="succeeded", agent="claude-code") < 1:
                 await anyio.sleep(0.05)
@@ -87,7 +88,8 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
     assert value(after, "mam_projector_commit_seconds_count") == value(after, "mam_projector_batches_total")
     assert value(after, "mam_projector_batch_size_messages_sum") >= accepted
     assert value(after, "mam_projector_publish_to_record_seconds_count") >= 1  # the runner's events carry ts
-    assert value(after, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(0.0123)
+    cost = metered["usage"]["cost_usd"]  # what Claude Code priced the server's tokens at
+    assert cost > 0 and value(after, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(cost)
     assert value(after, "mam_agent_tokens_total", agent="claude-code", kind="output") > 0
 
     assert value(runner, "mam_runner_jobs_finished_total", agent="claude-code", outcome="succeeded") == 1
@@ -133,9 +135,10 @@ async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
     async with up_with_flags(ws, "--dashboard", str(dashboard), "--metrics-port", str(metrics_port)) as (port, up):
         url = f"mqtt://127.0.0.1:{port}"
         await up.wait_for_output(f"http://127.0.0.1:{dashboard}/", timeout=15)
-        async with agent_runner(url, ws, agent="claude-code", env=fake_env()):
+        async with real_runner(CLAUDE, url, ws, hello()):
             await submit(url, ws, "upjob", "hello", agent="claude-code")
-            await wait_for_state(url, workspace_id(ws.root), "upjob", lambda r: r["status"] == "succeeded")
+            upjob = await wait_for_state(url, workspace_id(ws.root), "upjob", lambda r: r["status"] == "succeeded",
+                                         timeout=JOB_TIMEOUT)
             for endpoint in (f"http://127.0.0.1:{dashboard}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"):
                 with anyio.fail_after(10):
                     while value(samples := scrape(endpoint), "mam_jobs", status="succeeded", agent="claude-code") < 1:
@@ -144,7 +147,8 @@ async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
                 assert value(samples, "mam_runners_online", agent="claude-code") == 1
                 assert value(samples, "mam_broker_clients_connected") >= 1  # the runner
                 assert ("mam_dashboard_event_streams", ()) in samples
-                assert value(samples, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(0.0123)
+                assert value(samples, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(
+                    upjob["usage"]["cost_usd"])
 
 
 @pytest.mark.parametrize("command", ["mam-projector", "mam-agent", "mam-broker"])
@@ -207,7 +211,7 @@ async def test_mam_dashboard_metrics(mosquitto: RunningBroker, ws: WorkspacePath
     port = free_port()
     async with (
         projector_process(mosquitto, ws.root, ws.elsewhere),
-        agent_runner(mosquitto.url, ws, agent="claude-code", env=fake_env()),
+        real_runner(CLAUDE, mosquitto.url, ws, hello()),  # online, never asked
     ):
         daemon = Daemon(mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
                         cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "dashboard.log")

@@ -21,6 +21,8 @@ from conftest import WorkspacePaths
 
 FIRST, SECOND = "remember the word pelican", "which word did I ask you to remember"
 ANSWER = "I will remember pelican"
+MODEL = "mam-test-model"
+"""`mam submit --model` for the first job (the body's `model`, Gemini's URL path, names it)."""
 
 
 def resumed_call(script: Script) -> str:
@@ -41,7 +43,7 @@ async def test_a_resumed_job_continues_the_conversation_the_server_saw(
     script = Script([Turn(text=ANSWER), Turn(text="pelican")])
     flags = ("--worktree",) if worktree else ()
     async with real_rig(CLIS[agent], ws, script, *flags) as rig:
-        first = await rig.job("job-one", FIRST, agent=agent)
+        first = await rig.job("job-one", FIRST, "--model", MODEL, agent=agent)
         assert first["status"] == "succeeded", first.get("error")
         second = await rig.job("job-two", SECOND, "--resume", "job-one", agent=agent)
     assert second["status"] == "succeeded", second.get("error")
@@ -49,6 +51,8 @@ async def test_a_resumed_job_continues_the_conversation_the_server_saw(
     call = resumed_call(script)
     assert FIRST in call and ANSWER in call, call[:2000]  # the earlier prompt and answer went with the new one
     assert second["result"] == "pelican"
+    asked = next(body for body in script.requests if not body.get("_side") and FIRST in json.dumps(body))
+    assert MODEL in (asked.get("model", "") + asked["_path"]), "--model reached the CLI: its API call names it"
     if worktree:  # its branch goes on from the first job's (one merge lands both), in that job's path
         assert second["git_at_finish"]["base"] == first["git_at_finish"]["commit"]
         assert second["resume_root"] == "job-one"

@@ -1,14 +1,18 @@
 """A conversation under `mam-agent --worktree`: every resumed job runs in the worktree path of its first job,
-where the agent's CLI keeps the session (the fake claude and gemini keep sessions per directory, as the real
-ones do; tests/test_real_agents_resume.py runs the real CLIs). Real `mam up`, `mam-agent` and the fakes."""
+where the agent's CLI keeps the session (Claude Code and Gemini CLI keep theirs per directory). Real `mam up`,
+`mam-agent` and the real CLIs against their model servers (tests/agent_clis.py; two jobs per CLI, with and without
+--worktree: tests/test_real_agents_resume.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from test_resume_budget import clis, done, stdout_of, submit_out
-from test_runner_support import agent_runner, submit
+from agent_clis import CLIS
+from model_servers import Script, Turn
+from real_agent_support import JOB_TIMEOUT, real_rig
+from test_resume_budget import done, submit_out
 from test_worktrees import git, make_repo
 
 from mam.agents.cli_limits import carried
@@ -17,34 +21,30 @@ from mam.contract.events import Usage
 from mam.contract.record import JobRecord
 from mam.git.worktree import WorktreeError, Worktrees
 
-from brokers import RunningBroker, free_port
+from brokers import RunningBroker
 from conftest import WorkspacePaths
-from e2e import projector_process, up_process, workspace_id
+from e2e import projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
 
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.timeout(240)  # three jobs of a real CLI
 @pytest.mark.parametrize("agent", ["claude-code", "gemini"])
 async def test_a_conversation_of_three_jobs_runs_in_its_first_jobs_path_and_finds_its_session(
     agent: str, ws: WorkspacePaths
 ) -> None:
     make_repo(ws.root)
-    port = free_port()
-    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, "--worktree", agent=agent,
-                                                                     env=clis(ws)):
-        await submit(url, ws, "c1", "look around", agent=agent)
-        assert (await wait_for_state(url, ws_id, "c1", done, timeout=20))["status"] == "succeeded"
+    script = Script([Turn(text="looked"), Turn(text="went on"), Turn(text="went on again")])
+    async with real_rig(CLIS[agent], ws, script, "--worktree") as rig:
+        assert (await rig.job("c1", "look around", agent=agent))["status"] == "succeeded"
         for job, earlier in (("c2", "c1"), ("c3", "c2")):
-            code, _, err = await submit_out(url, ws, "--resume", earlier, "--prompt", f"go on as {job}",
-                                            "--job-id", job)
-            assert code == 0, err
-            record = await wait_for_state(url, ws_id, job, done, timeout=20)
+            record = await rig.job(job, f"go on as {job}", "--resume", earlier, agent=agent)
             assert record["status"] == "succeeded", record.get("error")
             assert record["resume_root"] == "c1"
-    # the session was found each time: the fake answers naming what the session was asked before
-    assert "(continuing after: go on as c2)" in stdout_of(ws, "c3")
+    # the session was found each time: the third job's model call carries the whole conversation
+    last = next(json.dumps(body) for body in reversed(script.requests) if not body.get("_side"))
+    assert "look around" in last and "go on as c2" in last and "go on as c3" in last, last[:2000]
     assert sorted(p.name for p in (ws.root / ".mam" / "worktrees").iterdir()) == [".gitignore"]
 
 
@@ -53,32 +53,32 @@ async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_contin
     in it, on its own branch (the failed job's branch keeps its work); a second resume of that job while the
     first one still runs there is refused in one line, not run where the session is not."""
     make_repo(ws.root)
-    port = free_port()
-    url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(url, ws, "--worktree", "--concurrency", "2",
-                                                                     agent="claude-code", env=clis(ws)):
-        await submit(url, ws, "k1", "please edit the notes and fail", agent="claude-code")
-        first = await wait_for_state(url, ws_id, "k1", done, timeout=20)
-        assert first["status"] == "failed"
+    script = Script([Turn(tool="Write", args={"file_path": "notes.md", "content": "k1's notes\n"}),
+                     Turn(status=400, error="bad request"),  # k1 edits, then its API call fails: k1 failed
+                     Turn(stall=True)])  # k2's call is never answered: it runs until cancelled
+    async with real_rig(CLIS["claude-code"], ws, script, "--worktree", "--concurrency", "2") as rig:
+        url, ws_id = rig.url, workspace_id(ws.root)
+        first = await rig.job("k1", "please edit the notes", agent="claude-code")
+        assert first["status"] == "failed", first
         kept = ws.root / ".mam" / "worktrees" / "k1"
         assert kept.is_dir(), "a failed job's worktree is kept"
         code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "now hang",
                                         "--job-id", "k2")
         assert code == 0, err
-        await wait_for_state(url, ws_id, "k2", lambda r: r["status"] == "running", timeout=20)
+        await wait_for_state(url, ws_id, "k2", lambda r: r["status"] == "running", timeout=JOB_TIMEOUT)
         assert git(kept, "symbolic-ref", "HEAD") == "refs/heads/mam/k2"
         code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "another branch of it",
                                         "--job-id", "k3")
         assert code == 0, err
-        third = await wait_for_state(url, ws_id, "k3", done, timeout=20)
+        third = await wait_for_state(url, ws_id, "k3", done, timeout=JOB_TIMEOUT)
         cancelled = await run(mam("cancel", "k2", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert cancelled.returncode == 0, cancelled.stderr
-        await wait_for_state(url, ws_id, "k2", done, timeout=20)
+        await wait_for_state(url, ws_id, "k2", done, timeout=JOB_TIMEOUT)
     assert third["status"] == "failed"
     assert third["error"].startswith(f"job k3: its conversation's directory {kept} holds a worktree on "
                                      "refs/heads/mam/k2, not on mam/k1 (the job it continues)"), third["error"]
     assert "\n" not in third["error"]
-    assert git(ws.root, "show", "mam/k1:notes.md") == "claude: please edit the notes and fail"
+    assert git(ws.root, "show", "mam/k1:notes.md") == "k1's notes"
     assert git(ws.root, "rev-parse", "mam/k2") == git(ws.root, "rev-parse", "mam/k1")  # it went on from k1's work
     # the path is k2's worktree now (k2 was cancelled: kept): discarding k1 drops k1's branch, not k2's worktree
     dropped = await run(mam("discard", "k1", "--workspace", str(ws.root)), cwd=ws.elsewhere)

@@ -16,7 +16,8 @@ result with `status: error` and no message of its own (a blocked response)
 takes the reason of the `error` event before it. An `error` event is a
 notice (`StreamParser.notice`), not progress; Gemini CLI 0.61.0 writes its
 retries of a failed API call to stderr, not to this stream ("Attempt 2
-failed with status 500. Retrying with backoff..." and a stack trace).
+failed with status 500. Retrying with backoff..." and a stack trace, which
+the runner leaves out of the job's output: agents/stack_traces.py).
 """
 
 from __future__ import annotations

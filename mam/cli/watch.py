@@ -21,7 +21,17 @@ from typing import IO
 import anyio
 import msgspec
 
-from mam.cli.tables import JOB_HEADER, agent_row, agent_table, job_row, line, render, use_colour
+from mam.cli.tables import (
+    JOB_HEADER,
+    agent_row,
+    agent_table,
+    denied_count,
+    job_row,
+    line,
+    render,
+    use_colour,
+    with_denials,
+)
 from mam.client.live import AgentChange, JobChange
 from mam.client.signals import run_until_signal
 from mam.client.watch_follow import following
@@ -116,7 +126,9 @@ def watch_jobs(
     def frame(rows: int, columns: int) -> list[str]:
         room = max(rows - 2, 1)  # the header, and the line that says how many more there are
         shown, total = select(known.values(), where, min(room, limit or room))
-        lines = render([job_row(r, utc_now()) for r in shown], JOB_HEADER, colour=colour, width=columns)
+        # a DENIED column as `mam jobs` has, when a shown job's agent was refused a tool call
+        header, rows = with_denials(JOB_HEADER, [job_row(r, utc_now()) for r in shown], [denied_count(r) for r in shown])
+        lines = render(rows, header, colour=colour, width=columns)
         total = max(total, matching)
         if total > len(shown):
             lines.append(f"... {total - len(shown)} more not shown")
