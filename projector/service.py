@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -33,7 +34,7 @@ from mam.projector.batch import Batch
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
-from mam.projector.index_startup import bounded, restorable, scan_all
+from mam.projector.index_startup import bounded, restorable
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
@@ -53,6 +54,7 @@ from mam.projector.projection import Projection
 from mam.projector.refusal_log import load_limits as load_refusal_limits
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
+from mam.projector.resign import Resign
 from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
@@ -133,7 +135,9 @@ class Projector:
         self.dirty = DirtyList(workspace.registry_dir)
         self.index = IndexWriter(self.registry, self.dirty)
         """The query index (`mam.registry.index`), kept in the same commit as the records."""
-        self._restore_all = False
+        self.resign = Resign(workspace, self.registry, self.index)
+        """After a new key: the states not republished at start, signed again while serving (`resign.py`)."""
+        self._tightening: threading.Thread | None = None
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}
         self.limits = limits or Limits()
@@ -202,7 +206,9 @@ class Projector:
         say so at once instead of waiting silently.
         """
         # private (0700/0600) unless .mam/config.json says otherwise; what an older mam made looser is tightened
-        file_modes.apply_at_start(self.workspace.root, self.workspace.registry_dir, self.workspace.logs_dir)
+        tightening = file_modes.start_tightening(self.workspace.root, self.workspace.registry_dir,
+                                                 self.workspace.logs_dir)
+        self._tightening = threading.Thread(target=_tighten_rest, args=(tightening,), name="mam-tighten", daemon=True)
         ignore_in_git(self.workspace)
         try:
             await self._run_locked(task_status)
@@ -236,12 +242,14 @@ class Projector:
                 started_at=self.started_at,
                 served_by=self.served_by,
             )
-            self._restore_all = self.signer.load()  # a new key: republish every state, signed
-            self.restore_retained |= self._restore_all
+            self.resign.before_key()  # a key made now: every state is signed again, in the background
+            self.signer.load()
             write_runtime(self.workspace, runtime)
             try:
                 await self._serve_with_reconnects(task_status)
             finally:
+                if self._tightening is not None and self._tightening.is_alive():
+                    self._tightening.join()  # what it tightened is said in one line, before stopping
                 self.index.close()
                 self.log.flush_refusals(durable_=self._durable, everything=True)
                 remove_runtime(self.workspace, runtime.pid)
@@ -365,6 +373,7 @@ class Projector:
         """
         self.projection.reset()
         self.log.close()
+        self.resign.rewind()
         restore, self.restore_retained = self.restore_retained, False
         scan = not self.index.usable
         everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
@@ -374,12 +383,16 @@ class Projector:
             # A broker may have restarted from an older snapshot (mosquitto killed between autosaves) and
             # hold stale retained states: a finished job shown `submitted` again would be claimed.
             await self.views.refresh(client, self._restorable(everything))
+        if self._tightening is not None and self._tightening.ident is None:
+            self._tightening.start()  # the walk through every record and log, beside the serving
         if len(self.projection.parking):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.
         self.view.reset()
         while True:
             await self._offer(client)  # after the previous batch's states are published: offers name them
+            if self.resign.pending:  # between two batches: every record committed, its state published
+                await self.resign.step(anyio.to_thread.run_sync, functools.partial(self.views.republish, client))
             batch = await self._next_batch(client)
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
@@ -454,11 +467,12 @@ class Projector:
         """What arrived, waiting at most one tick: from the broker, or from the intake
         plus the runners' presence messages the broker queued meanwhile."""
         batch: list[Inbound] = []
+        wait = self.tick if not self.resign.pending else 0.0 if self.resign.ready else min(self.tick, 0.02)
         if self.intake is None:
-            with anyio.move_on_after(self.tick):
+            with anyio.move_on_after(wait):
                 batch.extend(await next_batch(client, self.batch_max))
             return batch
-        with anyio.move_on_after(self.tick):
+        with anyio.move_on_after(wait):
             batch.extend(await self.intake.next_batch(self.batch_max))
         batch.extend(queued(client, self.batch_max))
         return batch
@@ -492,13 +506,9 @@ class Projector:
 
     def _restorable(self, scanned: list[JobRecord]) -> Iterable[JobRecord]:
         """The states to publish again at start (`index_startup`: every unfinished job and the ones that
-        finished last; everything once for a new key)."""
-        found = restorable(self.registry, self.index, everything=self._restore_all)
-        if found is not None:
-            return found
-        if self._restore_all:
-            return scanned or scan_all(self.registry)
-        return bounded(scanned)
+        finished last; after a new key the others follow in the background, `resign.py`)."""
+        found = restorable(self.registry, self.index)
+        return found if found is not None else bounded(scanned)
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
@@ -547,3 +557,11 @@ class Projector:
                 log.warning("storage is writable again; resuming")
                 publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             return
+
+
+def _tighten_rest(tightening: file_modes.Tightening) -> None:
+    """The workspace's modes below its top dirs (`file_modes`), in a thread beside the serving."""
+    try:
+        tightening.rest()
+    except OSError as exc:
+        log.warning("could not tighten the modes under %s: %s", tightening.mam_dir, exc)
