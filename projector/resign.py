@@ -108,12 +108,15 @@ class Resign:
         """On every (re)connect: what was sent and not acknowledged may be lost; send it again."""
         if self.after is not None:
             self.cursor = self.after
+            self.cursor_at_end = False
             self.chunks.clear()
 
     @property
     def ready(self) -> bool:
         """A chunk may be sent now: pending, and the broker has not fallen behind."""
         self._settle()
+        if self.cursor_at_end and self.chunks:  # all read: only the last acknowledgements are awaited
+            return False
         return self.pending and sum(chunk.waiting() for chunk in self.chunks) <= IN_FLIGHT - CHUNK
 
     async def step(self, read: Callable[[Callable[[], list[JobRecord]]], Awaitable[list[JobRecord]]],
