@@ -383,8 +383,6 @@ class Projector:
             # A broker may have restarted from an older snapshot (mosquitto killed between autosaves) and
             # hold stale retained states: a finished job shown `submitted` again would be claimed.
             await self.views.refresh(client, self._restorable(everything))
-        if self._tightening is not None and self._tightening.ident is None:
-            self._tightening.start()  # the walk through every record and log, beside the serving
         if len(self.projection.parking):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.
@@ -394,6 +392,8 @@ class Projector:
             if self.resign.pending:  # between two batches: every record committed, its state published
                 await self.resign.step(anyio.to_thread.run_sync, functools.partial(self.views.republish, client))
             batch = await self._next_batch(client)
+            if not batch:
+                self._start_tightening()
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
             if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
@@ -405,6 +405,7 @@ class Projector:
             parts = self.folding.parts(batch)  # a message that failed before goes alone
             for n, part in enumerate(parts):
                 await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
+            self._start_tightening()
 
     async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
         """Fold, commit, publish, acknowledge one batch."""
@@ -429,6 +430,12 @@ class Projector:
             if self.intake is not None:
                 self._settle_local(batch, committed)
 
+    def _start_tightening(self) -> None:
+        """The walk through every record and log (`file_modes`), in a thread beside the serving: after the
+        first turn of the serve loop (the first batch recorded, or a tick with none), not before."""
+        if self._tightening is not None and self._tightening.ident is None:
+            self._tightening.start()
+
     def _said_aside(self) -> None:
         self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
 
@@ -445,11 +452,16 @@ class Projector:
             log.debug("offered %d job(s)", len(offers))
 
     async def _sweep(self) -> None:
-        """The workspace's `retention`: once due, on a current view, queue the jobs it prunes now."""
+        """The workspace's `retention`: once due, on a current view, look (beside the serving) for the jobs
+        it prunes now; queue them once the look is done."""
         sweep = self.sweep
-        if sweep is None or not self.view.current or not sweep.due():
+        if sweep is None:
             return
-        found = await anyio.to_thread.run_sync(sweep.scan, utc_now())
+        found = sweep.found()
+        if found is None:
+            if self.view.current and sweep.due():
+                sweep.start(utc_now())
+            return
         sweep.scanned(len(found), self.tick)
         if found:
             log.info("retention: pruning %d job(s) %s", len(found), sweep.policy.describe())

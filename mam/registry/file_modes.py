@@ -19,7 +19,7 @@ job worktrees (a checkout with its own modes) are left alone. Before serving
 it tightens only `.mam/`'s own entries and the registry and log dirs
 themselves (a dir others cannot enter keeps them out of all it holds); the
 walk through every record and job log, which grows with the history, runs in
-a worker thread while the projector already serves (`Tightening.rest`).
+a worker thread once the projector serves (`Tightening.rest`).
 """
 
 from __future__ import annotations
