@@ -9,6 +9,9 @@ finished jobs' states are signed again here while the projector already records:
 the broker has acknowledged all but `IN_FLIGHT` of the states sent, so live events wait for at most
 one chunk and nothing piles up in memory.
 
+The same chunks first carry, at every start, the states of the jobs that finished last
+(`later`, from `index_startup`): the first record need not wait for them.
+
 A chunk is read and published between two batches, when every record file is committed and its
 state published: a live batch's newer state of the same job is queued after it, so a re-signed
 state never overwrites a newer one.
@@ -54,7 +57,8 @@ Sent = paho.MQTTMessageInfo | None
 
 @dataclass(slots=True)
 class _Chunk:
-    last: str
+    last: str | None
+    """The re-sign's cursor once this chunk is acknowledged; None for a chunk of `Resign.later`."""
     sent: list[Sent]
 
     def acknowledged(self) -> bool:
@@ -76,6 +80,9 @@ class Resign:
     cursor: str = ""
     """Up to where chunks were sent (acknowledged or not)."""
     chunks: list[_Chunk] = field(default_factory=list)
+    later: list[str] = field(default_factory=list)
+    """Jobs whose states are published again first, re-sign or not: at every start, the ones that finished
+    last (`index_startup`), which the first record need not wait for."""
     cursor_at_end: bool = False
     """The last read found fewer than a chunk: nothing is left after `cursor`."""
     done_count: int = 0
@@ -88,7 +95,7 @@ class Resign:
 
     @property
     def pending(self) -> bool:
-        return self.after is not None
+        return self.after is not None or bool(self.later)
 
     def before_key(self) -> None:
         """At start, under the projector's lock and before the key is loaded: go on with an unfinished
@@ -106,6 +113,8 @@ class Resign:
 
     def rewind(self) -> None:
         """On every (re)connect: what was sent and not acknowledged may be lost; send it again."""
+        self.later = []  # the start-up set is chosen again
+        self.chunks.clear()
         if self.after is not None:
             self.cursor = self.after
             self.cursor_at_end = False
@@ -115,7 +124,7 @@ class Resign:
     def ready(self) -> bool:
         """A chunk may be sent now: pending, and the broker has not fallen behind."""
         self._settle()
-        if self.cursor_at_end and self.chunks:  # all read: only the last acknowledgements are awaited
+        if not self.later and self.cursor_at_end and self.chunks:  # all read: the last acknowledgements are awaited
             return False
         return self.pending and sum(chunk.waiting() for chunk in self.chunks) <= IN_FLIGHT - CHUNK
 
@@ -125,15 +134,23 @@ class Resign:
         signs it with the current key); the last call, with nothing left and all acknowledged, ends it."""
         if not self.ready:
             return
+        resigning = not self.later
         records = await read(self._next)
         if records:
-            self.chunks.append(_Chunk(self.cursor, [await publish(record) for record in records]))
-            self.done_count += len(records)
-        elif self.cursor_at_end and not self.chunks:
+            last = self.cursor if resigning else None
+            self.chunks.append(_Chunk(last, [await publish(record) for record in records]))
+            self.done_count += len(records) if resigning else 0
+        elif resigning and self.after is not None and self.cursor_at_end and not self.chunks:
             await read(self._finish)
 
     def _next(self) -> list[JobRecord]:
-        """The next chunk's records (blocking). Without a usable index, the registry's names, sorted once."""
+        """The next chunk's records (blocking): of `later` first; then, re-signing, from the query index
+        (without a usable one, from the registry's names, sorted once)."""
+        if self.later:
+            ids, self.later = self.later[:CHUNK], self.later[CHUNK:]
+            return list(read_records(self.registry, ids))
+        if self.after is None:
+            return []
         ids = self.index.ids_after(self.cursor, CHUNK)
         if ids is None:
             if self._sorted_ids is None:
@@ -147,8 +164,8 @@ class Resign:
     def _settle(self) -> None:
         moved = None
         while self.chunks and self.chunks[0].acknowledged():
-            moved = self.chunks.pop(0).last
-        if moved is not None:
+            moved = self.chunks.pop(0).last or moved
+        if moved is not None and self.after is not None:
             self.after = moved
             try:
                 self._write(moved, durable_=False)
@@ -157,7 +174,7 @@ class Resign:
 
     def _finish(self) -> list[JobRecord]:
         self._settle()
-        if self.chunks:
+        if self.chunks or self.after is None:
             return []
         try:
             self.path.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import socket
@@ -34,7 +35,7 @@ from mam.projector.batch import Batch
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
-from mam.projector.index_startup import bounded, restorable
+from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
@@ -136,7 +137,8 @@ class Projector:
         self.index = IndexWriter(self.registry, self.dirty)
         """The query index (`mam.registry.index`), kept in the same commit as the records."""
         self.resign = Resign(workspace, self.registry, self.index)
-        """After a new key: the states not republished at start, signed again while serving (`resign.py`)."""
+        """States published between batches (`resign.py`): under `mam up` the jobs that finished last, at
+        start; after a new key every state not republished at start, signed again."""
         self._tightening: threading.Thread | None = None
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}
@@ -377,8 +379,8 @@ class Projector:
         restore, self.restore_retained = self.restore_retained, False
         scan = not self.index.usable
         everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
-        if restore:
-            await self.views.restore(client, self._restorable(everything))
+        if restore:  # a broker that kept nothing: no state there is stale, those of finished jobs may wait
+            await self.views.restore(client, self._restorable(everything, finished_later=True))
         else:
             # A broker may have restarted from an older snapshot (mosquitto killed between autosaves) and
             # hold stale retained states: a finished job shown `submitted` again would be claimed.
@@ -516,11 +518,18 @@ class Projector:
         elif self.intake is not None:
             self.intake.put_back(local)
 
-    def _restorable(self, scanned: list[JobRecord]) -> Iterable[JobRecord]:
-        """The states to publish again at start (`index_startup`: every unfinished job and the ones that
-        finished last; after a new key the others follow in the background, `resign.py`)."""
+    def _restorable(self, scanned: list[JobRecord], *, finished_later: bool = False) -> Iterable[JobRecord]:
+        """The states to publish again at start, before recording (`index_startup`: every unfinished job and
+        the ones that finished last; with `finished_later`, those between the first batches instead); after
+        a new key all the others follow in the background (`resign.py`)."""
         found = restorable(self.registry, self.index)
-        return found if found is not None else bounded(scanned)
+        if found is None:
+            return bounded(scanned)
+        unfinished, finished = found
+        if finished_later:
+            self.resign.later = finished
+            return unfinished
+        return itertools.chain(unfinished, read_records(self.registry, finished))
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
