@@ -18,8 +18,7 @@ alone) are printed for both sizes, with the ratio large/small:
 - `mam-projector` (on mosquitto) and `mam up`: from the process's start to the
   retained state of a job submitted once it announced itself online, and the
   process's peak RSS by then (the projector's second start: its first makes the
-  workspace's signing key, and every state is signed again with it in the background;
-  `bench/restart.py` measures restarts with a new key and with the existing one).
+  workspace's signing key, which republishes every state once).
 
 The goals (issue 16) are checked at the end: `--status running`, `--limit 50`,
 `show` and both start-ups within 2x of the small figures, `mam up`'s RSS within
@@ -219,10 +218,10 @@ def projector_once(size: Size, port: int) -> Measured:
 
 
 def measure_projector(size: Size, port: int) -> None:
-    """The second start is measured: the first makes the workspace's signing key (every state is then signed
-    again with it in the background, `projector/resign.py`)."""
+    """The second start is measured: the first makes the workspace's signing key, and a new key has every
+    state republished once, signed (a one-time cost, shown in the notes)."""
     first = projector_once(size, port)
-    print(f"  first start of all (makes the key): {first.seconds:.2f} s", file=sys.stderr)
+    print(f"  first start of all (makes the key, republishes every state): {first.seconds:.2f} s", file=sys.stderr)
     size.results["mam-projector start -> first new job recorded"] = projector_once(size, port)
 
 
