@@ -28,7 +28,7 @@ from mam.projector.resign import CHUNK, MARKER
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
-from e2e import projector_process, workspace_id
+from e2e import projector_process, up_with_flags, workspace_id
 from support import Daemon, mam, publish
 
 SIGNED_AGAIN = "signed the retained states of"
@@ -145,3 +145,18 @@ async def test_a_projector_killed_during_the_re_sign_finishes_it_at_its_next_sta
     assert fingerprint(load_workspace_key(resolve(workspace=ws.root, env={}))) == fingerprint(key), "the key stays"
     async with all_states(mosquitto.url, ws_id) as fresh:  # what a new subscriber gets: all of them, re-signed
         await signed_with_the_key(fresh, ws, set(finished))
+
+
+async def test_under_mam_up_every_state_is_signed_with_the_new_key_and_recording_goes_on(ws: WorkspacePaths) -> None:
+    """`mam up` puts the states straight into its own broker: the re-signed ones, and the 1,000 that
+    finished last, which it restores between its first batches (its broker kept nothing)."""
+    ws_id = workspace_id(ws.root)
+    finished = finished_jobs(ws, 1_000 + 2 * CHUNK)
+    async with up_with_flags(ws) as (port, up):
+        url = f"mqtt://127.0.0.1:{port}"
+        async with all_states(url, ws_id) as client:
+            submitted = ev.Submitted(id="new-job-s", prompt="the first new job", agent="codex")
+            await publish(url, Topics(ws_id).events("new-job"), ev.encode_event(submitted))
+            await signed_with_the_key(client, ws, {*finished, "new-job"})
+        await up.wait_for_output(SIGNED_AGAIN, timeout=120)
+    assert not marker(ws).exists()
