@@ -5,11 +5,16 @@ says which), so its time and memory follow the open jobs, not the history.
 
 Retained states under `mam up`: its embedded broker forgets them when it
 stops, so at start the projector publishes again the state of every job that
-is not finished (runners claim from them, followers wait on them) and of the
-`RESTORE_FINISHED` jobs that finished last; older finished jobs are not
+is not finished (runners claim from them, followers wait on them) before it
+records anything, and of the `RESTORE_FINISHED` jobs that finished last
+between its first batches (with the background work of `resign.py`: what
+comes before the first record follows the open jobs alone; a broker that
+kept nothing holds no stale state to correct first); older finished jobs are not
 republished (their records are in the registry: `mam show`, `mam jobs` and
-the dashboard read them there). A new signing key still republishes every
-state once, streamed, so no state signed by the old key stays retained.
+the dashboard read them there). After a new signing key the same set is
+republished at start, signed with it, and every other job's state follows in
+the background while the projector already records (`resign.py`), so no
+state signed by the old key stays retained.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Final
 import msgspec
 
 from mam.contract.record import JobRecord, Status, decode_record
-from mam.projector.index_writer import IndexWriter, records_of
+from mam.projector.index_writer import IndexWriter
 from mam.projector.registry import Registry
 
 RESTORE_FINISHED: Final = 1_000
@@ -51,17 +56,14 @@ def load_from_index(
     return [r for r in read_records(registry, ids) if r.status.value in wanted], children
 
 
-def restorable(registry: Registry, index: IndexWriter, *, everything: bool) -> Iterator[JobRecord] | None:
-    """The states to publish again at start (see the module docstring), streamed; `None` without
-    a usable index."""
-    if everything:
-        ids = index.all_ids()
-        return read_records(registry, ids) if ids is not None else None
+def restorable(registry: Registry, index: IndexWriter) -> tuple[Iterator[JobRecord], list[str]] | None:
+    """The states to publish again at start (see the module docstring): the unfinished jobs' records,
+    streamed, and the ids of the jobs that finished last; `None` without a usable index."""
     unfinished = index.unfinished_ids()
     finished = index.recently_finished_ids(RESTORE_FINISHED)
     if unfinished is None or finished is None:
         return None
-    return read_records(registry, [*unfinished, *finished])
+    return read_records(registry, unfinished), finished
 
 
 def bounded(records: list[JobRecord]) -> list[JobRecord]:
@@ -71,8 +73,4 @@ def bounded(records: list[JobRecord]) -> list[JobRecord]:
     return unfinished + finished[:RESTORE_FINISHED]
 
 
-def scan_all(registry: Registry) -> Iterator[JobRecord]:
-    return (record for _, record in records_of(registry))
-
-
-__all__ = ["RESTORE_FINISHED", "bounded", "load_from_index", "read_records", "restorable", "scan_all"]
+__all__ = ["RESTORE_FINISHED", "bounded", "load_from_index", "read_records", "restorable"]

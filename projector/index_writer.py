@@ -358,9 +358,9 @@ class IndexWriter:
         sql = "SELECT job_id FROM jobs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?"
         return self._ids(sql, (limit,))
 
-    def all_ids(self) -> Iterator[str] | None:
-        ids = self._ids("SELECT job_id FROM jobs ORDER BY job_id", ())
-        return iter(ids) if ids is not None else None
+    def ids_after(self, after: str, limit: int) -> list[str] | None:
+        """Up to `limit` job ids after `after`, in order (the background re-sign, `resign.py`)."""
+        return self._ids("SELECT job_id FROM jobs WHERE job_id > ? ORDER BY job_id LIMIT ?", (after, limit))
 
     def _ids(self, sql: str, params: Iterable[object]) -> list[str] | None:
         if self.conn is None:

@@ -217,11 +217,13 @@ def streamline(client: aiomqtt.Client) -> None:
         inner._easy_log = log_unless_debug  # type: ignore[method-assign]
 
 
-def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> None:
-    """Queue a QoS 1 publish; raise `aiomqtt.MqttError` if the client cannot take it."""
+def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain: bool) -> paho.MQTTMessageInfo:
+    """Queue a QoS 1 publish; raise `aiomqtt.MqttError` if the client cannot take it. The returned
+    handle's `is_published()` says when the broker acknowledged it."""
     info = _paho(client).publish(topic, payload, qos=1, retain=retain)
     if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_QUEUE_SIZE):
         raise aiomqtt.MqttError(f"could not queue a publish on {topic}: {paho.error_string(info.rc)}")
+    return info
 
 
 async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:

@@ -5,7 +5,10 @@ projector looks for the jobs it takes once its view is current after start,
 then every `every` seconds (an hour by default): a scan of the registry in a
 worker thread (`mam.registry.pruning.select` over the query index's rows, or the records
 without a current index; at most `SWEEP_LIMIT` jobs at a time; when
-it found that many it looks again at the next tick). It queues them, and the
+it found that many it looks again at the next tick). The scan reads every row, so it
+runs beside the serving (`start`, then `found` at a later turn of the loop): events are
+recorded meanwhile, and what it found may be stale by then, which the check below
+makes harmless. It queues them, and the
 next fold derives one `pruned` event for each (by `mam-projector`, into the
 job's audit log like every derived event), checked like a published one.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Final
 
@@ -74,6 +78,8 @@ class RetentionSweep:
         self.policy = policy
         self._next = 0.0
         self.reason = f"retention: {policy.describe()}"
+        self._scanning: Future[list[str]] | None = None
+        self._thread: ThreadPoolExecutor | None = None
 
     @classmethod
     def for_workspace(cls, workspace: Workspace) -> RetentionSweep | None:
@@ -91,6 +97,22 @@ class RetentionSweep:
         """The ids of the jobs to prune now, oldest finished first."""
         chosen = select(workspace_briefs(self.workspace), self.policy, now, limit=SWEEP_LIMIT).chosen
         return [brief.job_id for brief in chosen]
+
+    def start(self, now: datetime) -> None:
+        """Begin a `scan` in a thread of its own, unless one is under way."""
+        if self._scanning is not None:
+            return
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mam-retention")
+        self._scanning = self._thread.submit(self.scan, now)
+
+    def found(self) -> list[str] | None:
+        """What the scan under way found, once it is done (its exception raised here); else `None`."""
+        scanning = self._scanning
+        if scanning is None or not scanning.done():
+            return None
+        self._scanning = None
+        return scanning.result()
 
     def scanned(self, found: int, tick: float, mono: float | None = None) -> None:
         """Schedule the next look: at the next tick when this one was cut at the limit."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -33,7 +35,7 @@ from mam.projector.batch import Batch
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
-from mam.projector.index_startup import bounded, restorable, scan_all
+from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
@@ -53,6 +55,7 @@ from mam.projector.projection import Projection
 from mam.projector.refusal_log import load_limits as load_refusal_limits
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList, repair_dirty
+from mam.projector.resign import Resign
 from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
@@ -133,7 +136,10 @@ class Projector:
         self.dirty = DirtyList(workspace.registry_dir)
         self.index = IndexWriter(self.registry, self.dirty)
         """The query index (`mam.registry.index`), kept in the same commit as the records."""
-        self._restore_all = False
+        self.resign = Resign(workspace, self.registry, self.index)
+        """States published between batches (`resign.py`): under `mam up` the jobs that finished last, at
+        start; after a new key every state not republished at start, signed again."""
+        self._tightening: threading.Thread | None = None
         self._repaired: list[JobRecord] = []
         self._unpublished: dict[str, JobRecord] = {}
         self.limits = limits or Limits()
@@ -202,7 +208,9 @@ class Projector:
         say so at once instead of waiting silently.
         """
         # private (0700/0600) unless .mam/config.json says otherwise; what an older mam made looser is tightened
-        file_modes.apply_at_start(self.workspace.root, self.workspace.registry_dir, self.workspace.logs_dir)
+        tightening = file_modes.start_tightening(self.workspace.root, self.workspace.registry_dir,
+                                                 self.workspace.logs_dir)
+        self._tightening = threading.Thread(target=_tighten_rest, args=(tightening,), name="mam-tighten", daemon=True)
         ignore_in_git(self.workspace)
         try:
             await self._run_locked(task_status)
@@ -236,12 +244,14 @@ class Projector:
                 started_at=self.started_at,
                 served_by=self.served_by,
             )
-            self._restore_all = self.signer.load()  # a new key: republish every state, signed
-            self.restore_retained |= self._restore_all
+            self.resign.before_key()  # a key made now: every state is signed again, in the background
+            self.signer.load()
             write_runtime(self.workspace, runtime)
             try:
                 await self._serve_with_reconnects(task_status)
             finally:
+                if self._tightening is not None and self._tightening.is_alive():
+                    self._tightening.join()  # what it tightened is said in one line, before stopping
                 self.index.close()
                 self.log.flush_refusals(durable_=self._durable, everything=True)
                 remove_runtime(self.workspace, runtime.pid)
@@ -365,11 +375,12 @@ class Projector:
         """
         self.projection.reset()
         self.log.close()
+        self.resign.rewind()
         restore, self.restore_retained = self.restore_retained, False
         scan = not self.index.usable
         everything = await anyio.to_thread.run_sync(self.projection.load, scan, self.index)
-        if restore:
-            await self.views.restore(client, self._restorable(everything))
+        if restore:  # a broker that kept nothing: no state there is stale, those of finished jobs may wait
+            await self.views.restore(client, self._restorable(everything, finished_later=True))
         else:
             # A broker may have restarted from an older snapshot (mosquitto killed between autosaves) and
             # hold stale retained states: a finished job shown `submitted` again would be claimed.
@@ -380,7 +391,11 @@ class Projector:
         self.view.reset()
         while True:
             await self._offer(client)  # after the previous batch's states are published: offers name them
+            if self.resign.pending:  # between two batches: every record committed, its state published
+                await self.resign.step(anyio.to_thread.run_sync, functools.partial(self.views.republish, client))
             batch = await self._next_batch(client)
+            if not batch:
+                self._start_tightening()
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
             if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
@@ -392,6 +407,7 @@ class Projector:
             parts = self.folding.parts(batch)  # a message that failed before goes alone
             for n, part in enumerate(parts):
                 await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
+            self._start_tightening()
 
     async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
         """Fold, commit, publish, acknowledge one batch."""
@@ -418,6 +434,12 @@ class Projector:
             if self.intake is not None:
                 self._settle_local(batch, committed)
 
+    def _start_tightening(self) -> None:
+        """The walk through every record and log (`file_modes`), in a thread beside the serving: after the
+        first turn of the serve loop (the first batch recorded, or a tick with none), not before."""
+        if self._tightening is not None and self._tightening.ident is None:
+            self._tightening.start()
+
     def _said_aside(self) -> None:
         self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
 
@@ -434,11 +456,16 @@ class Projector:
             log.debug("offered %d job(s)", len(offers))
 
     async def _sweep(self) -> None:
-        """The workspace's `retention`: once due, on a current view, queue the jobs it prunes now."""
+        """The workspace's `retention`: once due, on a current view, look (beside the serving) for the jobs
+        it prunes now; queue them once the look is done."""
         sweep = self.sweep
-        if sweep is None or not self.view.current or not sweep.due():
+        if sweep is None:
             return
-        found = await anyio.to_thread.run_sync(sweep.scan, utc_now())
+        found = sweep.found()
+        if found is None:
+            if self.view.current and sweep.due():
+                sweep.start(utc_now())
+            return
         sweep.scanned(len(found), self.tick)
         if found:
             log.info("retention: pruning %d job(s) %s", len(found), sweep.policy.describe())
@@ -456,11 +483,12 @@ class Projector:
         """What arrived, waiting at most one tick: from the broker, or from the intake
         plus the runners' presence messages the broker queued meanwhile."""
         batch: list[Inbound] = []
+        wait = self.tick if not self.resign.pending else 0.0 if self.resign.ready else min(self.tick, 0.02)
         if self.intake is None:
-            with anyio.move_on_after(self.tick):
+            with anyio.move_on_after(wait):
                 batch.extend(await next_batch(client, self.batch_max))
             return batch
-        with anyio.move_on_after(self.tick):
+        with anyio.move_on_after(wait):
             batch.extend(await self.intake.next_batch(self.batch_max))
         batch.extend(queued(client, self.batch_max))
         return batch
@@ -492,15 +520,18 @@ class Projector:
         elif self.intake is not None:
             self.intake.put_back(local)
 
-    def _restorable(self, scanned: list[JobRecord]) -> Iterable[JobRecord]:
-        """The states to publish again at start (`index_startup`: every unfinished job and the ones that
-        finished last; everything once for a new key)."""
-        found = restorable(self.registry, self.index, everything=self._restore_all)
-        if found is not None:
-            return found
-        if self._restore_all:
-            return scanned or scan_all(self.registry)
-        return bounded(scanned)
+    def _restorable(self, scanned: list[JobRecord], *, finished_later: bool = False) -> Iterable[JobRecord]:
+        """The states to publish again at start, before recording (`index_startup`: every unfinished job and
+        the ones that finished last; with `finished_later`, those between the first batches instead); after
+        a new key all the others follow in the background (`resign.py`)."""
+        found = restorable(self.registry, self.index)
+        if found is None:
+            return bounded(scanned)
+        unfinished, finished = found
+        if finished_later:
+            self.resign.later = finished
+            return unfinished
+        return itertools.chain(unfinished, read_records(self.registry, finished))
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
@@ -553,3 +584,11 @@ class Projector:
                 log.warning("storage is writable again; resuming")
                 publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             return
+
+
+def _tighten_rest(tightening: file_modes.Tightening) -> None:
+    """The workspace's modes below its top dirs (`file_modes`), in a thread beside the serving."""
+    try:
+        tightening.rest()
+    except OSError as exc:
+        log.warning("could not tighten the modes under %s: %s", tightening.mam_dir, exc)

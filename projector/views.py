@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import aiomqtt
 import anyio
+import paho.mqtt.client as paho
 
 from mam.contract.record import JobRecord
 from mam.contract.status import encode
@@ -97,6 +98,14 @@ class Views:
             await self.publish_local(topic, payload, retain)
         else:
             publish_nowait(client, topic, payload, retain=retain)
+
+    async def republish(self, client: aiomqtt.Client, record: JobRecord) -> paho.MQTTMessageInfo | None:
+        """One state signed again (`resign.py`): the handle to its PUBACK, or None once it is in the broker."""
+        topic, payload = self.topics.state(record.job_id), self.signer.payload(record)
+        if self.publish_local is not None:
+            await self.publish_local(topic, payload, True)
+            return None
+        return publish_nowait(client, topic, payload, retain=True)
 
     async def restore(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
         """Publish records as retained state (the embedded broker forgot them when it stopped)."""

@@ -15,7 +15,11 @@ At start the projector tightens a workspace made before this rule (or by an
 older mam): whatever under `.mam/` and its registry and log dirs grants group
 or others more than these modes loses those bits, with one log line. It walks
 by descriptor and never follows a link; the owner's bits and what lies inside
-job worktrees (a checkout with its own modes) are left alone.
+job worktrees (a checkout with its own modes) are left alone. Before serving
+it tightens only `.mam/`'s own entries and the registry and log dirs
+themselves (a dir others cannot enter keeps them out of all it holds); the
+walk through every record and job log, which grows with the history, runs in
+a worker thread once the projector serves (`Tightening.rest`).
 """
 
 from __future__ import annotations
@@ -117,17 +121,20 @@ class Tightened:
     dirs: int = 0
 
 
-def tighten(top: Path, modes: Modes, *, skip_inside: frozenset[str] = frozenset()) -> Tightened:
+def tighten(top: Path, modes: Modes, *, skip_inside: frozenset[str] = frozenset(), depth: int | None = None,
+            done: Tightened | None = None) -> Tightened:
     """Take from everything in `top` (and `top` itself) the group and other bits `modes` does not
-    grant. `top` may be a link the user chose; nothing inside it is followed."""
-    done = Tightened()
+    grant. `top` may be a link the user chose; nothing inside it is followed. `depth`: how many levels
+    below `top` (0: `top` alone; None: all)."""
+    done = done if done is not None else Tightened()
     try:
         fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return done
     try:
         _tighten_fd(fd, modes.dir, done, is_dir=True)
-        _walk(fd, modes, done, skip_inside)
+        if depth is None or depth > 0:
+            _walk(fd, modes, done, skip_inside, None if depth is None else depth - 1)
     finally:
         os.close(fd)
     return done
@@ -144,7 +151,7 @@ def _tighten_fd(fd: int, allowed: int, done: Tightened, *, is_dir: bool) -> None
             done.files += 1
 
 
-def _walk(dir_fd: int, modes: Modes, done: Tightened, skip_inside: frozenset[str]) -> None:
+def _walk(dir_fd: int, modes: Modes, done: Tightened, skip_inside: frozenset[str], depth: int | None) -> None:
     """One `lstat` an entry; an entry is opened (without following a link) only to be tightened or entered."""
     with os.scandir(dir_fd) as it:
         entries = []
@@ -172,8 +179,8 @@ def _walk(dir_fd: int, modes: Modes, done: Tightened, skip_inside: frozenset[str
             if (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino):
                 continue  # swapped since the listing: not what was looked at
             _tighten_fd(fd, allowed, done, is_dir=is_dir)
-            if is_dir and name not in skip_inside:
-                _walk(fd, modes, done, frozenset())
+            if is_dir and name not in skip_inside and (depth is None or depth > 0):
+                _walk(fd, modes, done, frozenset(), None if depth is None else depth - 1)
         finally:
             os.close(fd)
 
@@ -193,25 +200,48 @@ def make_dirs(path: Path | str) -> None:
             raise
 
 
-def apply_at_start(root: Path, *dirs: Path) -> Modes:
-    """For a serving process (`mam-projector`, `mam up`): read the modes, use them, make `dirs`
-    with them and tighten `<root>/.mam` and `dirs` (one log line if anything was looser)."""
+@dataclass(slots=True)
+class Tightening:
+    """A serving process's tightening: `.mam/`'s entries and the top dirs done at once, the rest by `rest`."""
+
+    modes: Modes
+    tops: list[Path]
+    mam_dir: Path
+    done: Tightened
+
+    def rest(self) -> Tightened:
+        """Walk everything under the tops (blocking: a worker thread) and say once what was tightened."""
+        for top in self.tops:
+            tighten(top, self.modes, skip_inside=SKIP_INSIDE if top == self.mam_dir else frozenset(), done=self.done)
+        if self.done.files or self.done.dirs:
+            where = ", ".join(str(t) for t in self.tops)
+            log.info("tightened %d file(s) and %d dir(s) in %s to at most %s (set file_mode and dir_mode in %s to "
+                     "share them)", self.done.files, self.done.dirs, where, self.modes.describe(),
+                     self.mam_dir / CONFIG_NAME)
+        return self.done
+
+
+def start_tightening(root: Path, *dirs: Path) -> Tightening:
+    """For a serving process (`mam-projector`, `mam up`): read the modes, use them, make `dirs` with them,
+    and tighten at once what bounds the rest: `.mam/`'s own entries (not what they hold) and each of
+    `dirs` outside it (itself). Call `rest()` for everything inside, in a thread."""
     modes = load(root)
     use(modes)
     for directory in dirs:
         make_dirs(directory)
     mam_dir = root / ".mam"
-    done = Tightened()
     tops = [mam_dir] + [d for d in dirs if not _within(d, mam_dir)]
+    done = Tightened()
     for top in tops:
-        found = tighten(top, modes, skip_inside=SKIP_INSIDE if top == mam_dir else frozenset())
-        done.files += found.files
-        done.dirs += found.dirs
-    if done.files or done.dirs:
-        where = ", ".join(str(t) for t in tops)
-        log.info("tightened %d file(s) and %d dir(s) in %s to at most %s (set file_mode and dir_mode in %s to "
-                 "share them)", done.files, done.dirs, where, modes.describe(), mam_dir / CONFIG_NAME)
-    return modes
+        tighten(top, modes, depth=1 if top == mam_dir else 0, done=done)
+    return Tightening(modes, tops, mam_dir, done)
+
+
+def apply_at_start(root: Path, *dirs: Path) -> Modes:
+    """`start_tightening` and its `rest` at once (one log line if anything was looser)."""
+    tightening = start_tightening(root, *dirs)
+    tightening.rest()
+    return tightening.modes
 
 
 def _within(path: Path, top: Path) -> bool:
@@ -219,4 +249,4 @@ def _within(path: Path, top: Path) -> bool:
     return path == top or top in path.parents
 
 
-__all__ = ["PRIVATE", "Modes", "apply_at_start", "dir_mode", "file_mode", "load", "make_dirs", "tighten", "use"]
+__all__ = ["PRIVATE", "Modes", "Tightening", "apply_at_start", "dir_mode", "file_mode", "load", "make_dirs", "start_tightening", "tighten", "use"]
