@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 import aiomqtt
 import anyio
 
+from mam.client.aiomqtt_internals import publish_nowait
 from mam.contract.record import JobRecord
 from mam.contract.status import encode
 from mam.contract.topics import Topics
 from mam.projector.batch import Batch
-from mam.projector.mqtt_internals import publish_nowait
 from mam.projector.replay import JobState
 from mam.projector.retention import pruned_ids
 from mam.projector.signer import StateSigner
