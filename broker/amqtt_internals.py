@@ -29,7 +29,7 @@ from amqtt.session import IncomingApplicationMessage, OutgoingApplicationMessage
 
 from mam.broker.subscriptions import SubscriptionTable
 from mam.broker.topic_match import matcher
-from mam.patch_check import Attributes, Methods, attribute_problems, method_problems, require
+from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
 
 AppMessage = IncomingApplicationMessage | OutgoingApplicationMessage
 Flow = Callable[[AppMessage], Awaitable[None]]

@@ -18,7 +18,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from mam.patch_check import Attributes, Methods, attribute_problems, method_problems, require
+from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
 
 PROTOCOL_METHODS: Methods = {
     "__init__": ("config", "server_state", "app_state", "_loop"),

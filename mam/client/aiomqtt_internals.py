@@ -57,7 +57,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from mam.patch_check import Attributes, Methods, attribute_problems, method_problems, require
+from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
 
 AIOMQTT_METHODS: Methods = {
     "_on_disconnect": ("client", "userdata", "flags", "reason_code", "properties"),  # TlsClient
