@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from amqtt.adapters import ReaderAdapter, WriterAdapter
 from amqtt.broker import Broker
@@ -31,8 +31,8 @@ from mam.broker.subscriptions import SubscriptionTable
 from mam.broker.topic_match import matcher
 from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
 
-AppMessage = IncomingApplicationMessage | OutgoingApplicationMessage
-Flow = Callable[[AppMessage], Awaitable[None]]
+AppMessage: TypeAlias = IncomingApplicationMessage | OutgoingApplicationMessage
+Flow: TypeAlias = Callable[[AppMessage], Awaitable[None]]
 
 BROKER_METHODS: Methods = {
     "_initialize_client_session": ("reader", "writer", "remote_address", "remote_port"),

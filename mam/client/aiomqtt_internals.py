@@ -57,6 +57,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from mam.contract.errors import LibraryChanged
 from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
 
 AIOMQTT_METHODS: Methods = {
@@ -247,7 +248,7 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
     awaited = client._pending_publishes
     on_publish = inner.on_publish
     if on_publish is None:
-        require("aiomqtt", ["an on_publish callback on its paho client"])
+        raise LibraryChanged.of("aiomqtt", "sets no on_publish callback on its paho client")
 
     def on_awaited_publish(*args: Any) -> None:
         if args[2] in awaited:  # (client, userdata, mid, reason code, properties)
