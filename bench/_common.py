@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -221,7 +222,7 @@ async def start_projector(port: int, ws: str, root: Path, *extra: str) -> subpro
         ],
         stderr=(log := _log_file()),
     )
-    proc._mam_log = log  # type: ignore[attr-defined]
+    _LOGS[proc] = log
     await wait_online(port, ws)
     return proc
 
@@ -235,10 +236,14 @@ async def start_up(ws: str, root: Path, *extra: str) -> tuple[subprocess.Popen[b
         stdout=subprocess.DEVNULL,
         stderr=(log := _log_file()),
     )
-    proc._mam_log = log  # type: ignore[attr-defined]
+    _LOGS[proc] = log
     wait_for_port(port, proc)
     await wait_online(port, ws)
     return proc, port
+
+
+_LOGS: weakref.WeakKeyDictionary[subprocess.Popen[bytes], IO[bytes]] = weakref.WeakKeyDictionary()
+"""Each server's stderr file (`stop_projector` reads its closing statistics line from it)."""
 
 
 def _log_file() -> IO[bytes]:
@@ -251,7 +256,7 @@ def stop_projector(proc: subprocess.Popen[bytes]) -> str:
     """Stop it by its PID; return its closing statistics line."""
     proc.terminate()
     proc.wait()
-    log = getattr(proc, "_mam_log", None)
+    log = _LOGS.get(proc)
     err = b""
     if log is not None:
         log.seek(0)

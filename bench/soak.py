@@ -217,10 +217,10 @@ class Run:
         with anyio.move_on_after(timeout):
             while not all(self.finished(j) for j in [*self.jobs, *self.synthetic]):
                 with anyio.move_on_after(1):  # or look at the records again
-                    await self.mon._changed.wait()
+                    await self.mon.changed.wait()
         with anyio.move_on_after(10):
             while self.mon.pending():
-                await self.mon._changed.wait()
+                await self.mon.changed.wait()
 
     async def stale_states(self) -> list[str]:
         """Jobs whose retained state (what runners act on) is not their record. A finished job with no

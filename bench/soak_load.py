@@ -139,7 +139,7 @@ class Monitor:
     statuses: list[tuple[float, int, str, bool]] = field(default_factory=list)
     """(received at, pid, status, retained) of each projector status."""
     _pending: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-    _changed: anyio.Event = field(default_factory=anyio.Event)
+    changed: anyio.Event = field(default_factory=anyio.Event)
 
     def expect(self, job: str, event_id: str) -> None:
         """`event_id` of `job` is about to be published: time it until a state shows it (or its
@@ -184,8 +184,8 @@ class Monitor:
                 self.rejected[eid] = refusal.get("reason", "")
                 if job:
                     self._taken(job, None, only=eid)
-        self._changed.set()
-        self._changed = anyio.Event()
+        self.changed.set()
+        self.changed = anyio.Event()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False
@@ -225,7 +225,7 @@ class Monitor:
         """Wait until the projector `pid` says `online` live (not a retained copy) after `since`."""
         with anyio.move_on_after(timeout):
             while not any(t >= since and p == pid and s == "online" and not r for t, p, s, r in self.statuses):
-                await self._changed.wait()
+                await self.changed.wait()
             return True
         return False
 
@@ -233,7 +233,7 @@ class Monitor:
         """Wait until the projector `pid` has said `online` (retained or live)."""
         with anyio.move_on_after(timeout):
             while not any(p == pid and s == "online" for _, p, s, _ in self.statuses):
-                await self._changed.wait()
+                await self.changed.wait()
             return True
         return False
 

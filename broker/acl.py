@@ -335,16 +335,17 @@ class VerdictMemo:
 
     MOST = 65_536
 
-    _verdicts: dict[tuple[str | None, str, str, Action], bool]
+    verdicts: dict[tuple[str | None, str, str, Action], bool]
+    """(user, client id, topic, action) -> the verdict (`ClientHandler` reads it to skip an await)."""
 
-    async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
+    async def topic_allowed(self, session: Session, topic: str, action: Action) -> bool:
         if session is None or not topic or is_job_user(session.username):  # a job's login: its job may end
-            return await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
-        memo = self.__dict__.setdefault("_verdicts", {})
+            return await super().topic_allowed(session, topic, action)  # type: ignore[misc]
+        memo = self.__dict__.setdefault("verdicts", {})
         key = (session.username, session.client_id or "", topic, action)
         verdict = memo.get(key)
         if verdict is None:
-            verdict = await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
+            verdict = await super().topic_allowed(session, topic, action)  # type: ignore[misc]
             if len(memo) >= self.MOST:
                 memo.clear()
             memo[key] = verdict

@@ -1,4 +1,5 @@
-"""amqtt's per-client protocol handler, with mam's gate, publish window and keep-alive in it."""
+"""amqtt's per-client protocol handler, with mam's gate, publish window and keep-alive in it (amqtt's private
+methods reached through `mam.broker.amqtt_internals.AmqttHandler`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
-from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage, Session
+from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, Session
 
 from mam.broker import gate
+from mam.broker.amqtt_internals import AmqttHandler, AppMessage, Flow, become
 from mam.broker.flow import PacketReader, PublishWindow, Slot
 
 log = logging.getLogger("mam.broker")
@@ -29,7 +31,7 @@ Placed = tuple[bool, Awaitable[None] | None]
 """A publish's ACL verdict, and what the gate returned for it (None: nothing to wait for)."""
 
 
-class ClientHandler(BrokerProtocolHandler):
+class ClientHandler(AmqttHandler):
     """amqtt's broker-side handler for one connection, with:
 
     - the gate (`mam.broker.gate`) in front of the QoS flows of incoming publishes;
@@ -145,12 +147,12 @@ class ClientHandler(BrokerProtocolHandler):
         if topic is None or self.session is None:
             return False
         known = getattr(self.topic_filter, "__self__", None)
-        memo = getattr(known, "_verdicts", None)
+        memo = getattr(known, "verdicts", None)
         if memo is None:
             return None
         return memo.get((self.session.username, self.session.client_id or "", topic, Action.PUBLISH))
 
-    async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
+    async def message_flow(self, app_message: AppMessage) -> None:
         if app_message.direction == INCOMING:
             placed = _PLACED.get()
             if placed is not None:
@@ -163,7 +165,7 @@ class ClientHandler(BrokerProtocolHandler):
                     return
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
-        await super()._handle_message_flow(app_message)
+        await super().message_flow(app_message)
 
     def take_refused(self, message: object) -> bool:
         """Whether `message` (an incoming publish, handed to the broker for delivery) was refused: it is
@@ -182,28 +184,16 @@ class ClientHandler(BrokerProtocolHandler):
         reader = self.reader
         if isinstance(reader, PacketReader) and not reader.closed:
             reader.close()
-        if self._reader_task is not None:
-            self._reader_task.cancel()
+        self.cancel_reader()
 
-    async def _handle_qos1_message_flow(
-        self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage
-    ) -> None:
+    async def acknowledged_flow(self, app_message: AppMessage, flow: Flow) -> None:
         try:
-            await super()._handle_qos1_message_flow(app_message)
+            await flow(app_message)
         except asyncio.CancelledError:
             self._keep_for_redelivery(app_message)
             raise
 
-    async def _handle_qos2_message_flow(
-        self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage
-    ) -> None:
-        try:
-            await super()._handle_qos2_message_flow(app_message)
-        except asyncio.CancelledError:
-            self._keep_for_redelivery(app_message)
-            raise
-
-    def _keep_for_redelivery(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
+    def _keep_for_redelivery(self, app_message: AppMessage) -> None:
         """MQTT-4.4.0-1: an outgoing QoS 1 or 2 message whose acknowledgement a persistent session's
         closed connection never brought is sent again, with DUP, when it reconnects. amqtt drops it
         from the session when the connection closes; it is put back here, and amqtt's own
@@ -245,8 +235,7 @@ class ClientHandler(BrokerProtocolHandler):
             "closed the connection of client %s from %s: nothing received for %d s", client, reader.peer, self.grace
         )
         reader.close()
-        if self._reader_task is not None:
-            self._reader_task.cancel()  # amqtt's reader loop then ends the connection, and the will fires
+        self.cancel_reader()  # amqtt's reader loop then ends the connection, and the will fires
 
 
 async def _passes(held: Awaitable[None], topic: str | None) -> bool:
@@ -261,7 +250,7 @@ async def _passes(held: Awaitable[None], topic: str | None) -> bool:
 
 
 TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]
-"""The broker's own topic check (`Broker._topic_filtering`, memoised by `mam.broker.acl.VerdictMemo`)."""
+"""The broker's own topic check (`AmqttBroker.topic_allowed`, memoised by `mam.broker.acl.VerdictMemo`)."""
 PayloadCheck = Callable[[str | None, str, bytes], bool]
 """`check(user, topic, payload)`: whether a publish the ACL allowed may go on (`JobLogins.may_send`)."""
 
@@ -274,16 +263,11 @@ def install_handler(
     topic_filter: TopicFilter | None = None,
     payload_check: PayloadCheck | None = None,
 ) -> None:
-    """Make `handler` a `ClientHandler` with `window`, `publish_gate` and the checks.
-
-    amqtt builds its handlers itself (`BrokerProtocolHandler.init_from_connect`
-    inside the broker's connection code), so the class is switched on the
-    instance, once, before the handler reads its first PUBLISH. `ClientHandler`
-    keeps no state beyond the attributes set here and its own (class defaults
-    until set), which is what makes the switch safe.
-    """
-    handler.__class__ = ClientHandler
-    handler.window = window  # type: ignore[attr-defined]
-    handler.gate = publish_gate  # type: ignore[attr-defined]
-    handler.topic_filter = topic_filter  # type: ignore[attr-defined]
-    handler.payload_check = payload_check  # type: ignore[attr-defined]
+    """Make `handler`, which amqtt built, a `ClientHandler` with `window`, `publish_gate` and the checks
+    (`amqtt_internals.become`). `ClientHandler` keeps no state beyond the attributes set here and its own
+    (class defaults until set), which is what makes the switch safe."""
+    client = become(handler, ClientHandler)
+    client.window = window
+    client.gate = publish_gate
+    client.topic_filter = topic_filter
+    client.payload_check = payload_check

@@ -1,6 +1,7 @@
 """The embedded broker's Prometheus metrics, read from amqtt's session data when scraped.
 
-amqtt 0.12 keeps each client's session in `Broker._sessions` (client id -> (Session, handler)); a
+amqtt 0.12 keeps each client's session in its table of sessions (client id -> (Session, handler),
+`Broker.sessions`); a
 session holds the messages waiting for its client (`delivered_message_queue` while connected,
 `retained_messages` while a persistent session is away) and the QoS 1/2 ones in flight
 (`inflight_out`). Read from the scrape's thread: sizes only, over copies of the dicts.
@@ -25,8 +26,8 @@ def register(broker: EmbeddedBroker, registry: CollectorRegistry) -> None:
 
 
 def families(broker: EmbeddedBroker) -> Iterator[Any]:
-    inner = broker._broker  # noqa: SLF001 - the running amqtt broker, None while stopped
-    sessions = list(copied(inner._sessions).values()) if inner is not None else []  # noqa: SLF001
+    inner = broker.running
+    sessions = list(copied(inner.sessions).values()) if inner is not None else []
     connected = [session for session, _ in sessions if session.transitions.state == "connected"]
     queued = sum(session.delivered_message_queue.qsize() + session.retained_messages.qsize()
                  for session, _ in sessions)
@@ -40,7 +41,7 @@ def families(broker: EmbeddedBroker) -> Iterator[Any]:
                             "(connected: delivery queue; away: a persistent session's queue)", value=queued)
     yield GaugeMetricFamily("mam_broker_inflight_messages", "QoS 1/2 messages sent and not yet acknowledged",
                             value=inflight)
-    retained = len(inner._retained_messages) if inner is not None else 0  # noqa: SLF001
+    retained = len(inner.retained_messages) if inner is not None else 0
     yield GaugeMetricFamily("mam_broker_retained_messages", "Retained messages held", value=retained)
     spool = broker.spool
     if spool is not None:

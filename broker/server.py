@@ -22,7 +22,6 @@ from amqtt.adapters import (
     WebSocketsWriter,
     WriterAdapter,
 )
-from amqtt.broker import Broker
 from amqtt.errors import AMQTTError, BrokerError
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
@@ -31,6 +30,7 @@ from websockets.asyncio.server import ServerConnection
 from mam.broker import gate
 from mam.broker.acl import Policy, VerdictMemo, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
+from mam.broker.amqtt_internals import AmqttBroker, check_broker
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.flow import PacketReader, PublishWindow
 from mam.broker.handler import ClientHandler, PayloadCheck, install_handler
@@ -40,7 +40,6 @@ from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
-from mam.broker.subscriptions import SubscriptionTable
 from mam.broker.topic_match import matcher
 from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import UsageError
@@ -56,7 +55,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(SpoolHooks, VerdictMemo, Broker):
+class _Broker(SpoolHooks, VerdictMemo, AmqttBroker):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a
@@ -66,9 +65,12 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     client that closed or failed before CONNECT open, one descriptor lost
     each time.
 
+    amqtt's private methods are reached through the public ones of `AmqttBroker`
+    (`mam.broker.amqtt_internals`), which this class overrides.
+
     On every CONNECT, amqtt 0.12 replays retained messages for every topic
     filter any client ever subscribed to, not only the connecting session's
-    (`_handle_client_session` loops over the broker-wide `_subscriptions`).
+    (`_handle_client_session` loops over the broker-wide subscription table).
     A client subscribed to one job's state would be handed other topics'
     retained payloads, whatever its ACL allows. Here a retained replay goes
     only to a session that holds the filter; a fresh SUBSCRIBE is registered
@@ -77,9 +79,10 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     With a `publish_gate`, every client's incoming publishes pass the gate
     first (see `mam.broker.gate`).
 
-    The subscription table is walked over snapshots (`mam.broker.subscriptions`):
-    amqtt's walk, with awaits inside, lost a message for every subscriber after
-    the point where another client's SUBSCRIBE or disconnect changed the table.
+    The subscription table is walked over snapshots (`mam.broker.subscriptions`,
+    installed by `AmqttBroker`): amqtt's walk, with awaits inside, lost a message
+    for every subscriber after the point where another client's SUBSCRIBE or
+    disconnect changed the table.
 
     A message no subscription matches is not queued for broadcast: amqtt
     would spend a task and an `asyncio.wait` on it only to find no one to
@@ -99,7 +102,6 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     ) -> None:
         super().__init__(config)
         self.payload_check = payload_check
-        self._subscriptions = SubscriptionTable()
         self.limits = limits
         self.publish_gate = publish_gate
         self.cap = ConnectionCap(limits.max_connections or MOST_CONNECTIONS)
@@ -117,7 +119,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             return
         try:
             packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")))
-            await self._client_connected(listener_name, packets, StreamWriterAdapter(writer))
+            await self.serve_client(listener_name, packets, StreamWriterAdapter(writer))
         finally:
             writer.transport.abort()
             self.cap.release()
@@ -130,7 +132,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             return
         try:
             packets = self._packets(WebSocketsReader(websocket), _peer(websocket.remote_address))
-            await self._client_connected(listener_name, packets, WebSocketsWriter(websocket))
+            await self.serve_client(listener_name, packets, WebSocketsWriter(websocket))
         finally:
             self.cap.release()
 
@@ -141,13 +143,13 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             on_other_version=self.other_versions,
         )
 
-    async def _initialize_client_session(
+    async def client_session(
         self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
     ) -> tuple[BrokerProtocolHandler, Session]:
         timeout = self.limits.connect_timeout
         try:
             with anyio.fail_after(timeout):
-                handler, session = await super()._initialize_client_session(reader, writer, remote_address, remote_port)
+                handler, session = await super().client_session(reader, writer, remote_address, remote_port)
         except TimeoutError:
             self.no_connect(
                 f"closed the connection from {remote_address}:{remote_port}: no CONNECT within {timeout:g} s "
@@ -155,14 +157,14 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             )
             raise AMQTTError("no CONNECT in time") from None
         window = reader.window if isinstance(reader, PacketReader) else None
-        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self._topic_filtering,
+        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self.topic_allowed,
                         payload_check=self.payload_check)
         if session.keep_alive > 0:
             # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
             session.keep_alive = math.ceil(session.keep_alive * 1.5)
         return handler, session
 
-    async def _broadcast_message(
+    async def broadcast_message(
         self,
         session: Session | None,
         topic: str | None,
@@ -173,10 +175,10 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             spooled_for = self.spool_delivers(topic)
             if not any(
                 any(held.client_id != spooled_for for held, _ in holders) and matcher(a_filter)(topic)
-                for a_filter, holders in dict.items(self._subscriptions)  # no await in here: the live table
+                for a_filter, holders in dict.items(self.subscriptions)  # no await in here: the live table
             ):
                 return
-        await super()._broadcast_message(session, topic, data, force_qos)
+        await super().broadcast_message(session, topic, data, force_qos)
 
     async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
         """amqtt's, but a shared subscription (`$share/GROUP/FILTER`, MQTT 5 section 4.8.2) is refused
@@ -190,7 +192,7 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
             return 0x80
         return await super().add_subscription(subscription, session)
 
-    async def _handle_message_delivery(
+    async def deliver_message(
         self, client_session: Session, handler: BrokerProtocolHandler, wait_deliver: asyncio.Future[Any]
     ) -> bool:
         """amqtt's, but a publish refused when it was read (`ClientHandler.take_refused`) is dropped here,
@@ -205,27 +207,12 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
         if isinstance(topic, str) and topic.startswith("$"):
             log.debug("dropped %s's publish on %s: $ topics are the broker's", client_session.client_id, topic)
             return True
-        return await super()._handle_message_delivery(client_session, handler, wait_deliver)
+        return await super().deliver_message(client_session, handler, wait_deliver)
 
-    @staticmethod
-    def _split_bindaddr_port(port_str: str, default_port: int) -> tuple[str | None, int]:
-        """amqtt's parsing of a listener's `bind`, with an IPv6 literal's brackets taken off: amqtt
-        0.12 keeps them (`[::1]`), which the resolver then refuses ("Name or service not known")."""
-        address, port = Broker._split_bindaddr_port(port_str, default_port)
-        if address is not None and address.startswith("[") and address.endswith("]"):
-            address = address[1:-1]
-        return address, port
-
-    def _matches(self, topic: str, a_filter: str) -> bool:
-        """amqtt's matching, with each filter compiled once (`mam.broker.topic_match`)."""
-        return matcher(a_filter)(topic)
-
-    async def _publish_retained_messages_for_subscription(
-        self, subscription: tuple[str, int], session: Session
-    ) -> None:
-        holders = self._subscriptions.get(subscription[0], [])
+    async def replay_retained(self, subscription: tuple[str, int], session: Session) -> None:
+        holders = self.subscriptions.get(subscription[0], [])
         if any(held.client_id == session.client_id for held, _ in holders):
-            await super()._publish_retained_messages_for_subscription(subscription, session)
+            await super().replay_retained(subscription, session)
 
 
 class EmbeddedBroker:
@@ -265,6 +252,7 @@ class EmbeddedBroker:
         self.bound: list[tuple[str, int]] = []
         """Every (address, port) a listening socket is bound to, as the OS reports it."""
         self._broker: _Broker | None = None
+        """The running amqtt broker (`running`)."""
         self._loop_errors: tuple[asyncio.AbstractEventLoop, Any] | None = None
 
     @property
@@ -274,6 +262,11 @@ class EmbeddedBroker:
             raise RuntimeError("the broker is not running")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
         return BrokerAddress(host=host, port=self.port)
+
+    @property
+    def running(self) -> _Broker | None:
+        """The running amqtt broker, None while stopped (`mam.broker.metrics` reads its tables)."""
+        return self._broker
 
     @property
     def listening(self) -> str:
@@ -292,6 +285,7 @@ class EmbeddedBroker:
         )
         broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate,
                          payload_check=jobs.may_send if jobs is not None else None)
+        check_broker(broker)  # LibraryChanged, naming it, if amqtt lacks what mam reaches into
         broker.spool = self.spool
         try:
             await broker.start()
@@ -306,15 +300,11 @@ class EmbeddedBroker:
         self._broker = broker
         if jobs is not None:
             jobs.disconnect = self.disconnect
-        server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
-        self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
+        listening = broker.listening()
+        self.bound = [sock.getsockname()[:2] for sock in listening["default"]]
         self.port = self.bound[0][1]
-        self.endpoints = {
-            name: running.instance.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
-            for name, running in broker._servers.items()  # noqa: SLF001
-            if name != "default"
-        }
-        _widen_backlog(server.sockets)  # type: ignore[union-attr]
+        self.endpoints = {name: sockets[0].getsockname()[:2] for name, sockets in listening.items() if name != "default"}
+        _widen_backlog(listening["default"])
         self._watch_accept(broker)
         log.debug("embedded broker listening on %s (at most %d connections)", self.listening, broker.cap.most)
 
@@ -341,7 +331,7 @@ class EmbeddedBroker:
         if broker is None:
             return 0
         closed = 0
-        for session, handler in list(broker._sessions.values()):  # noqa: SLF001 - amqtt's table of sessions
+        for session, handler in list(broker.sessions.values()):
             if session.username == username and isinstance(handler, ClientHandler) and session.transitions.is_connected():
                 handler.drop()
                 closed += 1

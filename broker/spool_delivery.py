@@ -1,15 +1,15 @@
 """Delivering a workspace's spooled events to its projector's session, until it acknowledges each.
 
-amqtt's own delivery (`Broker._run_broadcast`) sends a message to a session
+amqtt's own delivery (its broadcast loop) sends a message to a session
 once, forgets it when the session is offline or anonymous, and drops its
 packet id after five seconds without a PUBACK. So for a topic the spool keeps
 (`mam.broker.spool.spooled_workspace`), amqtt's delivery skips the session
-`mam-projector-<ws>` (`SpoolHooks._topic_filtering`), and a `Delivery` task
+`mam-projector-<ws>` (`SpoolHooks.topic_allowed`), and a `Delivery` task
 per workspace sends the spooled events itself: in seq order, to that session
 while it is connected and subscribed to a matching filter, each with a packet
 id of the session's own (reserved in its `inflight_out`, so amqtt picks no
-other) and a PUBACK waiter in the handler's table, which amqtt's
-`handle_puback` resolves. A PUBACK moves the spool's cursor; a connection
+other) and a PUBACK waiter in the handler's table (`AmqttHandler.puback_waiters`),
+which amqtt's `handle_puback` resolves. A PUBACK moves the spool's cursor; a connection
 that ends cancels the waiters, and what was unacknowledged is sent again,
 with DUP set, to the next connection of that session, including one to a
 broker restarted on the same spool. The projector dedupes by event id.
@@ -61,7 +61,7 @@ class SpoolHooks:
             self.publish_gate = self._spool_gate
         await super().start()  # type: ignore[misc]
         if self.spool is not None:
-            kept: dict[str, RetainedApplicationMessage] = self._retained_messages  # type: ignore[attr-defined]
+            kept: dict[str, RetainedApplicationMessage] = self.retained_messages  # type: ignore[attr-defined]
             for topic, (payload, qos) in self.spool.retained.items():
                 kept[topic] = RetainedApplicationMessage(None, topic, payload, qos)
             self._delivery = Delivery(self, self.spool)
@@ -83,7 +83,7 @@ class SpoolHooks:
         if self.spool is not None and topic_name is not None:
             self.spool.retain(topic_name, bytes(data or b""), qos or 0)
 
-    async def _handle_disconnect(self, client_session: Session, handler: Any, *args: Any, **kwargs: Any) -> None:
+    async def client_disconnected(self, client_session: Session, handler: Any, disconnect_waiter: Any) -> None:
         """Deliver what the client sent before it left: amqtt drops the publishes still queued
         for its message loop when a client disconnects, and with PUBACKs held until the spool
         is durable, a publisher's last batch is acknowledged all at once, often just before
@@ -93,8 +93,8 @@ class SpoolHooks:
             while not queue.empty():
                 message: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 message.set_result(queue.get_nowait())
-                await self._handle_message_delivery(client_session, handler, message)  # type: ignore[attr-defined]
-        await super()._handle_disconnect(client_session, handler, *args, **kwargs)  # type: ignore[misc]
+                await self.deliver_message(client_session, handler, message)  # type: ignore[attr-defined]
+        await super().client_disconnected(client_session, handler, disconnect_waiter)  # type: ignore[misc]
 
     def spool_delivers(self, topic: str) -> str | None:
         """The client id of the projector session the spool delivers `topic` to (amqtt does not), or None."""
@@ -110,12 +110,12 @@ class SpoolHooks:
             return None  # retained messages are kept as amqtt keeps them (`retain_message`)
         return self.spool.offer(topic, payload, retain)
 
-    async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:
+    async def topic_allowed(self, session: Session, topic: str, action: Action) -> bool:
         if self.spool is not None and action == Action.RECEIVE and session is not None and topic:
             workspace = spooled_workspace(topic)
             if workspace is not None and session.client_id == f"mam-projector-{workspace}":
                 return False  # the spool delivers it (`Delivery`)
-        return await super()._topic_filtering(session, topic, action)  # type: ignore[misc]
+        return await super().topic_allowed(session, topic, action)  # type: ignore[misc]
 
 
 class Delivery:
@@ -161,7 +161,7 @@ class Delivery:
                 await queue.changed.wait()
 
     def _connection(self, queue: Queue) -> tuple[Session, Any] | None:
-        held = self.broker._sessions.get(queue.client_id)  # noqa: SLF001 - amqtt has no public session table
+        held = self.broker.sessions.get(queue.client_id)
         if held is None:
             return None
         session, handler = held
@@ -180,7 +180,7 @@ class Link:
         self.next_seq = queue.first_seq()
 
     def filters(self) -> list[str]:
-        subscriptions: dict[str, list[tuple[Session, int]]] = self.broker._subscriptions  # noqa: SLF001
+        subscriptions: dict[str, list[tuple[Session, int]]] = self.broker.subscriptions
         return [f for f, holders in subscriptions.items() if any(s is self.session for s, _ in holders)]
 
     async def send_due(self) -> None:
@@ -190,7 +190,7 @@ class Link:
         while self.next_seq <= self.queue.durable_upto and len(self.in_flight) < MAX_IN_FLIGHT:
             entry = self.queue.entries.get(self.next_seq)
             if entry is not None and entry.seq not in self.in_flight:
-                if not any(self.broker._matches(entry.topic, f) for f in filters):  # noqa: SLF001
+                if not any(self.broker.matches(entry.topic, f) for f in filters):
                     return  # not subscribed (yet) to what this one needs: wait, in order
                 if not await self._send(entry):
                     return
@@ -202,13 +202,13 @@ class Link:
         packet_id = self.session.next_packet_id
         self.session.inflight_out[packet_id] = _RESERVED
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.handler._puback_waiters[packet_id] = waiter  # noqa: SLF001
+        self.handler.puback_waiters[packet_id] = waiter
         self.in_flight[entry.seq] = packet_id
         waiter.add_done_callback(partial(self._settled, entry, packet_id))
         packet = PublishPacket.build(entry.topic, entry.payload, packet_id, entry.sent, 1, False)
         entry.sent = True
         try:
-            await self.handler._send_packet(packet)  # noqa: SLF001
+            await self.handler.send_packet(packet)
         except Exception as exc:  # noqa: BLE001 - a dead connection: the next one gets it again
             log.debug("spool: delivering to %s failed: %s", self.queue.client_id, exc)
             if not waiter.done():
@@ -219,8 +219,8 @@ class Link:
     def _settled(self, entry: Entry, packet_id: int, waiter: asyncio.Future[Any]) -> None:
         if self.session.inflight_out.get(packet_id) is _RESERVED:
             del self.session.inflight_out[packet_id]
-        if self.handler._puback_waiters.get(packet_id) is waiter:  # noqa: SLF001
-            del self.handler._puback_waiters[packet_id]  # noqa: SLF001
+        if self.handler.puback_waiters.get(packet_id) is waiter:
+            del self.handler.puback_waiters[packet_id]
         if waiter.cancelled() or waiter.exception() is not None:
             return
         self.in_flight.pop(entry.seq, None)

@@ -141,7 +141,8 @@ class ParkedWrites:
     appends: dict[str, list[ParkedEntry]] = field(default_factory=dict)
     rewrites: dict[str, list[ParkedEntry]] = field(default_factory=dict)
     """Files replaced whole (some of their events expired); an empty list removes the file."""
-    _appended: set[str] = field(default_factory=set)
+    appended: set[str] = field(default_factory=set)
+    """Jobs whose appends `commit_parked` has written: a commit tried again skips them."""
 
     def __bool__(self) -> bool:
         return bool(self.appends or self.rewrites)
@@ -326,11 +327,11 @@ def commit_parked(writes: ParkedWrites, parked_dir: str, plan: durable.SyncPlan)
     appender = durable.Appender(max_open=16)  # short-lived: a file may be removed after this batch
     try:
         for job_id, entries in writes.appends.items():
-            if job_id not in writes._appended:
+            if job_id not in writes.appended:
                 data = b"".join(encode_entry(e) for e in entries)
                 fd = appender.open_at(job_id, directory, f"{job_id}{SUFFIX}")
                 appender.write(fd, data, plan)
-                writes._appended.add(job_id)
+                writes.appended.add(job_id)
     finally:
         appender.close()
     return [

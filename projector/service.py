@@ -19,7 +19,9 @@ import anyio
 import anyio.abc
 
 import mam
+from mam.client.aiomqtt_internals import NO_DELAY, ack_all, enable_manual_ack, publish_nowait, streamline
 from mam.client.failover import Rotation, subscribe_required
+from mam.client.inbox import next_batch, queued
 from mam.client.mqtt import make_client, unreachable
 from mam.contract.broker_list import Brokers
 from mam.contract.broker_url import BrokerAddress
@@ -41,15 +43,6 @@ from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
 from mam.projector.metrics import ProjectorMetrics
-from mam.projector.mqtt_internals import (
-    NO_DELAY,
-    ack_all,
-    enable_manual_ack,
-    next_batch,
-    publish_nowait,
-    queued,
-    streamline,
-)
 from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.refusal_log import load_limits as load_refusal_limits

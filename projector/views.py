@@ -19,11 +19,11 @@ import aiomqtt
 import anyio
 import paho.mqtt.client as paho
 
+from mam.client.aiomqtt_internals import publish_nowait
 from mam.contract.record import JobRecord
 from mam.contract.status import encode
 from mam.contract.topics import Topics
 from mam.projector.batch import Batch
-from mam.projector.mqtt_internals import publish_nowait
 from mam.projector.replay import JobState
 from mam.projector.retention import pruned_ids
 from mam.projector.signer import StateSigner

@@ -68,7 +68,7 @@ async def test_a_packet_over_the_size_limit_closes_the_connection_before_its_bod
 
 def holding(broker: EmbeddedBroker) -> bool:
     """Whether the broker has stopped reading a client until its publishes in progress leave room."""
-    sessions = broker._broker.sessions.values()  # type: ignore[union-attr]  # noqa: SLF001 - test introspection
+    sessions = broker.running.sessions.values()  # type: ignore[union-attr]
     return any(getattr(handler.reader, "holding", False) for _, handler in sessions)
 
 

@@ -10,7 +10,7 @@ import aiomqtt
 import anyio
 import pytest
 
-from mam.projector.mqtt_internals import enable_manual_ack
+from mam.client.aiomqtt_internals import enable_manual_ack
 
 from brokers import BROKERS, RunningBroker
 from conftest import WorkspacePaths

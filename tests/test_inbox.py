@@ -12,10 +12,9 @@ import random
 import anyio
 import pytest
 
-from mam.client.inbox import Inbox, messages, receive
+from mam.client.inbox import Inbox, messages, next_batch, receive
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
-from mam.projector.mqtt_internals import next_batch
 
 from brokers import RunningBroker
 

@@ -42,7 +42,7 @@ def mcp_tool() -> Any:
 
 def submit_parser() -> argparse.ArgumentParser:
     parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 - argparse lists subcommands only privately
     return sub.choices["submit"]
 
 
@@ -54,7 +54,7 @@ def test_every_option_is_declared_once_with_its_help_and_fronts() -> None:
 
 
 def test_each_front_end_takes_exactly_its_options() -> None:
-    flags = {flag for action in submit_parser()._actions for flag in action.option_strings}
+    flags = {flag for action in submit_parser()._actions for flag in action.option_strings}  # noqa: SLF001 - as above
     assert {job_spec.OPTIONS[n].flag for n in job_spec.names("cli")} <= flags
     python = set(inspect.signature(Publisher.submit).parameters) - {"self", "wait", "wait_timeout"}
     assert python == set(job_spec.names("python"))
@@ -126,7 +126,7 @@ def test_a_value_is_refused_by_every_front_end_or_by_none(name: str, whole: int,
 
 def _tool_model() -> Any:
     server = build(_Served())  # type: ignore[arg-type]
-    return server._tool_manager.get_tool("submit_job").fn_metadata.arg_model
+    return server._tool_manager.get_tool("submit_job").fn_metadata.arg_model  # noqa: SLF001 - the SDK's model of a tool's arguments
 
 
 _MODEL = _tool_model()

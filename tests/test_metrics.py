@@ -192,7 +192,7 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
 
     registry = new_registry()
     ProjectorMetrics().register(registry)
-    broker_metrics.register(SimpleNamespace(_broker=None, spool=SimpleNamespace(queues={})), registry)  # type: ignore[arg-type]
+    broker_metrics.register(SimpleNamespace(running=None, spool=SimpleNamespace(queues={})), registry)  # type: ignore[arg-type]
     runner = SimpleNamespace(agent="a", active={}, outbox=Outbox(put_counts={}, bytes=0, receipts=Receipts()))
     runner_metrics.register(runner, registry)  # type: ignore[arg-type]
     exported = set()

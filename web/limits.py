@@ -4,7 +4,7 @@
 and the projector's descriptors and memory, so the dashboard takes a share of
 them and refuses beyond it (docs/design.md, "Dashboard"):
 
-- connections: at most `Caps.connections` open at once (an eighth of the
+- connections (uvicorn's protocol, `mam.web.uvicorn_internals`): at most `Caps.connections` open at once (an eighth of the
   descriptor limit, at most 1,024); one more is answered 503 and closed as
   soon as it is accepted, so a flood never holds more descriptors than that
   plus the accept queue (`ACCEPT_BACKLOG`);
@@ -19,14 +19,12 @@ them and refuses beyond it (docs/design.md, "Dashboard"):
 
 from __future__ import annotations
 
-import asyncio
 import resource
 from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 MAX_BODY = 64 * 1024
 """The largest request body: an answer or a cancel reason is far smaller (answers are at most 64 KiB)."""
@@ -55,52 +53,13 @@ def caps(descriptors: int | None = None) -> Caps:
     return Caps(connections=connections, streams=max(4, connections * 3 // 4))
 
 
-_BUSY = (
+BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"retry-after: " + RETRY_AFTER.encode() + b"\r\ncontent-length: 38\r\nconnection: close\r\n\r\n"
     b"the dashboard has too many connections"
 )
-
-
-def guarded_protocol(most: int) -> type[H11Protocol]:
-    """uvicorn's HTTP protocol, refusing connections beyond `most` and dropping clients that stop reading."""
-
-    class Guarded(H11Protocol):
-        _stall: asyncio.TimerHandle | None = None
-        _refused = False
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            if len(self.connections) >= most:  # never served: not counted, nothing read
-                self._refused = True
-                transport.write(_BUSY)  # a fresh socket's buffer takes it whole: the close is immediate
-                transport.close()
-                return
-            super().connection_made(transport)
-
-        def data_received(self, data: bytes) -> None:
-            if not self._refused:
-                super().data_received(data)
-
-        def pause_writing(self) -> None:
-            super().pause_writing()
-            if self._stall is None:
-                self._stall = self.loop.call_later(WRITE_STALL, self.transport.abort)
-
-        def resume_writing(self) -> None:
-            super().resume_writing()
-            self._unstall()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._unstall()
-            if not self._refused:
-                super().connection_lost(exc)
-
-        def _unstall(self) -> None:
-            if self._stall is not None:
-                self._stall.cancel()
-                self._stall = None
-
-    return Guarded
+"""What a connection beyond `Caps.connections` is answered before it is closed
+(`mam.web.uvicorn_internals.guarded_protocol`)."""
 
 
 class BodyLimit:

@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -23,7 +21,8 @@ from mam.web.app import build_app
 from mam.web.auth import Logins, check_exposure
 from mam.web.cli import DEFAULT_PORT
 from mam.web.hub import Hub
-from mam.web.limits import ACCEPT_BACKLOG, caps, guarded_protocol
+from mam.web.limits import ACCEPT_BACKLOG, BUSY, WRITE_STALL, caps
+from mam.web.uvicorn_internals import QuietServer, check, guarded_protocol
 
 SHUTDOWN_GRACE = 3.0
 
@@ -41,6 +40,7 @@ async def serve_dashboard(
     """Serve until cancelled; report the page's URL once it answers. `metrics`: the serving process's
     registry, also served at `/metrics` (`web/metrics.py`)."""
     check_exposure(host, password_file)
+    check()  # LibraryChanged, naming it, if uvicorn lacks what the dashboard's protocol relies on
     logins = Logins(password_file) if password_file is not None else None
     sock = _bind(host, port)
     hub = Hub(workspace, broker)
@@ -49,25 +49,17 @@ async def serve_dashboard(
                     metrics=metrics)
     config = uvicorn.Config(
         app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE, http=guarded_protocol(cap.connections),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE, http=guarded_protocol(cap.connections, busy=BUSY, stall=WRITE_STALL),
         limit_concurrency=cap.connections + 1, backlog=ACCEPT_BACKLOG,  # + 1: the protocol refuses the connections
     )
-    server = _Server(config)
+    server = QuietServer(config)
     async with anyio.create_task_group() as tg:
         await tg.start(hub.run)
         tg.start_soon(_run, server, sock)
         task_status.started(_url(host, sock.getsockname()[1]))
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: mam turns signals into a cancel (`mam.client.signals`)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-async def _run(server: _Server, sock: socket.socket) -> None:
+async def _run(server: QuietServer, sock: socket.socket) -> None:
     try:
         await server.serve(sockets=[sock])
     finally:

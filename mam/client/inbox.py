@@ -25,6 +25,8 @@ from typing import Any, Generic, TypeVar
 
 import aiomqtt
 
+from mam.client.aiomqtt_internals import disconnected, message_queue
+
 T = TypeVar("T")
 
 
@@ -84,11 +86,8 @@ def adopt(queue: asyncio.Queue[Any]) -> Inbox[Any]:
 
 
 def client_inbox(client: aiomqtt.Client) -> Inbox[aiomqtt.Message]:
-    """The inbox of an aiomqtt client (aiomqtt keeps its message queue as `_queue`)."""
-    queue = getattr(client, "_queue", None)
-    if not isinstance(queue, asyncio.Queue):
-        raise TypeError("this aiomqtt version hides its message queue; mam needs aiomqtt>=2.3,<3")
-    return adopt(queue)
+    """The inbox of an aiomqtt client."""
+    return adopt(message_queue(client))
 
 
 class Messages:
@@ -102,8 +101,7 @@ class Messages:
         return self
 
     def _disconnected(self) -> tuple[asyncio.Future[Any], ...]:
-        future = getattr(self._client, "_disconnected", None) if self._client is not None else None
-        return (future,) if isinstance(future, asyncio.Future) else ()
+        return (disconnected(self._client),) if self._client is not None else ()
 
     async def __anext__(self) -> aiomqtt.Message:
         disconnected = self._disconnected()
@@ -133,3 +131,15 @@ def messages(source: Any) -> Messages:
 async def receive(client: aiomqtt.Client) -> aiomqtt.Message:
     """The next message of `client`'s connection; cancel-safe (see the module's docstring)."""
     return await messages(client).__anext__()
+
+
+async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
+    """Wait for one message, then take up to `limit` in all of those already queued. Cancel-safe: the
+    wait takes nothing, so a timeout that ends it loses no message (the projector's batches)."""
+    first = await receive(client)
+    return [first, *queued(client, limit - 1)]
+
+
+def queued(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
+    """Up to `limit` of the messages already queued, without waiting."""
+    return client_inbox(client).take(limit)

@@ -6,6 +6,8 @@ refused event, 2 usage, 3 the broker or the projector cannot be reached.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -50,3 +52,20 @@ class WorkspaceLocked(MamError):
     """Another projector already serves this workspace."""
 
     exit_code = EXIT_FAILED
+
+
+class LibraryChanged(MamError):
+    """A library whose internals mam reaches into (amqtt, aiomqtt and paho-mqtt, uvicorn: the
+    `*_internals` adapters, docs/contributing.md, Dependencies) lacks one of them: an unreviewed release.
+    Raised at start-up, naming the release and the attribute, rather than running half-patched."""
+
+    @classmethod
+    def of(cls, distribution: str, lacking: str) -> LibraryChanged:
+        try:
+            release = version(distribution)
+        except PackageNotFoundError:
+            release = "(version unknown)"
+        return cls(
+            f"{distribution} {release} {lacking}: mam runs on the releases in constraints.txt "
+            "(pip install -c constraints.txt -e .)"
+        )

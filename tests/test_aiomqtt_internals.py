@@ -1,5 +1,6 @@
-"""The projector's reach into paho (`projector/mqtt_internals.py`), over real brokers: a batch's
-PUBACKs go out as one write and acknowledge exactly the messages given, on a streamlined client."""
+"""The reach into aiomqtt and paho (`mam/client/aiomqtt_internals.py`), over real brokers: a batch's
+PUBACKs go out as one write and acknowledge exactly the messages given, on a streamlined client; every
+patch takes on the pinned releases, and a release that lacks a name it touches is refused by name."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import anyio
 import paho.mqtt.client as paho
 import pytest
 
-from mam.client.mqtt import make_client
-from mam.contract.broker_url import parse_broker_url
-from mam.projector.mqtt_internals import (
-    PahoUnavailable,
-    _NoFilteredCallbacks,
+from mam.client.aiomqtt_internals import (
+    TlsClient,
     ack_all,
-    check_paho,
+    check,
+    check_client,
     enable_manual_ack,
-    next_batch,
+    patches_applied,
     streamline,
 )
+from mam.client.inbox import next_batch
+from mam.client.mqtt import make_client
+from mam.contract.broker_url import parse_broker_url
+from mam.contract.errors import LibraryChanged
 
 from brokers import RunningBroker
 
@@ -81,27 +84,50 @@ async def test_ack_all_acknowledges_exactly_the_batch_given(kind: str, request: 
         await _fence(again, fence_topic)
 
 
-class _RenamedRead(paho.Client):
+class _WithoutPacketRead(paho.Client):
     """paho as a release that renamed `_packet_read` would be."""
 
-    @property
-    def _packet_read(self) -> None:  # type: ignore[override]
-        raise AttributeError("_packet_read")
+    _packet_read = None  # type: ignore[assignment]
+
+
+class _OtherPacketQueue(paho.Client):
+    """paho as a release whose `_packet_queue` takes other parameters would be."""
+
+    def _packet_queue(self, command: int, packet: bytes) -> paho.MQTTErrorCode:  # type: ignore[override]
+        return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
+
+
+class _OtherDisconnect(aiomqtt.Client):
+    """aiomqtt as a release whose `_on_disconnect` callback takes other parameters would be."""
+
+    def _on_disconnect(self, client: object, userdata: object, reason_code: object) -> None:  # type: ignore[override]
+        return None
 
 
 async def test_streamline_applies_every_patch() -> None:
     """Each of the projector's patches of paho takes on the pinned release: none is skipped quietly."""
     client = make_client(parse_broker_url("mqtt://127.0.0.1:1"))
-    inner = client._client
+    before = patches_applied(client)
+    assert not (before["read_burst"] or before["lean_pubacks"] or before["no_filtered_callbacks"])
     streamline(client)
-    assert inner.loop_read.__qualname__ == "_read_burst.<locals>.loop_read"
-    assert inner._handle_pubackcomp.__qualname__ == "_lean_pubacks.<locals>.handle_pubackcomp"
-    assert inner.on_publish.__qualname__ == "_lean_pubacks.<locals>.on_awaited_publish"
-    assert type(inner._on_message_filtered) is _NoFilteredCallbacks
-    assert inner._easy_log.__qualname__ == "streamline.<locals>.log_unless_debug"
+    assert patches_applied(client) == dict.fromkeys(before, True)
 
 
-async def test_a_paho_release_without_a_patched_name_is_refused_by_name() -> None:
-    inner = _RenamedRead(paho.CallbackAPIVersion.VERSION2)
-    with pytest.raises(PahoUnavailable, match="lacks _packet_read: install the versions in constraints.txt"):
-        check_paho(inner)
+async def test_the_pinned_releases_pass_the_check() -> None:
+    check()
+    check_client(make_client(parse_broker_url("mqtt://127.0.0.1:1")))
+    check_client(TlsClient("127.0.0.1", 1))
+
+
+@pytest.mark.parametrize(
+    ("classes", "named"),
+    [
+        ({"paho_class": _WithoutPacketRead}, r"paho-mqtt 2\.\d+\.\d+ lacks _WithoutPacketRead\._packet_read: "),
+        ({"paho_class": _OtherPacketQueue}, r"lacks _OtherPacketQueue\._packet_queue\(command, packet, mid, qos, info\) "
+                                            r"\(now \(command, packet\)\)"),
+        ({"aiomqtt_class": _OtherDisconnect}, r"aiomqtt 2\.\d+\.\d+ lacks _OtherDisconnect\._on_disconnect\("),
+    ],
+)
+async def test_a_release_without_a_touched_name_is_refused_by_name(classes: dict[str, type], named: str) -> None:
+    with pytest.raises(LibraryChanged, match=named + r".*constraints\.txt"):
+        check(**classes)

@@ -1,4 +1,11 @@
-"""The three things the projector needs that aiomqtt does not expose.
+"""Every reach into aiomqtt's and paho-mqtt's internals: the one place, so a change in either
+library changes only this file, and `check` names it at start-up (docs/contributing.md, Dependencies).
+
+aiomqtt builds a `paho.mqtt.client.Client` as `_client`, queues incoming messages in `_queue` and
+keeps the connection's end in `_disconnected`; `message_queue` and `disconnected` hand those to
+`mam.client.inbox`, which reads a connection without losing a message to a timeout. `TlsClient`
+overrides aiomqtt's `_on_disconnect` (see there). The rest is what the projector needs that aiomqtt
+does not expose:
 
 1. Manual PUBACK. aiomqtt acknowledges every QoS 1 message on receipt; the
    projector must acknowledge an event only once it is durable. paho has
@@ -9,12 +16,7 @@
    does not need to wait for the round trip. paho's `publish` queues the
    packet and returns; with no in-flight limit (`max_inflight_messages=0`)
    nothing is held back, so a PUBLISH queued before a PUBACK is sent first.
-
-3. Taking a batch. The projector waits for the first message without taking
-   it (`mam.client.inbox`: aiomqtt's own iterator loses a message to a timeout that
-   ends its wait) and then takes whatever else is already queued straight from
-   the connection's inbox.
-4. Per-packet costs (`streamline`, `ack_all`). paho's `loop_read`, which
+3. Per-packet costs (`streamline`, `ack_all`). paho's `loop_read`, which
    aiomqtt calls each time the socket is readable, reads one packet unless
    publishes await their acknowledgements: one trip through the event loop
    per event. It matches every incoming message against per-topic callbacks
@@ -23,7 +25,7 @@
    of its own. Streamlined, a readable socket is read until it would block
    (at most `READ_BURST` packets), and the projector acknowledges a whole
    batch at once: its PUBACKs go out as one write.
-5. TCP's small-packet delays. The projector answers an event only once it
+4. TCP's small-packet delays. The projector answers an event only once it
    is durable, so its kernel delays the TCP acknowledgement meanwhile, and a
    broker that leaves Nagle's algorithm on (mosquitto does by default) holds
    back the events that follow the first of a burst until that
@@ -33,17 +35,18 @@
    once (`NO_DELAY`, passed when the client is made): a state queued behind a
    write the broker has not acknowledged would otherwise wait for it.
 
-aiomqtt builds a `paho.mqtt.client.Client` as `_client` and queues incoming
-messages in `_queue`; this module is the one place that reaches for them, so
-a change in aiomqtt's internals changes only this file. `enable_manual_ack` must run before connecting: a persistent
-session may be handed queued messages right after CONNACK.
+`enable_manual_ack` must run before connecting: a persistent session may be handed queued messages
+right after CONNACK. Taking a batch (`next_batch`, `queued`) is in `mam.client.inbox`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import socket
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -54,18 +57,99 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from mam.client.inbox import client_inbox, receive
+from mam.contract.errors import LibraryChanged
+from mam.contract.library_check import Attributes, Methods, attribute_problems, method_problems, require
+
+AIOMQTT_METHODS: Methods = {
+    "_on_disconnect": ("client", "userdata", "flags", "reason_code", "properties"),  # TlsClient
+}
+AIOMQTT_ATTRIBUTES: Attributes = {
+    "_client": paho.Client,  # every patch below
+    "_queue": asyncio.Queue,  # message_queue
+    "_disconnected": asyncio.Future,  # disconnected
+    "_connected": asyncio.Future,  # TlsClient
+    "_pending_publishes": dict,  # _lean_pubacks
+}
+PAHO_METHODS: Methods = {
+    "loop_read": ("max_packets",),  # _read_burst
+    "_packet_read": (), "_loop_rc_handle": ("rc",),  # _read_burst
+    "_handle_pubackcomp": ("cmd",), "_do_on_publish": ("mid", "reason_code", "properties"),  # _lean_pubacks
+    "_easy_log": ("level", "fmt", "args"),  # log_unless_debug
+    "_packet_queue": ("command", "packet", "mid", "qos", "info"),  # ack_all
+}
+PAHO_ATTRIBUTES: Attributes = {
+    "_sock": object,  # _read_burst (None until connected)
+    "_in_packet": dict, "_out_messages": dict, "_out_message_mutex": type(threading.RLock()),  # _lean_pubacks
+    "_on_message_filtered": MQTTMatcher,  # _NoFilteredCallbacks
+    "_logger": (logging.Logger, type(None)),  # log_unless_debug
+}
+"""Every private name of aiomqtt's and paho's clients this module uses. pyproject.toml bounds both to the
+releases checked; `check` refuses to run on one that lacks any of them, so a rename fails loudly at start
+instead of dropping a patch silently (tests/test_aiomqtt_internals.py checks each patch took)."""
 
 
-class PahoUnavailable(RuntimeError):
-    pass
+@functools.cache
+def check(aiomqtt_class: type[aiomqtt.Client] = aiomqtt.Client, paho_class: type[paho.Client] = paho.Client) -> None:
+    """Raise `LibraryChanged` naming what the installed aiomqtt or paho-mqtt lacks of what mam reaches
+    into; once per process (what a client instance holds: `check_client`). The classes are parameters
+    for the tests, which hand in one that lacks a name."""
+    require("aiomqtt", method_problems(aiomqtt_class, AIOMQTT_METHODS))
+    require("paho-mqtt", method_problems(paho_class, PAHO_METHODS))
+    sample = paho_class(paho.CallbackAPIVersion.VERSION2)
+    require("paho-mqtt", attribute_problems(sample, PAHO_ATTRIBUTES))
+    if type(sample._on_message_filtered) is not MQTTMatcher:  # replaced whole by _NoFilteredCallbacks
+        require("paho-mqtt", ["Client._on_message_filtered as an MQTTMatcher"])
+
+
+def check_client(client: aiomqtt.Client) -> None:
+    """`check`, and that `client` holds what this module reads (`make_client` runs it on every client)."""
+    check()
+    require("aiomqtt", attribute_problems(client, AIOMQTT_ATTRIBUTES))
+    if getattr(client._client.on_disconnect, "__name__", None) != "_on_disconnect":
+        require("aiomqtt", ["its paho client's on_disconnect as Client._on_disconnect"])
 
 
 def _paho(client: aiomqtt.Client) -> paho.Client:
-    inner = getattr(client, "_client", None)
-    if not isinstance(inner, paho.Client):
-        raise PahoUnavailable("this aiomqtt version hides its paho client; mam needs aiomqtt>=2.3,<3")
-    return inner
+    return client._client
+
+
+def message_queue(client: aiomqtt.Client) -> asyncio.Queue[Any]:
+    """The queue aiomqtt puts `client`'s incoming messages on (`queue_type` makes it an `Inbox`)."""
+    return client._queue
+
+
+def disconnected(client: aiomqtt.Client) -> asyncio.Future[None]:
+    """The future aiomqtt ends when `client`'s connection ends (with the reason, if it dropped)."""
+    return client._disconnected
+
+
+class TlsClient(aiomqtt.Client):
+    """An aiomqtt client for a TLS broker whose connect fails at once, with paho's reason, when the
+    connection drops before CONNACK. Under TLS 1.3 a broker that wants a client certificate
+    (mosquitto's `require_certificate`) lets the handshake finish and then sends an alert; paho
+    logs "failed to receive on socket: [SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] ..." and
+    aiomqtt 2.x ignores a disconnect before CONNACK (`_on_disconnect` returns early), so the
+    connect only timed out, seconds later, as "Operation timed out"."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("logger", _QUIET)  # the reason travels in the exception instead of a log line
+        super().__init__(*args, **kwargs)
+        self.last_error: str | None = None
+        self._client.on_log = self._on_log
+
+    def _on_log(self, client: Any, userdata: Any, level: int, text: str) -> None:  # noqa: ARG002 - paho's signature
+        if level == paho.MQTT_LOG_ERR:
+            self.last_error = text
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any = None) -> None:
+        if not self._connected.done():
+            self._connected.set_exception(aiomqtt.MqttError(self.last_error or "the broker closed the connection"))
+            return
+        super()._on_disconnect(client, userdata, flags, reason_code, properties)
+
+
+_QUIET = logging.getLogger("mam.mqtt.tls_paho")
+_QUIET.setLevel(logging.CRITICAL)
 
 
 def enable_manual_ack(client: aiomqtt.Client) -> None:
@@ -161,10 +245,10 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
         return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
 
     inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign,assignment]
-    awaited = getattr(client, "_pending_publishes", None)
+    awaited = client._pending_publishes
     on_publish = inner.on_publish
-    if not isinstance(awaited, dict) or on_publish is None:
-        raise PahoUnavailable("this aiomqtt release keeps no _pending_publishes: see constraints.txt")
+    if on_publish is None:
+        raise LibraryChanged.of("aiomqtt", "sets no on_publish callback on its paho client")
 
     def on_awaited_publish(*args: Any) -> None:
         if args[2] in awaited:  # (client, userdata, mid, reason code, properties)
@@ -173,37 +257,13 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
     inner.on_publish = on_awaited_publish
 
 
-PAHO_PRIVATE: tuple[str, ...] = (
-    "_packet_read", "_loop_rc_handle", "_sock",  # _read_burst
-    "_handle_pubackcomp", "_do_on_publish", "_in_packet", "_out_messages", "_out_message_mutex",  # _lean_pubacks
-    "_on_message_filtered",  # _NoFilteredCallbacks
-    "_logger", "_easy_log",  # log_unless_debug
-    "_packet_queue",  # ack_all
-)
-"""Every private name of paho's `Client` this module uses. pyproject.toml bounds paho-mqtt to the
-releases checked; `check_paho` refuses to run on one that lacks any of them, so a rename fails loudly
-at start instead of dropping a patch silently (tests/test_mqtt_internals.py checks each patch took)."""
-
-
-def check_paho(inner: paho.Client) -> None:
-    """Raise `PahoUnavailable` naming what this paho release lacks of what the projector patches."""
-    missing = [name for name in PAHO_PRIVATE if not hasattr(inner, name)]
-    if missing:
-        raise PahoUnavailable(
-            f"paho-mqtt {getattr(paho, '__version__', '?')} lacks {', '.join(missing)}: install the versions in "
-            "constraints.txt (pip install -c constraints.txt -e .)"
-        )
-    if type(inner._on_message_filtered) is not MQTTMatcher:
-        raise PahoUnavailable("paho-mqtt's per-topic callbacks are no longer an MQTTMatcher: see constraints.txt")
-
-
 def streamline(client: aiomqtt.Client) -> None:
     """Before connecting: read each readable socket in one burst, then acknowledge at once (TCP); skip
     paho's per-topic callback matching (aiomqtt uses none), and its DEBUG log calls unless paho's
     logger is enabled for DEBUG (its warnings and errors are still logged). Every patch is applied or
-    `PahoUnavailable` is raised: none is skipped quietly."""
+    `LibraryChanged` is raised (`check_client`): none is skipped quietly."""
+    check_client(client)
     inner = _paho(client)
-    check_paho(inner)
     _read_burst(inner)
     _lean_pubacks(client, inner)
     inner._on_message_filtered = _NoFilteredCallbacks()
@@ -226,13 +286,18 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
     return info
 
 
-async def next_batch(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
-    """Wait for one message, then take up to `limit` in all of those already queued. Cancel-safe: the
-    wait takes nothing (`mam.client.inbox`), so a tick's timeout that ends it loses no message."""
-    first = await receive(client)
-    return [first, *queued(client, limit - 1)]
+def patches_applied(client: aiomqtt.Client) -> dict[str, bool]:
+    """Which of `streamline`'s patches `client` carries (the DEBUG log one counts as carried when paho's
+    logger is enabled for DEBUG, where it is left out on purpose); tests/test_aiomqtt_internals.py."""
+    inner = _paho(client)
+    logger = inner._logger
+    return {
+        "read_burst": _made_by(inner.loop_read, _read_burst),
+        "lean_pubacks": _made_by(inner._handle_pubackcomp, _lean_pubacks) and _made_by(inner.on_publish, _lean_pubacks),
+        "no_filtered_callbacks": type(inner._on_message_filtered) is _NoFilteredCallbacks,
+        "log_unless_debug": _made_by(inner._easy_log, streamline) or logger is None or logger.isEnabledFor(logging.DEBUG),
+    }
 
 
-def queued(client: aiomqtt.Client, limit: int) -> list[aiomqtt.Message]:
-    """Up to `limit` of the messages already queued, without waiting."""
-    return client_inbox(client).take(limit)
+def _made_by(function: Any, maker: Any) -> bool:
+    return str(getattr(function, "__qualname__", "")).startswith(f"{maker.__qualname__}.<locals>.")
