@@ -13,7 +13,7 @@ from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
-from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage, Session
+from amqtt.session import OUTGOING, IncomingApplicationMessage, OutgoingApplicationMessage, Session
 
 from mam.broker import gate
 from mam.broker.flow import PacketReader, PublishWindow, Slot
@@ -84,7 +84,7 @@ class ClientHandler(BrokerProtocolHandler):
             self._silence = None
         await super().stop()
 
-    def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+    def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:
         """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
         packet and runs what it returns as a task, so the publish is counted before the loop
         reads the next packet (an `async def` body would only start later)."""
@@ -151,7 +151,7 @@ class ClientHandler(BrokerProtocolHandler):
         return memo.get((self.session.username, self.session.client_id or "", topic, Action.PUBLISH))
 
     async def _handle_message_flow(self, app_message: IncomingApplicationMessage | OutgoingApplicationMessage) -> None:
-        if app_message.direction == INCOMING:
+        if isinstance(app_message, IncomingApplicationMessage):  # direction INCOMING
             placed = _PLACED.get()
             if placed is not None:
                 allowed, held = await asyncio.shield(placed)

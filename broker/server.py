@@ -307,14 +307,15 @@ class EmbeddedBroker:
         if jobs is not None:
             jobs.disconnect = self.disconnect
         server = broker._servers["default"].instance  # noqa: SLF001 - amqtt exposes no bound-port API
-        self.bound = [sock.getsockname()[:2] for sock in server.sockets]  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.Server)  # TCP: only a ws listener is a websockets server
+        self.bound = [sock.getsockname()[:2] for sock in server.sockets]
         self.port = self.bound[0][1]
         self.endpoints = {
-            name: running.instance.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+            name: next(iter(running.instance.sockets)).getsockname()[:2]
             for name, running in broker._servers.items()  # noqa: SLF001
             if name != "default"
         }
-        _widen_backlog(server.sockets)  # type: ignore[union-attr]
+        _widen_backlog(server.sockets)
         self._watch_accept(broker)
         log.debug("embedded broker listening on %s (at most %d connections)", self.listening, broker.cap.most)
 
@@ -377,7 +378,7 @@ def _port_in_use(host: str, port: int) -> PortInUse:
     )
 
 
-def _widen_backlog(listening: Iterable[TransportSocket]) -> None:
+def _widen_backlog(listening: Iterable[TransportSocket | socket.socket]) -> None:  # typeshed: socket; run: Transport
     """Let the kernel queue up to SOMAXCONN connections not accepted yet.
 
     asyncio listens with a backlog of 100: a burst of clients connecting at once

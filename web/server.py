@@ -25,7 +25,7 @@ from mam.web.cli import DEFAULT_PORT
 from mam.web.hub import Hub
 from mam.web.limits import ACCEPT_BACKLOG, caps, guarded_protocol
 
-SHUTDOWN_GRACE = 3.0
+SHUTDOWN_GRACE = 3  # seconds; uvicorn's timeout_graceful_shutdown is an int
 
 
 async def serve_dashboard(

@@ -164,8 +164,8 @@ def watch_agents(
     def frame(rows: int, columns: int) -> list[str]:
         now = utc_now()
         shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]  # and the header
-        header, rows = agent_table(shown, now)
-        return render(rows, header, colour=colour, width=columns)
+        header, table = agent_table(shown, now)
+        return render(table, header, colour=colour, width=columns)
 
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
 

@@ -6,6 +6,10 @@ refused event, 2 usage, 3 the broker or the projector cannot be reached.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -50,3 +54,11 @@ class WorkspaceLocked(MamError):
     """Another projector already serves this workspace."""
 
     exit_code = EXIT_FAILED
+
+
+def first_of(group: BaseExceptionGroup[E]) -> E:
+    """The first exception `group` holds, however deep `except*` kept it (a task group's inside another's)."""
+    found: E | BaseExceptionGroup[E] = group
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found
