@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -421,7 +421,7 @@ SIGNED_TYPES: Final = frozenset(
 takes these only signed by that key. `input_requested`/`input_withdrawn` (`mam ask`, from the agent's own
 process) are not among them: a question never ends a job or decides its outcome."""
 
-EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in AnyEvent.__args__)  # type: ignore[attr-defined]
+EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in get_args(AnyEvent))
 
 _decoder: Final = msgspec.json.Decoder(AnyEvent)
 _encoder: Final = msgspec.json.Encoder()
@@ -464,7 +464,7 @@ def _decode(payload: bytes) -> AnyEvent:
         raise EventError("invalid event: JSON nested too deeply for this process's stack") from None
 
 
-_FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in AnyEvent.__args__}  # type: ignore[attr-defined]
+_FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in get_args(AnyEvent)}
 
 
 def _ignored_note(payload: bytes) -> str:
@@ -523,4 +523,4 @@ def encode_event(event: AnyEvent) -> bytes:
 
 
 def event_type(event: AnyEvent) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return str(type(event).__struct_config__.tag)  # every event type's tag is a str
