@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -185,11 +185,16 @@ def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobS
         raise UsageError(flagged(str(exc))) from None
 
 
-def _check(event: ev.AnyEvent) -> ev.AnyEvent:
+E = TypeVar("E", bound=ev.AnyEvent)
+
+
+def _check(event: E) -> E:
     """Validate locally with the projector's own schema, so bad flags fail before
     publishing, with the flag named (`--role: Expected str of length <= 256`)."""
     try:
-        return ev.decode_event(ev.encode_event(event))
+        checked = ev.decode_event(ev.encode_event(event))
+        assert isinstance(checked, type(event))  # an event decodes as its own type
+        return checked
     except ev.EventError as exc:
         message = str(exc).removeprefix("invalid event: ")
         for field, flag in _FLAG_OF_FIELD.items():

@@ -123,10 +123,11 @@ def carried(old: JobRecord) -> dict[str, Any]:
     root = old.resume_root if isinstance(old.resume_root, str) else old.job_id
     before = old.resume_usage if isinstance(old.resume_usage, Usage) else None
     own = usage_of(old)
-    counts = {name: _plus(getattr(before, name, None), getattr(own, name, None))
-              for name in ("input_tokens", "cached_input_tokens", "output_tokens")}
-    counts = {name: value for name, value in counts.items() if value is not None}
-    return {"resume_root": root, **({"resume_usage": Usage(**counts)} if counts else {})}
+    b, o = before or Usage(), own or Usage()
+    total = Usage(input_tokens=_plus(b.input_tokens, o.input_tokens),
+                  cached_input_tokens=_plus(b.cached_input_tokens, o.cached_input_tokens),
+                  output_tokens=_plus(b.output_tokens, o.output_tokens))
+    return {"resume_root": root, **({"resume_usage": total} if total != Usage() else {})}
 
 
 def _plus(a: int | None, b: int | None) -> int | None:

@@ -89,7 +89,7 @@ def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tupl
     setups = []
     for name in chosen:
         profile: Profile = profiles[resolve(name, profiles)]
-        levels = {level: list(args) for level, args in (profile.permissions or {}).items()} or None
+        levels: dict[str, list[str]] | None = {level: list(args) for level, args in (profile.permissions or {}).items()} or None
         job_env = ProfileEnv(always=dict(profile.env or {}),
                              levels={k: dict(v) for k, v in (profile.permissions_env or {}).items()})
         setups.append(AgentSetup(name, list(profile.argv), levels, (ceiling or DEFAULT_LEVEL) if levels else None,

@@ -57,8 +57,9 @@ class JobBroker:
         """The job's `MAM_BROKER_URL`, given the environment it inherits from the runner (`env`)."""
         addresses = addresses_of(self.brokers)
         if self.scoped:
-            login = {"username": user_of(job_id), "password": mint(self.key, self.workspace_id, job_id, attempt)}
-            return ",".join(dataclasses.replace(address, **login).full_url for address in addresses)
+            username, password = user_of(job_id), mint(self.key, self.workspace_id, job_id, attempt)
+            return ",".join(dataclasses.replace(address, username=username, password=password).full_url
+                            for address in addresses)
         if self.mode == "none":
             bare = (dataclasses.replace(address, username=None, password=None) for address in addresses)
             return ",".join(address.url for address in bare)

@@ -17,6 +17,7 @@ event stays unconfirmed for long; `confirmed` waits for all of it.
 
 from __future__ import annotations
 
+import builtins
 import math
 import uuid
 from collections import deque
@@ -123,7 +124,7 @@ class Outbox:
         self.put_counts[kind] = self.put_counts.get(kind, 0) + 1
         return event
 
-    def _append(self, topic: str, payload: bytes, job_id: str, event_id: str) -> None:
+    def _append(self, topic: str, payload: builtins.bytes, job_id: str, event_id: str) -> None:  # not .bytes
         self._entries.append(Entry(self._made, topic, payload, job_id=job_id, event_id=event_id))
         self._made += 1
         self._bytes += len(payload)

@@ -59,8 +59,8 @@ def awaits(event: ev.AnyEvent, attempt: int) -> Awaits | None:
     kind = ev.event_type(event)
     if kind == "claimed" and isinstance(event.expected_version, int):
         return Awaits(kind, attempt, expected_version=event.expected_version)
-    if kind == "output" and isinstance(getattr(event, "seq", None), int):
-        return Awaits(kind, attempt, seq=event.seq)  # type: ignore[attr-defined]
+    if isinstance(event, ev.Output) and event.seq is not None:
+        return Awaits(kind, attempt, seq=event.seq)
     if kind in OUTCOMES or kind in ("started", "released"):
         return Awaits(kind, attempt)
     return None

@@ -372,7 +372,10 @@ class Runner:
         """Keep the retained online status current (the jobs it holds) on this connection."""
         published = self._status_version
         while True:
-            await self._changed.until(lambda seen=published: self._status_version != seen)
+            def moved(seen: int = published) -> bool:
+                return self._status_version != seen
+
+            await self._changed.until(moved)
             version = self._status_version
             topic = self.topics.agent_status(self.agent_id)
             await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)

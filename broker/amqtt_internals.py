@@ -96,7 +96,7 @@ class AmqttBroker(Broker):
 
     def listening(self) -> dict[str, list[Any]]:
         """Each listener's name -> the sockets its server listens on."""
-        return {name: list(running.instance.sockets) for name, running in self._servers.items()}  # type: ignore[union-attr]
+        return {name: list(running.instance.sockets) for name, running in self._servers.items()}
 
     async def serve_client(self, listener_name: str, reader: ReaderAdapter, writer: WriterAdapter) -> None:
         """amqtt's handling of one connection, from CONNECT to its end."""
@@ -185,7 +185,7 @@ class AmqttHandler(BrokerProtocolHandler):
     @property
     def puback_waiters(self) -> dict[int, asyncio.Future[Any]]:
         """Packet id -> the future amqtt's `handle_puback` resolves with the PUBACK."""
-        return self._puback_waiters  # type: ignore[return-value]
+        return self._puback_waiters
 
     async def send_packet(self, packet: Any) -> None:
         await self._send_packet(packet)

@@ -156,14 +156,16 @@ class PacketReader(ReaderAdapter):
             return None
         kind, length = self._head[0] >> 4, _remaining_length(self._head)
         if length > self.max_packet:
-            return self._refuse(f"a packet of {length} bytes (the limit is {self.max_packet})")
+            self._refuse(f"a packet of {length} bytes (the limit is {self.max_packet})")
+            return None
         if kind == PUBLISH and not self.window.has_room(length):
             await self._hold(length)
         body = await self._exactly(length) if length else b""
         if body is None:
             return None
         if kind == PUBLISH and (problem := publish_problem(body)):
-            return self._refuse(problem)
+            self._refuse(problem)
+            return None
         packet = bytes(self._head) + body
         self._head.clear()
         if self._first:
@@ -216,7 +218,6 @@ class PacketReader(ReaderAdapter):
 
     def _refuse(self, what: str) -> None:
         self.on_protocol_error(f"closed the connection from {self.peer}: it sent {what}")
-        return None
 
 
 def _remaining_length(head: bytearray) -> int:

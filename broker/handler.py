@@ -14,7 +14,7 @@ from amqtt.contexts import Action
 from amqtt.mqtt.constants import QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.publish import PublishPacket
-from amqtt.session import INCOMING, OUTGOING, IncomingApplicationMessage, Session
+from amqtt.session import OUTGOING, IncomingApplicationMessage, Session
 
 from mam.broker import gate
 from mam.broker.amqtt_internals import AmqttHandler, AppMessage, Flow, become
@@ -86,7 +86,7 @@ class ClientHandler(AmqttHandler):
             self._silence = None
         await super().stop()
 
-    def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+    def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:
         """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
         packet and runs what it returns as a task, so the publish is counted before the loop
         reads the next packet (an `async def` body would only start later)."""
@@ -153,7 +153,7 @@ class ClientHandler(AmqttHandler):
         return memo.get((self.session.username, self.session.client_id or "", topic, Action.PUBLISH))
 
     async def message_flow(self, app_message: AppMessage) -> None:
-        if app_message.direction == INCOMING:
+        if isinstance(app_message, IncomingApplicationMessage):  # direction INCOMING
             placed = _PLACED.get()
             if placed is not None:
                 allowed, held = await asyncio.shield(placed)

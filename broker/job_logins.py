@@ -158,7 +158,7 @@ class JobLogins:
         target = parsed.job_id if parsed is not None and parsed.kind is Kind.EVENTS else None
         event: ev.AnyEvent | None = None
         if job_id is None or job_id not in self.live:
-            reason = "this job's login ended with the job"
+            reason: str | None = "this job's login ended with the job"
         elif target is None:
             reason = "a job's login publishes only on a job's events topic"
         else:

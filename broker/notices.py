@@ -34,7 +34,7 @@ class Notice:
         if self._last is not None and now - self._last < self.interval:
             self._unsaid += 1
             return
-        if self._unsaid:
-            message += f" ({self._unsaid} more like it in the last {now - self._last:.0f} s)"  # type: ignore[operator]
+        if self._unsaid and self._last is not None:  # (one unsaid means one said before it)
+            message += f" ({self._unsaid} more like it in the last {now - self._last:.0f} s)"
         log.warning("%s", message)
         self._last, self._unsaid = now, 0

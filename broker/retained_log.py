@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from mam.broker.spool_records import RECORD_OVERHEAD, decode_records, encode_record
 
@@ -219,8 +220,8 @@ class RetainedLog:
         os.fsync(self._dir)
         self._live = sum(RECORD_OVERHEAD + len(t) + len(p) for t, (p, _) in self.kept.items())
 
-    def _spawn(self, work: object) -> None:
-        task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

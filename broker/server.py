@@ -367,7 +367,7 @@ def _port_in_use(host: str, port: int) -> PortInUse:
     )
 
 
-def _widen_backlog(listening: Iterable[TransportSocket]) -> None:
+def _widen_backlog(listening: Iterable[TransportSocket | socket.socket]) -> None:  # typeshed: socket; run: Transport
     """Let the kernel queue up to SOMAXCONN connections not accepted yet.
 
     asyncio listens with a backlog of 100: a burst of clients connecting at once

@@ -34,6 +34,7 @@ from amqtt.contexts import Action
 from amqtt.mqtt.publish import PublishPacket
 from amqtt.session import OutgoingApplicationMessage, Session
 
+from mam.broker.gate import PublishGate
 from mam.broker.spool import Entry, Queue, Spool, spooled_workspace
 
 log = logging.getLogger("mam.broker")
@@ -55,6 +56,7 @@ class SpoolHooks:
 
     spool: Spool | None = None
     _delivery: Delivery | None = None
+    publish_gate: PublishGate | None  # the broker's (set in its __init__)
 
     async def start(self) -> None:
         if self.spool is not None:

@@ -149,8 +149,8 @@ def register(app: MCPServer, served: Served) -> None:
             raise UsageError("job: this server does not run inside a job (MAM_JOB_ID is not set); pass the job "
                              "that asks")
         if question_id is not None:  # keep waiting, on channels opened by the wait (a restart is ridden out)
-            pub = ChannelPublisher(served.workspace, served.broker, None, served.connection)
-            return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, None, timeout,
+            channel = ChannelPublisher(served.workspace, served.broker, None, served.connection)
+            return _asked(job_id, question_id, await _wait_answer(channel, job_id, question_id, None, timeout,
                                                                    check=True), timeout)
         async with served.publisher() as pub:
             event = checked(ev.InputRequested(question=question, choices=choices or None))

@@ -109,7 +109,7 @@ def summary(record: JobRecord, full: dict[str, Any]) -> JobSummary:
     for key in ("role", "labels", "parent", "started_at", "finished_at", "exit_code"):
         value = getattr(record, key)
         if value is not None and value != {}:
-            row[key] = dict(value) if key == "labels" else value  # type: ignore[literal-required]
+            row[key] = dict(value) if key == "labels" else value
     if full.get("usage") is not None:
         row["usage"] = full["usage"]
     return row

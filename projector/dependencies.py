@@ -97,10 +97,10 @@ class Dependents:
                 candidates |= self.waiting.get(record.job_id, set())
         derived: list[tuple[str, ev.AnyEvent]] = []
         for job_id in sorted(candidates):
-            record = lookup(job_id)
-            if record is None or record.status is not Status.BLOCKED:
+            blocked = lookup(job_id)
+            if blocked is None or blocked.status is not Status.BLOCKED:
                 continue
-            event = verdict(record, lookup)
+            event = verdict(blocked, lookup)
             if event is not None:
                 derived.append((job_id, event))
         return derived

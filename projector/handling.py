@@ -120,7 +120,7 @@ class Folding:
             if self.fail_commit_on is not None and any(self.fail_commit_on in payload_of(m) for m in batch):
                 raise RuntimeError(f"{TEST_HOOK}: a commit made to fail")
             yield
-        except (*PASSED_THROUGH, MamError, aiomqtt.MqttError):
+        except PASSED_THROUGH + (MamError, aiomqtt.MqttError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: counted, so a redelivered message cannot stop it forever
             log.error("committing a batch of %d message(s) failed", len(batch), exc_info=exc)

@@ -136,13 +136,14 @@ class Projection(Holding):
         from the query `index` when it is usable (only the open jobs' records are read), else
         from a scan of the registry; with `keep_all` (a scan), every record is returned too."""
         waits: list[JobRecord] = []
+        everything: list[JobRecord] = []
         wait_statuses = (Status.BLOCKED, Status.RETRYING, Status.SUBMITTED)
         loaded = None if keep_all or index is None else load_from_index(self.registry, index, OPEN | set(wait_statuses))
         if loaded is not None and index is not None:
             found, self.children = loaded
             self.budget_trees.from_index(index)
             self.open_jobs = {r.job_id: r for r in found if r.status in OPEN}
-            waits, everything = [r for r in found if r.status in wait_statuses], []
+            waits = [r for r in found if r.status in wait_statuses]
         else:
             tree: dict[str, set[str]] = {}
             self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, tree)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -77,7 +77,8 @@ def load_limits(workspace_root: Path) -> RefusalLimits:
     for key, value in given.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             raise UsageError(f"{path}: refusal_log.{key} must be a number, not {value!r}")
-        limits = replace(limits, **{key: value if key == "window" else int(value)})
+        field: dict[str, Any] = {key: value if key == "window" else int(value)}  # a name checked above
+        limits = replace(limits, **field)
     if not (1024 <= limits.max_bytes <= 2**40 and 0 <= limits.keep <= 100 and limits.per_source >= 1
             and limits.total >= 1 and 0 < limits.window <= 3600):
         raise UsageError(f"{path}: refusal_log needs max_bytes >= 1024, keep 0-100, per_source and total >= 1, "

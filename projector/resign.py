@@ -151,11 +151,12 @@ class Resign:
             return list(read_records(self.registry, ids))
         if self.after is None:
             return []
-        ids = self.index.ids_after(self.cursor, CHUNK)
-        if ids is None:
+        indexed = self.index.ids_after(self.cursor, CHUNK)
+        if indexed is None:
             if self._sorted_ids is None:
                 self._sorted_ids = sorted(name for name, is_link in self.registry.names() if not is_link)
-            ids = [job_id for job_id in self._sorted_ids if job_id > self.cursor][:CHUNK]
+            indexed = [job_id for job_id in self._sorted_ids if job_id > self.cursor][:CHUNK]
+        ids = indexed
         self.cursor_at_end = len(ids) < CHUNK
         if ids:
             self.cursor = ids[-1]  # past those unreadable or gone too

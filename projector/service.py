@@ -25,7 +25,7 @@ from mam.client.inbox import next_batch, queued
 from mam.client.mqtt import make_client, unreachable
 from mam.contract.broker_list import Brokers
 from mam.contract.broker_url import BrokerAddress
-from mam.contract.errors import MamError
+from mam.contract.errors import MamError, first_of
 from mam.contract.offers import encode_offer
 from mam.contract.record import JobRecord
 from mam.contract.status import ProjectorStatus, encode
@@ -277,21 +277,21 @@ class Projector:
                     delay = self.retry_delay
                     await self._serve(client)
             except* aiomqtt.MqttError as group:
-                lost = group.exceptions[0]  # type: ignore[assignment]
+                lost = first_of(group)
             except* StorageLost as group:
                 raise MamError(
-                    f"{group.exceptions[0]}; stopping: fix the disk and restart the projector "
+                    f"{first_of(group)}; stopping: fix the disk and restart the projector "
                     "(unacknowledged events will be redelivered)"
                 ) from None
             except* OSError as group:  # outside a commit (those retry): a read, a descriptor limit
-                exc = group.exceptions[0]
+                exc = first_of(group)
                 raise MamError(
                     f"{exc.strerror or exc}{f': {exc.filename}' if getattr(exc, 'filename', None) else ''}; "
                     "stopping: fix the cause and restart the projector (unacknowledged events will be redelivered)"
                 ) from None
             self.log.close()
             if not connected_once:
-                raise unreachable(self.broker, lost) from None
+                raise unreachable(self.broker, lost or RuntimeError("connection closed")) from None
             self.projection.wills.connection_lost(utc_now())
             log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.rotation.where(), lost, delay)
             await anyio.sleep(delay)

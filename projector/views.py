@@ -109,7 +109,7 @@ class Views:
 
     async def restore(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
         """Publish records as retained state (the embedded broker forgot them when it stopped)."""
-        records = await anyio.to_thread.run_sync(list, records)
+        listed = await anyio.to_thread.run_sync(list, records)
         limiter = anyio.CapacityLimiter(RESTORE_CONCURRENCY)
 
         async def one(record: JobRecord) -> None:
@@ -117,23 +117,23 @@ class Views:
                 await client.publish(self.topics.state(record.job_id), self.signer.payload(record), qos=1, retain=True)
 
         if self.publish_local is not None:
-            for record in records:
+            for record in listed:
                 await self.publish_local(self.topics.state(record.job_id), self.signer.payload(record), True)
         else:
             async with anyio.create_task_group() as tg:
-                for record in records:
+                for record in listed:
                     tg.start_soon(one, record)
-        log.info("restored the retained state of %d job(s)", len(records))
+        log.info("restored the retained state of %d job(s)", len(listed))
 
     async def refresh(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
         """Publish again, queued in order ahead of anything the serve loop publishes, the retained
         states a broker may hold stale after it restarted (the bounded set of `index_startup`)."""
-        records = await anyio.to_thread.run_sync(list, records)
-        for record in records:
+        listed = await anyio.to_thread.run_sync(list, records)
+        for record in listed:
             state = self.signer.payload(record)
             if self.publish_local is not None:
                 await self.publish_local(self.topics.state(record.job_id), state, True)
             else:
                 publish_nowait(client, self.topics.state(record.job_id), state, retain=True)
-        if records:
-            log.info("republished the retained state of %d job(s)", len(records))
+        if listed:
+            log.info("republished the retained state of %d job(s)", len(listed))

@@ -24,7 +24,7 @@ settings.register_profile("mam", database=None, deadline=None)
 settings.load_profile("mam")
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-_CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis")
+_CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache")
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
         """`mam cancel` (exact id, as before) with an optional `reason`; `tree`: `mam cancel --tree`."""
         body = await body_of(request, CancelBody)
         job_id = await known(hub, validate_job_id(request.path_params["job_id"]))
-        event = checked(ev.CancelRequested(reason=body.reason, **({"tree": True} if body.tree else {})))
+        event = checked(ev.CancelRequested(reason=body.reason, tree=True if body.tree else msgspec.UNSET))
         assert isinstance(event, ev.CancelRequested)
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
             if not body.tree:

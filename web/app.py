@@ -125,7 +125,9 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
     async def answer(request: Request) -> Response:
         """`mam answer`: the answer to a waiting job's question (`{"answer": ..., "question_id": ...}`)."""
         return await publish(
-            request, lambda body: ev.InputProvided(answer=body.get("answer"), question_id=body.get("question_id"))
+            # The body's values as sent: `publish` decodes the event, so a missing or non-text answer is a 400.
+            request, lambda body: ev.InputProvided(answer=body.get("answer"),  # type: ignore[arg-type]
+                                                   question_id=body.get("question_id")),
         )
 
     actions = action_routes(hub, broker, _job)

@@ -75,7 +75,7 @@ class Page(Inbox[Change]):
         super()._put(item)
 
     def _get(self) -> Change:
-        item: Change = super()._get()  # type: ignore[misc]
+        item: Change = super()._get()
         self.queued_bytes -= item.size
         return item
 
@@ -153,7 +153,7 @@ class Hub:
             for topic, qos in ((t.all_states, 1), (t.all_events, 1), (t.projector_status, 0), (t.all_agent_status, 0),
                                (t.rejected, 0)):
                 granted = await client.subscribe(topic, qos=qos)
-                if any(code.is_failure for code in granted):
+                if any(getattr(code, "value", code) >= 0x80 for code in granted):  # a ReasonCode or a QoS int
                     log.warning("dashboard: the broker refused the subscription to %s (%s)", topic, granted)
             if self._was_lost:
                 self._refresh_pages()

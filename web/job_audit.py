@@ -152,8 +152,8 @@ def output_range(workspace: Workspace, job_id: str, offset: int = 0, limit: int 
         at = 0
         for piece in pieces:
             if at + piece.size > start and at < start + reach:
-                text = _text_at(log, piece)
-                wanted += text[max(start - at, 0):start + reach - at]
+                got = _text_at(log, piece)
+                wanted += got[max(start - at, 0):start + reach - at]
             at += piece.size
             if at >= start + reach:
                 break

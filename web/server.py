@@ -24,7 +24,7 @@ from mam.web.hub import Hub
 from mam.web.limits import ACCEPT_BACKLOG, BUSY, WRITE_STALL, caps
 from mam.web.uvicorn_internals import QuietServer, check, guarded_protocol
 
-SHUTDOWN_GRACE = 3.0
+SHUTDOWN_GRACE = 3  # seconds; uvicorn's timeout_graceful_shutdown is an int
 
 
 async def serve_dashboard(

@@ -32,6 +32,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     add_global(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands,
                                 parser_class=Parser)  # the commands' own help is not grouped
+    assert isinstance(sub, LazyCommands)  # argparse's stubs type the action= class away
     if lazy:
         sub.add_placeholders()
     else:

@@ -94,7 +94,7 @@ COMPLETERS: Final[dict[str, Completer]] = {
 
 def complete(action: argparse.Action, kind: str) -> argparse.Action:
     """`action` with the completer of `kind` (a key of `COMPLETERS`)."""
-    action.completer = COMPLETERS[kind]  # type: ignore[attr-defined] - argcomplete reads this attribute
+    action.completer = COMPLETERS[kind]  # type: ignore[attr-defined]  # argcomplete reads this attribute
     return action
 
 

@@ -131,7 +131,7 @@ def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, 
     """`--dry-run`, or nothing to prune: what would go, and what an unfinished job keeps."""
     ids = [brief.job_id for brief in selection.chosen]
     if form in ("json", "yaml"):
-        found = {"would_prune": ids} if args.dry_run else {"pruned": [], "refused": {}}
+        found: dict[str, object] = {"would_prune": ids} if args.dry_run else {"pruned": [], "refused": {}}
         print_document(found | {"kept": selection.kept}, form)
         return
     if form == "name":
@@ -196,14 +196,14 @@ async def _round(
         payload = message.payload if isinstance(message.payload, bytes) else b""
         if topic == topics.rejected:
             refusal = pub.states.refusal(payload)
-            job_id = waiting.pop(str(refusal.get("event_id")), None) if refusal is not None else None
-            if job_id is not None and refusal is not None:
-                refused[job_id] = str(refusal.get("reason"))
+            answered = waiting.pop(str(refusal.get("event_id")), None) if refusal is not None else None
+            if answered is not None and refusal is not None:
+                refused[answered] = str(refusal.get("reason"))
         else:
             record = pub.states.record(topic, payload)
-            job_id = waiting.pop(record.last_event_id or "", None) if record is not None else None
-            if job_id is not None:
-                pruned.append(job_id)
+            answered = waiting.pop(record.last_event_id or "", None) if record is not None else None
+            if answered is not None:
+                pruned.append(answered)
         if not waiting:
             break
     else:

@@ -127,8 +127,9 @@ def watch_jobs(
         room = max(rows - 2, 1)  # the header, and the line that says how many more there are
         shown, total = select(known.values(), where, min(room, limit or room))
         # a DENIED column as `mam jobs` has, when a shown job's agent was refused a tool call
-        header, rows = with_denials(JOB_HEADER, [job_row(r, utc_now()) for r in shown], [denied_count(r) for r in shown])
-        lines = render(rows, header, colour=colour, width=columns)
+        header, table = with_denials(JOB_HEADER, [job_row(r, utc_now()) for r in shown],
+                                     [denied_count(r) for r in shown])
+        lines = render(table, header, colour=colour, width=columns)
         total = max(total, matching)
         if total > len(shown):
             lines.append(f"... {total - len(shown)} more not shown")
@@ -176,8 +177,8 @@ def watch_agents(
     def frame(rows: int, columns: int) -> list[str]:
         now = utc_now()
         shown = presence.visible(known.values(), now, everything=everything)[: max(rows - 1, 1)]  # and the header
-        header, rows = agent_table(shown, now)
-        return render(rows, header, colour=colour, width=columns)
+        header, table = agent_table(shown, now)
+        return render(table, header, colour=colour, width=columns)
 
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
 

@@ -34,8 +34,8 @@ def cmd_workspace(args: argparse.Namespace) -> int:
         {"process": runtime.served_by, "pid": runtime.pid, "broker": runtime.broker} if runtime else None
     )
     info["projector"] = projector_info(workspace.registry_dir)
-    key = load_workspace_key(workspace)
-    info["projector_key"] = fingerprint(key) if key is not None else None
+    workspace_key = load_workspace_key(workspace)
+    info["projector_key"] = fingerprint(workspace_key) if workspace_key is not None else None
     from mam.client.announced import describe as describe_announced
     from mam.client.announced import summary as announced_summary
 

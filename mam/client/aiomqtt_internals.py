@@ -244,7 +244,7 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
                 return do_on_publish(mid, success, no_properties)
         return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
 
-    inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign,assignment]
+    inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign]
     awaited = client._pending_publishes
     on_publish = inner.on_publish
     if on_publish is None:
@@ -270,7 +270,7 @@ def streamline(client: aiomqtt.Client) -> None:
     if inner._logger is not None and not inner._logger.isEnabledFor(logging.DEBUG):
         easy_log = inner._easy_log
 
-        def log_unless_debug(level: int, fmt: str, *args: Any) -> None:
+        def log_unless_debug(level: paho.LogLevel, fmt: str, *args: Any) -> None:
             if level != paho.MQTT_LOG_DEBUG:
                 easy_log(level, fmt, *args)
 

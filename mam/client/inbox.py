@@ -21,7 +21,7 @@ gone, or the end of iteration once a channel is closed.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiomqtt
 
@@ -30,7 +30,7 @@ from mam.client.aiomqtt_internals import disconnected, message_queue
 T = TypeVar("T")
 
 
-class Inbox(asyncio.Queue, Generic[T]):  # type: ignore[type-arg]
+class Inbox(asyncio.Queue[T]):
     """An asyncio queue whose readers can wait for an item without taking it.
 
     Class-level defaults (not `__init__`) so that `adopt` can turn a plain
@@ -40,7 +40,7 @@ class Inbox(asyncio.Queue, Generic[T]):  # type: ignore[type-arg]
     _closed: bool = False
 
     def _put(self, item: T) -> None:
-        super()._put(item)  # type: ignore[misc]
+        super()._put(item)
         self._wake()
 
     def _wake(self) -> None:
@@ -82,7 +82,7 @@ def adopt(queue: asyncio.Queue[Any]) -> Inbox[Any]:
         if type(queue) is not asyncio.Queue:
             raise TypeError(f"cannot read a {type(queue).__name__} safely: make the client with queue_type=Inbox")
         queue.__class__ = Inbox
-    return queue
+    return cast("Inbox[Any]", queue)  # its class is Inbox now
 
 
 def client_inbox(client: aiomqtt.Client) -> Inbox[aiomqtt.Message]:

@@ -102,7 +102,8 @@ class Reconnecting:
             except LOST as exc:
                 await self._lost(exc)
         while True:
-            done, result = False, None
+            done = False
+            result: T  # set before done
             try:
                 async with self._opener() as connection:
                     self._up()
@@ -112,7 +113,7 @@ class Reconnecting:
                 if not done:  # a failure to close a connection the work is done with changes nothing
                     await self._lost(exc)
                     continue
-            return result  # type: ignore[return-value]
+            return result
 
     async def stream(self, work: Callable[[Any], AsyncIterator[X]]) -> AsyncIterator[X]:
         """What `work(connection)` yields, on one connection after another, until the caller stops."""

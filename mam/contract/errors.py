@@ -7,6 +7,9 @@ refused event, 2 usage, 3 the broker or the projector cannot be reached.
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -69,3 +72,11 @@ class LibraryChanged(MamError):
             f"{distribution} {release} {lacking}: mam runs on the releases in constraints.txt "
             "(pip install -c constraints.txt -e .)"
         )
+
+
+def first_of(group: BaseExceptionGroup[E]) -> E:
+    """The first exception `group` holds, however deep `except*` kept it (a task group's inside another's)."""
+    found: E | BaseExceptionGroup[E] = group
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found

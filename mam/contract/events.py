@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -125,6 +125,9 @@ class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     agent_session_id: ShortText | None = None
 
 
+# Each event type repeats `frozen=True`: msgspec inherits it at run time, but type checkers read a Struct as a
+# PEP 681 dataclass transform, which does not, and mypy refuses a non-frozen child of a frozen base
+# (msgspec's recommended fix: github.com/msgspec/msgspec/issues/657).
 class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
     """The envelope every event carries.
 
@@ -148,7 +151,7 @@ RunnerKeyText = Annotated[str, Meta(pattern=r"^[A-Za-z0-9+/]{43}=" + END)]
 """An ed25519 public key: its raw 32 bytes, standard base64."""
 
 
-class Submitted(Event, tag="submitted"):
+class Submitted(Event, tag="submitted", frozen=True):
     prompt: Prompt
     agent: AgentName
     agent_session: ShortText | None = None
@@ -216,7 +219,7 @@ def submit_policy(
     return {name: value for name, value in given if value is not None}
 
 
-class Claimed(Event, tag="claimed"):
+class Claimed(Event, tag="claimed", frozen=True):
     runner: AgentName
     epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}" + END)] | None = None
     runner_key: RunnerKeyText | UnsetType = UNSET
@@ -225,7 +228,7 @@ class Claimed(Event, tag="claimed"):
     Left out by a runner that does not sign: its job keeps the old, unprotected behaviour."""
 
 
-class Started(Event, tag="started"):
+class Started(Event, tag="started", frozen=True):
     runner: AgentName | None = None
     pid: Pid | None = None
     counts_outputs: bool | UnsetType = UNSET
@@ -238,12 +241,12 @@ class Started(Event, tag="started"):
     A runner leaves it out."""
 
 
-class Progress(Event, tag="progress"):
+class Progress(Event, tag="progress", frozen=True):
     message: Text | None = None
     percent: Annotated[float, Meta(ge=0, le=100)] | None = None
 
 
-class Output(Event, tag="output"):
+class Output(Event, tag="output", frozen=True):
     text: Text
     stream: Literal["stdout", "stderr"] = "stdout"
     seq: Version | None = None
@@ -268,7 +271,7 @@ Denials = Annotated[
 """`denials` on `succeeded` and `failed`: UNSET (left out) when the agent reported none."""
 
 
-class Heartbeat(Event, tag="heartbeat"):
+class Heartbeat(Event, tag="heartbeat", frozen=True):
     runner: AgentName | None = None
     seq: Version | UnsetType = UNSET
     """The runner counts a claim's heartbeats 1, 2, 3, ...: for a job claimed with a key the projector
@@ -277,7 +280,7 @@ class Heartbeat(Event, tag="heartbeat"):
     (UNSET) by an older runner, whose heartbeats keep their bytes."""
 
 
-class Succeeded(Event, tag="succeeded"):
+class Succeeded(Event, tag="succeeded", frozen=True):
     exit_code: ExitCode | None = 0
     result: Text | None = None
     git: GitInfo | None = None
@@ -286,7 +289,7 @@ class Succeeded(Event, tag="succeeded"):
     denials: Denials | UnsetType = UNSET
 
 
-class Failed(Event, tag="failed"):
+class Failed(Event, tag="failed", frozen=True):
     exit_code: ExitCode | None = None
     error: Text | None = None
     git: GitInfo | None = None
@@ -295,7 +298,7 @@ class Failed(Event, tag="failed"):
     denials: Denials | UnsetType = UNSET
 
 
-class CancelRequested(Event, tag="cancel_requested"):
+class CancelRequested(Event, tag="cancel_requested", frozen=True):
     reason: ShortText | None = None
     tree: bool | UnsetType = UNSET
     """`mam cancel --tree`: the projector also cancels every unfinished job delegated under this one
@@ -306,7 +309,7 @@ Question = Annotated[str, Meta(min_length=1, max_length=4096)]
 Choices = Annotated[list[Annotated[str, Meta(min_length=1, max_length=256)]], Meta(min_length=1, max_length=32)]
 
 
-class InputRequested(Event, tag="input_requested"):
+class InputRequested(Event, tag="input_requested", frozen=True):
     """A running job asks a person a question (`mam ask`): it is `waiting` until answered."""
 
     question: Question
@@ -314,7 +317,7 @@ class InputRequested(Event, tag="input_requested"):
     """When given, an answer must be one of these."""
 
 
-class InputProvided(Event, tag="input_provided"):
+class InputProvided(Event, tag="input_provided", frozen=True):
     """The answer to a waiting job's question (`mam answer`): the job runs on."""
 
     answer: Text
@@ -322,21 +325,21 @@ class InputProvided(Event, tag="input_provided"):
     """The id of the `input_requested` this answers; when given, an answer to another question is refused."""
 
 
-class InputWithdrawn(Event, tag="input_withdrawn"):
+class InputWithdrawn(Event, tag="input_withdrawn", frozen=True):
     """The job stops waiting without an answer (`mam ask --timeout` ran out)."""
 
     question_id: EventId | None = None
     reason: ShortText | None = None
 
 
-class Cancelled(Event, tag="cancelled"):
+class Cancelled(Event, tag="cancelled", frozen=True):
     reason: ShortText | None = None
     outputs: Outputs | UnsetType = UNSET
     usage: Usage | None | UnsetType = UNSET
     """What the agent reported using before it was stopped (its stream's token counts so far), when it did."""
 
 
-class TimedOut(Event, tag="timed_out"):
+class TimedOut(Event, tag="timed_out", frozen=True):
     """Published by the runner that enforced the job's timeout, or derived by the projector."""
 
     reason: ShortText | None = None
@@ -346,7 +349,7 @@ class TimedOut(Event, tag="timed_out"):
     outputs: Outputs | UnsetType = UNSET
 
 
-class Released(Event, tag="released"):
+class Released(Event, tag="released", frozen=True):
     """The runner that claimed a job gives it back unfinished (it is stopping: its drain ran out, or a
     second signal): the attempt ends (kept in `attempts`, not counted against `retries`) and the job is
     `submitted` again, for any runner to claim. Signed like the runner's other events."""
@@ -355,7 +358,7 @@ class Released(Event, tag="released"):
     outputs: Outputs | UnsetType = UNSET
 
 
-class Retrying(Event, tag="retrying"):
+class Retrying(Event, tag="retrying", frozen=True):
     """Derived by the projector only: an attempt ended in an outcome the job's policy retries, so the
     job is submitted again as attempt `attempt`, claimable from `not_before` (the backoff, jitter
     included, is decided once, here, so a replay is exact)."""
@@ -365,17 +368,17 @@ class Retrying(Event, tag="retrying"):
     reason: ShortText | None = None
 
 
-class Unblocked(Event, tag="unblocked"):
+class Unblocked(Event, tag="unblocked", frozen=True):
     """Derived by the projector only: every job a blocked job waits for (`after`) has succeeded."""
 
     reason: ShortText | None = None
 
 
-class Lost(Event, tag="lost"):
+class Lost(Event, tag="lost", frozen=True):
     reason: ShortText | None = None
 
 
-class Pruned(Event, tag="pruned"):
+class Pruned(Event, tag="pruned", frozen=True):
     """A finished job leaves the registry (`mam prune`, or the projector's own `retention`): its record
     and retained state are removed, its audit log is archived, and its id is never taken again."""
 
@@ -418,7 +421,7 @@ SIGNED_TYPES: Final = frozenset(
 takes these only signed by that key. `input_requested`/`input_withdrawn` (`mam ask`, from the agent's own
 process) are not among them: a question never ends a job or decides its outcome."""
 
-EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in AnyEvent.__args__)  # type: ignore[attr-defined]
+EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in get_args(AnyEvent))
 
 _decoder: Final = msgspec.json.Decoder(AnyEvent)
 _encoder: Final = msgspec.json.Encoder()
@@ -461,7 +464,7 @@ def _decode(payload: bytes) -> AnyEvent:
         raise EventError("invalid event: JSON nested too deeply for this process's stack") from None
 
 
-_FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in AnyEvent.__args__}  # type: ignore[attr-defined]
+_FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in get_args(AnyEvent)}
 
 
 def _ignored_note(payload: bytes) -> str:
@@ -520,4 +523,4 @@ def encode_event(event: AnyEvent) -> bytes:
 
 
 def event_type(event: AnyEvent) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return str(type(event).__struct_config__.tag)  # every event type's tag is a str

@@ -251,11 +251,14 @@ def _takes(name: str) -> str:
         return "object of key: value"
     low = schema.get("minimum", schema.get("exclusiveMinimum"))
     high = schema.get("maximum")
-    if low is None and high is None:
-        return {"string": "text", "boolean": "true/false"}.get(kind, kind)
+    number = "integer" if kind == "integer" else "number"
+    if low is None:
+        if high is None:
+            return {"string": "text", "boolean": "true/false"}.get(kind, kind)
+        return f"{number} <= {_number(high)}"
     sign = ">" if "exclusiveMinimum" in schema else ">="
     upper = f", <= {_number(high)}" if high is not None and high < 2**53 - 1 else ""
-    return f"{'integer' if kind == 'integer' else 'number'} {sign} {_number(low)}{upper}"
+    return f"{number} {sign} {_number(low)}{upper}"
 
 
 def _number(value: float) -> str:

@@ -25,7 +25,7 @@ MAX_NESTING: Final = 64
 """Arrays and objects nest at most this deep in any JSON mam reads from outside (the outermost counts 1)."""
 
 T = TypeVar("T")
-Data = TypeVar("Data", bytes, str)
+Data = TypeVar("Data", bound=bytes | str)
 
 _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS: Final = bytes(range(256)).translate(None, b"[]{}")

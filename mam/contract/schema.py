@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
 import msgspec.inspect as mi
@@ -42,7 +42,7 @@ SCHEMA_ID: Final = f"urn:mam:events:v{SCHEMA_VERSION}"
 REGENERATE: Final = "mam schema > docs/events.schema.json"
 DERIVED_NOTE: Final = "Only the projector derives it; clients cannot publish it (the projector refuses it)."
 
-_TYPES: Final = {t.__struct_config__.tag: t for t in AnyEvent.__args__}  # type: ignore[attr-defined]
+_TYPES: Final = {t.__struct_config__.tag: t for t in get_args(AnyEvent)}
 
 
 class UnknownEventType(UsageError):
