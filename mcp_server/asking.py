@@ -22,8 +22,8 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam.agents.input_cli import _answer_of
 from mam.agents.publisher import Publisher
+from mam.cli.ask import _answer_of
 from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.arg_limits import MOST_CHOICES, at_most

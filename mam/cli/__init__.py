@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 
 from mam import __version__
-from mam.cli.args import Parser, add_verbose
 from mam.cli.commands import LazyCommands, register_all
-from mam.cli.common import run_cli, setup_logging
 from mam.cli.completion import complete_if_asked
 from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
 from mam.cli.global_options import check as check_global
 from mam.cli.grouped_help import GroupedHelpParser
+from mam.process.args import Parser, add_verbose
+from mam.process.options import run_cli, setup_logging
 
 PROG = "mam"
 EPILOG = ("Use `mam COMMAND --help` for a command's flags. The listings (jobs, agents, worktrees, usage, events, "

@@ -16,8 +16,6 @@ from datetime import datetime
 import anyio
 import msgspec
 
-from mam.cli.args import job_id, positive_int, sort_order
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
 from mam.cli.output_form import add_output_arg, output_form, print_items
@@ -43,6 +41,8 @@ from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.usage import cost_of
 from mam.contract.workspace import Workspace
+from mam.process.args import job_id, positive_int, sort_order
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.listing import Jobs
 from mam.registry.ordering import SortOrder
 from mam.registry.query import JobFilter, NoSuchJob, parse_labels, parse_statuses

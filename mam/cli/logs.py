@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mam.cli.args import job_id, non_negative_int
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.contract.errors import UsageError
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.workspace import Workspace
+from mam.process.args import job_id, non_negative_int
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id
 
 

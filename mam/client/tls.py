@@ -1,7 +1,7 @@
 """TLS for mam's own clients: a private CA (`--cafile`, `MAM_CAFILE`) and a client certificate
 (`--certfile`/`--keyfile`, `MAM_CERTFILE`/`MAM_KEYFILE`) for `mqtts://` brokers.
 
-The flags ride on every `--broker` (`mam.cli.common.add_broker_arg`) and are kept as the
+The flags ride on every `--broker` (`mam.process.options.add_broker_arg`) and are kept as the
 environment variables, so every connection the process makes (the dashboard's hub, the MCP
 server's, a runner's) and every mam process it starts use the same files. A file that cannot be
 read is a usage error naming it (exit 2); a handshake that fails is one line saying what failed

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from mam.agents.profiles import load_profiles, resolve
-from mam.cli.args import job_id
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.events import MAX_TURNS, Usage
 from mam.contract.record import JobRecord
 from mam.contract.usage import usage_of
+from mam.process.args import job_id
 
 FLAG_OF_FIELD = {
     "resumes": "--resume",

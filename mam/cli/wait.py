@@ -11,12 +11,12 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.client.follow import outcome_code
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 FOREVER = 10.0**9
 """No `--timeout`: wait as long as the jobs take."""
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    from mam.agents.cli import _resolve_retained
+    from mam.cli.submit import _resolve_retained
 
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)

@@ -21,14 +21,14 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher, WaitTimeout
-from mam.agents.selection import resolve_for_write
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
+from mam.cli.selection import resolve_for_write
 from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord, Status
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 VERDICT_TIMEOUT = 30.0
 """How long each command waits for the projector to record (or refuse) what it published."""

@@ -12,16 +12,16 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher, new_job_id
-from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
+from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.contract import events as ev
 from mam.contract import job_limits, routing
 from mam.contract.attempts import RETRY_OUTCOMES
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.git.provenance import git_info
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 
 def retries(text: str) -> int:
@@ -92,7 +92,7 @@ def policy_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
     """Each `--after` id as the retained states know it (a unique prefix or suffix is enough)."""
-    from mam.agents.cli import _resolve_retained
+    from mam.cli.submit import _resolve_retained
 
     return [await _resolve_retained(pub, job) for job in after]
 

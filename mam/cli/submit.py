@@ -11,21 +11,19 @@ import anyio
 import msgspec
 
 from mam.agents.cancel_tree import cancel_tree
-from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, resume_fields
-from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
-from mam.agents.cli_retry import register as register_retry
-from mam.agents.cli_wait import register as register_wait
 from mam.agents.inside_job import default_parent
 from mam.agents.permissions import LEVELS
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.runner_hint import no_runner
-from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
-from mam.cli.args import agent_name, job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
+from mam.cli.limits import FLAG_OF_FIELD, add_limit_args, resume_fields
 from mam.cli.output_form import add_output_arg, output_form, print_items
+from mam.cli.retry import add_policy_args, policy_fields, resolve_after
+from mam.cli.retry import register as register_retry
+from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.cli.tables import short
+from mam.cli.wait import register as register_wait
 from mam.client.follow import Followed, follow, outcome_code, stopped_following
 from mam.client.live import snapshot_agents, snapshot_job_ids
 from mam.contract import events as ev
@@ -36,6 +34,8 @@ from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
 from mam.contract.terminal import safe
 from mam.git.provenance import git_info
+from mam.process.args import agent_name, job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.query import NoSuchJob, parse_labels, resolve_job_id
 
 
