@@ -42,10 +42,9 @@ from mam.process.options import (
     add_broker_arg,
     add_workspace_args,
     broker_from_args,
-    run_cli,
-    setup_logging,
     workspace_from_args,
 )
+from mam.process.running import run_cli, setup_logging
 
 PROG = "mam-agent"
 

@@ -17,7 +17,7 @@ from mam.broker.spool import Spool, default_spool_dir
 from mam.client.signals import cancel_on_signal
 from mam.process.args import Parser, add_verbose, port, positive_int, positive_seconds
 from mam.process.metrics import add_metrics_args, new_registry, serve_from_args
-from mam.process.options import run_cli, setup_logging
+from mam.process.running import run_cli, setup_logging
 
 PROG = "mam-broker"
 

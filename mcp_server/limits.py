@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mam.agents.publisher import Publisher
-from mam.cli.limits import resume_fields
+from mam.agents.resume import resume_fields
 from mam.mcp_server.served import Served
 
 

@@ -12,7 +12,7 @@ from test_runner_support import agent_runner, submit
 from test_worktrees import git, make_repo
 
 from mam.agents.formats import Transcript, parser_for
-from mam.cli.limits import carried
+from mam.agents.resume import carried
 from mam.contract.events import Usage
 from mam.contract.record import JobRecord
 from mam.git.worktree import WorktreeError, Worktrees

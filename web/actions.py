@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from mam.agents.cancel_tree import cancel_tree
 from mam.agents.publisher import Publisher, new_job_id
-from mam.cli.retry import retry_one
+from mam.agents.retrying import retry_one
 from mam.contract import events as ev
 from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
