@@ -30,7 +30,6 @@ from mam.cli.tables import (
     with_costs,
     with_denials,
 )
-from mam.client.live import snapshot_agents
 from mam.contract import presence
 from mam.contract.arg_limits import MOST_LABELS, at_most
 from mam.contract.attempts import after_of
@@ -244,6 +243,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
         from mam.cli.watch import watch_agents
 
         return watch_agents(workspace, broker, as_json=form == "json", everything=args.all)
+    from mam.client.live import snapshot_agents  # the MQTT client: only `mam agents` connects
+
     found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
     now = utc_now()
     shown = presence.visible(found.values(), now, everything=args.all)

@@ -25,8 +25,9 @@ from mam.cli.retry import register as register_retry
 from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, resolve_retained, select
 from mam.cli.tables import short
 from mam.cli.wait import register as register_wait
-from mam.client.follow import Followed, follow, outcome_code, stopped_following
+from mam.client.follow import Followed, follow
 from mam.client.live import snapshot_agents
+from mam.client.logged_output import outcome_code, stopped_following
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
 from mam.contract.errors import MamError, Refused, UsageError

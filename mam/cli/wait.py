@@ -13,7 +13,7 @@ import msgspec
 from mam.agents.publisher import Publisher
 from mam.cli.completers import complete
 from mam.cli.selection import resolve_retained
-from mam.client.follow import outcome_code
+from mam.client.logged_output import outcome_code
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
 from mam.process.args import job_id, positive_seconds

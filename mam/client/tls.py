@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import ssl
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from mam.contract.errors import UsageError
+
+if TYPE_CHECKING:
+    import ssl
 
 ENV_CAFILE = "MAM_CAFILE"
 ENV_CERTFILE = "MAM_CERTFILE"
@@ -32,6 +35,8 @@ def _readable(path: str, source: str) -> str:
 def client_context(env: Mapping[str, str] | None = None) -> ssl.SSLContext:
     """The system's trusted CAs plus `MAM_CAFILE`'s, and `MAM_CERTFILE`/`MAM_KEYFILE` as the client
     certificate (mTLS; a certfile that holds its key needs no keyfile). Host names are checked."""
+    import ssl  # here, not at the top: the TLS flags ride on commands that only read files
+
     env = os.environ if env is None else env
     cafile, certfile, keyfile = (env.get(name) or None for name in (ENV_CAFILE, ENV_CERTFILE, ENV_KEYFILE))
     for name, path in ((ENV_CAFILE, cafile), (ENV_CERTFILE, certfile), (ENV_KEYFILE, keyfile)):
