@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mam.agents.profiles import load_profiles, resolve
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.events import Usage
 from mam.contract.record import JobRecord
@@ -30,6 +29,8 @@ def resume_fields(old: JobRecord | None, old_id: str, agent: str | None, root: P
     if not session:
         raise Refused(f"--resume {old_id}: its agent recorded no session id (a plain command, or a run that "
                       "stopped before its stream named one); submit a new job instead")
+    from mam.agents.profiles import load_profiles, resolve  # the profiles: only once a resume is asked
+
     try:
         profiles = load_profiles(root)
     except MamError:

@@ -23,7 +23,6 @@ from mam.cli.output_form import add_output_arg, output_form, print_items
 from mam.cli.retry import add_policy_args, policy_fields, resolve_after
 from mam.cli.retry import register as register_retry
 from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, resolve_retained, select
-from mam.cli.tables import short
 from mam.cli.wait import register as register_wait
 from mam.client.follow import Followed, follow
 from mam.client.live import snapshot_agents
@@ -34,7 +33,7 @@ from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
-from mam.contract.terminal import safe
+from mam.contract.terminal import safe, short
 from mam.git.provenance import git_info
 from mam.process.args import agent_name, job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
