@@ -16,7 +16,7 @@ import signal
 import anyio
 
 from mam.agents.runner import Runner
-from mam.cli.args import seconds_from_zero
+from mam.process.args import seconds_from_zero
 
 log = logging.getLogger("mam.agent")
 

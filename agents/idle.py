@@ -30,7 +30,7 @@ import anyio
 
 from mam.agents.formats import Transcript
 from mam.agents.output import TextFilter
-from mam.cli.args import seconds_from_zero
+from mam.process.args import seconds_from_zero
 
 DEFAULT_IDLE_TIMEOUT: Final = 900.0
 """Seconds without progress before a job is stopped: longer than the longest tool call the CLIs allow by

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from mam.cli.metrics import Snapshot, copied
+from mam.process.metrics import Snapshot, copied
 
 if TYPE_CHECKING:
     from mam.agents.runner import Runner

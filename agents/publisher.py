@@ -25,10 +25,10 @@ import aiomqtt
 import anyio
 import msgspec
 
-from mam.agents.cli_limits import resume_fields
 from mam.agents.delivery import Delivery
 from mam.agents.inside_job import default_parent
 from mam.agents.projector_wait import projector_online
+from mam.agents.resume import resume_fields
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable

@@ -31,21 +31,20 @@ from mam.agents.profiles import (
     resolve,
 )
 from mam.agents.runner import DRAIN_TIMEOUT, Runner
-from mam.cli.args import Parser, add_verbose, agent_name, positive_int, positive_seconds
-from mam.cli.common import (
-    add_broker_arg,
-    add_workspace_args,
-    broker_from_args,
-    run_cli,
-    setup_logging,
-    workspace_from_args,
-)
-from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.contract.errors import UsageError
 from mam.contract.routing import parse_pairs
 from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
 from mam.contract.workspace import Workspace
 from mam.git.worktree import DEFAULT_KEEP, KEEP_POLICIES, WorktreeError, Worktrees
+from mam.process.args import Parser, add_verbose, agent_name, positive_int, positive_seconds
+from mam.process.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.process.options import (
+    add_broker_arg,
+    add_workspace_args,
+    broker_from_args,
+    workspace_from_args,
+)
+from mam.process.running import run_cli, setup_logging
 
 PROG = "mam-agent"
 

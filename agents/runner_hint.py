@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mam.agents.names import did_you_mean
-from mam.agents.profiles import load_profiles, resolve
 from mam.contract.errors import MamError
 from mam.contract.status import AgentStatus
 
@@ -35,6 +34,8 @@ MCP = Wording(cancel="cancel_job {job_id}", resubmit="submit_job with agent {age
 def no_runner(agent: str, job_id: str, root: Path, runners: Iterable[AgentStatus], wording: Wording = CLI) -> str:
     """Why a job just submitted waits, and what to do: start a runner of the profile (or alias) the name
     is, or, for a name nothing knows, the nearest known names (profiles, aliases, agents online)."""
+    from mam.agents.profiles import load_profiles, resolve  # only when no runner serves the agent
+
     try:
         profiles = load_profiles(root)
     except MamError:

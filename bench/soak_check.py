@@ -14,7 +14,7 @@ from pathlib import Path
 from soak_load import Ack, RunnerJob
 from soak_stack import child_env
 
-from mam.client.follow import in_seq_order
+from mam.client.logged_output import in_seq_order
 from mam.registry import refusal_files
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}

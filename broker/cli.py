@@ -14,10 +14,10 @@ from mam.broker.limits import DEFAULT_CONNECT_TIMEOUT, MOST_CONNECTIONS, Limits
 from mam.broker.listeners import add_listener_flags, listeners_from_args
 from mam.broker.server import DEFAULT_HOST, DEFAULT_PORT, EmbeddedBroker
 from mam.broker.spool import Spool, default_spool_dir
-from mam.cli.args import Parser, add_verbose, port, positive_int, positive_seconds
-from mam.cli.common import run_cli, setup_logging
-from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
 from mam.client.signals import cancel_on_signal
+from mam.process.args import Parser, add_verbose, port, positive_int, positive_seconds
+from mam.process.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.process.running import run_cli, setup_logging
 
 PROG = "mam-broker"
 

@@ -58,7 +58,7 @@ def _bind(host: str, port: int) -> str:
 
 def add_listener_flags(parser: argparse.ArgumentParser) -> None:
     """`--ws-port`, `--certfile`, `--keyfile`, `--tls-port`, for `mam-broker` and `mam up` alike."""
-    from mam.cli.args import port
+    from mam.process.args import port
 
     parser.add_argument("--ws-port", type=port, metavar="P", help="also serve MQTT over websockets on --host, port P")
     parser.add_argument(

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam.agents.input_cli import _answer_of
+from mam.agents.answers import answer_of
 from mam.agents.publisher import Publisher
 from mam.client.inbox import messages
 from mam.contract import events as ev
@@ -125,7 +125,7 @@ def _asked(job_id: str, question_id: str, record: JobRecord | None, waited: floa
         return Asked(job_id=job_id, question_id=question_id, status="waiting",
                      next=f"no answer within {waited:g}s; the person may answer later: call ask_person again with "
                      f"the same question, job={job_id!r} and question_id={question_id!r} to keep waiting")
-    return Asked(job_id=job_id, question_id=question_id, status="answered", answer=_answer_of(record, question_id))
+    return Asked(job_id=job_id, question_id=question_id, status="answered", answer=answer_of(record, question_id))
 
 
 def register(app: MCPServer, served: Served) -> None:

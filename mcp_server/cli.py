@@ -8,7 +8,7 @@ import signal
 
 import anyio
 
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 log = logging.getLogger("mam.mcp")
 

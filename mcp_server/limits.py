@@ -1,7 +1,7 @@
 """`submit_job`'s continuation: `resume` (as `mam submit --resume`).
 
 The arguments themselves come from the job spec (`mam.contract.job_spec`);
-`resume`'s checks are the CLI's (`agents/cli_limits.py`): a finished job of
+`resume`'s checks are the CLI's (`agents/resume.py`): a finished job of
 the same agent whose agent recorded a session id, on a profile that can resume.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mam.agents.cli_limits import resume_fields
 from mam.agents.publisher import Publisher
+from mam.agents.resume import resume_fields
 from mam.mcp_server.served import Served
 
 

@@ -9,8 +9,8 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam.cli.tables import short
 from mam.contract.record import JobRecord
+from mam.contract.terminal import short
 
 PROMPT_SHOWN = 200
 """Characters of a prompt a listing shows; `get_job` has the whole record."""

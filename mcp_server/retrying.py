@@ -7,8 +7,8 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam.agents.cli_retry import resubmission
 from mam.agents.publisher import new_job_id
+from mam.agents.retrying import resubmission
 from mam.contract.errors import Refused
 from mam.git.provenance import git_info
 from mam.mcp_server.brief import brief_record, full_hint

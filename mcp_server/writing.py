@@ -18,7 +18,6 @@ from pydantic import Field, PlainValidator, WithJsonSchema
 
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.runner_hint import MCP, no_runner
-from mam.cli.args import agent_name
 from mam.client.live import agent_statuses
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
@@ -30,6 +29,7 @@ from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.limits import resumed
 from mam.mcp_server.results import CancelResult, SubmitResult
 from mam.mcp_server.served import JobRef, Served, as_dict, reported
+from mam.process.args import agent_name
 
 VERDICT_WAIT = 30.0
 """How long a write waits for the projector's verdict (`mam submit --timeout`'s default)."""

@@ -7,17 +7,16 @@ import sys
 
 import anyio
 
-from mam.cli.args import Parser, add_verbose, positive_seconds
-from mam.cli.common import (
+from mam.client.signals import run_until_signal
+from mam.process.args import Parser, add_verbose, positive_seconds
+from mam.process.metrics import add_metrics_args, new_registry, serve_from_args
+from mam.process.options import (
     add_broker_arg,
     add_workspace_args,
     broker_from_args,
-    run_cli,
-    setup_logging,
     workspace_from_args,
 )
-from mam.cli.metrics import add_metrics_args, new_registry, serve_from_args
-from mam.client.signals import run_until_signal
+from mam.process.running import run_cli, setup_logging
 from mam.projector.dispatch import DEFAULT_LEASE
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics

@@ -17,9 +17,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from mam.cli.metrics import Bounded, Snapshot, copied
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus
+from mam.process.metrics import Bounded, Snapshot, copied
 from mam.projector.batch import Batch
 from mam.projector.dispatch import Dispatcher
 from mam.projector.refusal_log import RefusalLog

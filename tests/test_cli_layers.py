@@ -1,6 +1,8 @@
-"""The layers of the `mam` package (issue 24, "The CLI gets a room of its own"): nothing under mam/ but the
-command line (mam/cli/) imports the packages above it, and `mam --version` / `mam jobs` do not load the
-broker, the dashboard, the projector, the runner or the MCP SDK."""
+"""The layers of mam (issue 24, "The CLI gets a room of its own"; issue 32, "Layers without cycles"): the
+package graph has no cycle and each package imports only the layers below it (docs/contributing.md,
+Layers); nothing under mam/ but the command line (mam/cli/) imports the packages above it; importing the
+library loads no command line; `mam --version` / `mam jobs` do not load the broker, the dashboard, the
+projector, the runner or the MCP SDK, and the read-only commands no MQTT client, TLS or cryptography."""
 
 from __future__ import annotations
 
@@ -91,6 +93,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "registry": ("contract", "registry"),
     "client": ("contract", "registry", "client"),
     "git": ("contract", "registry", "git"),
+    "process": ("contract", "registry", "client", "process"),
 }
 """What each of mam's lower subpackages may import of mam (mam.cli, on top, may import them all)."""
 
@@ -148,6 +151,136 @@ async def test_version_and_jobs_do_not_load_the_broker_dashboard_projector_or_mc
     # the same reading sees them where a command needs them: `mam up` composes broker and projector
     out, modules = await _imports_of(ws, "up", "--help")
     assert "--dashboard" in out and {"mam.broker", "mam.projector", "amqtt"} <= modules
+
+
+SOURCE_ROOTS = {"mam": "mam", "agents": "mam.agents", "broker": "mam.broker", "projector": "mam.projector",
+                "web": "mam.web", "mcp_server": "mam.mcp_server"}
+"""Each source folder of the checkout and the package it is installed as (pyproject's package-dir)."""
+
+PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("mam.contract",),
+    ("mam.registry",),
+    ("mam.client", "mam.git"),
+    ("mam.process",),
+    ("mam.broker", "mam.projector"),
+    ("mam.agents",),
+    ("mam.web", "mam.mcp_server"),
+    ("mam.cli",),
+)
+"""mam's packages from the bottom up, as docs/contributing.md (Layers) draws them: a package imports only
+packages of the layers below its own (lazily inside a function too), never one beside or above it."""
+
+
+def _package_of(module: str) -> str | None:
+    """The package of PACKAGE_LAYERS `module` belongs to; None for what is not mam's, and for `mam`
+    itself (its `__version__`, the lazy names of its `__init__`, the old `mam.runtime`/`mam.workspace`)."""
+    parts = module.split(".")
+    if parts[0] != "mam" or len(parts) < 2:
+        return None
+    package = f"mam.{parts[1]}"
+    return package if any(package in layer for layer in PACKAGE_LAYERS) else None
+
+
+def package_imports() -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) package pairs of the whole source, each with the modules that import so."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for folder, installed in SOURCE_ROOTS.items():
+        for path in sorted((CHECKOUT / folder).rglob("*.py")):
+            parts = path.relative_to(CHECKOUT / folder).with_suffix("").parts
+            module = ".".join([installed, *(parts[:-1] if parts[-1] == "__init__" else parts)])
+            source = _package_of(module)
+            if source is None:
+                continue
+            for name in imported_modules(path.read_text(encoding="utf-8"), module,
+                                         is_package=path.name == "__init__.py"):
+                target = _package_of(name)
+                if target is not None and target != source:
+                    edges.setdefault((source, target), []).append(f"{module} imports {name}")
+    return edges
+
+
+def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """Every cycle of the directed graph `edges`, each once, as the nodes along it."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+    found: list[list[str]] = []
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                found.append([*path, start])
+            elif nxt > start and nxt not in path:  # each cycle once: from its smallest node
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
+    assert cycles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c", "a"]]
+    assert cycles({("a", "b"), ("b", "c"), ("a", "c")}) == []
+    lazy = "def later():\n    from mam.cli.submit import run_submit\n"
+    assert "mam.cli.submit" in imported_modules(lazy, "mam.agents.publisher")
+
+
+def test_the_package_graph_has_no_cycle_and_each_package_imports_only_the_layers_below() -> None:
+    edges = package_imports()
+    assert {package for pair in edges for package in pair} == {p for layer in PACKAGE_LAYERS for p in layer}
+    assert cycles(set(edges)) == []
+    rank = {package: n for n, layer in enumerate(PACKAGE_LAYERS) for package in layer}
+    upward = {f"{a} -> {b}": why[:3] for (a, b), why in edges.items() if rank[b] >= rank[a]}
+    assert upward == {}
+
+
+_LOADS_NO_CLI = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps(sorted(m for m in sys.modules if m == "mam.cli" or m.startswith("mam.cli."))))
+"""
+
+LIBRARY = ("mam.agents.publisher", "mam.agents.runner", "mam.projector.service", "mam.broker.server",
+           "mam.web.app", "mam.mcp_server.server")
+"""The Python API and the servers' modules: what a program embedding mam imports."""
+
+
+async def test_importing_the_library_loads_no_command_line(ws: WorkspacePaths) -> None:
+    done = await run([sys.executable, "-c", _LOADS_NO_CLI, *LIBRARY], cwd=ws.elsewhere)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert json.loads(done.stdout) == []
+
+
+NETWORK = ("aiomqtt", "paho", "ssl", "_ssl", "cryptography")
+"""The MQTT client, TLS and cryptography: what a command that only reads files has no use for."""
+
+
+def _network(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in NETWORK)
+
+
+async def test_read_only_commands_load_no_mqtt_client_tls_or_cryptography(ws: WorkspacePaths) -> None:
+    write_job(ws, "diet-1")
+    where = ["--workspace", str(ws.root)]
+    # `mam show` of a job still waiting for a runner (this one) asks the broker which runners could take it
+    # (mam/cli/show_routing.py); -o json reads the record alone, as the text view of a finished job does
+    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["logs", "diet-1"], ["events", "diet-1"],
+                    ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"]):
+        out, modules = await _imports_of(ws, *command, *where)
+        assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs"}.get(command[0], "mam.cli.show") in modules
+        assert _network(modules) == [], command
+    # the same reading sees them where a command connects: `mam submit` publishes
+    out, modules = await _imports_of(ws, "submit", "--help")
+    assert {"aiomqtt", "paho"} <= modules
+
+
+async def test_version_answers_before_the_parser_is_built(ws: WorkspacePaths) -> None:
+    out, modules = await _imports_of(ws, "--version")
+    assert out == "mam 0.1.0\n"
+    assert not {"argparse", "mam.cli.top", "mam.cli.commands", "mam.process.args"} & modules
+    out, modules = await _imports_of(ws, "-v", "--version")  # anything more goes through the parser
+    assert out == "mam 0.1.0\n" and "mam.cli.top" in modules
 
 
 def _help_lines(parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -10,11 +10,11 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from mam.agents.cli_limits import add_limit_args, limit_fields
-from mam.agents.cli_retry import resubmission
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.permissions import with_level
 from mam.agents.profiles import builtin_profiles, render
+from mam.agents.retrying import resubmission
+from mam.cli.limits import add_limit_args, limit_fields
 from mam.contract import events as ev
 from mam.contract import tree_budget
 from mam.contract.fold import Context, apply

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mam.agents.cli import cli_spec
 from mam.agents.publisher import Publisher
 from mam.cli import build_parser
+from mam.cli.submit import cli_spec
 from mam.contract import job_spec
 from mam.contract.errors import UsageError
 from mam.mcp_server.server import build

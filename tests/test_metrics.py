@@ -183,7 +183,7 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
     from mam.agents import metrics as runner_metrics
     from mam.agents.receipts import Receipts
     from mam.broker import metrics as broker_metrics
-    from mam.cli.metrics import new_registry
+    from mam.process.metrics import new_registry
     from mam.projector.metrics import ProjectorMetrics
 
     class Outbox(SimpleNamespace):
@@ -228,7 +228,7 @@ async def test_mam_dashboard_metrics(mosquitto: RunningBroker, ws: WorkspacePath
 
 
 def test_agent_labels_are_capped() -> None:
-    from mam.cli.metrics import OTHER, Bounded
+    from mam.process.metrics import OTHER, Bounded
 
     label = Bounded(3)
     assert [label(name) for name in ("a", "b", "c", "d", "a", "e")] == ["a", "b", "c", OTHER, "a", OTHER]

@@ -15,8 +15,8 @@ from real_agent_support import JOB_TIMEOUT, real_rig
 from test_resume_budget import done, submit_out
 from test_worktrees import git, make_repo
 
-from mam.agents.cli_limits import carried
 from mam.agents.formats import Transcript, parser_for
+from mam.agents.resume import carried
 from mam.contract.events import Usage
 from mam.contract.record import JobRecord
 from mam.git.worktree import WorktreeError, Worktrees

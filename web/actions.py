@@ -21,15 +21,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from mam.agents.cancel_tree import cancel_tree
-from mam.agents.cli_retry import retry_one
 from mam.agents.publisher import Publisher, new_job_id
-from mam.cli.args import agent_name
+from mam.agents.retrying import retry_one
 from mam.contract import events as ev
 from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
 from mam.contract.nesting import refuse_deep
+from mam.process.args import agent_name
 from mam.registry.query import NoSuchJob, check_write_id
 from mam.registry.reading import NotFound, read_record
 from mam.web.hub import Hub

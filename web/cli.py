@@ -8,9 +8,9 @@ from pathlib import Path
 
 import anyio
 
-from mam.cli.args import port
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.client.signals import cancel_on_signal
+from mam.process.args import port
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 DEFAULT_PORT = 8383
 

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
-from mam.client.follow import in_seq_order
+from mam.client.logged_output import in_seq_order
 from mam.contract.errors import MamError
 from mam.contract.ids import validate_job_id
 from mam.contract.workspace import Workspace
@@ -116,7 +116,7 @@ class _Piece:
 
 
 def _pieces(log: LogFile) -> list[_Piece]:
-    """Every output event in `mam logs`' order (`mam.client.follow.in_seq_order`), with its place in the output."""
+    """Every output event in `mam logs`' order (`mam.client.logged_output.in_seq_order`), with its place in the output."""
     marks: list[dict[str, Any]] = []  # what in_seq_order reads of each event (type, seq), and the piece
     for at, line in _lines(log):
         try:

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
-from mam.cli.metrics import Bounded, Snapshot, copied, new_registry
+from mam.process.metrics import Bounded, Snapshot, copied, new_registry
 from mam.web.hub import Hub
 from mam.web.limits import StreamCount
 

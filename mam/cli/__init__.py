@@ -8,56 +8,34 @@
 
 from __future__ import annotations
 
-import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
 
 from mam import __version__
-from mam.cli.args import Parser, add_verbose
-from mam.cli.commands import LazyCommands, register_all
-from mam.cli.common import run_cli, setup_logging
-from mam.cli.completion import complete_if_asked
-from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
-from mam.cli.global_options import check as check_global
-from mam.cli.grouped_help import GroupedHelpParser
+
+if TYPE_CHECKING:
+    import argparse
 
 PROG = "mam"
-EPILOG = ("Use `mam COMMAND --help` for a command's flags. The listings (jobs, agents, worktrees, usage, events, "
-          "session list) take -o json|yaml|name|wide; --json is -o json.")
 
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     """The `mam` parser: every command registered, or (`lazy`) each only once argparse reaches it."""
-    parser = GroupedHelpParser(prog=PROG, description=__doc__, epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"mam {__version__}")
-    add_verbose(parser, top=True)
-    add_global(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands,
-                                parser_class=Parser)  # the commands' own help is not grouped
-    assert isinstance(sub, LazyCommands)  # argparse's stubs type the action= class away
-    if lazy:
-        sub.add_placeholders()
-    else:
-        register_all(sub)
-    verbose_everywhere(parser)
-    suppress_in_subcommands(parser)
-    return parser
+    from mam.cli.top import build_parser as build
+
+    return build(lazy=lazy)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = build_parser(lazy=True)  # completion registers the commands on the line (complete_if_asked)
-    complete_if_asked(parser)
-    args = parser.parse_args(argv)
-    setup_logging(PROG, args.verbose)
+    """`mam ARGS`. `mam --version` answers before anything else is imported: a script asks it to learn
+    which mam it has, and it costs about what starting Python does (docs/performance.md)."""
+    if (sys.argv[1:] if argv is None else argv) == ["--version"] and "_ARGCOMPLETE" not in os.environ:
+        print(f"{PROG} {__version__}")
+        return
+    from mam.cli.top import main as run
 
-    def body() -> int:
-        check_global(args, _top_defaults(parser))
-        return args.handler(args)
-
-    run_cli(PROG, body)
-
-
-def _top_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """The top parser's own defaults (what a global option is when not given)."""
-    return argparse.Namespace(**{a.dest: a.default for a in parser._actions})  # noqa: SLF001
+    run(argv)
 
 
 __all__ = ["PROG", "build_parser", "main"]

@@ -32,14 +32,14 @@ class CommandGroup:
 
 COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup("mam.cli.up", {"up": "run the embedded broker and the projector for a workspace"}),
-    CommandGroup("mam.agents.cli", {
+    CommandGroup("mam.cli.submit", {
         "submit": "submit a job; returns once the projector has recorded it",
         "session": "agent sessions: create one (with its onboarding job), list them",
         "cancel": "ask for a job to be cancelled; returns once the projector has recorded the request",
         "retry": "resubmit a finished job as a new job (same prompt, agent, labels, parent; retry_of set)",
         "wait": "wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
     }),
-    CommandGroup("mam.agents.input_cli", {
+    CommandGroup("mam.cli.ask", {
         "ask": "(inside a job) ask a person a question; prints the answer once given",
         "answer": "answer the question a waiting job asked; returns once the projector has recorded it",
     }),

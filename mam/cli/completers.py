@@ -19,7 +19,7 @@ Completer = Callable[..., list[str]]
 
 
 def _workspace(parsed_args: argparse.Namespace | None) -> Any:
-    from mam.cli.common import workspace_from_args
+    from mam.process.options import workspace_from_args
 
     return workspace_from_args(parsed_args or argparse.Namespace())
 

@@ -22,11 +22,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from mam.agents.permissions import LEVELS
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 from mam.contract.checks import Check, any_failed, counts
 from mam.contract.errors import EXIT_FAILED, EXIT_OK
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
+from mam.process.options import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 
 _LABEL = {"ok": "ok", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 
-from mam.cli.args import add_verbose
-from mam.cli.common import add_broker_arg, add_workspace_args
 from mam.contract.errors import UsageError
+from mam.process.args import add_verbose
+from mam.process.options import add_broker_arg, add_workspace_args
 
 GLOBAL_DESTS: dict[str, str] = {
     "workspace": "--workspace",

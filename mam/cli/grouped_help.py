@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mam.cli.args import Parser
 from mam.cli.commands import HELP_GROUPS
+from mam.process.args import Parser
 
 
 class GroupedHelpParser(Parser):

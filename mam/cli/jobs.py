@@ -16,8 +16,6 @@ from datetime import datetime
 import anyio
 import msgspec
 
-from mam.cli.args import job_id, positive_int, sort_order
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.cli.job_columns import SORT_FIELDS, sorted_by, wide_cells, with_wide
 from mam.cli.output_form import add_output_arg, output_form, print_items
@@ -32,7 +30,6 @@ from mam.cli.tables import (
     with_costs,
     with_denials,
 )
-from mam.client.live import snapshot_agents
 from mam.contract import presence
 from mam.contract.arg_limits import MOST_LABELS, at_most
 from mam.contract.attempts import after_of
@@ -43,6 +40,8 @@ from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.usage import cost_of
 from mam.contract.workspace import Workspace
+from mam.process.args import job_id, positive_int, sort_order
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.listing import Jobs
 from mam.registry.ordering import SortOrder
 from mam.registry.query import JobFilter, NoSuchJob, parse_labels, parse_statuses
@@ -244,6 +243,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
         from mam.cli.watch import watch_agents
 
         return watch_agents(workspace, broker, as_json=form == "json", everything=args.all)
+    from mam.client.live import snapshot_agents  # the MQTT client: only `mam agents` connects
+
     found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
     now = utc_now()
     shown = presence.visible(found.values(), now, everything=args.all)

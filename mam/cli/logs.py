@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mam.cli.args import job_id, non_negative_int
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.contract.errors import UsageError
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.workspace import Workspace
+from mam.process.args import job_id, non_negative_int
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from mam.client.follow import follow_blocking, outcome_code, print_logged, stopped_following
+    from mam.client.logged_output import outcome_code, print_logged, stopped_following
 
     workspace = workspace_from_args(args)
     job = resolve_id(workspace, args.job_id)
@@ -40,6 +40,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if not following and (args.tail is not None or args.timestamps):
         _print_lines(workspace, job, args.tail, args.timestamps)
     elif following:
+        from mam.client.follow import follow_blocking  # a broker connection: only to follow live
+
         try:
             record = follow_blocking(workspace, broker_from_args(args, workspace), job, from_log=True, tail=args.tail)
         except KeyboardInterrupt:
@@ -57,8 +59,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _print_lines(workspace: Workspace, job: str, count: int | None, timestamps: bool) -> None:
     """`--tail N` (the last N lines of the output) and `--timestamps` (each line after the time its
     output event was recorded, as `kubectl logs --timestamps` puts the time first)."""
-    from mam.client.follow import write_output
     from mam.client.log_lines import logged_lines, tail
+    from mam.client.logged_output import write_output
 
     for line in tail(logged_lines(workspace, job), count):
         write_output(line.stream, f"{line.recorded_at} {line.text}" if timestamps else line.text)

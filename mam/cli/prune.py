@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 import aiomqtt
 import anyio
 
-from mam.cli.args import positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.client.inbox import messages
@@ -30,6 +28,8 @@ from mam.contract.humanize import ago, parse_duration
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.contract.workspace import Workspace
+from mam.process.args import positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.archive import ARCHIVE_DIR
 from mam.registry.pruning import Policy, Selection, finished_statuses, select, workspace_briefs
 from mam.registry.query import parse_statuses

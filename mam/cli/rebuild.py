@@ -8,7 +8,7 @@ import sys
 
 import msgspec
 
-from mam.cli.common import add_workspace_args, workspace_from_args
+from mam.process.options import add_workspace_args, workspace_from_args
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

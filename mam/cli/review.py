@@ -6,8 +6,6 @@ import argparse
 import subprocess
 import sys
 
-from mam.cli.args import job_id
-from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.contract.terminal import safe
@@ -15,6 +13,8 @@ from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
 from mam.git.worktree import git_env
+from mam.process.args import job_id
+from mam.process.options import add_workspace_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id
 
 

@@ -8,8 +8,6 @@ from typing import Any
 
 import msgspec
 
-from mam.cli.args import job_id
-from mam.cli.common import add_broker_arg, add_workspace_args, workspace_from_args
 from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.cli.tables import short
@@ -20,6 +18,8 @@ from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.git.job_ref import foreign_branch, own_branch
+from mam.process.args import job_id
+from mam.process.options import add_broker_arg, add_workspace_args, workspace_from_args
 from mam.registry.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 
 

@@ -10,13 +10,13 @@ import argparse
 
 import anyio
 
-from mam.cli.common import broker_from_args
 from mam.client.live import snapshot_agents
 from mam.contract import presence, routing
 from mam.contract.errors import MamError
 from mam.contract.record import JobRecord, Status
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
+from mam.process.options import broker_from_args
 
 
 def queue_note(args: argparse.Namespace, workspace: Workspace, record: JobRecord) -> str | None:

@@ -15,7 +15,7 @@ from mam.contract import presence
 from mam.contract.humanize import ago, between
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
-from mam.contract.terminal import safe
+from mam.contract.terminal import safe, short
 from mam.contract.usage import cost_of, money
 
 JOB_HEADER: Final = ["JOB", "STATUS", "AGENT", "SESSION", "AGE", "DURATION", "PROMPT"]
@@ -41,11 +41,6 @@ _COLOURS: Final = {
 def use_colour(stream: IO[str]) -> bool:
     """Colour only on a terminal, and never when `NO_COLOR` is set (https://no-color.org)."""
     return stream.isatty() and not os.environ.get("NO_COLOR")
-
-
-def short(text: str | None, width: int = 48) -> str:
-    text = safe(" ".join((text or "").split()), keep_layout=False)
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def job_row(record: JobRecord, now: datetime) -> list[str]:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mam.cli.banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
-from mam.cli.common import workspace_from_args
 from mam.client.signals import cancel_on_signal
 from mam.contract.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.contract.errors import UsageError
 from mam.contract.workspace import Workspace
+from mam.process.options import workspace_from_args
 from mam.registry.runtime import last_port, remember_port
 
 if TYPE_CHECKING:
@@ -50,9 +50,9 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     """The `mam up` flags (`register` builds the subparser and hands it here)."""
     from mam.broker.cli import add_acl_flag, add_limit_flags
     from mam.broker.listeners import add_listener_flags
-    from mam.cli.args import add_verbose, port
-    from mam.cli.common import add_workspace_args
-    from mam.cli.metrics import add_metrics_args
+    from mam.process.args import add_verbose, port
+    from mam.process.metrics import add_metrics_args
+    from mam.process.options import add_workspace_args
     from mam.projector.cli import add_offer_lease, add_settle_outputs
     from mam.web.cli import DEFAULT_PORT as DASHBOARD_PORT
 
@@ -92,8 +92,8 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
     from mam.broker.cli import limits_from_args, policy_from_args
     from mam.broker.listeners import listeners_from_args
     from mam.broker.server import EmbeddedBroker
-    from mam.cli.metrics import new_registry, serve_from_args
     from mam.cli.up_job_logins import UpJobLogins
+    from mam.process.metrics import new_registry, serve_from_args
     from mam.projector.intake import LocalIntake
     from mam.projector.metrics import ProjectorMetrics
 

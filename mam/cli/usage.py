@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mam.cli.common import add_workspace_args, workspace_from_args
 from mam.cli.jobs import since_from_args
 from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.cli.tables import render
 from mam.contract.terminal import safe
 from mam.contract.usage import BY, Group, Totals, group, money, total
+from mam.process.options import add_workspace_args, workspace_from_args
 from mam.registry.listing import Jobs
 from mam.registry.query import JobFilter
 

@@ -7,12 +7,12 @@ import json
 import sys
 from typing import Any
 
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 from mam.contract.broker_list import Brokers
 from mam.contract.signing import fingerprint, load_workspace_key
 from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.workspace import Workspace
+from mam.process.options import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 from mam.registry.discovery import projector_info
 from mam.registry.runtime import read_runtime
 

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mam.client.follow import in_seq_order
+from mam.client.logged_output import in_seq_order
 from mam.contract.workspace import Workspace
 from mam.registry.reading import read_events
 

@@ -1,7 +1,7 @@
 """TLS for mam's own clients: a private CA (`--cafile`, `MAM_CAFILE`) and a client certificate
 (`--certfile`/`--keyfile`, `MAM_CERTFILE`/`MAM_KEYFILE`) for `mqtts://` brokers.
 
-The flags ride on every `--broker` (`mam.cli.common.add_broker_arg`) and are kept as the
+The flags ride on every `--broker` (`mam.process.options.add_broker_arg`) and are kept as the
 environment variables, so every connection the process makes (the dashboard's hub, the MCP
 server's, a runner's) and every mam process it starts use the same files. A file that cannot be
 read is a usage error naming it (exit 2); a handshake that fails is one line saying what failed
@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import ssl
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from mam.contract.errors import UsageError
+
+if TYPE_CHECKING:
+    import ssl
 
 ENV_CAFILE = "MAM_CAFILE"
 ENV_CERTFILE = "MAM_CERTFILE"
@@ -32,6 +35,8 @@ def _readable(path: str, source: str) -> str:
 def client_context(env: Mapping[str, str] | None = None) -> ssl.SSLContext:
     """The system's trusted CAs plus `MAM_CAFILE`'s, and `MAM_CERTFILE`/`MAM_KEYFILE` as the client
     certificate (mTLS; a certfile that holds its key needs no keyfile). Host names are checked."""
+    import ssl  # here, not at the top: the TLS flags ride on commands that only read files
+
     env = os.environ if env is None else env
     cafile, certfile, keyfile = (env.get(name) or None for name in (ENV_CAFILE, ENV_CERTFILE, ENV_KEYFILE))
     for name, path in ((ENV_CAFILE, cafile), (ENV_CERTFILE, certfile), (ENV_KEYFILE, keyfile)):

@@ -286,7 +286,7 @@ def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
               after: list[str] | None = None) -> ev.Submitted:
     """The `submitted` event for `spec`: an option left out stays UNSET, so the event has the bytes it had before
     the option existed. `parent` and `after` are as the front end resolved them (the job it runs inside, short
-    ids); `resume` is resolved by the caller (`mam.agents.cli_limits.resume_fields`), it needs the old job."""
+    ids); `resume` is resolved by the caller (`mam.cli.limits.resume_fields`), it needs the old job."""
     if spec.retries is None and (spec.retry_on is not None or spec.backoff is not None):
         raise UsageError(f"{'retry_on' if spec.retry_on is not None else 'backoff'}: needs retries (how many more "
                          "attempts)")

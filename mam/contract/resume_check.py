@@ -1,7 +1,7 @@
 """The projector's check of a submit that continues another job's session (`resumes`).
 
 `mam submit --resume` and MCP check the continued job before publishing
-(`agents/cli_limits.py`); a hand-published `submitted` is checked here too,
+(`agents/resume.py`); a hand-published `submitted` is checked here too,
 since a runner acts on its `resumes` and `resume_root`: a `--worktree` runner
 runs the job in the worktree path of `resume_root` and may take over the
 continued job's worktree there (mam/git/conversation_tree.py), which must

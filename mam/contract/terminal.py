@@ -22,3 +22,9 @@ def safe(text: str, *, keep_layout: bool = True) -> str:
     """`text` with control characters written as `\\xNN`; newlines and tabs kept if `keep_layout`."""
     pattern = _CONTROL if keep_layout else _CONTROL_AND_LAYOUT
     return pattern.sub(_escape, text)
+
+
+def short(text: str | None, width: int = 48) -> str:
+    """`text` on one line, made `safe`, cut to `width` characters with `...` (a listing's cell)."""
+    text = safe(" ".join((text or "").split()), keep_layout=False)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -11,12 +11,13 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
-from mam.client.follow import outcome_code
+from mam.cli.selection import resolve_retained
+from mam.client.logged_output import outcome_code
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 FOREVER = 10.0**9
 """No `--timeout`: wait as long as the jobs take."""
@@ -40,8 +41,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    from mam.agents.cli import _resolve_retained
-
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
     limit = args.timeout or FOREVER
@@ -49,7 +48,7 @@ def run_wait(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
             async def known(_: object) -> list[str]:
-                jobs = [await _resolve_retained(pub, text) for text in args.job_ids]
+                jobs = [await resolve_retained(pub, text) for text in args.job_ids]
                 for job in jobs:  # an unknown job would never end: refused before any waiting
                     if await pub.state(job) is None:
                         raise Refused(f"no job {job!r} in workspace {workspace.id}: check the id with `mam jobs`")

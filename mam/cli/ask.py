@@ -20,15 +20,16 @@ import aiomqtt
 import anyio
 import msgspec
 
+from mam.agents.answers import answer_of
 from mam.agents.publisher import Publisher, WaitTimeout
-from mam.agents.selection import resolve_for_write
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
+from mam.cli.selection import resolve_for_write
 from mam.client.inbox import messages
 from mam.contract import events as ev
-from mam.contract.errors import MamError, Refused, UsageError
+from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord, Status
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 VERDICT_TIMEOUT = 30.0
 """How long each command waits for the projector to record (or refuse) what it published."""
@@ -115,7 +116,7 @@ def run_ask(args: argparse.Namespace) -> int:
                     record = await _answered(pub, job, question_id)
             except TimeoutError:
                 record = await _withdraw(pub, job, question_id, args.timeout)
-            print(_answer_of(record, question_id))
+            print(answer_of(record, question_id))
         return 0
 
     return anyio.run(go)
@@ -169,16 +170,6 @@ async def _withdraw(pub: Publisher, job: str, question_id: str, waited: float) -
         if current is not None and current.question_id == question_id and isinstance(current.answer, str):
             return current
     raise WaitTimeout(f"no answer within {waited:g}s; the question was withdrawn and job {job} runs on")
-
-
-def _answer_of(record: JobRecord, question_id: str) -> str:
-    if record.question_id == question_id and isinstance(record.answer, str):
-        return record.answer
-    if record.question_id != question_id:
-        raise MamError(f"job {record.job_id} asks another question now ({record.question!r}); this one was passed over")
-    if record.status.terminal:
-        raise MamError(f"job {record.job_id} is {record.status.value}; the question was never answered")
-    raise MamError(f"the question was withdrawn; job {record.job_id} runs on without an answer")
 
 
 def run_answer(args: argparse.Namespace) -> int:

@@ -30,6 +30,26 @@ CONFIRM_ABOVE = 5
 _FORMS = {"cancel": ("cancelled", "cancelling"), "retry": ("retried", "retrying")}
 
 
+async def resolve_retained(pub: Publisher, text: str) -> str:
+    """The job id `text` is, or uniquely starts or ends, among the states the broker retains.
+
+    A writer opens no registry file, so `mam cancel` resolves a short id
+    against the retained states. An id nothing matches, or any id when the
+    broker did not deliver every retained state in time, goes out as typed
+    (the projector refuses an unknown one). A short id that resolved is named
+    on stderr, so the reader sees which job was meant."""
+    known = await snapshot_job_ids(pub.broker, pub.topics, exact=text)
+    if known is None:
+        return text
+    try:
+        found = resolve_job_id(text, known)
+    except NoSuchJob:
+        return text
+    if found != text:
+        print(f"mam: {text} is job {found}", file=sys.stderr)
+    return found
+
+
 async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
     """The job `text` names among the retained states: exactly, or as a unique prefix or suffix of at
     least `MIN_WRITE_CHARS` characters. Nothing matching is refused here (`no job 'x'`) when the
@@ -126,5 +146,5 @@ def confirm(jobs: list[str], verb: str, yes: bool) -> None:
     print(f"mam: {_FORMS[verb][1]} {len(jobs)} jobs: {shown}", file=sys.stderr)
 
 
-__all__ = ["CONFIRM_ABOVE", "MIN_WRITE_CHARS", "add_selector_args", "confirm", "has_selectors",
+__all__ = ["CONFIRM_ABOVE", "MIN_WRITE_CHARS", "add_selector_args", "confirm", "has_selectors", "resolve_retained",
            "resolve_for_write", "select"]

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
-from mam.cli.args import port
 from mam.contract.errors import UsageError
+from mam.process.args import port
 
 DEFAULT_HOST: Final = "127.0.0.1"
 AGENT_LABELS_MAX: Final = 100

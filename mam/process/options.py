@@ -1,18 +1,15 @@
-"""What every mam command line shares: workspace and broker flags, error printing."""
+"""The workspace and broker options every mam process takes (`--workspace`, `--broker`, TLS), and
+the workspace and broker they resolve to."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
-from collections.abc import Callable
-from typing import NoReturn
 
 from mam.client.tls import add_tls_args
 from mam.contract.broker_list import Brokers, parse_broker_urls
 from mam.contract.broker_url import DEFAULT_BROKER_URL, ENV_BROKER_URL
-from mam.contract.errors import EXIT_USAGE, MamError, UsageError
+from mam.contract.errors import UsageError
 from mam.contract.workspace import Workspace, resolve
 from mam.registry.runtime import choose_broker
 
@@ -87,74 +84,10 @@ def broker_from_args(
     return broker_choice(args, workspace, discover=discover)[0]
 
 
-def fail(prog: str, message: str, code: int) -> NoReturn:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
-
-
-def run_cli(prog: str, body: Callable[[], int | None]) -> NoReturn:
-    """Run a command body, turning expected failures into one line and an exit code."""
-    try:
-        code = body()
-    except MamError as exc:
-        fail(prog, str(exc), exc.exit_code)
-    except BaseExceptionGroup as group:
-        expected = _only_mam_error(group)
-        if expected is None:
-            raise
-        fail(prog, str(expected), expected.exit_code)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
-    except BrokenPipeError:
-        raise SystemExit(0) from None
-    raise SystemExit(code or 0)
-
-
-def _only_mam_error(group: BaseExceptionGroup) -> MamError | None:
-    """The expected failure a task group wrapped, if that is all it holds."""
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    errors = [e for e in leaves if isinstance(e, MamError)]
-    return errors[0] if errors and len(errors) == len(leaves) else None
-
-
-# Libraries whose debug (and, for amqtt, error) logging is theirs, not mam's: off below -vv.
-# amqtt logs every client disconnect and its own startup failures as errors with tracebacks
-# (mam reports what matters in one line itself), transitions every state change of its sessions,
-# asyncio its selector.
-LIBRARY_LOGGERS = ("amqtt", "transitions", "asyncio")
-
-
-def setup_logging(prog: str, verbose: int = 0) -> None:
-    """Logging on stderr for `verbose` `-v`s: none, mam's info; `-v`, mam's debug lines as well;
-    `-vv`, every library's debug lines too (amqtt, transitions, asyncio, paho, mcp...)."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose >= 2 else logging.INFO,
-        format=f"{prog}: %(message)s",
-        stream=sys.stderr,
-    )
-    if verbose >= 1:
-        logging.getLogger("mam").setLevel(logging.DEBUG)
-    if verbose < 2:
-        for noisy in LIBRARY_LOGGERS:
-            logging.getLogger(noisy).setLevel(logging.CRITICAL)
-
-
 __all__ = [
-    "EXIT_USAGE",
-    "LIBRARY_LOGGERS",
     "add_broker_arg",
     "add_workspace_args",
-    "fail",
-    "run_cli",
     "broker_choice",
     "broker_from_args",
-    "setup_logging",
     "workspace_from_args",
 ]

@@ -11,32 +11,33 @@ import anyio
 import msgspec
 
 from mam.agents.cancel_tree import cancel_tree
-from mam.agents.cli_limits import FLAG_OF_FIELD, add_limit_args, resume_fields
-from mam.agents.cli_retry import add_policy_args, policy_fields, resolve_after
-from mam.agents.cli_retry import register as register_retry
-from mam.agents.cli_wait import register as register_wait
 from mam.agents.inside_job import default_parent
 from mam.agents.permissions import LEVELS
 from mam.agents.publisher import Publisher, new_job_id
+from mam.agents.resume import resume_fields
 from mam.agents.runner_hint import no_runner
-from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
-from mam.cli.args import agent_name, job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.cli.completers import complete
+from mam.cli.limits import FLAG_OF_FIELD, add_limit_args
 from mam.cli.output_form import add_output_arg, output_form, print_items
-from mam.cli.tables import short
-from mam.client.follow import Followed, follow, outcome_code, stopped_following
-from mam.client.live import snapshot_agents, snapshot_job_ids
+from mam.cli.retry import add_policy_args, policy_fields, resolve_after
+from mam.cli.retry import register as register_retry
+from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, resolve_retained, select
+from mam.cli.wait import register as register_wait
+from mam.client.follow import Followed, follow
+from mam.client.live import snapshot_agents
+from mam.client.logged_output import outcome_code, stopped_following
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
 from mam.contract.errors import MamError, Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
-from mam.contract.terminal import safe
+from mam.contract.terminal import safe, short
 from mam.git.provenance import git_info
-from mam.registry.query import NoSuchJob, parse_labels, resolve_job_id
+from mam.process.args import agent_name, job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.registry.query import parse_labels
 
 
 def _add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_help: str) -> None:
@@ -251,7 +252,7 @@ def run_submit(args: argparse.Namespace) -> int:
         nonlocal recorded, event
         async with Publisher(workspace, broker, by="mam-cli") as pub:
             if args.resume:
-                old_id = await _resolve_retained(pub, args.resume)
+                old_id = await resolve_retained(pub, args.resume)
                 agent, fields = resume_fields(await pub.state(old_id), old_id, args.agent, workspace.root)
                 event = submitted(agent, fields)
             if isinstance(event, ev.Submitted) and event.after:
@@ -306,26 +307,6 @@ async def _submit_and_look(
         tg.start_soon(look)
         record = await pub.publish_and_wait(job_id, event, timeout=timeout)
     return record, runners
-
-
-async def _resolve_retained(pub: Publisher, text: str) -> str:
-    """The job id `text` is, or uniquely starts or ends, among the states the broker retains.
-
-    A writer opens no registry file, so `mam cancel` resolves a short id
-    against the retained states. An id nothing matches, or any id when the
-    broker did not deliver every retained state in time, goes out as typed
-    (the projector refuses an unknown one). A short id that resolved is named
-    on stderr, so the reader sees which job was meant."""
-    known = await snapshot_job_ids(pub.broker, pub.topics, exact=text)
-    if known is None:
-        return text
-    try:
-        found = resolve_job_id(text, known)
-    except NoSuchJob:
-        return text
-    if found != text:
-        print(f"mam: {text} is job {found}", file=sys.stderr)
-    return found
 
 
 def run_cancel(args: argparse.Namespace) -> int:

@@ -12,16 +12,15 @@ import anyio
 import msgspec
 
 from mam.agents.publisher import Publisher, new_job_id
-from mam.agents.selection import add_selector_args, confirm, has_selectors, resolve_for_write, select
-from mam.cli.args import job_id, positive_seconds
-from mam.cli.common import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
+from mam.agents.retrying import retry_one
 from mam.cli.completers import complete
+from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, resolve_retained, select
 from mam.contract import events as ev
-from mam.contract import job_limits, routing
 from mam.contract.attempts import RETRY_OUTCOMES
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
-from mam.git.provenance import git_info
+from mam.process.args import job_id, positive_seconds
+from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 
 def retries(text: str) -> int:
@@ -92,39 +91,7 @@ def policy_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
     """Each `--after` id as the retained states know it (a unique prefix or suffix is enough)."""
-    from mam.agents.cli import _resolve_retained
-
-    return [await _resolve_retained(pub, job) for job in after]
-
-
-def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
-    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), required
-    labels and priority (`mam.contract.routing`), with
-    `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
-    return ev.Submitted(
-        prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
-        labels=record.labels, timeout=record.timeout, parent=record.parent, git=git,
-        retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
-        retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
-        **job_limits.of_record(record),  # type: ignore[arg-type]
-        **routing.of_record(record),  # type: ignore[arg-type]
-    )
-
-
-async def retry_one(pub: Publisher, old_id: str, new_id: str, *, timeout: float,
-                    cancel_first: str) -> tuple[JobRecord, JobRecord]:
-    """Retry one job as `mam retry` does: its retained state must be known and finished, then its
-    `resubmission` as `new_id` is published and the projector's verdict awaited. Returns (old, new).
-    `cancel_first`: how the caller's face cancels a job, named in the refusal of an unfinished one."""
-    old = await pub.state(old_id)
-    if old is None:
-        raise Refused(f"no job {old_id!r} is known in workspace {pub.workspace.id}: check the id with `mam jobs`")
-    if not old.status.terminal:
-        raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                      f"({cancel_first} first to start it over)")
-    git = await anyio.to_thread.run_sync(git_info, pub.workspace.root)
-    return old, await pub.publish_and_wait(new_id, resubmission(old, git), timeout=timeout)
+    return [await resolve_retained(pub, job) for job in after]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
