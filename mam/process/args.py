@@ -127,9 +127,10 @@ def job_id(text: str) -> str:
     return bare
 
 
-_LONG_QUOTE = re.compile(r"""('[^'\s]{40})[^'\s]{20,}(')""")
-"""A quoted word of 60 characters or more in an error (a flag's value: `--lease 999...`), which `Parser.error`
-cuts to its first 40; a quote around words is prose, left whole."""
+_LONG_QUOTE = re.compile(r"""('[^'\s]{40})[^'\s]{41,}([^'\s]{40}')""")
+"""A quoted word of more than 120 characters in an error (a flag's value: `--lease 999...`), which
+`Parser.error` cuts to its first and last 40 (a long path keeps its file name); a quote around words is
+prose, left whole."""
 
 
 class Parser(argparse.ArgumentParser):
