@@ -200,6 +200,8 @@ async def test_piped_watch_lines_are_a_jobs_status_changes_with_their_times(
                 await piped.next()
                 await records.next()
                 await publish(amqtt.url, topic, event("claimed", "e-claimed", runner="r"))
+                # recorded before the next: two events folded in one batch publish one state (running)
+                await records.record(lambda r: r["status"] == "claimed")
                 await publish(amqtt.url, topic, event("started", "e-started"))
                 for n in range(10):  # each chunk recorded before the next: a new version of the state each
                     await publish(amqtt.url, topic, event("output", f"e-out{n}", text=f"line {n}\n"))
