@@ -74,6 +74,7 @@ from mam.agents.job_env import ProfileEnv
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
+from mam.agents.state_follow import StateFollow
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.inbox import messages
@@ -221,6 +222,8 @@ class Runner:
         """Release the running jobs now (a second signal), not at the drain's end."""
         self._jobs: anyio.abc.TaskGroup | None = None
         self._changed = Wakeup()
+        self._follow: StateFollow | None = None
+        """This connection's state subscriptions (`state_follow.py`)."""
         self._status_version = 0
 
     def status(self, status: str) -> AgentStatus:
@@ -324,6 +327,7 @@ class Runner:
                         tg.start_soon(self.outbox.send, client)
                         tg.start_soon(self._publish_status, client)
                         tg.start_soon(self.resender.run)
+                        tg.start_soon(self._follow_states, client)
                         await self._listen(client)
             except* aiomqtt.MqttError as group:
                 error = group.exceptions[0]
@@ -356,7 +360,9 @@ class Runner:
             granted = await client.subscribe([(topic, 1) for topic in topics])
             self._offers_granted(granted)
             await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
-            await subscribe_required(client, self.topics.all_states)
+            if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
+                await subscribe_required(client, self.topics.all_states)
+            self._follow = StateFollow(self.topics, all_states=not self.by_offer)
             yield client
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -377,6 +383,18 @@ class Runner:
             topic = self.topics.agent_status(self.agent_id)
             await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
             published = version
+
+    async def _follow_states(self, client: aiomqtt.Client) -> None:
+        """Keep this connection's state subscriptions to what the runner needs (`state_follow.py`)."""
+        follow = self._follow
+        assert follow is not None
+        while True:
+            await self._changed.until(lambda: follow.differs(self.by_offer, self._followed))
+            await follow.sync(client, self.by_offer, self._followed())
+
+    def _followed(self) -> set[str]:
+        """The jobs whose states matter to a runner taking offers: offered, claimed, run or awaited here."""
+        return {*self.active, *self.claiming, *self.offered, *self.outbox.receipts.by_job()}
 
     def _status_changed(self) -> None:
         self._status_version += 1
@@ -416,6 +434,7 @@ class Runner:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             try:
                 await self._on_message(client, str(message.topic), payload)
+                self._changed.notify()  # what it follows may have changed
             except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
                 raise
             except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped
@@ -432,15 +451,15 @@ class Runner:
             if status is not None:
                 self._job_logins(bool(status.job_logins))
             self.resender.projector_seen(status)
-            if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
-                await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
+            if status is not None:
+                self._dispatch_changed(status.dispatch == "offers")  # `_follow_states` subscribes anew
             if not self.follow_key or status is None or status.public_key is None:
                 return
             switched, said = self.states.adopt(status.public_key, self.workspace)
             if said:
                 (log.info if switched else log.warning)("%s", said)
-            if switched:  # the states it ignored so far are the broker's to send again
-                await subscribe_required(client, self.topics.all_states)
+            if switched and self._follow is not None:  # the states it ignored so far, sent again
+                self._follow.again()
         elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
