@@ -34,6 +34,7 @@ import uuid
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import anyio
@@ -187,7 +188,7 @@ async def wait_runners(port: int, ws: str, count: int) -> None:
                     return
 
 
-def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dict[str, float]:
+def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dict[str, Any]:
     prompt = f"sleep {args.sleep:g}" if args.sleep else "true"
     lease = [] if mode == "offers" else ["--offer-lease", "0"]
     with tempfile.TemporaryDirectory(prefix="mam-bench-fleet-") as tmp, ExitStack() as stack:
@@ -216,11 +217,16 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
     submitted = [_at(r["submitted_at"]) for r in records.values()]
     waits = [_at(r["started_at"]) - _at(r["submitted_at"]) for r in records.values() if r.get("started_at")]
     ok = sum(1 for r in records.values() if r["status"] == "succeeded")
+    others: dict[str, int] = {}
+    for record in records.values():
+        if record["status"] != "succeeded":
+            others[record["status"]] = others.get(record["status"], 0) + 1
     span = max(started) - min(submitted)
     ended = max(_at(r["finished_at"]) for r in records.values() if r.get("finished_at")) - min(submitted)
     return {"rate": len(started) / span, "refused": refused / args.jobs, "p50": _pct(waits, 0.5),
             "p99": _pct(waits, 0.99), "idle_p50": _pct(idle, 0.5), "idle_p99": _pct(idle, 0.99),
-            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended}
+            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended,
+            "others": "".join(f", {n} {status}" for status, n in sorted(others.items()))}
 
 
 def main() -> None:
@@ -262,7 +268,7 @@ def table(args: argparse.Namespace) -> None:
                 base = base or (r["rate"] if n == 1 else None)
                 ratio = f"{r['rate'] / base:.2f}" if base else "-"
                 print(f"| {kind} | {mode} | {n} | {ratio} | {r['refused']:.3f} | "
-                      f"{r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok) | {r['rate']:.1f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
+                      f"{r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok{r['others']}) | {r['rate']:.1f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
                       f"{1000 * r['idle_p50']:.0f} / {1000 * r['idle_p99']:.0f} ms | {r['cpu_ms']:.1f} ms |",
                       flush=True)
 
