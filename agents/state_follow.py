@@ -10,6 +10,12 @@ broker sends the retained state on each subscribe, so a claim published before i
 sees its state. Under a projector that does not offer it subscribes to `jobs/+/state` again, and the
 broker sends every retained state anew.
 
+Each job's state is subscribed at QoS 1, or at QoS 0 once the broker refuses QoS 1: NATS refuses a
+session whose QoS 1 subscriptions sum past 65,535 `max_ack_pending` (docs/nats-cluster.conf sets 16,000
+each, so a runner's fourth QoS 1 subscription is the last). A state is retained, so a subscription made
+again (a reconnect) has it; one lost on the way is sent again when the runner resends the event it waits
+to see recorded (`resender.py`: the projector answers a duplicate with the job's state).
+
 One `StateFollow` per connection (subscriptions live as long as their connection); `sync` runs in its own
 task so an offer is claimed at once, without waiting for a subscription's acknowledgement.
 """
@@ -34,6 +40,8 @@ class StateFollow:
         """Subscribed to every job's state on this connection."""
         self.jobs: set[str] = set()
         """The jobs whose state topic it subscribed to one by one."""
+        self.qos = 1
+        """The QoS of those subscriptions: 0 once the broker refused one at 1."""
 
     def differs(self, by_offer: bool, wanted: Callable[[], set[str]]) -> bool:
         """Whether the subscriptions differ from what the runner needs now."""
@@ -58,14 +66,21 @@ class StateFollow:
             return
         new = sorted(wanted - self.jobs)
         if new:
-            granted = await client.subscribe([(self.topics.state(job_id), 1) for job_id in new])
-            if any(getattr(code, "value", code) not in (0, 1, 2) for code in granted or ()):
-                raise aiomqtt.MqttError(f"the broker refused the subscription to the state of job {new[0]!r}")
+            if not await self._subscribe(client, new) and self.qos == 1:
+                self.qos = 0
+                log.info("the broker refuses this runner more QoS 1 subscriptions; following its jobs' states at "
+                         "QoS 0 (NATS: summed max_ack_pending)")
+                if not await self._subscribe(client, new):
+                    raise aiomqtt.MqttError(f"the broker refused the subscription to the state of job {new[0]!r}")
             self.jobs.update(new)
         if self.all_states:
             await client.unsubscribe(self.topics.all_states)
             self.all_states = False
         await self._drop(client, self.jobs - wanted)
+
+    async def _subscribe(self, client: aiomqtt.Client, jobs: list[str]) -> bool:
+        granted = await client.subscribe([(self.topics.state(job_id), self.qos) for job_id in jobs])
+        return all(getattr(code, "value", code) in (0, 1, 2) for code in granted or ())
 
     async def _drop(self, client: aiomqtt.Client, jobs: set[str]) -> None:
         if jobs:

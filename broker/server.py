@@ -223,9 +223,15 @@ class _Broker(SpoolHooks, VerdictMemo, Broker):
     async def _publish_retained_messages_for_subscription(
         self, subscription: tuple[str, int], session: Session
     ) -> None:
-        holders = self._subscriptions.get(subscription[0], [])
-        if any(held.client_id == session.client_id for held, _ in holders):
-            await super()._publish_retained_messages_for_subscription(subscription, session)
+        topic_filter, qos = subscription
+        if not any(held.client_id == session.client_id for held, _ in self._subscriptions.get(topic_filter, [])):
+            return
+        if "+" in topic_filter or "#" in topic_filter:
+            return await super()._publish_retained_messages_for_subscription(subscription, session)
+        # An exact topic (a runner following its jobs): one lookup, not a match against every retained message.
+        retained, handler = self._retained_messages.get(topic_filter), self._get_handler(session)
+        if retained is not None and handler:
+            await handler.mqtt_publish(retained.topic, retained.data, min(qos, retained.qos or qos), retain=True)
 
 
 class EmbeddedBroker:

@@ -1,6 +1,8 @@
 """Offers under saturation on a real `mam up`: a runner that falls behind its offers (here a runner process
 stopped with SIGSTOP past its offer's lease, then resumed) still gets its job claimed without a storm of
 refused claims, and the projector then gives offers a lease that covers the claim latency it measured.
+And on each broker, runners taking offers, which subscribe only to the states of the jobs they follow (at
+QoS 0 once NATS refuses them more QoS 1 subscriptions), run every job once.
 (A dead runner's offer going to another runner: test_fleet_dispatch.py.)"""
 
 from __future__ import annotations
@@ -8,11 +10,11 @@ from __future__ import annotations
 import json
 import signal
 
-from fleet_support import States, publish_jobs, refused_claims, shell_runner
+from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
 
-from brokers import free_port
+from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths
-from e2e import up_process, workspace_id
+from e2e import projector_process, up_process, workspace_id
 from support import Watch
 
 
@@ -67,3 +69,16 @@ async def test_a_runner_resumed_after_its_job_went_elsewhere_costs_one_refusal_a
     assert all(after[j]["status"] == "succeeded" for j in jobs), after
     assert "napping" in {after[j]["runner"] for j in jobs}, "the resumed runner still takes work"
     assert len(refused_claims(ws)) <= 1, refused_claims(ws)
+
+
+async def test_runners_following_only_their_jobs_states_run_every_job_on_each_broker(
+    ws: WorkspacePaths, broker: RunningBroker,
+) -> None:
+    jobs = [f"f{i:02d}" for i in range(12)]
+    ws_id = workspace_id(ws.root)
+    async with projector_process(broker, ws.root, ws.elsewhere), States(broker.url, ws_id).watching() as states, \
+            shell_runners(broker.url, ws, ["one", "two", "three"]):
+        await publish_jobs(broker.url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
+        done = await states.all_ended(jobs, timeout=120)
+    assert all(done[j]["status"] == "succeeded" and not done[j].get("attempts") for j in jobs), done
+    assert not refused_claims(ws)
