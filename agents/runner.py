@@ -18,8 +18,9 @@ it, states are verified with it and read again (`StateReader.adopt`).
 Offers (docs/design.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
 claimable job to one runner at a time on `agents/<agent_id>/offers` (signed, for this instance's epoch);
 this runner announces that it takes offers (`offers: true` in its status, with its `labels`) and then
-claims only what it is offered, each offer within its lease, as capacity allows. Under a projector that
-does not dispatch (an older release), or with `take_offers=False`, it claims from the states as before.
+claims only what it is offered, each offer within its lease, as capacity allows, and subscribes only to
+the states of the jobs it follows (`state_follow.py`). Under a projector that does not dispatch (an older
+release), or with `take_offers=False`, it claims from the states as before.
 
 A claim the projector refuses (on `rejected`, naming the claim's event id)
 frees its slot at once: a claim made from a stale retained state (a broker
@@ -475,8 +476,8 @@ class Runner:
             log.info("jobs get %s as MAM_BROKER_URL", "a login of their own" if taken else "the runner's broker URL")
 
     def _follows(self, topic: str) -> bool:
-        """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are
-        not verified or decoded at all (with 50 runners, every state goes to each of them)."""
+        """Taking offers, only the states of the jobs it was offered, claims or runs matter: any other (the
+        last ones of an all-states subscription being dropped) is not verified or decoded at all."""
         parsed = self.topics.parse(topic)
         job_id = parsed.job_id if parsed is not None else None
         return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered
