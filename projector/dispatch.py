@@ -18,7 +18,7 @@ outstanding offers.
 
 How long an offer stands: the configured lease, or `LATENCY_FACTOR` times the slowest of the last
 `LATENCY_SAMPLES` claims (from an offer into a free slot to its claim reaching the projector, late ones
-too), whichever is longer, at most `MAX_LEASE_FACTOR` leases. On a saturated host runners read their offers
+too; an offer that lapsed counts its lease, the least its claim took), whichever is longer, at most `MAX_LEASE_FACTOR` leases. On a saturated host runners read their offers
 seconds late; a fixed lease then lapsed, the job went to a second runner and one of the two claims was
 refused. A dead runner's offer still goes to another runner within `MAX_LEASE_FACTOR` leases (its will
 withdraws it sooner).
@@ -216,6 +216,7 @@ class Dispatcher:
                 self.tried.setdefault(job_id, set()).add(pending.agent_id)
                 if not pending.prefetch:  # a busy runner may well let a prefetched offer lapse
                     self.misses[pending.agent_id] = self.misses.get(pending.agent_id, 0) + 1
+                    self.latencies.append(pending.deadline - pending.made)  # its claim, if any, comes later still
                 self.expired += 1
 
     def _slots(self, runners: Mapping[str, AgentStatus], held: list[JobRecord]) -> dict[str, tuple[int, int]]:
