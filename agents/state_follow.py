@@ -32,6 +32,10 @@ from mam.contract.topics import Topics
 
 log = logging.getLogger("mam.agent")
 
+TIMEOUT = 60.0
+"""Seconds a (un)subscription waits for the broker's answer before the connection is given up and made
+again: aiomqtt's 10 s default is short for a saturated host, where the runner reads its socket late."""
+
 
 class StateFollow:
     def __init__(self, topics: Topics, *, all_states: bool) -> None:
@@ -74,17 +78,17 @@ class StateFollow:
                     raise aiomqtt.MqttError(f"the broker refused the subscription to the state of job {new[0]!r}")
             self.jobs.update(new)
         if self.all_states:
-            await client.unsubscribe(self.topics.all_states)
+            await client.unsubscribe(self.topics.all_states, timeout=TIMEOUT)
             self.all_states = False
         await self._drop(client, self.jobs - wanted)
 
     async def _subscribe(self, client: aiomqtt.Client, jobs: list[str]) -> bool:
-        granted = await client.subscribe([(self.topics.state(job_id), self.qos) for job_id in jobs])
+        granted = await client.subscribe([(self.topics.state(job_id), self.qos) for job_id in jobs], timeout=TIMEOUT)
         return all(getattr(code, "value", code) in (0, 1, 2) for code in granted or ())
 
     async def _drop(self, client: aiomqtt.Client, jobs: set[str]) -> None:
         if jobs:
-            await client.unsubscribe([self.topics.state(job_id) for job_id in sorted(jobs)])
+            await client.unsubscribe([self.topics.state(job_id) for job_id in sorted(jobs)], timeout=TIMEOUT)
             self.jobs -= jobs
 
 
