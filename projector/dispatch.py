@@ -18,10 +18,10 @@ outstanding offers.
 
 How long an offer stands: the configured lease, or `LATENCY_FACTOR` times the slowest of the last
 `LATENCY_SAMPLES` claims (from an offer into a free slot to its claim reaching the projector, late ones
-too; an offer that lapsed counts its lease, the least its claim took), whichever is longer, at most `MAX_LEASE_FACTOR` leases. On a saturated host runners read their offers
-seconds late; a fixed lease then lapsed, the job went to a second runner and one of the two claims was
-refused. A dead runner's offer still goes to another runner within `MAX_LEASE_FACTOR` leases (its will
-withdraws it sooner).
+too; an offer that lapsed counts its lease, the least its claim took), whichever is longer, at most
+`MAX_LEASE_FACTOR` leases. On a saturated host runners read their offers seconds late; a fixed lease
+then lapsed, the job went to a second runner and one of the two claims was refused. A dead runner's
+offer still goes to another runner within `MAX_LEASE_FACTOR` leases (its will withdraws it sooner).
 
 Pure bookkeeping: no I/O, no clock of its own (`now` is the projector's monotonic clock).
 """
