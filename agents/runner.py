@@ -18,8 +18,9 @@ it, states are verified with it and read again (`StateReader.adopt`).
 Offers (docs/design.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
 claimable job to one runner at a time on `agents/<agent_id>/offers` (signed, for this instance's epoch);
 this runner announces that it takes offers (`offers: true` in its status, with its `labels`) and then
-claims only what it is offered, each offer within its lease, as capacity allows. Under a projector that
-does not dispatch (an older release), or with `take_offers=False`, it claims from the states as before.
+claims only what it is offered, each offer within its lease, as capacity allows, and subscribes only to
+the states of the jobs it follows (`state_follow.py`). Under a projector that does not dispatch (an older
+release), or with `take_offers=False`, it claims from the states as before.
 
 A claim the projector refuses (on `rejected`, naming the claim's event id)
 frees its slot at once: a claim made from a stale retained state (a broker
@@ -74,6 +75,7 @@ from mam.agents.job_env import ProfileEnv
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
+from mam.agents.state_follow import StateFollow
 from mam.agents.supervisor import Ending, Settings, Supervisor
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.inbox import messages
@@ -221,6 +223,8 @@ class Runner:
         """Release the running jobs now (a second signal), not at the drain's end."""
         self._jobs: anyio.abc.TaskGroup | None = None
         self._changed = Wakeup()
+        self._follow: StateFollow | None = None
+        """This connection's state subscriptions (`state_follow.py`)."""
         self._status_version = 0
 
     def status(self, status: str) -> AgentStatus:
@@ -324,6 +328,7 @@ class Runner:
                         tg.start_soon(self.outbox.send, client)
                         tg.start_soon(self._publish_status, client)
                         tg.start_soon(self.resender.run)
+                        tg.start_soon(self._follow_states, client)
                         await self._listen(client)
             except* aiomqtt.MqttError as group:
                 error = group.exceptions[0]
@@ -356,7 +361,9 @@ class Runner:
             granted = await client.subscribe([(topic, 1) for topic in topics])
             self._offers_granted(granted)
             await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
-            await subscribe_required(client, self.topics.all_states)
+            if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
+                await subscribe_required(client, self.topics.all_states)
+            self._follow = StateFollow(self.topics, all_states=not self.by_offer)
             yield client
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -380,6 +387,18 @@ class Runner:
             topic = self.topics.agent_status(self.agent_id)
             await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
             published = version
+
+    async def _follow_states(self, client: aiomqtt.Client) -> None:
+        """Keep this connection's state subscriptions to what the runner needs (`state_follow.py`)."""
+        follow = self._follow
+        assert follow is not None
+        while True:
+            await self._changed.until(lambda: follow.differs(self.by_offer, self._followed))
+            await follow.sync(client, self.by_offer, self._followed())
+
+    def _followed(self) -> set[str]:
+        """The jobs whose states matter to a runner taking offers: offered, claimed, run or awaited here."""
+        return {*self.active, *self.claiming, *self.offered, *self.outbox.receipts.by_job()}
 
     def _status_changed(self) -> None:
         self._status_version += 1
@@ -419,6 +438,7 @@ class Runner:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             try:
                 await self._on_message(client, str(message.topic), payload)
+                self._changed.notify()  # what it follows may have changed
             except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
                 raise
             except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped
@@ -435,15 +455,15 @@ class Runner:
             if status is not None:
                 self._job_logins(bool(status.job_logins))
             self.resender.projector_seen(status)
-            if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
-                await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
+            if status is not None:
+                self._dispatch_changed(status.dispatch == "offers")  # `_follow_states` subscribes anew
             if not self.follow_key or status is None or status.public_key is None:
                 return
             switched, said = self.states.adopt(status.public_key, self.workspace)
             if said:
                 (log.info if switched else log.warning)("%s", said)
-            if switched:  # the states it ignored so far are the broker's to send again
-                await subscribe_required(client, self.topics.all_states)
+            if switched and self._follow is not None:  # the states it ignored so far, sent again
+                self._follow.again()
         elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
@@ -459,8 +479,8 @@ class Runner:
             log.info("jobs get %s as MAM_BROKER_URL", "a login of their own" if taken else "the runner's broker URL")
 
     def _follows(self, topic: str) -> bool:
-        """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are
-        not verified or decoded at all (with 50 runners, every state goes to each of them)."""
+        """Taking offers, only the states of the jobs it was offered, claims or runs matter: any other (the
+        last ones of an all-states subscription being dropped) is not verified or decoded at all."""
         parsed = self.topics.parse(topic)
         job_id = parsed.job_id if parsed is not None else None
         return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from mam.contract import fleet_limits
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
-from mam.projector.dispatch import MAX_MISSES, Dispatcher, claim_refusal, group_of
+from mam.projector.dispatch import LATENCY_FACTOR, MAX_LEASE_FACTOR, MAX_MISSES, Dispatcher, claim_refusal, group_of
 
 AT = "2026-12-04T12:00:00Z"
 WALL = datetime(2026, 12, 4, 12, 0, 1, tzinfo=UTC)
@@ -103,6 +103,29 @@ def test_an_expired_offer_goes_to_another_runner_and_a_silent_runner_is_skipped(
     d.misses["a"] = MAX_MISSES
     d.offers.clear()
     assert [r for _, r in offered(d, runners, now=10.0)] == ["b"]
+
+
+def test_the_lease_grows_with_slow_claims_late_ones_too_and_stays_bounded() -> None:
+    """A claim 2 s after its offer makes the next offers stand 3 times that; a claim of a lapsed offer
+    (its job taken by another runner meanwhile) counts as well; no lease passes MAX_LEASE_FACTOR leases."""
+    d = Dispatcher(lease=3.0)
+    queued(d, job("j0"), job("j1"), job("j2"))
+    runners = [runner("a"), runner("b")]
+    first = d.plan(0.0, WALL, {r.agent_id: r for r in runners}, [])
+    assert {o.lease for o in first} == {3.0}
+    to = {o.job_id: o.agent_id for o in first if not d.offers[o.job_id].prefetch}
+    (j, at), (k, other) = sorted(to.items())
+    d.claim_seen(j, at, 1, 2.0)
+    d.track(job(j, status=Status.CLAIMED, runner=at), lambda r: r.job_id)
+    d.claim_seen(k, at, 1, 2.0)  # not offered to that runner: says nothing
+    assert d.current_lease() == LATENCY_FACTOR * 2.0
+    d.track(job(k, status=Status.CLAIMED, runner=at), lambda r: r.job_id)
+    d.claim_seen(k, other, 1, 100.0)  # a late claim of a job already taken still counts
+    assert d.current_lease() == MAX_LEASE_FACTOR * 3.0
+    held = [job("j0", status=Status.RUNNING, runner="a"), job("j1", status=Status.RUNNING, runner="b")]
+    late = d.plan(101.0, WALL, {r.agent_id: r for r in runners}, held)
+    assert [(o.job_id, o.lease) for o in late] == [("j2", MAX_LEASE_FACTOR * 3.0)]
+    assert offered(d, runners, now=101.0 + MAX_LEASE_FACTOR * 3.0 + 0.1, held=held), "a bounded lease lapses"
 
 
 def test_a_busy_runner_holds_one_offer_beyond_its_slots() -> None:
