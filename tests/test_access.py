@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from access_support import DOCS, assert_acl_reserves_projector_topics_and_confines_workspaces, make_user
 
 from brokers import RunningBroker, free_port, require_binary, stop, wait_for_port
 from conftest import WorkspacePaths
 from e2e import workspace_id
-from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state, wait_projector_online
-
-DOCS = Path(__file__).resolve().parent.parent / "docs"
-
-
-async def make_user(tmp: Path, user: str, password: str) -> Path:
-    path = tmp / "passwd"
-    result = await run(mam("passwd", str(path), user), cwd=tmp, input=f"{password}\n".encode())
-    assert result.returncode == 0, result.stderr
-    assert path.stat().st_mode & 0o777 == 0o600
-    return path
+from support import Daemon, child_env, mam, run, wait_projector_online
 
 
 async def test_password_file_admits_the_user_and_refuses_a_wrong_password(ws: WorkspacePaths, tmp_path: Path) -> None:
@@ -95,29 +85,4 @@ def acl_mosquitto(tmp_path: Path) -> RunningBroker:  # type: ignore[misc]
 async def test_mosquitto_acl_reserves_projector_topics_and_confines_workspaces(
     acl_mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
-    port = acl_mosquitto.port
-    projector_url = f"mqtt://projector-ws1:pw@127.0.0.1:{port}"
-    agent = f"mqtt://agent-ws1:pw@127.0.0.1:{port}"
-    foreign = f"mqtt://agent-ws2:pw@127.0.0.1:{port}"
-    daemon = Daemon(
-        [str(BIN / "mam-projector"), "--broker", projector_url, "--workspace", str(ws.root), "--workspace-id", "ws1"],
-        cwd=ws.elsewhere,
-        env=child_env(),
-        log=ws.root.parent / "p.log",
-    )
-    try:
-        await wait_projector_online(agent, "ws1", pid=daemon.pid)
-        await publish(agent, "mam/ws1/jobs/job-1/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
-        good = await wait_for_state(agent, "ws1", "job-1")
-        await publish(
-            agent, "mam/ws1/jobs/job-1/state", json.dumps({**good, "status": "succeeded"}).encode(), retain=True
-        )
-        await publish(foreign, "mam/ws1/jobs/intruder/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
-        await publish(agent, "mam/ws1/jobs/job-2/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
-        await wait_for_state(agent, "ws1", "job-2")
-        async with Watch(agent, "mam/ws1/jobs/job-1/state") as state:
-            assert (await state.json())["status"] == "submitted", "a forged state publish must be refused"
-        assert not (ws.jobs / "intruder.json").exists(), "a cross-workspace submit must be refused"
-        assert json.loads((ws.jobs / "job-1.json").read_bytes())["status"] == "submitted"
-    finally:
-        daemon.stop()
+    await assert_acl_reserves_projector_topics_and_confines_workspaces(acl_mosquitto, ws)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_rig
-from test_runner_support import log_events
+from runner_support import log_events
 
 from mam.agents.formats import FORMATS, Transcript, parser_for
 from mam.agents.formats.base import Outcome, make_usage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from test_runner_support import agent_runner, submit
+from runner_support import agent_runner, submit
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

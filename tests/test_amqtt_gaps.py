@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 from amqtt.broker import Broker
+from amqtt_support import first_message
 
 from mam.broker.passwords import set_password
 from mam.client.mqtt import make_client
@@ -27,16 +28,6 @@ from mam.contract.broker_url import parse_broker_url
 
 from brokers import BROKERS, RunningBroker
 from support import publish
-
-
-async def first_message(url: str, topic: str, *, client_id: str | None = None, timeout: float = 3) -> bytes | None:
-    client = make_client(parse_broker_url(url), identifier=client_id, clean_session=client_id is None)
-    async with client:
-        await client.subscribe(topic, qos=1)
-        with anyio.move_on_after(timeout):
-            async for message in client.messages:
-                return message.payload  # type: ignore[return-value]
-    return None
 
 
 async def test_mam_broker_queues_for_an_offline_anonymous_persistent_session(tmp_path: Path) -> None:
@@ -111,7 +102,7 @@ async def test_amqtt_acknowledges_a_publish_its_acl_refused(tmp_path: Path) -> N
 @pytest.mark.xfail(strict=True, reason="amqtt 0.12 does not redeliver unacknowledged QoS 1 messages (amqtt issue #401)")
 async def test_amqtt_redelivers_to_a_session_other_than_a_projectors(tmp_path: Path) -> None:
     """The spool redelivers only to `mam-projector-<ws>`, and only a workspace's events."""
-    from test_delivery import receive_without_ack
+    from delivery_support import receive_without_ack
 
     with BROKERS["amqtt"](tmp_path) as broker:
         client_id, topic = f"other-{uuid.uuid4().hex[:8]}", "gap/redeliver"

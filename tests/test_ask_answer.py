@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 import pytest
 from msgspec.structs import replace
-from test_cli_watch import watching
-from test_runner_support import agent_runner, log_events, submit
+from runner_support import agent_runner, log_events, submit
+from watch_support import watching
 
 from mam.contract import events as ev
 from mam.contract.fold import Context, Refusal, apply
@@ -239,7 +239,7 @@ async def test_the_dashboard_shows_the_question_and_answers_it(ws: WorkspacePath
 
 
 async def test_an_mcp_client_answers_with_answer_job(ws: WorkspacePaths) -> None:
-    from test_mcp import call, mcp_session, refused
+    from mcp_support import call, mcp_session, refused
 
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)

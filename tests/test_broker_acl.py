@@ -19,10 +19,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-import test_access
+from access_support import DOCS, assert_acl_reserves_projector_topics_and_confines_workspaces
 from hypothesis import given
 from hypothesis import strategies as st
-from test_keepalive import connect_packet
+from keepalive_support import connect_packet
 
 from mam.broker.acl import Policy, parse_acl, projector_topic, within
 from mam.broker.passwords import set_password
@@ -286,9 +286,9 @@ async def test_mam_broker_with_a_password_file_reserves_each_workspaces_projecto
 async def test_the_documented_acl_file_works_on_mam_broker(ws: WorkspacePaths, tmp_path: Path) -> None:
     """docs/mosquitto.acl, the same file and assertions tests/test_access.py runs on mosquitto."""
     passwd = users(tmp_path, "projector-ws1", "agent-ws1", "agent-ws2")
-    acl = test_access.DOCS / "mosquitto.acl"
+    acl = DOCS / "mosquitto.acl"
     async with mam_broker(tmp_path, "--password-file", str(passwd), "--acl-file", str(acl)) as broker:
-        await test_access.test_mosquitto_acl_reserves_projector_topics_and_confines_workspaces(broker, ws)
+        await assert_acl_reserves_projector_topics_and_confines_workspaces(broker, ws)
         agent = f"mqtt://agent-ws1:pw@127.0.0.1:{broker.port}"
         async with _client(agent) as client:
             granted = await client.subscribe(

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from test_amqtt_gaps import first_message
-from test_disk_full import fill, small_disk  # noqa: F401 - a fixture
+from amqtt_support import first_message
+from disk_full_support import fill
 
 from mam.broker import retained_log
 from mam.broker.spool import Spool, spooled_workspace
@@ -181,7 +181,7 @@ async def test_the_retained_log_is_compacted_while_the_broker_runs_and_keeps_the
 
 
 async def test_a_write_the_full_disk_cut_short_is_repaired_and_every_retained_message_comes_back(
-    small_disk: Path,  # noqa: F811 - the fixture imported above
+    small_disk: Path,
 ) -> None:
     spool = Spool(small_disk / "spool")
     spool.open()

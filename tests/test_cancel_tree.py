@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from msgspec.structs import replace
-from test_runner_support import agent_runner, log_events, submit
+from runner_support import agent_runner, log_events, submit
 
 from mam.contract import cascade
 from mam.contract import events as ev

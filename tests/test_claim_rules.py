@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_order import Harness
-from test_runner_support import agent_runner, log_events, submit
+from order_support import Harness
+from runner_support import agent_runner, log_events, submit
 
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey

@@ -7,8 +7,8 @@ import signal
 import subprocess
 
 import anyio
-from test_cli_watch import watching
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
+from watch_support import watching
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

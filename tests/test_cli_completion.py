@@ -9,7 +9,7 @@ import shlex
 import shutil
 
 import pytest
-from test_cli_output_forms import logged_job
+from output_forms_support import logged_job
 
 from mam.contract import events as ev
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import anyio
 import msgspec
-from test_runner_support import agent_runner
+from runner_support import agent_runner
 
 from mam.agents import Publisher
 from mam.contract import events as ev

@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import datetime, timedelta
 
-import msgspec
 import pytest
 import yaml
-from test_runner_support import agent_runner
+from output_forms_support import logged_job
+from runner_support import agent_runner
 
 from mam.cli.commands import HELP_GROUPS
 from mam.contract import events as ev
-from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
-from mam.projector.durable import SyncPlan
-from mam.projector.registry import Registry, record_bytes
-from mam.projector.replay import replay
 
 from brokers import free_port
 from conftest import WorkspacePaths
-from e2e import up_process, workspace_id
+from e2e import up_process
 from support import child_env, mam, run
 
 
@@ -31,18 +26,6 @@ async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-def logged_job(ws: WorkspacePaths, job_id: str, at: str, *events: ev.AnyEvent) -> None:
-    """A job's audit log and record as the projector writes them, its events received at `at` (+1 s each)."""
-    start = datetime.fromisoformat(at)
-    entries = [LogEntry(seq=n + 1, received_at=(start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-                        event=msgspec.structs.replace(e, id=f"{job_id}-{n}", ts=None)) for n, e in enumerate(events)]
-    log = AuditLog(ws.logs)
-    for entry in entries:
-        log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
-    log.close()
-    state = replay(job_id, workspace_id(ws.root), entries)
-    assert state.record is not None
-    Registry(ws.jobs).write(job_id, record_bytes(state.record))
 
 
 def _ran(seconds: int) -> tuple[ev.AnyEvent, ...]:

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 import pytest
-from anyio.abc import Process
+from watch_support import Lines, _read_until, watching
 
 from mam.agents import Publisher
 from mam.contract.broker_url import parse_broker_url
@@ -25,45 +22,8 @@ from support import child_env, mam, publish
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-class Lines:
-    """The lines a running command prints, read as they come."""
-
-    def __init__(self, proc: Process) -> None:
-        self.proc = proc
-        self.buffer = b""
-        self.seen: list[str] = []
-
-    async def next(self, predicate: Callable[[str], bool] = lambda line: True, *, timeout: float = 15) -> str:
-        assert self.proc.stdout is not None
-        with anyio.fail_after(timeout):
-            while True:
-                while b"\n" in self.buffer:
-                    raw, self.buffer = self.buffer.split(b"\n", 1)
-                    line = raw.decode()
-                    self.seen.append(line)
-                    if predicate(line):
-                        return line
-                self.buffer += await self.proc.stdout.receive()
-
-    async def record(self, predicate: Callable[[dict], bool], *, timeout: float = 15) -> dict:
-        return json.loads(await self.next(lambda line: predicate(json.loads(line)), timeout=timeout))
-
-    async def interrupt(self, timeout: float = 10) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        with anyio.fail_after(timeout):
-            return await self.proc.wait()
 
 
-@asynccontextmanager
-async def watching(cwd: Path, *args: str) -> AsyncIterator[Lines]:
-    proc = await anyio.open_process(mam(*args), cwd=cwd, env=child_env(), stdout=subprocess.PIPE)
-    try:
-        yield Lines(proc)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        await proc.aclose()
 
 
 async def test_watch_json_emits_a_line_per_new_job_and_status_change_and_ctrl_c_exits_0(
@@ -109,14 +69,6 @@ async def test_watch_of_an_unreachable_broker_is_one_line_exit_3(ws: WorkspacePa
     assert result.stderr.count(b"\n") == 1, result.stderr
 
 
-async def _read_until(fd: int, text: bytes, timeout: float = 15) -> bytes:
-    import os
-
-    seen = b""
-    with anyio.fail_after(timeout):
-        while text not in seen:
-            seen += await anyio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
-    return seen
 
 
 async def test_on_a_terminal_the_table_is_redrawn_in_place_coloured_unless_no_color(

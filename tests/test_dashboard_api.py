@@ -18,13 +18,13 @@ from typing import Any
 import anyio
 import pytest
 from agent_clis import CLIS
+from dashboard_server_support import Stream, dashboard, request
 from dashboard_support import up_dashboard_process
 from jsonschema import Draft202012Validator, FormatChecker
 from model_servers import Script, Turn
 from openapi_spec_validator import validate as validate_spec
 from real_agent_support import real_runner
-from test_dashboard_server import Stream, dashboard, request
-from test_runner_support import agent_runner, submit
+from runner_support import agent_runner, submit
 
 from conftest import WorkspacePaths
 from support import DEAD_BROKER, mam, run

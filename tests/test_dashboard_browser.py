@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
 
 from mam.contract.topics import Topics
 
@@ -105,9 +105,9 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
 
 
 async def test_with_a_password_file_the_browser_logs_in_and_gets_the_live_page(ws: WorkspacePaths, tmp_path: Path) -> None:
+    from dashboard_server_support import dashboard
     from playwright.async_api import Error as PlaywrightError
     from playwright.async_api import expect
-    from test_dashboard_server import dashboard
 
     from mam.broker.passwords import set_password
 

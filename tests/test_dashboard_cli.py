@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_dashboard_server import Stream, request
+from dashboard_server_support import Stream, request
 
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths

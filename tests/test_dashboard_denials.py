@@ -19,7 +19,7 @@ from agent_clis import CLIS
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_cli_watch import _read_until
+from watch_support import _read_until
 
 from conftest import WorkspacePaths
 from e2e import workspace_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 from dashboard_support import browser_page, publisher, up_with_dashboard
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
 
 from conftest import WorkspacePaths
 

@@ -4,28 +4,19 @@ and the routes' own refusals (a form post, a job without a branch)."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from dashboard_landing_support import post
 from dashboard_support import browser_page, save_screenshot, up_with_dashboard
-from test_landing import has_branch, run_jobs, user_repo
-from test_runner_support import agent_runner
-from test_worktrees import runner_env
+from landing_support import has_branch, run_jobs, user_repo
+from runner_support import agent_runner
+from worktrees_support import runner_env
 
 from conftest import WorkspacePaths
 
 WAIT = 20_000
 
 
-def post(url: str, content_type: str) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=b"{}", method="POST", headers={"content-type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 async def test_the_detail_shows_a_worktree_jobs_diff_and_merges_or_discards_it(

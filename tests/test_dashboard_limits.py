@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import anyio
+from dashboard_server_support import Stream, dashboard, request
 from dashboard_support import publisher, up_dashboard_process
-from test_dashboard_server import Stream, dashboard, request
 
 from mam.client.mqtt import make_client
 from mam.contract import events as ev

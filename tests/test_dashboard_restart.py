@@ -7,7 +7,7 @@ from pathlib import Path
 from dashboard_support import browser_page
 from fleet_support import shell_runner
 from restart_support import TICKS, ticking
-from test_runner_support import submit
+from runner_support import submit
 
 from brokers import BROKERS, free_port, wait_for_port
 from conftest import WorkspacePaths

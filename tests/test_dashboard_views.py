@@ -15,7 +15,7 @@ from agent_clis import CLIS
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
 
 from mam.contract.record import Status
 

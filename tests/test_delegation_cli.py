@@ -4,7 +4,7 @@ parent to `$MAM_JOB_ID` (the runner sets it), so a tree delegated through an age
 from __future__ import annotations
 
 import pytest
-from test_runner_support import agent_runner, mock_command, submit
+from runner_support import agent_runner, mock_command, submit
 
 from mam.agents.inside_job import default_parent
 from mam.contract.errors import UsageError

@@ -9,8 +9,7 @@ from pathlib import Path
 import aiomqtt
 import anyio
 import pytest
-
-from mam.client.aiomqtt_internals import enable_manual_ack
+from delivery_support import receive_without_ack
 
 from brokers import BROKERS, RunningBroker
 from conftest import WorkspacePaths
@@ -20,18 +19,6 @@ from support import Watch, publish, wait_for_state
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
-    from mam.client.mqtt import make_client
-    from mam.contract.broker_url import parse_broker_url
-
-    client = make_client(parse_broker_url(url), identifier=client_id, clean_session=False)
-    enable_manual_ack(client)
-    async with client:
-        await client.subscribe(topic, qos=1)
-        with anyio.fail_after(10):
-            async for message in client.messages:
-                return message.payload  # type: ignore[return-value]
-    raise AssertionError("unreachable")
 
 
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto", "nats"])

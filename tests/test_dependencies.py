@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import anyio
-from test_runner_support import agent_runner, log_events, submit
+from runner_support import agent_runner, log_events, submit
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id

@@ -11,8 +11,9 @@ from pathlib import Path
 import aiomqtt
 import anyio
 import pytest
-from test_runner_support import TERMINAL, agent_runner, assert_output_complete, log_events
-from test_runner_support import submit as submit_job
+from disk_full_support import fill
+from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events
+from runner_support import submit as submit_job
 
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
@@ -21,30 +22,6 @@ from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, publish, wait_for_state
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip()}); needs root or CAP_SYS_ADMIN")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 async def test_full_disk_stops_acknowledging_and_resumes_without_loss(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mcp import mcp_session, refused
+from mcp_support import mcp_session, refused
 
 from conftest import WorkspacePaths
 from support import BIN, child_env, mam, run

@@ -13,7 +13,7 @@ import aiomqtt
 import anyio
 import pytest
 from nats_cluster import nats_cluster
-from test_runner_support import TERMINAL, agent_runner, mock_command
+from runner_support import TERMINAL, agent_runner, mock_command
 
 from mam.agents.publisher import Publisher
 from mam.client.failover import Rotation, subscribe_required

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_runner_support import agent_runner, submit
+from runner_support import agent_runner, submit
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id

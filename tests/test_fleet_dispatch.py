@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import signal
 
+from fleet_routing_support import gated, raw_claim
 from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
-from test_fleet_routing import gated, raw_claim
 
 from brokers import free_port
 from conftest import WorkspacePaths
@@ -105,7 +105,7 @@ async def test_a_runner_claims_from_the_states_under_a_projector_that_does_not_o
 async def test_forged_states_and_offers_start_nothing_on_a_runner_taking_offers(ws: WorkspacePaths, tmp_path) -> None:  # noqa: ANN001
     """Taking offers, a runner reads only the states of jobs it is offered, claims or runs: a forged `submitted`
     or `claimed` naming it, and an unsigned offer, start nothing; a genuine job afterwards runs."""
-    from test_signed_states import forged_state, heard_of, runner_epoch
+    from signed_states_support import forged_state, heard_of, runner_epoch
 
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from fleet_support import shell_runner
-from test_mcp import call, mcp_session, refused
+from mcp_support import call, mcp_session, refused
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -6,18 +6,15 @@ fleet concurrency limit holds across runners."""
 from __future__ import annotations
 
 import json
-import uuid
-from pathlib import Path
 
+from fleet_routing_support import gated, raw_claim
 from fleet_support import States, publish_jobs, refusals, shell_runner
-from test_runner_support import submit
-
-from mam.contract.identity import RunnerKey
+from runner_support import submit
 
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
-from support import Watch, mam, publish, run
+from support import Watch, mam, run
 
 
 def write_config(ws: WorkspacePaths, config: dict) -> None:
@@ -25,18 +22,8 @@ def write_config(ws: WorkspacePaths, config: dict) -> None:
     (ws.root / ".mam" / "config.json").write_text(json.dumps(config))
 
 
-def gated(gate: Path) -> str:
-    """A shell job that runs until the test creates `gate`."""
-    return f"while [ ! -e {gate} ]; do sleep 0.05; done"
 
 
-async def raw_claim(url: str, ws_id: str, job_id: str, runner: str, version: int) -> str:
-    """A claim published by hand (no runner process), signed with a key of its own as a claim must be:
-    the projector judges it as any claim."""
-    event_id, key = f"raw-{uuid.uuid4().hex}", RunnerKey()
-    event = {"type": "claimed", "id": event_id, "runner": runner, "expected_version": version, "runner_key": key.public}
-    await publish(url, f"mam/{ws_id}/jobs/{job_id}/events", key.sign_event(job_id, json.dumps(event).encode()))
-    return event_id
 
 
 async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: WorkspacePaths) -> None:

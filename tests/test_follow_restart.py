@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fleet_support import shell_runner
 from restart_support import Command, ticking, ticks_once
-from test_runner_support import agent_runner, submit
+from runner_support import agent_runner, submit
 
 from brokers import BROKERS, free_port
 from conftest import WorkspacePaths
@@ -122,7 +122,7 @@ async def test_the_first_connection_failing_is_still_cannot_reach_exit_3(ws: Wor
 async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_path: Path) -> None:
     """The official MCP SDK client's `wait_job` call, under way while `mam up` restarts, returns the job's end."""
     import anyio
-    from test_mcp import call, mcp_session
+    from mcp_support import call, mcp_session
 
     ws_id = workspace_id(ws.root)
     async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
@@ -149,7 +149,7 @@ async def test_mcp_ask_person_keeps_waiting_across_a_mam_up_restart_and_gets_the
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
     import anyio
-    from test_mcp import call, mcp_session
+    from mcp_support import call, mcp_session
 
     async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
             mcp_session(ws, "--broker", url) as session:

@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 
 import anyio
-from test_runner_support import TERMINAL, agent_runner, submit
+from runner_support import TERMINAL, agent_runner, submit
 
 from brokers import RunningBroker, mosquitto_broker
 from conftest import WorkspacePaths

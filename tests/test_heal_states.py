@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from test_runner_support import TERMINAL, agent_runner, submit
+from runner_support import TERMINAL, agent_runner, submit
 
 from mam.contract.signing import fingerprint, key_path, load_workspace_key, public_key_b64, public_key_path
 from mam.contract.topics import Topics

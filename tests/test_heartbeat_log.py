@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 from msgspec.structs import replace
-from test_runner_support import log_entries
+from runner_support import log_entries
 
 from mam.contract import events as ev
 from mam.contract.fold import Context, apply

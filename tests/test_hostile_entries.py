@@ -14,9 +14,9 @@ import os
 import subprocess
 
 import anyio
-from test_dashboard_server import Stream, dashboard, request
-from test_runner_support import agent_runner, mock_command
-from test_runner_support import submit as submit_waiting
+from dashboard_server_support import Stream, dashboard, request
+from runner_support import agent_runner, mock_command
+from runner_support import submit as submit_waiting
 
 from mam.contract.topics import Topics
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hostile_json import DEEP, TYPES, VALUES, extreme_event, hostile_event
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from test_order import Harness
+from order_support import Harness
 
 from mam.agents.formats import FORMATS, parser_for
 from mam.contract import events as ev

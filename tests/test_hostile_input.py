@@ -7,13 +7,13 @@ changed outside `_rejected.jsonl`, and no existing record changed.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from hostile_input_support import CORPUS, load_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,34 +24,10 @@ from support import BIN, Daemon, Watch, child_env, publish, tree_snapshot, wait_
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
-CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
 
-def load_case(path: Path) -> tuple[str, bytes, str, bool]:
-    case = json.loads(path.read_text(encoding="utf-8"))
-    if "payload_b64" in case:
-        payload = base64.b64decode(case["payload_b64"])
-    elif "generate" in case:
-        payload = generate(case["generate"])
-    else:
-        payload = case["payload"].encode()
-    return case["job"], payload, case["reason"], bool(case.get("retain"))
 
 
-def generate(spec: dict) -> bytes:
-    if spec["kind"] == "huge":
-        filler = b"x" * spec["bytes"]
-        return b'{"type":"submitted","agent":"a","prompt":"' + filler + b'"}'
-    if spec["kind"] == "nested-array":
-        return b"[" * spec["depth"] + b"]" * spec["depth"]
-    if spec["kind"] == "nested-unknown":  # a field this release ignores, msgspec skips it by recursion
-        depth = spec["depth"]
-        opened, inner, closed = (b"[", b"", b"]") if spec["of"] == "arrays" else (b'{"k":', b"1", b"}")
-        return b'{"type":"submitted","prompt":"p","agent":"a","junk":' + opened * depth + inner + closed * depth + b"}"
-    if spec["kind"] == "nested-labels":
-        depth = spec["depth"]
-        return b'{"type":"submitted","prompt":"p","agent":"a","labels":' + b'{"k":' * depth + b"1" + b"}" * depth + b"}"
-    raise ValueError(spec)
 
 
 def test_corpus_is_large_enough() -> None:

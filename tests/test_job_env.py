@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from test_runner_support import TERMINAL, agent_runner, submit
+from runner_support import TERMINAL, agent_runner, submit
 
 from mam.agents.formats.base import Outcome
 from mam.agents.formats.verdict import failure, one_line_plain

@@ -17,8 +17,8 @@ from pathlib import Path
 import aiomqtt
 import anyio
 import pytest
-from test_access import make_user
-from test_runner_support import agent_runner, log_events, submit
+from access_support import make_user
+from runner_support import agent_runner, log_events, submit
 
 from mam.client.inbox import messages
 from mam.client.mqtt import make_client

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dashboard_server_support import request
 from dashboard_support import up_dashboard_process
-from test_dashboard_server import request
-from test_mcp import mcp_session
+from mcp_support import mcp_session
 
 from conftest import WorkspacePaths
 from support import mam, run

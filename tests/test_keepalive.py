@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,46 +13,13 @@ from contextlib import contextmanager
 
 import anyio
 import pytest
-from test_runner_support import agent_runner, mock_command, submit
+from keepalive_support import connect_packet
+from runner_support import agent_runner, mock_command, submit
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, wait_for_state
-
-
-def _string(value: bytes) -> bytes:
-    return struct.pack("!H", len(value)) + value
-
-
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def connect_packet(
-    client_id: str,
-    *,
-    keepalive: int = 0,
-    will: tuple[str, bytes, bool] | None = None,
-    login: tuple[str, str] | None = None,
-    clean: bool = True,
-) -> bytes:
-    """An MQTT 3.1.1 CONNECT (clean session unless not `clean`, will at QoS 1 if given, user and password if given)."""
-    flags, payload = 0x02 if clean else 0x00, _string(client_id.encode())
-    if will is not None:
-        topic, message, retain = will
-        flags |= 0x04 | 0x08 | (0x20 if retain else 0)
-        payload += _string(topic.encode()) + _string(message)
-    if login is not None:
-        flags |= 0x80 | 0x40
-        payload += _string(login[0].encode()) + _string(login[1].encode())
-    body = _string(b"MQTT") + bytes([4, flags]) + struct.pack("!H", keepalive) + payload
-    return b"\x10" + _remaining_length(len(body)) + body
 
 
 @contextmanager

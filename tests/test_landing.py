@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
-from test_worktrees import AGENT_GIT, checkout_state, git, make_repo, served
+from landing_support import has_branch, mam_cli, run_jobs, until, user_repo
+from worktrees_support import AGENT_GIT, checkout_state, git, served
 
 from mam.contract.errors import MamError
 from mam.git.landing import Conflict, JobWork, _merge, _squash
@@ -23,51 +22,6 @@ from mam.git.worktree import Worktrees
 from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import mam, run, wait_for_state
-
-DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
-
-
-def user_repo(root: Path) -> str:
-    """`make_repo` plus the user's own identity in the repository's config (merge commits need one)."""
-    head = make_repo(root)
-    git(root, "config", "user.name", "user")
-    git(root, "config", "user.email", "user@example.invalid")
-    return head
-
-
-def has_branch(root: Path, job: str) -> bool:
-    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"refs/heads/mam/{job}"],
-                         capture_output=True)
-    return out.returncode == 0
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    """Wait for the runner's clean-up after a job's end (it removes the worktree once the outcome is sent)."""
-    with anyio.fail_after(timeout):
-        while not check():
-            await anyio.sleep(0.05)  # polling git state another process changes; fails with `what` on time-out
-    assert check(), what
-
-
-async def run_jobs(url: str, ws: WorkspacePaths, jobs: dict[str, str], status: str = "succeeded") -> dict[str, dict]:
-    """Submit each job (its script), wait for each to end as `status` and for its worktree to be gone."""
-    from test_runner_support import submit
-
-    for job, script in jobs.items():
-        await submit(url, ws, job, script, agent="sh")
-    records = {}
-    for job in jobs:
-        records[job] = await wait_for_state(url, workspace_id(ws.root), job, lambda r: r["status"] in DONE,
-                                            timeout=60)
-        assert records[job]["status"] == status, records[job]
-        if status == "succeeded":
-            tree = ws.root / ".mam" / "worktrees" / job
-            await until(lambda tree=tree: not tree.exists(), f"{tree} removed by the runner")
-    return records
-
-
-async def mam_cli(ws: WorkspacePaths, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return await run(mam(*args, "--workspace", str(ws.root)), cwd=ws.elsewhere)
 
 
 def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -143,7 +97,7 @@ async def test_an_empty_job_leaves_no_branch_and_show_says_no_changes(ws: Worksp
     async with served(ws, ("sh", ()), ("plain", ("--no-worktree",))) as url:
         records = await run_jobs(url, ws, {"job-e": "cat a.txt"})
         await until(lambda: not has_branch(ws.root, "job-e"), "the empty branch deleted")
-        from test_runner_support import submit
+        from runner_support import submit
 
         await submit(url, ws, "job-p", "true", agent="plain")
         await wait_for_state(url, workspace_id(ws.root), "job-p", lambda r: r["status"] == "succeeded", timeout=30)

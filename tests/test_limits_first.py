@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from test_mcp import mcp_session, refused
+from mcp_support import mcp_session, refused
 
 from mam.contract.arg_limits import MOST_EVENT_TYPES
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import aiomqtt
 import anyio
 import pytest
-from test_runner import log_events, runner_process, submit
+from runner_process_support import log_events, runner_process, submit
 
 from mam.contract.timefmt import iso, utc_now
 

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from agent_clis import CLIS
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_support import call, mcp_session, refused
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
 
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
-from support import BIN, child_env, mam, run, wait_for_state
+from support import mam, run, wait_for_state
 
 
 def claude_script() -> Script:
@@ -30,32 +27,10 @@ def claude_script() -> Script:
 
 TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job", "answer_job", "list_agents",
          "ask_person", "retry_job", "job_events"}
-@asynccontextmanager
-async def mcp_session(ws: WorkspacePaths, *args: str, **env: str | None) -> AsyncIterator[ClientSession]:
-    """`mam mcp` for `ws`, spawned by the SDK's stdio client from another directory; stopped when the client
-    closes its stdin. Its stderr goes to a log beside the workspace."""
-    server = StdioServerParameters(
-        command=str(BIN / "mam"), args=["mcp", "--workspace", str(ws.root), *args], env=child_env(**env),
-        cwd=ws.elsewhere,
-    )
-    with open(ws.root.parent / "mcp-stderr.log", "a") as errlog:
-        async with stdio_client(server, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
 
 
-async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
 
 
-async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
-    """The text of the tool error a call gets (it must get one)."""
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: WorkspacePaths) -> None:

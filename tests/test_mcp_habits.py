@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 from agent_clis import CLIS
+from mcp_support import call, mcp_session, refused
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_mcp import call, mcp_session, refused
-from test_runner_support import agent_runner, mock_command
+from runner_support import agent_runner, mock_command
 
 from mam.agents import Publisher
 from mam.contract.broker_url import parse_broker_url

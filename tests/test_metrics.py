@@ -18,7 +18,7 @@ from agent_clis import CLIS
 from model_servers import Script, Turn
 from prometheus_client.parser import text_string_to_metric_families
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_runner_support import submit
+from runner_support import submit
 
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths

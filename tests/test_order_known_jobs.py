@@ -18,8 +18,8 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from test_order import Harness
-from test_order_spool import refusals, wait_for_logs
+from order_spool_support import refusals, wait_for_logs
+from order_support import Harness
 
 from mam.contract.timefmt import utc_now
 from mam.projector.audit_log import AuditLog

@@ -9,14 +9,12 @@ the later one's place first: a job's `output` reached the projector before its
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import aiomqtt
 import anyio
 import pytest
-
-from mam.projector.audit_log import AuditLog
+from order_spool_support import refusals, wait_for_logs
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
@@ -51,22 +49,8 @@ async def publish_in_order(client: aiomqtt.Client, ws_id: str, payloads: list[tu
             tg.start_soon(client.publish, f"mam/{ws_id}/jobs/{job_id}/events", payload, 1)
 
 
-async def wait_for_logs(ws: WorkspacePaths, expected: dict[str, list[str]], timeout: float = 30) -> dict[str, list]:
-    """Each job's logged event ids, once every job has as many as expected (or the timeout)."""
-    log = AuditLog(ws.logs)
-    got: dict[str, list] = {}
-    with anyio.move_on_after(timeout):
-        while True:
-            got = {job_id: [e.event.id for e in log.read(job_id)] for job_id in expected}
-            if all(len(got[job_id]) >= len(ids) for job_id, ids in expected.items()):
-                break
-            await anyio.sleep(0.05)  # polling files another process writes
-    return got
 
 
-def refusals(ws: WorkspacePaths) -> list[dict]:
-    path = ws.logs / "_rejected.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 async def test_one_ordered_publisher_is_recorded_in_its_order_on_mam_broker_spool(

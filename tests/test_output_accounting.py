@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from dashboard_support import browser_page, up_with_dashboard
 from msgspec import UNSET
-from test_runner_support import agent_runner, log_events, mock_command, submit
+from runner_support import agent_runner, log_events, mock_command, submit
 
 from mam.contract import events as ev
 from mam.contract.fold import Context, Refusal, apply

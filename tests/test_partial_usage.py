@@ -11,7 +11,7 @@ import anyio
 from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import real_rig
-from test_runner_support import submit
+from runner_support import submit
 
 from mam.agents.formats.claude import ClaudeStream
 

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 from agent_clis import CLIS
+from agent_edits_support import write_turns
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_rig, real_runner
-from test_real_agents_edits import write_turns
-from test_runner_support import TERMINAL, submit
+from runner_support import TERMINAL, submit
 
 from brokers import free_port
 from conftest import WorkspacePaths

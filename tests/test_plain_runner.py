@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from test_runner_support import log_events, submit
+from runner_support import log_events, submit
 
 from brokers import free_port
 from conftest import WorkspacePaths

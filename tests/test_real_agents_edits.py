@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 from agent_clis import CLIS
-from model_servers import Script, Turn
+from agent_edits_support import write_turns
+from model_servers import Script
 from real_agent_support import real_rig
 
 from conftest import WorkspacePaths
@@ -22,17 +23,6 @@ LEVELS = {"claude-code": ALL_LEVELS, "codex": ALL_LEVELS, "gemini": ALL_LEVELS,
 """aider's `full` passes the same arguments as `edit` (it has no wider mode): not run twice."""
 
 
-def write_turns(agent: str, name: str) -> list[Turn]:
-    """The model's turns for one job: write `name`, then say so (aider: one reply that is the edit)."""
-    done = Turn(text=f"Done with {name}")
-    match agent:
-        case "claude-code":
-            return [Turn(tool="Write", args={"file_path": name, "content": f"{name}\n"}), done]
-        case "codex":
-            return [Turn(tool="exec_command", args={"cmd": f"printf '%s\\n' {name} > {name}"}), done]
-        case "gemini":
-            return [Turn(tool="write_file", args={"file_path": name, "content": f"{name}\n"}), done]
-    return [Turn(text=f"{name}\n```\n{name}\n```\n")]  # aider's whole edit format: the file's name, then its text
 
 
 @pytest.mark.timeout(300)  # three jobs of a real CLI: 15-45 s on 2 loaded cores, more than the suite's 120 s default

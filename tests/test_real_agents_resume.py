@@ -15,7 +15,7 @@ import pytest
 from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import real_rig
-from test_worktrees import make_repo
+from worktrees_support import make_repo
 
 from conftest import WorkspacePaths
 

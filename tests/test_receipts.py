@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 import pytest
-from test_runner_units import FakeClient
+from runner_units_support import FakeClient
 
 from mam.agents.delivery import shows_recorded
 from mam.agents.outbox import Outbox

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fold_support import ctx, fold, running
 from msgspec.structs import replace
-from test_fold_attempts import ctx, fold, running
 
 from mam.contract import events as ev
 from mam.contract.fold import Refusal, apply

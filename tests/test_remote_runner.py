@@ -21,9 +21,9 @@ from pathlib import Path
 
 import anyio
 from dashboard_support import up_with_dashboard
-from test_landing import user_repo
-from test_runner_support import submit
-from test_worktrees import git, runner_env
+from landing_support import user_repo
+from runner_support import submit
+from worktrees_support import git, runner_env
 
 from brokers import free_port, wait_for_port
 from conftest import WorkspacePaths

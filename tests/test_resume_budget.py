@@ -9,10 +9,11 @@ import json
 
 import pytest
 from agent_clis import CLIS
+from mcp_support import call, mcp_session, refused
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
-from test_mcp import call, mcp_session, refused
-from test_runner_support import log_events, submit
+from resume_support import done, submit_out
+from runner_support import log_events, submit
 
 from mam.agents.publisher import Publisher
 from mam.contract.broker_url import parse_broker_url
@@ -33,17 +34,12 @@ CALL_TOKENS = 1000 + 100
 LS = Turn(tool="Bash", args={"command": "ls", "description": "list"}, input_tokens=1000, output_tokens=40)
 
 
-async def submit_out(url: str, ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
-    result = await run(mam("submit", "--broker", url, "--workspace", str(ws.root), *args), cwd=ws.elsewhere)
-    return result.returncode, result.stdout.decode(), result.stderr.decode()
 
 
 def stdout_of(ws: WorkspacePaths, job_id: str) -> str:
     return "".join(e["text"] for e in log_events(ws, job_id) if e["type"] == "output" and e["stream"] == "stdout")
 
 
-def done(record: dict) -> bool:
-    return record["status"] in ("succeeded", "failed", "cancelled", "timed_out", "lost")
 
 
 async def test_resume_continues_the_claude_session_with_model_and_turn_limit(ws: WorkspacePaths) -> None:

@@ -12,8 +12,8 @@ import pytest
 from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_rig
-from test_resume_budget import done, submit_out
-from test_worktrees import git, make_repo
+from resume_support import done, submit_out
+from worktrees_support import git, make_repo
 
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.resume import carried

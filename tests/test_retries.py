@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from test_runner_support import agent_runner, log_entries, submit
+from runner_support import agent_runner, log_entries, submit
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id

@@ -17,12 +17,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from dashboard_landing_support import post
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dashboard_landing import post
-from test_landing import has_branch, mam_cli, run_jobs, user_repo
-from test_runner_support import submit
-from test_worktrees import AGENT_GIT, checkout_state, git, served
+from landing_support import has_branch, mam_cli, run_jobs, user_repo
+from runner_support import submit
+from worktrees_support import AGENT_GIT, checkout_state, git, served
 
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey

@@ -6,7 +6,7 @@ import os
 import signal
 
 import anyio
-from test_runner_support import agent_runner, log_events, mock_command, submit
+from runner_support import agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import anyio
-from test_runner_support import agent_runner, log_events, submit
+from runner_support import agent_runner, log_events, submit
 
 from brokers import free_port
 from conftest import WorkspacePaths

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_runner_support import agent_runner, log_events, submit
+from runner_support import agent_runner, log_events, submit
 
 from mam.contract.timefmt import iso, utc_now
 

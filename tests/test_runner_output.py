@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
+from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, mock_command, submit
+from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, mock_command, submit
 
 from brokers import BROKERS
 from conftest import WorkspacePaths

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_runner_support import MOCK, TERMINAL, agent_runner, log_events, mock_command, submit
+from runner_support import MOCK, TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths

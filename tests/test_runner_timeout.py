@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
+from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import aiomqtt
 import anyio
 import msgspec
 import pytest
+from runner_units_support import FakeClient
 
 from mam.agents.outbox import Outbox
 from mam.agents.output import OutputStreamer
 from mam.contract import events as ev
 from mam.contract.topics import Topics
-
-
-class FakeClient:
-    """Records publishes in call order; acknowledges each after a checkpoint; breaks at the `fail_at`-th."""
-
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.calls: list[bytes] = []
-        self.acked: list[bytes] = []
-        self.fail_at = fail_at
-
-    async def publish(self, topic: str, payload: bytes, *, qos: int, timeout: float) -> None:
-        assert qos == 1 and topic.endswith("/events")
-        self.calls.append(payload)
-        await anyio.sleep(0)
-        if self.fail_at is not None and len(self.calls) >= self.fail_at:
-            raise aiomqtt.MqttError("the broker went away")
-        self.acked.append(payload)
 
 
 def ids(payloads: list[bytes]) -> list[str]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile_input_support import CORPUS, load_case
 from jsonschema import Draft202012Validator
-from test_hostile_input import CORPUS, load_case
 
 from mam.contract.events import (
     DERIVED_TYPES,

@@ -16,10 +16,10 @@ from pathlib import Path
 import anyio
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from test_runner_support import TERMINAL, agent_runner, log_events, submit
-from test_signing import record
+from runner_support import TERMINAL, agent_runner, log_events, submit
+from signed_states_support import forged_state, heard_of, refused, runner_epoch
 
-from mam.contract.record import Status, encode_record
+from mam.contract.record import Status
 from mam.contract.signing import (
     StateReader,
     fingerprint,
@@ -39,27 +39,12 @@ from support import BIN, DEAD_BROKER, Daemon, Watch, child_env, mam, publish, ru
 # -- a real runner, a real broker with no ACL -----------------------------------------------------------------------
 
 
-def forged_state(ws_id: str, job_id: str, prompt: str, **fields: object) -> bytes:
-    """A state as an attacker writes it: the record's shape, unsigned."""
-    return encode_record(record(job_id, ws_id, prompt=prompt, **fields))
 
 
-async def runner_epoch(url: str, ws_id: str, name: str) -> str:
-    _, payload = await wait_for_message(url, f"mam/{ws_id}/agents/{name}/status",
-                                        lambda _t, p: json.loads(p)["status"] == "online")
-    return json.loads(payload)["epoch"]
 
 
-def refused(ws: WorkspacePaths, job_id: str) -> list[str]:
-    rejected = ws.logs / "_rejected.jsonl"
-    return [line for line in rejected.read_text().splitlines() if job_id in line] if rejected.exists() else []
 
 
-def heard_of(ws: WorkspacePaths, job_id: str) -> list[str]:
-    """Anything the projector heard about `job_id`: a runner's claim of an unknown job would be
-    parked (and refused once its park time is over)."""
-    files = [p.name for p in ws.logs.rglob(f"{job_id}*")] + [p.name for p in ws.jobs.glob(f"{job_id}*")]
-    return files + refused(ws, job_id)
 
 
 async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_goes_on(

@@ -14,9 +14,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
+from signing_support import record
 
 from mam.contract.errors import MamError
-from mam.contract.record import JobRecord, Status, encode_record
+from mam.contract.record import JobRecord, encode_record
 from mam.contract.signing import (
     BadSignature,
     StateReader,
@@ -35,11 +36,6 @@ from mam.registry.runtime import runtime_path
 # -- the payload format ---------------------------------------------------------------------------------------------
 
 
-def record(job_id: str = "job-1", workspace: str = "ws-1", **fields: object) -> JobRecord:
-    values: dict = {"status": Status.SUBMITTED, "agent": "shell", "prompt": "true", "version": 1}
-    values.update(fields)
-    return JobRecord(job_id=job_id, workspace=workspace, submitted_at="2026-01-01T00:00:00.000Z",
-                     updated_at="2026-01-01T00:00:00.000Z", **values)
 
 
 KEY = Ed25519PrivateKey.generate()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import anyio
 from msgspec import UNSET
-from test_order import Harness
-from test_order_spool import refusals
+from order_spool_support import refusals
+from order_support import Harness
 
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey

@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-from test_runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
+from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
 
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths

@@ -15,14 +15,14 @@ import struct
 import uuid
 
 import anyio
-from test_amqtt_gaps import first_message
-from test_broker_acl import up
-from test_keepalive import connect_packet
+from amqtt_support import first_message
+from keepalive_support import connect_packet
 
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
 from conftest import WorkspacePaths
+from e2e import up_with_flags as up
 from support import publish
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from msgspec.structs import replace
-from test_runner_support import submit
+from runner_support import submit
 
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status, encode_record

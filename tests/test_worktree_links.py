@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from test_runner_support import submit
-from test_worktrees import git, make_repo, served
+from runner_support import submit
+from worktrees_support import git, make_repo, served
 
 from conftest import WorkspacePaths
 from e2e import workspace_id
