@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_access.py so that no test module imports another."""
+"""Logins and the documented ACL (docs/mosquitto.acl) as the access tests use them on any broker."""
 
 from __future__ import annotations
 

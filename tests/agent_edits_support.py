@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_real_agents_edits.py so that no test module imports another."""
+"""Scripted turns for a real agent CLI that edits files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_amqtt_gaps.py so that no test module imports another."""
+"""Taking the first message a subscription receives."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_dashboard_landing.py so that no test module imports another."""
+"""POSTs to a dashboard, for the landing and review tests."""
 
 from __future__ import annotations
 

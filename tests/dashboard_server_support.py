@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_dashboard_server.py so that no test module imports another."""
+"""A running `mam dashboard`, HTTP requests to it and its event stream."""
 
 from __future__ import annotations
 

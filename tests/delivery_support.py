@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_delivery.py so that no test module imports another."""
+"""Receiving from a persistent session without acknowledging: redelivery tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_fleet_routing.py so that no test module imports another."""
+"""Claims by hand and gated agents for the fleet routing and dispatch tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_fold_attempts.py so that no test module imports another."""
+"""Folding events by hand: a fold context, a fold of a list and a running job."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_hostile_input.py so that no test module imports another."""
+"""The corpus of hostile JSON inputs (tests/corpus) and how a case is loaded."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_keepalive.py so that no test module imports another."""
+"""Raw MQTT CONNECT packets, for tests that talk to a broker below any client library."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_landing.py so that no test module imports another."""
+"""A user's repository, jobs run on it and the branches they land: the landing tests' helpers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_mcp.py so that no test module imports another."""
+"""An MCP client session on `mam mcp` (the official SDK over stdio) and its tool calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_order_spool.py so that no test module imports another."""
+"""Refusals and log lines a projector writes, read by the spool and ordering tests."""
 
 from __future__ import annotations
 

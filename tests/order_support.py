@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_order.py so that no test module imports another."""
+"""A projector with a client that publishes events in a chosen order: the ordering tests' harness."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_cli_output_forms.py so that no test module imports another."""
+"""A job with output logged, for the tests of the ways output is printed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_resume_budget.py so that no test module imports another."""
+"""Submitting with `mam submit` and waiting until done, for the resume tests."""
 
 from __future__ import annotations
 

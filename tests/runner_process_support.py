@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_runner.py so that no test module imports another."""
+"""A runner daemon as a process, jobs submitted to it and its log's events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_runner_units.py so that no test module imports another."""
+"""A broker-free client double for the runner's unit tests (records what is published)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_signed_states.py so that no test module imports another."""
+"""Forged states, a runner's epoch, and the refusals and heard-of lines a projector logs: the signature tests' helpers."""
 
 from __future__ import annotations
 

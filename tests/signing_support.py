@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_signing.py so that no test module imports another."""
+"""A job record to sign, for the signing tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_cli_watch.py so that no test module imports another."""
+"""Reading a `mam watch`/`mam jobs --follow` process's lines as they come."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by tests, moved out of test_worktrees.py so that no test module imports another."""
+"""Git repositories and runners serving them: the worktree tests' helpers."""
 
 from __future__ import annotations
 
