@@ -7,7 +7,9 @@ import anyio
 from mam.client.aiomqtt_internals import enable_manual_ack
 
 
-async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
+async def receive_without_ack(url: str, client_id: str, topic: str, subscribed: anyio.Event | None = None) -> bytes:
+    """The first message on `topic` for the persistent session `client_id`, left unacknowledged; `subscribed`
+    is set once the session is connected and subscribed."""
     from mam.client.mqtt import make_client
     from mam.contract.broker_url import parse_broker_url
 
@@ -15,6 +17,8 @@ async def receive_without_ack(url: str, client_id: str, topic: str) -> bytes:
     enable_manual_ack(client)
     async with client:
         await client.subscribe(topic, qos=1)
+        if subscribed is not None:
+            subscribed.set()
         with anyio.fail_after(10):
             async for message in client.messages:
                 return message.payload  # type: ignore[return-value]

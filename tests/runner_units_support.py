@@ -17,7 +17,7 @@ class FakeClient:
     async def publish(self, topic: str, payload: bytes, *, qos: int, timeout: float) -> None:
         assert qos == 1 and topic.endswith("/events")
         self.calls.append(payload)
-        await anyio.sleep(0)
+        await anyio.sleep(0)  # a loop turn, as a real publish yields
         if self.fail_at is not None and len(self.calls) >= self.fail_at:
             raise aiomqtt.MqttError("the broker went away")
         self.acked.append(payload)

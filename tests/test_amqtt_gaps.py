@@ -109,8 +109,10 @@ async def test_amqtt_redelivers_to_a_session_other_than_a_projectors(tmp_path: P
         async with make_client(parse_broker_url(broker.url), identifier=client_id, clean_session=False) as c:
             await c.subscribe(topic, qos=1)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(receive_without_ack, broker.url, client_id, topic)
-            await anyio.sleep(0.5)  # the session must be connected: amqtt queues nothing for it offline
+            connected = anyio.Event()
+            tg.start_soon(receive_without_ack, broker.url, client_id, topic, connected)
+            with anyio.fail_after(10):  # the session must be connected: amqtt queues nothing for it offline
+                await connected.wait()
             await publish(broker.url, topic, b"once")
         with anyio.fail_after(5):
             assert await receive_without_ack(broker.url, client_id, topic) == b"once"

@@ -99,7 +99,7 @@ async def test_clients_that_leave_before_connect_keep_no_descriptor(tmp_path: Pa
                     sock.sendall(b"\x10\x7f")  # a CONNECT cut short
         with anyio.fail_after(10):
             while (now := len(os.listdir(fds))) > before - 1:  # the raw client above has gone too
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # polling the broker's open descriptors (/proc): no event says one closed
         assert now <= before - 1
 
 
@@ -132,7 +132,7 @@ async def test_accept_failing_with_emfile_is_one_notice_and_connected_clients_ar
         with anyio.fail_after(15):
             while not (text := daemon.output()).strip().splitlines():
                 assert daemon.proc.poll() is None, text
-                await anyio.sleep(0.02)
+                await anyio.sleep(0.02)  # polling the daemon's output for its port
         port = int(text.splitlines()[0])
         async with aiomqtt.Client("127.0.0.1", port) as survivor:
             await survivor.subscribe("still/served", qos=1)
@@ -151,7 +151,7 @@ async def test_accept_failing_with_emfile_is_one_notice_and_connected_clients_ar
                     async with aiomqtt.Client("127.0.0.1", port, timeout=2):
                         break
                 except aiomqtt.MqttError:
-                    await anyio.sleep(0.2)
+                    await anyio.sleep(0.2)  # retrying the connect until the broker accepts again
         assert daemon.output().count("cannot accept new connections") == 1
         assert daemon.proc.poll() is None
     finally:

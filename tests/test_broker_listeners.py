@@ -66,6 +66,7 @@ class PahoWatch:
     ) -> None:
         self.messages: queue.Queue[tuple[str, bytes]] = queue.Queue()
         self.connected: queue.Queue[int] = queue.Queue()
+        self.subscribed: queue.Queue[int] = queue.Queue()
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, transport=transport)  # type: ignore[arg-type]
         if ca is not None:
             self.client.tls_set(ca_certs=str(ca), cert_reqs=ssl.CERT_REQUIRED)
@@ -73,6 +74,7 @@ class PahoWatch:
             user, password = login.split(":")
             self.client.username_pw_set(user, password)
         self.client.on_connect = lambda c, _u, _f, rc, _p: (self.connected.put(rc.value), c.subscribe(topic, 1))
+        self.client.on_subscribe = lambda _c, _u, mid, _codes, _p: self.subscribed.put(mid)
         self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, m.payload))
         self.port = port
 
@@ -88,6 +90,10 @@ class PahoWatch:
     async def connack(self) -> int:
         return await anyio.to_thread.run_sync(lambda: self.connected.get(timeout=10))
 
+    async def suback(self) -> int:
+        """Once the broker has granted the subscription sent on connect (its SUBACK)."""
+        return await anyio.to_thread.run_sync(lambda: self.subscribed.get(timeout=10))
+
     async def next(self, timeout: float = 15) -> tuple[str, bytes]:
         return await anyio.to_thread.run_sync(lambda: self.messages.get(timeout=timeout))
 
@@ -98,7 +104,7 @@ async def test_a_websocket_client_sees_live_state(ws: WorkspacePaths) -> None:
         assert f"ws://127.0.0.1:{ws_port}" in daemon.output()
         with PahoWatch(ws_port, f"mam/{ws_id}/jobs/+/state", transport="websockets") as watch:
             assert await watch.connack() == 0
-            await anyio.sleep(0.5)  # the SUBSCRIBE sent on connect is handled
+            await watch.suback()
             await publish(f"mqtt://127.0.0.1:{port}", f"mam/{ws_id}/jobs/job-ws/events", SUBMIT)
             topic, payload = await watch.next()
         assert topic == f"mam/{ws_id}/jobs/job-ws/state" and json.loads(payload)["status"] == "submitted"
@@ -115,7 +121,7 @@ async def test_tls_with_a_self_signed_certificate_and_the_same_logins_and_acl(
     async with up(ws, *flags, "--tls-port", str(tls_port), "--ws-port", str(ws_port), login="agent:pw") as (port, _):
         with PahoWatch(tls_port, f"mam/{ws_id}/jobs/+/state", ca=certfile, login="agent:pw") as watch:
             assert await watch.connack() == 0
-            await anyio.sleep(0.5)
+            await watch.suback()
             await publish(f"mqtt://agent:pw@127.0.0.1:{port}", f"mam/{ws_id}/jobs/job-tls/events", SUBMIT)
             topic, payload = await watch.next()
             assert topic == f"mam/{ws_id}/jobs/job-tls/state" and json.loads(payload)["status"] == "submitted"

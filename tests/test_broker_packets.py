@@ -91,7 +91,7 @@ async def test_a_pipelining_client_is_read_only_as_fast_as_its_publishes_are_ack
             )  # more than the window, less than TCP holds
             with anyio.fail_after(5):
                 while not holding(broker):
-                    await anyio.sleep(0.01)
+                    await anyio.sleep(0.01)  # polling the broker's state for the held packets
             assert len(seen) == 8
             release.set()
             await anyio.to_thread.run_sync(sock.sendall, burst[64 * 1024 :])

@@ -233,7 +233,7 @@ async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_leas
                     while True:
                         for payload in sent[2:]:
                             await client.publish(topic, payload, qos=1)
-                        await anyio.sleep(0.5)
+                        await anyio.sleep(0.5)  # the replays' pace, until the projector answers
 
             tg.start_soon(replay)
             reasons = await _refusals(rejected, {"life-3"})

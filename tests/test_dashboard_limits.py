@@ -141,7 +141,7 @@ async def test_a_flood_of_streams_under_1024_descriptors_holds_the_dashboards_sh
         # The slots come back once those clients leave.
         with anyio.fail_after(10):
             while (opened := await open_stream(page))[0] != 200:
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # retrying until a stream slot is free again
         opened[1].close()
         assert "Too many open files" not in daemon.output()
 
@@ -187,7 +187,7 @@ async def test_clients_that_never_read_stay_within_a_memory_budget_and_memory_co
         # Once they close, memory comes back near idle (allowing for the allocator's slack).
         with anyio.fail_after(15):
             while (after := rss(daemon.pid)) > idle + 32 * MIB:
-                await anyio.sleep(0.2)
+                await anyio.sleep(0.2)  # polling the process's memory (/proc) as it comes back
         print(f"\n60 jobs of 500 KiB prompts: mam up {idle / MIB:.0f} MB idle, peak {peak / MIB:.0f} MB with 40 streams "
               f"that never read (500 changes of 60 KiB; budget {budget / MIB:.0f} MB), {after / MIB:.0f} MB after")
 

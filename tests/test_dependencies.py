@@ -131,7 +131,7 @@ async def test_following_a_blocked_job_says_what_it_waits_for(ws: WorkspacePaths
         try:
             with anyio.fail_after(15):
                 while "blocked until job-a succeeded" not in follower.output():
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(0.05)  # polling the follower's output
             cancel = await run(mam("cancel", "job-a", *base), cwd=ws.elsewhere)
             assert cancel.returncode == 0, cancel.stderr.decode()
             assert await follower.wait() == 1

@@ -118,14 +118,16 @@ async def test_mam_up_around_a_full_disk_records_every_acknowledged_event_once_i
                 async with anyio.create_task_group() as tg:
                     for eid, payload in _synthetic(job_id):
                         tg.start_soon(one, eid, payload)
-                        await anyio.sleep(0.005)
+                        await anyio.sleep(0.005)  # the publisher's pace: the stimulus, not a synchronisation
 
             async with Watch(url, f"mam/{ws_id}/projector/status") as status:
                 async with make_client(parse_broker_url(url), identifier="synthetic", clean_session=False) as client:
                     async with anyio.create_task_group() as tg:
                         for j in range(SYNTHETIC_JOBS):
                             tg.start_soon(send_all, client, f"syn-{j}")
-                        await anyio.sleep(0.3)
+                        with anyio.fail_after(10):  # the disk fills while events are in flight
+                            while not acked:
+                                await anyio.sleep(0.01)  # polling the publishers' own list of acknowledged events
                         filler = ws.root / ".mam" / "filler"
                         with anyio.fail_after(20):
                             while True:  # the projector may free room (a failed index is dropped): fill it again
@@ -133,7 +135,7 @@ async def test_mam_up_around_a_full_disk_records_every_acknowledged_event_once_i
                                 with anyio.move_on_after(1):
                                     await status.json(lambda s: s["status"] == "degraded")
                                     break
-                        await anyio.sleep(FULL_FOR)
+                        await anyio.sleep(FULL_FOR)  # how long the disk stays full is the scenario, not a wait
                         os.unlink(filler)
                         await status.json(lambda s: s["status"] == "online", timeout=20)
             for n in range(3):

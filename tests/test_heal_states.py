@@ -126,7 +126,7 @@ async def test_running_runners_follow_a_remade_key_and_ignore_one_the_file_does_
             public_key_path(workspace).unlink()
             with anyio.fail_after(10):
                 while not public_key_path(workspace).exists():
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(0.05)  # polling for a file the projector writes
             assert load_workspace_key(workspace) is not None
 
             # A status announcing a key the file does not hold (anyone may publish one without ACLs).

@@ -31,7 +31,7 @@ async def _publish_in_bursts(url: str, topic: str, count: int, seed: int) -> Non
             for _ in range(min(rng.randint(1, 20), count - sent)):
                 await client.publish(topic, str(sent).encode(), qos=1)
                 sent += 1
-            await anyio.sleep(rng.uniform(0, 0.003))
+            await anyio.sleep(rng.uniform(0, 0.003))  # random pacing is the stimulus
 
 
 @pytest.mark.parametrize("take", ["receive", "next_batch"])
@@ -72,7 +72,7 @@ async def test_a_cancelled_reader_of_a_channel_loses_no_item() -> None:
         for i in range(20_000):
             await inbox.put(i)
             if rng.random() < 0.05:
-                await anyio.sleep(0)
+                await anyio.sleep(0)  # a loop turn for the other task: the interleaving is under test
         inbox.close()
 
     async with anyio.create_task_group() as tg:
@@ -85,5 +85,5 @@ async def test_a_cancelled_reader_of_a_channel_loses_no_item() -> None:
                         got.append(await anext(reader))  # type: ignore[arg-type]
                     except StopAsyncIteration:
                         break
-                await anyio.sleep(0)
+                await anyio.sleep(0)  # a loop turn for the other task: the interleaving is under test
     assert got == list(range(20_000))

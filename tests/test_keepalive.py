@@ -64,7 +64,7 @@ async def test_a_client_that_keeps_talking_is_not_closed(amqtt: RunningBroker) -
             for _ in range(5):
                 s.sendall(b"\xc0\x00")  # PINGREQ
                 assert s.recv(2) == b"\xd0\x00"  # PINGRESP
-                await anyio.sleep(1)
+                await anyio.sleep(1)  # a PINGREQ each second is the stimulus under test
         # Closed by the client without DISCONNECT: now the will fires, and only now.
         _, payload = await watch.next(timeout=5)
     assert payload == b"gone"

@@ -151,7 +151,7 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
                 async def report() -> None:
                     while True:  # the runner's own cadence, well inside the lease
                         await client.publish(topic, json.dumps({"type": kind, **sign}).encode(), qos=1)
-                        await anyio.sleep(lease / 8)
+                        await anyio.sleep(lease / 8)  # the runner's cadence: the stimulus
 
                 tg.start_soon(report)
                 later = await wait_for_state(

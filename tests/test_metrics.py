@@ -64,7 +64,7 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
         projector_url = f"http://127.0.0.1:{projector_port}/metrics"
         with anyio.fail_after(10):  # the runner saw itself online; the projector takes statuses in its next batch
             while value(before := scrape(projector_url), "mam_runners_online", agent="claude-code") < 1:
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # polling the metrics endpoint
         assert value(before, "mam_runners_online", agent="claude-code") == 1
         assert value(before, "mam_runners_busy", agent="claude-code") == 0
         await submit(mosquitto.url, ws, "metered", "say hi", agent="claude-code")
@@ -72,7 +72,7 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
                                        lambda r: r["status"] == "succeeded", timeout=JOB_TIMEOUT)
         with anyio.fail_after(10):  # the state is published after the commit the metrics count
             while value(after := scrape(projector_url), "mam_jobs", status="succeeded", agent="claude-code") < 1:
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # polling the metrics endpoint
         runner = scrape(f"http://127.0.0.1:{runner_port}/metrics")
 
     accepted = total(after, "mam_projector_events_total", outcome="accepted")
@@ -142,7 +142,7 @@ async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
             for endpoint in (f"http://127.0.0.1:{dashboard}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"):
                 with anyio.fail_after(10):
                     while value(samples := scrape(endpoint), "mam_jobs", status="succeeded", agent="claude-code") < 1:
-                        await anyio.sleep(0.05)
+                        await anyio.sleep(0.05)  # polling the metrics endpoint
                 assert total(samples, "mam_projector_events_total", outcome="accepted") >= 4
                 assert value(samples, "mam_runners_online", agent="claude-code") == 1
                 assert value(samples, "mam_broker_clients_connected") >= 1  # the runner
@@ -220,7 +220,7 @@ async def test_mam_dashboard_metrics(mosquitto: RunningBroker, ws: WorkspacePath
             with anyio.fail_after(10):  # the hub reads the retained statuses once subscribed
                 while value(samples := scrape(f"http://127.0.0.1:{port}/metrics"), "mam_projector_up") < 1 \
                         or value(samples, "mam_runners_online", agent="claude-code") < 1:
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(0.05)  # polling the metrics endpoint
         finally:
             daemon.stop()
     assert value(samples, "mam_runners_busy", agent="claude-code") == 0

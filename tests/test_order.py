@@ -154,7 +154,7 @@ async def _wait_for_file_lines(path: Path, lines: int, timeout: float = 15) -> N
     """Wait for a file another process writes (polling: there is no message to wait on)."""
     with anyio.fail_after(timeout):
         while not path.exists() or len(path.read_bytes().splitlines()) < lines:
-            await anyio.sleep(0.02)
+            await anyio.sleep(0.02)  # polling a file another process writes
 
 
 def _logged_types(ws: WorkspacePaths, job_id: str) -> list[tuple[str, str | None]]:

@@ -102,12 +102,12 @@ async def test_a_wrong_password_flood_leaves_pings_and_submits_their_normal_time
                 tg.start_soon(attack, n)
             with anyio.fail_after(30):
                 while refused < ATTACKERS:  # every attacker has been answered once: the flood is on
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(0.05)  # polling the attackers' own count
             before = refused
             pings = []
             for _ in range(10):
                 pings.append(await ping(stream))
-                await anyio.sleep(0.1)
+                await anyio.sleep(0.1)  # the pings' pace: the stimulus, not a synchronisation
             flood_submit = await submit(ws, url)
             pings.append(await ping(stream))
             during = refused - before
@@ -146,7 +146,7 @@ async def test_unknown_users_are_checked_against_a_dummy_hash_and_checks_are_bou
         nonlocal most, lag
         while True:
             start = time.monotonic()
-            await anyio.sleep(0.01)
+            await anyio.sleep(0.01)  # a measurement of the event loop's lag, not a wait
             lag = max(lag, time.monotonic() - start - 0.01)
             most = max(most, checker.limiter.borrowed_tokens)
 

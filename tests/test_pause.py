@@ -42,7 +42,7 @@ async def _heartbeat(client: aiomqtt.Client, topics: set[str]) -> None:
         for topic in sorted(topics):
             await client.publish(topic, event("heartbeat", f"hb-{n}-{topic.split('/')[-2]}"), qos=1)
         n += 1
-        await anyio.sleep(LEASE / 4)
+        await anyio.sleep(LEASE / 4)  # the heartbeat's cadence: the stimulus
 
 
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])

@@ -121,7 +121,7 @@ async def re_signed_up_to(ws: WorkspacePaths, projector: Daemon) -> str:
     with anyio.fail_after(120):
         while not (after := json.loads(marker(ws).read_bytes() or b"{}").get("after")):
             assert projector.proc.poll() is None, projector.output()
-            await anyio.sleep(0.01)
+            await anyio.sleep(0.01)  # polling a file the projector writes
     return after
 
 

@@ -21,7 +21,7 @@ async def wait_for_text(path: Path, text: str, *, timeout: float) -> None:
     """Return once `text` is in the file at `path` (a daemon's log)."""
     with anyio.fail_after(timeout):
         while text not in path.read_text(errors="replace"):
-            await anyio.sleep(0.05)
+            await anyio.sleep(0.05)  # polling a daemon's log
 
 
 @pytest.mark.parametrize("kind", ["nats", "mosquitto"])

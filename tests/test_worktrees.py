@@ -212,7 +212,7 @@ async def test_a_cancelled_job_keeps_its_work_on_its_branch(ws: WorkspacePaths, 
         await wait_for_state(url, ws_id, "job-c", lambda r: r["status"] == "running", timeout=60)
         with anyio.fail_after(30):
             while not started.exists():  # the agent has written its file (a file the test waits on, not a sleep)
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # polling for a file the job writes
         cancelled = await run(mam("cancel", "job-c", "--wait", "--broker", url, "--workspace", str(ws.root)),
                               cwd=ws.elsewhere)
         assert cancelled.returncode == 0, cancelled.stderr
