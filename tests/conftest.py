@@ -18,13 +18,12 @@ import pytest
 from hypothesis import settings
 
 from brokers import BROKERS, RunningBroker
-from support import processes_mentioning, scrub_environment, tree_snapshot
+from support import CHECKOUT, processes_mentioning, scrub_environment, tree_snapshot
 
 scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
 settings.load_profile("mam")
 
-CHECKOUT = Path(__file__).resolve().parent.parent
 _CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache")
 
 

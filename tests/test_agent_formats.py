@@ -27,9 +27,9 @@ from mam.contract.errors import UsageError
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import workspace_id
-from support import BIN, Watch, child_env, mam, run, wait_for_state
+from support import BIN, TESTS, Watch, child_env, mam, run, wait_for_state
 
-STREAMS = Path(__file__).parent / "agent_streams"
+STREAMS = TESTS / "agent_streams"
 
 
 def recorded(name: str) -> list[str]:

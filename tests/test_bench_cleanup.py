@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from support import CHECKOUT
+
+sys.path.insert(0, str(CHECKOUT / "bench"))
 
 from history import Measured, Size, not_measured, table  # noqa: E402
 

@@ -28,9 +28,9 @@ from mam.projector.identity import claim_refusal, event_refusal
 from brokers import RunningBroker, free_port
 from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
-from support import BIN, Watch, _client, publish, run, wait_for_state
+from support import BIN, TESTS, Watch, _client, publish, run, wait_for_state
 
-MOCK = f"{sys.executable} {Path(__file__).parent / 'mock_agent.py'}"
+MOCK = f"{sys.executable} {TESTS / 'mock_agent.py'}"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import re
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,7 +23,9 @@ from mam.contract.errors import UsageError
 from mam.mcp_server.server import build
 from mam.web.openapi import openapi
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+from support import CHECKOUT
+
+DOCS = CHECKOUT / "docs"
 BOUNDED = {"priority": int, "retries": int, "max_turns": int, "budget_tokens": int, "tree_budget_tokens": int,
            "job_timeout": float, "backoff": float, "budget_usd": float, "tree_budget_usd": float}
 """The options with numeric bounds, and the kind of number each takes."""

@@ -9,7 +9,6 @@ import ast
 import importlib
 import inspect
 import pkgutil
-from pathlib import Path
 
 import pytest
 from amqtt.broker import Broker
@@ -24,9 +23,11 @@ from mam.client.mqtt import make_client
 from mam.contract.errors import LibraryChanged
 from mam.web import uvicorn_internals
 
+from support import CHECKOUT
+
 ADAPTERS = {"mam.broker.amqtt_internals", "mam.client.aiomqtt_internals", "mam.web.uvicorn_internals"}
 LIBRARIES = ("amqtt", "aiomqtt", "paho", "uvicorn")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = CHECKOUT
 SOURCES = {"mam": "mam", "mam.broker": "broker", "mam.agents": "agents", "mam.projector": "projector",
            "mam.web": "web", "mam.mcp_server": "mcp_server"}
 """Each package that holds mam's code, and its folder in the checkout."""

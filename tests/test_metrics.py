@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import urllib.request
-from pathlib import Path
 
 import anyio
 import pytest
@@ -23,7 +22,7 @@ from runner_support import submit
 from brokers import RunningBroker, free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
-from support import BIN, Daemon, child_env, mam, run, wait_for_state
+from support import BIN, CHECKOUT, Daemon, child_env, mam, run, wait_for_state
 
 CLAUDE = CLIS["claude-code"]
 
@@ -199,7 +198,7 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(family.type, ("",))
         exported |= {family.name + suffix for suffix in suffixes}
-    dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana-mam.json").read_text())
+    dashboard = json.loads((CHECKOUT / "docs" / "grafana-mam.json").read_text())
     used = {name for panel in dashboard["panels"] for target in panel["targets"]
             for name in re.findall(r"\bmam_\w+", target["expr"])}
     assert len(used) >= 15

@@ -8,16 +8,15 @@ import base64
 import hashlib
 import re
 import sys
-from pathlib import Path
 
 from runner_support import log_events, submit
 
 from brokers import free_port
 from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
-from support import run, wait_projector_online
+from support import CHECKOUT, run, wait_projector_online
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "remote-runners.md"
+DOC = CHECKOUT / "docs" / "remote-runners.md"
 
 
 def doc_script() -> str:

@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 from brokers import free_port
-from support import BIN, Daemon, Watch, child_env, run, wait_for_json_file
+from support import BIN, CHECKOUT, Daemon, Watch, child_env, run, wait_for_json_file
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = CHECKOUT / "README.md"
 
 
 def quickstart_block(name: str) -> list[str]:

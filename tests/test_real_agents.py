@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from agent_clis import CLIS
@@ -17,6 +16,7 @@ from model_servers import Script, Turn
 from real_agent_support import real_rig
 
 from conftest import WorkspacePaths
+from support import CHECKOUT
 
 ANSWER = "Hello from the model server"
 
@@ -74,7 +74,7 @@ async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape
 def test_the_tested_versions_in_the_docs_are_the_pinned_ones_and_the_installed_ones() -> None:
     """docs/agents.md's table of tested CLIs names the versions .ci/agent-clis installs, and each installed CLI
     says it is that version: a pin moved without the table (or the table without the pin) fails here."""
-    root = Path(__file__).resolve().parent.parent
+    root = CHECKOUT
     pins = dict(re.findall(r"^(CLAUDE_CODE|CODEX|GEMINI_CLI|AIDER)=(\S+)$", (root / ".ci" / "agent-clis").read_text(),
                            re.MULTILINE))
     page = (root / "docs" / "agents.md").read_text()

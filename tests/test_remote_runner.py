@@ -28,7 +28,7 @@ from worktrees_support import git, runner_env
 from brokers import free_port, wait_for_port
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import BIN, Daemon, Watch, child_env, mam, run, wait_for_state, wait_projector_online
+from support import BIN, CHECKOUT, Daemon, Watch, child_env, mam, run, wait_for_state, wait_projector_online
 
 DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 
@@ -296,7 +296,7 @@ def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
         raise AssertionError(f"{bad!r} was taken as a remote")
 
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "remote-runners.md"
+DOC = CHECKOUT / "docs" / "remote-runners.md"
 
 
 def doc_block(name: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from runner_process_support import log_events, runner_process, submit
@@ -11,9 +10,9 @@ from runner_process_support import log_events, runner_process, submit
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from support import BIN, mam, run, wait_for_state
+from support import BIN, TESTS, mam, run, wait_for_state
 
-MOCK = Path(__file__).parent / "mock_agent.py"
+MOCK = TESTS / "mock_agent.py"
 
 
 

@@ -17,7 +17,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 
 import anyio
 import pytest
@@ -28,7 +27,7 @@ from mam.contract.timefmt import iso, utc_now
 from brokers import RunningBroker, free_port, require_binary
 from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
-from support import BIN, Watch, child_env, mam, publish, run, wait_for_state
+from support import BIN, TESTS, Watch, child_env, mam, publish, run, wait_for_state
 
 AGENT = """
 import os, subprocess, sys, time
@@ -150,7 +149,7 @@ async def test_a_plain_mosquitto_pub_submit_still_works(
 
 async def test_a_real_runner_job_end_to_end_on_nats(nats: RunningBroker, ws: WorkspacePaths) -> None:
     ws_id = workspace_id(ws.root)
-    command = f"{sys.executable} {Path(__file__).parent / 'mock_agent.py'}"
+    command = f"{sys.executable} {TESTS / 'mock_agent.py'}"
     async with projector_process(nats, ws.root, ws.elsewhere), agent_runner(nats.url, ws, "--command", command):
         await submit(nats.url, ws, "job-nats", "stream 5")
         done = await wait_for_state(nats.url, ws_id, "job-nats", lambda r: r["status"] == "succeeded", timeout=30)

@@ -28,9 +28,9 @@ from mam.contract.events import (
 )
 from mam.contract.schema import DRAFT, REGENERATE, event_schema, render
 
-from support import mam, run
+from support import CHECKOUT, mam, run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = CHECKOUT
 CHECKED_IN = ROOT / "docs" / "events.schema.json"
 EVENTS_PAGE = ROOT / "docs" / "events.md"
 

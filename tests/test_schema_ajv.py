@@ -21,7 +21,9 @@ import pytest
 from mam.contract.events import EVENT_TYPES
 from mam.contract.schema import event_schema, render
 
-HERE = Path(__file__).resolve().parent
+from support import TESTS
+
+HERE = TESTS
 CHECKED_IN = HERE.parent / "docs" / "events.schema.json"
 AJV_DIR = Path(os.environ.get("MAM_AJV_DIR", "/opt/mam-ci/ajv"))
 

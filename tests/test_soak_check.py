@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from support import CHECKOUT
+
+sys.path.insert(0, str(CHECKOUT / "bench"))
 
 from soak_check import Files, outcome_problems, runner_refusals, runner_saw  # noqa: E402
 from soak_load import RunnerJob  # noqa: E402

@@ -3,8 +3,6 @@ tests/agent_streams/gemini-retries.stderr, Gemini CLI 0.61.0 against a model ser
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agent_clis import CLIS
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,9 +13,9 @@ from mam.agents.stack_traces import StackTraces
 
 from conftest import WorkspacePaths
 from e2e import workspace_id
-from support import Watch, mam, run, wait_for_state
+from support import TESTS, Watch, mam, run, wait_for_state
 
-RECORDED = (Path(__file__).parent / "agent_streams" / "gemini-retries.stderr").read_text(encoding="utf-8")
+RECORDED = (TESTS / "agent_streams" / "gemini-retries.stderr").read_text(encoding="utf-8")
 RETRY = ('Attempt {n} failed with status 500. Retrying with backoff... _ApiError: {{"error":{{"code":500,'
          '"message":"overloaded","status":"INTERNAL"}}}}')
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
-while TESTS.name != "tests":
-    TESTS = TESTS.parent
+from support import TESTS
 
 
 def _suite_files() -> list[Path]:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-TYPECHECK = Path(__file__).resolve().parent.parent / ".ci" / "typecheck.py"
+from support import CHECKOUT
+
+TYPECHECK = CHECKOUT / ".ci" / "typecheck.py"
 
 
 @pytest.mark.timeout(300)
