@@ -24,7 +24,7 @@ async def assert_acl_reserves_projector_topics_and_confines_workspaces(
     acl_mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
     """docs/mosquitto.acl on a broker with users projector-ws1, agent-ws1, agent-ws2: a forged state and a
-    cross-workspace submit are refused (tests/test_access.py on mosquitto, tests/test_broker_acl.py on mam-broker)."""
+    cross-workspace submit are refused (tests/broker/test_access.py on mosquitto, tests/broker/test_broker_acl.py on mam-broker)."""
     port = acl_mosquitto.port
     projector_url = f"mqtt://projector-ws1:pw@127.0.0.1:{port}"
     agent = f"mqtt://agent-ws1:pw@127.0.0.1:{port}"

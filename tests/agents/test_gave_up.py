@@ -1,6 +1,6 @@
 """aider exits 0 after giving up on its message: when the runner reads that it gave up (agents/gave_up.py).
 
-The text is aider 0.86.2's own output for a call refused with 401 (tests/test_real_agent_stalls.py runs it)."""
+The text is aider 0.86.2's own output for a call refused with 401 (tests/real_agents/test_real_agent_stalls.py runs it)."""
 
 from __future__ import annotations
 

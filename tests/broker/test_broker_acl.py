@@ -4,7 +4,7 @@ A forged retained state, refusal or projector status (published directly, or as
 a will) is acknowledged by the broker (MQTT 3.1.1 has no negative PUBACK) but
 dropped: a fresh subscriber gets the projector's record. Both under `mam up`
 and `mam-broker`, anonymous and as an authenticated user; docs/mosquitto.acl
-is run on mam-broker with the assertions tests/test_access.py runs on mosquitto.
+is run on mam-broker with the assertions tests/broker/test_access.py runs on mosquitto.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ async def test_mam_broker_with_a_password_file_reserves_each_workspaces_projecto
 
 
 async def test_the_documented_acl_file_works_on_mam_broker(ws: WorkspacePaths, tmp_path: Path) -> None:
-    """docs/mosquitto.acl, the same file and assertions tests/test_access.py runs on mosquitto."""
+    """docs/mosquitto.acl, the same file and assertions tests/broker/test_access.py runs on mosquitto."""
     passwd = users(tmp_path, "projector-ws1", "agent-ws1", "agent-ws2")
     acl = DOCS / "mosquitto.acl"
     async with mam_broker(tmp_path, "--password-file", str(passwd), "--acl-file", str(acl)) as broker:

@@ -50,7 +50,7 @@ async def test_an_agent_whose_job_the_registry_ended_is_stopped(amqtt: RunningBr
     """The projector may end a job its runner still runs (here: lost, the runner's heartbeats come less
     often than the projector's lease): the runner's further events would be refused, so it stops the
     agent and reports nothing more. (A bare `cancelled` from another client no longer ends a job a
-    runner claimed with its key: tests/test_runner_identity.py.)"""
+    runner claimed with its key: tests/agents/test_runner_identity.py.)"""
     ws_id = workspace_id(ws.root)
     slow_heartbeats = (*mock_command(), "--heartbeat", "60")
     async with (

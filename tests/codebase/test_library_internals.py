@@ -1,7 +1,7 @@
 """The fence around third-party internals (docs/contributing.md, Dependencies): only the three adapters
 override a private method of amqtt, aiomqtt, paho-mqtt or uvicorn; each adapter's `check` passes on the
 pinned releases and names the release and the attribute when one lacks what it touches; and the patches
-a running broker depends on are in place. (aiomqtt and paho: tests/test_aiomqtt_internals.py.)"""
+a running broker depends on are in place. (aiomqtt and paho: tests/client/test_aiomqtt_internals.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A conversation under `mam-agent --worktree`: every resumed job runs in the worktree path of its first job,
 where the agent's CLI keeps the session (Claude Code and Gemini CLI keep theirs per directory). Real `mam up`,
 `mam-agent` and the real CLIs against their model servers (tests/agent_clis.py; two jobs per CLI, with and without
---worktree: tests/test_real_agents_resume.py)."""
+--worktree: tests/real_agents/test_real_agents_resume.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A job stopped before its agent's result (cancelled, timed out, handed back) records the usage the agent's
 stream reported until then: claude's API calls' stream events carry their tokens (issue 23). The parser on
 lines in Claude Code's shape, then the real Claude Code cancelled mid-answer (a job cancelled after a tool call, per
-CLI: tests/test_agent_formats.py)."""
+CLI: tests/agents/test_agent_formats.py)."""
 
 from __future__ import annotations
 

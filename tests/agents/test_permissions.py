@@ -1,7 +1,7 @@
 """Letting agents edit: the permission levels per runner and per job, run through the real Claude Code
 (tests/agent_clis.py; told by its model server to write a file) by real `mam-agent` processes against `mam up`;
 `--command` with `--format`; a worktree job's edit committed on its branch. Each level's edit, file written or
-refused, per CLI (claude, codex, gemini, aider): tests/test_real_agents_edits.py."""
+refused, per CLI (claude, codex, gemini, aider): tests/real_agents/test_real_agents_edits.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Conversations continue, within limits (issue 23): `mam submit --resume` continues the agent's own session,
 `--model`/`--max-turns` reach its CLI, a job over its token budget is stopped, and a tree budget refuses the
 next child and cancels the running ones. Real `mam up`, `mam-agent` and the real Claude Code against its model
-server (tests/agent_clis.py). Resumes per CLI, with and without --worktree: tests/test_real_agents_resume.py."""
+server (tests/agent_clis.py). Resumes per CLI, with and without --worktree: tests/real_agents/test_real_agents_resume.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every `mam*` command in the docs' shell blocks runs as written against a live `mam up`, where it can.
 
-tests/test_docs.py parses each command with its program's own parser; this module runs them. One
+tests/docs/test_docs.py parses each command with its program's own parser; this module runs them. One
 `mam up` (the docs' own `mam up`, in a git repository with a commit) serves the module, with a runner
 for `shell` (two slots: the job that asks holds one) and one with `--worktree` for the jobs that
 `mam diff`/`merge`/`discard` land. A command that names a job (`job-20260101-120000-abc123`, a
@@ -39,15 +39,15 @@ SHORT_ID = "5732ef"
 """The short id the pages use for a job (`mam diff 5732ef`)."""
 
 RUN_ELSEWHERE = {
-    "quickstart": "tests/test_readme.py runs the README's quick start as written",
-    "two-machines": "tests/test_remote_runner.py runs the two-machine setup as written",
+    "quickstart": "tests/docs/test_readme.py runs the README's quick start as written",
+    "two-machines": "tests/agents/test_remote_runner.py runs the two-machine setup as written",
 }
 """A block after `<!-- NAME: ... -->`: another test runs it, whole, as written."""
 
 NATS = "a NATS cluster (nats-1..3, the block's MAM_BROKER_URL)"
 NOT_HERE: list[tuple[str, str]] = [
     (r"^mam up --dashboard$", "a second `mam up` on the module's workspace, on the dashboard's fixed port 8383 "
-     "(the tests serve it on free ports: tests/test_dashboard*.py)"),
+     "(the tests serve it on free ports: tests/web/test_dashboard*.py)"),
     (r"^mam-broker --port 1884 ", "a fixed port (1884) and a system-wide spool (/var/tmp/mam-spool)"),
     (r"^mam-projector --workspace ~/src/app --broker mqtt://127\.0\.0\.1:1884$", "the projector of the "
      "mam-broker on port 1884 above, for ~/src/app"),
@@ -55,11 +55,11 @@ NOT_HERE: list[tuple[str, str]] = [
     (r"^mam-projector --workspace ~/src/app$", NATS),
     (r"^mam-agent --agent claude-code --workspace ~/src/app$", NATS),
     (r"^mam submit --prompt fix the tests --agent claude-code$", NATS),
-    (r"^mam-agent --agent (claude-code|codex)\b", "the real agent CLI with its API key (tests/test_agent_cli*.py "
+    (r"^mam-agent --agent (claude-code|codex)\b", "the real agent CLI with its API key (tests/real_agents/test_real_agents*.py "
      "run the CLIs against local model servers)"),
     (r"^mam submit --agent claude-code .*--follow", "follows to its end a job only the real Claude Code CLI runs"),
     (r"^mam submit --resume ", "continues an agent session, which only a real agent CLI records "
-     "(tests/test_job_limits.py resumes one)"),
+     "(tests/agents/test_job_limits.py resumes one)"),
 ]
 """(regex on the command's words joined by spaces, `_as_written`; why it is not run here)."""
 

@@ -1,6 +1,6 @@
 """A job's login, the pure parts: the token (`mam.contract.job_login`), what the broker lets such a login
 do (`mam.broker.job_logins.JobLogins`, over records in a dict) and which URL a runner hands its job
-(`mam.agents.job_broker`). End to end: tests/test_job_logins.py."""
+(`mam.agents.job_broker`). End to end: tests/agents/test_job_logins.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An agent's retry notices: shown in its transcript, counted apart from its progress (agents/idle.py).
 
 The lines are the real CLIs' (Claude Code 2.1.197 and Codex 0.171.0 against a local server answering 401 or
-500: tests/test_real_agent_stalls.py runs them through mam).
+500: tests/real_agents/test_real_agent_stalls.py runs them through mam).
 """
 
 from __future__ import annotations
