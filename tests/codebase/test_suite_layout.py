@@ -1,5 +1,6 @@
-"""The suite stays tidy: fixtures in conftest, shared helpers in `*_support` (or other non-`test_`) modules,
-no test module importing another, and every `test_*.py` file a module of tests (docs/contributing.md)."""
+"""The suite stays tidy (docs/contributing.md): test files in component folders under unique names,
+fixtures in conftest, shared helpers in `*_support` (or other non-`test_`) modules, no test module importing
+another, and every `test_*.py` file a module of tests."""
 
 from __future__ import annotations
 
@@ -49,3 +50,19 @@ def test_every_test_named_module_holds_tests() -> None:
         if path.name.startswith("test_") and not has_tests(ast.parse(path.read_text(), str(path)))
     ]
     assert not helpers, f"helper modules named like test files (name them *_support.py): {helpers}"
+
+
+def test_test_files_sit_in_component_folders_under_unique_names() -> None:
+    """Folders without `__init__.py` import a test file by its basename: two of one name would clash."""
+    tests = [path for path in _suite_files() if path.name.startswith("test_")]
+    loose = [path.name for path in tests if path.parent == TESTS]
+    assert not loose, f"move these into the folder of their component (docs/contributing.md): {loose}"
+    seen: dict[str, Path] = {}
+    clashes = [
+        f"{path.relative_to(TESTS)} and {seen[path.name].relative_to(TESTS)}"
+        for path in tests
+        if seen.setdefault(path.name, path) != path
+    ]
+    assert not clashes, f"test files of the same name: {clashes}"
+    packages = sorted({str(p.parent.relative_to(TESTS)) for p in tests if (p.parent / "__init__.py").exists()})
+    assert not packages, f"the suite's folders are not packages (imported by basename): {packages}"
