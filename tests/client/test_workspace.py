@@ -1,4 +1,4 @@
-"""Workspace resolution: every branch of DESIGN.md's order, resolved at call time."""
+"""Workspace resolution: every branch of the order in docs/design.md (Workspace resolution), resolved at call time."""
 
 from __future__ import annotations
 
