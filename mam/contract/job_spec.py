@@ -6,7 +6,7 @@ help text, its `mam submit` flag and which front ends take it. From them come
 the body `POST /api/jobs` decodes (`JobSpec` itself), the OpenAPI request
 schema and the MCP `submit_job` arguments (`option_schema`), and the event all
 of them publish (`submitted`); `Publisher.submit` takes the same keywords, and
-`tests/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
+`tests/contract/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
 
 Adding an option: a field on `JobSpec` and on `events.Submitted`, an entry in
 `OPTIONS`, and its line in `submitted`.
