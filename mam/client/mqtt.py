@@ -3,6 +3,7 @@ brokers: `mam.client.failover`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import aiomqtt
@@ -13,6 +14,24 @@ from mam.client.tls import client_context, describe_failure
 from mam.contract.broker_list import BrokerList
 from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import BrokerUnreachable
+
+
+class LateAcknowledgements(logging.Filter):
+    """aiomqtt logs an exception with a traceback when a SUBACK or UNSUBACK comes for a call nobody awaits
+    any more ("Unexpected message ID ... in on_unsubscribe callback", aiomqtt/client.py `_on_subscribe`,
+    `_on_unsubscribe`): what happens whenever a task that (un)subscribes is cancelled, e.g. a runner's at
+    SIGTERM. The broker did what was asked; only the caller left. Said as one debug line (`-vv`), no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Unexpected message ID"):
+            return True
+        record.levelno, record.levelname, record.exc_info, record.exc_text = logging.DEBUG, "DEBUG", None, None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_MQTT_LOGGER = logging.getLogger("mqtt")  # aiomqtt's default logger (aiomqtt.client.MQTT_LOGGER)
+if not any(isinstance(f, LateAcknowledgements) for f in _MQTT_LOGGER.filters):
+    _MQTT_LOGGER.addFilter(LateAcknowledgements())
 
 
 def make_client(address: BrokerAddress, **kwargs: Any) -> aiomqtt.Client:

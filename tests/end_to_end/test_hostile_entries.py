@@ -73,7 +73,7 @@ async def test_a_runner_skips_hostile_offers_states_refusals_and_statuses_and_ru
         await submit_waiting(mosquitto.url, ws, "after-hostile", "echo ran")
         await wait_for_state(mosquitto.url, ws_id, "after-hostile", lambda r: r["status"] == "succeeded", timeout=30)
         assert runner.proc.poll() is None
-    assert "Traceback" not in runner.output()
+    assert "Traceback" not in runner.output(), runner.output()
 
 
 async def test_the_mcp_server_answers_the_next_call_after_hostile_arguments(ws: WorkspacePaths) -> None:
