@@ -25,7 +25,7 @@ that the name is still that directory (same device and inode), and before
 `git worktree remove` that git lists it as a worktree. `.mam` itself may be a
 link the user chose: it is resolved once, when the runner starts.
 
-Only plain subprocess calls to git; no shell.
+Every git call goes through `mam.git.run` (no shell, a timeout, one line on failure).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import logging
 import os
 import re
 import stat
-import subprocess
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +43,8 @@ import msgspec
 
 from mam.contract.events import GitInfo
 from mam.git.job_ref import branch_ok, own_branch
+from mam.git.run import GitError
+from mam.git.run import git as run_git
 from mam.registry import file_modes
 from mam.registry.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
 
@@ -60,14 +61,11 @@ DEFAULT_KEEP: Final[KeepPolicy] = "failed"
 IDENTITY: Final = ("mam", "mam@localhost")
 """Who commits a job's leftovers when neither the environment nor git's config names anyone."""
 
-GIT_TIMEOUT: Final = 120.0
-_ENV_DROPPED: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
-"""Variables that would point git at another repository or index than the one named with -C."""
 _SHORTSTAT = re.compile(r"(\d+) (file|insertion|deletion)")
 
 
-class WorktreeError(Exception):
-    """Why a job's worktree cannot be made or saved, in one line."""
+WorktreeError = GitError
+"""Why a job's worktree cannot be made or saved, in one line (a git command's failure among them)."""
 
 
 @dataclass(frozen=True)
@@ -93,30 +91,9 @@ class Saved:
     committed_all: bool
 
 
-def git_env() -> dict[str, str]:
-    """The environment for git: without the variables that would point it at another repository."""
-    return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
-
-
 def git(directory: Path, *args: str, check: bool = True) -> str:
-    """Run `git -C directory args`; its stdout stripped, or `WorktreeError` with git's own words."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(directory), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        raise WorktreeError("git is not on PATH; install git, or run without --worktree") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {args[0]} failed: {exc}") from None
-    if check and out.returncode != 0:
-        detail = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
-        raise WorktreeError(f"git {args[0]}: {detail}")
-    return out.stdout.strip() if out.returncode == 0 else ""
+    """Run `git -C directory args` (`mam.git.run.git`); its stdout stripped, or `WorktreeError` with git's own words."""
+    return run_git(directory, *args, check=check, missing="git is not on PATH; install git, or run without --worktree")
 
 
 def parse_shortstat(text: str) -> tuple[int, int, int]:

@@ -1,0 +1,81 @@
+"""The one way mam runs git: `git -C DIR ...`, no shell, no stdin, a timeout, and one line on failure.
+
+Every git call in mam goes through `run` (the completed process, for callers
+that read the exit code) or `git` (stdout, or `GitError` with git's own last
+line). A git that is missing, fails to start or outlives its timeout raises
+`GitError` naming the git command, so a hung repository or remote never hangs
+a runner or a CLI. The environment drops the variables that would point git
+at another repository or index than the one named with `-C` (`git_env`).
+
+The streaming `git diff` of `mam.git.landing.diff_text` (it reads a capped
+prefix) and `mam diff`'s pager (the user reads it for as long as they like)
+are the two calls left outside: neither waits on git to finish on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+GIT_TIMEOUT: Final = 120.0
+"""How long one git command may take before it counts as failed."""
+_ENV_DROPPED: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+"""Variables that would point git at another repository or index than the one named with -C."""
+
+
+class GitError(Exception):
+    """A git command that could not run, outlived its timeout, or failed: one line naming the command."""
+
+
+def git_env() -> dict[str, str]:
+    """The environment for git: without the variables that would point it at another repository."""
+    return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
+
+
+def run(directory: Path, *args: str, timeout: float = GIT_TIMEOUT, env: Mapping[str, str] | None = None,
+        options: tuple[str, ...] = (), missing: str = "git is not on PATH") -> subprocess.CompletedProcess[str]:
+    """Run `git [options] -C directory args` to the end; its completed process whatever the exit code.
+
+    `GitError` only when git did not run to an exit code: `missing` when git is
+    not on PATH, else `git CMD did not finish within Ns` or `git CMD failed: why`.
+    `env` defaults to `git_env()`; `options` go before `-C` (`-c key=value`)."""
+    argv = ["git", *options, "-C", str(directory), *args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=git_env() if env is None else dict(env), stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise GitError(missing) from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {_command(args)} did not finish within {timeout:g}s") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
+        raise GitError(f"git {_command(args)} failed: {exc}") from None
+
+
+def git(directory: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT,
+        missing: str = "git is not on PATH") -> str:
+    """Run `git -C directory args`; its stdout stripped ("" on a non-zero exit when not `check`), or
+    `GitError` with git's own last line."""
+    out = run(directory, *args, timeout=timeout, missing=missing)
+    if check and out.returncode != 0:
+        raise GitError(f"git {_command(args)}: {last_line(out)}")
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def succeeds(directory: Path, *args: str, timeout: float = GIT_TIMEOUT) -> bool:
+    """Whether `git -C directory args` exits 0 (`merge-base --is-ancestor`, `diff --quiet`)."""
+    return run(directory, *args, timeout=timeout).returncode == 0
+
+
+def last_line(out: subprocess.CompletedProcess[str]) -> str:
+    """git's last line of stderr (else stdout), or the exit code when it said nothing."""
+    return (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
+
+
+def _command(args: tuple[str, ...]) -> str:
+    return args[0] if args else ""
+
+
+__all__ = ["GIT_TIMEOUT", "GitError", "git", "git_env", "last_line", "run", "succeeds"]
