@@ -14,7 +14,6 @@ from conftest import CHECKOUT
 
 LIMIT = 400
 NOT_SPLIT_YET: dict[str, int] = {
-    "projector/index_writer.py": 403,
     "mam/cli/submit.py": 424,
     "mam/git/worktree.py": 476,
     "agents/supervisor.py": 489,
