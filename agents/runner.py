@@ -54,11 +54,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mam.agents.job_broker import DEFAULT_MODE, JobBroker
 from mam.agents.job_env import ProfileEnv
+from mam.agents.job_setup import Ending, Settings
 from mam.agents.outbox import Outbox, Wakeup
 from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.runner_lifetime import DRAIN_TIMEOUT, RunnerLifetime
-from mam.agents.supervisor import Ending, Settings, Supervisor
+from mam.agents.supervisor import Supervisor
 from mam.client.failover import Rotation, subscribe_required
 from mam.contract import events as ev
 from mam.contract import routing
