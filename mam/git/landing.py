@@ -38,7 +38,7 @@ from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.git.git_remote import RemoteError, fetch_branch, has_commit
 from mam.git.job_ref import ForeignBranch, check_own_work, own_branch
-from mam.git.run import git_env, last_line, run, succeeds
+from mam.git.run import last_line, read_capped, run, succeeds
 from mam.git.worktree import WorktreeError, Worktrees, git
 
 DIFF_CAP: Final = 256 * 1024
@@ -169,16 +169,10 @@ def diff_text(work: JobWork, cap: int = DIFF_CAP) -> dict[str, object]:
     if tip is None:
         raise _gone(work)
     summary = git(work.top, "diff", "--shortstat", work.base, tip)
-    argv = ["git", "--no-pager", "-C", str(work.top), "diff", "--no-color", "--no-ext-diff", work.base, tip, "--"]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                          env=git_env()) as proc:
-        assert proc.stdout is not None
-        data = proc.stdout.read(cap + 1)
-        cut = len(data) > cap
-        if cut:
-            proc.kill()
-            data = data[: data.rfind(b"\n", 0, cap) + 1]
-        proc.wait()
+    data, cut = read_capped(work.top, "diff", "--no-color", "--no-ext-diff", work.base, tip, "--", cap=cap,
+                            options=("--no-pager",))
+    if cut:
+        data = data[: data.rfind(b"\n", 0, cap) + 1]
     return {"job_id": work.job_id, "branch": work.branch, "base": work.base, "tip": tip,
             "stat": summary.strip(), "diff": data.decode("utf-8", "replace"), "cut": cut}
 

@@ -7,15 +7,18 @@ line). A git that is missing, fails to start or outlives its timeout raises
 a runner or a CLI. The environment drops the variables that would point git
 at another repository or index than the one named with `-C` (`git_env`).
 
-The streaming `git diff` of `mam.git.landing.diff_text` (it reads a capped
-prefix) and `mam diff`'s pager (the user reads it for as long as they like)
-are the two calls left outside: neither waits on git to finish on its own.
+`read_capped` reads only the start of a long output (the dashboard's diff), under
+the same timeout. `mam diff`'s pager is the one call left outside: the user
+reads it for as long as they like.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -74,8 +77,46 @@ def last_line(out: subprocess.CompletedProcess[str]) -> str:
     return (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
 
 
+def read_capped(directory: Path, *args: str, cap: int, timeout: float = GIT_TIMEOUT,
+                options: tuple[str, ...] = ()) -> tuple[bytes, bool]:
+    """The first `cap` bytes `git [options] -C directory args` writes (git is stopped past them), and whether
+    it wrote more; `GitError` naming the command if it did not run or outlived `timeout`."""
+    argv = ["git", *options, "-C", str(directory), *args]
+    try:  # a session of its own: a timeout or the cap stops git and whatever it started (an alias, a filter)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                env=git_env(), start_new_session=True)
+    except FileNotFoundError:
+        raise GitError("git is not on PATH") from None
+    except (OSError, ValueError) as exc:
+        raise GitError(f"git {_command(args)} failed: {exc}") from None
+
+    def stop() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timed_out = threading.Event()
+
+    def stop_late() -> None:
+        timed_out.set()
+        stop()
+
+    late = threading.Timer(timeout, stop_late)  # a git that hangs ends the read: its pipe closes
+    late.start()
+    with proc:
+        assert proc.stdout is not None
+        data = proc.stdout.read(cap + 1)
+        cut = len(data) > cap
+        if cut:
+            stop()
+        proc.wait()
+    late.cancel()
+    if timed_out.is_set() and not cut:
+        raise GitError(f"git {_command(args)} did not finish within {timeout:g}s")
+    return data[:cap], cut
+
+
 def _command(args: tuple[str, ...]) -> str:
     return args[0] if args else ""
 
 
-__all__ = ["GIT_TIMEOUT", "GitError", "git", "git_env", "last_line", "run", "succeeds"]
+__all__ = ["GIT_TIMEOUT", "GitError", "git", "git_env", "last_line", "read_capped", "run", "succeeds"]
