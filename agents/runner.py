@@ -18,8 +18,9 @@ it, states are verified with it and read again (`StateReader.adopt`).
 Offers (docs/design.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
 claimable job to one runner at a time on `agents/<agent_id>/offers` (signed, for this instance's epoch);
 this runner announces that it takes offers (`offers: true` in its status, with its `labels`) and then
-claims only what it is offered, each offer within its lease, as capacity allows. Under a projector that
-does not dispatch (an older release), or with `take_offers=False`, it claims from the states as before.
+claims only what it is offered, each offer within its lease, as capacity allows, and subscribes only to
+the states of the jobs it follows (`state_follow.py`). Under a projector that does not dispatch (an older
+release), or with `take_offers=False`, it claims from the states as before.
 
 A claim the projector refuses (on `rejected`, naming the claim's event id)
 frees its slot at once: a claim made from a stale retained state (a broker
@@ -59,8 +60,9 @@ from mam.agents.outbox import Outbox, Wakeup
 from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
 from mam.agents.runner_lifetime import DRAIN_TIMEOUT, RunnerLifetime
+from mam.agents.state_follow import StateFollow
 from mam.agents.supervisor import Supervisor
-from mam.client.failover import Rotation, subscribe_required
+from mam.client.failover import Rotation
 from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.attempts import attempt_of
@@ -192,6 +194,8 @@ class Runner(RunnerLifetime):
         """Release the running jobs now (a second signal), not at the drain's end."""
         self._jobs: anyio.abc.TaskGroup | None = None
         self._changed = Wakeup()
+        self._follow: StateFollow | None = None
+        """This connection's state subscriptions (`state_follow.py`)."""
         self._status_version = 0
 
     async def _on_message(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
@@ -205,15 +209,15 @@ class Runner(RunnerLifetime):
             if status is not None:
                 self._job_logins(bool(status.job_logins))
             self.resender.projector_seen(status)
-            if status is not None and self._dispatch_changed(status.dispatch == "offers") and not self.by_offer:
-                await subscribe_required(client, self.topics.all_states)  # the states it skipped, sent anew
+            if status is not None:
+                self._dispatch_changed(status.dispatch == "offers")  # `_follow_states` subscribes anew
             if not self.follow_key or status is None or status.public_key is None:
                 return
             switched, said = self.states.adopt(status.public_key, self.workspace)
             if said:
                 (log.info if switched else log.warning)("%s", said)
-            if switched:  # the states it ignored so far are the broker's to send again
-                await subscribe_required(client, self.topics.all_states)
+            if switched and self._follow is not None:  # the states it ignored so far, sent again
+                self._follow.again()
         elif not self.by_offer or self._follows(topic):
             record = self.states.record(topic, payload)
             if record is not None:
@@ -229,8 +233,8 @@ class Runner(RunnerLifetime):
             log.info("jobs get %s as MAM_BROKER_URL", "a login of their own" if taken else "the runner's broker URL")
 
     def _follows(self, topic: str) -> bool:
-        """Taking offers, only the states of the jobs it was offered, claims or runs matter: the others are
-        not verified or decoded at all (with 50 runners, every state goes to each of them)."""
+        """Taking offers, only the states of the jobs it was offered, claims or runs matter: any other (the
+        last ones of an all-states subscription being dropped) is not verified or decoded at all."""
         parsed = self.topics.parse(topic)
         job_id = parsed.job_id if parsed is not None else None
         return job_id is not None and (job_id in self.active or job_id in self.claiming or job_id in self.offered

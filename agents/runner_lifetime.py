@@ -22,7 +22,6 @@ import anyio.abc
 
 from mam.agents.retry_wait import Alarm
 from mam.agents.runner_link import RunnerLink
-from mam.contract.offers import Offer
 from mam.contract.record import JobRecord
 
 log = logging.getLogger("mam.agent")
@@ -41,9 +40,7 @@ passes a shorter `--drain-timeout`, and a second signal releases them at once.""
 class RunnerLifetime(RunnerLink):
     """Start, stop and drain, as a base of `Runner`: the attributes below are set by `Runner.__init__`."""
 
-    claiming: set[str]
     queued: dict[str, JobRecord]
-    offered: dict[str, tuple[Offer, float]]
     alarm: Alarm
     drain_timeout: float
     _stop_asked: anyio.Event

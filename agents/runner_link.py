@@ -27,6 +27,7 @@ from msgspec import UNSET
 from mam.agents.key_trust import learn_key
 from mam.agents.outbox import WINDOW, Outbox, Wakeup
 from mam.agents.resender import Resender
+from mam.agents.state_follow import StateFollow
 from mam.agents.supervisor import Supervisor
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.inbox import messages
@@ -34,6 +35,7 @@ from mam.client.mqtt import make_client, unreachable
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
 from mam.contract.identity import STATUS_CONTEXT, RunnerKey
+from mam.contract.offers import Offer
 from mam.contract.presence import DRAINING
 from mam.contract.signing import StateReader
 from mam.contract.status import AgentStatus, encode
@@ -69,7 +71,11 @@ class RunnerLink:
     pinned: str | None
     states: StateReader
     active: dict[str, Supervisor]
+    claiming: set[str]
+    offered: dict[str, tuple[Offer, float]]
+    by_offer: bool
     stopping: bool
+    _follow: StateFollow | None
     _changed: Wakeup
     _status_version: int
 
@@ -123,6 +129,7 @@ class RunnerLink:
                         tg.start_soon(self.outbox.send, client)
                         tg.start_soon(self._publish_status, client)
                         tg.start_soon(self.resender.run)
+                        tg.start_soon(self._follow_states, client)
                         await self._listen(client)
             except* aiomqtt.MqttError as group:
                 error = group.exceptions[0]
@@ -155,7 +162,9 @@ class RunnerLink:
             granted = await client.subscribe([(topic, 1) for topic in topics])
             self._offers_granted(granted)
             await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
-            await subscribe_required(client, self.topics.all_states)
+            if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
+                await subscribe_required(client, self.topics.all_states)
+            self._follow = StateFollow(self.topics, all_states=not self.by_offer)
             yield client
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -180,6 +189,18 @@ class RunnerLink:
             await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
             published = version
 
+    async def _follow_states(self, client: aiomqtt.Client) -> None:
+        """Keep this connection's state subscriptions to what the runner needs (`state_follow.py`)."""
+        follow = self._follow
+        assert follow is not None
+        while True:
+            await self._changed.until(lambda: follow.differs(self.by_offer, self._followed))
+            await follow.sync(client, self.by_offer, self._followed())
+
+    def _followed(self) -> set[str]:
+        """The jobs whose states matter to a runner taking offers: offered, claimed, run or awaited here."""
+        return {*self.active, *self.claiming, *self.offered, *self.outbox.receipts.by_job()}
+
     def _status_changed(self) -> None:
         self._status_version += 1
         self._changed.notify()
@@ -191,6 +212,7 @@ class RunnerLink:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             try:
                 await self._on_message(client, str(message.topic), payload)
+                self._changed.notify()  # what it follows may have changed
             except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
                 raise
             except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped

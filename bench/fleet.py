@@ -1,7 +1,7 @@
 """A fleet of runners against a burst of jobs: does dispatch by offers scale where claiming from the states did not?
 
     .venv/bin/python bench/fleet.py [--runners 1,10,50] [--jobs 200] [--broker up,mosquitto,nats]
-        [--sleep 0] [--per-process 10] [--modes offers,states] [--idle 20]
+        [--sleep 0] [--per-process 10] [--modes offers,states] [--idle 20] [--burn N]
 
 For each broker, mode and runner count: a fresh workspace and projector (`mam up`, or `mam-projector` on a
 mosquitto or NATS started on free ports), N runners (`mam.agents.runner.Runner`, agent `shell`,
@@ -15,7 +15,11 @@ second (jobs / (last start - first submit); the projector's own times),
 refused claims per job (its `_rejected.jsonl`), submit-to-start p50/p99 over the burst, and over `--idle`
 jobs submitted one at a time to the idle fleet after it; the projector's CPU per job (user+sys from
 /proc, over the burst; under `mam up` that process holds the broker too), and the rate's ratio against
-the 1-runner run of the same broker and mode in this run.
+the 1-runner run of the same broker and mode in this run, beside the refused claims per job.
+
+`--burn N` saturates the machine as a shared host is: N processes spinning on the CPU (niced like nothing
+else, started before the first run and stopped by their PIDs after the last), so that runners fall behind
+their offers reproducibly.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import uuid
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import anyio
@@ -101,6 +106,20 @@ def _stop_host(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+# ---- the CPU burner ----------------------------------------------------------------------------------------------
+
+def start_burners(count: int, stack: ExitStack) -> None:
+    """`count` processes spinning on the CPU until the stack closes (each stopped by its own PID)."""
+    for _ in range(count):
+        proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        stack.callback(_stop_burner, proc)
+
+
+def _stop_burner(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
+
+
 # ---- one run ----------------------------------------------------------------------------------------------------
 
 def _at(text: str) -> float:
@@ -169,7 +188,7 @@ async def wait_runners(port: int, ws: str, count: int) -> None:
                     return
 
 
-def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dict[str, float]:
+def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dict[str, Any]:
     prompt = f"sleep {args.sleep:g}" if args.sleep else "true"
     lease = [] if mode == "offers" else ["--offer-lease", "0"]
     with tempfile.TemporaryDirectory(prefix="mam-bench-fleet-") as tmp, ExitStack() as stack:
@@ -198,11 +217,16 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
     submitted = [_at(r["submitted_at"]) for r in records.values()]
     waits = [_at(r["started_at"]) - _at(r["submitted_at"]) for r in records.values() if r.get("started_at")]
     ok = sum(1 for r in records.values() if r["status"] == "succeeded")
+    others: dict[str, int] = {}
+    for record in records.values():
+        if record["status"] != "succeeded":
+            others[record["status"]] = others.get(record["status"], 0) + 1
     span = max(started) - min(submitted)
     ended = max(_at(r["finished_at"]) for r in records.values() if r.get("finished_at")) - min(submitted)
     return {"rate": len(started) / span, "refused": refused / args.jobs, "p50": _pct(waits, 0.5),
             "p99": _pct(waits, 0.99), "idle_p50": _pct(idle, 0.5), "idle_p99": _pct(idle, 0.99),
-            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended}
+            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended,
+            "others": "".join(f", {n} {status}" for status, n in sorted(others.items()))}
 
 
 def main() -> None:
@@ -219,12 +243,21 @@ def main() -> None:
     parser.add_argument("--modes", default="offers,states")
     parser.add_argument("--why", type=int, default=0, metavar="N", help="print the first N refused claims' reasons")
     parser.add_argument("--idle", type=int, default=20, help="jobs submitted one at a time after the burst")
+    parser.add_argument("--burn", type=int, default=0, metavar="N",
+                        help="N processes spinning on the CPU beside the fleet (saturation; default none)")
     args = parser.parse_args()
+    with ExitStack() as burners:
+        start_burners(args.burn, burners)
+        table(args)
+
+
+def table(args: argparse.Namespace) -> None:
     counts = [int(n) for n in args.runners.split(",")]
     job = f"sleep {args.sleep:g}" if args.sleep else "true"
+    burn = f"; {args.burn} CPU burner(s) beside it" if args.burn else ""
     print(f"# {args.jobs} jobs `{job}` at once; runners of "
-          "concurrency 1; idle: jobs one at a time after the burst")
-    print("| broker | mode | runners | all started / all ended | jobs started/s | x 1 runner | refused claims/job | "
+          f"concurrency 1; idle: jobs one at a time after the burst{burn} (load {os.getloadavg()[0]:.1f})")
+    print("| broker | mode | runners | x 1 runner | refused claims/job | all started / all ended | jobs started/s | "
           "submit-to-start p50 / p99 | idle p50 / p99 | projector CPU/job |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in args.broker.split(","):
@@ -234,8 +267,8 @@ def main() -> None:
                 r = one_run(kind, mode, n, args)
                 base = base or (r["rate"] if n == 1 else None)
                 ratio = f"{r['rate'] / base:.2f}" if base else "-"
-                print(f"| {kind} | {mode} | {n} | {r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok) | {r['rate']:.1f} | {ratio} | "
-                      f"{r['refused']:.3f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
+                print(f"| {kind} | {mode} | {n} | {ratio} | {r['refused']:.3f} | "
+                      f"{r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok{r['others']}) | {r['rate']:.1f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
                       f"{1000 * r['idle_p50']:.0f} / {1000 * r['idle_p99']:.0f} ms | {r['cpu_ms']:.1f} ms |",
                       flush=True)
 

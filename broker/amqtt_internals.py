@@ -44,6 +44,7 @@ BROKER_METHODS: Methods = {
     "_topic_filtering": ("session", "topic", "action"),
     "_handle_disconnect": ("client_session", "handler", "disconnect_waiter"),
     "_client_connected": ("listener_name", "reader", "writer"),
+    "_get_handler": ("session",),
     # public, but mam overrides them and relies on amqtt calling them
     "stream_connected": ("reader", "writer", "listener_name"),
     "ws_connected": ("websocket", "listener_name"),
@@ -123,6 +124,10 @@ class AmqttBroker(Broker):
     ) -> bool:
         """Hand a client's publish (`wait_deliver`'s result) on for delivery; False ends its message loop."""
         return await super()._handle_message_delivery(client_session, handler, wait_deliver)
+
+    def handler_of(self, session: Session) -> BrokerProtocolHandler | None:
+        """The handler of `session`'s connection (None: not connected)."""
+        return self._get_handler(session)
 
     async def replay_retained(self, subscription: tuple[str, int], session: Session) -> None:
         """Send `session` the retained messages `subscription` matches."""

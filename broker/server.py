@@ -210,9 +210,16 @@ class _Broker(SpoolHooks, VerdictMemo, AmqttBroker):
         return await super().deliver_message(client_session, handler, wait_deliver)
 
     async def replay_retained(self, subscription: tuple[str, int], session: Session) -> None:
-        holders = self.subscriptions.get(subscription[0], [])
-        if any(held.client_id == session.client_id for held, _ in holders):
+        topic_filter, qos = subscription
+        if not any(held.client_id == session.client_id for held, _ in self.subscriptions.get(topic_filter, [])):
+            return
+        if "+" in topic_filter or "#" in topic_filter:
             await super().replay_retained(subscription, session)
+            return
+        # An exact topic (a runner following its jobs): one lookup, not a match against every retained message.
+        retained, handler = self.retained_messages.get(topic_filter), self.handler_of(session)
+        if retained is not None and handler:
+            await handler.mqtt_publish(retained.topic, retained.data, min(qos, retained.qos or qos), retain=True)
 
 
 class EmbeddedBroker:

@@ -16,12 +16,20 @@ outstanding offers), the most free slots first, then the one offered least recen
 already expired at only when no other fits. Fleet limits (`mam.contract.fleet_limits`) count held jobs plus
 outstanding offers.
 
+How long an offer stands: the configured lease, or `LATENCY_FACTOR` times the slowest of the last
+`LATENCY_SAMPLES` claims (from an offer into a free slot to its claim reaching the projector, late ones
+too; an offer that lapsed counts its lease, the least its claim took), whichever is longer, at most
+`MAX_LEASE_FACTOR` leases. On a saturated host runners read their offers seconds late; a fixed lease
+then lapsed, the job went to a second runner and one of the two claims was refused. A dead runner's
+offer still goes to another runner within `MAX_LEASE_FACTOR` leases (its will withdraws it sooner).
+
 Pure bookkeeping: no I/O, no clock of its own (`now` is the projector's monotonic clock).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +56,12 @@ Short jobs free their runner sooner (a job taken over then costs a refused claim
 waits no longer than this (plus a tick) while another runner is idle."""
 MAX_MISSES: Final = 3
 """Offers in a row a runner may let expire before it gets no more until its next status."""
+LATENCY_FACTOR: Final = 3.0
+"""An offer stands at least this many times the slowest recent claim latency."""
+LATENCY_SAMPLES: Final = 50
+"""How many of the latest claim latencies count (a fleet's worth: the lease shrinks again once they are quick)."""
+MAX_LEASE_FACTOR: Final = 10.0
+"""The longest an offer stands, in configured leases (30 s by default, the job lease's default)."""
 
 
 @dataclass(slots=True)
@@ -64,6 +78,7 @@ class Pending:
     record: JobRecord
     prefetch: bool = False
     """Made beyond the runner's free slots: claimed once one frees."""
+    made: float = 0.0
 
 
 @dataclass(slots=True)
@@ -78,6 +93,10 @@ class Dispatcher:
     """The runners each job's offers expired at."""
     misses: dict[str, int] = field(default_factory=dict)
     last_offered: dict[str, float] = field(default_factory=dict)
+    sent: dict[str, dict[tuple[str, int], float]] = field(default_factory=dict)
+    """When each job was first offered into a free slot, by runner and version, kept for the longest lease:
+    a claim's latency, late or not (a late one is the one that counts, and its job may be taken already)."""
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
     offered: int = 0
     expired: int = 0
     _seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -100,6 +119,17 @@ class Dispatcher:
         pending = self.offers.pop(job_id, None)
         if pending is not None and record.runner == pending.agent_id:
             self.misses.pop(pending.agent_id, None)
+
+    def claim_seen(self, job_id: str, runner: str, version: int | None, now: float) -> None:
+        """A claim reached the projector (before it is judged): how long after its offer, if it had one."""
+        offered_at = None if version is None else self.sent.get(job_id, {}).get((runner, version))
+        if offered_at is not None:
+            self.latencies.append(now - offered_at)
+
+    def current_lease(self) -> float:
+        """How long an offer made now stands (see the module doc)."""
+        slowest = max(self.latencies, default=0.0)
+        return min(max(self.lease, LATENCY_FACTOR * slowest), MAX_LEASE_FACTOR * self.lease)
 
     def runner_changed(self, status: AgentStatus) -> None:
         """A runner's status: it is alive, so its misses are forgiven; gone or draining, its offers go back."""
@@ -130,8 +160,9 @@ class Dispatcher:
         if left and spare:
             self._assign(left, runners, spare, counts, now, made, prefetch=True)
         if free:  # a free slot takes a job prefetched to a busy runner, once it has waited there a while
+            steal_after = STEAL_AFTER * self.current_lease() / self.lease  # longer when claims are slow
             prefetched = [r for r in order if (p := self.offers.get(r.job_id)) is not None and p.prefetch
-                          and now - (p.deadline - self.lease) >= STEAL_AFTER]
+                          and now - p.made >= steal_after]
             for record in prefetched:
                 if not free:
                     break
@@ -166,19 +197,26 @@ class Dispatcher:
         room[runner.agent_id] -= 1
         if room[runner.agent_id] <= 0:
             del room[runner.agent_id]
-        self.offers[record.job_id] = Pending(runner.agent_id, now + self.lease, record, prefetch)
+        lease = self.current_lease()
+        self.offers[record.job_id] = Pending(runner.agent_id, now + lease, record, prefetch, now)
         self.last_offered[runner.agent_id] = now
+        if not prefetch:  # a prefetched offer waits for a slot: its claim says nothing of the latency
+            self.sent.setdefault(record.job_id, {}).setdefault((runner.agent_id, record.version), now)
         self.offered += 1
         made.append(Offer(job_id=record.job_id, agent=record.agent, agent_id=runner.agent_id, epoch=runner.epoch,
-                          version=record.version, attempt=attempt_of(record), lease=self.lease))
+                          version=record.version, attempt=attempt_of(record), lease=lease))
 
     def _expire(self, now: float) -> None:
+        oldest = now - MAX_LEASE_FACTOR * self.lease
+        if self.sent and min(min(by.values()) for by in self.sent.values()) < oldest:
+            self.sent = {job_id: by for job_id, by in self.sent.items() if max(by.values()) >= oldest}
         for job_id, pending in list(self.offers.items()):
             if pending.deadline <= now:
                 del self.offers[job_id]
                 self.tried.setdefault(job_id, set()).add(pending.agent_id)
                 if not pending.prefetch:  # a busy runner may well let a prefetched offer lapse
                     self.misses[pending.agent_id] = self.misses.get(pending.agent_id, 0) + 1
+                    self.latencies.append(pending.deadline - pending.made)  # its claim, if any, comes later still
                 self.expired += 1
 
     def _slots(self, runners: Mapping[str, AgentStatus], held: list[JobRecord]) -> dict[str, tuple[int, int]]:
@@ -260,4 +298,4 @@ def claim_refusal(
     return None
 
 
-__all__ = ["DEFAULT_LEASE", "MAX_MISSES", "PREFETCH", "Dispatcher", "claim_refusal", "group_of"]
+__all__ = ["DEFAULT_LEASE", "LATENCY_FACTOR", "MAX_LEASE_FACTOR", "MAX_MISSES", "PREFETCH", "Dispatcher", "claim_refusal", "group_of"]

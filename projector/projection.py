@@ -10,6 +10,7 @@ read a job's log or record.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections import OrderedDict
 from datetime import datetime
@@ -311,6 +312,8 @@ class Projection(Admission):
     def _accept(self, staged: Batch, outcome: Accepted, topic: str, received_at: str) -> str | None:
         """Fold a valid event, or park it if its job is not submitted yet; the reason if refused."""
         job_id, event = outcome.job_id, outcome.event
+        if isinstance(event, ev.Claimed) and self.dispatcher is not None:
+            self.dispatcher.claim_seen(job_id, event.runner, event.expected_version, time.monotonic())  # how slow claims are now
         try:
             state = self.state(job_id)
         except CorruptLog as exc:

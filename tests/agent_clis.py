@@ -2,7 +2,7 @@
 
 They live under `MAM_AGENT_CLIS` (default /opt/mam-ci/agent-clis): the npm CLIs' commands in
 node_modules/.bin, aider in its own venv (aider/bin). A test that needs one it cannot find is skipped,
-except under CI=true, where it fails (as tests/test_schema_ajv.py does with Ajv).
+except under CI=true, where it fails (as tests/contract/test_schema_ajv.py does with Ajv).
 
 `RealCli.environment` writes the CLI's settings into a temporary HOME and returns the environment a
 runner needs for it; each setting is the one the CLI documents for a custom endpoint:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +18,12 @@ import pytest
 from hypothesis import settings
 
 from brokers import BROKERS, RunningBroker
-from support import processes_mentioning, scrub_environment, tree_snapshot
+from support import CHECKOUT, processes_mentioning, scrub_environment, tree_snapshot
 
 scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
 settings.load_profile("mam")
 
-CHECKOUT = Path(__file__).resolve().parent.parent
 _CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache")
 
 
@@ -111,3 +111,17 @@ def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
 def broker(request: pytest.FixtureRequest) -> RunningBroker:
     """Each real broker in turn (session-scoped; tests isolate by workspace id)."""
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 512 KiB tmpfs to fill up (skips where mounting needs a root this test does not have)."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip()}); needs root or CAP_SYS_ADMIN")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
-from test_runner_support import agent_runner
+from runner_support import agent_runner
 
 from mam.client.inbox import messages
 

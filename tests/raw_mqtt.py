@@ -105,7 +105,7 @@ async def until_admitted(port: int, timeout: float = 10) -> socket.socket:
             try:
                 return await anyio.to_thread.run_sync(connected, port)
             except (ConnectionError, AssertionError):
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # retrying the connect until the broker listens
 
 
 def descriptors_for(needed: int) -> int:

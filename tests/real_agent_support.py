@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agent_clis import RealCli
 from model_servers import Script, Served, serve
-from test_runner_support import agent_runner
+from runner_support import agent_runner
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id

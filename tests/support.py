@@ -16,6 +16,9 @@ import anyio
 from mam.client.inbox import messages
 from mam.contract.topics import Topics
 
+TESTS = Path(__file__).resolve().parent
+"""The suite's folder, where its data lives (agent_streams, corpus, mock_agent.py) whatever folder a test is in."""
+CHECKOUT = TESTS.parent
 BIN = Path(sys.executable).parent
 AMBIENT = ("WORKSPACE_ROOT", "DELEGATE_JOB_LOGS_DIR", "MAM_BROKER_URL")
 KEPT = ("MAM_ARTIFACTS_DIR",)

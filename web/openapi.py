@@ -2,7 +2,7 @@
 
 The job record's schema comes from the record's own type (`msgspec.json.schema_components`),
 so it cannot drift from what `GET /api/jobs/{id}` sends; the rest is written here, beside the
-handlers' modules, and `tests/test_dashboard_api.py` validates every response it gets against it.
+handlers' modules, and `tests/web/test_dashboard_api.py` validates every response it gets against it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the MCP SDK. The top parser holds a placeholder for every command (its name and 
 `mam --help` prints); `LazyCommands`, the subparsers action, swaps in the real subparser when argparse
 reaches the command: it imports the module of the command's group and calls its `register`, as a full
 parser (`build_parser()`, shell completion) does for every group up front. The help lines here are
-the ones `register` gives (tests/test_cli_layers.py checks they agree).
+the ones `register` gives (tests/codebase/test_cli_layers.py checks they agree).
 """
 
 from __future__ import annotations

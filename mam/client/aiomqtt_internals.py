@@ -85,7 +85,7 @@ PAHO_ATTRIBUTES: Attributes = {
 }
 """Every private name of aiomqtt's and paho's clients this module uses. pyproject.toml bounds both to the
 releases checked; `check` refuses to run on one that lacks any of them, so a rename fails loudly at start
-instead of dropping a patch silently (tests/test_aiomqtt_internals.py checks each patch took)."""
+instead of dropping a patch silently (tests/client/test_aiomqtt_internals.py checks each patch took)."""
 
 
 @functools.cache
@@ -288,7 +288,7 @@ def publish_nowait(client: aiomqtt.Client, topic: str, payload: bytes, *, retain
 
 def patches_applied(client: aiomqtt.Client) -> dict[str, bool]:
     """Which of `streamline`'s patches `client` carries (the DEBUG log one counts as carried when paho's
-    logger is enabled for DEBUG, where it is left out on purpose); tests/test_aiomqtt_internals.py."""
+    logger is enabled for DEBUG, where it is left out on purpose); tests/client/test_aiomqtt_internals.py."""
     inner = _paho(client)
     logger = inner._logger
     return {

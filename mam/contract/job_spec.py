@@ -6,7 +6,7 @@ help text, its `mam submit` flag and which front ends take it. From them come
 the body `POST /api/jobs` decodes (`JobSpec` itself), the OpenAPI request
 schema and the MCP `submit_job` arguments (`option_schema`), and the event all
 of them publish (`submitted`); `Publisher.submit` takes the same keywords, and
-`tests/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
+`tests/contract/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
 
 Adding an option: a field on `JobSpec` and on `events.Submitted`, an entry in
 `OPTIONS`, and its line in `submitted`.
@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from mam.contract import events as ev
+from mam.contract.arg_limits import at_most, schema_limit
 from mam.contract.errors import UsageError
 from mam.contract.events import LABEL_KEY_PATTERN, MODEL_PATTERN
 from mam.contract.ids import JOB_ID_PATTERN
@@ -155,6 +156,22 @@ def _schemas() -> dict[str, dict[str, Any]]:
     return plain
 
 
+_UNITS: Final = {"after": "jobs", "labels": "labels"}
+"""What a list option's items are called in its refusal (`after: 10000 jobs given; the limit is 64`)."""
+
+
+@cache
+def _most() -> dict[str, int]:
+    """The options with a bounded length (a list or a map) and the bound."""
+    out: dict[str, int] = {}
+    for name in OPTIONS:
+        try:
+            out[name] = schema_limit(JobSpec, name)
+        except LookupError:
+            pass
+    return out
+
+
 @cache
 def _field_types() -> dict[str, Any]:
     return get_type_hints(JobSpec, include_extras=True)
@@ -164,6 +181,8 @@ def check_value(name: str, value: object) -> object:
     """`value` as option `name` takes it; `UsageError` naming the option (`priority: 5000: Expected `int` <= 1000`)."""
     if name not in OPTIONS:
         raise UsageError(f"{name}: not a job option (the options: {', '.join(OPTIONS)})")
+    if isinstance(value, list | dict) and name in _most():  # by count first: 10,000 ids are not echoed
+        at_most(name, value, _most()[name], _UNITS.get(name, "items"))
     try:
         return msgspec.convert(value, type=_field_types()[name])
     except msgspec.ValidationError as exc:

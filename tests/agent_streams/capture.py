@@ -1,4 +1,4 @@
-"""Record what the real agent CLIs print, for the parser tests (tests/test_agent_formats.py): each CLI runs as its
+"""Record what the real agent CLIs print, for the parser tests (tests/agents/test_agent_formats.py): each CLI runs as its
 built-in profile does, in a scratch directory with two files, against a scripted model server (tests/model_servers),
 and its stdout is saved here as NAME.jsonl. Run again after a CLI's pin moves (.ci/agent-clis):
 

@@ -1,0 +1,23 @@
+"""A broker-free client double for the runner's unit tests (records what is published)."""
+
+from __future__ import annotations
+
+import aiomqtt
+import anyio
+
+
+class FakeClient:
+    """Records publishes in call order; acknowledges each after a checkpoint; breaks at the `fail_at`-th."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.calls: list[bytes] = []
+        self.acked: list[bytes] = []
+        self.fail_at = fail_at
+
+    async def publish(self, topic: str, payload: bytes, *, qos: int, timeout: float) -> None:
+        assert qos == 1 and topic.endswith("/events")
+        self.calls.append(payload)
+        await anyio.sleep(0)  # a loop turn, as a real publish yields
+        if self.fail_at is not None and len(self.calls) >= self.fail_at:
+            raise aiomqtt.MqttError("the broker went away")
+        self.acked.append(payload)
