@@ -44,17 +44,34 @@ def run(directory: Path, *args: str, timeout: float = GIT_TIMEOUT, env: Mapping[
 
     `GitError` only when git did not run to an exit code: `missing` when git is
     not on PATH, else `git CMD did not finish within Ns` or `git CMD failed: why`.
-    `env` defaults to `git_env()`; `options` go before `-C` (`-c key=value`)."""
+    `env` defaults to `git_env()`; `options` go before `-C` (`-c key=value`). git
+    runs in a session of its own, so a timeout stops it and whatever it started
+    (a hook, an alias, a credential helper) together."""
     argv = ["git", *options, "-C", str(directory), *args]
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=git_env() if env is None else dict(env), stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, env=git_env() if env is None else dict(env), start_new_session=True)
     except FileNotFoundError:
         raise GitError(missing) from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {_command(args)} did not finish within {timeout:g}s") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
         raise GitError(f"git {_command(args)} failed: {exc}") from None
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc)
+            proc.communicate()
+            raise GitError(f"git {_command(args)} did not finish within {timeout:g}s") from None
+        except BaseException:  # interrupted: git and what it started go too
+            _stop_group(proc)
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _stop_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def git(directory: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT,
@@ -91,8 +108,7 @@ def read_capped(directory: Path, *args: str, cap: int, timeout: float = GIT_TIME
         raise GitError(f"git {_command(args)} failed: {exc}") from None
 
     def stop() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop_group(proc)
 
     timed_out = threading.Event()
 
