@@ -26,11 +26,9 @@ A claim the projector refuses (on `rejected`, naming the claim's event id)
 frees its slot at once: a claim made from a stale retained state (a broker
 restarted from an old snapshot) never holds `--concurrency` for good.
 
-The jobs do not depend on the connection. Every event goes into an ordered
-outbox (`outbox.py`) that one connection at a time drains; when the broker
-goes away the jobs keep running, the runner reconnects with backoff (0.5 s
-doubling to 5 s), announces itself online again with the same epoch, reads
-the states again, and sends what the outbox holds, oldest first.
+Its parts: `runner_link.py` keeps it connected and present (the jobs do not depend on the
+connection), `key_trust.py` takes a pinned projector key, `runner_lifetime.py` serves and then
+drains on a signal; this module holds the claim policy: what it claims, when, and what it starts.
 
 A broker's acknowledgement is not enough (`receipts.py`): a broker that forgets
 (no persistence) acknowledges what it then drops, before the projector has
@@ -39,18 +37,6 @@ outcome, release) is kept until the job's signed state shows it recorded;
 when the projector announces itself online (on each connection, or after it
 was offline or restarted) everything still kept is sent again, and an event
 unconfirmed for `RESEND_AFTER` seconds (doubling) is sent again meanwhile.
-
-SIGINT/SIGTERM stop it gracefully (`drain.py` turns the signals into
-`stop()` and `release_now()`): it claims nothing more and says `draining` in
-its status, and its running jobs get `drain_timeout` seconds to finish. What
-still runs then, or at a second signal, is released back to the queue (the
-`released` event, signed: the job is `submitted` again for any runner, the
-attempt kept in `attempts`); a job submitted with `--no-requeue` is stopped
-and handed back `failed` instead. A claim that lands while it stops is
-released at once. Then the outbox is flushed (for a bounded time), the
-projector is given `CONFIRM_TIMEOUT` seconds to record what is kept (a
-warning counts the events it did not), the status goes `offline`, and it
-disconnects.
 """
 
 from __future__ import annotations
@@ -61,37 +47,32 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import aiomqtt
 import anyio
 import anyio.abc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from msgspec import UNSET
 
 from mam.agents.job_broker import DEFAULT_MODE, JobBroker
 from mam.agents.job_env import ProfileEnv
-from mam.agents.outbox import WINDOW, Outbox, Wakeup
+from mam.agents.job_setup import Ending, Settings
+from mam.agents.outbox import Outbox, Wakeup
 from mam.agents.resender import Resender
 from mam.agents.retry_wait import Alarm, seconds_until_claimable
+from mam.agents.runner_lifetime import DRAIN_TIMEOUT, RunnerLifetime
 from mam.agents.state_follow import StateFollow
-from mam.agents.supervisor import Ending, Settings, Supervisor
-from mam.client.failover import Rotation, subscribe_required
-from mam.client.inbox import messages
-from mam.client.mqtt import make_client, unreachable
+from mam.agents.supervisor import Supervisor
+from mam.client.failover import Rotation
 from mam.contract import events as ev
 from mam.contract import routing
 from mam.contract.attempts import attempt_of
 from mam.contract.broker_list import Brokers
-from mam.contract.errors import MamError, UsageError
-from mam.contract.identity import STATUS_CONTEXT, RunnerKey
+from mam.contract.identity import RunnerKey
 from mam.contract.ids import validate_agent_id
 from mam.contract.offers import Offer, read_offer
-from mam.contract.presence import DRAINING
 from mam.contract.record import JobRecord, Status
-from mam.contract.signing import StateReader, fingerprint, public_key_from_b64
-from mam.contract.status import AgentStatus, decode_projector_status, encode
+from mam.contract.signing import StateReader
+from mam.contract.status import decode_projector_status
 from mam.contract.timefmt import utc_now_iso
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
@@ -99,21 +80,9 @@ from mam.git.worktree import Worktrees
 
 log = logging.getLogger("mam.agent")
 
-RETRY_MIN = 0.5
-RETRY_MAX = 5.0
-KEEPALIVE = 10
-FLUSH_TIMEOUT = 10.0
-"""On stop, how long to wait for the broker to take the events still in the outbox."""
-CONFIRM_TIMEOUT = 10.0
-"""On stop, how long then to wait for the projector to record the events kept for it (`receipts.py`)."""
 OFFER_MARGIN = 0.8
 """An offer is claimed only within this share of its lease (counted from when it arrived, the projector's from
 when it sent it)."""
-DRAIN_TIMEOUT = 300.0
-"""How long a stopping runner lets its running jobs finish before it releases them to the queue.
-An agent job runs minutes, not seconds, and its tokens are paid for: five minutes lets most finish
-(Kubernetes' 30 s terminationGracePeriod suits requests, not such jobs); a deploy that cannot wait
-passes a shorter `--drain-timeout`, and a second signal releases them at once."""
 
 
 def default_agent_id(agent: str) -> str:
@@ -121,7 +90,9 @@ def default_agent_id(agent: str) -> str:
     return validate_agent_id(f"{agent}-{host}-{os.getpid()}")
 
 
-class Runner:
+class Runner(RunnerLifetime):
+    """Claims jobs for one agent name and runs each under a `Supervisor` (see the module)."""
+
     def __init__(
         self,
         workspace: Workspace,
@@ -226,223 +197,6 @@ class Runner:
         self._follow: StateFollow | None = None
         """This connection's state subscriptions (`state_follow.py`)."""
         self._status_version = 0
-
-    def status(self, status: str) -> AgentStatus:
-        return AgentStatus(
-            status=status,  # type: ignore[arg-type]
-            agent=self.agent,
-            agent_id=self.agent_id,
-            epoch=self.epoch,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            started_at=self.started_at,
-            concurrency=self.concurrency,
-            jobs=sorted(self.active),
-            updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
-            runner_key=self.key.public,
-            state=DRAINING if self.stopping else UNSET,
-            **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
-            **({"offers": True} if self.take_offers else {}),  # type: ignore[arg-type]
-            **({"labels": self.labels} if self.labels else {}),  # type: ignore[arg-type]
-        )
-
-    def status_payload(self, status: str) -> bytes:
-        """The retained status (or will), signed: only it can end this instance's jobs."""
-        return self.key.sign(encode(self.status(status)), STATUS_CONTEXT)
-
-    def stop(self) -> None:
-        """Drain: claim nothing more, let the running jobs finish for `drain_timeout` (the first signal)."""
-        self._stop_asked.set()
-
-    def release_now(self) -> None:
-        """Release the running jobs to the queue now, without waiting for the drain's end (a second signal)."""
-        self._stop_asked.set()
-        self._release_asked = True
-        self._changed.notify()
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until `stop()` or a cancel, then stop in order (see the module doc)."""
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._serve, stop, task_status)
-            try:
-                await self._stop_asked.wait()
-            finally:
-                stop.set()
-
-    async def _serve(self, stop: anyio.Event, task_status: anyio.abc.TaskStatus[None]) -> None:
-        # Shielded: the caller's cancel only sets `stop`; the shutdown sequence below decides what ends when.
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as jobs:
-                self._jobs = jobs
-                async with anyio.create_task_group() as link:
-                    link.start_soon(self._stay_connected, task_status)
-                    await stop.wait()
-                    await self._shutdown()
-                    link.cancel_scope.cancel()
-
-    async def _shutdown(self) -> None:
-        self.stopping = True
-        self.queued.clear()
-        self.offered.clear()
-        self.alarm.cancel()
-        self._status_changed()  # `draining`
-        if self.active or self.claiming:
-            log.info("draining: claiming nothing more; %d running job(s) get %gs to finish, then are released to "
-                     "the queue (a second signal releases them now)", len(self.active), self.drain_timeout)
-            with anyio.move_on_after(self.drain_timeout):
-                await self._changed.until(lambda: self._release_asked or not (self.active or self.claiming))
-        if self.active:
-            why = "was signalled twice" if self._release_asked else f"drained for {self.drain_timeout:g}s"
-            reason = f"runner {self.agent_id} stopped ({why}) before the job finished"
-            log.info("releasing %d running job(s) to the queue: %s", len(self.active), why)
-            for job in self.active.values():
-                job.release(reason)
-        await self._changed.until(lambda: not self.active)
-        with anyio.move_on_after(FLUSH_TIMEOUT):
-            await self._changed.until(lambda: not self.claiming)
-            await self.outbox.drained()
-        if self.outbox:
-            log.warning("stopping with %d event(s) the broker never acknowledged", len(self.outbox))
-            return
-        await self.resender.confirmed(CONFIRM_TIMEOUT)
-
-    async def _stay_connected(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
-        connected_once = False
-        delay = RETRY_MIN
-        while True:
-            error: BaseException | None = None
-            connected = False
-            try:
-                async with self._connection() as client:
-                    connected = True
-                    if not connected_once:
-                        connected_once = True
-                        task_status.started()
-                        log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
-                    else:
-                        log.info("reconnected to %s; %d event(s) to send", self.rotation.where(), len(self.outbox))
-                    delay = RETRY_MIN
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(self.outbox.send, client)
-                        tg.start_soon(self._publish_status, client)
-                        tg.start_soon(self.resender.run)
-                        tg.start_soon(self._follow_states, client)
-                        await self._listen(client)
-            except* aiomqtt.MqttError as group:
-                error = group.exceptions[0]
-            if not connected_once:
-                raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
-            if connected:
-                log.warning("lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs",
-                            self.rotation.where(), error, delay)
-            else:
-                log.warning("cannot reach the broker at %s (%s); retrying in %.1fs", self.broker.url, error, delay)
-            await anyio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
-        """A connection with the runner's will, announced online and subscribed to the states."""
-        status_topic = self.topics.agent_status(self.agent_id)
-        will = aiomqtt.Will(status_topic, self.status_payload("offline"), qos=1, retain=True)
-        client = await self.rotation.open(
-            lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
-        )
-        self.resender.connected()
-        try:
-            if self.states.key is None:
-                await self._learn_key(client)
-            # The projector's status before the states (its key may verify them; it says whether it offers
-            # jobs), refusals for the claims, and this instance's offers: subscribed before the status is
-            # announced, which says whether it takes offers (not when the broker refuses it their topic).
-            topics = [self.topics.projector_status, self.topics.rejected, self.topics.agent_offers(self.agent_id)]
-            granted = await client.subscribe([(topic, 1) for topic in topics])
-            self._offers_granted(granted)
-            await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
-            if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
-                await subscribe_required(client, self.topics.all_states)
-            self._follow = StateFollow(self.topics, all_states=not self.by_offer)
-            yield client
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                try:
-                    if self.stopping:
-                        await client.publish(status_topic, self.status_payload("offline"), qos=1, retain=True)
-                    await client.__aexit__(None, None, None)
-                except aiomqtt.MqttError:
-                    pass
-            self.rotation.lost()
-
-    async def _publish_status(self, client: aiomqtt.Client) -> None:
-        """Keep the retained online status current (the jobs it holds) on this connection."""
-        published = self._status_version
-        while True:
-            def moved(seen: int = published) -> bool:
-                return self._status_version != seen
-
-            await self._changed.until(moved)
-            version = self._status_version
-            topic = self.topics.agent_status(self.agent_id)
-            await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
-            published = version
-
-    async def _follow_states(self, client: aiomqtt.Client) -> None:
-        """Keep this connection's state subscriptions to what the runner needs (`state_follow.py`)."""
-        follow = self._follow
-        assert follow is not None
-        while True:
-            await self._changed.until(lambda: follow.differs(self.by_offer, self._followed))
-            await follow.sync(client, self.by_offer, self._followed())
-
-    def _followed(self) -> set[str]:
-        """The jobs whose states matter to a runner taking offers: offered, claimed, run or awaited here."""
-        return {*self.active, *self.claiming, *self.offered, *self.outbox.receipts.by_job()}
-
-    def _status_changed(self) -> None:
-        self._status_version += 1
-        self._changed.notify()
-
-    async def _learn_key(self, client: aiomqtt.Client) -> None:
-        """Take the projector's key from its retained status, only if it has the pinned fingerprint.
-
-        A different key is a wrong `--projector-key`: the runner refuses to go on (exit 2)."""
-        topic = self.topics.projector_status
-        log.info("waiting for the projector of workspace %s to announce key %s", self.workspace.id, self.pinned)
-        await client.subscribe(topic, qos=1)
-        async for message in messages(client):
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            status = decode_projector_status(payload) if str(message.topic) == topic else None
-            if status is None or status.public_key is None:
-                continue
-            try:
-                key = public_key_from_b64(status.public_key)
-            except ValueError:
-                continue
-            if fingerprint(key) != self.pinned:
-                raise UsageError(
-                    f"--projector-key {self.pinned}: the projector of workspace {self.workspace.id} announces key "
-                    f"{fingerprint(key)}; pass the fingerprint it logs at start, or its projector.pub file"
-                )
-            self.states.key = key
-            log.info("states are verified with the projector's key %s", self.pinned)
-            await client.unsubscribe(topic)
-            return
-        raise aiomqtt.MqttError("the broker closed the connection")
-
-    async def _listen(self, client: aiomqtt.Client) -> None:
-        async for message in messages(client):
-            if self.states.key is None:
-                continue  # never: states are subscribed to once the key is known
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            try:
-                await self._on_message(client, str(message.topic), payload)
-                self._changed.notify()  # what it follows may have changed
-            except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
-                raise
-            except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped
-                log.warning("skipped a message on %s: %s: %s", message.topic, type(exc).__name__, exc)
 
     async def _on_message(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
         """A state, a refusal, or the projector's status (a key to follow)."""

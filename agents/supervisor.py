@@ -20,9 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from enum import Enum
 from functools import partial
 
 import anyio
@@ -33,77 +30,25 @@ from mam.agents.formats import Transcript, parser_for
 from mam.agents.formats.verdict import usage_of, verdict
 from mam.agents.gave_up import gave_up
 from mam.agents.idle import IdleClock, Progress
-from mam.agents.job_args import job_arguments, with_options
-from mam.agents.job_broker import JobBroker
-from mam.agents.job_env import ProfileEnv, job_environment
+from mam.agents.job_clocks import JobClocks
+from mam.agents.job_env import job_environment
+from mam.agents.job_setup import Ending, Settings, job_command
 from mam.agents.key_check import missing_key
 from mam.agents.output import OutputStreamer, TextFilter
-from mam.agents.permissions import job_level, with_level
 from mam.agents.process import AgentProcess, spawn
-from mam.agents.profiles import render
 from mam.agents.stack_traces import StackTraces
 from mam.contract import events as ev
-from mam.contract import waiting
 from mam.contract.attempts import attempt_of
-from mam.contract.record import JobRecord, Status
-from mam.contract.workspace import Workspace
+from mam.contract.record import JobRecord
 from mam.git.provenance import git_info
-from mam.git.worktree import JobTree, Saved, WorktreeError, Worktrees
+from mam.git.worktree import JobTree, Saved, WorktreeError
 
 log = logging.getLogger("mam.agent")
 
-Put = Callable[[str, ev.AnyEvent, int], object]
-"""The runner's outbox: (job id, event, the attempt it belongs to)."""
+class Supervisor(JobClocks):
+    """One claimed job, start to finish (see the module)."""
 
 
-class Ending(Enum):
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed out"
-    STOPPING = "runner stopping"
-    """Handed back `failed`: a job submitted with `--no-requeue`, or one whose release was refused."""
-    RELEASED = "released to the queue"
-    """The runner stops before the job finished: `released`, and the agent stopped once the registry took it."""
-    OVER_BUDGET = "over its budget"
-    """The agent's stream reported more tokens or cost than the job's budget: `failed`, the reason naming it."""
-    ENDED_ELSEWHERE = "ended in the registry"
-    """The registry already holds an outcome (lost, or one someone else published): nothing more to report."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What every job of one runner shares."""
-
-    workspace: Workspace
-    runner_id: str
-    argv: list[str]
-    heartbeat: float
-    kill_grace: float
-    put: Put
-    room: Callable[[], Awaitable[None]]
-    worktrees: Worktrees | None = None
-    """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
-    output_format: str | None = None
-    """The profile's `format`: the agent's stdout is read by that parser (`formats/`); None for a plain command."""
-    permissions: dict[str, list[str]] | None = None
-    """The profile's permission levels and their arguments (`permissions.py`); None: the command runs as it is."""
-    ceiling: str | None = None
-    """The runner's `--permissions`: the level of a job that asks none, and the most one may ask."""
-    options: dict[str, list[str]] | None = None
-    """The profile's job options: how its CLI takes a job's model, turn limit and resumed session (`job_args.py`)."""
-    profile_env: ProfileEnv | None = None
-    """The profile's variables for every job and per permission level (`job_env.py`)."""
-    broker_url: str | None = None
-    """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
-    environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
-    also from a host other than the projector's. Unused when `job_broker` is given."""
-    job_broker: JobBroker | None = None
-    """What `MAM_BROKER_URL` a job gets (`mam-agent --job-login`): a login of its own where the broker takes one."""
-    idle_timeout: float | None = None
-    """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
-    None: never."""
-
-
-class Supervisor:
     def __init__(self, record: JobRecord, settings: Settings) -> None:
         self._record_changed = anyio.Event()
         self.record = record
@@ -204,25 +149,8 @@ class Supervisor:
 
     def _argv(self) -> list[str] | str:
         """The job's command, its permission level's arguments in place; or why it cannot run here."""
-        settings = self.settings
-        asked = self.record.permissions or None
-        level, refused = job_level(asked, settings.ceiling, runner=settings.runner_id)
-        if refused is not None:
-            return refused
-        levels = settings.permissions or {}
-        self.level = level
-        if level is not None and level not in levels:
-            return (f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
-                    f"level (it has: {', '.join(levels)})")
-        template = with_level(settings.argv, levels.get(level, []) if level else [])
-        own = job_arguments(self.record, settings.options, runner=settings.runner_id)
-        if isinstance(own, str):
-            return own
-        extra, skipped = own
-        if skipped:
-            log.info("job %s: its command has no %s option; running without it", self.job_id, ", ".join(skipped))
-        # rendered first: a job's own values (a session id) are never read as placeholders
-        return with_options(render(template, job_id=self.job_id, workspace=settings.workspace.id), extra)
+        argv, self.level = job_command(self.record, self.settings)
+        return argv
 
     async def run(self) -> None:
         argv = self._argv()
@@ -386,54 +314,6 @@ class Supervisor:
             await anyio.sleep(self.settings.heartbeat)
             seq += 1
             self._put(ev.Heartbeat(runner=self.settings.runner_id, seq=seq))
-
-    @property
-    def record(self) -> JobRecord:
-        return self._record
-
-    @record.setter
-    def record(self, record: JobRecord) -> None:
-        """The runner hands over each newer state of the job; `_deadline` looks at every one."""
-        self._record = record
-        self._record_changed.set()
-        self._record_changed = anyio.Event()
-
-    async def _deadline(self, timeout: float) -> None:
-        """Stop the job once it has run `timeout` seconds, its waits for a person not counted: while its
-        state is `waiting` the deadline stands still, and each ended wait (`waited`) moves it on."""
-        started = anyio.current_time()
-        while True:
-            changed = self._record_changed
-            if self.record.status is Status.WAITING:
-                await changed.wait()
-                continue
-            left = started + timeout + waiting.waited(self.record) - anyio.current_time()
-            if left <= 0:
-                break
-            with anyio.move_on_after(left):
-                await changed.wait()
-        if self.ending is None:
-            log.info("job %s: timed out after %gs; stopping it", self.job_id, timeout)
-        self.stop(Ending.TIMED_OUT)
-
-    async def _idle(self, clock: IdleClock) -> None:
-        """Stop the job once its agent has made no progress for `clock.limit` seconds; while the job waits for
-        a person the clock stands still, and it starts again when the wait ends."""
-        while True:
-            changed = self._record_changed
-            if self.record.status is Status.WAITING:
-                await changed.wait()
-                clock.progress()
-                continue
-            left = clock.left()
-            if left <= 0:
-                break
-            with anyio.move_on_after(left):
-                await changed.wait()
-        if self.ending is None:
-            self.timeout_reason = clock.reason()
-            log.info("job %s: %s; stopping it", self.job_id, self.timeout_reason)
-        self.stop(Ending.TIMED_OUT)
 
     def _usage_so_far(self) -> ev.Usage | UnsetType:
         """What the agent's stream reported using until now (a job stopped before its result still used

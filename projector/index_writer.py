@@ -22,143 +22,46 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Final
 
 import msgspec
 
 from mam.contract.record import JobRecord, Status, decode_record
-from mam.contract.timefmt import utc_now_iso
 from mam.projector.dirs import Dir
-from mam.projector.lock import tampered
+from mam.projector.index_builder import (
+    Builder,
+    build_in,
+    connect,
+    mark_read,
+    new_generation,
+    records_of,
+    refuse_links,
+)
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 from mam.registry.index_position import DirtyState, Position, read_meta, staleness
 from mam.registry.index_schema import (
     COMPANIONS,
     INDEX_NAME,
-    INDEXES,
     JOB_COLUMNS,
     MUTABLE_COLUMNS,
-    SCHEMA,
-    SCHEMA_VERSION,
     job_values,
     label_values,
     update_values,
 )
-from mam.registry.nofollow import PathRefused
 
 log = logging.getLogger("mam.projector")
 
 TMP_NAME: Final = f"{INDEX_NAME}.tmp"
-BUILD_CHUNK: Final = 2_000
 _UPSERT: Final = (
     f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * len(JOB_COLUMNS))}) "
     f"ON CONFLICT (job_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in JOB_COLUMNS[1:])
 )
 _UPDATE: Final = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in MUTABLE_COLUMNS)} WHERE job_id = ?"
-_INSERT: Final = f"INSERT OR REPLACE INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * len(JOB_COLUMNS))})"
 _TERMINAL: Final = tuple(s.value for s in Status if s.terminal)
-
-
-def new_generation() -> str:
-    return secrets.token_hex(8)
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-
-
-def _refuse_links(directory: Dir, name: str) -> None:
-    """Raise `TamperedWorkspace` if the index or a companion of it is a link or not a regular file."""
-    try:
-        for suffix in ("", *COMPANIONS):
-            directory.refuse_other(f"{name}{suffix}")
-    except PathRefused as exc:
-        raise tampered(exc) from None
-
-
-def _remove_with_companions(directory: Dir, name: str) -> None:
-    for suffix in (*COMPANIONS, ""):
-        directory.unlink(f"{name}{suffix}")
-
-
-class Builder:
-    """A whole index written afresh as `name` in `directory` (a temp name, or a staging registry):
-    rows in bulk, the secondary indexes after them, no journal (a half-built file is never used)."""
-
-    def __init__(self, directory: Dir, name: str) -> None:
-        _refuse_links(directory, name)
-        _remove_with_companions(directory, name)
-        self.directory, self.name = directory, name
-        os.close(directory.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # SQLite would make it 0644
-        self.conn = _connect(directory.join(name))
-        self.conn.execute("PRAGMA journal_mode=OFF")
-        self.conn.execute("PRAGMA synchronous=OFF")
-        self.conn.executescript(SCHEMA)
-        self.conn.execute("BEGIN")
-        self._jobs: list[tuple[object, ...]] = []
-        self._labels: list[tuple[str, str, str]] = []
-        self.count = 0
-
-    def add(self, job_id: str, record: JobRecord) -> None:
-        self._jobs.append(job_values(job_id, record))
-        if record.labels:
-            self._labels += label_values(job_id, record)
-        self.count += 1
-        if len(self._jobs) >= BUILD_CHUNK:
-            self._flush()
-
-    def _flush(self) -> None:
-        self.conn.executemany(_INSERT, self._jobs)
-        self.conn.executemany("INSERT OR REPLACE INTO job_labels (job_id, key, value) VALUES (?, ?, ?)", self._labels)
-        self._jobs, self._labels = [], []
-
-    def finish(self, position: Position) -> None:
-        """Write the position, make the secondary indexes, switch to WAL, and make it durable."""
-        self._flush()
-        _write_meta(self.conn, position, built_at=utc_now_iso())
-        self.conn.execute("COMMIT")
-        self.conn.executescript(INDEXES)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.close()
-        fd = self.directory.open(self.name, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def abandon(self) -> None:
-        self.conn.close()
-        _remove_with_companions(self.directory, self.name)
-
-
-def _mark_read(conn: sqlite3.Connection) -> None:
-    """Begin and end a read at the end of the WAL, so a slot of the `-shm` file marks it: a reader
-    then finds that mark and takes a shared lock on it, writing nothing (SQLite's `walTryBeginRead`),
-    so reading the index changes no file, not even the `-shm`'s time."""
-    conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
-
-
-def _write_meta(conn: sqlite3.Connection, position: Position, **extra: str) -> None:
-    values = {"schema": str(SCHEMA_VERSION), "generation": position.generation, "sequence": str(position.sequence)}
-    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [*values.items(), *extra.items()])
-
-
-def records_of(registry: Registry) -> Iterator[tuple[str, JobRecord]]:
-    """Every record in the registry that decodes, by name (links are not read)."""
-    for name, is_link in registry.names():
-        if is_link:
-            continue
-        try:
-            data = registry.read_bytes(name)
-            if data is not None:
-                yield name, decode_record(data)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
 
 
 class IndexWriter:
@@ -179,8 +82,8 @@ class IndexWriter:
         thread); return what was done, for the log."""
         directory = self.registry.dir(create=True)
         assert directory is not None
-        _refuse_links(directory, INDEX_NAME)
-        _refuse_links(directory, TMP_NAME)
+        refuse_links(directory, INDEX_NAME)
+        refuse_links(directory, TMP_NAME)
         self.close()
         registry_at = self.dirty.position
         meta: dict[str, str] = {}
@@ -209,11 +112,11 @@ class IndexWriter:
         return f"rebuilt from {count} record(s) ({why})"
 
     def _open(self, directory: Dir) -> sqlite3.Connection:
-        conn = _connect(directory.join(INDEX_NAME))
+        conn = connect(directory.join(INDEX_NAME))
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            _mark_read(conn)
+            mark_read(conn)
         except BaseException:
             conn.close()
             raise
@@ -297,7 +200,7 @@ class IndexWriter:
                 conn.executemany("DELETE FROM jobs WHERE job_id = ?", [(j,) for j in gone])
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sequence', ?)", (str(position.sequence),))
             conn.execute("COMMIT")
-            _mark_read(conn)
+            mark_read(conn)
         except sqlite3.Error as exc:
             self._drop(exc)
         self.position = position
@@ -383,21 +286,6 @@ def _exists(directory: Dir, name: str) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-def build_in(directory: Dir, records: Iterable[tuple[str, JobRecord]]) -> Position:
-    """A whole index for the registry being built in `directory` (`mam rebuild`'s staging dir),
-    under a new generation; the caller makes the directory durable and writes the position."""
-    position = Position(new_generation(), 0)
-    builder = Builder(directory, INDEX_NAME)
-    try:
-        for job_id, record in records:
-            builder.add(job_id, record)
-        builder.finish(position)
-    except BaseException:
-        builder.abandon()
-        raise
-    return position
 
 
 __all__ = ["Builder", "IndexWriter", "build_in", "new_generation", "records_of"]

@@ -20,27 +20,25 @@ import msgspec
 
 from mam.contract import cascade, fleet_limits, runner_trust, tree_budget
 from mam.contract import events as ev
-from mam.contract.record import JobRecord, Status, decode_record
+from mam.contract.record import JobRecord, Status
 from mam.contract.resume_check import resume_refusal
 from mam.contract.status import AgentStatus
 from mam.contract.timefmt import iso, utc_now, utc_now_iso
 from mam.contract.topics import Kind, Topics
 from mam.contract.workspace import Workspace
 from mam.projector import retention
+from mam.projector.admission import Admission
 from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
 from mam.projector.budget_trees import BudgetTrees
 from mam.projector.delegation import DelegationLimits, load_limits
-from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import Dependents
-from mam.projector.dependencies import check as check_after
 from mam.projector.dirs import job_refusal, warn_once
-from mam.projector.dispatch import Dispatcher, claim_refusal, group_of
+from mam.projector.dispatch import Dispatcher
 from mam.projector.handling import PASSED_THROUGH, HandlingFailed, payload_of, presence
 from mam.projector.handling import checked as checked_ingest
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.heartbeat_order import HeartbeatOrder
-from mam.projector.holding import Holding
 from mam.projector.identity import event_refusal
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
@@ -48,8 +46,8 @@ from mam.projector.ingest import Accepted, excerpt, parse_topic
 from mam.projector.liveness import OPEN, HeldWills, Limits, on_clock, on_runner_status, parse_time
 from mam.projector.parking import PARKABLE, ParkedEntry, Parking, ParkLimits
 from mam.projector.registry import Registry, record_bytes
+from mam.projector.registry_scan import scan_registry
 from mam.projector.replay import CorruptLog, JobState, replay
-from mam.projector.retention_sweep import refusal as prune_refusal
 from mam.projector.retries import on_retrying
 from mam.registry.nofollow import PathRefused
 
@@ -65,7 +63,7 @@ class Message(Protocol):
     def retain(self) -> bool: ...
 
 
-class Projection(Holding):
+class Projection(Admission):
     def __init__(
         self,
         workspace: Workspace,
@@ -147,7 +145,7 @@ class Projection(Holding):
             waits = [r for r in found if r.status in wait_statuses]
         else:
             tree: dict[str, set[str]] = {}
-            self.open_jobs, self.children, everything = _scan_registry(self.registry, keep_all, waits, tree)
+            self.open_jobs, self.children, everything = scan_registry(self.registry, keep_all, waits, tree)
             self.budget_trees.from_scan(tree)
         self.dependents.load(r for r in waits if r.status is Status.BLOCKED)
         if self.dispatcher is not None:
@@ -368,79 +366,6 @@ class Projection(Holding):
         self._release(staged, state, job_id, received_at)
         return None
 
-    def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
-        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
-            return None
-        open_children = len(self.children.get(event.parent, ()))
-        return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
-
-    def _routing_refusal(self, staged: Batch, state: JobState, event: ev.AnyEvent) -> str | None:
-        """A claim of a submitted job by a runner without a label it requires, or past a fleet limit."""
-        record = state.record
-        if not isinstance(event, ev.Claimed) or record is None or record.status is not Status.SUBMITTED:
-            return None
-        if event.expected_version is not None and event.expected_version != record.version:
-            return None  # the fold refuses it anyway, for its version
-
-        def held() -> list[JobRecord]:
-            current = {**self.open_jobs, **staged.records}  # this batch's claims count too
-            return [r for r in current.values() if r.status in OPEN]
-
-        return claim_refusal(record, event.runner, self.runners, self.fleet_limits, held)
-
-    def _group(self, record: JobRecord) -> str:
-        return group_of(record, self._root)
-
-    def _root(self, record: JobRecord) -> str:
-        """The job's delegation root (as far as the records go), remembered per job."""
-        chain = [record.job_id]
-        parent = record.parent
-        root = record.job_id
-        while parent is not None and len(chain) <= 64:
-            known = self._roots.get(parent)
-            if known is not None:
-                root = known
-                break
-            parent_record = self._record(parent)
-            if parent_record is None:
-                root = parent
-                break
-            chain.append(parent)
-            root, parent = parent, parent_record.parent
-        if len(self._roots) > 100_000:
-            self._roots.clear()
-        for job_id in chain:
-            self._roots[job_id] = root
-        return root
-
-    def _budget_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """A first submit under a root whose tree budget is spent (`mam.contract.tree_budget`)."""
-        if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
-            return None
-        return tree_budget.refusal(job_id, event.parent, self.budget_trees.of, self._record)
-
-    def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
-        """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""
-        queued, self.prunes = self.prunes, []
-        if queued and retention.links_refusal(self.log, self.registry) is not None:
-            return []  # a link where pruning writes (said once): the next sweep tries again
-        return [(job_id, event) for job_id, event in queued
-                if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None]
-
-    def _prune_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """A `pruned` event for a finished job with an unfinished job under it."""
-        if not isinstance(event, ev.Pruned):
-            return None
-        found = prune_refusal(job_id, state.record, self.children, self._record)
-        return found or retention.links_refusal(self.log, self.registry)
-
-    def _dependency_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
-        """A first submit naming jobs to run after: each must be known."""
-        if not isinstance(event, ev.Submitted) or not event.after or state.record is not None:
-            return None
-        return check_after(job_id, event.after, self._record)
-
     def _known(self, job_id: str) -> JobState | None:
         """`state`, or `None` for a job whose log does not fold or whose files are links (said once)."""
         try:
@@ -472,35 +397,3 @@ class Projection(Holding):
                     siblings.discard(job_id)
                 else:
                     siblings.add(job_id)
-
-
-def _scan_registry(
-    registry: Registry, keep_all: bool, waits: list[JobRecord] | None = None,
-    tree: dict[str, set[str]] | None = None,
-) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
-    """From the registry: claimed and running jobs (for liveness and timeouts),
-    each parent's unfinished children (for the fan-out limit), and with
-    `keep_all` every record; into `waits`, the blocked and retrying jobs.
-    A record that is a link is not read."""
-    found: dict[str, JobRecord] = {}
-    children: dict[str, set[str]] = {}
-    everything: list[JobRecord] = []
-    for name, is_link in registry.names():
-        try:
-            data = None if is_link else registry.read_bytes(name)
-            if data is None:
-                continue
-            record = decode_record(data)
-        except (OSError, ValueError):
-            continue
-        if keep_all:
-            everything.append(record)
-        if record.status in OPEN:
-            found[record.job_id] = record
-        if waits is not None and record.status in (Status.BLOCKED, Status.RETRYING, Status.SUBMITTED):
-            waits.append(record)
-        if record.parent and not record.status.terminal:
-            children.setdefault(record.parent, set()).add(record.job_id)
-        if record.parent and tree is not None:
-            tree.setdefault(record.parent, set()).add(record.job_id)
-    return found, children, everything

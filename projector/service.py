@@ -9,37 +9,31 @@ import os
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable
 
 import aiomqtt
 import anyio
 import anyio.abc
 
-import mam
-from mam.client.aiomqtt_internals import NO_DELAY, ack_all, enable_manual_ack, publish_nowait, streamline
-from mam.client.failover import Rotation, subscribe_required
+from mam.client.failover import Rotation
 from mam.client.inbox import next_batch, queued
-from mam.client.mqtt import make_client, unreachable
+from mam.client.mqtt import unreachable
 from mam.contract.broker_list import Brokers
-from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import MamError, first_of
 from mam.contract.offers import encode_offer
 from mam.contract.record import JobRecord
-from mam.contract.status import ProjectorStatus, encode
 from mam.contract.timefmt import utc_now, utc_now_iso
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
-from mam.projector.batch import Batch
+from mam.projector.broker_link import HEARTBEAT
+from mam.projector.committer import Counters, Inbound, ProjectorCommitter
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
-from mam.projector.intake import LocalIntake, LocalMessage
+from mam.projector.intake import LocalIntake
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
 from mam.projector.metrics import ProjectorMetrics
@@ -54,33 +48,15 @@ from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
 from mam.projector.views import LocalPublish, Views
 from mam.registry import file_modes
-from mam.registry.pruning import is_pruned
 from mam.registry.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 
 log = logging.getLogger("mam.projector")
 
 DURABILITY_MODES = ("fsync", "none")
 
-Inbound = aiomqtt.Message | LocalMessage
-OFFLINE_PUBLISH_WAIT = 5.0
-"""How long a stopping projector waits for its `offline` status to be acknowledged."""
-HEARTBEAT = 10.0
-"""How often the projector republishes its retained status, so a client can tell a stale `online`
-(left by a broker node that died with the projector's will) from a live one (`mam.contract.status.stale`)."""
 
-
-@dataclass(slots=True)
-class Counters:
-    accepted: int = 0
-    rejected: int = 0
-    duplicates: int = 0
-    parked: int = 0
-    batches: int = 0
-
-
-class Projector:
+class Projector(ProjectorCommitter):
     """One workspace's projector. `run()` until cancelled."""
-
     def __init__(
         self,
         workspace: Workspace,
@@ -165,34 +141,6 @@ class Projector:
             metrics.refusals = self.log.refusals
             metrics.runners = self.projection.runners
             metrics.dispatcher = self.dispatcher
-
-    @property
-    def _durable(self) -> bool:
-        return self.durability == "fsync"
-
-    def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
-        """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
-        on = on or self.rotation.last
-        return ProjectorStatus(
-            status=status,  # type: ignore[arg-type]
-            workspace=self.workspace.id,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            version=mam.__version__,
-            started_at=self.started_at,
-            registry_dir=str(self.workspace.registry_dir),
-            logs_dir=str(self.workspace.logs_dir),
-            broker=on.url if on is not None else self.broker.url,
-            durability=self.durability,
-            detail=detail if detail is not None or status != "online" else self.set_aside.note(),
-            public_key=self.signer.public_key_b64,
-            heartbeat_at=utc_now_iso(),
-            heartbeat_every=self.heartbeat,
-            dispatch="offers" if self.dispatcher is not None else None,
-            offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
-            job_logins=True if self.job_logins else None,
-            set_aside=self.set_aside.set_aside or None,
-        )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the workspace; reconnect with backoff once connected the first time.
@@ -297,65 +245,6 @@ class Projector:
             await anyio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _client_for(self, address: BrokerAddress) -> aiomqtt.Client:
-        """The projector's client for one broker: the same persistent session (client id) on every
-        node of a cluster, so the session resumes on whichever answers; a will naming that node."""
-        offline = encode(self.status("offline", "connection lost", on=address))
-        client = make_client(
-            address,
-            identifier=self.client_id,
-            clean_session=False,
-            keepalive=15,
-            max_inflight_messages=0,
-            will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
-            socket_options=NO_DELAY,
-        )
-        enable_manual_ack(client)
-        streamline(client)
-        return client
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
-        async with self.rotation.connect(self._client_for) as client:
-            if self.intake is None:
-                await subscribe_required(client, self.topics.all_events)
-                await self._subscribe_to_misses(client)
-            await subscribe_required(client, self.topics.all_agent_status)
-            # Records repaired at start-up, and those of a batch committed just
-            # before the connection dropped: their retained states may be behind.
-            self._unpublished.update((record.job_id, record) for record in self._repaired)
-            self._repaired = []
-            # Queued, not awaited (as every state is): a NATS node mid-election takes seconds to store
-            # a retained message, and events wait meanwhile.
-            for job_id, record in self._unpublished.items():
-                publish_nowait(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
-                if is_pruned(record):  # then cleared: a fresh subscriber gets nothing
-                    publish_nowait(client, self.topics.state(job_id), b"", retain=True)
-            self._unpublished.clear()
-            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
-            self._next_beat = time.monotonic() + self.heartbeat
-            log.info("serving workspace %s on %s", self.workspace.id, self.rotation.where())
-            try:
-                yield client
-            finally:
-                # A broker that keeps retained messages durably (mam-broker's spool) acknowledges this
-                # only once it is on disk: give it time, and say so if it does not come.
-                with anyio.move_on_after(OFFLINE_PUBLISH_WAIT, shield=True) as waiting:
-                    await client.publish(
-                        self.topics.projector_status, encode(self.status("offline", "stopped")), qos=1, retain=True
-                    )
-                if waiting.cancelled_caught:
-                    log.warning("the broker did not acknowledge the offline status within %gs", OFFLINE_PUBLISH_WAIT)
-
-    async def _subscribe_to_misses(self, client: aiomqtt.Client) -> None:
-        """Also take publishes that miss a job's events topic, to refuse them with a reason;
-        a broker that refuses such a filter costs only those refusals (said once)."""
-        granted = await client.subscribe([(topic, 1) for topic in self.topics.malformed_events])
-        refused = [t for t, code in zip(self.topics.malformed_events, granted or [], strict=False)
-                   if getattr(code, "value", code) not in (0, 1, 2)]
-        if refused:
-            log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
-
     async def _serve(self, client: aiomqtt.Client) -> None:
         """Take what arrived, fold, commit, publish, acknowledge; repeat.
 
@@ -402,39 +291,11 @@ class Projector:
                 await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
             self._start_tightening()
 
-    async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
-        """Fold, commit, publish, acknowledge one batch."""
-        staged = await self.folding.fold(batch, judge_at, self.view.fresh_since)
-        if not batch and staged.empty:
-            return
-        committed = False
-        try:
-            with self.folding.attempt(batch):
-                began = time.perf_counter()
-                await self._commit(client, staged)
-                committed = True
-                self._count(staged)
-                if staged.withdrawn:  # a link planted since the fold: those jobs' events were refused
-                    await anyio.to_thread.run_sync(self.projection.reload, self.index)
-                if self.metrics is not None:
-                    self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
-                self._unpublished.update(staged.records)
-                self.folding.before_acks(batch)
-                await self._publish_and_ack(client, batch, staged)
-                self._unpublished.clear()
-            self.folding.committed(batch)
-        finally:
-            if self.intake is not None:
-                self._settle_local(batch, committed)
-
     def _start_tightening(self) -> None:
         """The walk through every record and log (`file_modes`), in a thread beside the serving: after the
         first turn of the serve loop (the first batch recorded, or a tick with none), not before."""
         if self._tightening is not None and self._tightening.ident is None:
             self._tightening.start()
-
-    def _said_aside(self) -> None:
-        self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
 
     async def _offer(self, client: aiomqtt.Client) -> None:
         """Offer what the runners have room for (`dispatch.py`), each on its runner's offers topic, signed."""
@@ -463,14 +324,6 @@ class Projector:
         if found:
             log.info("retention: pruning %d job(s) %s", len(found), sweep.policy.describe())
             self.projection.prunes += [(job_id, sweep.event()) for job_id in found]
-
-    def _beat(self, client: aiomqtt.Client) -> None:
-        """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
-        now = time.monotonic()
-        if now >= self._next_beat:
-            self._next_beat = now + self.heartbeat
-            self.signer.keep_public()
-            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
 
     async def _next_batch(self, client: aiomqtt.Client) -> list[Inbound]:
         """What arrived, waiting at most one tick: from the broker, or from the intake
@@ -502,17 +355,6 @@ class Projector:
         self._last_clock = now
         return True
 
-    def _settle_local(self, batch: list[Inbound], committed: bool) -> None:
-        """In-process events whatever happened to the connection: acknowledged once
-        committed, else put back in the intake for the next batch (this process
-        is their only copy: no broker will redeliver them)."""
-        local = [message for message in batch if isinstance(message, LocalMessage)]
-        if committed:
-            for message in local:
-                message.ack()
-        elif self.intake is not None:
-            self.intake.put_back(local)
-
     def _restorable(self, scanned: list[JobRecord], *, finished_later: bool = False) -> Iterable[JobRecord]:
         """The states to publish again at start, before recording (`index_startup`: every unfinished job and
         the ones that finished last; with `finished_later`, those between the first batches instead); after
@@ -525,58 +367,6 @@ class Projector:
             self.resign.later = finished
             return unfinished
         return itertools.chain(unfinished, read_records(self.registry, finished))
-
-    async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
-        """Queue the states and refusals, then the PUBACKs: on the wire in that order."""
-        await self.views.publish_batch(client, staged)
-        for message in messages:
-            if isinstance(message, LocalMessage):
-                message.ack()
-        ack_all(client, (message for message in messages if not isinstance(message, LocalMessage)))
-
-    def _count(self, staged: Batch) -> None:
-        """A committed batch, in the closing line's counts: once on disk it is recorded, whether or not its
-        acks then go out (a connection lost before them: the redelivery is counted as duplicates)."""
-        self.counters.batches += 1
-        self.counters.accepted += staged.accepted
-        self.counters.duplicates += staged.duplicates
-        self.counters.parked += staged.held
-        self.counters.rejected += len(staged.rejections)
-
-    async def _commit(self, client: aiomqtt.Client, staged: Batch) -> None:
-        """Commit a batch, retrying on storage errors; nothing is acked until it lands."""
-        delay = self.retry_delay
-        failing = False
-        while True:
-            try:
-                await anyio.to_thread.run_sync(
-                    functools.partial(
-                        staged.commit,
-                        self.log,
-                        self.registry,
-                        self.dirty,
-                        durable=self.durability == "fsync",
-                        parked_dir=self._parked_dir,
-                        index=self.index,
-                    )
-                )
-            except StorageLost:
-                raise
-            except OSError as exc:
-                detail = f"cannot write {exc.filename or 'the workspace'}: {exc.strerror or exc}; not acknowledging events until it can"
-                log.error("%s (retrying in %.1fs)", detail, delay)
-                if not failing:
-                    failing = True
-                    publish_nowait(
-                        client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True
-                    )
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if failing:
-                log.warning("storage is writable again; resuming")
-                publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
-            return
 
 
 def _tighten_rest(tightening: file_modes.Tightening) -> None:

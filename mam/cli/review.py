@@ -12,7 +12,7 @@ from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
-from mam.git.worktree import git_env
+from mam.git.run import git_env
 from mam.process.args import job_id
 from mam.process.options import add_workspace_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id

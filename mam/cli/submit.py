@@ -1,35 +1,35 @@
-"""`mam submit` and `mam cancel`: the writers' command lines."""
+"""`mam submit` and `mam session`: the writers' command lines (`mam cancel` is `cancel.py`, registered here)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import msgspec
 
-from mam.agents.cancel_tree import cancel_tree
 from mam.agents.inside_job import default_parent
 from mam.agents.permissions import LEVELS
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.resume import resume_fields
 from mam.agents.runner_hint import no_runner
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
+from mam.cli.cancel import register_cancel
 from mam.cli.completers import complete
-from mam.cli.limits import FLAG_OF_FIELD, add_limit_args
+from mam.cli.limits import add_limit_args
 from mam.cli.output_form import add_output_arg, output_form, print_items
 from mam.cli.retry import add_policy_args, policy_fields, resolve_after
 from mam.cli.retry import register as register_retry
-from mam.cli.selection import add_selector_args, confirm, has_selectors, resolve_for_write, resolve_retained, select
+from mam.cli.selection import resolve_retained
 from mam.cli.wait import register as register_wait
+from mam.cli.write_common import add_wait_args, check_event, event_id, flagged, print_published, print_record
 from mam.client.follow import Followed, follow
 from mam.client.live import snapshot_agents
 from mam.client.logged_output import outcome_code, stopped_following
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
-from mam.contract.errors import MamError, Refused, UsageError
+from mam.contract.errors import MamError, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
@@ -38,17 +38,6 @@ from mam.git.provenance import git_info
 from mam.process.args import agent_name, job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.query import parse_labels
-
-
-def _add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_help: str) -> None:
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--wait", action="store_true", help=wait_help)
-    mode.add_argument("--no-wait", action="store_true", help=no_wait_help)
-    parser.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-        help="how long to wait for the verdict (default 30); no verdict in time exits 3",
-    )
-    parser.add_argument("--json", action="store_true", help="print the recorded state as JSON")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "default 0); equal priorities take turns across delegation trees and sessions")
     add_policy_args(submit)
     add_limit_args(submit)
-    _add_wait_args(
+    add_wait_args(
         submit,
         wait_help="(the default; kept for scripts) return once the projector has recorded the job",
         no_wait_help="return once the broker has acknowledged the publish, not the projector; "
@@ -117,29 +106,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_workspace_args(listing)
     listing.set_defaults(handler=run_session_list)
 
-    cancel = subparsers.add_parser(
-        "cancel",
-        help="ask for a job to be cancelled; returns once the projector has recorded the request",
-        description="Ask for a job to be cancelled. Returns once the projector has recorded the request "
-        "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended.",
-    )
-    complete(cancel.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
-                        help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
-                        "states the broker retains; several may be given"), "job")
-    add_selector_args(cancel, "cancel")
-    cancel.add_argument("--reason", metavar="R")
-    cancel.add_argument("--tree", action="store_true",
-                        help="also cancel every unfinished job delegated under it (each with a reason naming it); "
-                        "lists them all, the job first")
-    _add_wait_args(
-        cancel,
-        wait_help="also wait until the job has ended, and print its final status",
-        no_wait_help="return once the broker has acknowledged the request, not the projector; "
-        "still exits 3 without publishing if no projector serves the workspace",
-    )
-    add_workspace_args(cancel)
-    add_broker_arg(cancel)
-    cancel.set_defaults(handler=run_cancel)
+    register_cancel(subparsers)
     register_retry(subparsers)
     register_wait(subparsers)
 
@@ -158,22 +125,6 @@ def _prompt(value: str) -> str:
     return prompt
 
 
-_FLAG_OF_FIELD = {
-    **{name: option.flag for name, option in job_spec.OPTIONS.items() if option.flag},
-    "timeout": "--job-timeout",
-    **FLAG_OF_FIELD,
-    "reason": "--reason",
-}
-"""The flag that gives each `submitted` field (and `cancel_requested`'s reason), to name it in an error."""
-
-
-def flagged(message: str) -> str:
-    """A job spec error (`priority: 5000: ...`) naming the flag instead (`--priority: 5000: ...`)."""
-    field, sep, rest = message.partition(": ")
-    flag = job_spec.OPTIONS[field].flag if field in job_spec.OPTIONS else None
-    return f"{flag}: {rest}" if sep and flag else message
-
-
 def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobSpec:
     """`mam submit`'s flags as the job spec: an option per flag of the same name, and the repeatable ones joined."""
     given = {name: getattr(args, name, None) for name in job_spec.names("cli")}
@@ -184,44 +135,6 @@ def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobS
         return job_spec.convert(given)
     except UsageError as exc:
         raise UsageError(flagged(str(exc))) from None
-
-
-E = TypeVar("E", bound=ev.AnyEvent)
-
-
-def _check(event: E) -> E:
-    """Validate locally with the projector's own schema, so bad flags fail before
-    publishing, with the flag named (`--role: Expected str of length <= 256`)."""
-    try:
-        checked = ev.decode_event(ev.encode_event(event))
-        assert isinstance(checked, type(event))  # an event decodes as its own type
-        return checked
-    except ev.EventError as exc:
-        message = str(exc).removeprefix("invalid event: ")
-        for field, flag in _FLAG_OF_FIELD.items():
-            if f"`$.{field}" in message:
-                message = f"{flag}: {message.split(' - at ')[0]}"
-                break
-        raise UsageError(message) from None
-
-
-def _print_record(record: JobRecord, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(msgspec.to_builtins(record), indent=2))
-    else:
-        print(record.job_id)
-
-
-def event_id(record: JobRecord) -> str:
-    return record.last_event_id or ""
-
-
-def _print_published(job_id: str, event: ev.AnyEvent, as_json: bool) -> None:
-    """`--no-wait`: the broker has the event; the projector has not said anything yet."""
-    if as_json:
-        print(json.dumps({"job_id": job_id, "event_id": event.id, "recorded": False}, indent=2))
-    else:
-        print(job_id)
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -242,7 +155,7 @@ def run_submit(args: argparse.Namespace) -> int:
             event = job_spec.submitted(spec, parent=parent, git=git)
         except UsageError as exc:
             raise UsageError(flagged(str(exc))) from None
-        return _check(msgspec.structs.replace(event, **resume) if resume else event)
+        return check_event(msgspec.structs.replace(event, **resume) if resume else event)
 
     event = submitted(args.agent or "resumed", {})  # every flag checked before any broker is reached
     job_id = args.job_id or new_job_id()
@@ -258,14 +171,14 @@ def run_submit(args: argparse.Namespace) -> int:
             if isinstance(event, ev.Submitted) and event.after:
                 event = msgspec.structs.replace(event, after=await resolve_after(pub, event.after))
             if args.no_wait:
-                _print_published(job_id, await pub.publish_served(job_id, event), args.json)
+                print_published(job_id, await pub.publish_served(job_id, event), args.json)
                 return 0
             if args.follow:
                 await pub.subscribe(pub.topics.events(job_id))  # again on a new connection
                 record = await pub.publish_and_wait(job_id, event, timeout=args.timeout)
             else:
                 record, runners = await _submit_and_look(pub, job_id, event, args.timeout)
-                _print_record(record, args.json)
+                print_record(record, args.json)
                 agent = record.agent
                 if runners is not None and not presence.serving(runners, agent):
                     print(f"mam: warning: {no_runner(agent, job_id, workspace.root, runners)}", file=sys.stderr)
@@ -309,84 +222,11 @@ async def _submit_and_look(
     return record, runners
 
 
-def run_cancel(args: argparse.Namespace) -> int:
-    if not args.job_ids and not has_selectors(args):
-        raise UsageError("name the job to cancel (JOB...), or select jobs with -l KEY=VALUE or --status S")
-    workspace = workspace_from_args(args)
-    broker = broker_from_args(args, workspace)
-    event = _check(ev.CancelRequested(reason=args.reason, tree=True if args.tree else msgspec.UNSET))
-
-    async def one(pub: Publisher, job: str) -> list[JobRecord]:
-        """Cancel one job (with its tree under --tree): the records to print."""
-        if args.tree:
-            return await cancel_tree(pub, job, event, timeout=args.timeout, wait=args.wait)
-        deadline = anyio.current_time() + args.timeout
-        record = await pub.publish_and_wait(job, event, timeout=args.timeout)
-        if args.wait and not record.status.terminal:
-            remaining = max(deadline - anyio.current_time(), 0.001)
-            record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
-        return [record]
-
-    async def go() -> int:
-        async with Publisher(workspace, broker, by="mam-cli") as pub:
-            if len(args.job_ids) == 1 and not has_selectors(args):
-                jobs = [await resolve_for_write(pub, args.job_ids[0], "cancel")]
-            else:
-                jobs = await select(pub, args, "cancel", lambda record: not record.status.terminal)
-            confirm(jobs, "cancel", args.yes)
-            if args.no_wait:
-                for job in jobs:
-                    _print_published(job, await pub.publish_served(job, event), args.json)
-                return 0
-            if len(jobs) == 1:
-                records = await one(pub, jobs[0])
-                _print_tree(records, args.json) if args.tree else _print_cancelled(records[0], args.json)
-                return 0
-            done: list[JobRecord] = []
-            code = 0
-            for job in jobs:  # one refused (finished meanwhile) does not stop the others
-                try:
-                    records = await one(pub, job)
-                except Refused as exc:
-                    print(f"mam: error: {exc}", file=sys.stderr)
-                    code = 1
-                    continue
-                done.extend(records)
-                if not args.json:
-                    for record in records:
-                        _print_cancelled(record, False)
-            if args.json:
-                print(json.dumps([msgspec.to_builtins(record) for record in done], indent=2))
-        return code
-
-    return anyio.run(go)
-
-
-def _print_cancelled(record: JobRecord, as_json: bool) -> None:
-    """`JOB cancelled` once it has ended; `cancel requested: JOB (was running)` while its runner stops it."""
-    if as_json:
-        _print_record(record, True)
-    elif record.status.terminal:
-        print(f"{record.job_id} {record.status.value}")
-    else:
-        print(f"cancel requested: {record.job_id} (was {record.status.value})")
-
-
-def _print_tree(records: list[JobRecord], as_json: bool) -> None:
-    """`mam cancel --tree`: the job and each job cancelled with it, one a line (a JSON array with --json)."""
-    if as_json:
-        print(json.dumps([msgspec.to_builtins(record) for record in records], indent=2))
-        return
-    for record in records:
-        pending = "" if record.status.terminal else " (cancel requested)"
-        print(f"{record.job_id} {record.status.value}{pending}")
-
-
 def run_session_create(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
     prompt = briefing(workspace, role=args.role, session=args.session, agent=args.agent)
-    event = _check(
+    event = check_event(
         ev.Submitted(
             prompt=prompt, agent=args.agent, agent_session=args.session, role=args.role,
             labels=dict([ONBOARDING_LABEL]), git=git_info(workspace.root),
@@ -395,7 +235,7 @@ def run_session_create(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
-            _print_record(await pub.publish_and_wait(new_job_id(), event, timeout=args.timeout), args.json)
+            print_record(await pub.publish_and_wait(new_job_id(), event, timeout=args.timeout), args.json)
         return 0
 
     return anyio.run(go)

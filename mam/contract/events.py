@@ -5,16 +5,16 @@ Decode once at the edge with `decode_event`; past it nothing handles dicts.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, Union, get_args
+from typing import Annotated, Final, Literal, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from mam.contract.event_parts import Denials, GitInfo, Outputs, ShortText, Usage, Version
 from mam.contract.ids import AGENT_ID_PATTERN, END, JOB_ID_PATTERN
 from mam.contract.nesting import MAX_NESTING, nesting_error
+from mam.contract.payload_checks import EventError, ignored_note, refuse_duplicate_keys
 
 SCHEMA_VERSION: Final = 1
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
@@ -34,7 +34,6 @@ TIMESTAMP_DESCRIPTION: Final = (
 EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}" + END)]
 JobId = Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
 AgentName = Annotated[str, Meta(pattern=AGENT_ID_PATTERN)]
-ShortText = Annotated[str, Meta(max_length=256)]
 Text = Annotated[str, Meta(max_length=64 * 1024)]
 Prompt = Annotated[str, Meta(min_length=1, max_length=512 * 1024)]
 LABEL_KEY_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}" + END
@@ -51,8 +50,6 @@ MIN_PRIORITY: Final = -1000
 MAX_PRIORITY: Final = 1000
 Priority = Annotated[int, Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 Seconds = Annotated[float, Meta(gt=0, le=31 * 24 * 3600)]
-Version = Annotated[int, Meta(ge=0, le=2**53 - 1)]
-"""Counts and sequence numbers: at most 2^53 - 1, the largest integer every JSON reader keeps exact."""
 ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 """A process exit status or a negated signal number: a 32-bit int on every platform."""
 Pid = Annotated[int, Meta(ge=0, le=2**31 - 1)]
@@ -80,49 +77,6 @@ MaxTurns = Annotated[int, Meta(ge=1, le=MAX_TURNS)]
 Tokens = Annotated[int, Meta(ge=1, le=2**53 - 1)]
 Dollars = Annotated[float, Meta(gt=0, le=1e9)]
 """The bounds of the job options `Submitted` carries, named so `mam.contract.job_spec` reuses them."""
-
-
-RemoteUrl = Annotated[str, Meta(min_length=1, max_length=1024, pattern=r"^[^-\s][^\x00-\x1f\x7f]*" + END)]
-"""A git remote's URL or path: no leading dash (never read as an option), no control character."""
-
-
-class GitInfo(Struct, frozen=True, kw_only=True):
-    """Provenance: the workspace's git state when a job was submitted or finished.
-
-    A job run in a worktree of its own (`mam-agent --worktree`) also reports
-    the commit it started from (`base`) and the diffstat of `base..commit`,
-    and, from a runner that pushes its branches (`--push`), where to (`remote`).
-    Those fields default to UNSET, which msgspec never encodes: a GitInfo
-    without them has exactly the bytes it had before they existed."""
-
-    commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}" + END)] | None = None
-    branch: ShortText | None = None
-    dirty: bool = False
-    base: Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}" + END)] | UnsetType = UNSET
-    files_changed: Version | UnsetType = UNSET
-    insertions: Version | UnsetType = UNSET
-    deletions: Version | UnsetType = UNSET
-    remote: RemoteUrl | UnsetType = UNSET
-    """Where the runner pushed `branch` at `commit` (`mam-agent --push`): the workspace fetches it from
-    there. With `push_error` it is where the push was tried, and the branch is not there."""
-    push_error: ShortText | UnsetType = UNSET
-    """Why the push to `remote` failed (git's reason); the job's outcome is its own."""
-
-
-class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What an agent reported it used for a job (`agents/formats/`); a field it did not report is absent.
-
-    `input_tokens` counts every input token, those served from a cache
-    included; `cached_input_tokens` is that cached part. On the terminal events
-    `usage` is left out unless given (UNSET), so a plain command's events keep
-    their bytes and older projectors still take them."""
-
-    cost_usd: Annotated[float, Meta(ge=0, le=1e9)] | None = None
-    input_tokens: Version | None = None
-    output_tokens: Version | None = None
-    cached_input_tokens: Version | None = None
-    turns: Version | None = None
-    agent_session_id: ShortText | None = None
 
 
 # Each event type repeats `frozen=True`: msgspec inherits it at run time, but type checkers read a Struct as a
@@ -206,19 +160,6 @@ class Submitted(Event, tag="submitted", frozen=True):
     session's running total after a resume (Codex) has them subtracted, so the job records its own."""
 
 
-def submit_policy(
-    *,
-    retries: int | None = None,
-    retry_on: Sequence[str] | None = None,
-    backoff: float | None = None,
-    after: list[str] | None = None,
-) -> dict[str, Any]:
-    """The retry policy and dependencies given for a `Submitted`, as its keyword arguments: one not
-    given stays UNSET, so a submit without them has exactly the bytes it had before they existed."""
-    given = (("retries", retries), ("retry_on", retry_on), ("backoff", backoff), ("after", after))
-    return {name: value for name, value in given if value is not None}
-
-
 class Claimed(Event, tag="claimed", frozen=True):
     runner: AgentName
     epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}" + END)] | None = None
@@ -252,23 +193,6 @@ class Output(Event, tag="output", frozen=True):
     seq: Version | None = None
     """The runner numbers an attempt's output events 0, 1, 2, ... over both streams; the terminal
     event's `outputs` says how many there were, so the fold can name any that never arrived."""
-
-
-Outputs = Annotated[
-    int,
-    Meta(ge=0, le=2**53 - 1, description="The number of `output` events the runner published for this attempt "
-         "(seq 0 .. outputs-1); the projector records which of them its log lacks."),
-]
-"""`outputs` on a terminal event a runner publishes. UNSET (left out) when not known, so the other
-events keep their bytes."""
-
-
-Denials = Annotated[
-    list[ShortText],
-    Meta(max_length=64, description="The tool calls the agent's CLI refused at the job's permission level, one "
-         "line each (tool and target, e.g. 'Write /w/notes.md'), as its own result listed them."),
-]
-"""`denials` on `succeeded` and `failed`: UNSET (left out) when the agent reported none."""
 
 
 class Heartbeat(Event, tag="heartbeat", frozen=True):
@@ -427,10 +351,6 @@ _decoder: Final = msgspec.json.Decoder(AnyEvent)
 _encoder: Final = msgspec.json.Encoder()
 
 
-class EventError(ValueError):
-    """Why a payload is not an acceptable event, in words a person can act on."""
-
-
 def decode_event(payload: bytes) -> AnyEvent:
     """Decode one event, or raise `EventError` naming the field and the fault; nothing else, whatever
     the payload (too deep: `mam.contract.nesting`)."""
@@ -440,7 +360,7 @@ def decode_event(payload: bytes) -> AnyEvent:
         raise EventError(f"invalid event: {deep}")  # the counts first: most events have a handful of brackets
     try:
         event = _decode(payload)
-        _refuse_duplicate_keys(payload)
+        refuse_duplicate_keys(payload)
     except EventError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a payload makes the parser raise is a refusal
@@ -457,7 +377,7 @@ def _decode(payload: bytes) -> AnyEvent:
             message += f" (known types: {', '.join(EVENT_TYPES)})"
         elif "`$.v`" in message:
             message += f" (this release reads events of v {SCHEMA_VERSION}; a newer version needs a newer projector)"
-        raise EventError(f"invalid event: {message}{_ignored_note(payload)}") from None
+        raise EventError(f"invalid event: {message}{ignored_note(payload, _FIELDS)}") from None
     except msgspec.DecodeError as exc:
         raise EventError(f"malformed JSON: {exc}") from None
     except RecursionError:
@@ -465,57 +385,6 @@ def _decode(payload: bytes) -> AnyEvent:
 
 
 _FIELDS: Final = {t.__struct_config__.tag: frozenset(t.__struct_fields__) | {"type"} for t in get_args(AnyEvent)}
-
-
-def _ignored_note(payload: bytes) -> str:
-    """For a refused event, the top-level fields this release would have ignored: a typo of a field
-    it needs (`promt`) is then named beside the missing one."""
-    try:
-        value = _plain_decoder.decode(payload)
-    except (msgspec.DecodeError, RecursionError):
-        return ""
-    if not isinstance(value, dict) or value.get("type") not in _FIELDS:
-        return ""
-    unknown = [key for key in value if key not in _FIELDS[value["type"]]]
-    return f" (fields this release does not read, ignored: {', '.join(f'`{k}`' for k in unknown[:5])})" if unknown else ""
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    seen: dict[str, object] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key)
-        seen[key] = value
-    return seen
-
-
-_plain_decoder: Final = msgspec.json.Decoder()
-
-
-def _refuse_duplicate_keys(payload: bytes) -> None:
-    """msgspec keeps the last of two equal keys (`{"prompt":"a","prompt":"b"}` is "b");
-    such a payload means different things to different readers, so it is refused.
-    Checked after msgspec accepted the payload, so only well-formed events pay.
-
-    Fast path: a payload that msgspec re-encodes to the very same bytes has no duplicate
-    (a dropped key would make the encoding shorter). Compact JSON as msgspec writes it, which
-    is what mam's own clients send, is decided so in ~2 µs; anything else takes the stdlib
-    parser with a hook per object (~10-15 µs for an event)."""
-    try:
-        if _encoder.encode(_plain_decoder.decode(payload)) == payload:
-            return
-    except (msgspec.DecodeError, msgspec.EncodeError):
-        pass  # what msgspec skipped unread in an unknown field (a number out of range): the slow path decides
-    try:
-        json.loads(payload, object_pairs_hook=_unique_pairs)
-    except _DuplicateKey as exc:
-        raise EventError(f"invalid event: duplicate key {str(exc)!r}; every key may appear once") from None
-    except ValueError:
-        pass  # msgspec accepted what the stdlib parser refuses (e.g. its NaN rules): nothing to add
 
 
 def encode_event(event: AnyEvent) -> bytes:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
-from mam.git.worktree import GIT_TIMEOUT, WorktreeError, git, git_env
+from mam.git.run import GIT_TIMEOUT, GitError, git_env, run
+from mam.git.worktree import WorktreeError, git
 
 NETWORK_TIMEOUT: Final = GIT_TIMEOUT
 """How long one fetch or push may take before it counts as failed."""
@@ -87,14 +88,9 @@ def recorded_url(top: Path, url: str) -> str:
 def _run(top: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = git_env() | {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}  # fail, never ask
     try:
-        return subprocess.run(["git", "-C", str(top), *_SAFE, *args], capture_output=True, text=True,
-                              timeout=NETWORK_TIMEOUT, env=env, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise RemoteError("git is not on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise RemoteError(f"git {args[0]} did not finish within {NETWORK_TIMEOUT:g}s") from None
-    except OSError as exc:
-        raise RemoteError(f"git {args[0]} failed: {exc}") from None
+        return run(top, *args, timeout=NETWORK_TIMEOUT, env=env, options=_SAFE)
+    except GitError as exc:
+        raise RemoteError(str(exc)) from None
 
 
 def reason(out: subprocess.CompletedProcess[str]) -> str:

@@ -14,7 +14,6 @@ record of this workspace names are listed and left alone.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from mam.contract.workspace import Workspace
 from mam.git.job_ref import PREFIX as BRANCH_PREFIX
 from mam.git.job_ref import branch_ok, own_branch
 from mam.git.landing import JobWork, remove_job, repo_top
-from mam.git.worktree import WorktreeError, Worktrees, git, git_env
+from mam.git.run import succeeds
+from mam.git.worktree import WorktreeError, Worktrees, git
 from mam.registry.reading import NotFound, read_pruned, read_record
 
 PREFIX = "refs/heads/" + BRANCH_PREFIX
@@ -119,9 +119,7 @@ def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, ti
 
 
 def _in_head(top: Path, tip: str) -> bool:
-    out = subprocess.run(["git", "-C", str(top), "merge-base", "--is-ancestor", tip, "HEAD"], capture_output=True,
-                         env=git_env(), stdin=subprocess.DEVNULL)
-    return out.returncode == 0
+    return succeeds(top, "merge-base", "--is-ancestor", tip, "HEAD")
 
 
 def clean(leftovers: list[Leftover]) -> tuple[list[str], dict[str, str]]:

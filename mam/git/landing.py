@@ -38,7 +38,8 @@ from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.git.git_remote import RemoteError, fetch_branch, has_commit
 from mam.git.job_ref import ForeignBranch, check_own_work, own_branch
-from mam.git.worktree import WorktreeError, Worktrees, git, git_env
+from mam.git.run import last_line, read_capped, run, succeeds
+from mam.git.worktree import WorktreeError, Worktrees, git
 
 DIFF_CAP: Final = 256 * 1024
 """Bytes of a diff the dashboard shows (like a log page); the rest is for `mam diff`."""
@@ -168,22 +169,12 @@ def diff_text(work: JobWork, cap: int = DIFF_CAP) -> dict[str, object]:
     if tip is None:
         raise _gone(work)
     summary = git(work.top, "diff", "--shortstat", work.base, tip)
-    argv = ["git", "--no-pager", "-C", str(work.top), "diff", "--no-color", "--no-ext-diff", work.base, tip, "--"]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                          env=_env()) as proc:
-        assert proc.stdout is not None
-        data = proc.stdout.read(cap + 1)
-        cut = len(data) > cap
-        if cut:
-            proc.kill()
-            data = data[: data.rfind(b"\n", 0, cap) + 1]
-        proc.wait()
+    data, cut = read_capped(work.top, "diff", "--no-color", "--no-ext-diff", work.base, tip, "--", cap=cap,
+                            options=("--no-pager",))
+    if cut:
+        data = data[: data.rfind(b"\n", 0, cap) + 1]
     return {"job_id": work.job_id, "branch": work.branch, "base": work.base, "tip": tip,
             "stat": summary.strip(), "diff": data.decode("utf-8", "replace"), "cut": cut}
-
-
-def _env() -> dict[str, str]:
-    return git_env()
 
 
 # ---- merge ------------------------------------------------------------------------------------
@@ -250,16 +241,13 @@ def merge(work: JobWork, *, squash: bool = False, keep_branch: bool = False) -> 
 
 
 def _is_ancestor(top: Path, commit: str, of: str) -> bool:
-    out = subprocess.run(["git", "-C", str(top), "merge-base", "--is-ancestor", commit, of],
-                         capture_output=True, env=_env(), stdin=subprocess.DEVNULL)
-    return out.returncode == 0
+    return succeeds(top, "merge-base", "--is-ancestor", commit, of)
 
 
 def _conflicts(top: Path, tip: str) -> list[str]:
     """The files that would conflict merging `tip` into HEAD, computed without touching index or files;
     None-like `[]` when it merges cleanly (or when git is too old to tell: the merge itself then tells)."""
-    out = subprocess.run(["git", "-C", str(top), "merge-tree", "--write-tree", "--name-only", "--no-messages",
-                          "HEAD", tip], capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL)
+    out = run(top, "merge-tree", "--write-tree", "--name-only", "--no-messages", "HEAD", tip)
     if out.returncode != 1:
         return []
     return [line for line in out.stdout.splitlines()[1:] if line]
@@ -267,8 +255,7 @@ def _conflicts(top: Path, tip: str) -> list[str]:
 
 def _merge(work: JobWork, tip: str, current: str, before: str) -> str:
     top = work.top
-    out = subprocess.run(["git", "-C", str(top), "merge", "--ff", "--no-edit", "-m", _message(work, squash=False),
-                          tip], capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL)
+    out = run(top, "merge", "--ff", "--no-edit", "-m", _message(work, squash=False), tip)
     if out.returncode != 0:
         conflicted = git(top, "diff", "--name-only", "--diff-filter=U", check=False).splitlines()
         if git(top, "rev-parse", "--verify", "--quiet", "MERGE_HEAD", check=False):
@@ -285,15 +272,13 @@ def _merge(work: JobWork, tip: str, current: str, before: str) -> str:
 
 def _squash(work: JobWork, tip: str, current: str) -> str:
     top = work.top
-    out = subprocess.run(["git", "-C", str(top), "merge", "--squash", tip], capture_output=True, text=True,
-                         env=_env(), stdin=subprocess.DEVNULL)
+    out = run(top, "merge", "--squash", tip)
     if out.returncode != 0:
         git(top, "reset", "--merge", check=False)  # what --squash staged; the checkout had no changes of its own
         raise MamError(f"git merge --squash {work.branch} failed: {_last_line(out)}; the checkout is as it was")
     if _staged_nothing(top):
         return f"job {work.job_id}'s change is already in {current}: nothing to commit"
-    done = subprocess.run(["git", "-C", str(top), "commit", "--quiet", "-m", _message(work, squash=True)],
-                          capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL)
+    done = run(top, "commit", "--quiet", "-m", _message(work, squash=True))
     if done.returncode != 0:
         git(top, "reset", "--merge", check=False)
         raise MamError(f"git commit of the squashed job {work.job_id} failed: {_last_line(done)}; "
@@ -303,14 +288,11 @@ def _squash(work: JobWork, tip: str, current: str) -> str:
 
 
 def _staged_nothing(top: Path) -> bool:
-    out = subprocess.run(["git", "-C", str(top), "diff", "--cached", "--quiet"], env=_env(),
-                         stdin=subprocess.DEVNULL, capture_output=True)
-    return out.returncode == 0
+    return succeeds(top, "diff", "--cached", "--quiet")
 
 
 def _last_line(out: subprocess.CompletedProcess[str]) -> str:
-    lines = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()
-    return safe(lines[-1])
+    return safe(last_line(out))
 
 
 def _after(work: JobWork, keep_branch: bool) -> str:

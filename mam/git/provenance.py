@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 from pathlib import Path
+from typing import Final
 
 from mam.contract.events import GitInfo
+from mam.git.run import GitError, run
+
+PROVENANCE_TIMEOUT: Final = 5.0
+"""A submit waits this long at most on each of its git calls; a slow repository records no provenance."""
 
 
 def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
+        out = run(root, *args, timeout=PROVENANCE_TIMEOUT, env=os.environ)  # the caller's git environment, as always
+    except GitError:
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 

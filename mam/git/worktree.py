@@ -25,7 +25,7 @@ that the name is still that directory (same device and inode), and before
 `git worktree remove` that git lists it as a worktree. `.mam` itself may be a
 link the user chose: it is resolved once, when the runner starts.
 
-Only plain subprocess calls to git; no shell.
+Every git call goes through `mam.git.run` (no shell, a timeout, one line on failure).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import logging
 import os
 import re
 import stat
-import subprocess
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,8 +43,9 @@ import msgspec
 
 from mam.contract.events import GitInfo
 from mam.git.job_ref import branch_ok, own_branch
-from mam.registry import file_modes
-from mam.registry.nofollow import NOFOLLOW, PathRefused, open_at, open_dir_at, refuse_other_at
+from mam.git.run import GitError
+from mam.git.run import git as run_git
+from mam.git.worktree_dirs import check_made, describe, make_job_dir
 
 if TYPE_CHECKING:
     from mam.git.git_remote import PushTarget
@@ -60,14 +60,11 @@ DEFAULT_KEEP: Final[KeepPolicy] = "failed"
 IDENTITY: Final = ("mam", "mam@localhost")
 """Who commits a job's leftovers when neither the environment nor git's config names anyone."""
 
-GIT_TIMEOUT: Final = 120.0
-_ENV_DROPPED: Final = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
-"""Variables that would point git at another repository or index than the one named with -C."""
 _SHORTSTAT = re.compile(r"(\d+) (file|insertion|deletion)")
 
 
-class WorktreeError(Exception):
-    """Why a job's worktree cannot be made or saved, in one line."""
+WorktreeError = GitError
+"""Why a job's worktree cannot be made or saved, in one line (a git command's failure among them)."""
 
 
 @dataclass(frozen=True)
@@ -93,30 +90,9 @@ class Saved:
     committed_all: bool
 
 
-def git_env() -> dict[str, str]:
-    """The environment for git: without the variables that would point it at another repository."""
-    return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
-
-
 def git(directory: Path, *args: str, check: bool = True) -> str:
-    """Run `git -C directory args`; its stdout stripped, or `WorktreeError` with git's own words."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(directory), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        raise WorktreeError("git is not on PATH; install git, or run without --worktree") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {args[0]} failed: {exc}") from None
-    if check and out.returncode != 0:
-        detail = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
-        raise WorktreeError(f"git {args[0]}: {detail}")
-    return out.stdout.strip() if out.returncode == 0 else ""
+    """Run `git -C directory args` (`mam.git.run.git`); its stdout stripped, or `WorktreeError` with git's own words."""
+    return run_git(directory, *args, check=check, missing="git is not on PATH; install git, or run without --worktree")
 
 
 def parse_shortstat(text: str) -> tuple[int, int, int]:
@@ -241,71 +217,16 @@ class Worktrees:
         on = git(path, "rev-parse", "--abbrev-ref", "HEAD", check=False) if stat.S_ISDIR(st.st_mode) else ""
         if on != branch:
             raise WorktreeError(f"cannot make a worktree for job {job_id}: {path} is left from an earlier attempt "
-                                f"but is {_describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}")
+                                f"but is {describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}")
         return st.st_dev, st.st_ino
 
     def _make_dir(self, job_id: str, path: Path) -> tuple[int, int]:
-        """Make `.mam/worktrees/`, its `.gitignore` and the job's empty directory, following no link
-        inside `.mam`; the job directory's (device, inode)."""
-        file_modes.make_dirs(self.mam_dir.parent)
-        try:
-            os.mkdir(self.mam_dir, file_modes.dir_mode())
-        except FileExistsError:
-            pass
-        try:
-            try:
-                mam_fd = os.open(self.mam_dir, os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW)
-            except (NotADirectoryError, OSError) as exc:
-                if isinstance(exc, FileNotFoundError) or not os.path.islink(self.mam_dir):
-                    raise WorktreeError(f"cannot make a worktree for job {job_id}: {self.mam_dir}: {exc.strerror}") from None
-                raise WorktreeError(f"cannot make a worktree for job {job_id}: refusing to write through a symlink "
-                                    f"at {self.mam_dir} (it appeared after the runner started)") from None
-            try:
-                try:
-                    os.mkdir("worktrees", file_modes.dir_mode(), dir_fd=mam_fd)
-                except FileExistsError:
-                    pass  # ours from before, or planted: opening it says which
-                fd = open_dir_at(mam_fd, "worktrees", shown=str(self.dir))
-            finally:
-                os.close(mam_fd)
-            try:
-                self._ignore(fd)
-                try:
-                    os.mkdir(path.name, file_modes.dir_mode(), dir_fd=fd)
-                except FileExistsError:
-                    raise WorktreeError(
-                        f"cannot make a worktree for job {job_id}: {path} already exists ({_what(fd, path.name)}); "
-                        "mam makes that directory itself and follows nothing there: remove it"
-                    ) from None
-                st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
-            finally:
-                os.close(fd)
-        except PathRefused as exc:
-            raise WorktreeError(f"cannot make a worktree for job {job_id}: {exc}") from None
-        return st.st_dev, st.st_ino
-
-    def _ignore(self, fd: int) -> None:
-        """`.gitignore` (`*`) in the worktrees dir, so they never show in the user's `git status`."""
-        shown = str(self.dir / ".gitignore")
-        try:
-            out = open_at(fd, ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown=shown)
-        except FileExistsError:
-            refuse_other_at(fd, ".gitignore", shown=shown)  # a link or a fifo there: refused, named
-            return
-        with os.fdopen(out, "w") as f:
-            f.write("*\n")
+        """Make `.mam/worktrees/`, its `.gitignore` and the job's empty directory (`worktree_dirs.py`)."""
+        return make_job_dir(self.mam_dir, self.dir, job_id, path)
 
     def _check(self, tree: JobTree, action: str) -> None:
         """`WorktreeError` unless `tree.path` is still the very directory the runner made (never followed)."""
-        try:
-            st = os.stat(tree.path, follow_symlinks=False)
-        except FileNotFoundError:
-            raise WorktreeError(f"job {tree.job_id}: refusing to {action} {tree.path}: it is gone") from None
-        if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != tree.made:
-            now = _describe(st.st_mode, tree.path)
-            raise WorktreeError(
-                f"job {tree.job_id}: refusing to {action} {tree.path}: it is no longer the directory mam made ({now})"
-            )
+        check_made(tree.job_id, tree.path, tree.made, action)
 
     def _base(self, hint: str | None) -> str:
         """The commit to start from: `hint` (the submit's), fetched from the push remote if this clone
@@ -471,29 +392,6 @@ def _still_on(path: Path, branch: str) -> bool:
     taken it over: on another job's branch, it is that job's now, not to be removed with this one."""
     on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False)
     return not on.startswith("refs/heads/mam/") or on == f"refs/heads/{branch}"
-
-
-def _describe(mode: int, path: Path) -> str:
-    if stat.S_ISLNK(mode):
-        try:
-            return f"a symlink to {os.readlink(path)}"
-        except OSError:
-            return "a symlink"
-    return "a directory, but another one" if stat.S_ISDIR(mode) else "not a directory"
-
-
-def _what(dir_fd: int, name: str) -> str:
-    """What is at `name` in `dir_fd`, in words (a link says where it points)."""
-    try:
-        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    except OSError:
-        return "something"
-    if stat.S_ISLNK(mode):
-        try:
-            return f"a symlink to {os.readlink(name, dir_fd=dir_fd)}"
-        except OSError:
-            return "a symlink"
-    return "a directory" if stat.S_ISDIR(mode) else "a file"
 
 
 __all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees", "git"]

@@ -2,8 +2,8 @@
 // table's page, the open job's tree and the charts are read from the JSON routes when the stream says
 // something changed (and the charts on a timer of their own); see listing.js, tree.js, stats.js.
 
-import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
 import { lines, stackedBars } from "./charts.js";
+import { detailLoader, timelineEvents } from "./detail.js";
 import { onWidthChange, refreshTimes } from "./dom.js";
 import {
   chosen, DEFAULT_SORT, fetchPage, localInput, localPage, PAGE_KEYS, PAGE_SIZE, SORT_KEYS, STREAM_KEYS,
@@ -11,9 +11,11 @@ import {
 import { OutputPane } from "./output.js";
 import { DEFAULT_WINDOW, fetchStats, WINDOWS } from "./stats.js";
 import { wireCopies } from "./ids.js";
+import { jobActions } from "./job_actions.js";
+import { soon } from "./soon.js";
 import { drawTimeline } from "./timeline.js";
 import { drawTree, fetchTree, rootOf } from "./tree.js";
-import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, worktreeJob } from "./view.js";
+import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals } from "./view.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -32,32 +34,8 @@ let output = null;
 // printing fast sends an output event per line, each a frame).
 const drawn = { timeline: "", tree: "" };
 const versions = { jobs: 0, tree: 0, clock: 0 };
-
-// Work started by stream events runs once per burst: a second request while one is waiting joins it,
-// one arriving while it runs runs it again after.
-const runs = new Map();
-function soon(name, ms, work) {
-  const run = runs.get(name) || { timer: null, busy: false, again: false };
-  runs.set(name, run);
-  if (run.busy) {
-    run.again = true;
-    return;
-  }
-  if (run.timer) return;
-  run.timer = setTimeout(async () => {
-    run.timer = null;
-    run.busy = true;
-    try {
-      await work();
-    } finally {
-      run.busy = false;
-      if (run.again) {
-        run.again = false;
-        soon(name, ms, work);
-      }
-    }
-  }, ms);
-}
+const { addEvent, earlier, fetchEarly, fetchWhole, withWholePrompt } = detailLoader(state, draw);
+const { answer, askCancel, cancel, diffWanted, fetchDiff, land, retry, submit } = jobActions(state, draw, open);
 
 function filters() {
   try {
@@ -110,33 +88,6 @@ function draw() {
     drawn.tree = tree;
     drawCharts();
   });
-}
-
-// The timeline's events: those the detail holds and, when its log is longer than the page it opened with,
-// the lifecycle events of the log's start (read once from GET /api/jobs/ID/events), so a long job's
-// timeline still begins where it was submitted.
-function timelineEvents(detail) {
-  if (!detail.early || !detail.early.length) return detail.events;
-  const held = new Set(detail.events.map((entry) => entry.event && entry.event.id).filter(Boolean));
-  const first = detail.events.length ? detail.events[0].seq : undefined;
-  const before = detail.early.filter((entry) => !(entry.event && held.has(entry.event.id)) &&
-    (first === undefined || first === null || entry.seq < first));
-  return [...before, ...detail.events];
-}
-
-async function fetchEarly(jobId) {
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/events?limit=1000`);
-    if (!response.ok) return;
-    const page = await response.json();
-    const detail = state.detail;
-    if (!detail || detail.job_id !== jobId) return;
-    const quiet = new Set(["output", "heartbeat", "progress"]);
-    detail.early = page.events.filter((entry) => entry.event && !quiet.has(entry.event.type));
-    draw();
-  } catch (error) {
-    // The timeline shows the events the detail holds.
-  }
 }
 
 function drawCharts() {
@@ -211,102 +162,6 @@ function remember() {
   if ($("#chart-window").value !== DEFAULT_WINDOW) query.set("window", $("#chart-window").value);
   if (state.jobId) query.set("job", state.jobId);
   history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
-}
-
-function addEvent(entry) {
-  const detail = state.detail;
-  const id = entry.event && entry.event.id;
-  if (id && detail.seen.has(id)) return;
-  if (id) detail.seen.add(id);
-  detail.events.push(entry);
-  if (entry.event.type === "output") detail.output += entry.event.text;
-}
-
-// The stream carries a record with its prompt cut (prompt_cut): the whole one comes from /api/jobs/ID.
-function withWholePrompt(record) {
-  const whole = state.detail && state.detail.whole;
-  if (!record || !record.prompt_cut) return record;
-  if (!whole || whole.job_id !== record.job_id) return record;
-  const { prompt_cut, ...rest } = record;
-  return { ...rest, prompt: whole.prompt };
-}
-
-async function fetchWhole(jobId) {
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}`);
-    if (!response.ok) return;
-    const { record } = await response.json();
-    const detail = state.detail;
-    if (!detail || detail.job_id !== jobId || !record) return;
-    detail.whole = record;
-    detail.record = withWholePrompt(detail.record);
-    draw();
-  } catch (error) {
-    // The detail keeps the cut prompt; the next open asks again.
-  }
-}
-
-// The detail opens with the tail of the job's log; each click fetches the page before it.
-async function earlier() {
-  const detail = state.detail;
-  if (!detail || !(detail.logStart > 0)) return;
-  const jobId = detail.job_id;
-  const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/log?before=${detail.logStart}`);
-  if (!response.ok || state.detail !== detail) return;
-  const page = await response.json();
-  const older = page.events.filter((entry) => {
-    const id = entry.event && entry.event.id;
-    if (id && detail.seen.has(id)) return false;
-    if (id) detail.seen.add(id);
-    return true;
-  });
-  detail.events = [...older, ...detail.events];
-  detail.output = detail.events.filter((e) => e.event && e.event.type === "output").map((e) => e.event.text).join("");
-  detail.logStart = page.start;
-  draw();
-}
-
-// A finished worktree job's diff: asked for once per job shown (and again after a merge or discard).
-async function fetchDiff(jobId) {
-  state.diff = { job_id: jobId, loading: true };
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/diff`);
-    const answer = await response.json();
-    if (state.jobId !== jobId) return;
-    state.diff = response.ok ? answer : { job_id: jobId, error: answer.error };
-  } catch (error) {
-    state.diff = { job_id: jobId, error: `cannot load the diff: ${error}` };
-  }
-  draw();
-}
-
-function diffWanted() {
-  const record = state.detail && state.detail.record;
-  if (worktreeJob(record) && !(state.diff && state.diff.job_id === record.job_id)) fetchDiff(record.job_id);
-}
-
-// Merge (or squash-merge) into the workspace checkout's current branch, or discard: asked first.
-async function land(action, squash) {
-  const jobId = state.jobId;
-  const what = action === "discard"
-    ? `Discard job ${jobId}: delete its branch and worktree? Its work is lost.`
-    : `${squash ? "Squash-merge" : "Merge"} job ${jobId} into the workspace checkout's current branch?`;
-  if (!confirm(what)) return;
-  state.verdict = `${action === "discard" ? "discarding" : "merging"} ${jobId}…`;
-  draw();
-  try {
-    const response = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/${action}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ squash: Boolean(squash) }),
-    });
-    const answer = await response.json();
-    state.verdict = response.ok ? answer.done : `${action} refused: ${answer.error}`;
-  } catch (error) {
-    state.verdict = `${action} failed: ${error}`;
-  }
-  if (state.jobId === jobId) fetchDiff(jobId);
-  draw();
 }
 
 const handlers = {
@@ -391,66 +246,6 @@ function open(jobId) {
   state.verdict = "";
   $("#cancel-form").hidden = true;
   connect();
-}
-
-// Cancel asks first, in the page: the reason to record and whether the jobs delegated under it go too.
-function askCancel(tree) {
-  const form = $("#cancel-form");
-  form.hidden = false;
-  form.elements.tree.checked = tree;
-  $("#cancel-what").textContent = `Cancel ${state.jobId}? Its runner stops it; this cannot be undone.`;
-  form.elements.reason.focus();
-}
-
-async function cancel() {
-  const jobId = state.jobId;
-  const form = $("#cancel-form");
-  const tree = form.elements.tree.checked;
-  const reason = form.elements.reason.value.trim();
-  form.hidden = true;
-  form.elements.reason.value = "";
-  state.verdict = `asking to cancel ${jobId}${tree ? " and its tree" : ""}…`;
-  draw();
-  state.verdict = await cancelJob(jobId, { reason, tree });
-  draw();
-}
-
-async function retry() {
-  const jobId = state.jobId;
-  state.verdict = `asking to retry ${jobId}…`;
-  draw();
-  state.verdict = await retryJob(jobId);
-  draw();
-}
-
-async function answer(text) {
-  const jobId = state.jobId;
-  const record = state.detail && state.detail.record;
-  state.verdict = `answering ${jobId}…`;
-  draw();
-  state.verdict = await answerJob(jobId, text, record ? record.question_id : null);
-  draw();
-}
-
-async function submit(form) {
-  const verdict = $("#submit-verdict");
-  let labels;
-  try {
-    labels = parseLabels(form.elements.labels.value);
-  } catch (error) {
-    verdict.textContent = error.message;
-    return;
-  }
-  const agent = form.elements.agent.value.trim();
-  verdict.textContent = `submitting for ${agent}…`;
-  const answer = await submitJob({ agent, prompt: form.elements.prompt.value, labels });
-  if (!answer.ok) {
-    verdict.textContent = `submit refused: ${answer.error}`;
-    return;
-  }
-  verdict.textContent = `submitted ${answer.job_id} (${answer.status})`;
-  form.elements.prompt.value = "";
-  open(answer.job_id);
 }
 
 // A sortable header: a first click sorts by it (newest, longest or Z first), the next reverses.

@@ -1,0 +1,222 @@
+"""A runner's link to the broker: its presence (the signed, retained status and will) and its connection.
+
+The jobs do not depend on the connection. Every event goes into an ordered
+outbox (`outbox.py`) that one connection at a time drains; when the broker
+goes away the jobs keep running, the runner reconnects with backoff (0.5 s
+doubling to 5 s), announces itself online again with the same epoch, reads
+the states again, and sends what the outbox holds, oldest first.
+
+`RunnerLink` is the part of `Runner` (`runner.py`) that keeps it connected; what arrives goes to the
+runner's `_on_message`, and the claim policy says whether the broker granted its offers topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiomqtt
+import anyio
+import anyio.abc
+from msgspec import UNSET
+
+from mam.agents.key_trust import learn_key
+from mam.agents.outbox import WINDOW, Outbox, Wakeup
+from mam.agents.resender import Resender
+from mam.agents.state_follow import StateFollow
+from mam.agents.supervisor import Supervisor
+from mam.client.failover import Rotation, subscribe_required
+from mam.client.inbox import messages
+from mam.client.mqtt import make_client, unreachable
+from mam.contract.broker_list import Brokers
+from mam.contract.errors import MamError
+from mam.contract.identity import STATUS_CONTEXT, RunnerKey
+from mam.contract.offers import Offer
+from mam.contract.presence import DRAINING
+from mam.contract.signing import StateReader
+from mam.contract.status import AgentStatus, encode
+from mam.contract.timefmt import utc_now_iso
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
+
+log = logging.getLogger("mam.agent")
+
+RETRY_MIN = 0.5
+RETRY_MAX = 5.0
+KEEPALIVE = 10
+
+
+class RunnerLink:
+    """Presence and connection, as a base of `Runner`: the attributes below are set by `Runner.__init__`."""
+
+    workspace: Workspace
+    broker: Brokers
+    rotation: Rotation
+    agent: str
+    aliases: list[str]
+    agent_id: str
+    epoch: str
+    started_at: str
+    concurrency: int
+    labels: dict[str, str]
+    take_offers: bool
+    topics: Topics
+    key: RunnerKey
+    outbox: Outbox
+    resender: Resender
+    pinned: str | None
+    states: StateReader
+    active: dict[str, Supervisor]
+    claiming: set[str]
+    offered: dict[str, tuple[Offer, float]]
+    by_offer: bool
+    stopping: bool
+    _follow: StateFollow | None
+    _changed: Wakeup
+    _status_version: int
+
+    async def _on_message(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
+        raise NotImplementedError  # the runner's: a state, a refusal, an offer or the projector's status
+
+    def _offers_granted(self, granted: object) -> None:
+        raise NotImplementedError  # the runner's: whether it takes offers after all
+
+    def status(self, status: str) -> AgentStatus:
+        return AgentStatus(
+            status=status,  # type: ignore[arg-type]
+            agent=self.agent,
+            agent_id=self.agent_id,
+            epoch=self.epoch,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=self.started_at,
+            concurrency=self.concurrency,
+            jobs=sorted(self.active),
+            updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
+            runner_key=self.key.public,
+            state=DRAINING if self.stopping else UNSET,
+            **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
+            **({"offers": True} if self.take_offers else {}),  # type: ignore[arg-type]
+            **({"labels": self.labels} if self.labels else {}),  # type: ignore[arg-type]
+        )
+
+    def status_payload(self, status: str) -> bytes:
+        """The retained status (or will), signed: only it can end this instance's jobs."""
+        return self.key.sign(encode(self.status(status)), STATUS_CONTEXT)
+
+    async def _stay_connected(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
+        connected_once = False
+        delay = RETRY_MIN
+        while True:
+            error: BaseException | None = None
+            connected = False
+            try:
+                async with self._connection() as client:
+                    connected = True
+                    if not connected_once:
+                        connected_once = True
+                        task_status.started()
+                        log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
+                    else:
+                        log.info("reconnected to %s; %d event(s) to send", self.rotation.where(), len(self.outbox))
+                    delay = RETRY_MIN
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self.outbox.send, client)
+                        tg.start_soon(self._publish_status, client)
+                        tg.start_soon(self.resender.run)
+                        tg.start_soon(self._follow_states, client)
+                        await self._listen(client)
+            except* aiomqtt.MqttError as group:
+                error = group.exceptions[0]
+            if not connected_once:
+                raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
+            if connected:
+                log.warning("lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs",
+                            self.rotation.where(), error, delay)
+            else:
+                log.warning("cannot reach the broker at %s (%s); retrying in %.1fs", self.broker.url, error, delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+        """A connection with the runner's will, announced online and subscribed to the states."""
+        status_topic = self.topics.agent_status(self.agent_id)
+        will = aiomqtt.Will(status_topic, self.status_payload("offline"), qos=1, retain=True)
+        client = await self.rotation.open(
+            lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
+        )
+        self.resender.connected()
+        try:
+            if self.states.key is None:
+                self.states.key = await learn_key(client, self.topics.projector_status, self.workspace.id, self.pinned)
+            # The projector's status before the states (its key may verify them; it says whether it offers
+            # jobs), refusals for the claims, and this instance's offers: subscribed before the status is
+            # announced, which says whether it takes offers (not when the broker refuses it their topic).
+            topics = [self.topics.projector_status, self.topics.rejected, self.topics.agent_offers(self.agent_id)]
+            granted = await client.subscribe([(topic, 1) for topic in topics])
+            self._offers_granted(granted)
+            await client.publish(status_topic, self.status_payload("online"), qos=1, retain=True)
+            if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
+                await subscribe_required(client, self.topics.all_states)
+            self._follow = StateFollow(self.topics, all_states=not self.by_offer)
+            yield client
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                try:
+                    if self.stopping:
+                        await client.publish(status_topic, self.status_payload("offline"), qos=1, retain=True)
+                    await client.__aexit__(None, None, None)
+                except aiomqtt.MqttError:
+                    pass
+            self.rotation.lost()
+
+    async def _publish_status(self, client: aiomqtt.Client) -> None:
+        """Keep the retained online status current (the jobs it holds) on this connection."""
+        published = self._status_version
+        while True:
+            def moved(seen: int = published) -> bool:
+                return self._status_version != seen
+
+            await self._changed.until(moved)
+            version = self._status_version
+            topic = self.topics.agent_status(self.agent_id)
+            await client.publish(topic, self.status_payload("online"), qos=1, retain=True, timeout=math.inf)
+            published = version
+
+    async def _follow_states(self, client: aiomqtt.Client) -> None:
+        """Keep this connection's state subscriptions to what the runner needs (`state_follow.py`)."""
+        follow = self._follow
+        assert follow is not None
+        while True:
+            await self._changed.until(lambda: follow.differs(self.by_offer, self._followed))
+            await follow.sync(client, self.by_offer, self._followed())
+
+    def _followed(self) -> set[str]:
+        """The jobs whose states matter to a runner taking offers: offered, claimed, run or awaited here."""
+        return {*self.active, *self.claiming, *self.offered, *self.outbox.receipts.by_job()}
+
+    def _status_changed(self) -> None:
+        self._status_version += 1
+        self._changed.notify()
+
+    async def _listen(self, client: aiomqtt.Client) -> None:
+        async for message in messages(client):
+            if self.states.key is None:
+                continue  # never: states are subscribed to once the key is known
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            try:
+                await self._on_message(client, str(message.topic), payload)
+                self._changed.notify()  # what it follows may have changed
+            except (aiomqtt.MqttError, MamError):  # the connection, or a stop the runner decides
+                raise
+            except Exception as exc:  # noqa: BLE001 - one message it cannot take stops nothing: it is skipped
+                log.warning("skipped a message on %s: %s: %s", message.topic, type(exc).__name__, exc)
+
+
+__all__ = ["KEEPALIVE", "RETRY_MAX", "RETRY_MIN", "RunnerLink"]

@@ -1,0 +1,166 @@
+"""The projector's link to the broker: its retained status (and will, heartbeat) and its connection.
+
+One persistent session (the same client id on every node of a cluster), events subscribed to unless
+they come in-process (`mam up`), the states a crash or a dropped connection left behind published again
+on each connection, `online` then, and `offline` acknowledged (for a bounded time) when it stops.
+`ProjectorLink` is the part of `Projector` (`service.py`) that does this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiomqtt
+import anyio
+
+import mam
+from mam.client.aiomqtt_internals import NO_DELAY, enable_manual_ack, publish_nowait, streamline
+from mam.client.failover import Rotation, subscribe_required
+from mam.client.mqtt import make_client
+from mam.contract.broker_list import Brokers
+from mam.contract.broker_url import BrokerAddress
+from mam.contract.record import JobRecord
+from mam.contract.status import ProjectorStatus, encode
+from mam.contract.timefmt import utc_now_iso
+from mam.contract.topics import Topics
+from mam.contract.workspace import Workspace
+from mam.projector.dispatch import Dispatcher
+from mam.projector.intake import LocalIntake
+from mam.projector.set_aside import SetAside
+from mam.projector.signer import StateSigner
+from mam.registry.pruning import is_pruned
+
+log = logging.getLogger("mam.projector")
+
+OFFLINE_PUBLISH_WAIT = 5.0
+"""How long a stopping projector waits for its `offline` status to be acknowledged."""
+HEARTBEAT = 10.0
+"""How often the projector republishes its retained status, so a client can tell a stale `online`
+(left by a broker node that died with the projector's will) from a live one (`mam.contract.status.stale`)."""
+
+
+class ProjectorLink:
+    """Status and connection, as a base of `Projector`: the attributes below are set by `Projector.__init__`."""
+
+    workspace: Workspace
+    broker: Brokers
+    rotation: Rotation
+    heartbeat: float
+    durability: str
+    client_id: str
+    topics: Topics
+    intake: LocalIntake | None
+    started_at: str
+    job_logins: bool
+    dispatcher: Dispatcher | None
+    signer: StateSigner
+    set_aside: SetAside
+    _next_beat: float
+    _repaired: list[JobRecord]
+    _unpublished: dict[str, JobRecord]
+
+    @property
+    def _durable(self) -> bool:
+        return self.durability == "fsync"
+
+    def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
+        """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
+        on = on or self.rotation.last
+        return ProjectorStatus(
+            status=status,  # type: ignore[arg-type]
+            workspace=self.workspace.id,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            version=mam.__version__,
+            started_at=self.started_at,
+            registry_dir=str(self.workspace.registry_dir),
+            logs_dir=str(self.workspace.logs_dir),
+            broker=on.url if on is not None else self.broker.url,
+            durability=self.durability,
+            detail=detail if detail is not None or status != "online" else self.set_aside.note(),
+            public_key=self.signer.public_key_b64,
+            heartbeat_at=utc_now_iso(),
+            heartbeat_every=self.heartbeat,
+            dispatch="offers" if self.dispatcher is not None else None,
+            offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
+            job_logins=True if self.job_logins else None,
+            set_aside=self.set_aside.set_aside or None,
+        )
+
+    def _client_for(self, address: BrokerAddress) -> aiomqtt.Client:
+        """The projector's client for one broker: the same persistent session (client id) on every
+        node of a cluster, so the session resumes on whichever answers; a will naming that node."""
+        offline = encode(self.status("offline", "connection lost", on=address))
+        client = make_client(
+            address,
+            identifier=self.client_id,
+            clean_session=False,
+            keepalive=15,
+            max_inflight_messages=0,
+            will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
+            socket_options=NO_DELAY,
+        )
+        enable_manual_ack(client)
+        streamline(client)
+        return client
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+        async with self.rotation.connect(self._client_for) as client:
+            if self.intake is None:
+                await subscribe_required(client, self.topics.all_events)
+                await self._subscribe_to_misses(client)
+            await subscribe_required(client, self.topics.all_agent_status)
+            # Records repaired at start-up, and those of a batch committed just
+            # before the connection dropped: their retained states may be behind.
+            self._unpublished.update((record.job_id, record) for record in self._repaired)
+            self._repaired = []
+            # Queued, not awaited (as every state is): a NATS node mid-election takes seconds to store
+            # a retained message, and events wait meanwhile.
+            for job_id, record in self._unpublished.items():
+                publish_nowait(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+                if is_pruned(record):  # then cleared: a fresh subscriber gets nothing
+                    publish_nowait(client, self.topics.state(job_id), b"", retain=True)
+            self._unpublished.clear()
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+            self._next_beat = time.monotonic() + self.heartbeat
+            log.info("serving workspace %s on %s", self.workspace.id, self.rotation.where())
+            try:
+                yield client
+            finally:
+                # A broker that keeps retained messages durably (mam-broker's spool) acknowledges this
+                # only once it is on disk: give it time, and say so if it does not come.
+                with anyio.move_on_after(OFFLINE_PUBLISH_WAIT, shield=True) as waiting:
+                    await client.publish(
+                        self.topics.projector_status, encode(self.status("offline", "stopped")), qos=1, retain=True
+                    )
+                if waiting.cancelled_caught:
+                    log.warning("the broker did not acknowledge the offline status within %gs", OFFLINE_PUBLISH_WAIT)
+
+    async def _subscribe_to_misses(self, client: aiomqtt.Client) -> None:
+        """Also take publishes that miss a job's events topic, to refuse them with a reason;
+        a broker that refuses such a filter costs only those refusals (said once)."""
+        granted = await client.subscribe([(topic, 1) for topic in self.topics.malformed_events])
+        refused = [t for t, code in zip(self.topics.malformed_events, granted or [], strict=False)
+                   if getattr(code, "value", code) not in (0, 1, 2)]
+        if refused:
+            log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
+
+    def _beat(self, client: aiomqtt.Client) -> None:
+        """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + self.heartbeat
+            self.signer.keep_public()
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+
+    def _said_aside(self) -> None:
+        self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
+
+
+__all__ = ["HEARTBEAT", "OFFLINE_PUBLISH_WAIT", "ProjectorLink"]
