@@ -119,9 +119,10 @@ def event(kind: str, event_id: str, **fields: object) -> bytes:
     return json.dumps({"type": kind, "id": event_id, **fields}).encode()
 
 
-def job_streams(jobs: int, per_job: int) -> tuple[dict[str, list[str]], list[tuple[str, bytes]]]:
-    """Each job's event ids, and all the payloads interleaved across jobs as many runners send them."""
-    expected = {f"job-{j}": [f"job-{j}-e{i}" for i in range(per_job)] for j in range(jobs)}
+def job_streams(jobs: int, per_job: int, prefix: str = "") -> tuple[dict[str, list[str]], list[tuple[str, bytes]]]:
+    """Each job's event ids, and all the payloads interleaved across jobs as many runners send them: each job
+    `submitted`, `claimed`, `started`, then outputs. `prefix` sets a round's jobs apart (`r1-job-0`)."""
+    expected = {f"{prefix}job-{j}": [f"{prefix}job-{j}-e{i}" for i in range(per_job)] for j in range(jobs)}
     payloads = []
     for i in range(per_job):
         for job_id, ids in expected.items():

@@ -24,6 +24,7 @@ from mam.agents.answers import answer_of
 from mam.agents.publisher import Publisher, WaitTimeout
 from mam.cli.completers import complete
 from mam.cli.selection import resolve_for_write
+from mam.cli.write_common import check_event
 from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.errors import Refused, UsageError
@@ -71,19 +72,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     answer.set_defaults(handler=run_answer)
 
 
-def _checked(event: ev.AnyEvent, flags: dict[str, str]) -> ev.AnyEvent:
-    """Validate with the projector's own schema before publishing, naming the flag at fault."""
-    try:
-        return ev.decode_event(ev.encode_event(event))
-    except ev.EventError as exc:
-        message = str(exc).removeprefix("invalid event: ")
-        for field, flag in flags.items():
-            if f"`$.{field}" in message:
-                message = f"{flag}: {message.split(' - at ')[0]}"
-                break
-        raise UsageError(message) from None
-
-
 def _asking_job(args: argparse.Namespace) -> str:
     if args.job:
         return str(args.job)
@@ -101,8 +89,8 @@ def run_ask(args: argparse.Namespace) -> int:
     repeated = sorted({c for c in args.choice if args.choice.count(c) > 1})
     if repeated:
         raise UsageError(f"--choice {repeated[0]!r} is given twice")
-    event = _checked(ev.InputRequested(question=args.question, choices=args.choice or None),
-                     {"question": "QUESTION", "choices": "--choice"})
+    event = check_event(ev.InputRequested(question=args.question, choices=args.choice or None),
+                        {"question": "QUESTION", "choices": "--choice"})
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
 
@@ -181,7 +169,7 @@ def run_answer(args: argparse.Namespace) -> int:
             job = await resolve_for_write(pub, args.job_id, "answer")
             current = await pub.state(job)
             asked = current.question_id if current is not None and current.status is Status.WAITING else None
-            event = _checked(ev.InputProvided(answer=args.text, question_id=asked or None), {"answer": "TEXT"})
+            event = check_event(ev.InputProvided(answer=args.text, question_id=asked or None), {"answer": "TEXT"})
             record = await pub.publish_and_wait(job, event, timeout=args.timeout)
             if args.json:
                 print(json.dumps(msgspec.to_builtins(record), indent=2))

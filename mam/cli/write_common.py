@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from typing import TypeVar
 
 import msgspec
@@ -47,16 +48,17 @@ def flagged(message: str) -> str:
 E = TypeVar("E", bound=ev.AnyEvent)
 
 
-def check_event(event: E) -> E:
+def check_event(event: E, flags: Mapping[str, str] = _FLAG_OF_FIELD) -> E:
     """Validate locally with the projector's own schema, so bad flags fail before
-    publishing, with the flag named (`--role: Expected str of length <= 256`)."""
+    publishing, with the flag named (`--role: Expected str of length <= 256`); `flags`: the flag or
+    argument that gives each field (default: `mam submit`'s and `mam cancel`'s)."""
     try:
         checked = ev.decode_event(ev.encode_event(event))
         assert isinstance(checked, type(event))  # an event decodes as its own type
         return checked
     except ev.EventError as exc:
         message = str(exc).removeprefix("invalid event: ")
-        for field, flag in _FLAG_OF_FIELD.items():
+        for field, flag in flags.items():
             if f"`$.{field}" in message:
                 message = f"{flag}: {message.split(' - at ')[0]}"
                 break

@@ -18,28 +18,11 @@ from order_spool_support import refusals, wait_for_logs
 
 from brokers import RunningBroker
 from conftest import WorkspacePaths
-from e2e import event, projector_process, submit, workspace_id
+from e2e import job_streams, projector_process, workspace_id
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 JOBS, PER_JOB, ROUNDS = 30, 16, 10
-
-
-def ordered_streams(prefix: str) -> tuple[dict[str, list[str]], list[tuple[str, bytes]]]:
-    """30 jobs of 16 events each (submitted, claimed, started, outputs), interleaved as runners send them."""
-    expected = {f"{prefix}-job-{j}": [f"{prefix}-{j}-e{i}" for i in range(PER_JOB)] for j in range(JOBS)}
-    payloads: list[tuple[str, bytes]] = []
-    for i in range(PER_JOB):
-        for job_id, ids in expected.items():
-            if i == 0:
-                payloads.append((job_id, submit(job_id, ids[0])))
-            elif i == 1:
-                payloads.append((job_id, event("claimed", ids[1], runner="r")))
-            elif i == 2:
-                payloads.append((job_id, event("started", ids[2])))
-            else:
-                payloads.append((job_id, event("output", ids[i], text=f"line {i}\n")))
-    return expected, payloads
 
 
 async def publish_in_order(client: aiomqtt.Client, ws_id: str, payloads: list[tuple[str, bytes]]) -> None:
@@ -59,7 +42,7 @@ async def test_one_ordered_publisher_is_recorded_in_its_order_on_mam_broker_spoo
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere, log_dir=tmp_path):
         for round_ in range(ROUNDS):
-            expected, payloads = ordered_streams(f"r{round_}")
+            expected, payloads = job_streams(JOBS, PER_JOB, prefix=f"r{round_}-")
             assert len(payloads) == 480
             async with aiomqtt.Client("127.0.0.1", amqtt.port, max_inflight_messages=200) as client:
                 await publish_in_order(client, ws_id, payloads)

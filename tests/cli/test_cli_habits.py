@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 
 import anyio
 import msgspec
+from output_forms_support import logged_job
 from runner_support import agent_runner
 
 from mam.agents import Publisher
@@ -17,10 +17,6 @@ from mam.contract.broker_url import parse_broker_url
 from mam.contract.fold import Context, Refusal, apply
 from mam.contract.record import JobRecord, Status
 from mam.contract.workspace import resolve
-from mam.projector.audit_log import AuditLog, LogEntry, encode_entry
-from mam.projector.durable import SyncPlan
-from mam.projector.registry import Registry, record_bytes
-from mam.projector.replay import replay
 
 from brokers import free_port
 from conftest import WorkspacePaths
@@ -162,28 +158,14 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
     assert [line.split(" ", 1)[1] for line in out.splitlines()] == ["one", "two", "three"]
 
 
-def _logged_job(ws: WorkspacePaths, job_id: str, at: str, *events: ev.AnyEvent) -> None:
-    """A job's audit log and record as the projector writes them, its events received at `at` (+1 s each)."""
-    start = datetime.fromisoformat(at)
-    entries = [LogEntry(seq=n + 1, received_at=(start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-                        event=msgspec.structs.replace(e, id=f"{job_id}-{n}", ts=None)) for n, e in enumerate(events)]
-    log = AuditLog(ws.logs)
-    for entry in entries:
-        log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
-    log.close()
-    state = replay(job_id, workspace_id(ws.root), entries)
-    assert state.record is not None
-    Registry(ws.jobs).write(job_id, record_bytes(state.record))
-
-
 async def test_jobs_wide_sort_by_and_the_tree_under_a_root(ws: WorkspacePaths) -> None:
-    _logged_job(ws, "root-job", "2026-01-01T00:00:00", ev.Submitted(prompt="top", agent="claude"))
-    _logged_job(ws, "kid-job", "2026-01-01T00:01:00",
+    logged_job(ws, "root-job", "2026-01-01T00:00:00", ev.Submitted(prompt="top", agent="claude"))
+    logged_job(ws, "kid-job", "2026-01-01T00:01:00",
                 ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"}),
                 ev.Claimed(runner="r1"), ev.Started(runner="r1"),
                 ev.Failed(exit_code=7, error="boom: the build broke " + "x" * 80))
-    _logged_job(ws, "grandkid", "2026-01-01T00:02:00", ev.Submitted(prompt="deep", agent="aider", parent="kid-job"))
-    _logged_job(ws, "other-root", "2026-01-01T00:03:00", ev.Submitted(prompt="alone", agent="bash"))
+    logged_job(ws, "grandkid", "2026-01-01T00:02:00", ev.Submitted(prompt="deep", agent="aider", parent="kid-job"))
+    logged_job(ws, "other-root", "2026-01-01T00:03:00", ev.Submitted(prompt="alone", agent="bash"))
     root = ("--workspace", str(ws.root))
 
     code, out, err = await _mam(ws, "jobs", "-o", "wide", *root)
@@ -247,8 +229,8 @@ async def test_completion_scripts_for_bash_zsh_and_fish_complete_commands_and_ch
 
 
 async def test_prune_dry_run_lines_up_every_id(ws: WorkspacePaths) -> None:
-    _logged_job(ws, "a1", "2026-01-01T00:00:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
-    _logged_job(ws, "a-much-longer-id", "2026-01-01T00:01:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
+    logged_job(ws, "a1", "2026-01-01T00:00:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
+    logged_job(ws, "a-much-longer-id", "2026-01-01T00:01:00", ev.Submitted(prompt="p", agent="x"), ev.Cancelled())
     code, out, err = await _mam(ws, "prune", "--older-than", "0s", "--dry-run", "--workspace", str(ws.root))
     assert code == 0, err
     lines = sorted(out.splitlines())
@@ -258,7 +240,7 @@ async def test_prune_dry_run_lines_up_every_id(ws: WorkspacePaths) -> None:
 
 async def test_show_prints_git_and_labels_one_key_a_line(ws: WorkspacePaths) -> None:
     git = ev.GitInfo(commit="abc1234", branch="main", dirty=True)
-    _logged_job(ws, "show-job", "2026-01-01T00:00:00",
+    logged_job(ws, "show-job", "2026-01-01T00:00:00",
                 ev.Submitted(prompt="p", agent="x", labels={"team": "x", "k": "v"}, git=git))
     code, out, err = await _mam(ws, "show", "show-job", "--workspace", str(ws.root))
     assert code == 0, err
