@@ -277,6 +277,11 @@ class AclPlugin(BaseTopicPlugin):
     async def topic_filtering(
         self, *, session: Session | None = None, topic: str | None = None, action: Action | None = None
     ) -> bool | None:
+        return self.decide(session, topic, action)
+
+    def decide(self, session: Session | None, topic: str | None, action: Action | None) -> bool:
+        """The verdict, without an await: what `topic_filtering` answers amqtt, and what mam's broker
+        asks directly (`mam.broker.verdicts`)."""
         if session is None or topic is None:
             return True
         user, client_id = session.username, session.client_id or ""
@@ -320,33 +325,3 @@ class WillPlugin(BaseAuthPlugin):
             session.will_flag = False
             session.will_topic = session.will_message = None
         return None
-
-
-class VerdictMemo:
-    """Mixed into mam's amqtt broker: remembers each topic verdict of the ACL.
-
-    amqtt asks its topic plugins about every publish, subscribe and delivery through a
-    task per plugin per question (`PluginManager.map_plugin_topic`), a fifth of the
-    broker's CPU under load. mam's only topic plugin is `AclPlugin`, whose `Policy` is
-    fixed for the broker's life and decides on the user, client id, topic and action
-    alone, so the answer to a question asked before is the answer again. Not for a job's
-    own login: its answers change when its job ends (and they are few).
-    """
-
-    MOST = 65_536
-
-    verdicts: dict[tuple[str | None, str, str, Action], bool]
-    """(user, client id, topic, action) -> the verdict (`ClientHandler` reads it to skip an await)."""
-
-    async def topic_allowed(self, session: Session, topic: str, action: Action) -> bool:
-        if session is None or not topic or is_job_user(session.username):  # a job's login: its job may end
-            return await super().topic_allowed(session, topic, action)  # type: ignore[misc]
-        memo = self.__dict__.setdefault("verdicts", {})
-        key = (session.username, session.client_id or "", topic, action)
-        verdict = memo.get(key)
-        if verdict is None:
-            verdict = await super().topic_allowed(session, topic, action)  # type: ignore[misc]
-            if len(memo) >= self.MOST:
-                memo.clear()
-            memo[key] = verdict
-        return verdict

@@ -128,6 +128,9 @@ class PacketReader(ReaderAdapter):
         self._packet = b""
         self._at = 0
         self._head = bytearray()
+        self.direct: Callable[[int, bytes, int], bool] | None = None
+        """Offered each whole PUBLISH (its flags, body and remaining length) before amqtt reads it: True
+        if it took it (`ClientHandler.take_directly`), and amqtt never sees it."""
 
     async def read(self, n: int = -1) -> bytes:
         if self._at >= len(self._packet):
@@ -152,20 +155,25 @@ class PacketReader(ReaderAdapter):
         self.closed = True
 
     async def _next_packet(self) -> bytes | None:
-        if not await self._read_fixed_header():
-            return None
-        kind, length = self._head[0] >> 4, _remaining_length(self._head)
-        if length > self.max_packet:
-            self._refuse(f"a packet of {length} bytes (the limit is {self.max_packet})")
-            return None
-        if kind == PUBLISH and not self.window.has_room(length):
-            await self._hold(length)
-        body = await self._exactly(length) if length else b""
-        if body is None:
-            return None
-        if kind == PUBLISH and (problem := publish_problem(body)):
-            self._refuse(problem)
-            return None
+        while True:
+            if not await self._read_fixed_header():
+                return None
+            kind, length = self._head[0] >> 4, _remaining_length(self._head)
+            if length > self.max_packet:
+                self._refuse(f"a packet of {length} bytes (the limit is {self.max_packet})")
+                return None
+            if kind == PUBLISH and not self.window.has_room(length):
+                await self._hold(length)
+            body = await self._exactly(length) if length else b""
+            if body is None:
+                return None
+            if kind == PUBLISH and (problem := publish_problem(body)):
+                self._refuse(problem)
+                return None
+            if kind == PUBLISH and self.direct is not None and self.direct(self._head[0] & 0x0F, body, length):
+                self._head.clear()
+                continue
+            break
         packet = bytes(self._head) + body
         self._head.clear()
         if self._first:

@@ -30,10 +30,15 @@ async def passes(gate: PublishGate, message: IncomingApplicationMessage) -> bool
     """Offer an incoming publish to `gate`; False if it must not be acknowledged."""
     retain = bool(message.publish_packet and message.publish_packet.retain_flag)
     held = gate(message.topic, bytes(message.data or b""), retain)
-    if held is not None:
-        try:
-            await held
-        except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
-            log.warning("not acknowledging a publish on %s: %s", message.topic, exc)
-            return False
+    return True if held is None else await held_passes(held, message.topic)
+
+
+async def held_passes(held: Awaitable[None], topic: str | None) -> bool:
+    """Wait for what the gate returned; False if the publish must not be acknowledged (the
+    client still holds it and sends it again), said in the log."""
+    try:
+        await held
+    except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
+        log.warning("not acknowledging a publish on %s: %s", topic, exc)
+        return False
     return True

@@ -11,13 +11,15 @@ from contextvars import ContextVar
 from typing import Any
 
 from amqtt.contexts import Action
-from amqtt.mqtt.constants import QOS_2
+from amqtt.mqtt.constants import QOS_1, QOS_2
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
+from amqtt.mqtt.puback import PubackPacket
 from amqtt.mqtt.publish import PublishPacket
 from amqtt.session import OUTGOING, IncomingApplicationMessage, Session
 
 from mam.broker import gate
 from mam.broker.amqtt_internals import AmqttHandler, AppMessage, Flow, become
+from mam.broker.direct_acks import DirectAcks
 from mam.broker.flow import PacketReader, PublishWindow, Slot
 
 log = logging.getLogger("mam.broker")
@@ -26,6 +28,9 @@ _SLOT: ContextVar[Slot | None] = ContextVar("mam_broker_publish_slot", default=N
 """The window slot of the publish the current task handles (each PUBLISH is a task of its own)."""
 _PLACED: ContextVar[asyncio.Future[Placed] | None] = ContextVar("mam_broker_publish_placed", default=None)
 """The placement (`ClientHandler._place`) of the publish the current task handles."""
+
+_QOS_1_PLAIN = 0b0010
+"""A PUBLISH's fixed header flags for QoS 1, not a resend (DUP), not retained."""
 
 Placed = tuple[bool, Awaitable[None] | None]
 """A publish's ACL verdict, and what the gate returned for it (None: nothing to wait for)."""
@@ -51,19 +56,28 @@ class ClientHandler(AmqttHandler):
       tasks still running when the client goes, and a QoS 0 publish followed at once by a
       DISCONNECT (`mosquitto_pub`) was cancelled before it reached the gate, lost;
     - an outgoing QoS 1 or 2 message a persistent session's connection closed on kept for its
-      next connection (MQTT-4.4.0-1), where amqtt drops it.
+      next connection (MQTT-4.4.0-1), where amqtt drops it;
+    - a QoS 1 publish the gate took (the in-process projector or the spool has it) and no
+      subscription wants (`subscribed`) acknowledged as soon as the gate lets it, without
+      amqtt's delivery queue: that queue, the session's message loop and the broadcast
+      found no one to send it to, and cost a task and an `asyncio.wait` per event;
+    - such a publish with nothing else to decide taken before amqtt parses it at all
+      (`take_directly`, `mam.broker.direct_acks`).
     """
 
     gate: gate.PublishGate | None = None
     window: PublishWindow | None = None
     topic_filter: TopicFilter | None = None
     payload_check: PayloadCheck | None = None
+    subscribed: Callable[[str], bool] | None = None
+    """Whether a subscription other than the gate's consumer matches a topic (`_Broker.subscribed`)."""
     refused: list[IncomingApplicationMessage] | None = None
     """Refused publishes acknowledged but not delivered yet: the broker drops each when it comes (`take_refused`)."""
     grace: int = 0
     """Seconds of silence after which the connection is closed (1.5 keep-alive periods; 0: never)."""
     _silence: asyncio.TimerHandle | None = None
     _last_placed: asyncio.Future[Placed] | None = None
+    _direct: DirectAcks | None = None
     """The placement of this connection's latest publish: the next one is offered after it."""
 
     async def start(self) -> None:
@@ -84,7 +98,39 @@ class ClientHandler(AmqttHandler):
         if self._silence is not None:
             self._silence.cancel()
             self._silence = None
+        if self._direct is not None:
+            self._direct.close()
         await super().stop()
+
+    def take_directly(self, flags: int, body: bytes, size: int) -> bool:
+        """Take a PUBLISH `PacketReader` read whole (fixed header flags, body, remaining length) past
+        amqtt, if nothing but the gate has to see it (`mam.broker.direct_acks`); False: amqtt's path."""
+        if flags != _QOS_1_PLAIN or self.gate is None or self.payload_check is not None or self.window is None:
+            return False
+        if self.session is None or self.subscribed is None or self.writer is None:
+            return False
+        previous = self._last_placed
+        if previous is not None and not previous.done():
+            return False
+        end = 2 + int.from_bytes(body[:2], "big")
+        packet_id = int.from_bytes(body[end : end + 2], "big")
+        try:
+            topic = body[2:end].decode()
+        except UnicodeDecodeError:
+            return False
+        if not packet_id or self._known_verdict(topic) is not True or self.subscribed(topic):
+            return False
+        try:
+            held = self.gate(topic, body[end + 2 :], False)
+        except Exception as exc:  # noqa: BLE001 - as on amqtt's path: not acknowledged, said
+            log.warning("not acknowledging a publish on %s: %s", topic, exc)
+            return True
+        if held is None:
+            return False  # the gate took nothing: amqtt's path offers it again, and delivers it
+        if self._direct is None:
+            self._direct = DirectAcks(self.writer, self.session.client_id or "?")
+        self._direct.add(packet_id, held, self.window.take(size), topic)
+        return True
 
     def handle_publish(self, publish_packet: PublishPacket) -> Coroutine[Any, Any, None]:
         """Deliberately not `async`: amqtt's reader loop calls this the moment it has read the
@@ -146,11 +192,8 @@ class ClientHandler(AmqttHandler):
         """The ACL's verdict on publishing to `topic` if it is known without an await, else None."""
         if topic is None or self.session is None:
             return False
-        known = getattr(self.topic_filter, "__self__", None)
-        memo = getattr(known, "verdicts", None)
-        if memo is None:
-            return None
-        return memo.get((self.session.username, self.session.client_id or "", topic, Action.PUBLISH))
+        now = getattr(getattr(self.topic_filter, "__self__", None), "verdict_now", None)
+        return None if now is None else now(self.session, topic, Action.PUBLISH)
 
     async def message_flow(self, app_message: AppMessage) -> None:
         if isinstance(app_message, IncomingApplicationMessage):  # direction INCOMING
@@ -161,11 +204,32 @@ class ClientHandler(AmqttHandler):
                     if self.refused is None:
                         self.refused = []
                     self.refused.append(app_message)
-                if held is not None and not await _passes(held, app_message.topic):
+                if held is not None and not await gate.held_passes(held, app_message.topic):
+                    return
+                if held is not None and allowed and self._nobody_else_wants(app_message):
+                    await self._acknowledge(app_message)
                     return
             if app_message.qos == QOS_2 and (slot := _SLOT.get()) is not None:
                 slot.release()
         await super().message_flow(app_message)
+
+    def _nobody_else_wants(self, app_message: AppMessage) -> bool:
+        """A QoS 1 publish, not retained, that no subscription beyond the gate's consumer matches."""
+        packet = app_message.publish_packet
+        return (
+            app_message.qos == QOS_1
+            and app_message.packet_id is not None
+            and self.subscribed is not None
+            and packet is not None
+            and not packet.retain_flag
+            and not self.subscribed(app_message.topic)
+        )
+
+    async def _acknowledge(self, app_message: AppMessage) -> None:
+        """PUBACK a publish now, as amqtt's QoS 1 flow would after queueing it for delivery."""
+        puback = PubackPacket.build(app_message.packet_id or 0)
+        await self.send_packet(puback)
+        app_message.puback_packet = puback
 
     def take_refused(self, message: object) -> bool:
         """Whether `message` (an incoming publish, handed to the broker for delivery) was refused: it is
@@ -238,19 +302,8 @@ class ClientHandler(AmqttHandler):
         self.cancel_reader()  # amqtt's reader loop then ends the connection, and the will fires
 
 
-async def _passes(held: Awaitable[None], topic: str | None) -> bool:
-    """Wait for what the gate returned; False if the publish must not be acknowledged (the
-    client still holds it and sends it again; see `mam.broker.gate`)."""
-    try:
-        await held
-    except Exception as exc:  # noqa: BLE001 - any failure means: do not acknowledge
-        log.warning("not acknowledging a publish on %s: %s", topic, exc)
-        return False
-    return True
-
-
 TopicFilter = Callable[[Session, str, Action], Awaitable[bool]]
-"""The broker's own topic check (`AmqttBroker.topic_allowed`, memoised by `mam.broker.acl.VerdictMemo`)."""
+"""The broker's own topic check (`AmqttBroker.topic_allowed`, answered without an await by `mam.broker.verdicts.DirectVerdicts`)."""
 PayloadCheck = Callable[[str | None, str, bytes], bool]
 """`check(user, topic, payload)`: whether a publish the ACL allowed may go on (`JobLogins.may_send`)."""
 
@@ -262,6 +315,8 @@ def install_handler(
     publish_gate: gate.PublishGate | None,
     topic_filter: TopicFilter | None = None,
     payload_check: PayloadCheck | None = None,
+    subscribed: Callable[[str], bool] | None = None,
+    reader: PacketReader | None = None,
 ) -> None:
     """Make `handler`, which amqtt built, a `ClientHandler` with `window`, `publish_gate` and the checks
     (`amqtt_internals.become`). `ClientHandler` keeps no state beyond the attributes set here and its own
@@ -271,3 +326,6 @@ def install_handler(
     client.gate = publish_gate
     client.topic_filter = topic_filter
     client.payload_check = payload_check
+    client.subscribed = subscribed
+    if reader is not None and publish_gate is not None:
+        reader.direct = client.take_directly  # the connection's reader, before amqtt attaches it

@@ -28,7 +28,7 @@ from amqtt.session import Session
 from websockets.asyncio.server import ServerConnection
 
 from mam.broker import gate
-from mam.broker.acl import Policy, VerdictMemo, register, unregister
+from mam.broker.acl import Policy, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
 from mam.broker.amqtt_internals import AmqttBroker, check_broker
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
@@ -41,6 +41,7 @@ from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
 from mam.broker.topic_match import matcher
+from mam.broker.verdicts import DirectVerdicts
 from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import UsageError
 
@@ -55,7 +56,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(SpoolHooks, VerdictMemo, AmqttBroker):
+class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a
@@ -156,9 +157,10 @@ class _Broker(SpoolHooks, VerdictMemo, AmqttBroker):
                 "(--connect-timeout)"
             )
             raise AMQTTError("no CONNECT in time") from None
-        window = reader.window if isinstance(reader, PacketReader) else None
-        install_handler(handler, window=window, publish_gate=self.publish_gate, topic_filter=self.topic_allowed,
-                        payload_check=self.payload_check)
+        packets = reader if isinstance(reader, PacketReader) else None
+        install_handler(handler, window=packets.window if packets else None, publish_gate=self.publish_gate,
+                        topic_filter=self.topic_allowed, payload_check=self.payload_check, subscribed=self.subscribed,
+                        reader=packets)
         if session.keep_alive > 0:
             # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
             session.keep_alive = math.ceil(session.keep_alive * 1.5)
@@ -171,14 +173,17 @@ class _Broker(SpoolHooks, VerdictMemo, AmqttBroker):
         data: bytes | bytearray | None,
         force_qos: int | None = None,
     ) -> None:
-        if topic is not None:
-            spooled_for = self.spool_delivers(topic)
-            if not any(
-                any(held.client_id != spooled_for for held, _ in holders) and matcher(a_filter)(topic)
-                for a_filter, holders in dict.items(self.subscriptions)  # no await in here: the live table
-            ):
-                return
+        if topic is not None and not self.subscribed(topic):
+            return
         await super().broadcast_message(session, topic, data, force_qos)
+
+    def subscribed(self, topic: str) -> bool:
+        """Whether a subscription matches `topic`, the spool's own projector session apart."""
+        spooled_for = self.spool_delivers(topic)
+        return any(
+            any(held.client_id != spooled_for for held, _ in holders) and matcher(a_filter)(topic)
+            for a_filter, holders in dict.items(self.subscriptions)  # no await in here: the live table
+        )
 
     async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
         """amqtt's, but a shared subscription (`$share/GROUP/FILTER`, MQTT 5 section 4.8.2) is refused

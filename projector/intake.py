@@ -37,6 +37,10 @@ class LocalMessage:
     def ack(self) -> None:
         self.recorded.set()
 
+    def settled(self) -> bool:
+        """Recorded already: the broker acknowledges it without an await (`mam.broker.direct_acks`)."""
+        return self.recorded.is_set()
+
     def __await__(self) -> Generator[Any, None, None]:
         """Awaiting the message waits until it is recorded. An awaitable object, not a coroutine:
         the broker's gate may offer a publish whose own task is gone (its client left), and a
