@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import aiomqtt
 import anyio
+import paho.mqtt.client as paho
 from anyio.abc import TaskStatus
 from throughput import Snapshot
 
@@ -45,6 +47,8 @@ from _common import (
     stop_projector,
     workspace_dir,
 )
+
+DEBUG = bool(os.environ.get("MAM_BENCH_DEBUG"))
 
 RUNNING_JOBS = 10
 """Jobs of the `output` workload: a runner's few running jobs, each printing many lines."""
@@ -98,20 +102,31 @@ def output_workload(lines: int) -> Workload:
     return Workload("output", streams)
 
 
-async def publish_share(port: int, ws: str, share: list[tuple[str, bytes]], window: int) -> None:
-    async with aiomqtt.Client(
-        "127.0.0.1", port, max_queued_outgoing_messages=0, max_inflight_messages=window
-    ) as client:
-        client.pending_calls_threshold = window
-        limiter = anyio.CapacityLimiter(window)
-        async with anyio.create_task_group() as tg:
+class Publisher:
+    """One publisher: a paho client with its own network thread and `window` QoS 1 publishes in flight
+    (paho queues the rest and sends one per PUBACK), connected before the clock starts."""
 
-            async def one(job: str, payload: bytes) -> None:
-                async with limiter:
-                    await client.publish(f"mam/{ws}/jobs/{job}/events", payload, qos=1)
+    def __init__(self, port: int, window: int) -> None:
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        self.client.max_inflight_messages_set(window)
+        self.client.max_queued_messages_set(0)  # no cap: paho holds what is not in flight yet
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
 
-            for job, payload in share:
-                tg.start_soon(one, job, payload)
+    def publish(self, ws: str, share: list[tuple[str, bytes]]) -> None:
+        """Every event of `share`, returning once each is acknowledged."""
+        sent = [self.client.publish(f"mam/{ws}/jobs/{job}/events", payload, qos=1) for job, payload in share]
+        for info in sent:
+            info.wait_for_publish(timeout=PUBLISH_TIMEOUT)
+            if not info.is_published():
+                raise TimeoutError(f"a publish was not acknowledged within {PUBLISH_TIMEOUT} s")
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+PUBLISH_TIMEOUT = 120
 
 
 async def wait_all_final(port: int, ws: str, work: Workload, *, task_status: TaskStatus[None]) -> None:
@@ -149,16 +164,26 @@ async def one_run(path: str, work: Workload, publishers: int, window: int, ws: s
         try:
             profile(proc.pid)
             shares = work.split(publishers)
-            before = Snapshot.take(proc.pid, broker_pid)
-            async with anyio.create_task_group() as tg:
-                await tg.start(partial(wait_all_final, port, ws, work))
-                for share in shares:
-                    tg.start_soon(publish_share, port, ws, share, window)
-            phase = before.phase_until_now(work.events)
+            clients = [await anyio.to_thread.run_sync(Publisher, port, window) for _ in shares]
+            try:
+                before = Snapshot.take(proc.pid, broker_pid)
+                async with anyio.create_task_group() as tg:
+                    await tg.start(partial(wait_all_final, port, ws, work))
+                    threads = anyio.CapacityLimiter(len(shares))
+                    for client, share in zip(clients, shares, strict=True):
+                        tg.start_soon(partial(anyio.to_thread.run_sync, client.publish, ws, share, limiter=threads))
+                phase = before.phase_until_now(work.events)
+            finally:
+                for client in clients:
+                    client.close()
         finally:
-            stop_projector(proc)
+            closing = stop_projector(proc)
+    if DEBUG:
+        print("  " + closing.strip().splitlines()[-1][-160:])
     verify(root, work)
     cpu = phase.consumer_cpu + (phase.broker_cpu if broker_pid != proc.pid else 0.0)
+    if DEBUG:
+        print(f"  wall {work.events / phase.rate:.2f} s: server cpu {cpu:.2f} s, bench cpu {phase.bench_cpu:.2f} s")
     return phase.rate, cpu
 
 

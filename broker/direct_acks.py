@@ -28,7 +28,6 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from amqtt.adapters import WriterAdapter
-from amqtt.mqtt.puback import PubackPacket
 
 from mam.broker.flow import Slot
 from mam.broker.gate import held_passes
@@ -42,6 +41,15 @@ class Settles(Protocol):
     """What the gate may return besides an asyncio future: `mam.projector.intake.LocalMessage`."""
 
     def settled(self) -> bool: ...
+
+
+def puback(packet_id: int) -> bytes:
+    """A PUBACK (MQTT 3.1.1 section 3.4: type 4, remaining length 2, the packet id), what amqtt's
+    `PubackPacket.build(packet_id).to_bytes()` makes at a tenth of the cost (a test compares them)."""
+    return _PUBACK_HEAD + packet_id.to_bytes(2, "big")
+
+
+_PUBACK_HEAD = b"\x40\x02"
 
 
 def _outcome(held: Awaitable[None]) -> bool | None:
@@ -103,7 +111,7 @@ class DirectAcks:
                     log.warning("not acknowledging a publish on %s: the gate failed it", topic)
             if acks:
                 try:
-                    self._writer.write(b"".join(PubackPacket.build(i).to_bytes() for i in acks))
+                    self._writer.write(b"".join(puback(i) for i in acks))
                     await self._writer.drain()
                 except _CLOSED:
                     return  # amqtt's reader sees the connection end and closes it

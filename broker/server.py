@@ -180,10 +180,11 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
     def subscribed(self, topic: str) -> bool:
         """Whether a subscription matches `topic`, the spool's own projector session apart."""
         spooled_for = self.spool_delivers(topic)
-        return any(
-            any(held.client_id != spooled_for for held, _ in holders) and matcher(a_filter)(topic)
-            for a_filter, holders in dict.items(self.subscriptions)  # no await in here: the live table
-        )
+        for a_filter, holders in dict.items(self.subscriptions):  # no await in here: the live table
+            if holders and matcher(a_filter)(topic):
+                if spooled_for is None or any(held.client_id != spooled_for for held, _ in holders):
+                    return True
+        return False
 
     async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
         """amqtt's, but a shared subscription (`$share/GROUP/FILTER`, MQTT 5 section 4.8.2) is refused

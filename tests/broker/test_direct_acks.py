@@ -13,6 +13,7 @@ from typing import Any
 import aiomqtt
 import anyio
 from amqtt.contexts import Action
+from amqtt.mqtt.puback import PubackPacket
 from amqtt.plugins.base import BaseTopicPlugin
 from amqtt.session import Session
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from raw_mqtt import connected, publish_packet, remaining_length
 
 from mam.broker.acl import AclPlugin
+from mam.broker.direct_acks import puback
 from mam.broker.server import EmbeddedBroker
 from mam.broker.verdicts import DirectVerdicts
 
@@ -47,6 +49,11 @@ def nothing_more(sock: socket.socket, wait: float = 0.3) -> bytes:
         return sock.recv(65536)
     except TimeoutError:
         return b""
+
+
+@given(st.integers(min_value=1, max_value=65535))
+def test_a_puback_is_what_amqtt_encodes(packet_id: int) -> None:
+    assert puback(packet_id) == PubackPacket.build(packet_id).to_bytes()
 
 
 class HeldGate:
