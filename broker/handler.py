@@ -77,8 +77,9 @@ class ClientHandler(AmqttHandler):
     """Seconds of silence after which the connection is closed (1.5 keep-alive periods; 0: never)."""
     _silence: asyncio.TimerHandle | None = None
     _last_placed: asyncio.Future[Placed] | None = None
-    _direct: DirectAcks | None = None
     """The placement of this connection's latest publish: the next one is offered after it."""
+    _direct: DirectAcks | None = None
+    """The PUBACKs of the publishes `take_directly` took, sent in order (made at the first)."""
 
     async def start(self) -> None:
         """Start amqtt's reader with no read timeout, and the silence timer in its place."""
