@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiomqtt
@@ -73,35 +75,38 @@ class HeldGate:
                 await anyio.sleep(0.01)  # polling the gate's own record of what it was offered
 
 
-async def test_pubacks_follow_the_order_read_and_each_waits_for_its_gate() -> None:
+@asynccontextmanager
+async def held_burst(count: int) -> AsyncIterator[tuple[HeldGate, socket.socket]]:
+    """A broker whose gate holds every publish, and a client that sent `count` QoS 1 publishes on
+    `t/0`, `t/1`, ... (packet ids 1, 2, ...), each now held by the gate."""
     gate = HeldGate()
     async with EmbeddedBroker(port=0, publish_gate=gate) as broker:
         with await anyio.to_thread.run_sync(connected, broker.address.port) as sock:
-            burst = b"".join(publish_packet(f"t/{n}", b"x", packet_id=n + 1) for n in range(4))
+            burst = b"".join(publish_packet(f"t/{n}", b"x", packet_id=n + 1) for n in range(count))
             await anyio.to_thread.run_sync(sock.sendall, burst)
-            await gate.taken(4)
-            assert list(gate.held) == ["t/0", "t/1", "t/2", "t/3"], "offered in the order read"
-            gate.held["t/2"].set_result(None)
-            gate.held["t/3"].set_result(None)
-            assert await anyio.to_thread.run_sync(nothing_more, sock) == b"", "t/0 is still held"
-            gate.held["t/0"].set_result(None)
-            assert await anyio.to_thread.run_sync(read_pubacks, sock, 1) == [1]
-            gate.held["t/1"].set_result(None)
-            assert await anyio.to_thread.run_sync(read_pubacks, sock, 3) == [2, 3, 4]
+            await gate.taken(count)
+            yield gate, sock
+
+
+async def test_pubacks_follow_the_order_read_and_each_waits_for_its_gate() -> None:
+    async with held_burst(4) as (gate, sock):
+        assert list(gate.held) == ["t/0", "t/1", "t/2", "t/3"], "offered in the order read"
+        gate.held["t/2"].set_result(None)
+        gate.held["t/3"].set_result(None)
+        assert await anyio.to_thread.run_sync(nothing_more, sock) == b"", "t/0 is still held"
+        gate.held["t/0"].set_result(None)
+        assert await anyio.to_thread.run_sync(read_pubacks, sock, 1) == [1]
+        gate.held["t/1"].set_result(None)
+        assert await anyio.to_thread.run_sync(read_pubacks, sock, 3) == [2, 3, 4]
 
 
 async def test_a_publish_its_gate_fails_is_not_acknowledged_and_the_next_ones_are() -> None:
-    gate = HeldGate()
-    async with EmbeddedBroker(port=0, publish_gate=gate) as broker:
-        with await anyio.to_thread.run_sync(connected, broker.address.port) as sock:
-            burst = b"".join(publish_packet(f"t/{n}", b"x", packet_id=n + 1) for n in range(3))
-            await anyio.to_thread.run_sync(sock.sendall, burst)
-            await gate.taken(3)
-            gate.held["t/1"].set_exception(OSError("disk full"))
-            gate.held["t/0"].set_result(None)
-            gate.held["t/2"].set_result(None)
-            assert await anyio.to_thread.run_sync(read_pubacks, sock, 2) == [1, 3]
-            assert await anyio.to_thread.run_sync(nothing_more, sock) == b""
+    async with held_burst(3) as (gate, sock):
+        gate.held["t/1"].set_exception(OSError("disk full"))
+        gate.held["t/0"].set_result(None)
+        gate.held["t/2"].set_result(None)
+        assert await anyio.to_thread.run_sync(read_pubacks, sock, 2) == [1, 3]
+        assert await anyio.to_thread.run_sync(nothing_more, sock) == b""
 
 
 async def test_a_subscribed_or_retained_publish_is_still_delivered_after_its_gate() -> None:
