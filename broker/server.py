@@ -40,7 +40,6 @@ from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
-from mam.broker.topic_match import matcher
 from mam.broker.verdicts import DirectVerdicts
 from mam.contract.broker_url import BrokerAddress
 from mam.contract.errors import UsageError
@@ -119,7 +118,7 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
             writer.transport.abort()
             return
         try:
-            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")))
+            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")), reader)
             await self.serve_client(listener_name, packets, StreamWriterAdapter(writer))
         finally:
             writer.transport.abort()
@@ -137,11 +136,11 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
         finally:
             self.cap.release()
 
-    def _packets(self, inner: ReaderAdapter, peer: str) -> PacketReader:
+    def _packets(self, inner: ReaderAdapter, peer: str, stream: asyncio.StreamReader | None = None) -> PacketReader:
         window = PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress)
         return PacketReader(
             inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors,
-            on_other_version=self.other_versions,
+            on_other_version=self.other_versions, stream=stream,
         )
 
     async def client_session(
@@ -176,15 +175,6 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
         if topic is not None and not self.subscribed(topic):
             return
         await super().broadcast_message(session, topic, data, force_qos)
-
-    def subscribed(self, topic: str) -> bool:
-        """Whether a subscription matches `topic`, the spool's own projector session apart."""
-        spooled_for = self.spool_delivers(topic)
-        for a_filter, holders in dict.items(self.subscriptions):  # no await in here: the live table
-            if holders and matcher(a_filter)(topic):
-                if spooled_for is None or any(held.client_id != spooled_for for held, _ in holders):
-                    return True
-        return False
 
     async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
         """amqtt's, but a shared subscription (`$share/GROUP/FILTER`, MQTT 5 section 4.8.2) is refused

@@ -36,6 +36,7 @@ from amqtt.session import OutgoingApplicationMessage, Session
 
 from mam.broker.gate import PublishGate
 from mam.broker.spool import Entry, Queue, Spool, spooled_workspace
+from mam.broker.topic_match import matcher
 
 log = logging.getLogger("mam.broker")
 
@@ -57,6 +58,7 @@ class SpoolHooks:
     spool: Spool | None = None
     _delivery: Delivery | None = None
     publish_gate: PublishGate | None  # the broker's (set in its __init__)
+    subscriptions: dict[str, list[tuple[Session, int]]]  # amqtt's table (the broker's)
 
     async def start(self) -> None:
         if self.spool is not None:
@@ -97,6 +99,15 @@ class SpoolHooks:
                 message.set_result(queue.get_nowait())
                 await self.deliver_message(client_session, handler, message)  # type: ignore[attr-defined]
         await super().client_disconnected(client_session, handler, disconnect_waiter)  # type: ignore[misc]
+
+    def subscribed(self, topic: str) -> bool:
+        """Whether a subscription matches `topic`, the spool's own projector session apart."""
+        spooled_for = self.spool_delivers(topic)
+        for a_filter, holders in dict.items(self.subscriptions):  # no await in here: the live table
+            if holders and matcher(a_filter)(topic):
+                if spooled_for is None or any(held.client_id != spooled_for for held, _ in holders):
+                    return True
+        return False
 
     def spool_delivers(self, topic: str) -> str | None:
         """The client id of the projector session the spool delivers `topic` to (amqtt does not), or None."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import random
 import re
 import shutil
 import socket
@@ -25,12 +26,36 @@ BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
+    """A loopback port nothing is bound to, below the kernel's ephemeral range.
+
+    Not one the kernel hands out for `bind(0)`: a broker stopped and started again on such a port
+    could find it taken meanwhile by an outgoing connection's local port (another test's, or one of
+    its own clients reconnecting, which the kernel may even connect to itself), and fail with
+    "Address already in use" (mosquitto's restart in test_follow_restart did, once in a full run).
+    Picked with the system's randomness: pytest-randomly seeds `random` alike in every worker."""
+    low, high = _ports_below_ephemeral()
     while True:
+        port = _PICK.randrange(low, high)
+        if port in RESERVED_PORTS:
+            continue
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in RESERVED_PORTS:
-            return port
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+_PICK = random.SystemRandom()
+
+
+def _ports_below_ephemeral() -> tuple[int, int]:
+    """[10000, the first ephemeral port): 32768 on Linux's default (`ip_local_port_range`)."""
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32768
+    return 10000, max(first, 20000)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
