@@ -29,8 +29,6 @@ from amqtt.adapters import ReaderAdapter
 from mam.broker import protocol_version
 
 PUBLISH = 3
-CHUNK = 64 * 1024
-"""The most a TCP connection's reader takes from its socket ahead of the packets it hands on."""
 
 _NO_DATA = (asyncio.IncompleteReadError, ConnectionError, OSError)
 
@@ -98,10 +96,9 @@ class PacketReader(ReaderAdapter):
     """amqtt's reader for one client: serves amqtt's reads from one whole packet at a time.
 
     Each step that reads from the socket reads all it asks for or nothing
-    (`StreamReader.readexactly`; a TCP connection's stream is read a chunk
-    at a time into a buffer, `_buffered`), and what a step got is kept here,
-    so a read that is cancelled resumes where it stopped instead of losing
-    half a packet. Once it ends a connection, every read is EOF,
+    (`StreamReader.readexactly`), and what a step got is kept here, so a read
+    amqtt cancels (its keep-alive timeout) resumes where it stopped instead
+    of losing half a packet. Once it ends a connection, every read is EOF,
     which amqtt's reader loop takes as the client gone: it stops and closes
     the socket.
     """
@@ -115,12 +112,8 @@ class PacketReader(ReaderAdapter):
         peer: str,
         on_protocol_error: Callable[[str], None],
         on_other_version: Callable[[str], None] | None = None,
-        stream: asyncio.StreamReader | None = None,
     ) -> None:
         self._inner = inner
-        self._stream = stream
-        """A TCP connection's own stream: read in chunks into `_buffer` (`_exactly`), not a read per field."""
-        self._buffer = bytearray()
         self.on_other_version = on_other_version
         """Told the log line for a CONNECT of another MQTT version than 3.1.1 (`mam.broker.protocol_version`)."""
         self._first = True
@@ -222,8 +215,6 @@ class PacketReader(ReaderAdapter):
             self.last_heard = time.monotonic()
 
     async def _exactly(self, n: int) -> bytes | None:
-        if self._stream is not None:
-            return await self._buffered(n)
         try:
             data = await self._inner.read(n)
         except _NO_DATA:
@@ -231,27 +222,6 @@ class PacketReader(ReaderAdapter):
         if len(data) < n:
             return None
         self.last_heard = time.monotonic()
-        return data
-
-    async def _buffered(self, n: int) -> bytes | None:
-        """`n` bytes from what a TCP connection sent, read a chunk at a time: a pipelining client's
-        publishes arrive many to a read, and each then costs no await. A read either returns bytes,
-        kept here at once, or is cancelled having taken none, so nothing is lost to a cancel. At most
-        `CHUNK` bytes are read ahead of what is handled, so the client is still slowed by TCP's flow
-        control once the publish window is full (`_hold`)."""
-        buffer, stream = self._buffer, self._stream
-        assert stream is not None
-        while len(buffer) < n:
-            try:
-                chunk = await stream.read(CHUNK)
-            except _NO_DATA:
-                return None
-            if not chunk:
-                return None
-            buffer += chunk
-            self.last_heard = time.monotonic()
-        data = bytes(buffer[:n])
-        del buffer[:n]
         return data
 
     def _refuse(self, what: str) -> None:

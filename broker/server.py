@@ -118,7 +118,7 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
             writer.transport.abort()
             return
         try:
-            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")), reader)
+            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")))
             await self.serve_client(listener_name, packets, StreamWriterAdapter(writer))
         finally:
             writer.transport.abort()
@@ -136,11 +136,11 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
         finally:
             self.cap.release()
 
-    def _packets(self, inner: ReaderAdapter, peer: str, stream: asyncio.StreamReader | None = None) -> PacketReader:
+    def _packets(self, inner: ReaderAdapter, peer: str) -> PacketReader:
         window = PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress)
         return PacketReader(
             inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors,
-            on_other_version=self.other_versions, stream=stream,
+            on_other_version=self.other_versions,
         )
 
     async def client_session(

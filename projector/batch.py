@@ -57,9 +57,6 @@ class Batch:
     """(outcome, event type) -> how many: accepted, duplicate, parked, refused (for `mam.projector.metrics`)."""
     stamps: list[datetime] = field(default_factory=list)
     """The `ts` of each accepted event that has one: publish-to-record lag, measured once committed."""
-    states: list[tuple[str, bytes]] | None = None
-    """The states to publish (job id, signed payload: each verdict, then each record), signed in the
-    commit's thread once the batch is durable (`ProjectorCommitter._commit`); None: not signed yet."""
     usages: list[tuple[str, ev.Usage]] = field(default_factory=list)
     """(agent, usage) of each accepted outcome event that reports usage."""
     withdrawn: set[str] = field(default_factory=set)

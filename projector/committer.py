@@ -9,6 +9,7 @@ broker to redeliver them: acknowledged once committed, else put back for the nex
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -95,7 +96,17 @@ class ProjectorCommitter(ProjectorLink):
         failing = False
         while True:
             try:
-                await anyio.to_thread.run_sync(self._commit_and_sign, staged)
+                await anyio.to_thread.run_sync(
+                    functools.partial(
+                        staged.commit,
+                        self.log,
+                        self.registry,
+                        self.dirty,
+                        durable=self.durability == "fsync",
+                        parked_dir=self._parked_dir,
+                        index=self.index,
+                    )
+                )
             except StorageLost:
                 raise
             except OSError as exc:
@@ -113,18 +124,6 @@ class ProjectorCommitter(ProjectorLink):
                 log.warning("storage is writable again; resuming")
                 publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             return
-
-    def _commit_and_sign(self, staged: Batch) -> None:
-        """In the commit's thread: the batch made durable, then its states signed (beside the serving)."""
-        staged.commit(
-            self.log,
-            self.registry,
-            self.dirty,
-            durable=self.durability == "fsync",
-            parked_dir=self._parked_dir,
-            index=self.index,
-        )
-        staged.states = self.views.signed_states(staged)
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""

@@ -58,8 +58,10 @@ class Views:
     async def publish_batch(self, client: aiomqtt.Client, staged: Batch) -> None:
         """A committed batch's states (a verdict first where one was derived from), the retained states
         of the jobs it pruned cleared, and its refusals."""
-        for job_id, payload in staged.states if staged.states is not None else self.signed_states(staged):
-            await self.publish(client, self.topics.state(job_id), payload, retain=True)
+        for job_id, record in staged.verdicts.items():
+            await self.publish(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
+        for job_id, record in staged.records.items():
+            await self.publish(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
         for job_id in pruned_ids(staged.records):  # after its last state, cleared: a fresh subscriber gets nothing
             await self.publish(client, self.topics.state(job_id), b"", retain=True)
         for i, rejection in enumerate(staged.rejections):
@@ -67,14 +69,6 @@ class Views:
             if i not in staged.unlogged:  # past the rate: summed up once the window ends (`refusal_log.py`)
                 log.info("refused event on %s: %s", rejection.topic, rejection.reason)
         await self.republish_refused(client, staged)
-
-    def signed_states(self, staged: Batch) -> list[tuple[str, bytes]]:
-        """A batch's states in the order they go out (each verdict, then each record), signed. Safe in a
-        worker thread while nothing folds (the commit's: ed25519 signing releases the GIL, and the event
-        loop's thread meanwhile serves the broker)."""
-        return [(job_id, self.signer.payload(record)) for job_id, record in staged.verdicts.items()] + [
-            (job_id, self.signer.payload(record)) for job_id, record in staged.records.items()
-        ]
 
     async def republish_refused(self, client: aiomqtt.Client, staged: Batch) -> None:
         """The state of each job an event was refused for, or a duplicate came for (a resend: the state
