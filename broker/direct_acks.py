@@ -25,7 +25,6 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable
-from typing import Protocol
 
 from amqtt.adapters import WriterAdapter
 
@@ -35,12 +34,6 @@ from mam.broker.gate import held_passes
 log = logging.getLogger("mam.broker")
 
 _CLOSED = (ConnectionError, OSError)
-
-
-class Settles(Protocol):
-    """What the gate may return besides an asyncio future: `mam.projector.intake.LocalMessage`."""
-
-    def settled(self) -> bool: ...
 
 
 def puback(packet_id: int) -> bytes:
@@ -53,7 +46,9 @@ _PUBACK_HEAD = b"\x40\x02"
 
 
 def _outcome(held: Awaitable[None]) -> bool | None:
-    """Whether `held` let its publish through (True), failed (False), or is still pending (None)."""
+    """Whether `held` let its publish through (True), failed (False), or is still pending (None): an
+    asyncio future (the spool's) or an object with `settled()` (`mam.projector.intake.LocalMessage`);
+    anything else is pending until awaited."""
     if isinstance(held, asyncio.Future):
         if not held.done():
             return None
@@ -98,17 +93,19 @@ class DirectAcks:
             packet_id, held, slot, topic = waiting[0]
             passed = _outcome(held)
             if passed is None:
-                passed = await held_passes(held, topic)
+                passed = await held_passes(held, topic)  # a failure is logged there
+            elif not passed:
+                log.warning("not acknowledging a publish on %s: its gate failed", topic)
             acks = [packet_id] if passed else []
             waiting.popleft()
             slot.release()
             while waiting and (passed := _outcome(waiting[0][1])) is not None:
-                packet_id, held, slot, topic = waiting.popleft()
+                packet_id, _, slot, topic = waiting.popleft()
                 slot.release()
                 if passed:
                     acks.append(packet_id)
                 else:
-                    log.warning("not acknowledging a publish on %s: the gate failed it", topic)
+                    log.warning("not acknowledging a publish on %s: its gate failed", topic)
             if acks:
                 try:
                     self._writer.write(b"".join(puback(i) for i in acks))
