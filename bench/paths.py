@@ -11,12 +11,14 @@ Two ways to run a workspace, fed the same QoS 1 events by the same paho clients:
 Workloads: `jobs` is `submitted` then `cancel_requested` for `--jobs` jobs (what many agents
 delegating and calling off work send); `output` is a runner's output stream: 10 running jobs
 printing `--lines` lines in all, round-robin. Each rate runs from the first publish until every
-event is in its job's retained state (the last job's state shows its last version) with fsync on;
-the audit logs are checked afterwards. `--publishers` splits the events over that many clients
+job's retained state shows its last event's version, with fsync on; the audit logs and records are
+checked afterwards. `--publishers` splits the events over that many clients
 (by job, so each job's events keep their order), each keeping `--window` publishes in flight.
 The two sides alternate in ABBA order over `--rounds`; the ratio is of the mean rates (`up` over
 `mosquitto`), beside each side's CPU per 1,000 events (broker + projector: for `up` one process).
 The goal (issue 33): `up` at least 0.7 of `mosquitto`, and more publishers never slower than fewer.
+`--paths up` runs one side only (for a profile, `MAM_BENCH_PROFILE`); `MAM_BENCH_DEBUG=1` prints each
+run's wall and CPU time and the projector's batch count.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -154,7 +157,7 @@ class Side:
 async def one_run(path: str, work: Workload, publishers: int, window: int, ws: str) -> tuple[float, float]:
     """One rate (events/s) and the CPU seconds its broker and projector spent."""
     root = workspace_dir("mam-bench-paths-")
-    with broker("mosquitto") if path == "mosquitto" else _nothing() as running:
+    with broker("mosquitto") if path == "mosquitto" else nullcontext() as running:
         if running is None:
             proc, port = await start_up(ws, root)
             broker_pid = proc.pid
@@ -187,14 +190,6 @@ async def one_run(path: str, work: Workload, publishers: int, window: int, ws: s
     return phase.rate, cpu
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def verify(root: Path, work: Workload) -> None:
     logs = list((root / ".mam" / "delegate_job_logs").glob("*/events.jsonl"))
     lines = sum(len(p.read_bytes().splitlines()) for p in logs)
@@ -211,16 +206,25 @@ async def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_500, help="jobs of the `jobs` workload (default 1500)")
     parser.add_argument("--lines", type=int, default=2_000, help="output lines of the `output` workload")
     parser.add_argument("--window", type=int, default=100, help="QoS 1 publishes each publisher keeps in flight")
-    parser.add_argument("--paths", default="up,mosquitto", help=argparse.SUPPRESS)
+    parser.add_argument("--paths", default="up,mosquitto", help="the sides to run, comma-separated (default both)")
     add_keep(parser)
     args = parser.parse_args()
     makers = {"jobs": partial(jobs_workload, args.jobs), "output": partial(output_workload, args.lines)}
+    unknown = [name for name in args.workload.split(",") if name not in makers]
+    if unknown:
+        parser.error(f"--workload {args.workload!r}: name jobs or output, comma-separated")
+    workloads = [makers[name]() for name in args.workload.split(",")]
     try:
-        workloads = [makers[name]() for name in args.workload.split(",")]
         counts = [int(n) for n in args.publishers.split(",")]
-    except (KeyError, ValueError) as e:
-        parser.error(f"--workload or --publishers: {e}")
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        parser.error(f"--publishers {args.publishers!r}: give counts of 1 or more, comma-separated (e.g. 1,10,100)")
     paths = args.paths.split(",")
+    if not paths or not set(paths) <= {"up", "mosquitto"}:
+        parser.error(f"--paths {args.paths!r}: name up or mosquitto, comma-separated")
+    if args.rounds < 1 or args.jobs < 1 or args.lines < 1 or args.window < 1:
+        parser.error("--rounds, --jobs, --lines and --window take 1 or more")
     table: dict[tuple[str, int, str], Side] = {}
     run = 0
     with cleaned_up(args.keep):
