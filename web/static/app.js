@@ -15,7 +15,7 @@ import { jobActions } from "./job_actions.js";
 import { soon } from "./soon.js";
 import { drawTimeline } from "./timeline.js";
 import { drawTree, fetchTree, rootOf } from "./tree.js";
-import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals } from "./view.js";
+import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, openOnPress } from "./view.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -307,6 +307,7 @@ function start() {
     refilter();
   });
   form.elements.status.addEventListener("change", refilter);
+  openOnPress($("#jobs tbody"), open);
   $("#prev").addEventListener("click", () => turnPage(-1));
   $("#next").addEventListener("click", () => turnPage(1));
   $("#cancel").addEventListener("click", () => askCancel(false));

@@ -67,6 +67,23 @@ const RUNNER_CELL = { tag: "td", what: "runner id", extra: "wide" };
 const PARENT_CELL = { tag: "td", what: "parent's id", extra: "wider" };
 const cell = (value, attrs = {}) => el("td", { title: value == null ? "" : String(value), ...attrs }, value ?? "");
 
+/** A press on a row of `tbody` opens its job. Not a row's "click": the table is drawn anew on every
+change, and a row replaced between the button going down and up (a running job's row, as its
+output streams in) gets no click, so the press was lost. The job a press went down on is kept, and
+opened if the button comes up on a row of the same job; a press on a button (copy) opens nothing. */
+export function openOnPress(tbody, open) {
+  let pressed = null;
+  const jobOf = (event) => (event.target.closest("button, a") ? null : event.target.closest("tr[data-job-id]"));
+  tbody.addEventListener("pointerdown", (event) => {
+    pressed = event.button === 0 ? jobOf(event)?.dataset.jobId ?? null : null;
+  });
+  tbody.addEventListener("pointerup", (event) => {
+    const id = jobOf(event)?.dataset.jobId;
+    if (id && id === pressed && event.button === 0) open(id);
+    pressed = null;
+  });
+}
+
 /** The table: `rows` is the page (listing.js), each row with the stream's newest fields over it. */
 export function drawJobs(state, rows, open) {
   fill(
@@ -83,8 +100,7 @@ export function drawJobs(state, rows, open) {
          cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
-      tr.tabIndex = 0;  // reachable by keyboard: Enter opens it
-      tr.addEventListener("click", () => open(job.job_id));
+      tr.tabIndex = 0;  // reachable by keyboard: Enter opens it (a pointer: `openOnPress`)
       tr.addEventListener("keydown", (event) => {
         if (event.key === "Enter") open(job.job_id);
       });
