@@ -222,7 +222,7 @@ _ORDER: Final = {
     "updated": "j.updated_at",
     "status": "j.status",
     "agent": "j.agent",
-    "duration": "coalesce((julianday(coalesce(j.finished_at, ?)) - julianday(j.started_at)) * 86400.0, -1)",
+    "duration": "coalesce(round((julianday(coalesce(j.finished_at, ?)) - julianday(j.started_at)) * 86400000.0), -1)",
 }
 
 

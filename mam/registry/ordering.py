@@ -7,6 +7,7 @@ A bare field is each one's own default: ascending in the API (`sort=duration`), 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -52,10 +53,15 @@ def run_seconds(record: JobRecord, now: datetime) -> float | None:
 
 
 def sort_key(record: JobRecord, field: str, now: datetime) -> str | float:
-    """`record`'s value for `field` (one of `SORT_FIELDS`); a job not started sorts as duration -1."""
+    """`record`'s value for `field` (one of `SORT_FIELDS`); a job not started sorts as duration -1.
+
+    A duration sorts in whole milliseconds (the records' times are to the millisecond), rounded half
+    up as SQLite's `round` does: the query index orders by its `julianday` difference, whose float
+    error made two equal durations unequal there while they tied here, so the dashboard's page
+    differed with and without the index (`web/job_list.py` rounds the same way)."""
     if field == "duration":
         seconds = run_seconds(record, now)
-        return -1.0 if seconds is None else seconds
+        return -1.0 if seconds is None else float(math.floor(seconds * 1000 + 0.5))
     return {"submitted": record.submitted_at, "updated": record.updated_at, "status": record.status.value,
             "agent": record.agent}[field]
 
