@@ -230,11 +230,13 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
         await expect(page.locator("#output")).to_contain_text("planning", timeout=WAIT)
         await expect(tree.locator("li")).to_have_count(4, timeout=WAIT)
         await expect(tree.locator('li[data-job-id="tree-root"] > .node')).to_have_class("node selected")
-        # The timeline draws a mark per event, and the phases it went through.
-        await expect(page.locator("#events tbody tr")).to_have_count(
-            await page.locator("#events tbody tr").count(), timeout=WAIT)
-        events = await page.locator("#events tbody tr").count()
-        await expect(page.locator("#timeline .event")).to_have_count(events)
+        # The timeline draws a mark per event, and the phases it went through. The running job's
+        # heartbeats keep adding events, so both are counted in one turn of the page (reading one count
+        # and then waiting for the other to match failed whenever a heartbeat landed in between).
+        await page.wait_for_function(
+            """() => { const rows = document.querySelectorAll('#events tbody tr').length;
+                       return rows >= 3 && rows === document.querySelectorAll('#timeline .event').length; }""",
+            timeout=WAIT)
         for kind in ("submitted", "claimed", "started"):
             await expect(page.locator(f'#timeline .event[data-type="{kind}"]')).to_have_count(1)
         await expect(page.locator('#timeline rect[data-phase="running"]')).to_have_count(1)
