@@ -17,20 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from amqtt.session import IncomingApplicationMessage
-
 log = logging.getLogger("mam.broker")
 
 PublishGate = Callable[[str, bytes, bool], Awaitable[None] | None]
 """`gate(topic, payload, retain)`: `None` to let the publish through at once, or an
 awaitable the acknowledgement waits for."""
-
-
-async def passes(gate: PublishGate, message: IncomingApplicationMessage) -> bool:
-    """Offer an incoming publish to `gate`; False if it must not be acknowledged."""
-    retain = bool(message.publish_packet and message.publish_packet.retain_flag)
-    held = gate(message.topic, bytes(message.data or b""), retain)
-    return True if held is None else await held_passes(held, message.topic)
 
 
 async def held_passes(held: Awaitable[None], topic: str | None) -> bool:

@@ -186,7 +186,7 @@ class ClientHandler(AmqttHandler):
             return True, self.gate(packet.topic_name, bytes(packet.data or b""), bool(packet.retain_flag))
         except Exception as exc:  # noqa: BLE001 - whatever a publish makes the gate raise: not acknowledged, said
             failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            failed.set_exception(exc)  # `gate.passes` awaits it, logs it, and holds the acknowledgement back
+            failed.set_exception(exc)  # `gate.held_passes` awaits it, logs it, and holds the acknowledgement back
             return True, failed
 
     def _known_verdict(self, topic: str | None) -> bool | None:
