@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -21,6 +22,7 @@ from typing import IO
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import aiomqtt  # noqa: E402
+import anyio  # noqa: E402
 
 from mam.contract import events as ev  # noqa: E402
 from mam.contract.identity import RunnerKey  # noqa: E402
@@ -195,6 +197,20 @@ async def wait_online(port: int, ws: str) -> None:
         async for message in watcher.messages:
             if json.loads(message.payload).get("status") == "online":  # type: ignore[arg-type]
                 return
+
+
+async def wait_runners(port: int, ws: str, count: int) -> None:
+    """Until `count` runners of workspace `ws` say they are online (at most 120 s)."""
+    online: set[str] = set()
+    async with aiomqtt.Client("127.0.0.1", port, identifier=f"bench-{uuid.uuid4().hex[:8]}") as client:
+        await client.subscribe(f"mam/{ws}/agents/+/status", qos=1)
+        with anyio.fail_after(120):
+            async for message in client.messages:
+                status = json.loads(message.payload) if isinstance(message.payload, bytes) else {}
+                if status.get("status") == "online":
+                    online.add(status["agent_id"])
+                if len(online) >= count:
+                    return
 
 
 def takes_unsigned_runners(root: Path) -> None:

@@ -5,7 +5,13 @@ a fresh process, as an agent calling `mam` in a loop runs it, side by side in on
 - `mam --version` against `python -c pass` (starting the interpreter: the floor of any `mam` command);
 - `mam submit --help` and `mam jobs` (reads files only) against the same;
 - `mam submit` to the projector's verdict on a live `mam up` against `mosquitto_pub -q 1` of the same
-  `submitted` event to the same broker (a publish acknowledged, nobody waiting for the record).
+  `submitted` event to the same broker (a publish acknowledged, nobody waiting for the record), with a
+  runner for the jobs' agent online (busy with the first job, so the rest queue), as a workspace in use has; `--no-runner`
+  measures the submit that warns "no runner ... is online", which reads every runner's status first.
+
+The commands run with Python's bytecode cache on, as in a user's shell (pip compiles what it installs,
+and the checkout's own modules are compiled on their first import): `PYTHONDONTWRITEBYTECODE`, set on
+some machines, is dropped for them, or every `mam` command would compile its 300 modules anew.
 
     .venv/bin/python bench/cli_startup.py            # 9 rounds
     .venv/bin/python bench/cli_startup.py --rounds 5 --importtime   # and where `mam submit` spends its imports
@@ -28,7 +34,17 @@ from pathlib import Path
 from mam.contract import events as ev
 from mam.contract.topics import Topics
 
-from _common import BIN, add_keep, cleaned_up, require_binary, run_main, start_up, stop_projector, workspace_dir
+from _common import (
+    BIN,
+    add_keep,
+    cleaned_up,
+    require_binary,
+    run_main,
+    start_up,
+    stop_projector,
+    wait_runners,
+    workspace_dir,
+)
 
 WS = "bench-cli"
 
@@ -89,13 +105,26 @@ RATIOS = (
 """(command, against, the goal of issue 33 where it sets one)."""
 
 
-async def measure(rounds: int, importtime: bool, before: Path | None) -> None:
+def _start_runner(root: Path, port: int) -> subprocess.Popen[bytes]:
+    """A runner for the bench's agent that takes one job and keeps it (`sleep`): it serves the agent, so no
+    submit warns, and runs nothing beside the commands measured (the jobs wait in the queue)."""
+    return subprocess.Popen([str(BIN / "mam-agent"), "--agent", "bench", "--command", "sleep 600", "--concurrency", "1",
+                             "--drain-timeout", "0.1", "--kill-grace", "1", "--workspace", str(root),
+                             "--workspace-id", WS, "--broker", f"mqtt://127.0.0.1:{port}"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def measure(rounds: int, importtime: bool, before: Path | None, runner: bool) -> None:
     require_binary("mosquitto_pub")
     root = workspace_dir("mam-bench-cli-")
     proc, port = await start_up(WS, root)
-    env = {**os.environ, "NO_COLOR": "1"}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["NO_COLOR"] = "1"
     serial = [0]
+    agent = _start_runner(root, port) if runner else None
     try:
+        if agent is not None:
+            await wait_runners(port, WS, 1)
         commands = _commands(root, port, serial, before)
         names = list(commands)
         for name in names:  # one warm-up each: the page cache, not the first run's disk reads
@@ -106,7 +135,8 @@ async def measure(rounds: int, importtime: bool, before: Path | None) -> None:
             for name in order:
                 times[name].append(_timed(commands[name](), env))  # type: ignore[operator]
         median = {name: statistics.median(values) for name, values in times.items()}
-        print(f"median of {rounds} interleaved rounds (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(f"median of {rounds} interleaved rounds (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+              f"{'a runner' if runner else 'no runner'} online for the jobs' agent)")
         for name in names:
             print(f"  {name:<28} {median[name] * 1000:7.1f} ms")
         for prefix in ("", "before: ") if before is not None else ("",):
@@ -117,6 +147,9 @@ async def measure(rounds: int, importtime: bool, before: Path | None) -> None:
         if importtime:
             _where_submit_spends(commands["mam submit"](), env)  # type: ignore[operator]
     finally:
+        if agent is not None:
+            agent.terminate()
+            agent.wait()
         print(f"mam up: {stop_projector(proc)}", file=sys.stderr)
 
 
@@ -142,10 +175,12 @@ def main() -> None:
     parser.add_argument("--importtime", action="store_true", help="then show where `mam submit`'s imports go")
     parser.add_argument("--before", type=Path, metavar="BIN",
                         help="a bin dir holding another build's `mam` (e.g. ../main/.venv/bin), measured alongside")
+    parser.add_argument("--no-runner", action="store_true",
+                        help="no runner online: each `mam submit` reads every runner's status to warn of that")
     add_keep(parser)
     args = parser.parse_args()
     with cleaned_up(args.keep):
-        asyncio.run(measure(args.rounds, args.importtime, args.before))
+        asyncio.run(measure(args.rounds, args.importtime, args.before, not args.no_runner))
 
 
 if __name__ == "__main__":

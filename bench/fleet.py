@@ -41,7 +41,7 @@ import anyio
 
 from mam.registry import refusal_files
 
-from _common import broker, start_projector, start_up, stop_projector
+from _common import broker, start_projector, start_up, stop_projector, wait_runners
 
 BIN = Path(sys.executable).parent
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
@@ -173,19 +173,6 @@ async def burst(port: int, ws: str, jobs: int, prompt: str, idle: int) -> tuple[
                     waits.append(_at(record["started_at"]) - _at(record["submitted_at"]))
             tg.cancel_scope.cancel()
     return records, waits
-
-
-async def wait_runners(port: int, ws: str, count: int) -> None:
-    online: set[str] = set()
-    async with aiomqtt.Client("127.0.0.1", port, identifier=f"bench-{uuid.uuid4().hex[:8]}") as client:
-        await client.subscribe(f"mam/{ws}/agents/+/status", qos=1)
-        with anyio.fail_after(120):
-            async for message in client.messages:
-                status = json.loads(message.payload) if isinstance(message.payload, bytes) else {}
-                if status.get("status") == "online":
-                    online.add(status["agent_id"])
-                if len(online) >= count:
-                    return
 
 
 def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dict[str, Any]:

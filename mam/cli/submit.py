@@ -25,11 +25,11 @@ from mam.cli.selection import resolve_retained
 from mam.cli.wait import register as register_wait
 from mam.cli.write_common import add_wait_args, check_event, event_id, flagged, print_published, print_record
 from mam.client.follow import Followed, follow
-from mam.client.live import snapshot_agents
 from mam.client.logged_output import outcome_code, stopped_following
+from mam.client.runner_look import RunnerLook
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
-from mam.contract.errors import MamError, UsageError
+from mam.contract.errors import UsageError
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
@@ -206,20 +206,14 @@ async def _submit_and_look(
     pub: Publisher, job_id: str, event: ev.AnyEvent, timeout: float
 ) -> tuple[JobRecord, list[AgentStatus] | None]:
     """Publish and wait for the verdict while reading, on a connection of its own, which runners are
-    online (None if that could not be read)."""
-    runners: list[AgentStatus] | None = None
-
-    async def look() -> None:
-        nonlocal runners
-        try:
-            runners = list((await snapshot_agents(pub.broker, pub.topics)).values())
-        except MamError:
-            pass
-
+    online (None if that could not be read); the read ends with the verdict once a runner that takes
+    the job was seen (`RunnerLook`)."""
+    look = RunnerLook(pub.broker, pub.topics)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(look)
+        tg.start_soon(look.run)
         record = await pub.publish_and_wait(job_id, event, timeout=timeout)
-    return record, runners
+        look.verdict_in(record.agent, routing.required(record))
+    return record, look.runners()
 
 
 def run_session_create(args: argparse.Namespace) -> int:

@@ -87,9 +87,13 @@ async def changes(
             yield change
 
 
-async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> tuple[list[aiomqtt.Message], bool]:
+async def read_retained(
+    client: aiomqtt.Client, topics: Topics, wildcard: str, *,
+    on_message: Callable[[aiomqtt.Message], None] | None = None,
+) -> tuple[list[aiomqtt.Message], bool]:
     """The retained messages on `wildcard`, once the broker has delivered them, and whether that
-    is all of them (False: `SNAPSHOT_LIMIT` cut the read short).
+    is all of them (False: `SNAPSHOT_LIMIT` cut the read short); each also handed to `on_message` as it
+    arrives, so a caller that cancels the read keeps what came before.
 
     MQTT marks no end of the retained messages: this takes them until the
     workspace's retained projector status (subscribed after them, so sent after
@@ -110,14 +114,16 @@ async def _retained(client: aiomqtt.Client, topics: Topics, wildcard: str) -> tu
                 wait = SETTLE
             else:
                 taken.append(message)
+                if on_message is not None:
+                    on_message(message)
     return taken, not limit.cancelled_caught
 
 
 async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, AgentStatus]:
-    """The runners' retained statuses, by runner id (see `_retained` for when that is complete)."""
+    """The runners' retained statuses, by runner id (see `read_retained` for when that is complete)."""
     found: dict[str, AgentStatus] = {}
     states = StateReader(topics.workspace, None)
-    taken, _ = await _retained(client, topics, topics.all_agent_status)
+    taken, _ = await read_retained(client, topics, topics.all_agent_status)
     for message in taken:
         change = decode_change(topics, states, message)
         if isinstance(change, AgentChange):
@@ -129,10 +135,10 @@ async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, Ag
 
 
 async def retained_states(client: aiomqtt.Client, topics: Topics, states: StateReader) -> dict[str, JobRecord]:
-    """The job states the broker retains, by job id, each checked by `states` (see `_retained` for when
+    """The job states the broker retains, by job id, each checked by `states` (see `read_retained` for when
     that is complete); the client stays subscribed, so every change follows on its messages."""
     found: dict[str, JobRecord] = {}
-    taken, _ = await _retained(client, topics, topics.all_states)
+    taken, _ = await read_retained(client, topics, topics.all_states)
     for message in taken:
         change = decode_change(topics, states, message)
         if isinstance(change, JobChange):
@@ -143,7 +149,7 @@ async def retained_states(client: aiomqtt.Client, topics: Topics, states: StateR
 async def retained_job_ids(client: aiomqtt.Client, topics: Topics) -> set[str] | None:
     """The ids of the jobs whose state the broker retains, from the topics alone (payloads unread);
     None if the broker did not deliver them all in time."""
-    messages, complete = await _retained(client, topics, topics.all_states)
+    messages, complete = await read_retained(client, topics, topics.all_states)
     if not complete:
         return None
     ids = set()
@@ -171,7 +177,7 @@ async def snapshot_job_ids(broker: Brokers, topics: Topics, *, exact: str | None
         async with connect(broker) as client:
             ids = await retained_job_ids(client, topics)
             if ids is not None and exact is not None and exact not in ids:
-                messages, _ = await _retained(client, topics, topics.state(exact))
+                messages, _ = await read_retained(client, topics, topics.state(exact))
                 if any(str(m.topic) == topics.state(exact) and m.payload for m in messages):
                     ids.add(exact)
             return ids
@@ -186,6 +192,7 @@ __all__ = [
     "agent_statuses",
     "changes",
     "decode_change",
+    "read_retained",
     "retained_job_ids",
     "retained_states",
     "snapshot_agents",

@@ -6,7 +6,6 @@ refused event, 2 usage, 3 the broker or the projector cannot be reached.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TypeVar
 
 E = TypeVar("E", bound=BaseException)
@@ -64,6 +63,8 @@ class LibraryChanged(MamError):
 
     @classmethod
     def of(cls, distribution: str, lacking: str) -> LibraryChanged:
+        from importlib.metadata import PackageNotFoundError, version  # 20-40 ms, and only this error needs it
+
         try:
             release = version(distribution)
         except PackageNotFoundError:
