@@ -80,6 +80,33 @@ class ClientHandler(AmqttHandler):
     """The placement of this connection's latest publish: the next one is offered after it."""
     _direct: DirectAcks | None = None
     """The PUBACKs of the publishes `take_directly` took, sent in order (made at the first)."""
+    _taken: object = None
+    """The publish `mqtt_deliver_next_message` took off the delivery queue last, until the broker's message
+    loop hands it on; at a disconnect the queue is drained first (`SpoolDelivery.client_disconnected`),
+    and this one, taken before the rest, goes ahead of them (`take_early`)."""
+    _handed_early: object = None
+
+    async def mqtt_deliver_next_message(self) -> Any:
+        self._taken = await super().mqtt_deliver_next_message()
+        return self._taken
+
+    def take_early(self) -> object:
+        """At a disconnect, before the rest of the queue is delivered: the publish already taken off it (None if
+        none); once delivered, say so (`handed_early`), and the message loop will not deliver it again."""
+        early, self._taken = self._taken, None
+        return early
+
+    def handed_early(self, message: object) -> None:
+        self._handed_early = message
+
+    def handed_on(self, message: object) -> bool:
+        """Whether the message loop is to deliver `message`: not if the disconnect's drain did already."""
+        if message is self._taken:
+            self._taken = None
+        if message is not None and message is self._handed_early:
+            self._handed_early = None
+            return False
+        return True
 
     async def start(self) -> None:
         """Start amqtt's reader with no read timeout, and the silence timer in its place."""

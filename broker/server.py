@@ -197,8 +197,8 @@ class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
         client, so a mosquitto bridge with its default `notifications true` (a retained
         `$SYS/broker/connection/NAME/state`, mosquitto.conf(5)) was disconnected at once."""
         message = wait_deliver.result() if wait_deliver.done() and not wait_deliver.cancelled() else None
-        if isinstance(handler, ClientHandler) and handler.take_refused(message):
-            return True  # refused when read (acknowledged all the same): never delivered
+        if isinstance(handler, ClientHandler) and (not handler.handed_on(message) or handler.take_refused(message)):
+            return True  # delivered first at a disconnect, or refused when read (acknowledged all the same)
         topic = getattr(message, "topic", None)
         if isinstance(topic, str) and topic.startswith("$"):
             log.debug("dropped %s's publish on %s: $ topics are the broker's", client_session.client_id, topic)
