@@ -61,7 +61,7 @@ HANDLER_METHODS: Methods = {
     "_handle_qos1_message_flow": ("app_message",),
     "_handle_qos2_message_flow": ("app_message",),
     "_send_packet": ("packet",),
-    "handle_publish": ("publish_packet",),
+    "handle_publish": ("publish_packet",), "handle_puback": ("puback",),
     "start": (), "stop": (),
 }
 HANDLER_ATTRIBUTES: Attributes = {"_puback_waiters": dict, "_reader_task": (asyncio.Task, type(None))}

@@ -284,6 +284,25 @@ class ClientHandler(AmqttHandler):
         except asyncio.CancelledError:
             self._keep_for_redelivery(app_message)
             raise
+        except TimeoutError:
+            if app_message.direction != OUTGOING:
+                raise
+            # amqtt waits 5 s for a subscriber's PUBACK, then forgets the message: a persistent session that
+            # was slow to acknowledge (a loaded runner) and then reconnected never got it again. MQTT sets no
+            # such limit: it stays in flight until its PUBACK comes late (`handle_puback`), or the session's
+            # next connection sends it again.
+            self._keep_for_redelivery(app_message)
+            log.debug("%s: no PUBACK for packet %s within amqtt's 5 s; kept in flight",
+                      self.session.client_id if self.session else "?", app_message.packet_id)
+
+    async def handle_puback(self, puback: PubackPacket) -> None:
+        """amqtt's, and the late PUBACK of a message amqtt stopped waiting for (`acknowledged_flow`) ends its
+        flight: it is not sent again."""
+        header, session = puback.variable_header, self.session
+        if header is not None and session is not None and header.packet_id not in self.puback_waiters:
+            if session.inflight_out.pop(header.packet_id, None) is not None:
+                return
+        await super().handle_puback(puback)
 
     def _keep_for_redelivery(self, app_message: AppMessage) -> None:
         """MQTT-4.4.0-1: an outgoing QoS 1 or 2 message whose acknowledgement a persistent session's
