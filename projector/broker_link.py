@@ -19,7 +19,7 @@ import aiomqtt
 import anyio
 
 import mam
-from mam.client.aiomqtt_internals import NO_DELAY, enable_manual_ack, publish_nowait, streamline
+from mam.client.aiomqtt_internals import enable_manual_ack, publish_nowait, streamline
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.mqtt import make_client
 from mam.contract.broker_list import Brokers
@@ -103,8 +103,7 @@ class ProjectorLink:
             keepalive=15,
             max_inflight_messages=0,
             will=aiomqtt.Will(self.topics.projector_status, offline, qos=1, retain=True),
-            socket_options=NO_DELAY,
-        )
+        )  # with TCP_NODELAY, as every client `make_client` builds
         enable_manual_ack(client)
         streamline(client)
         return client

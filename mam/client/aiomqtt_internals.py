@@ -32,7 +32,7 @@ does not expose:
    acknowledgement comes: a whole commit later. After each read the socket is
    switched to quick acknowledgements (`TCP_QUICKACK`, Linux; the kernel
    leaves the mode again by itself). The projector's own writes go out at
-   once (`NO_DELAY`, passed when the client is made): a state queued behind a
+   once (`NO_DELAY`, which `make_client` passes to every client): a state queued behind a
    write the broker has not acknowledged would otherwise wait for it.
 
 `enable_manual_ack` must run before connecting: a persistent session may be handed queued messages
@@ -188,7 +188,8 @@ READ_BURST = 256
 """Packets read per readable socket at most: what is left is read on the next turn of the event loop."""
 
 NO_DELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
-"""`socket_options` for `aiomqtt.Client`: the projector's writes are not held back by Nagle's algorithm."""
+"""`socket_options` for `aiomqtt.Client` (`make_client` gives it to every client): writes are not held back by
+Nagle's algorithm."""
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 

@@ -119,18 +119,27 @@ async def read_retained(
     return taken, not limit.cancelled_caught
 
 
+def take_agent_status(found: dict[str, AgentStatus], topics: Topics, states: StateReader,
+                      message: aiomqtt.Message) -> bool:
+    """Apply `message` to `found` (runner id -> status) if it is a runner's status (cleared: removed);
+    whether it was one."""
+    change = decode_change(topics, states, message)
+    if not isinstance(change, AgentChange):
+        return False
+    if change.status is None:
+        found.pop(change.agent_id, None)
+    else:
+        found[change.agent_id] = change.status
+    return True
+
+
 async def agent_statuses(client: aiomqtt.Client, topics: Topics) -> dict[str, AgentStatus]:
     """The runners' retained statuses, by runner id (see `read_retained` for when that is complete)."""
     found: dict[str, AgentStatus] = {}
     states = StateReader(topics.workspace, None)
     taken, _ = await read_retained(client, topics, topics.all_agent_status)
     for message in taken:
-        change = decode_change(topics, states, message)
-        if isinstance(change, AgentChange):
-            if change.status is None:
-                found.pop(change.agent_id, None)
-            else:
-                found[change.agent_id] = change.status
+        take_agent_status(found, topics, states, message)
     return found
 
 
@@ -196,5 +205,6 @@ __all__ = [
     "retained_job_ids",
     "retained_states",
     "snapshot_agents",
+    "take_agent_status",
     "snapshot_job_ids",
 ]

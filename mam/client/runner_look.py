@@ -20,7 +20,7 @@ import aiomqtt
 import anyio
 
 from mam.client.failover import connect
-from mam.client.live import AgentChange, decode_change, read_retained
+from mam.client.live import read_retained, take_agent_status
 from mam.contract import presence
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
@@ -66,12 +66,7 @@ class RunnerLook:
         return None if self.failed else list(self.found.values())
 
     def _take(self, message: aiomqtt.Message) -> None:
-        change = decode_change(self.topics, self._states, message)
-        if isinstance(change, AgentChange):
-            if change.status is None:
-                self.found.pop(change.agent_id, None)
-            else:
-                self.found[change.agent_id] = change.status
+        if take_agent_status(self.found, self.topics, self._states, message):
             self._enough()
 
     def _enough(self) -> None:

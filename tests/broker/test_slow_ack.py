@@ -17,6 +17,8 @@ from mam.client.inbox import next_batch
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
+from support import Daemon
+
 KEPT = "no PUBACK for packet"
 """The broker's debug line once amqtt's 5 s have passed without the PUBACK."""
 
@@ -38,14 +40,21 @@ async def _one(client: aiomqtt.Client) -> aiomqtt.Message:
     return message
 
 
+async def _unacknowledged_past_amqtt(client: aiomqtt.Client, daemon: Daemon, port: int, topic: str) -> aiomqtt.Message:
+    """Subscribe `client`, have `m1` published to it, and leave it unacknowledged until amqtt's 5 s are over."""
+    await client.subscribe(topic, qos=1)
+    await _publish(port, topic, b"m1")
+    message = await _one(client)
+    assert message.payload == b"m1"
+    await daemon.wait_for_output(KEPT, timeout=20)
+    return message
+
+
 async def test_a_message_acknowledged_too_late_for_amqtt_is_sent_again_on_reconnect(tmp_path: Path) -> None:
     topic, client_id = f"slow/{uuid.uuid4().hex[:6]}", f"slow-{uuid.uuid4().hex[:6]}"
     async with broker_process(tmp_path, "-v") as (daemon, port):
         async with _subscriber(port, client_id) as first:
-            await first.subscribe(topic, qos=1)
-            await _publish(port, topic, b"m1")
-            assert (await _one(first)).payload == b"m1"  # and never acknowledged on this connection
-            await daemon.wait_for_output(KEPT, timeout=20)
+            await _unacknowledged_past_amqtt(first, daemon, port, topic)  # and never acknowledged here
         async with _subscriber(port, client_id) as again:
             message = await _one(again)
             assert message.payload == b"m1", "sent again to the session's next connection"
@@ -58,10 +67,7 @@ async def test_a_late_puback_ends_the_flight(tmp_path: Path) -> None:
     topic, client_id = f"slow/{uuid.uuid4().hex[:6]}", f"late-{uuid.uuid4().hex[:6]}"
     async with broker_process(tmp_path, "-v") as (daemon, port):
         async with _subscriber(port, client_id) as first:
-            await first.subscribe(topic, qos=1)
-            await _publish(port, topic, b"m1")
-            message = await _one(first)
-            await daemon.wait_for_output(KEPT, timeout=20)
+            message = await _unacknowledged_past_amqtt(first, daemon, port, topic)
             ack_all(first, [message])  # late: amqtt stopped waiting for it; read before the DISCONNECT that follows
         async with _subscriber(port, client_id) as again:
             await _publish(port, topic, b"m2")
