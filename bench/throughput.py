@@ -1,11 +1,14 @@
 """Projector throughput against a bare aiomqtt subscriber, on the same broker, in one run.
 
     .venv/bin/python bench/throughput.py [--events 20000] [--jobs 1000] [--broker mosquitto|amqtt|nats|up]
-        [--rounds 2] [--window 100] [--inflight 20[,0]] [--signed] [--metrics] [--keep]
+        [--rounds 2] [--window 100] [--inflight 20[,0]] [--feed python|c] [--signed] [--metrics] [--keep]
 
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
-(unacknowledged). On mosquitto, `--inflight` is its `max_inflight_messages`: how many
+(unacknowledged): one aiomqtt client, or with `--feed c` mosquitto's own `mosquitto_pub`, one per job
+(`c_clients.py`), so that no Python publisher's cost bounds either rate. On mosquitto each round also
+times its own C clients carrying the same payloads (`mosquitto_pub` to `mosquitto_sub`), and the
+projector's rate is printed over theirs: the broker's QoS 1 ceiling on this machine. On mosquitto, `--inflight` is its `max_inflight_messages`: how many
 QoS 1 messages it sends a subscriber before that subscriber acknowledges one (20, mosquitto's
 default; 0 = no cap, as docs/mosquitto.conf sets it; several, comma-separated, are compared in
 turn). The projector acknowledges an event only once it is durable, so that window bounds its
@@ -27,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import aiomqtt
 import anyio
+import c_clients
 
 from _common import (
     MOSQUITTO_DEFAULT_INFLIGHT,
@@ -154,7 +159,28 @@ async def publish_all(port: int, ws: str, events: list[tuple[str, bytes]], windo
                 tg.start_soon(one, job, payload)
 
 
-async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int, window: int) -> Phase:
+async def feed(port: int, ws: str, events: list[tuple[str, bytes]], window: int, how: str) -> None:
+    """The events on workspace `ws`'s topics: from one aiomqtt client (`python`) or from mosquitto's own
+    `mosquitto_pub`, one per job (`c`: no Python publisher's cost in the figure)."""
+    if how == "python":
+        await publish_all(port, ws, events, window)
+    else:
+        await anyio.to_thread.run_sync(partial(c_clients.publish, port, by_job(ws, events), window))
+
+
+def by_job(
+    ws: str, events: list[tuple[str, bytes]], topic: str = "mam/{ws}/jobs/{job}/events"
+) -> dict[str, list[bytes]]:
+    """Each job's payloads in order, by its topic."""
+    streams: dict[str, list[bytes]] = {}
+    for job, payload in events:
+        streams.setdefault(topic.format(ws=ws, job=job), []).append(payload)
+    return streams
+
+
+async def raw_rate(
+    port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int, window: int, how: str
+) -> Phase:
     proc = subprocess.Popen(
         [sys.executable, "-c", RAW_SUBSCRIBER, str(port), f"mam/{ws}/jobs/+/events", str(len(events)), ws],
         stdout=subprocess.PIPE,
@@ -165,7 +191,7 @@ async def raw_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_p
         assert proc.stdout.readline().strip() == b"ready"
         before = Snapshot.take(proc.pid, broker_pid)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(publish_all, port, ws, events, window)
+            tg.start_soon(feed, port, ws, events, window, how)
             line = await anyio.to_thread.run_sync(proc.stdout.readline)
         phase = before.phase_until_now(len(events))
         assert line.strip() == b"done", line
@@ -185,6 +211,7 @@ async def projector_rate(
     *,
     up: bool,
     window: int,
+    how: str = "python",
     metrics: tuple[str, ...] = (),
 ) -> tuple[Phase, Path]:
     """The projector's rate: `mam-projector` on the broker at `port`, or with `up`, a whole
@@ -197,14 +224,17 @@ async def projector_rate(
         proc = await start_projector(port, ws, root, "--durability", durability, *metrics)
     try:
         async with aiomqtt.Client("127.0.0.1", port) as watcher:
-            await watcher.subscribe(f"mam/{ws}/jobs/{events[-1][0]}/state", qos=1)
+            await watcher.subscribe(f"mam/{ws}/jobs/+/state", qos=1)
+            pending = {job for job, _ in events}
             profile(proc.pid)
             before = Snapshot.take(proc.pid, broker_pid)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(publish_all, port, ws, events, window)
+                tg.start_soon(feed, port, ws, events, window, how)
                 async for message in watcher.messages:
                     if json.loads(message.payload).get("version") == per_job:  # type: ignore[arg-type]
-                        break
+                        pending.discard(message.topic.value.split("/")[3])
+                        if not pending:
+                            break
             return before.phase_until_now(len(events)), root
     finally:
         print(stop_projector(proc))
@@ -262,10 +292,23 @@ async def main() -> None:
         f"(default {MOSQUITTO_DEFAULT_INFLIGHT}, mosquitto's own; 0 = no cap, as docs/mosquitto.conf); "
         "several, comma-separated (20,0), compare each on a broker of its own in turn",
     )
-    parser.add_argument("--metrics", action="store_true",
-                        help="the projector counts its Prometheus metrics (--metrics-port 0: served, never scraped)")
-    parser.add_argument("--signed", action="store_true",
-                        help="the runner's events signed, as mam-agent sends them (its claim names its key)")
+    parser.add_argument(
+        "--feed",
+        choices=("python", "c"),
+        default="python",
+        help="who publishes: one aiomqtt client (python), or mosquitto_pub, one per job (c: no Python "
+        "publisher's cost bounds a rate; keep --jobs to tens)",
+    )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="the projector counts its Prometheus metrics (--metrics-port 0: served, never scraped)",
+    )
+    parser.add_argument(
+        "--signed",
+        action="store_true",
+        help="the runner's events signed, as mam-agent sends them (its claim names its key)",
+    )
     add_keep(parser)
     args = parser.parse_args()
     per_job = args.events // args.jobs
@@ -275,18 +318,39 @@ async def main() -> None:
             await compare(args, events, per_job, inflight)
 
 
+def c_rate(port: int, ws: str, events: list[tuple[str, bytes]], broker_pid: int, window: int) -> Phase:
+    """mosquitto's own C clients carrying the same payloads (`c_clients.py`): the broker's QoS 1 ceiling."""
+    streams = {f"mam/{ws}/c": [payload for _, payload in events]}  # one pair of clients, whatever --feed
+    with c_clients.subscriber(port, f"mam/{ws}/c", f"mam/{ws}/c") as sub:
+        before = Snapshot.take(sub.pid, broker_pid)
+        publishing = threading.Thread(target=c_clients.publish, args=(port, streams, window))
+        publishing.start()
+        sub.receive(len(events))
+        phase = before.phase_until_now(len(events))
+        publishing.join()
+        return phase
+
+
 async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per_job: int, inflight: int) -> None:
-    """The raw subscriber and the projector, ABBA, on one broker (for mosquitto, with `inflight`)."""
+    """The raw subscriber and the projector, ABBA, on one broker (for mosquitto, with `inflight`), and on
+    mosquitto its own C clients beside them."""
     n = len(events)
     raws: list[Phase] = []
     projs: list[Phase] = []
+    cs: list[Phase] = []
+    sides = ("raw", "projector", "c") if args.broker == "mosquitto" else ("raw", "projector")
     try:
         with broker("amqtt" if args.broker == "up" else args.broker, inflight=inflight) as running:
             for r in range(args.rounds):
-                for side in ("raw", "projector") if r % 2 == 0 else ("projector", "raw"):
-                    if side == "raw":
-                        raws.append(await raw_rate(running.port, f"bench-raw-{r}", events, running.proc.pid,
-                                                   args.window))
+                for side in sides if r % 2 == 0 else tuple(reversed(sides)):
+                    if side == "c":
+                        cs.append(c_rate(running.port, f"bench-c-{r}", events, running.proc.pid, args.window))
+                    elif side == "raw":
+                        raws.append(
+                            await raw_rate(
+                                running.port, f"bench-raw-{r}", events, running.proc.pid, args.window, args.feed
+                            )
+                        )
                     else:
                         proj, root = await projector_rate(
                             running.port,
@@ -297,15 +361,18 @@ async def compare(args: argparse.Namespace, events: list[tuple[str, bytes]], per
                             running.proc.pid,
                             up=args.broker == "up",
                             window=args.window,
+                            how=args.feed,
                             metrics=("--metrics-port", "0") if args.metrics else (),
                         )
                         verify(root, args.jobs, per_job, n)
                         projs.append(proj)
     finally:
-        report(args, n, inflight, raws, projs)
+        report(args, n, inflight, raws, projs, cs)
 
 
-def report(args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], projs: list[Phase]) -> None:
+def report(
+    args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], projs: list[Phase], cs: list[Phase]
+) -> None:
     """The rounds measured, also when an error or Ctrl-C stopped the run before the last (then said so)."""
     rounds = min(len(raws), len(projs))
     if rounds < args.rounds:
@@ -314,7 +381,9 @@ def report(args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], p
         return
     print(
         f"broker={args.broker} events={n} jobs={args.jobs} durability={args.durability} rounds={rounds} "
-        f"publisher window={args.window}" + (" signed" if args.signed else "") + (" metrics" if args.metrics else "")
+        f"publisher window={args.window} feed={args.feed}"
+        + (" signed" if args.signed else "")
+        + (" metrics" if args.metrics else "")
         + inflight_label(args.broker, inflight)
     )
     raws, projs = raws[:rounds], projs[:rounds]
@@ -329,7 +398,16 @@ def report(args: argparse.Namespace, n: int, inflight: int, raws: list[Phase], p
     proj_cpu = sum(p.consumer_cpu for p in projs) / len(projs)
     print(f"raw aiomqtt subscriber : {raw_rate_:10.0f} events/s  {1e6 * raw_cpu / n:5.0f} ms cpu/1k events")
     print(f"mam-projector          : {proj_rate:10.0f} events/s  {1e6 * proj_cpu / n:5.0f} ms cpu/1k events")
-    print(f"ratio projector/raw    : {proj_rate / raw_rate_:10.2f}   (events per cpu-s: {raw_cpu / proj_cpu:.2f})")
+    print(
+        f"ratio projector/raw    : {proj_rate / raw_rate_:10.2f}   (events per cpu-s: {raw_cpu / proj_cpu:.2f}; "
+        f"cpu per event {proj_cpu / raw_cpu:.2f}x the raw subscriber's, goal 1.3x)"
+    )
+    if cs := cs[:rounds]:
+        c_rate_ = sum(p.rate for p in cs) / len(cs)
+        print(
+            f"C clients (mosquitto_pub -> mosquitto_sub, QoS 1, -M {args.window}): {c_rate_:.0f} events/s; "
+            f"projector/C {proj_rate / c_rate_:.3f} (goal 0.33), raw/C {raw_rate_ / c_rate_:.3f}"
+        )
     print(flush=True)
 
 
