@@ -17,7 +17,7 @@ from support import CHECKOUT
 sys.path.insert(0, str(CHECKOUT / "bench"))
 
 import c_clients  # noqa: E402
-from throughput import by_job  # noqa: E402
+from feeds import by_job  # noqa: E402
 
 
 def test_the_c_clients_carry_every_payload_in_order(mosquitto: RunningBroker) -> None:
