@@ -6,8 +6,8 @@ broker"): its connection handling, delivery, retained replay, topic checks and Q
 methods (its tables of sessions, subscriptions and retained messages are public properties; its
 listening servers and the subscription table's class are not). `AmqttBroker` and `AmqttHandler`
 override each private method mam changes with a call to a public method of the same job
-(`client_session`, `broadcast_message`, `deliver_message`, `replay_retained`, `topic_allowed`,
-`client_disconnected`; `message_flow`, `acknowledged_flow`), whose default is amqtt's own; mam's
+(`client_session`, `broadcast_message`, `run_broadcast`, `deliver_message`, `replay_retained`,
+`topic_allowed`, `client_disconnected`; `message_flow`, `acknowledged_flow`), whose default is amqtt's own; mam's
 broker (`mam.broker.server`, `.handler`, `.spool_delivery`, `.acl`) overrides those. amqtt builds
 each connection's handler itself, so `become` switches the class of the handler it built.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
@@ -45,6 +46,8 @@ BROKER_METHODS: Methods = {
     "_handle_disconnect": ("client_session", "handler", "disconnect_waiter"),
     "_client_connected": ("listener_name", "reader", "writer"),
     "_get_handler": ("session",),
+    "_run_broadcast": ("running_tasks",),
+    "_retain_broadcast_message": ("broadcast", "qos", "target_session"),
     # public, but mam overrides them and relies on amqtt calling them
     "stream_connected": ("reader", "writer", "listener_name"),
     "ws_connected": ("websocket", "listener_name"),
@@ -53,6 +56,7 @@ BROKER_METHODS: Methods = {
 }
 BROKER_ATTRIBUTES: Attributes = {
     "_servers": dict,  # listening
+    "_broadcast_queue": asyncio.Queue,  # the broadcasts `run_broadcast` takes
     "subscriptions": SubscriptionTable,  # public, but the table AmqttBroker installs as `_subscriptions`
     "sessions": dict, "retained_messages": dict,  # public: mam reads them (spool delivery, metrics)
 }
@@ -119,6 +123,20 @@ class AmqttBroker(Broker):
         """Queue a message for delivery to every matching subscription."""
         await super()._broadcast_message(session, topic, data, force_qos)
 
+    async def run_broadcast(self, running_tasks: deque[asyncio.Task[Any]]) -> None:
+        """Take the next queued broadcast and start a delivery task (into `running_tasks`) per subscriber;
+        amqtt's broadcast loop runs this as a task of its own, one after the other."""
+        await super()._run_broadcast(running_tasks)
+
+    @property
+    def broadcast_queue(self) -> asyncio.Queue[dict[str, Any]]:
+        """The broadcasts `broadcast_message` queued (`session`, `topic`, `data`, and `qos` if forced)."""
+        return self._broadcast_queue
+
+    async def keep_for_offline(self, broadcast: dict[str, Any], qos: int, session: Session) -> None:
+        """Keep a broadcast for a persistent session that is not connected (sent when it is again)."""
+        await super()._retain_broadcast_message(broadcast, qos, session)
+
     async def deliver_message(
         self, client_session: Session, handler: BrokerProtocolHandler, wait_deliver: asyncio.Future[Any]
     ) -> bool:
@@ -158,6 +176,9 @@ class AmqttBroker(Broker):
         self, client_session: Session, handler: BrokerProtocolHandler, wait_deliver: asyncio.Future[Any]
     ) -> bool:
         return await self.deliver_message(client_session, handler, wait_deliver)
+
+    async def _run_broadcast(self, running_tasks: deque[asyncio.Task[Any]]) -> None:
+        await self.run_broadcast(running_tasks)
 
     async def _publish_retained_messages_for_subscription(self, subscription: tuple[str, int], session: Session) -> None:
         await self.replay_retained(subscription, session)

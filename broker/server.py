@@ -30,7 +30,8 @@ from websockets.asyncio.server import ServerConnection
 from mam.broker import gate
 from mam.broker.acl import Policy, register, unregister
 from mam.broker.admission import ConnectionCap, accept_failures
-from mam.broker.amqtt_internals import AmqttBroker, check_broker
+from mam.broker.amqtt_internals import check_broker
+from mam.broker.broadcast import DrainedBroadcasts
 from mam.broker.config import ALL_INTERFACES, broker_config, check_exposure
 from mam.broker.flow import PacketReader, PublishWindow
 from mam.broker.handler import ClientHandler, PayloadCheck, install_handler
@@ -55,7 +56,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(SpoolHooks, DirectVerdicts, AmqttBroker):
+class _Broker(SpoolHooks, DirectVerdicts, DrainedBroadcasts):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a

@@ -130,11 +130,22 @@ class SpoolHooks:
         return self.spool.offer(topic, payload, retain)
 
     async def topic_allowed(self, session: Session, topic: str, action: Action) -> bool:
-        if self.spool is not None and action == Action.RECEIVE and session is not None and topic:
-            workspace = spooled_workspace(topic)
-            if workspace is not None and session.client_id == f"mam-projector-{workspace}":
-                return False  # the spool delivers it (`Delivery`)
+        if self._spool_sends(session, topic, action):
+            return False
         return await super().topic_allowed(session, topic, action)  # type: ignore[misc]
+
+    def verdict_now(self, session: Session | None, topic: str | None, action: Action) -> bool | None:
+        """`topic_allowed` without an await when the ACL's verdict is known (None: ask it)."""
+        if self._spool_sends(session, topic, action):
+            return False
+        return super().verdict_now(session, topic, action)  # type: ignore[misc]
+
+    def _spool_sends(self, session: Session | None, topic: str | None, action: Action) -> bool:
+        """Whether the spool delivers `topic` to `session` (its workspace's projector), not amqtt (`Delivery`)."""
+        if self.spool is None or action != Action.RECEIVE or session is None or not topic:
+            return False
+        workspace = spooled_workspace(topic)
+        return workspace is not None and session.client_id == f"mam-projector-{workspace}"
 
 
 class Delivery:
