@@ -6,14 +6,14 @@
 Both consumers are separate processes; the same publisher sends the same
 interleaved events (QoS 1) in both runs, keeping `--window` publishes in flight
 (unacknowledged): one aiomqtt client, or with `--feed c` mosquitto's own `mosquitto_pub`, one per job
-(`c_clients.py`), so that no Python publisher's cost bounds either rate. On mosquitto each round also
-times its own C clients carrying the same payloads (`mosquitto_pub` to `mosquitto_sub`), and the
-projector's rate is printed over theirs: the broker's QoS 1 ceiling on this machine. On mosquitto, `--inflight` is its `max_inflight_messages`: how many
-QoS 1 messages it sends a subscriber before that subscriber acknowledges one (20, mosquitto's
-default; 0 = no cap, as docs/mosquitto.conf sets it; several, comma-separated, are compared in
-turn). The projector acknowledges an event only once it is durable, so that window bounds its
-batches. The raw rate is a subscriber that
-only counts messages; the projector rate is from the first publish until the
+(`feeds.py`, `c_clients.py`), so that no Python publisher's cost bounds either rate. On mosquitto each
+round also times its own C clients carrying the same payloads (`mosquitto_pub` to `mosquitto_sub`), and
+the projector's rate is printed over theirs: the broker's QoS 1 ceiling on this machine.
+On mosquitto, `--inflight` is its `max_inflight_messages`: how many QoS 1 messages it sends a
+subscriber before that subscriber acknowledges one (20, mosquitto's default; 0 = no cap, as
+docs/mosquitto.conf sets it; several, comma-separated, are compared in turn). The projector
+acknowledges an event only once it is durable, so that window bounds its batches. The raw rate is a
+subscriber that only counts messages; the projector rate is from the first publish until the
 retained state of every job shows its last event, with fsync on (or
 `--durability none`). Each round runs both, the rounds alternate the order
 (ABBA), and the ratio is of the mean rates. Prints both rates and their ratio, and the CPU time
