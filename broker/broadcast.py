@@ -7,14 +7,14 @@ a live watcher of every job's state (the dashboard, `mam jobs --watch`, the benc
 fifth of the process's time (a py-spy profile of `bench/paths.py --workload jobs --publishers 10`):
 the loop's task and wait 9.6%, the walk's own lines 4%.
 
-`DrainedBroadcasts.run_broadcast` takes the next message as amqtt does, walks it, then walks every
-message already queued behind it in the same turn, in queue order. What each subscriber gets, and
-in which order, is amqtt's walk unchanged: subscriptions in the table's order (a snapshot,
-`mam.broker.subscriptions`), the topic ACL asked for each (`verdict_now`, the memo mam's ACL keeps, else
-`topic_allowed`), a persistent session that
-is offline keeps QoS 1 and 2 messages (`keep_for_offline`), and each connected one gets a delivery
-task (`mqtt_publish`) started in that order. Messages queued while a walk awaits (an ACL question not
-yet remembered) are taken by the same turn.
+`DrainedBroadcasts.run_broadcast` takes the next message as amqtt does, walks it, then walks the
+messages already queued behind it in the same turn (at most `MOST_PER_TURN` in all), in queue order.
+What each subscriber gets, and in which order, is amqtt's walk unchanged: subscriptions in the table's
+order (a snapshot, `mam.broker.subscriptions`), the topic ACL asked for each (`verdict_now`, the
+memo mam's ACL keeps, else `topic_allowed`), a persistent session that is offline keeps QoS 1 and 2
+messages (`keep_for_offline`), and each connected one gets a delivery task (`mqtt_publish`) started in
+that order. Messages queued while a walk awaits (an ACL question not yet remembered) are taken by the
+same turn.
 """
 
 from __future__ import annotations
@@ -33,15 +33,21 @@ from mam.broker.amqtt_internals import AmqttBroker
 class DrainedBroadcasts(AmqttBroker):
     """Mixed into mam's broker class before `AmqttBroker`: `run_broadcast` per queued batch."""
 
+    MOST_PER_TURN = 256
+    """Broadcasts one turn walks at most: amqtt's loop reaps the finished delivery tasks between turns
+    (a turn whose walks await, to keep a message for an offline session, could otherwise go on as long as
+    publishes keep coming, holding every finished task), and the event loop runs other work."""
+
     async def run_broadcast(self, running_tasks: deque[asyncio.Task[Any]]) -> None:
         queue = self.broadcast_queue
         broadcast = await queue.get()
-        while True:
+        for _ in range(self.MOST_PER_TURN - 1):
             await self.walk(broadcast, running_tasks)
             try:
                 broadcast = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
+        await self.walk(broadcast, running_tasks)
 
     def verdict_now(self, session: Session | None, topic: str | None, action: Action) -> bool | None:
         """The topic ACL's verdict when it is known without an await; None: ask `topic_allowed` (amqtt's
