@@ -43,6 +43,9 @@ async def test_a_burst_reaches_every_subscriber_whole_and_in_order(monkeypatch: 
         away = f"away-{uuid.uuid4().hex[:6]}"
         async with make_client(broker.address, identifier=away, clean_session=False) as client:
             await client.subscribe("burst/#", qos=1)
+        with anyio.fail_after(10):  # the broker has handled its DISCONNECT: it is offline for the burst
+            while running.sessions[away][0].transitions.is_connected():
+                await anyio.sleep(0.005)
         sent = [f"message {n:05d}" for n in range(BURST)]
         at_qos0 = make_client(broker.address, identifier=f"q0-{uuid.uuid4().hex[:6]}", max_queued_incoming_messages=0)
         at_qos1 = make_client(broker.address, identifier=f"q1-{uuid.uuid4().hex[:6]}", max_queued_incoming_messages=0)
