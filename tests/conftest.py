@@ -66,7 +66,9 @@ claims without a key: its `ws` takes unsigned runners (`allow_unsigned_runners`)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
-    config.addinivalue_line("markers", "slow: a scenario that takes tens of seconds (still run by CI)")
+    config.addinivalue_line(
+        "markers", "slow: a scenario that takes tens of seconds: left out of the default run; `pytest -m slow` and CI run it"
+    )
 
 
 def allow_unsigned_runners(root: Path) -> None:

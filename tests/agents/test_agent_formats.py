@@ -280,6 +280,7 @@ API call; codex's and gemini's come only at a turn's or the run's end)."""
 
 @pytest.mark.timeout(240)  # three jobs of a real CLI, one at a time: node's start on 2 loaded cores is slow
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
 async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usage_and_errors(
     agent: str, ws: WorkspacePaths
 ) -> None:

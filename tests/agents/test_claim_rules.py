@@ -174,6 +174,7 @@ async def test_a_bare_started_and_unsigned_claims_are_refused_and_a_real_runner_
     assert not logged & {"bare-started", "unsigned-claim", "keyed-unsigned", "signed-for-another"}
 
 
+@pytest.mark.slow
 async def test_a_workspace_that_takes_unsigned_runners_takes_a_claim_without_a_key(ws: WorkspacePaths) -> None:
     allow_unsigned_runners(ws.root)
     port = free_port()

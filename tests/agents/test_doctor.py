@@ -286,6 +286,7 @@ async def test_the_built_in_gemini_and_codex_profiles_run_in_an_untrusted_folder
     assert checks["agent.codex.workspace"]["status"] == "ok" and "--skip-git-repo-check" in checks["agent.codex.workspace"]["detail"]
 
 
+@pytest.mark.slow
 async def test_gemini_needs_a_trusted_folder_and_codex_a_git_repository(ws: WorkspacePaths) -> None:
     bare_profiles(ws)
     env = doctor_env(ws, agents_path(ws.root.parent, "gemini", "codex"))

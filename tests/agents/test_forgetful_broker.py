@@ -17,6 +17,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 from runner_support import TERMINAL, agent_runner, submit
 
 from brokers import RunningBroker, mosquitto_broker
@@ -75,6 +76,7 @@ async def start_job(url: str, ws: WorkspacePaths) -> None:
     await submit(url, ws, JOB, SCRIPT, agent="shell")
 
 
+@pytest.mark.slow
 async def test_mosquitto_without_persistence_restarted_three_times_loses_no_line(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
@@ -92,6 +94,7 @@ async def test_mosquitto_without_persistence_restarted_three_times_loses_no_line
     assert_every_line_recorded(ws, record)
 
 
+@pytest.mark.slow
 async def test_projector_back_after_the_runner_on_a_forgetful_broker_loses_no_line(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

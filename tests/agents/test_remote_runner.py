@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import pytest
 from dashboard_support import up_with_dashboard
 from landing_support import user_repo
 from runner_support import submit
@@ -120,6 +121,7 @@ WORK = "set -e; test \"$(cat two.txt)\" = two; echo 'from machine b: {job}' > {j
 """The job's script: it must run on the submit's commit (two.txt is only there), and it leaves a file."""
 
 
+@pytest.mark.slow
 async def test_a_remote_runner_fetches_the_commit_pushes_the_branch_and_the_workspace_lands_it(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

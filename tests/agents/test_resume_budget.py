@@ -117,6 +117,7 @@ async def test_a_claude_job_gets_its_dollar_budget_and_fails_naming_it(ws: Works
     assert cost > 0.01 and record["budget_usd"] == 0.01
 
 
+@pytest.mark.slow
 async def test_a_tree_budget_refuses_the_next_child_and_cancels_a_running_one(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
@@ -183,6 +184,7 @@ async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
         assert api.resume_session == done_["usage"]["agent_session_id"] and api.budget_tokens == 50_000
 
 
+@pytest.mark.slow
 async def test_a_spent_tree_budget_still_refuses_after_the_projector_restarts(ws: WorkspacePaths) -> None:
     """The projector learns each tree's finished jobs again at start (from its query index)."""
     port = free_port()

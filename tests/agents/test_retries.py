@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from runner_support import agent_runner, log_entries, submit
 
 from conftest import WorkspacePaths
@@ -116,6 +117,7 @@ async def test_a_job_whose_runner_is_killed_is_retried_by_another_runner(ws: Wor
     assert "went offline" in attempts[0]["error"]
 
 
+@pytest.mark.slow
 async def test_mam_retry_resubmits_a_finished_job_as_a_new_one(ws: WorkspacePaths) -> None:
     async with up_with_flags(ws) as (port, _), agent_runner(f"mqtt://127.0.0.1:{port}", ws, agent="shell"):
         url = f"mqtt://127.0.0.1:{port}"

@@ -3,6 +3,7 @@ tests/agent_streams/gemini-retries.stderr, Gemini CLI 0.61.0 against a model ser
 
 from __future__ import annotations
 
+import pytest
 from agent_clis import CLIS
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ def test_a_last_line_without_a_newline_and_text_that_is_no_trace_pass() -> None:
     assert kept.end() == "last"
 
 
+@pytest.mark.slow
 async def test_gemini_retrying_a_failing_api_shows_one_line_per_retry_in_mam_logs(ws: WorkspacePaths) -> None:
     """Gemini CLI retries a 500 with backoff, each retry on stderr with a stack trace; the job's output has one line
     per retry (before: 14 lines each, verbatim). The job is cancelled once its first retry is in its output."""

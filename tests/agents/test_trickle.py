@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import pytest
 from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
 
 from brokers import RunningBroker, free_port
@@ -43,6 +44,7 @@ async def _one_line_a_second(url: str, ws: WorkspacePaths, results: dict[str, li
     results[str(ws.root)] = log_events(ws, "trickle")
 
 
+@pytest.mark.slow
 async def test_every_line_of_a_job_printing_one_a_second_is_recorded_on_every_broker(
     mosquitto: RunningBroker, nats: RunningBroker, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ from e2e import workspace_id
 from support import Daemon, child_env, mam, run, wait_projector_online
 
 
+@pytest.mark.slow
 async def test_password_file_admits_the_user_and_refuses_a_wrong_password(ws: WorkspacePaths, tmp_path: Path) -> None:
     passwd = await make_user(tmp_path, "agent", "s3cret")
     port = free_port()

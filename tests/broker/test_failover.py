@@ -251,6 +251,7 @@ async def _status_moved(urls: list[str], topics: Topics, pid: int, dead: str) ->
 
 
 @pytest.mark.unsigned_runners
+@pytest.mark.slow
 async def test_killing_the_projectors_nats_node_fails_over_without_losing_or_doubling_an_event(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
@@ -294,6 +295,7 @@ async def test_killing_the_projectors_nats_node_fails_over_without_losing_or_dou
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 async def test_twenty_workspaces_on_one_broker_each_record_only_their_own_jobs(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:

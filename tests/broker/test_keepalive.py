@@ -70,6 +70,7 @@ async def test_a_client_that_keeps_talking_is_not_closed(amqtt: RunningBroker) -
     assert payload == b"gone"
 
 
+@pytest.mark.slow
 async def test_a_frozen_runner_loses_its_jobs_by_will(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     """A runner stopped by SIGSTOP (its socket open, silent): its will (`offline`) fires after
     1.5 × its 10 s keep-alive, and the projector marks its running job `lost` half a second later."""

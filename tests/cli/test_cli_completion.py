@@ -53,6 +53,7 @@ SOME = [CASES[i] for i in (0, 4, 5, 7, 9, 11)]
 a label, an order."""
 
 
+@pytest.mark.slow
 async def test_bash_completes_ids_statuses_agents_labels_and_never_file_names(known: WorkspacePaths) -> None:
     for line, expected in [*CASES, (f"mam show --workspace {known.root} k", ["kid-job"])]:
         words = line.split() + ([""] if line.endswith(" ") else [])

@@ -8,6 +8,7 @@ import json
 
 import anyio
 import msgspec
+import pytest
 from output_forms_support import logged_job
 from runner_support import agent_runner
 
@@ -102,6 +103,7 @@ async def test_writes_need_four_characters_and_take_several_jobs_and_selectors(w
         assert code == 2 and "this would retry 6 jobs" in err
 
 
+@pytest.mark.slow
 async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"

@@ -92,6 +92,7 @@ async def test_the_tree_lists_in_json_yaml_and_name(jobs: WorkspacePaths) -> Non
     assert err == "mam: -o wide and --sort-by apply to the list, not the tree (ignored)\n"
 
 
+@pytest.mark.slow
 async def test_usage_events_sessions_and_show_list_in_every_form(jobs: WorkspacePaths) -> None:
     usage = await _forms(jobs, "usage")
     assert usage["name"].splitlines() == [f"agent/{g['key']}" for g in json.loads(usage["json"])["groups"]]
@@ -185,6 +186,7 @@ async def test_help_groups_the_commands_as_kubectl_does(ws: WorkspacePaths) -> N
     assert len(every) == len(set(every)) == 28
 
 
+@pytest.mark.slow
 async def test_agents_list_in_every_form_and_writes_to_unknown_jobs_exit_1(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"

@@ -53,6 +53,7 @@ async def served(kind: str, ws: WorkspacePaths, tmp_path: Path) -> AsyncIterator
 
 
 @pytest.mark.parametrize("kind", ["mam-up", "mosquitto"])
+@pytest.mark.slow
 async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
     kind: str, ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -107,6 +107,7 @@ def test_a_numeric_flag_takes_a_bounded_number_or_refuses_in_one_line(
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(number=st.one_of(st.integers(min_value=-(10**30), max_value=10**30), st.sampled_from([2**31 - 1, 2**31, 2**63])))
+@pytest.mark.slow
 def test_real_commands_take_any_integer_without_a_traceback(ws: WorkspacePaths, number: int) -> None:
     """`mam jobs --limit`, `mam logs --tail` and `mam submit --priority` as processes (no broker answers)."""
     for argv in (["jobs", "--limit", str(number)], ["logs", "nosuch", "--tail", str(number)],

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -80,6 +81,7 @@ def tls_mosquitto(tmp: Path, pem: dict[str, Path]) -> Iterator[tuple[int, int]]:
         stop(proc)
 
 
+@pytest.mark.slow
 async def test_cafile_and_client_certificates_against_a_private_ca(ws: WorkspacePaths, tmp_path: Path) -> None:
     pem = private_ca(tmp_path)
     with tls_mosquitto(tmp_path, pem) as (plain, mutual):

@@ -16,6 +16,7 @@ TYPECHECK = CHECKOUT / ".ci" / "typecheck.py"
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_mypy_finds_no_error_in_the_installed_package(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(TYPECHECK), "--cache-dir", str(tmp_path / "mypy-cache")],

@@ -240,6 +240,7 @@ REVIEW_PY = 'import sys\nprint("reviewed:", sys.stdin.read().strip() or "no prom
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 async def test_every_command_in_the_docs_runs_against_a_live_mam_up(tmp_path: Path) -> None:
     to_run, skipped = plan()
     unused = [pattern for pattern, _ in NOT_HERE if not any(re.search(pattern, _as_written(c)) for c, _ in skipped)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 from fleet_routing_support import gated, raw_claim
 from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
 
@@ -16,6 +17,7 @@ from e2e import up_process, workspace_id
 from support import Watch, publish, wait_for_message
 
 
+@pytest.mark.slow
 async def test_ten_runners_fifty_jobs_cost_almost_no_refused_claims(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fleet_routing_support import gated, raw_claim
 from fleet_support import States, publish_jobs, refusals, shell_runner
 from runner_support import submit
@@ -26,6 +27,7 @@ def write_config(ws: WorkspacePaths, config: dict) -> None:
 
 
 
+@pytest.mark.slow
 async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
@@ -78,6 +80,7 @@ async def test_a_job_requiring_a_label_no_runner_has_stays_submitted_and_is_said
     assert bad.returncode == 2 and "--require 'gpu': expected key=value" in bad.stderr.decode(), bad.stderr
 
 
+@pytest.mark.slow
 async def test_a_priority_job_overtakes_the_queue(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
@@ -100,6 +103,7 @@ async def test_a_priority_job_overtakes_the_queue(ws: WorkspacePaths) -> None:
     assert all(order.index("urgent") < order.index(job) for job in queue[1:]), order
 
 
+@pytest.mark.slow
 async def test_a_single_job_starts_before_a_200_job_tree_drains(ws: WorkspacePaths) -> None:
     write_config(ws, {"max_children": 300})
     port = free_port()

@@ -116,6 +116,7 @@ async def test_an_empty_job_leaves_no_branch_and_show_says_no_changes(ws: Worksp
     assert waiting.returncode == 1 and "job job-q is submitted" in one_line(waiting)
 
 
+@pytest.mark.slow
 async def test_worktrees_lists_and_clean_keeps_unmerged_work(ws: WorkspacePaths) -> None:
     user_repo(ws.root)
     async with served(ws, ("sh", ())) as url:

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.mark.timeout(240)  # three jobs of a real CLI
 @pytest.mark.parametrize("agent", ["claude-code", "gemini"])
+@pytest.mark.slow
 async def test_a_conversation_of_three_jobs_runs_in_its_first_jobs_path_and_finds_its_session(
     agent: str, ws: WorkspacePaths
 ) -> None:
@@ -48,6 +49,7 @@ async def test_a_conversation_of_three_jobs_runs_in_its_first_jobs_path_and_find
     assert sorted(p.name for p in (ws.root / ".mam" / "worktrees").iterdir()) == [".gitignore"]
 
 
+@pytest.mark.slow
 async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_continues(ws: WorkspacePaths) -> None:
     """The continued job failed, so its worktree was kept in the conversation's path: the resumed job goes on
     in it, on its own branch (the failed job's branch keeps its work); a second resume of that job while the

@@ -89,6 +89,7 @@ def refused_line(result: subprocess.CompletedProcess[bytes], job: str, branch: s
     assert f"job {job}'s record names branch '{branch}', not its own mam/{job}: refused" in line, line
 
 
+@pytest.mark.slow
 async def test_a_record_naming_a_branch_not_the_jobs_own_is_refused_and_the_users_branches_stay(
     ws: WorkspacePaths,
 ) -> None:

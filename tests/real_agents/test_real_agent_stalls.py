@@ -46,6 +46,7 @@ async def test_claude_with_a_bad_key_shows_each_retry_and_fails_with_claudes_rea
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_keep_it_alive(
     ws: WorkspacePaths,
 ) -> None:
@@ -85,6 +86,7 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
 
 
 @pytest.mark.parametrize(("agent", "idle"), [("claude-code", 3), ("codex", 3), ("gemini", 10), ("aider", 10)])
+@pytest.mark.slow
 async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(
     agent: str, idle: int, ws: WorkspacePaths,
 ) -> None:
@@ -116,6 +118,7 @@ BAD_KEY_LOGGED = {  # `mam logs`: codex's retries as it made them, the CLIs' err
 
 
 @pytest.mark.parametrize("agent", sorted(BAD_KEY_SAYS))
+@pytest.mark.slow
 async def test_a_bad_key_fails_the_job_with_one_line_naming_the_auth_failure(agent: str, ws: WorkspacePaths) -> None:
     """The server refuses every call with 401 in its API's error shape: codex retries 5 times (~7 s, each retry a
     line of the job's output) and fails its turn; gemini fails at once; aider prints litellm's
@@ -135,6 +138,7 @@ async def test_a_bad_key_fails_the_job_with_one_line_naming_the_auth_failure(age
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 async def test_codex_retrying_a_failing_api_is_not_progress_and_ends_timed_out_naming_its_retry(
     ws: WorkspacePaths,
 ) -> None:

@@ -22,6 +22,7 @@ ANSWER = "Hello from the model server"
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "aider"])
+@pytest.mark.slow
 async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_with_the_answer_and_usage(
     agent: str, ws: WorkspacePaths
 ) -> None:
@@ -53,6 +54,7 @@ async def test_claude_at_full_runs_as_root_and_writes_the_file_its_model_asked_f
     assert record["result"] == "Wrote made-at-full.txt"
 
 
+@pytest.mark.slow
 async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape_codes(ws: WorkspacePaths) -> None:
     """The gemini profile without its trust variable (a workspace's override): Gemini CLI exits 55 with a
     coloured message; the record and `mam show` carry it as one plain line."""
@@ -88,6 +90,7 @@ def test_the_tested_versions_in_the_docs_are_the_pinned_ones_and_the_installed_o
             assert version in cli.version(), (name, cli.version())
 
 
+@pytest.mark.slow
 async def test_a_blocked_gemini_response_fails_with_the_reason_gemini_gave(ws: WorkspacePaths) -> None:
     """Gemini CLI ends a blocked response with `result` status error and no message of its own; the reason is in
     the `error` event before it (before: the job's error was the word 'error')."""

@@ -27,6 +27,7 @@ LEVELS = {"claude-code": ALL_LEVELS, "codex": ALL_LEVELS, "gemini": ALL_LEVELS,
 
 @pytest.mark.timeout(300)  # three jobs of a real CLI: 15-45 s on 2 loaded cores, more than the suite's 120 s default
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "aider"])
+@pytest.mark.slow
 async def test_the_model_asks_for_an_edit_at_each_level_and_only_edit_and_full_write(
     agent: str, ws: WorkspacePaths
 ) -> None:

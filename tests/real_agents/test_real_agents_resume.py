@@ -35,6 +35,7 @@ def resumed_call(script: Script) -> str:
 @pytest.mark.timeout(240)  # two jobs of a real CLI: node's start on 2 loaded cores is slow
 @pytest.mark.parametrize("worktree", [False, True], ids=["in-the-workspace", "worktree"])
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
 async def test_a_resumed_job_continues_the_conversation_the_server_saw(
     agent: str, worktree: bool, ws: WorkspacePaths
 ) -> None:

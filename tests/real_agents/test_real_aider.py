@@ -42,6 +42,7 @@ async def test_without_a_key_the_job_fails_at_once_naming_it_and_aider_never_sta
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 async def test_a_shell_command_the_model_suggests_is_never_run(ws: WorkspacePaths) -> None:
     """`--yes-always` answers no to aider's 'Run shell command?' (it needs an explicit yes), and the profile
     asks the model for none (--no-suggest-shell-commands): the command in the reply leaves no file."""

@@ -99,6 +99,7 @@ def ids(page: dict[str, Any]) -> list[str]:
 OUTPUT = "printf 'a%.0s' $(seq 1 70); echo; printf 'é€😀%.0s' 1 2 3; echo; echo second >&2; echo last"
 
 
+@pytest.mark.slow
 async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePaths) -> None:
     async with up_dashboard_process(ws) as (url, page, _), \
             agent_runner(url, ws, name="sh1", agent="shell"), \

@@ -27,6 +27,7 @@ def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Loca
     return page.locator(f'#jobs tbody tr[data-job-id="{job_id}"]')
 
 
+@pytest.mark.slow
 async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_one(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import anyio
+import pytest
 from agent_clis import CLIS
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from model_servers import Script, Turn
@@ -28,6 +29,7 @@ from support import child_env, mam, run, wait_for_state
 WAIT = 15_000
 
 
+@pytest.mark.slow
 async def test_denied_edits_show_in_the_list_the_detail_the_api_and_mam_jobs(ws: WorkspacePaths, tmp_path: Path) -> None:
     from playwright.async_api import expect
 

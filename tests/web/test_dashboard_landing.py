@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dashboard_landing_support import post
 from dashboard_support import browser_page, save_screenshot, up_with_dashboard
 from landing_support import has_branch, run_jobs, user_repo
@@ -19,6 +20,7 @@ WAIT = 20_000
 
 
 
+@pytest.mark.slow
 async def test_the_detail_shows_a_worktree_jobs_diff_and_merges_or_discards_it(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 from dashboard_server_support import Stream, dashboard, request
 from dashboard_support import publisher, up_dashboard_process
 
@@ -96,6 +97,7 @@ async def open_stream(page: str, query: str = "", *, read_status: bool = True) -
     return status, None
 
 
+@pytest.mark.slow
 async def test_a_flood_of_streams_under_1024_descriptors_holds_the_dashboards_share_and_submit_keeps_its_time(
     ws: WorkspacePaths,
 ) -> None:
@@ -146,6 +148,7 @@ async def test_a_flood_of_streams_under_1024_descriptors_holds_the_dashboards_sh
         assert "Too many open files" not in daemon.output()
 
 
+@pytest.mark.slow
 async def test_clients_that_never_read_stay_within_a_memory_budget_and_memory_comes_back(ws: WorkspacePaths) -> None:
     big = "x" * (500 * KIB - 1)
     async with up_dashboard_process(ws) as (url, page, daemon), publisher(url, ws) as pub:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dashboard_support import browser_page
 from fleet_support import shell_runner
 from restart_support import TICKS, ticking
@@ -15,6 +16,7 @@ from e2e import projector_process, workspace_id
 from support import Daemon, child_env, mam, wait_for_state
 
 
+@pytest.mark.slow
 async def test_an_open_job_page_shows_every_line_once_across_a_broker_restart(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

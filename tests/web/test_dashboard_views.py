@@ -97,6 +97,7 @@ async def test_the_table_fits_its_card_with_and_without_a_job_open(
 ANSI_SCRIPT = r"""for i in $(seq 1 150); do printf '\033[31mred %s\033[0m plain \033[1;94mbright\033[0m\n' "$i"; sleep 0.04; done"""
 
 
+@pytest.mark.slow
 async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolled_up(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
