@@ -7,6 +7,7 @@ in files of their own, read as they grow.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -51,10 +52,12 @@ class Command:
                 await anyio.sleep(0.05)  # polling a file another process writes
 
     async def connected(self, port: int, *, timeout: float = 30) -> None:
-        """Return once the command has a TCP connection established to `port` (its first connection is
-        made: from then on a lost broker is ridden out, not "cannot reach")."""
+        """Return once the command's first MQTT connection to `port` is made (from then on a lost broker is
+        ridden out, not "cannot reach"): its TCP connection has received more than a CONNACK's 4 bytes,
+        which the broker sends only once the client, after that CONNACK, has subscribed. A TCP connection
+        alone is not enough: a broker stopped before its CONNACK is a first connection that failed."""
         with anyio.fail_after(timeout):
-            while not established(self.proc.pid, port):
+            while not established(self.proc.pid, port) or bytes_received(self.proc.pid, port) <= 4:
                 assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
                 await anyio.sleep(0.05)  # polling the kernel's socket table for the connection
 
@@ -92,6 +95,19 @@ def established(pid: int, port: int) -> bool:
             if remote_port == port and fields[3] == "01" and fields[9] in inodes:
                 return True
     return False
+
+
+def bytes_received(pid: int, port: int) -> int:
+    """The most bytes one of process `pid`'s TCP connections to `port` has received (the kernel's
+    `tcp_info`, as `ss -ti` prints it; 0 if none)."""
+    listing = subprocess.run(["ss", "-tinpH", "state", "established", f"( dport = :{port} )"],
+                             capture_output=True, text=True, check=True).stdout
+    most = 0
+    lines = listing.splitlines()
+    for line, info in zip(lines, lines[1:], strict=False):
+        if f"pid={pid}," in line and (found := re.search(r"\bbytes_received:(\d+)", info)):
+            most = max(most, int(found.group(1)))
+    return most
 
 
 def ticks_once(stdout: str) -> None:
