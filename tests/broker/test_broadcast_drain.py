@@ -1,4 +1,4 @@
-"""The embedded broker walks every broadcast queued behind the one it takes in the same turn
+"""The embedded broker walks the broadcasts queued behind the one it takes in the same turn
 (`mam.broker.broadcast`): a burst of publishes, as the projector's states of one batch are, reaches each
 subscriber whole and in order, at its own QoS; a persistent session that is offline keeps its QoS 1
 ones for its next connection (MQTT 3.1.2.4); and the burst is walked in a few turns of at most
