@@ -27,24 +27,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import paho.mqtt.client as paho
-from throughput import cpu_seconds
+from throughput import RAW_SUBSCRIBER, cpu_seconds
 
 from _common import BIN, broker, free_port, run_main, stop, wait_for_port
-
-SUBSCRIBER = """
-import sys, anyio, aiomqtt
-async def main(port, n):
-    async with aiomqtt.Client("127.0.0.1", port, max_queued_incoming_messages=0) as c:
-        await c.subscribe("bench/jobs/+/state", qos=0)
-        print("ready", flush=True)
-        k = 0
-        async for _ in c.messages:
-            k += 1
-            if k == n:
-                print("done", flush=True)
-                return
-anyio.run(main, int(sys.argv[1]), int(sys.argv[2]))
-"""
 
 PAYLOAD = b'{"job_id":"job-%05d","status":"running","version":%d,"prompt":"' + b"p" * 500 + b'"}'
 
@@ -54,8 +39,9 @@ def mam_broker(bin_dir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """A standalone `mam-broker` of `bin_dir` on a free port (no spool: only the fan-out is measured)."""
     port = free_port()
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([str(bin_dir / "mam-broker"), "--port", str(port)], stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(bin_dir / "mam-broker"), "--port", str(port)], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        )
         try:
             wait_for_port(port, proc)
             yield port, proc
@@ -71,8 +57,10 @@ def publish(port: int, messages: int) -> None:
     client.connect("127.0.0.1", port)
     client.loop_start()
     try:
-        infos = [client.publish(f"bench/jobs/job-{n % 1500:05d}/state", PAYLOAD % (n % 1500, n), qos=1)
-                 for n in range(messages)]
+        infos = [
+            client.publish(f"bench/jobs/job-{n % 1500:05d}/state", PAYLOAD % (n % 1500, n), qos=1)
+            for n in range(messages)
+        ]
         for info in infos:
             info.wait_for_publish(60)
     finally:
@@ -82,8 +70,23 @@ def publish(port: int, messages: int) -> None:
 
 def cpu_per_message(port: int, broker_pid: int, messages: int, subscribers: int) -> float:
     """The broker's CPU microseconds per message, from the first publish until every subscriber has all."""
-    subs = [subprocess.Popen([sys.executable, "-c", SUBSCRIBER, str(port), str(messages)], stdout=subprocess.PIPE)
-            for _ in range(subscribers)]
+    subs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                RAW_SUBSCRIBER,
+                str(port),
+                "bench/jobs/+/state",
+                str(messages),
+                f"fanout-sub-{uuid.uuid4().hex[:8]}",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+        )
+        for _ in range(subscribers)
+    ]
     watchdog = threading.Timer(300, lambda: [sub.kill() for sub in subs])  # a stall ends in an error, not a hang
     watchdog.start()
     try:
@@ -111,19 +114,23 @@ def main() -> None:
     parser.add_argument("--before", type=Path, metavar="BIN", help="another build's bin dir (its mam-broker)")
     args = parser.parse_args()
     if args.messages < 1 or args.subscribers < 1 or args.rounds < 1:
-        parser.error(f"--messages, --subscribers and --rounds take 1 or more (got {args.messages}, "
-                     f"{args.subscribers}, {args.rounds})")
+        parser.error(
+            f"--messages, --subscribers and --rounds take 1 or more (got {args.messages}, "
+            f"{args.subscribers}, {args.rounds})"
+        )
     if args.before is not None and not (args.before / "mam-broker").exists():
         parser.error(f"--before {str(args.before)!r}: no mam-broker there")
     sides: dict[str, Callable[[], AbstractContextManager[tuple[int, int]]]] = {
-        "mosquitto": lambda: _mosquitto(), "mam-broker": lambda: _mam_broker(BIN)}
+        "mosquitto": lambda: _mosquitto(),
+        "mam-broker": lambda: _mam_broker(BIN),
+    }
     if args.before is not None:
         before_bin = args.before
         sides["before: mam-broker"] = lambda: _mam_broker(before_bin)
     figures: dict[str, list[float]] = {name: [] for name in sides}
     names = list(sides)
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             with sides[name]() as (port, pid):
                 figures[name].append(cpu_per_message(port, pid, args.messages, args.subscribers))
             print(f"round {r + 1} {name}: {figures[name][-1]:.1f} us cpu per message", flush=True)

@@ -59,10 +59,11 @@ from _common import (
 BIN = Path(sys.executable).parent
 
 RAW_SUBSCRIBER = """
+# A bare subscriber: PORT TOPIC COUNT CLIENT_ID [QOS, default 1]; prints ready, then done after COUNT messages.
 import sys, time, anyio, aiomqtt
-async def main(port, topic, n, identifier):
+async def main(port, topic, n, identifier, qos):
     async with aiomqtt.Client("127.0.0.1", port, identifier=identifier, clean_session=False) as c:
-        await c.subscribe(topic, qos=1)
+        await c.subscribe(topic, qos=qos)
         print("ready", flush=True)
         count = 0
         async for _ in c.messages:
@@ -72,7 +73,7 @@ async def main(port, topic, n, identifier):
                 # Stay alive (idle) so the parent can read this process's CPU time.
                 await anyio.to_thread.run_sync(sys.stdin.readline)
                 return
-anyio.run(main, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])
+anyio.run(main, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], int((sys.argv[5:] or ["1"])[0]))
 """
 
 _TICK = os.sysconf("SC_CLK_TCK")

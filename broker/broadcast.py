@@ -1,4 +1,4 @@
-"""The embedded broker's broadcast walk: every queued message in one turn, not one task and wait each.
+"""The embedded broker's broadcast walk: the queued messages in one turn, not one task and wait each.
 
 amqtt's broadcast loop runs `_run_broadcast` as a task of its own for each queued message and waits
 for it beside its shutdown future (`asyncio.wait`), and the walk formats a debug line with the whole
