@@ -35,8 +35,9 @@ PAYLOAD = b'{"job_id":"job-%05d","status":"running","version":%d,"prompt":"' + b
 
 
 @contextmanager
-def mam_broker(bin_dir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """A standalone `mam-broker` of `bin_dir` on a free port (no spool: only the fan-out is measured)."""
+def mam_broker(bin_dir: Path) -> Iterator[tuple[int, int]]:
+    """A standalone `mam-broker` of `bin_dir` on a free port (no spool: only the fan-out is measured): its port
+    and pid."""
     port = free_port()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
@@ -44,7 +45,7 @@ def mam_broker(bin_dir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
         )
         try:
             wait_for_port(port, proc)
-            yield port, proc
+            yield port, proc.pid
         finally:
             stop(proc)
 
@@ -121,12 +122,12 @@ def main() -> None:
     if args.before is not None and not (args.before / "mam-broker").exists():
         parser.error(f"--before {str(args.before)!r}: no mam-broker there")
     sides: dict[str, Callable[[], AbstractContextManager[tuple[int, int]]]] = {
-        "mosquitto": lambda: _mosquitto(),
-        "mam-broker": lambda: _mam_broker(BIN),
+        "mosquitto": _mosquitto,
+        "mam-broker": lambda: mam_broker(BIN),
     }
     if args.before is not None:
         before_bin = args.before
-        sides["before: mam-broker"] = lambda: _mam_broker(before_bin)
+        sides["before: mam-broker"] = lambda: mam_broker(before_bin)
     figures: dict[str, list[float]] = {name: [] for name in sides}
     names = list(sides)
     for r in range(args.rounds):
@@ -146,12 +147,6 @@ def main() -> None:
 def _mosquitto() -> Iterator[tuple[int, int]]:
     with broker("mosquitto") as running:
         yield running.port, running.proc.pid
-
-
-@contextmanager
-def _mam_broker(bin_dir: Path) -> Iterator[tuple[int, int]]:
-    with mam_broker(bin_dir) as (port, proc):
-        yield port, proc.pid
 
 
 if __name__ == "__main__":

@@ -38,11 +38,9 @@ async def feed(port: int, ws: str, events: list[tuple[str, bytes]], window: int,
         await anyio.to_thread.run_sync(partial(c_clients.publish, port, by_job(ws, events), window))
 
 
-def by_job(
-    ws: str, events: list[tuple[str, bytes]], topic: str = "mam/{ws}/jobs/{job}/events"
-) -> dict[str, list[bytes]]:
-    """Each job's payloads in order, by its topic."""
+def by_job(ws: str, events: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """Each job's payloads in order, by its events topic."""
     streams: dict[str, list[bytes]] = {}
     for job, payload in events:
-        streams.setdefault(topic.format(ws=ws, job=job), []).append(payload)
+        streams.setdefault(f"mam/{ws}/jobs/{job}/events", []).append(payload)
     return streams

@@ -6,7 +6,6 @@ in files of their own, read as they grow.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -57,7 +56,7 @@ class Command:
         which the broker sends only once the client, after that CONNACK, has subscribed. A TCP connection
         alone is not enough: a broker stopped before its CONNACK is a first connection that failed."""
         with anyio.fail_after(timeout):
-            while not established(self.proc.pid, port) or bytes_received(self.proc.pid, port) <= 4:
+            while bytes_received(self.proc.pid, port) <= 4:
                 assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.stderr()}"
                 await anyio.sleep(0.05)  # polling the kernel's socket table for the connection
 
@@ -71,34 +70,8 @@ class Command:
             self.proc.wait(10)
 
 
-def established(pid: int, port: int) -> bool:
-    """Whether process `pid` holds a TCP connection in state ESTABLISHED to `port` on this machine."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:["):-1])
-    except OSError:
-        return False
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-            if remote_port == port and fields[3] == "01" and fields[9] in inodes:
-                return True
-    return False
-
-
 def bytes_received(pid: int, port: int) -> int:
-    """The most bytes one of process `pid`'s TCP connections to `port` has received (the kernel's
+    """The most bytes one of process `pid`'s established TCP connections to `port` has received (the kernel's
     `tcp_info`, as `ss -ti` prints it; 0 if none)."""
     listing = subprocess.run(["ss", "-tinpH", "state", "established", f"( dport = :{port} )"],
                              capture_output=True, text=True, check=True).stdout
