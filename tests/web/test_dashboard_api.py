@@ -1,16 +1,15 @@
 """The dashboard's JSON API against a real `mam up --dashboard` with real runners, every response checked
 against the OpenAPI description the dashboard serves (`/api/openapi.json`), and that description checked
-against the OpenAPI 3.1 schema itself.
+against the OpenAPI 3.1 schema itself (`dashboard_api_support.Api`).
 
 Reads: filters, search, time range, paging with a total, sort, a job's events and output by byte range
-(stitched back, it is what `mam logs` prints), runners, usage, the charts' stats. Writes: submit, retry,
-cancel with a reason and with its tree. Bad input: a 400 with a one-line error naming what was sent.
+(stitched back, it is what `mam logs` prints), runners, usage, the charts' stats, and their memory under large
+prompts and logs. Bad input: a 400 with a one-line error naming what was sent. Writes: test_dashboard_api_writes.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,82 +17,21 @@ from typing import Any
 import anyio
 import pytest
 from agent_clis import CLIS
-from dashboard_server_support import Stream, dashboard, request
+from dashboard_api_support import Api, ids
+from dashboard_server_support import dashboard, request
 from dashboard_support import up_dashboard_process
-from jsonschema import Draft202012Validator, FormatChecker
 from model_servers import Script, Turn
-from openapi_spec_validator import validate as validate_spec
 from real_agent_support import real_runner
 from runner_support import agent_runner, submit
 
 from conftest import WorkspacePaths
 from support import DEAD_BROKER, mam, run
 
-JSON = {"Content-Type": "application/json"}
-
-
-class Api:
-    """Requests to one dashboard; every JSON answer is validated against the schema its OpenAPI
-    description gives for that route, method and status (a status it does not describe fails)."""
-
-    def __init__(self, page: str, spec: dict[str, Any]) -> None:
-        self.page, self.spec, self.checked = page, spec, 0
-
-    @classmethod
-    async def of(cls, page: str) -> Api:
-        status, headers, body = await request(page, "GET", "/api/openapi.json")
-        assert status == 200 and headers["content-type"] == "application/json"
-        spec = json.loads(body)
-        validate_spec(spec)  # the OpenAPI 3.1 schema (openapi-spec-validator)
-        return cls(page, spec)
-
-    def operation(self, method: str, path: str) -> dict[str, Any]:
-        bare = path.split("?")[0]
-        for template, item in self.spec["paths"].items():
-            if re.fullmatch(re.sub(r"\\{[a-z_]+\\}", "[^/]+", re.escape(template)), bare):
-                assert method.lower() in item, f"{method} {template} is not described"
-                return item[method.lower()]
-        raise AssertionError(f"{bare} is not described")
-
-    def check(self, method: str, path: str, status: int, body: Any) -> None:
-        responses = self.operation(method, path)["responses"]
-        assert str(status) in responses, f"{method} {path}: status {status} is not described ({body})"
-        schema = responses[str(status)]["content"]["application/json"]["schema"]
-        validator = Draft202012Validator({**schema, "components": self.spec["components"]},
-                                         format_checker=FormatChecker())
-        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
-        assert not errors, f"{method} {path} ({status}) does not match its description: {errors[:5]}"
-        self.checked += 1
-
-    async def call(self, method: str, path: str, payload: Any = None, *, status: int = 200,
-                   headers: dict[str, str] | None = None, raw: bytes | None = None) -> Any:
-        data = raw if raw is not None else (json.dumps(payload).encode() if payload is not None else b"")
-        got, _, body = await request(self.page, method, path, body=data,
-                                     headers=headers if headers is not None else (JSON if method == "POST" else {}))
-        answer = json.loads(body)
-        assert got == status, f"{method} {path}: {got} {answer}"
-        self.check(method, path, got, answer)
-        return answer
-
-    async def get(self, path: str, status: int = 200) -> Any:
-        return await self.call("GET", path, status=status)
-
-    async def refused(self, path: str, *words: str, method: str = "GET", payload: Any = None,
-                      status: int = 400) -> str:
-        """A bad request: `status`, and one line that names each of `words`."""
-        message = (await self.call(method, path, payload, status=status))["error"]
-        assert "\n" not in message and all(word in message for word in words), message
-        return message
-
 
 async def mam_ok(ws: WorkspacePaths, *args: str) -> str:
     result = await run(mam(*args, "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout.decode()
-
-
-def ids(page: dict[str, Any]) -> list[str]:
-    return [row["job_id"] for row in page["jobs"]]
 
 
 OUTPUT = "printf 'a%.0s' $(seq 1 70); echo; printf 'é€😀%.0s' 1 2 3; echo; echo second >&2; echo last"
@@ -254,85 +192,6 @@ SAME_WITHOUT_INDEX = (
     "/api/jobs?sort=agent", "/api/jobs?sort=duration&status=failed,succeeded", "/api/jobs?since=1h&until=1m",
     "/api/usage?by=parent",
 )
-
-
-async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:
-    """The job's row once it has `status`: the page's event stream says when (its snapshot, or a change)."""
-    async with Stream(api.page, f"status={status}") as stream:
-        snapshot = await stream.next("snapshot")
-        if not any(job["job_id"] == job_id for job in snapshot["jobs"]):
-            await stream.next("job", lambda d: d["record"]["job_id"] == job_id and d["record"]["status"] == status,
-                              timeout=30)
-    found = (await api.get(f"/api/jobs?root={job_id}&status={status}"))["jobs"]
-    return next(r for r in found if r["job_id"] == job_id)
-
-
-async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) -> None:
-    async with up_dashboard_process(ws) as (url, page, _), agent_runner(url, ws, name="sh1", agent="shell"):
-        api = await Api.of(page)
-        made = await api.call("POST", "/api/jobs", {"agent": "shell", "prompt": "echo from the api",
-                                                    "labels": {"via": "api"}, "job_id": "api1"}, status=201)
-        assert made == {"job_id": "api1", "status": "submitted"}
-        done = await until_status(api, "api1", "succeeded")
-        assert done["labels"] == {"via": "api"} and done["parent"] is None
-        assert (await api.get("/api/jobs/api1/output"))["text"] == "from the api\n"
-
-        again = await api.call("POST", "/api/jobs/api1/retry", {}, status=201)
-        assert again["retry_of"] == "api1" and again["job_id"] != "api1" and again["status"] == "submitted"
-        await until_status(api, again["job_id"], "succeeded")
-        named = await api.call("POST", "/api/jobs/api1/retry", {"job_id": "api1-again"}, status=201)
-        assert named["job_id"] == "api1-again"
-
-        # A tree of jobs no runner takes, cancelled from its root with a reason.
-        for job_id, parent in (("top", None), ("mid", "top"), ("leaf", "mid")):
-            body = {"agent": "nobody", "prompt": f"wait {job_id}", "job_id": job_id, **({"parent": parent} if parent else {})}
-            assert (await api.call("POST", "/api/jobs", body, status=201))["status"] == "submitted"
-        assert ids(await api.get("/api/jobs?root=top")) == ["leaf", "mid", "top"]
-        cancelled = await api.call("POST", "/api/jobs/top/cancel", {"reason": "wrong branch", "tree": True})
-        assert cancelled["job_id"] == "top" and cancelled["status"] == "cancelled"
-        assert {t["job_id"] for t in cancelled["tree"]} == {"top", "mid", "leaf"}
-        assert all(t["cancel_requested"] for t in cancelled["tree"])
-        for job_id in ("mid", "leaf"):
-            await until_status(api, job_id, "cancelled")
-        reasons = [e["event"].get("reason") for e in (await api.get("/api/jobs/leaf/events"))["events"]]
-        assert any(reason and "wrong branch" in reason for reason in reasons), reasons
-        top_reason = (await api.get("/api/jobs/top"))["record"]["cancel_reason"]
-        assert top_reason == "wrong branch"
-
-        # A plain cancel (its reason optional); a finished job refuses another (409), an unfinished one a retry.
-        for job_id in ("solo", "pending"):
-            await api.call("POST", "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": job_id}, status=201)
-        plain = await api.call("POST", "/api/jobs/solo/cancel", {})
-        assert plain == {"job_id": "solo", "status": "cancelled"}
-        await api.refused("/api/jobs/solo/cancel", "finished", method="POST", payload={}, status=409)
-        # An unknown job: 404, one plain line (not the projector's refusal); whole tree or not.
-        for payload in ({}, {"tree": True}):
-            message = await api.refused("/api/jobs/nosuch/cancel", "no job 'nosuch'", method="POST", payload=payload,
-                                        status=404)
-            assert "projector" not in message, message
-        await api.refused("/api/jobs/pending/retry", "pending", "submitted", method="POST", payload={},
-                          status=409)
-
-        # Bad writes: nothing is published, one line names what was wrong.
-        await api.refused("/api/jobs", "bogus", method="POST", payload={"agent": "shell", "prompt": "x", "bogus": 1})
-        await api.refused("/api/jobs", "prompt", method="POST", payload={"agent": "shell"})
-        await api.refused("/api/jobs", "prompt", method="POST", payload={"agent": "shell", "prompt": "  "})
-        await api.refused("/api/jobs", "agent", "no body", method="POST", payload={"agent": "no body", "prompt": "x"})
-        await api.refused("/api/jobs", "retries", method="POST",
-                          payload={"agent": "shell", "prompt": "x", "retries": "2"})
-        await api.refused("/api/jobs", "permissions", method="POST",
-                          payload={"agent": "shell", "prompt": "x", "permissions": "root"})
-        await api.refused("/api/jobs/top/cancel", "tree", method="POST", payload={"tree": "yes"})
-        await api.refused("/api/jobs/api1/retry", "whatever", method="POST", payload={"whatever": True})
-        await api.refused("/api/jobs/pi1/retry", "too short", method="POST", payload={})
-        message = (await api.call("POST", "/api/jobs", None, raw=b"agent=shell&prompt=x", status=415,
-                                  headers={"Content-Type": "application/x-www-form-urlencoded"}))["error"]
-        assert "application/json" in message
-        await api.refused("/api/jobs", "too large", "65536", method="POST", status=413,
-                          payload={"agent": "shell", "prompt": "x" * 70_000})
-        assert (await api.get("/api/jobs?q=bogus"))["total"] == 0
-        assert ids(await api.get("/api/jobs?status=submitted")) == ["pending"]
-        assert api.checked >= 30
 
 
 async def test_the_description_and_the_icon(ws: WorkspacePaths, tmp_path: Path) -> None:
