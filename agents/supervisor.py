@@ -63,6 +63,8 @@ class Supervisor(JobClocks):
         self.tree: JobTree | None = None
         self.succeeded = False
         """Whether the job was reported `succeeded` (a worktree's clean-up depends on it)."""
+        self.reported = False
+        """Whether this runner has sent the job's outcome: the registry's answer to it (its end, a retry) is no news."""
         self.attempt = attempt_of(record)
         self.release_reason = ""
         self.release_id: str | None = None
@@ -121,8 +123,8 @@ class Supervisor(JobClocks):
             self._release_answered.set()
         moved_on = attempt_of(record) != attempt_of(self.record)
         self.record = record
-        if self.ending is not None:
-            return
+        if self.ending is not None or self.reported:
+            return  # reported: the job's end (or retry) comes back while its worktree is still being saved
         if moved_on:
             # The registry ended this attempt (lost, say) and retries the job: this agent's work is void.
             log.warning("job %s: the registry retries it as attempt %d while this runner runs attempt %d; "
@@ -145,6 +147,7 @@ class Supervisor(JobClocks):
         if self.release_id is not None and self.release_refusal is None:
             return  # released: the job is the next attempt's; what this agent still does is void
         self.succeeded = self.succeeded or isinstance(event, ev.Succeeded)
+        self.reported = self.reported or isinstance(event, (ev.Succeeded, ev.Failed, ev.TimedOut, ev.Cancelled))
         self.settings.put(self.job_id, event, self.attempt)
 
     def _argv(self) -> list[str] | str:

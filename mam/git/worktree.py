@@ -10,7 +10,8 @@ state (`worktree add/remove`, the commit of what a job left) go one at a
 time through one lock per runner.
 
 When the job ends, what the agent left uncommitted (tracked and untracked
-files, .gitignore respected) is committed to the job's branch so nothing is
+files, .gitignore respected; an agent CLI's own history and caches left out:
+`cli_leftovers.py`) is committed to the job's branch so nothing is
 lost, and the job's `git_at_finish` says where the work is: `base`, `commit`
 (the branch head), `branch`, `dirty` (the agent had left uncommitted work,
 which that commit now holds) and the diffstat of `base..commit`.
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from mam.contract.events import GitInfo
+from mam.git.cli_leftovers import pathspec
 from mam.git.job_ref import branch_ok, own_branch
 from mam.git.run import GitError
 from mam.git.run import git as run_git
@@ -273,12 +275,12 @@ class Worktrees:
         with self._lock:
             on = git(tree.path, "symbolic-ref", "--quiet", "HEAD", check=False)  # "" when detached
             elsewhere = bool(on) and on != f"refs/heads/{tree.branch}"
-            left = git(tree.path, "status", "--porcelain", "--untracked-files=all")
+            left = git(tree.path, "status", "--porcelain", "--untracked-files=all", *pathspec())
             if elsewhere:
                 return self._left_elsewhere(tree, on, bool(left))
             committed_all = True
             if left:
-                git(tree.path, "add", "--all")
+                git(tree.path, "add", "--all", *pathspec())
                 try:
                     self._commit(tree)
                 except WorktreeError as exc:
