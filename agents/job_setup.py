@@ -66,6 +66,8 @@ class Settings:
     also from a host other than the projector's. Unused when `job_broker` is given."""
     job_broker: JobBroker | None = None
     """What `MAM_BROKER_URL` a job gets (`mam-agent --job-login`): a login of its own where the broker takes one."""
+    mcp: str | None = None
+    """How the profile's CLI is given mam's own MCP server for each job (`job_mcp.py`); None: it is not."""
     idle_timeout: float | None = None
     """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
     None: never."""

@@ -31,6 +31,7 @@ import msgspec
 from mam.agents.formats import FORMATS
 from mam.agents.job_args import JobOption
 from mam.agents.job_env import ProfileEnv
+from mam.agents.job_mcp import WIRINGS
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import LEVELS
 from mam.agents.tested_clis import install_hint
@@ -64,6 +65,8 @@ class Profile(msgspec.Struct, frozen=True):
     """Variables a job at one permission level gets, besides `env`."""
     env_doc: str = ""
     """Where the CLI's documentation says what those variables do."""
+    mcp: str | None = None
+    """How the CLI is given mam's own MCP server for a job (a key of `job_mcp.WIRINGS`); None: it is not."""
 
 
 _profiles = msgspec.json.Decoder(dict[str, Profile])
@@ -91,7 +94,8 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
 def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile]) -> None:
     where = f"{path}: profile {name!r}"
     if chosen.alias is not None:
-        if chosen.argv or chosen.format or chosen.permissions or chosen.options or chosen.env or chosen.permissions_env:
+        if (chosen.argv or chosen.format or chosen.permissions or chosen.options or chosen.env or chosen.permissions_env
+                or chosen.mcp):
             raise UsageError(f"{where}: an alias has only \"alias\" (and \"doc\"); drop its other keys")
         target = profiles.get(chosen.alias)
         if target is None or target.alias is not None:
@@ -100,6 +104,9 @@ def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile])
         return
     if not chosen.argv:
         raise UsageError(f'{where}: give "argv" (a list of arguments) or "alias" (another profile)')
+    if chosen.mcp is not None and chosen.mcp not in WIRINGS:
+        raise UsageError(f"{where}: mcp {chosen.mcp!r} is not a way mam gives a CLI its MCP server "
+                         f"(known: {', '.join(sorted(WIRINGS))}); leave it out to give none")
     if chosen.format is not None and chosen.format not in FORMATS:
         raise UsageError(f"{where}: format {chosen.format!r} is not one mam reads "
                          f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command")
@@ -198,6 +205,16 @@ def profile_env(*, command: str | None, profile: str | None, agent: str, workspa
     return ProfileEnv(always=dict(chosen.env or {}), levels={k: dict(v) for k, v in (chosen.permissions_env or {}).items()})
 
 
+def profile_mcp(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> str | None:
+    """How the chosen profile's CLI is given mam's MCP server for a job (None for `--command`, or a profile
+    without `mcp`)."""
+    if command:
+        return None
+    profiles = load_profiles(workspace_root)
+    chosen = profiles.get(resolve(profile or agent, profiles))
+    return chosen.mcp if chosen is not None else None
+
+
 def command_source(*, command: str | None, profile: str | None, agent: str) -> str:
     """The flag that chose the command, as an error message names it."""
     if command:
@@ -242,5 +259,5 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
 
 
 __all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
-           "find_executable", "load_profiles", "profile_env", "profile_format", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
+           "find_executable", "load_profiles", "profile_env", "profile_format", "profile_mcp", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
            "unknown_profile"]

@@ -118,6 +118,7 @@ class Runner(RunnerLifetime):
         take_offers: bool = True,
         job_login: str = DEFAULT_MODE,
         idle_timeout: float | None = None,
+        mcp: str | None = None,
     ) -> None:
         """`key`: the projector's public key, or the fingerprint of the key to take from
         `projector/status` (see `_learn_key`). `output_format`: the profile's `format`, how the
@@ -130,7 +131,8 @@ class Runner(RunnerLifetime):
         (`--label key=value`), announced in its status: jobs that require them are routed to it.
         `take_offers`: claim only what a dispatching projector offers (False: claim from the states, as
         runners before offers did). `job_login`: what `MAM_BROKER_URL` each job gets (`job_broker.py`).
-        `idle_timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`; None: never)."""
+        `idle_timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`; None: never).
+        `mcp`: how the profile's CLI is given mam's MCP server for each job (`job_mcp.py`; None: it is not)."""
         self.workspace = workspace
         self.broker = broker
         self.rotation = Rotation(broker)
@@ -175,6 +177,7 @@ class Runner(RunnerLifetime):
             options=options,
             profile_env=profile_env,
             idle_timeout=idle_timeout,
+            mcp=mcp,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -25,6 +25,7 @@ from mam.agents.profiles import (
     load_profiles,
     profile_env,
     profile_format,
+    profile_mcp,
     profile_options,
     profile_permissions,
     profile_wants_worktree,
@@ -114,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
         "broker URL without user or password (docs/security.md, A job's credentials)",
     )
     parser.add_argument(
+        "--mcp", action=argparse.BooleanOptionalAction, default=True,
+        help="give each job's agent mam's own MCP server for the job, its tools allowed at every level (default; "
+        "claude-code, codex and gemini profiles: docs/agents.md, Delegating from a job); --no-mcp gives none",
+    )
+    parser.add_argument(
         "--projector-key",
         metavar="FILE|sha256:FINGERPRINT",
         help="the key the workspace's projector signs states with: its public key file, or the fingerprint of "
@@ -196,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
             take_offers=args.take_offers,
             job_login=args.job_login,
             idle_timeout=args.idle_timeout or None,
+            mcp=profile_mcp(command=args.command, profile=args.profile, agent=args.agent,
+                            workspace_root=workspace.root) if args.mcp else None,
         )
         if endpoint is not None:
             runner_metrics.register(runner, registry)

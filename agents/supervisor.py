@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 from functools import partial
+from pathlib import Path
 
 import anyio
 from msgspec import UNSET, UnsetType
@@ -32,6 +33,7 @@ from mam.agents.gave_up import gave_up
 from mam.agents.idle import IdleClock, Progress
 from mam.agents.job_clocks import JobClocks
 from mam.agents.job_env import job_environment
+from mam.agents.job_mcp import give_mam
 from mam.agents.job_setup import Ending, Settings, job_command
 from mam.agents.key_check import missing_key
 from mam.agents.output import OutputStreamer, TextFilter
@@ -188,6 +190,14 @@ class Supervisor(JobClocks):
                 self._put(ev.Failed(exit_code=None, error=str(exc), outputs=0))
                 return
             cwd = self.tree.cwd
+        wired = give_mam(self.settings.mcp, argv, env, job_id=self.job_id, workspace_root=self.settings.workspace.root)
+        try:
+            await self._start(wired.argv, wired.env, cwd)
+        finally:
+            wired.clean_up()
+
+    async def _start(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        """Start the agent, supervise it to its end, report it, and clean its worktree up."""
         try:
             process = await spawn(argv, env=env, cwd=cwd)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the prompt's env

@@ -5,7 +5,9 @@ The Responses stream (response.created, output_item.added/done per item, output_
 response.completed with `usage`: input_tokens, input_tokens_details.cached_tokens, output_tokens,
 output_tokens_details.reasoning_tokens) follows platform.openai.com's Responses streaming reference; a
 tool the request declares as `custom` (codex's freeform apply_patch) is called with `custom_tool_call`
-and `args["input"]`, any other with `function_call` and the args as JSON. Codex reaches this server
+and `args["input"]`, any other with `function_call` and the args as JSON; a tool of a declared `namespace`
+(codex's MCP servers: namespace `mcp__mam` holding `submit_job`) is named `NAMESPACE__TOOL` in a turn and
+called with the Responses API's `namespace` field beside its own name. Codex reaches this server
 through a `model_providers` entry of its config.toml with `wire_api = "responses"`
 (developers.openai.com/codex/config-advanced, Custom model providers); aider through litellm's
 `OPENAI_API_BASE`/`OPENAI_API_KEY` (aider.chat/docs/llms/openai-compat.html).
@@ -28,9 +30,12 @@ _ids = itertools.count(1)
 
 
 def _error(turn: Turn) -> Response:
+    """The error body of platform.openai.com's error codes page: a 5xx is a `server_error` (litellm reads a body
+    typed `invalid_request_error` as a bad request, whatever its status, and aider does not retry those), a 429
+    `requests`, the rest `invalid_request_error`."""
     kind = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(turn.status, "server_error")
-    return JSONResponse({"error": {"message": turn.error, "type": "invalid_request_error", "code": kind}},
-                        status_code=turn.status)
+    family = "server_error" if turn.status >= 500 else "requests" if turn.status == 429 else "invalid_request_error"
+    return JSONResponse({"error": {"message": turn.error, "type": family, "code": kind}}, status_code=turn.status)
 
 
 def _usage(turn: Turn) -> dict[str, Any]:
@@ -52,8 +57,13 @@ def _items(turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
             items.append({"type": "custom_tool_call", "id": f"ctc_{next(_ids)}", "call_id": call, "name": turn.tool,
                           "input": str(turn.args.get("input", "")), "status": "completed"})
         else:
-            items.append({"type": "function_call", "id": f"fc_{next(_ids)}", "call_id": call, "name": turn.tool,
-                          "arguments": json.dumps(turn.args), "status": "completed"})
+            item = {"type": "function_call", "id": f"fc_{next(_ids)}", "call_id": call, "name": turn.tool,
+                    "arguments": json.dumps(turn.args), "status": "completed"}
+            spaces = [name for name, kind in declared.items() if kind == "namespace" and isinstance(name, str)]
+            space = next((n for n in spaces if turn.tool.startswith(n + "__")), None)
+            if space is not None:
+                item |= {"namespace": space, "name": turn.tool[len(space) + 2:]}
+            items.append(item)
     return items
 
 

@@ -1,0 +1,82 @@
+"""A real agent CLI delegates through mam at its profile's default level, with no registration by hand.
+
+The runner gives each job's agent mam's own MCP server for that job (agents/job_mcp.py): Claude Code through a
+per-job `--mcp-config`, Codex through `-c mcp_servers.mam.*`, Gemini CLI through a per-job home's settings. The
+scripted model calls mam's tools on its very first turn (no "still connecting"), at `edit` (no approval asked),
+and what it submits is the job's child (`MAM_JOB_ID` reached the server, through Codex's filtered environment
+too). A `shell` runner takes the children.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_clis import CLIS
+from model_servers import Script, Turn
+from real_agent_support import real_rig
+from runner_support import agent_runner
+
+from conftest import WorkspacePaths
+from support import child_env
+
+TOOLS = {"claude-code": "mcp__mam__", "codex": "mcp__mam__", "gemini": "mcp_mam_"}
+"""How each CLI names mam's tools to its model: Claude Code `mcp__SERVER__TOOL`, Codex a Responses namespace
+`mcp__SERVER` holding `TOOL` (the model server joins them), Gemini CLI `mcp_SERVER_TOOL`."""
+REFUSALS = ("still connecting", "requires approval", "haven't granted", "Error executing tool", "not allowed")
+"""What each CLI tells its model when a tool call was not run (the issue's measured refusals)."""
+
+
+def delegating_turns(agent: str, child: str) -> list[Turn]:
+    """Submit a `shell` child on the first turn, wait for it, answer."""
+    tool = TOOLS[agent]
+    return [Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": f"echo {child} says hi",
+                                                  "job_id": child, "wait": False}),
+            Turn(tool=f"{tool}wait_job", args={"job": child, "timeout": 45}),
+            Turn(text="the child answered")]
+
+
+def tool_results(script: Script) -> str:
+    """The tool results the CLI sent its model, in each API's shape: Anthropic's `tool_result` blocks, the
+    Responses API's `function_call_output` items, Gemini's `functionResponse` parts."""
+    found: list[object] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") in ("tool_result", "function_call_output") or "functionResponse" in node:
+                found.append(node)
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk([{k: v for k, v in r.items() if not k.startswith("_")} for r in script.requests])
+    return json.dumps(found)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
+async def test_a_job_at_the_default_level_delegates_over_mam_s_own_mcp_server_on_its_first_turn(
+    agent: str, ws: WorkspacePaths
+) -> None:
+    child = f"child-of-{agent}"
+    script = Script(delegating_turns(agent, child))
+    # the jobs reach the broker the runner was given (the suite's runners otherwise point jobs at a dead one)
+    async with real_rig(CLIS[agent], ws, script, env={"MAM_BROKER_URL": None}) as rig:
+        async with agent_runner(rig.url, ws, agent="shell", name="shell-1", env=child_env(MAM_BROKER_URL=None)):
+            parent = await rig.job("job-parent", "delegate a greeting", agent=agent)
+            logs = await rig.mam("logs", "job-parent")
+    said = tool_results(script)
+    declared = [[t.get("name") for t in r.get("tools") or [] if isinstance(t, dict)] for r in script.requests]
+    mcp_lines = [line for line in logs.splitlines() if "mcp" in line.lower()][-8:]
+    assert (ws.jobs / f"{child}.json").is_file(), (said[-1000:], [d[-6:] for d in declared], mcp_lines)
+    kid = json.loads((ws.jobs / f"{child}.json").read_text())
+    assert parent["status"] == "succeeded" and parent["result"] == "the child answered", parent.get("error")
+    assert kid["parent"] == "job-parent", kid  # MAM_JOB_ID reached `mam mcp`
+    assert kid["status"] == "succeeded", kid
+    assert f"{child} says hi" in said, "wait_job's answer (the child's output) reached the model"
+    assert not [r for r in REFUSALS if r in said], said[:2000]
+    assert not (ws.root / ".mcp.json").exists() and not (ws.root / ".gemini").exists()  # nothing in the checkout
