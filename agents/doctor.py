@@ -1,6 +1,6 @@
 """The checks of one agent profile on this machine: `mam doctor` runs them for every profile, `mam-agent` for its own.
 
-Per agent, always these five, in this order (`agent.<name>.<check>`):
+Per agent, always these six, in this order (`agent.<name>.<check>`):
 
 - `cli`: the profile's program is on PATH (or, a path, an executable file).
 - `version`: `<cli> --version` answers, within `VERSION_TIMEOUT`, with a version mam was tested with
@@ -11,6 +11,8 @@ Per agent, always these five, in this order (`agent.<name>.<check>`):
 - `workspace`: what the CLI needs of the folder its jobs run in (Gemini CLI: trust; Codex CLI: a git
   repository or `--skip-git-repo-check`; `workspace_needs`).
 - `root`: what running as root needs (Claude Code: `IS_SANDBOX=1` for `full`).
+- `delegation`: what a job will see of mam itself: mam's own MCP server for the job, and how its CLI is given
+  it and allowed its tools (`job_mcp.py`), or that it is given none (a profile without `"mcp"`).
 
 `strict`: the user asked about this agent (`mam doctor --agent X`, a runner starting): a missing CLI and
 an unmet need are failures. Otherwise an absent CLI is a skip ("not installed") and an unmet need a
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mam.agents.job_env import ProfileEnv
+from mam.agents.job_env import ProfileEnv, own_mam
+from mam.agents.job_mcp import HOW, SERVER
 from mam.agents.names import did_you_mean
 from mam.agents.permissions import DEFAULT_LEVEL
 from mam.agents.profiles import Profile, builtin_profiles, find_executable, load_profiles, resolve
@@ -58,6 +61,8 @@ class AgentSetup:
     strict: bool = True
     worktree: bool = False
     """Its profile runs each job in a git worktree by default (`"worktree": true`)."""
+    mcp: str | None = None
+    """How its CLI is given mam's MCP server for each job (`job_mcp.WIRINGS`); None: it is not."""
     job_env: ProfileEnv | None = None
     """The variables its profile gives each job (`env`, `permissions_env`): Gemini CLI's trust, Claude Code's
     `IS_SANDBOX` at `full`. The checks judge the environment a job gets, not the runner's own."""
@@ -93,13 +98,14 @@ def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tupl
         job_env = ProfileEnv(always=dict(profile.env or {}),
                              levels={k: dict(v) for k, v in (profile.permissions_env or {}).items()})
         setups.append(AgentSetup(name, list(profile.argv), levels, (ceiling or DEFAULT_LEVEL) if levels else None,
-                                 strict=bool(names), worktree=profile.worktree, job_env=job_env))
+                                 strict=bool(names), worktree=profile.worktree, job_env=job_env,
+                                 mcp=profile.mcp))
     return listed, setups
 
 
 def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bool | None = None,
                  env: Mapping[str, str] | None = None) -> list[Check]:
-    """The five checks of one agent (see the module); `in_git`: whether `root` is in a git work tree, when
+    """The six checks of one agent (see the module); `in_git`: whether `root` is in a git work tree, when
     known (else asked of git when a check needs it)."""
     env = os.environ if env is None else env
     prefix = f"agent.{setup.name}."
@@ -114,13 +120,15 @@ def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bo
             first = (fail(prefix + "cli", problem, fix) if setup.strict
                      else skip(prefix + "cli", f"not installed: {problem}", fix))
         why = f"{program} is not installed" if problem else f"{program} is named per job"
-        return [first, *(skip(prefix + name, why) for name in ("version", "credentials", "workspace", "root"))]
+        return [first, *(skip(prefix + name, why) for name in ("version", "credentials", "workspace", "root",
+                                                                "delegation"))]
     return [
         ok(prefix + "cli", f"{program} at {path}"),
         _version(prefix + "version", program, path, cli),
         _credentials(prefix + "credentials", program, cli, root, env, setup_strict=setup.strict),
         _workspace(prefix + "workspace", setup, program, root, env, in_git=in_git),
         _root(prefix + "root", setup, program, env),
+        _delegation(prefix + "delegation", setup, program),
     ]
 
 
@@ -210,6 +218,19 @@ def _root(name: str, setup: AgentSetup, program: str, env: Mapping[str, str]) ->
             "`full` fail", "export IS_SANDBOX=1 for mam-agent (only in a container or VM you can lose), or run it as "
             "another user, or with --permissions edit", strict=setup.strict)
     return ok(name, f"running as root: `full` would need IS_SANDBOX=1; this runner allows at most {setup.ceiling}")
+
+
+def _delegation(name: str, setup: AgentSetup, program: str) -> Check:
+    if setup.mcp is None:
+        return ok(name, f"{program}'s jobs are not given mam's MCP server (the profile has no \"mcp\"); they can "
+                  "still run `mam submit` and `mam ask`")
+    mam = own_mam()
+    if mam is None:
+        return warn(name, "no `mam` is installed beside this one, so jobs get no `mam` on their PATH and no "
+                    "MCP server", "install mam into the runner's environment (pip install -e .)")
+    return ok(name, f"each job's {program} gets mam's MCP server `{mam} mcp` as `{SERVER}`, for that job (its "
+              f"MAM_JOB_ID, workspace and broker login), its tools allowed at every level: {HOW[setup.mcp]} "
+              "(mam-agent --no-mcp gives none)")
 
 
 def git_check(root: Path, *, wanted: str | None) -> tuple[Check, bool]:

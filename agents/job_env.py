@@ -41,7 +41,7 @@ class ProfileEnv(msgspec.Struct, frozen=True):
         return self.always | (self.levels.get(level, {}) if level else {})
 
 
-def _own_mam() -> Path | None:
+def own_mam() -> Path | None:
     """The `mam` installed beside the running runner: next to its console script (sys.argv[0]), else next to
     its interpreter (a venv's bin)."""
     places = [Path(sys.argv[0]).parent] if sys.argv and os.sep in sys.argv[0] else []
@@ -57,7 +57,7 @@ def _own_mam() -> Path | None:
 def own_mam_dir() -> str | None:
     """A directory holding only a link to this runner's `mam` (made once per process, removed at exit);
     None when no `mam` is installed beside the runner."""
-    mam = _own_mam()
+    mam = own_mam()
     if mam is None:
         return None
     place = tempfile.mkdtemp(prefix="mam-agent-path-")
@@ -88,4 +88,4 @@ def job_environment(*, base: dict[str, str], job_id: str, workspace_id: str, wor
     return env, fits
 
 
-__all__ = ["MAX_ENV_STRING", "ProfileEnv", "job_environment", "own_mam_dir", "with_own_mam"]
+__all__ = ["MAX_ENV_STRING", "ProfileEnv", "job_environment", "own_mam", "own_mam_dir", "with_own_mam"]

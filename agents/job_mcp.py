@@ -167,6 +167,13 @@ def _gemini(argv: list[str], env: dict[str, str], server: Server, job_id: str) -
     return Wired(argv, env | {"GEMINI_CLI_HOME": str(place)}, place)
 
 
+HOW: dict[str, str] = {
+    "claude-code": f"a per-job --mcp-config, --allowedTools mcp__{SERVER}",
+    "codex": f"-c mcp_servers.{SERVER}.* with env_vars, default_tools_approval_mode=approve",
+    "gemini": "a per-job GEMINI_CLI_HOME whose settings add it with trust: true",
+}
+"""How each wiring gives the server and allows its tools, as `mam doctor` says it."""
+
 WIRINGS: dict[str, Callable[[list[str], dict[str, str], Server, str], Wired]] = {
     "claude-code": _claude, "codex": _codex, "gemini": _gemini}
 """How each CLI is given an MCP server for one run: a profile's `"mcp"` names one."""
@@ -203,4 +210,4 @@ def give_mam(wiring: str | None, argv: list[str], env: dict[str, str], *, job_id
         return Wired(argv, env)
 
 
-__all__ = ["SERVER", "WIRINGS", "Server", "Wired", "give_mam", "job_variables", "mam_command", "server_for"]
+__all__ = ["HOW", "SERVER", "WIRINGS", "Server", "Wired", "give_mam", "job_variables", "mam_command", "server_for"]

@@ -64,7 +64,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def run_checks(workspace: Workspace, args: argparse.Namespace) -> list[Check]:
-    """Every check, in a stable order: workspace, git, profiles, broker and projector, then each agent's five."""
+    """Every check, in a stable order: workspace, git, profiles, broker and projector, then each agent's six."""
     import anyio
 
     from mam.agents.doctor import agent_checks, git_check, profile_setups

@@ -186,3 +186,20 @@ def test_docs_agents_lists_the_tested_versions_of_the_table() -> None:
         row = next((line for line in page.splitlines() if line.startswith(f"| {cli.title} | `{program}` |")), None)
         assert row is not None, f"docs/agents.md has no row for {cli.title}"
         assert f"| {', '.join(cli.tested)} |" in row and f"`{cli.install}`" in row, row
+
+
+async def test_doctor_says_what_mcp_server_each_job_of_an_agent_gets_and_how_its_tools_are_allowed(
+    ws: WorkspacePaths
+) -> None:
+    """`agent.NAME.delegation`: the runner's own `mam mcp` for each job, given the CLI's way (agents/job_mcp.py);
+    a profile without `"mcp"` (shell) says its jobs get none."""
+    env = doctor_env(ws, agents_path(ws.root.parent, "claude", "codex", "gemini"))
+    _, report, _ = await doctor(ws, env, "--broker", DEAD_BROKER)
+    checks = by_name(report)
+    own = str(BIN / "mam")
+    for agent, how in (("claude-code", "--allowedTools mcp__mam"), ("codex", "default_tools_approval_mode=approve"),
+                       ("gemini", "GEMINI_CLI_HOME")):
+        check = checks[f"agent.{agent}.delegation"]
+        assert check["status"] == "ok" and f"`{own} mcp` as `mam`" in check["detail"] and how in check["detail"], check
+    assert checks["agent.shell.delegation"]["status"] == "ok"
+    assert "not given mam's MCP server" in checks["agent.shell.delegation"]["detail"]
