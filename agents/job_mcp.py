@@ -12,7 +12,7 @@ Each CLI's own way, as its documentation and the tested version's source say:
 - Claude Code (`claude`): `--mcp-config FILE` adds the servers in FILE to the user's own
   (code.claude.com/docs/en/cli-reference, `--mcp-config`; `--strict-mcp-config` would drop the user's, which
   mam does not pass), `--allowedTools mcp__mam` allows every tool of server `mam`
-  (code.claude.com/docs/en/iam, "MCP": `mcp__server` matches all of a server's tools). `-p` connects MCP
+  (code.claude.com/docs/en/permissions, "MCP": `mcp__server` matches every tool of that server). `-p` connects MCP
   servers in the background, so a tool call on the first turn can find the server "still connecting"; a
   server with `"alwaysLoad": true` is connected before the first turn (its tools are not deferred either):
   2.1.197's start-up connects `alwaysLoad` servers as "regular-required", awaited, the rest without waiting.
