@@ -137,6 +137,8 @@ def _gemini_user_settings(gemini_dir: Path) -> dict[str, object] | str:
         return {}
     except OSError as exc:
         return f"cannot read {path}: {exc.strerror}"
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text"
     try:
         settings = json.loads(text)
     except ValueError as exc:
