@@ -6,8 +6,9 @@ Per agent, always these six, in this order (`agent.<name>.<check>`):
 - `version`: `<cli> --version` answers, within `VERSION_TIMEOUT`, with a version mam was tested with
   (`tested_clis.KNOWN`); another version is a warning.
 - `credentials`: one of the CLI's key variables is set, or its login file is there (named, never read
-  out: no value reaches a message). None is a warning, except for a CLI that cannot run without a key
-  (aider): there it is a failure when `strict`.
+  out: no value reaches a message); for Codex CLI with a model provider of its config's own, the variable
+  that provider's `env_key` names (`workspace_needs.codex_provider`). None is a warning, except for a CLI
+  that cannot run without a key (aider): there it is a failure when `strict`.
 - `workspace`: what the CLI needs of the folder its jobs run in (Gemini CLI: trust; Codex CLI: a git
   repository or `--skip-git-repo-check`; `workspace_needs`).
 - `root`: what running as root needs (Claude Code: `IS_SANDBOX=1` for `full`).
@@ -36,7 +37,14 @@ from mam.agents.names import did_you_mean
 from mam.agents.permissions import DEFAULT_LEVEL
 from mam.agents.profiles import Profile, builtin_profiles, find_executable, load_profiles, resolve
 from mam.agents.tested_clis import KnownCli, known, parse_version
-from mam.agents.workspace_needs import codex_git, codex_git_fix, credentials, gemini_trust, gemini_trust_fix
+from mam.agents.workspace_needs import (
+    codex_git,
+    codex_git_fix,
+    codex_provider,
+    credentials,
+    gemini_trust,
+    gemini_trust_fix,
+)
 from mam.contract.checks import Check, fail, failed_or_warned, ok, skip, warn
 from mam.contract.errors import UsageError
 from mam.contract.terminal import safe
@@ -174,6 +182,10 @@ def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env:
                  setup_strict: bool) -> Check:
     if cli is None:
         return skip(name, f"mam does not know where {program} keeps its credentials")
+    provider = codex_provider(env) if os.path.basename(program) == "codex" else None
+    if provider is not None:  # a provider of the config's own: its key variable, not OpenAI's
+        found_key, how, fix = provider
+        return ok(name, how) if found_key else warn(name, how, fix)
     found = credentials(cli, root, env)
     if found is not None:
         return ok(name, found)

@@ -111,6 +111,30 @@ def codex_git(argv: list[str], root: Path, env: Mapping[str, str], *, in_git: bo
     return False, f"not a git repository, no {CODEX_GIT_FLAG}: codex refuses to run ('Not inside a trusted directory')"
 
 
+def codex_provider(env: Mapping[str, str]) -> tuple[bool, str, str] | None:
+    """What the model provider `$CODEX_HOME/config.toml` (default ~/.codex) picks needs for a key, as (found, how,
+    fix): a `[model_providers.NAME]` entry takes its key from the variable its `env_key` names
+    (developers.openai.com/codex/config-advanced, Custom model providers), and one without `env_key` sends
+    none. None when the config picks no provider of its own (OpenAI's, or one that asks for OpenAI's login):
+    the CLI's own keys and login count then."""
+    config = (Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else _home(env, "HOME") / ".codex") / "config.toml"
+    try:
+        data = tomllib.loads(config.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    name, providers = data.get("model_provider"), data.get("model_providers")
+    entry = providers.get(name) if isinstance(name, str) and isinstance(providers, dict) else None
+    if not isinstance(entry, dict) or entry.get("requires_openai_auth") is True:
+        return None
+    key = entry.get("env_key")
+    if not isinstance(key, str) or not key:
+        return True, f"model_provider {name} in {config} names no env_key: it is sent no key", ""
+    if env.get(key):
+        return True, f"{key} is set (the env_key of model_provider {name} in {config})", ""
+    return (False, f"{key} is not set: model_provider {name} in {config} takes its key from it (env_key)",
+            f"export {key} for the runner")
+
+
 def codex_git_fix(root: Path) -> str:
     return (f"git init {root} and commit once, or add {CODEX_GIT_FLAG} to the profile's argv in "
             ".mam/profiles.json")
@@ -147,5 +171,5 @@ def _sets(path: Path, names: tuple[str, ...]) -> str | None:
     return None
 
 
-__all__ = ["CODEX_GIT_FLAG", "GEMINI_TRUST_FLAG", "codex_git", "codex_git_fix", "credentials", "gemini_trust",
-           "gemini_trust_fix"]
+__all__ = ["CODEX_GIT_FLAG", "GEMINI_TRUST_FLAG", "codex_git", "codex_git_fix", "codex_provider", "credentials",
+           "gemini_trust", "gemini_trust_fix"]

@@ -89,6 +89,36 @@ async def test_credentials_are_named_and_their_values_never_printed(ws: Workspac
     assert SECRET not in text and SECRET not in json.dumps(report)
 
 
+async def test_codex_with_a_model_provider_of_its_own_counts_that_providers_key(ws: WorkspacePaths) -> None:
+    """Before: a codex runner pointed at a gateway by `model_provider` with `env_key` (tests/agent_clis.py's own setup)
+    was warned it had no credentials, its key being neither OPENAI_API_KEY nor CODEX_API_KEY."""
+    from agent_clis import CODEX_CONFIG
+
+    env = doctor_env(ws, agents_path(ws.root.parent, "codex"), MAM_TEST_MODEL_KEY=SECRET)
+    codex_home = Path(env["HOME"]) / ".codex"
+    codex_home.mkdir()
+    config = codex_home / "config.toml"
+    config.write_text(CODEX_CONFIG.format(url="http://127.0.0.1:9"), encoding="utf-8")
+    _, report, text = await doctor(ws, env, "--agent", "codex", "--broker", DEAD_BROKER)
+    key = by_name(report)["agent.codex.credentials"]
+    assert key == {"name": "agent.codex.credentials", "status": "ok", "fix": None,
+                   "detail": f"MAM_TEST_MODEL_KEY is set (the env_key of model_provider mamtest in {config})"}, key
+    env.pop("MAM_TEST_MODEL_KEY")
+    _, report, text = await doctor(ws, env | {"OPENAI_API_KEY": SECRET}, "--agent", "codex", "--broker", DEAD_BROKER)
+    key = by_name(report)["agent.codex.credentials"]
+    assert key["status"] == "warn", "OpenAI's key is not the one this provider is sent"
+    assert key["detail"] == f"MAM_TEST_MODEL_KEY is not set: model_provider mamtest in {config} takes its key from it " \
+                            "(env_key)"
+    assert fix_under(text, "agent.codex.credentials") == "export MAM_TEST_MODEL_KEY for the runner"
+    elsewhere = ws.root.parent / "codex-home"
+    elsewhere.mkdir()
+    (elsewhere / "config.toml").write_text('model_provider = "local"\n[model_providers.local]\n'
+                                           'base_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
+    _, report, _ = await doctor(ws, env | {"CODEX_HOME": str(elsewhere)}, "--agent", "codex", "--broker", DEAD_BROKER)
+    assert by_name(report)["agent.codex.credentials"]["status"] == "ok", "$CODEX_HOME's provider without env_key"
+    assert SECRET not in text and SECRET not in json.dumps(report)
+
+
 async def test_aider_without_a_key_fails_where_a_runner_is_configured_for_it(ws: WorkspacePaths) -> None:
     """aider cannot run a job without a key (the runner fails each one before starting it): not a warning for an
     aider runner, whose doctor (`--agent aider`, or mam-agent at start) fails with the one-line fix."""
