@@ -19,8 +19,12 @@ Each CLI's own way, as its documentation and the tested version's source say:
 - Codex (`codex exec`): `-c mcp_servers.mam.*` overrides (developers.openai.com/codex/mcp: `command`, `args`,
   `env_vars`, `startup_timeout_sec`, `tool_timeout_sec`; developers.openai.com/codex/config-reference:
   `default_tools_approval_mode = "approve"` runs the server's tools without asking, which `codex exec`'s
-  approval policy `never` otherwise refuses). Codex starts MCP servers with a filtered environment:
-  `env_vars` names the job's variables to pass on (names only: no credential on the command line).
+  approval policy `never` otherwise refuses; `required = true`: startup fails if the server cannot
+  initialize). Codex starts MCP servers with a filtered environment: `env_vars` names the job's variables to
+  pass on (names only: no credential on the command line). Without `required`, 0.171.0 sent its first model
+  request before a slow `mam mcp` (1-1.5 s to import the `mcp` SDK on a loaded machine) had listed its tools,
+  so the first turn had none of mam's tools (seen 3 of 4 times in the orchestration test); with it, Codex
+  waits for the server before the first turn (3 of 3).
 - Gemini CLI (`gemini`): its settings' `mcpServers` with `"trust": true` (geminicli.com/docs/tools/mcp-server:
   trust bypasses all tool call confirmations; headless, a tool that would ask is not offered at all). Gemini
   CLI has no flag for a server, and takes a system settings file only where root owns it and every folder
@@ -114,7 +118,7 @@ def _toml(value: object) -> str:
 
 def _codex(argv: list[str], env: dict[str, str], server: Server, job_id: str) -> Wired:
     prefix = f"mcp_servers.{SERVER}"
-    settings = {"command": server.command, "args": server.args, "env_vars": sorted(server.env),
+    settings = {"command": server.command, "args": server.args, "env_vars": sorted(server.env), "required": True,
                 "default_tools_approval_mode": "approve", "startup_timeout_sec": STARTUP_TIMEOUT,
                 "tool_timeout_sec": TOOL_TIMEOUT}
     overrides = [arg for key, value in settings.items() for arg in ("-c", f"{prefix}.{key}={_toml(value)}")]
@@ -171,7 +175,7 @@ def _gemini(argv: list[str], env: dict[str, str], server: Server, job_id: str) -
 
 HOW: dict[str, str] = {
     "claude-code": f"a per-job --mcp-config, --allowedTools mcp__{SERVER}",
-    "codex": f"-c mcp_servers.{SERVER}.* with env_vars, default_tools_approval_mode=approve",
+    "codex": f"-c mcp_servers.{SERVER}.* with env_vars, required, default_tools_approval_mode=approve",
     "gemini": "a per-job GEMINI_CLI_HOME whose settings add it with trust: true",
 }
 """How each wiring gives the server and allows its tools, as `mam doctor` says it."""

@@ -10,21 +10,42 @@ too). A `shell` runner takes the children.
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
 
 import pytest
 from agent_clis import CLIS
+from agent_edits_support import write_turns
 from model_servers import Script, Turn
-from real_agent_support import real_rig
+from real_agent_support import JOB_TIMEOUT, real_rig, real_runner
 from runner_support import agent_runner
+from worktrees_support import git, make_repo
 
 from conftest import WorkspacePaths
-from support import child_env
+from e2e import up_with_flags, workspace_id
+from support import child_env, mam, run, wait_for_state
+
+CLIS_ORCHESTRATED = ("claude-code", "codex", "gemini")
+ENDED = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 
 TOOLS = {"claude-code": "mcp__mam__", "codex": "mcp__mam__", "gemini": "mcp_mam_"}
 """How each CLI names mam's tools to its model: Claude Code `mcp__SERVER__TOOL`, Codex a Responses namespace
 `mcp__SERVER` holding `TOOL` (the model server joins them), Gemini CLI `mcp_SERVER_TOOL`."""
 REFUSALS = ("still connecting", "requires approval", "haven't granted", "Error executing tool", "not allowed")
 """What each CLI tells its model when a tool call was not run (the issue's measured refusals)."""
+
+
+def read_record(ws: WorkspacePaths, job_id: str) -> dict:
+    return json.loads((ws.jobs / f"{job_id}.json").read_text())
+
+
+async def submit_and_wait(url: str, ws: WorkspacePaths, job_id: str, prompt: str, agent: str,
+                          timeout: float = 3 * JOB_TIMEOUT) -> dict:
+    """`mam submit` a job and wait until it has ended; its record."""
+    done = await run(mam("submit", "--prompt", prompt, "--agent", agent, "--job-id", job_id, "--broker", url,
+                         "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    assert done.returncode == 0, done.stderr
+    await wait_for_state(url, workspace_id(ws.root), job_id, lambda r: r["status"] in ENDED, timeout=timeout)
+    return read_record(ws, job_id)
 
 
 def delegating_turns(agent: str, child: str) -> list[Turn]:
@@ -80,3 +101,49 @@ async def test_a_job_at_the_default_level_delegates_over_mam_s_own_mcp_server_on
     assert f"{child} says hi" in said, "wait_job's answer (the child's output) reached the model"
     assert not [r for r in REFUSALS if r in said], said[:2000]
     assert not (ws.root / ".mcp.json").exists() and not (ws.root / ".gemini").exists()  # nothing in the checkout
+
+
+def orchestrating_turns(agent: str, kids: dict[str, str]) -> list[Turn]:
+    """Delegate one job to each of `kids` (agent -> job id), wait for each, land each in this job's branch."""
+    tool = TOOLS[agent]
+    submit = [Turn(tool=f"{tool}submit_job", args={"agent": kid_agent, "prompt": f"write from-{kid_agent}.txt",
+                                                    "job_id": kid, "wait": False}) for kid_agent, kid in kids.items()]
+    wait = [Turn(tool=f"{tool}wait_job", args={"job": kid, "timeout": 100}) for kid in kids.values()]
+    land = [Turn(tool=f"{tool}land_job", args={"job": kid}) for kid in kids.values()]
+    return [*submit, *wait, *land, Turn(text="gathered both")]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("orchestrator", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
+async def test_each_cli_orchestrates_the_other_two_in_worktrees_and_a_person_lands_one_branch(
+    orchestrator: str, ws: WorkspacePaths
+) -> None:
+    """The loop mam is for, at each profile's default level: the orchestrator's job delegates to the other two
+    vendors' agents over MCP, waits, lands both children's branches in its own (never the checkout), and ends;
+    the person then lands the one branch with `mam merge PARENT`."""
+    make_repo(ws.root)
+    kids = {agent: f"kid-{agent}" for agent in CLIS_ORCHESTRATED if agent != orchestrator}
+    scripts = {orchestrator: Script(orchestrating_turns(orchestrator, kids))}
+    scripts |= {agent: Script(write_turns(agent, f"from-{agent}.txt")) for agent in kids}
+    async with up_with_flags(ws) as (port, _):
+        url = f"mqtt://127.0.0.1:{port}"
+        async with AsyncExitStack() as runners:
+            for agent, script in scripts.items():
+                await runners.enter_async_context(real_runner(CLIS[agent], url, ws, script, "--worktree",
+                                                              env={"MAM_BROKER_URL": None}))
+            head = git(ws.root, "rev-parse", "HEAD")
+            parent = await submit_and_wait(url, ws, "job-parent", "delegate and gather", orchestrator)
+            said = tool_results(scripts[orchestrator])
+            assert parent["status"] == "succeeded" and parent["result"] == "gathered both", \
+                (parent.get("error"), said[-2500:])
+            children = {agent: read_record(ws, kid) for agent, kid in kids.items()}
+            assert git(ws.root, "rev-parse", "HEAD") == head  # the children landed in the parent's branch only
+            assert not [p for p in ws.root.glob("from-*.txt")]
+            merged = await run(mam("merge", "job-parent", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    for agent, kid in children.items():
+        assert kid["status"] == "succeeded" and kid["parent"] == "job-parent", kid
+    assert not [r for r in REFUSALS if r in said], said[-2000:]
+    assert merged.returncode == 0, merged.stderr
+    for agent in kids:
+        assert (ws.root / f"from-{agent}.txt").read_text() == f"from-{agent}.txt\n"
