@@ -12,20 +12,20 @@ bug, Aider-AI/aider#5552 (open), whose fix (#5553: exit 1 after such an error) i
 So for aider the runner reads the end of its stdout: when the last line there that begins with a litellm
 exception is not followed by aider's "Retrying in" line, the run gave up, and the job fails with that error and
 aider's explanation on one line (aider wraps its output at 80 columns: the lines are joined with spaces).
+The built-in `aider` profile reads all of aider's output through its format (`formats/aider.py`, the same
+reading line by line); this is for an aider run as a plain command (a workspace's profile or `--command`
+without `--format aider-text`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import Final
 
+from mam.agents.formats.aider import EXCEPTION, RETRYING
 from mam.agents.formats.verdict import one_line_plain
 
-EXCEPTION: Final = re.compile(r"^litellm\.[A-Z]\w*: ", re.MULTILINE)
-"""How aider prints a failed model call: `str()` of litellm's exception (`litellm.<Name>: ...`)."""
-RETRYING: Final = "Retrying in "
 PROGRAMS: Final = frozenset({"aider"})
 """The commands read this way: those known to exit 0 after giving up on their message."""
 

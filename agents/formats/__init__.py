@@ -4,13 +4,15 @@ A profile without `format` runs a plain command: its stdout is the job's
 output as it is, and its exit code decides the outcome. With a format, the
 runner reads stdout through that format's parser (`Transcript`): the job's
 output is a readable transcript, and the job's result, error and usage come
-from what the agent itself reported (`Outcome`).
+from what the agent itself reported (`Outcome`). aider has no
+machine-readable mode: `aider-text` reads its plain output (`aider.py`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from mam.agents.formats.aider import AiderText
 from mam.agents.formats.base import Outcome, StreamParser
 from mam.agents.formats.claude import ClaudeStream
 from mam.agents.formats.codex import CodexJson
@@ -18,7 +20,7 @@ from mam.agents.formats.gemini import GeminiStream
 from mam.agents.formats.transcript import Transcript
 
 FORMATS: Final[dict[str, type[StreamParser]]] = {
-    parser.name: parser for parser in (ClaudeStream, CodexJson, GeminiStream)
+    parser.name: parser for parser in (ClaudeStream, CodexJson, GeminiStream, AiderText)
 }
 
 

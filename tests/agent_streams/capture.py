@@ -1,6 +1,6 @@
 """Record what the real agent CLIs print, for the parser tests (tests/agents/test_agent_formats.py): each CLI runs as its
 built-in profile does, in a scratch directory with two files, against a scripted model server (tests/model_servers),
-and its stdout is saved here as NAME.jsonl. Run again after a CLI's pin moves (.ci/agent-clis):
+and its stdout is saved here as NAME.jsonl (aider's plain text as NAME.txt). Run again after a CLI's pin moves (.ci/agent-clis):
 
     .venv/bin/python tests/agent_streams/capture.py
 
@@ -52,6 +52,12 @@ STREAMS: dict[str, tuple[str, list[str], list[Turn]]] = {
         Turn(text="Two files: a.txt and b.txt.", input_tokens=1300, output_tokens=20, thinking_tokens=11,
              cached_tokens=800)]),
     "gemini-api-error": ("gemini", argv("gemini"), [Turn(status=400, error="bad request here")]),
+    # aider prints plain text (its format reads it: agents/formats/aider.py), saved as NAME.txt
+    "aider": ("aider", argv("aider"), [Turn(text="Two files: a.txt and b.txt.\n\n- **a.txt** says hello\n",
+                                            input_tokens=1200, output_tokens=20)]),
+    "aider-retried": ("aider", argv("aider"), [*[Turn(status=500, error="overloaded here")] * 3,  # the SDK's 2 retries
+                                               Turn(text="Answered after a retry.")]),
+    "aider-api-error": ("aider", argv("aider"), [Turn(status=401, error="bad key here")]),
 }
 
 
@@ -68,7 +74,8 @@ def capture(name: str) -> None:
             env = {**os.environ, **cli.environment(Path(scratch) / "home", server.url), **TRUST}
             done = subprocess.run(command, input=PROMPT, capture_output=True, text=True, cwd=work, env=env,
                                   timeout=120, check=False)
-    (HERE / f"{name}.jsonl").write_text(done.stdout.replace(scratch, "/tmp/scratch"), encoding="utf-8")
+    suffix = ".txt" if agent == "aider" else ".jsonl"
+    (HERE / f"{name}{suffix}").write_text(done.stdout.replace(scratch, "/tmp/scratch"), encoding="utf-8")
     print(f"{name}: exit {done.returncode}, {len(done.stdout.splitlines())} lines")
 
 

@@ -122,7 +122,8 @@ BAD_KEY_LOGGED = {  # `mam logs`: codex's retries as it made them, the CLIs' err
 async def test_a_bad_key_fails_the_job_with_one_line_naming_the_auth_failure(agent: str, ws: WorkspacePaths) -> None:
     """The server refuses every call with 401 in its API's error shape: codex retries 5 times (~7 s, each retry a
     line of the job's output) and fails its turn; gemini fails at once; aider prints litellm's
-    AuthenticationError and exits 0, and the runner fails the job with it (agents/gave_up.py; before: `succeeded`).
+    AuthenticationError and exits 0, and the runner fails the job with it (agents/formats/aider.py; before:
+    `succeeded`).
     --idle-timeout 30 bounds a CLI that would hang instead: the job must end `failed`, not `timed_out`."""
     script = Script([Turn(status=401, error="Incorrect API key provided")])
     async with real_rig(CLIS[agent], ws, script, "--idle-timeout", "30") as rig:
@@ -152,6 +153,19 @@ async def test_codex_retrying_a_failing_api_is_not_progress_and_ends_timed_out_n
     assert record["error"].startswith("no progress for 10s (mam-agent --idle-timeout); the agent's last notice: "
                                       "! codex: Reconnecting... "), record["error"]
     assert "! codex: Reconnecting... 1/5" in logs, logs
+
+
+@pytest.mark.slow
+async def test_codex_gives_up_on_the_first_429_of_a_custom_provider(ws: WorkspacePaths) -> None:
+    """Measured with Codex 0.171.0 (docs/agents.md, Retries and stalls; the docs said it retried 5 times): a 429 from
+    a `model_providers` entry is not tried again, whatever its `request_max_retries`; the job fails with codex's
+    line, which drops the body's message. A 500 is retried (test_codex_retrying_a_failing_api_...)."""
+    script = Script([Turn(status=429, error="slow down")])
+    async with real_rig(CLIS["codex"], ws, script) as rig:
+        record = await rig.job("job-429", "say hello", agent="codex")
+    assert record["status"] == "failed", record
+    assert record["error"] == "exceeded retry limit, last status: 429 Too Many Requests", record["error"]
+    assert len(script.requests) == 1
 
 
 async def test_claude_at_its_turn_limit_fails_with_claudes_reason_and_its_usage(ws: WorkspacePaths) -> None:

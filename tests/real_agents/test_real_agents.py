@@ -16,7 +16,7 @@ from model_servers import Script, Turn
 from real_agent_support import real_rig
 
 from conftest import WorkspacePaths
-from support import CHECKOUT
+from support import CHECKOUT, mam, run
 
 ANSWER = "Hello from the model server"
 
@@ -34,12 +34,17 @@ async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_wit
     assert record["status"] == "succeeded", record.get("error")
     assert ANSWER in (record["result"] or "")
     assert len(script.requests) >= 1, "the CLI asked the model server"
-    if agent != "aider":
-        usage = record["usage"]
-        # thinking counts as output (Gemini CLI reports it only in its total); gemini's own side calls count too
-        reported = (script.input_tokens, script.output_tokens)
-        assert (usage["input_tokens"], usage["output_tokens"]) == reported >= (120, 20), usage
-        assert usage["agent_session_id"]
+    usage = record["usage"]
+    if agent == "aider":  # its reply as it came, and the tokens it printed (its own count: the stream has no usage)
+        assert record["result"] == ANSWER, record["result"]
+        logs = await run(mam("logs", "job-first", "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        said = f"Tokens: {usage['input_tokens']} sent, {usage['output_tokens']} received."
+        assert said in logs.stdout.decode() and usage["input_tokens"] > 0 < usage["output_tokens"], usage
+        return
+    # thinking counts as output (Gemini CLI reports it only in its total); gemini's own side calls count too
+    reported = (script.input_tokens, script.output_tokens)
+    assert (usage["input_tokens"], usage["output_tokens"]) == reported >= (120, 20), usage
+    assert usage["agent_session_id"]
 
 
 async def test_claude_at_full_runs_as_root_and_writes_the_file_its_model_asked_for(ws: WorkspacePaths) -> None:
