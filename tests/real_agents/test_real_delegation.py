@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import pytest
 from agent_clis import CLIS
@@ -22,7 +23,7 @@ from worktrees_support import git, make_repo
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import child_env, mam, run, wait_for_state
+from support import BIN, child_env, mam, run, wait_for_state
 
 CLIS_ORCHESTRATED = ("claude-code", "codex", "gemini")
 ENDED = ("succeeded", "failed", "cancelled", "timed_out", "lost")
@@ -147,3 +148,54 @@ async def test_each_cli_orchestrates_the_other_two_in_worktrees_and_a_person_lan
     assert merged.returncode == 0, merged.stderr
     for agent in kids:
         assert (ws.root / f"from-{agent}.txt").read_text() == f"from-{agent}.txt\n"
+
+
+def register_by_hand(agent: str, home: Path, mam_path: str) -> None:
+    """The user's own registrations, as the README shows them for an agent they run themselves: `mam` (`mam mcp`,
+    found on PATH) and another server, `other` (another mam, trusted where Gemini CLI would not offer it else)."""
+    mine = {"command": "mam", "args": ["mcp"]}
+    other = {"command": mam_path, "args": ["mcp"]}
+    match agent:
+        case "claude-code":
+            (home / ".claude.json").write_text(json.dumps({"mcpServers": {"mam": mine, "other": other}}))
+        case "codex":
+            with (home / ".codex" / "config.toml").open("a") as config:
+                config.write('\n[mcp_servers.mam]\ncommand = "mam"\nargs = ["mcp"]\n\n'
+                             f'[mcp_servers.other]\ncommand = "{mam_path}"\nargs = ["mcp"]\n'
+                             '[mcp_servers.other.tools.list_agents]\napproval_mode = "approve"\n')
+        case "gemini":
+            path = home / ".gemini" / "settings.json"
+            servers = {"mam": mine, "other": other | {"trust": True}}
+            path.write_text(json.dumps(json.loads(path.read_text()) | {"mcpServers": servers}))
+
+
+def declared_names(script: Script) -> set[str]:
+    """Every tool name the CLI declared to its model (a namespace's tools as NAMESPACE__TOOL)."""
+    names: set[str] = set()
+    for request in script.requests:
+        for tool in request.get("tools") or []:
+            for declared in tool.get("functionDeclarations") or [tool]:
+                names.add(str(declared.get("name")))
+                names |= {f"{declared.get('name')}__{inner.get('name')}" for inner in declared.get("tools") or []}
+    return names
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
+async def test_a_user_s_own_registration_of_mam_and_other_servers_keeps_working_beside_the_job_s(
+    agent: str, ws: WorkspacePaths
+) -> None:
+    """A user who registered `mam` by hand (as the README shows for an agent they run themselves) and other servers:
+    the job still delegates as its own (the child's parent is the job), and the user's other servers are still
+    offered. (Codex's overrides and Gemini CLI's merged settings replace a `mam` of the user's inside the job; Claude
+    Code keeps a user-scope `mam` of its own, which inherits the job's variables: docs/agents.md.)"""
+    child = f"child-of-{agent}"
+    script = Script(delegating_turns(agent, child))
+    async with real_rig(CLIS[agent], ws, script, env={"MAM_BROKER_URL": None}) as rig:
+        register_by_hand(agent, rig.home, str(BIN / "mam"))
+        async with agent_runner(rig.url, ws, agent="shell", name="shell-1", env=child_env(MAM_BROKER_URL=None)):
+            parent = await rig.job("job-parent", "delegate a greeting", agent=agent)
+    assert parent["status"] == "succeeded", parent.get("error")
+    assert read_record(ws, child)["parent"] == "job-parent"
+    assert f"{TOOLS[agent]}list_agents".replace("mam", "other") in declared_names(script)
