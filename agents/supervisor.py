@@ -199,7 +199,7 @@ class Supervisor(JobClocks):
     async def _start(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         """Start the agent, supervise it to its end, report it, and clean its worktree up."""
         try:
-            process = await spawn(argv, env=env, cwd=cwd)
+            process = await spawn(argv, env=env, cwd=cwd, grace=self.settings.kill_grace)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the prompt's env
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot start {argv[0]!r}: {detail}"
@@ -295,8 +295,8 @@ class Supervisor(JobClocks):
             if self.idle is not None:
                 self.idle.progress()  # the clock starts with the agent
                 tg.start_soon(self._idle, self.idle)
-            # asyncio's wait returns once the process has exited and its pipes are closed;
-            # the readers then still hold what they have not turned into events yet.
+            # wait returns once the agent's guard has ended (so nothing the agent started runs on) and the
+            # pipes are closed; the readers then still hold what they have not turned into events yet.
             code = await process.wait()
             await drained.wait()
             tg.cancel_scope.cancel()
