@@ -44,7 +44,7 @@ from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
-from mam.git.provenance import git_info
+from mam.git.provenance import submit_git
 
 log = logging.getLogger("mam")
 
@@ -212,7 +212,7 @@ class Publisher:
         """`submit` of a `JobSpec` (`mam.contract.job_spec`), the options every front end takes."""
         job_id = spec.job_id or new_job_id()
         parent = default_parent(spec.parent, no_parent=bool(spec.no_parent))
-        git = await anyio.to_thread.run_sync(git_info, self.workspace.root)
+        git = await anyio.to_thread.run_sync(submit_git, self.workspace.root, parent)
         event: ev.AnyEvent = self.stamp(job_spec.submitted(spec, parent=parent, git=git))
         resume = spec.resume
         agent = spec.agent

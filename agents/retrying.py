@@ -11,7 +11,7 @@ from mam.contract import events as ev
 from mam.contract import job_limits, routing
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
-from mam.git.provenance import git_info
+from mam.git.provenance import submit_git
 
 
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
@@ -40,7 +40,7 @@ async def retry_one(pub: Publisher, old_id: str, new_id: str, *, timeout: float,
     if not old.status.terminal:
         raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
                       f"({cancel_first} first to start it over)")
-    git = await anyio.to_thread.run_sync(git_info, pub.workspace.root)
+    git = await anyio.to_thread.run_sync(submit_git, pub.workspace.root, old.parent)
     return old, await pub.publish_and_wait(new_id, resubmission(old, git), timeout=timeout)
 
 

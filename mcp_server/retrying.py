@@ -10,7 +10,7 @@ from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedD
 from mam.agents.publisher import new_job_id
 from mam.agents.retrying import resubmission
 from mam.contract.errors import Refused
-from mam.git.provenance import git_info
+from mam.git.provenance import submit_git
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.served import Served, as_dict, reported
 from mam.mcp_server.writing import VERDICT_WAIT
@@ -42,7 +42,7 @@ def register(app: MCPServer, served: Served) -> None:
         if not old.status.terminal:
             raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
                           "(cancel_job it first to start it over)")
-        git = await anyio.to_thread.run_sync(git_info, served.workspace.root)
+        git = await anyio.to_thread.run_sync(submit_git, served.workspace.root, old.parent)
         new_id = new_job_id()
         async with served.publisher() as pub:
             record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=VERDICT_WAIT)

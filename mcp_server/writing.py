@@ -24,7 +24,7 @@ from mam.contract import job_spec, presence, routing
 from mam.contract.errors import MamError, UsageError
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
-from mam.git.provenance import git_info
+from mam.git.provenance import submit_git
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.limits import resumed
 from mam.mcp_server.results import CancelResult, SubmitResult
@@ -117,7 +117,7 @@ def register(app: MCPServer, served: Served) -> None:
         chosen_parent = spec.parent or (None if spec.no_parent else served.parent)
         event = checked(job_spec.submitted(spec, parent=chosen_parent, git=None))  # every bound before any lookup
         dependencies = [await served.job_id(job) for job in spec.after] if spec.after else None
-        git = await anyio.to_thread.run_sync(git_info, served.workspace.root)
+        git = await anyio.to_thread.run_sync(submit_git, served.workspace.root, chosen_parent)
         event = msgspec.structs.replace(event, git=git, **({"after": dependencies} if dependencies else {}))
         job_id = spec.job_id or new_job_id()
         async with served.publisher() as pub:

@@ -34,7 +34,7 @@ from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
 from mam.contract.terminal import safe, short
-from mam.git.provenance import git_info
+from mam.git.provenance import git_info, submit_git
 from mam.process.args import agent_name, job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.query import parse_labels
@@ -147,7 +147,7 @@ def run_submit(args: argparse.Namespace) -> int:
     prompt = _prompt(args.prompt)
 
     parent = default_parent(args.parent, no_parent=args.no_parent)
-    git = git_info(workspace.root)
+    git = submit_git(workspace.root, parent)  # a child of a worktree job: its parent's branch
 
     def submitted(agent: str, resume: dict[str, Any]) -> ev.AnyEvent:
         spec = cli_spec(args, prompt, agent)
