@@ -6,11 +6,11 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mam import __version__
-from mam.mcp_server import asking, events_log, lookup, output, retrying, runners, waiting, writing
+from mam.mcp_server import asking, events_log, landing, lookup, output, retrying, runners, waiting, writing
 from mam.mcp_server.answers import MamServer
 from mam.mcp_server.served import Served
 
-TOOL_MODULES = (writing, lookup, waiting, output, asking, retrying, events_log, runners)
+TOOL_MODULES = (writing, lookup, waiting, output, asking, retrying, events_log, runners, landing)
 """Each registers its tools with `register(app, served)`; a new concern is a module added here."""
 
 INSTRUCTIONS = (
@@ -20,7 +20,9 @@ INSTRUCTIONS = (
     "(its output so far), get_job, list_jobs and job_events (its audit log); stop it with cancel_job, run a "
     "finished one again with retry_job. Inside a job, ask_person asks a person and returns the answer (call it "
     "again with the question_id while it says waiting). A job that asks a person a question is `waiting` (its "
-    "record has the question and any choices): answer it with answer_job. Answers are brief (no null fields, "
+    "record has the question and any choices): answer it with answer_job. A finished job run in a git worktree: "
+    "job_diff shows its change, land_job lands its branch (inside a job: on that job's own branch), drop_job drops "
+    "it. Answers are brief (no null fields, "
     "long texts cut; full=true gives everything). Job ids may be shortened to any unique prefix or suffix."
 )
 

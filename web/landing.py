@@ -25,7 +25,8 @@ from mam.contract.ids import validate_job_id
 from mam.contract.nesting import refuse_deep
 from mam.contract.record import JobRecord
 from mam.git.landing import diff_text as landing_diff
-from mam.git.landing import discard, job_work, merge
+from mam.git.landing import discard, job_work
+from mam.git.merging import merge
 from mam.registry.reading import NotFound, read_pruned
 from mam.web.hub import Hub
 from mam.web.stream import full_record

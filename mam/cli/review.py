@@ -11,7 +11,9 @@ from mam.cli.output_form import add_output_arg, output_form, print_document, pri
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
-from mam.git.landing import JobWork, diff_argv, discard, job_work, merge
+from mam.git.gathering import enclosing, landing_into
+from mam.git.landing import JobWork, diff_argv, discard, job_work
+from mam.git.merging import merge
 from mam.git.run import git_env
 from mam.process.args import job_id
 from mam.process.options import add_workspace_args, workspace_from_args
@@ -36,10 +38,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           description="Fast-forward when possible, else a merge commit (--squash: one commit "
                           "naming the job and its prompt's first line). Refused in one line, with nothing done, "
                           "when the checkout has uncommitted changes to tracked files or the merge would conflict. "
-                          "Then the job's worktree and branch are removed.")
+                          "Then the job's worktree and branch are removed. Inside a job ($MAM_JOB_ID, in a "
+                          "worktree of its own) it lands a job that job delegated on that job's own branch, in its "
+                          "worktree, never in the checkout; inside a job without a worktree it is refused.")
     _job_arg(land)
     land.add_argument("--squash", action="store_true", help="squash the job's commits into one new commit")
     land.add_argument("--keep-branch", action="store_true", help="keep the job's branch (and worktree) after merging")
+    land.add_argument("--into-checkout", action="store_true",
+                      help="inside a job too, land on the checkout's current branch as outside any job ($MAM_JOB_ID "
+                      "ignored)")
     add_workspace_args(land)
     land.set_defaults(handler=cmd_merge)
 
@@ -77,8 +84,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    _, work = _work(args)
-    print(safe(merge(work, squash=args.squash, keep_branch=args.keep_branch)))
+    """Inside a job, into that job's own worktree (`mam.git.gathering`); else, or with --into-checkout, the checkout."""
+    workspace = workspace_from_args(args)
+    record = read_record_or_pruned(workspace, resolve_id(workspace, args.job_id))  # a branch may outlive its record
+    job = record.job_id
+    inside = None if args.into_checkout else enclosing()
+    into = landing_into(workspace, job, inside, otherwise=f"`mam merge --into-checkout {job}` lands it there on purpose")
+    work = job_work(workspace.root, record)
+    print(safe(merge(work, squash=args.squash, keep_branch=args.keep_branch, into=into)))
     return 0
 
 

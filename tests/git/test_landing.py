@@ -16,7 +16,8 @@ from landing_support import has_branch, mam_cli, run_jobs, until, user_repo
 from worktrees_support import AGENT_GIT, checkout_state, git, served
 
 from mam.contract.errors import MamError
-from mam.git.landing import Conflict, JobWork, _merge, _squash
+from mam.git.landing import Conflict, JobWork
+from mam.git.merging import _merge, _squash
 from mam.git.worktree import Worktrees
 
 from conftest import WorkspacePaths
