@@ -14,7 +14,7 @@ from runner_support import agent_runner
 
 from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
-from support import child_env, mam, run, wait_for_state
+from support import Daemon, child_env, mam, run, wait_for_state
 
 JOB_TIMEOUT = 90
 """Seconds a real CLI's job may take: a few on an idle machine; node's start-up on a loaded one is slow."""
@@ -28,6 +28,8 @@ class Rig:
     url: str
     server: Served
     home: Path
+    runner: Daemon
+    """The `mam-agent` process (a test that kills it by PID)."""
 
     async def job(self, job_id: str, prompt: str, *flags: str, agent: str) -> dict:
         """Submit a job, wait until it ends, return its record (the file the projector wrote)."""
@@ -71,5 +73,6 @@ async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_fla
         async with up_with_flags(ws) as (port, _):
             url = f"mqtt://127.0.0.1:{port}"
             runner_env = child_env(**(cli.environment(home, server.url) | (env or {})))
-            async with agent_runner(url, ws, *runner_flags, agent=cli.agent, name=f"{cli.agent}-1", env=runner_env):
-                yield Rig(ws=ws, url=url, server=server, home=home)
+            async with agent_runner(url, ws, *runner_flags, agent=cli.agent, name=f"{cli.agent}-1",
+                                    env=runner_env) as runner:
+                yield Rig(ws=ws, url=url, server=server, home=home, runner=runner)
