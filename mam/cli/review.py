@@ -11,7 +11,7 @@ from mam.cli.output_form import add_output_arg, output_form, print_document, pri
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
 from mam.git.job_branches import Leftover, clean, inventory
-from mam.git.gathering import enclosing, landing_into
+from mam.git.gathering import check_in_tree, enclosing, landing_into
 from mam.git.landing import JobWork, diff_argv, discard, job_work
 from mam.git.merging import merge
 from mam.git.run import git_env
@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_workspace_args(land)
     land.set_defaults(handler=cmd_merge)
 
-    drop = sub.add_parser("discard", help="remove a finished worktree job's branch and worktree (its work is lost)")
+    drop = sub.add_parser("discard", help="remove a finished worktree job's branch and worktree (its work is lost)",
+                          description="Remove a finished worktree job's branch and worktree; its work is lost. Inside "
+                          "a job ($MAM_JOB_ID), only a job that job delegated (or one below those).")
     _job_arg(drop)
     add_workspace_args(drop)
     drop.set_defaults(handler=cmd_discard)
@@ -96,7 +98,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    _, work = _work(args)
+    """Inside a job, only a job in its delegation tree (as MCP `drop_job`); outside any job, any job."""
+    workspace, work = _work(args)
+    inside = enclosing()
+    if inside is not None:
+        check_in_tree(workspace, work.job_id, inside, "discard")
     print(safe(discard(work)))
     return 0
 

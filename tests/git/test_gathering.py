@@ -177,7 +177,9 @@ async def test_a_conflict_hostile_jobs_and_arguments_change_nothing_and_drop_dis
             await anyio.to_thread.run_sync(hostile)
             assert await call(session, "job_diff", job="stray"), "the server still serves"
         assert worktree_state(tree) == parent_tree and checkout_state(ws.root) == checkout
-        assert has_branch(ws.root, "stray"), "another tree's job is not the parent's to drop"
+        by_cli = await inside(ws, "parent", "discard", "stray")
+        assert by_cli.returncode == 1 and "job stray is not in the delegation tree of job parent" in one_line(by_cli)
+        assert has_branch(ws.root, "stray"), "another tree's job is not the parent's to drop (MCP nor mam discard)"
 
         alone = await inside(ws, "kid-q", "merge", "stray")  # a job with no worktree of its own
         assert alone.returncode == 1, alone
