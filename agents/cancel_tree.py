@@ -6,6 +6,11 @@ only reads which jobs that is: the retained states before the request give
 the tree (a writer opens no registry file), and after the verdict it waits
 until each of them carries its cancel request (or has ended; with `--wait`,
 until each has ended), so the reply lists them with their status.
+
+A job that has ended never changes, so the tree cancel of a finished job (a parent that hit its
+turn limit, crashed, or abandons its children) goes to the topmost unfinished jobs under it instead
+(`cascade.frontier`), each a tree cancel whose reason names the finished job, as the projector's own
+would; the finished job is listed as it was recorded.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from mam.client.inbox import messages
 from mam.client.live import retained_states
 from mam.client.mqtt import unreachable
 from mam.contract import events as ev
-from mam.contract.cascade import tree_of
+from mam.contract.cascade import frontier, tree_of, tree_reason
+from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
 
 
@@ -35,7 +41,18 @@ async def cancel_tree(
     except aiomqtt.MqttError as exc:
         raise unreachable(pub.broker, exc) from None
     tree = tree_of(job_id, known)
-    known[job_id] = await pub.publish_and_wait(job_id, event, timeout=timeout)
+    root = known.get(job_id)
+    finished = root is not None and root.status.terminal
+    if not finished:
+        try:
+            known[job_id] = await pub.publish_and_wait(job_id, event, timeout=timeout)
+        except Refused:
+            ended = await pub.state(job_id)
+            if ended is None or not ended.status.terminal:
+                raise
+            known[job_id], finished = ended, True  # it ended meanwhile: its unfinished jobs are still to cancel
+    if finished:
+        await _under_finished(pub, job_id, known, event, timeout)
 
     def settled(record: JobRecord) -> bool:
         return record.status.terminal or (not wait and record.cancel_requested_at is not None)
@@ -46,6 +63,24 @@ async def cancel_tree(
         left = max(deadline - anyio.current_time(), 0.001)
         await _until_settled(pub, watched, pending, settled, left, timeout)
     return list(watched.values())
+
+
+async def _under_finished(pub: Publisher, job_id: str, known: dict[str, JobRecord], event: ev.CancelRequested,
+                          timeout: float) -> None:
+    """The tree cancel of a finished job: a tree cancel of each topmost unfinished job under it that has none
+    yet, its reason naming the finished job; one that ended meanwhile is passed over (it is listed as it is)."""
+    reason = tree_reason(job_id, event.reason)
+    for top in frontier(job_id, known):
+        if known[top].cancel_tree is True:
+            continue
+        asked = ev.CancelRequested(reason=reason, tree=True)
+        try:
+            known[top] = await pub.publish_and_wait(top, asked, timeout=timeout)
+        except Refused:
+            ended = await pub.state(top)
+            if ended is None or not ended.status.terminal:
+                raise
+            known[top] = ended
 
 
 async def _until_settled(

@@ -181,6 +181,7 @@ class Publisher:
         tree_budget_usd: float | None = None,
         require: dict[str, str] | None = None,
         priority: int | None = None,
+        parent_close: str | None = None,
     ) -> str | JobRecord:
         """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
         and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
@@ -196,14 +197,15 @@ class Publisher:
         `resume`, `model`, `max_turns`, `budget_tokens`, `budget_usd`, `tree_budget_tokens`,
         `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
         a finished job of the same `agent` whose session this one continues. `require`: runner labels the job
-        needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`)."""
+        needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`);
+        `parent_close`: `cancel` (the default) or `abandon` its unfinished children when it ends."""
         spec = job_spec.convert(dict(
             prompt=prompt, agent=agent, job_id=job_id, agent_session=agent_session, role=role, labels=labels,
             job_timeout=run_limit(job_timeout, timeout), parent=parent, no_parent=no_parent or None,
             requeue=requeue, permissions=permissions, retries=retries, retry_on=retry_on, backoff=backoff,
             after=after, resume=resume, model=model, max_turns=max_turns, budget_tokens=budget_tokens,
             budget_usd=budget_usd, tree_budget_tokens=tree_budget_tokens, tree_budget_usd=tree_budget_usd,
-            require=require, priority=priority,
+            require=require, priority=priority, parent_close=parent_close,
         ))
         return await self.submit_spec(spec, wait=wait, wait_timeout=wait_timeout)
 

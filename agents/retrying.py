@@ -8,7 +8,7 @@ import anyio
 
 from mam.agents.publisher import Publisher
 from mam.contract import events as ev
-from mam.contract import job_limits, routing
+from mam.contract import job_limits, parent_close, routing
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
 from mam.git.provenance import submit_git
@@ -17,7 +17,7 @@ from mam.git.provenance import submit_git
 def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
     permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), required
-    labels and priority (`mam.contract.routing`), with
+    labels and priority (`mam.contract.routing`), its parent_close policy, with
     `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
         prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
@@ -26,6 +26,7 @@ def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
         retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
         **job_limits.of_record(record),  # type: ignore[arg-type]
         **routing.of_record(record),  # type: ignore[arg-type]
+        **parent_close.of_record(record),  # type: ignore[arg-type]
     )
 
 

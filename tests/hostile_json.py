@@ -144,6 +144,7 @@ EXTREMES: dict[str, list[Any]] = {
     "prompt": ["p" * 512 * 1024, "\U0001f600"], "agent": ["a" * 64, "0"], "agent_session": ["s" * 256],
     "role": ["x" * 256], "permissions": ["read-only", "full"], "requeue": [False], "model": ["m" * 128, "a@b:c/d"],
     "max_turns": [1, 10_000], "require": [{"k": "v"}, {f"k{i}": "v" for i in range(32)}],
+    "parent_close": ["cancel", "abandon"],
     "attempt": [2, 201], "not_before": ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"],
 }
 """Values at the edges of what the schema takes (each valid on its own): they pass the decoder and

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam.contract import attempts, inferred_start, job_limits, output_accounting, release, routing, waiting
+from mam.contract import attempts, inferred_start, job_limits, output_accounting, parent_close, release, routing, waiting
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 
@@ -59,10 +59,9 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
         return Refusal(f"job id {ctx.job_id!r} is taken: that job was already submitted and is {state.status.value}; "
                        "pick a new job id (or leave --job-id out for a generated one)")
     if state.status.terminal:
-        return Refusal(
+        return Refusal(waiting.too_late(state, event) or (
             f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "
-            f"(refused {ev.event_type(event)!r})"
-        )
+            f"(refused {ev.event_type(event)!r})"))
     result = _transition(state, event, ctx)
     if isinstance(result, Refusal):
         return result
@@ -94,6 +93,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         **({"requeue": False} if event.requeue is False else {}),  # type: ignore[arg-type]
         **job_limits.from_submit(event),  # type: ignore[arg-type]
         **routing.from_submit(event),  # type: ignore[arg-type]
+        **parent_close.from_submit(event),  # type: ignore[arg-type]
     )
 
 

@@ -60,6 +60,7 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     tree_budget_usd: ev.Dollars | None = None
     require: ev.Requirements | None = None
     priority: ev.Priority | None = None
+    parent_close: ev.ParentClose | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ OPTIONS: Final[dict[str, Option]] = {
                       "started with `mam-agent --label gpu=a100` gets it", "--require"),
     "priority": Option(f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
                        "take turns across delegation trees and sessions", "--priority", default=0),
+    "parent_close": Option("what becomes of the jobs it delegated that are still unfinished when it ends, however "
+                           "it ends: cancel (each is asked to cancel) or abandon (they run on)", "--parent-close",
+                           default="cancel"),
 }
 REQUIRED: Final = ("prompt", "agent")
 
@@ -323,7 +327,7 @@ def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
         budget_tokens=_given(spec.budget_tokens), budget_usd=_given(spec.budget_usd),
         tree_budget_tokens=_given(spec.tree_budget_tokens), tree_budget_usd=_given(spec.tree_budget_usd),
         require=_given(dict(sorted(spec.require.items())) if spec.require else None),
-        priority=_given(spec.priority or None),
+        priority=_given(spec.priority or None), parent_close=_given(spec.parent_close),
     )
 
 

@@ -52,6 +52,16 @@ def withdraw(state: JobRecord, event: ev.InputWithdrawn) -> JobRecord | str:
     return refusal or replace(state, status=Status.RUNNING)
 
 
+def too_late(state: JobRecord, event: ev.AnyEvent) -> str | None:
+    """Why an answer to a job that has ended is refused: nothing is left to take it (a job whose runner was
+    lost while it waited, say); None for any other event."""
+    if not isinstance(event, ev.InputProvided) or not state.status.terminal:
+        return None
+    why = state.error or state.cancel_reason
+    return (f"job {state.job_id!r} is {state.status.value}{f' ({why})' if why else ''}: nothing waits for an "
+            "answer any more, so the answer is not taken (refused 'input_provided')")
+
+
 def _not_waiting(state: JobRecord, kind: str, question_id: str | None) -> str | None:
     if state.status is not Status.WAITING:
         return (f"job {state.job_id!r} is {state.status.value}, not waiting for an answer "

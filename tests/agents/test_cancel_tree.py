@@ -50,7 +50,7 @@ def test_a_cancelled_job_or_a_tree_request_derives_a_cancel_request_for_each_job
         (job, ev.CancelRequested, "cancelled with tree of root: stop") for job in ("c1", "g1", "g2")]
     plain = replace(TREE["root"], cancel_requested_at="t", cancel_reason="stop")
     assert cascade.derive([plain], children, TREE.get) == [], "a plain request waits for the job to end cancelled"
-    ended = replace(plain, status=Status.CANCELLED)
+    ended = replace(plain, status=Status.CANCELLED, finished_at="t")
     assert [job for job, _ in cascade.derive([ended], children, TREE.get)] == ["c1", "g1", "g2"]
     asked_already = {**TREE, "c1": replace(TREE["c1"], cancel_requested_at="t")}
     assert [job for job, _ in cascade.derive([ended], children, asked_already.get)] == ["g1", "g2"]
@@ -145,8 +145,11 @@ async def test_cancel_tree_of_queued_jobs_replies_with_each_as_json(ws: Workspac
         await submit(url, ws, "under", "x", "--parent", "top", agent="nobody")
         code, out, err = await _mam(ws, url, "cancel", "top", "--tree", "--json")
         assert code == 0, err
-        again_code, _, again_err = await _mam(ws, url, "cancel", "top", "--tree")
+        again_code, again_out, again_err = await _mam(ws, url, "cancel", "top", "--tree")
+        plain_code, _, plain_err = await _mam(ws, url, "cancel", "top")
     records = json.loads(out)
     assert [(r["job_id"], r["status"]) for r in records] == [("top", "cancelled"), ("under", "cancelled")]
     assert records[1]["cancel_reason"] == "cancelled with tree of top"
-    assert again_code == 1 and "a finished job never changes" in again_err and again_err.count("\n") == 1
+    assert again_code == 0 and again_out == "top cancelled\n" and again_err == "", (
+        "the tree of a finished job with nothing unfinished under it: done, the job listed as it ended", again_err)
+    assert plain_code == 1 and "a finished job never changes" in plain_err and plain_err.count("\n") == 1

@@ -133,6 +133,28 @@ def _tool_model() -> Any:
 _MODEL = _tool_model()
 
 
+HOSTILE_WORDS = ["cancel", "abandon", "Cancel", "ABANDON", " cancel", "cancel\n", "abandon ", "terminate",
+                 "request_cancel", "", "-", "--abandon", "cancel,abandon", "\u0430bandon", "c\u0430ncel", "\x00"]
+"""Near misses of `parent_close`'s two words (case, spaces, Temporal's other policies, a Cyrillic a)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(st.sampled_from(HOSTILE_WORDS), st.text(max_size=40), st.integers(), st.booleans(),
+                       st.lists(st.sampled_from(["cancel", "abandon"]), max_size=2)))
+def test_parent_close_is_cancel_or_abandon_and_anything_else_is_refused_by_every_front_end_naming_it(
+    value: object,
+) -> None:
+    valid = isinstance(value, str) and value in ("cancel", "abandon")
+    spec, mcp = _spec("parent_close", value), _mcp(_MODEL, "parent_close", value)
+    assert (spec is None) == (mcp is None) == valid, (value, spec, mcp)
+    if spec is not None:
+        assert spec.startswith("parent_close: ") and "\n" not in spec and "parent_close" in mcp  # type: ignore[operator]
+    if isinstance(value, str) and "\x00" not in value:  # an argument can hold no NUL
+        cli = _cli("parent_close", value)
+        assert (cli is None) == valid, (value, cli)
+        assert cli is None or "--parent-close" in cli
+
+
 @pytest.mark.parametrize("name,value", [
     ("agent", "no body"), ("role", "r" * 300), ("labels", {"no spaces": "v"}), ("require", {"gpu": "x" * 300}),
     ("retry_on", ["soon"]), ("permissions", "root"), ("model", "-rf"), ("after", ["a b"]), ("job_id", "../x"),

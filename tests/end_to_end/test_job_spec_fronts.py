@@ -17,9 +17,11 @@ from conftest import WorkspacePaths
 from support import mam, run
 
 JSON = {"Content-Type": "application/json"}
-OPTIONS = {"priority": 7, "require": {"gpu": "a100"}, "max_turns": 3, "labels": {"via": "spec"}, "role": "r"}
+OPTIONS = {"priority": 7, "require": {"gpu": "a100"}, "max_turns": 3, "labels": {"via": "spec"}, "role": "r",
+           "parent_close": "abandon"}
 BAD = [("priority", 5000, "--priority", "5000"), ("max_turns", 0, "--max-turns", "0"),
-       ("retries", 101, "--retries", "101"), ("role", "r" * 300, "--role", "r" * 300)]
+       ("retries", 101, "--retries", "101"), ("role", "r" * 300, "--role", "r" * 300),
+       ("parent_close", "terminate", "--parent-close", "terminate")]
 
 
 async def post(page: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -43,7 +45,7 @@ async def test_every_front_end_records_the_same_options_and_refuses_the_same_val
         env_ws = ["--workspace", str(ws.root), "--broker", url]
         cli = await run(mam("submit", "--prompt", "p", "--agent", "nobody", "--job-id", "via-cli", "--priority", "7",
                             "--require", "gpu=a100", "--max-turns", "3", "--label", "via=spec", "--role", "r",
-                            *env_ws), cwd=ws.elsewhere)
+                            "--parent-close", "abandon", *env_ws), cwd=ws.elsewhere)
         assert cli.returncode == 0, cli.stderr.decode()
         status, made = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "via-api",
                                                        **OPTIONS})

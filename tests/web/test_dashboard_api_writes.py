@@ -65,6 +65,14 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
         plain = await api.call("POST", "/api/jobs/solo/cancel", {})
         assert plain == {"job_id": "solo", "status": "cancelled"}
         await api.refused("/api/jobs/solo/cancel", "finished", method="POST", payload={}, status=409)
+        # With its tree, a finished job is no 409: it stays as it ended, the unfinished jobs under it are cancelled.
+        await api.call("POST", "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "late-kid", "parent": "api1"},
+                       status=201)
+        under_done = await api.call("POST", "/api/jobs/api1/cancel", {"reason": "tidy", "tree": True})
+        assert (under_done["job_id"], under_done["status"]) == ("api1", "succeeded"), under_done
+        assert [(t["job_id"], t["status"]) for t in under_done["tree"]] == [("api1", "succeeded"),
+                                                                          ("late-kid", "cancelled")]
+        assert (await api.get("/api/jobs/late-kid"))["record"]["cancel_reason"] == "cancelled with tree of api1: tidy"
         # An unknown job: 404, one plain line (not the projector's refusal); whole tree or not.
         for payload in ({}, {"tree": True}):
             message = await api.refused("/api/jobs/nosuch/cancel", "no job 'nosuch'", method="POST", payload=payload,

@@ -1,0 +1,52 @@
+"""A job's `parent_close` policy: what becomes of its unfinished children when it ends.
+
+Temporal's ParentClosePolicy is the model: TERMINATE (its default), REQUEST_CANCEL, ABANDON. mam has
+one way to stop a job, a cancel request its runner carries out (SIGTERM, then SIGKILL after its grace:
+a terminate that still records what the agent used), so two values:
+
+- `cancel` (the default; absent from the record): when the job ends, however (succeeded, failed,
+  cancelled, timed_out, lost), the projector asks each unfinished job under it to cancel, in the batch
+  that ends it (`mam.contract.cascade`). A child left running when its parent stops (the parent hit
+  `--max-turns` or its budget, its runner crashed) has no one left to wait for its result: without this it
+  runs on until its runner's idle timeout.
+- `abandon`: the children run on and end by themselves (fire and forget, a job meant to outlive the
+  one that started it).
+
+A job that is retried (`retrying`) has not ended: its children stay until its last attempt ends.
+Pure helpers over the event and the record (no I/O).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from msgspec import UnsetType
+
+from mam.contract import events as ev
+from mam.contract.record import JobRecord
+
+CANCEL: Final = "cancel"
+ABANDON: Final = "abandon"
+VALUES: Final = (CANCEL, ABANDON)
+
+
+def from_submit(event: ev.Submitted) -> dict[str, object]:
+    """The record's key when the submit gave a policy (none otherwise: the record keeps its bytes)."""
+    return {} if isinstance(event.parent_close, UnsetType) else {"parent_close": event.parent_close}
+
+
+def of_record(record: JobRecord) -> dict[str, object]:
+    """The `submitted` field that gives a new job (`mam retry`) the policy `record` was given."""
+    return {} if isinstance(record.parent_close, UnsetType) else {"parent_close": record.parent_close}
+
+
+def policy(record: JobRecord) -> str:
+    """The job's policy: the one it was given, else `cancel`."""
+    return ABANDON if record.parent_close == ABANDON else CANCEL
+
+
+def abandons(record: JobRecord | None) -> bool:
+    return record is not None and policy(record) == ABANDON
+
+
+__all__ = ["ABANDON", "CANCEL", "VALUES", "abandons", "from_submit", "of_record", "policy"]
