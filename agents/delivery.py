@@ -54,6 +54,8 @@ def shows_recorded(record: JobRecord, event: ev.AnyEvent) -> bool:
         return record.question_id == event.id
     if isinstance(event, ev.InputProvided | ev.InputWithdrawn):
         same = event.question_id is None or record.question_id == event.question_id
+        if isinstance(event, ev.InputProvided) and record.answer != event.answer:
+            return False  # not waiting any more, but not by this answer: the job ended (lost, say)
         return same and record.status is not Status.WAITING
     if isinstance(event, ev.CancelRequested):
         return record.cancel_requested_at is not None or record.status.terminal

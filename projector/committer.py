@@ -67,7 +67,8 @@ class ProjectorCommitter(ProjectorLink):
 
     async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
         """Fold, commit, publish, acknowledge one batch."""
-        staged = await self.folding.fold(batch, judge_at, self.view.fresh_since)
+        fresh_since = self.view.fresh_since if self.view.current else None  # none while the view is behind
+        staged = await self.folding.fold(batch, judge_at, fresh_since)
         if not batch and staged.empty:
             return
         committed = False

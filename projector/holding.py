@@ -13,6 +13,7 @@ from mam.contract import events as ev
 from mam.contract.inferred_start import infer, waits_for_start
 from mam.contract.record import JobRecord, Status
 from mam.contract.workspace import Workspace
+from mam.projector.answer_hold import AnswerHold
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
 from mam.projector.identity import event_refusal
@@ -21,7 +22,7 @@ from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
 
 
-class Holding:
+class Holding(AnswerHold):
     """What `Projection` does with parked events; it provides the attributes and lookups below."""
 
     workspace: Workspace
@@ -44,6 +45,8 @@ class Holding:
         is then inferred, `mam.contract.inferred_start`; `parking.short_of_outputs`: the output events it counts);
         None: apply it (or refuse it) now."""
         limits = self.parking.limits
+        if (answer := self.answer_bound(record, event)) is not None:  # its runner not heard from yet
+            return answer
         if limits.hold > 0 and early(record, event):  # waiting for its `started`: as long as for outputs
             return limits.settle if limits.settle > 0 and waits_for_start(record, event) else limits.hold
         if limits.settle > 0 and short_of_outputs(record, event):
@@ -66,10 +69,11 @@ class Holding:
 
     def _heard(self, unlogged: Mapping[str, datetime]) -> dict[str, datetime]:
         """When each open job was last heard from beyond its record: an unlogged heartbeat (`unlogged`), or an
-        event of its runner held for the event before it (its `started` in flight): signs of life both."""
+        event of its runner held for the event before it (its `started` in flight): signs of life both. Not
+        what a waiting job holds: an answer waiting for its runner (`answer_hold.py`) is no sign of it."""
         heard = dict(unlogged)
-        for job_id in self.open_jobs:
-            held = self.parking.latest(job_id)
+        for job_id, record in self.open_jobs.items():
+            held = None if record.status is Status.WAITING else self.parking.latest(job_id)
             if held is not None and (job_id not in heard or heard[job_id] < held):
                 heard[job_id] = held
         return heard
@@ -141,12 +145,16 @@ class Holding:
 
     def _expired(self, staged: Batch, entry: ParkedEntry, received_at: str) -> None:
         """A held event of a known job that the job takes as it stands is applied (it waited for an
-        output that never came, say); any other is refused with the reason."""
+        output that never came, say); any other is refused with the reason, as is an answer whose job's
+        runner was not heard from meanwhile (`answer_hold.py`)."""
         job_id = entry.event.job_id or ""
         state = self._known(job_id)
         forged = _forged(state.record if state is not None else None, job_id, entry, self.unsigned_runners)
         if forged:
             self._refuse_parked(staged, entry, forged, received_at)
+            return
+        if state is not None and state.record is not None and self.answer_bound(state.record, entry.event):
+            self._refuse_parked(staged, entry, self.unheard_reason(state.record, entry.parked_at), received_at)
             return
         if state is not None and state.record is not None and staged.add_event(
             state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at

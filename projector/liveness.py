@@ -6,8 +6,9 @@ epoch of the runner instance that claimed it (a late will from an older
 instance changes nothing), or when no sign of life (claimed, started,
 progress, output, heartbeat, or an event of its runner held for the event
 before it, such as an output waiting for its `started`) was received for
-longer than the lease. A
-running job is timed out once it has run past its `timeout` plus the grace.
+longer than the lease: a job waiting for a person (`waiting`) too, as its
+runner heartbeats while it waits. A running job is timed out once it has run
+past its `timeout` plus the grace (the time it waited not counted).
 
 Time is judged only on a view that is up to date (`View`): a projector that
 was paused, was disconnected or is behind its inbox may hold the very
@@ -29,8 +30,8 @@ from mam.contract.status import AgentStatus
 from mam.projector.identity import ends
 
 OPEN = frozenset({Status.CLAIMED, Status.RUNNING, Status.WAITING})
-"""Jobs a runner holds. A `waiting` one is held too (its runner's will still ends it), but neither its
-lease nor its timeout runs while it waits for a person."""
+"""Jobs a runner holds. A `waiting` one is held too: its runner's will ends it, and so does its lease (its
+runner heartbeats while it waits); only its timeout stands still while it waits for a person."""
 
 STALL_TICKS = 2.0
 """A gap between two looks at the clock longer than this many ticks means the projector
@@ -183,13 +184,12 @@ def on_clock(
     seen: Mapping[str, datetime] | None = None,
 ) -> list[tuple[str, ev.AnyEvent]]:
     """Timeouts, and leases counted from the later of a job's last sign of life (its record's, or one in
-    `seen`: an unlogged heartbeat, an event held for its `started`) and `fresh_since`.
+    `seen`: an unlogged heartbeat, an event held for its `started`) and `fresh_since`. A waiting job's lease
+    runs too (its runner heartbeats while it waits), its timeout does not.
 
     Call it only on a current view (`View.current`)."""
     derived: list[tuple[str, ev.AnyEvent]] = []
     for job_id, record in open_jobs.items():
-        if record.status is Status.WAITING:
-            continue  # a person is to answer: neither the lease nor the timeout runs
         if record.status is Status.RUNNING and record.timeout is not None and record.started_at:
             ran = (now - parse_time(record.started_at)).total_seconds() - waiting.waited(record)
             if ran > record.timeout + limits.timeout_grace:

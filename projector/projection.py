@@ -122,6 +122,7 @@ class Projection(Admission):
         self.jobs.clear()
         self._repair.clear()
         self.heartbeats.seen.clear()  # a (re)connect gives every runner a full lease anyway (`liveness.View`)
+        self.live_since = None  # what the broker queued meanwhile proves no runner is there now (`answer_hold.py`)
 
     def reload(self, index: IndexWriter | None = None) -> None:
         """After a commit refused a job's events (`Batch.withdrawn`): every view read from disk again,
@@ -201,12 +202,14 @@ class Projection(Admission):
         from `fresh_since`, and refuse the parked events that waited too long.
 
         `judge_at` is the moment the view was read, not the clock now: were the process stopped
-        midway through this fold, what queued meanwhile must not count against the runners."""
+        midway through this fold, what queued meanwhile must not count against the runners. `fresh_since` is
+        given only on a current view (`committer.py`); an answer waits for its job's runner until then."""
         staged = Batch()
         derived: list[tuple[str, ev.AnyEvent]] = []
         # The batch was taken from the broker at once: that moment is every event's receive time.
         now = utc_now()
         received_at = iso(now)
+        self.view_checked(now, current=fresh_since is not None)
         self._release_leftovers(staged, received_at)
         for message in batch:
             try:
@@ -296,17 +299,9 @@ class Projection(Admission):
             reason = outcome.reason
         if reason is not None:
             staged.count("refused", ev.event_type(outcome.event) if isinstance(outcome, Accepted) else "invalid")
-            staged.rejections.append(
-                Rejection(
-                    received_at=received_at,
-                    topic=topic,
-                    reason=reason,
-                    job_id=outcome.job_id,
-                    event_id=outcome.event_id,
-                    payload=excerpt(payload),
-                    payload_bytes=len(payload),
-                )
-            )
+            staged.rejections.append(Rejection(received_at=received_at, topic=topic, reason=reason,
+                                               job_id=outcome.job_id, event_id=outcome.event_id,
+                                               payload=excerpt(payload), payload_bytes=len(payload)))
         return []
 
     def _accept(self, staged: Batch, outcome: Accepted, topic: str, received_at: str) -> str | None:
@@ -343,6 +338,7 @@ class Projection(Admission):
                 return replayed
             if self.heartbeats.skip(job_id, state.record, beat, parse_time(received_at)):
                 self.beats.took(job_id, state.record, beat)
+                self._release(staged, state, job_id, received_at)  # an answer held for its runner: heard now
                 return None  # acknowledged, not logged: it renews the lease in memory
         guard = self._delegation_refusal(state, job_id, event) or self._dependency_refusal(state, job_id, event)
         guard = guard or self._prune_refusal(state, job_id, event) or self._budget_refusal(state, job_id, event)

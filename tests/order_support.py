@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from mam.contract.workspace import Workspace, resolve
@@ -35,9 +36,12 @@ class Harness:
         projection.load()
         return projection
 
-    def fold(self, *messages: tuple[str, bytes]):  # noqa: ANN201 - a Batch
+    def fold(self, *messages: tuple[str, bytes], judge_at: datetime | None = None,
+             fresh_since: datetime | None = None):  # noqa: ANN201 - a Batch
+        """Fold and commit `messages`; `fresh_since` (and `judge_at`) as the projector passes them on a current
+        view (`liveness.View`), None as while it is behind."""
         batch = [LocalMessage(f"mam/{self.workspace.id}/jobs/{job}/events", payload) for job, payload in messages]
-        staged = self.projection.fold(batch)
+        staged = self.projection.fold(batch, judge_at=judge_at, fresh_since=fresh_since)
         staged.commit(
             self.log,
             self.registry,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import anyio
 import pytest
 from msgspec.structs import replace
 from runner_support import agent_runner, log_events, submit
@@ -95,11 +96,15 @@ def test_a_record_that_never_asked_keeps_its_bytes() -> None:
     assert b"question" not in encode_record(_running()) and b"waited" not in encode_record(_running())
 
 
-def test_the_projector_judges_neither_lease_nor_timeout_of_a_waiting_job() -> None:
+def test_the_projector_judges_the_lease_of_a_waiting_job_but_not_its_timeout() -> None:
     long_ago = iso(utc_now() - timedelta(minutes=10))
     record = JobRecord(job_id="j", workspace="w", status=Status.WAITING, agent="a", prompt="p", submitted_at=long_ago,
                        started_at=long_ago, last_seen_at=long_ago, updated_at=long_ago, timeout=60, asked_at=long_ago)
-    assert on_clock({"j": record}, utc_now(), Limits(lease=30, timeout_grace=1)) == []
+    assert [type(e).__name__ for _, e in on_clock({"j": record}, utc_now(), Limits(lease=30, timeout_grace=1))] == [
+        "Lost"], "its runner heartbeats while it waits: none for 10 minutes is a lost runner"
+    beating = replace(record, last_seen_at=iso(utc_now() - timedelta(seconds=5)))
+    assert on_clock({"j": beating}, utc_now(), Limits(lease=30, timeout_grace=1)) == [], (
+        "a timeout of 60 s, 10 minutes after its start: the wait does not count")
     just_now = iso(utc_now() - timedelta(seconds=5))
     resumed = replace(record, status=Status.RUNNING, resumed_at=just_now, waited=590.0)
     assert on_clock({"j": resumed}, utc_now(), Limits(lease=30, timeout_grace=1)) == [], (
@@ -154,7 +159,7 @@ async def test_a_question_asked_inside_a_job_is_answered_and_the_job_goes_on(ws:
         assert code == 0 and out == "job-ask running\n", err
         done = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] in ("succeeded", "failed"), timeout=30)
         code, _, err = await _answer(url, ws, "job-ask", "yes")
-        assert code == 1 and "is succeeded; a finished job never changes" in err and err.count("\n") == 1, err
+        assert code == 1 and "is succeeded: nothing waits for an answer any more" in err and err.count("\n") == 1, err
     assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", done
     assert done["answer"] == "yes" and done["waited"] > 2
     kinds = [e["type"] for e in log_events(ws, "job-ask")]
@@ -182,29 +187,41 @@ async def test_ask_outside_a_job_says_what_is_missing(ws: WorkspacePaths) -> Non
     assert result.returncode == 2 and b"MAM_JOB_ID is not set" in result.stderr
 
 
-async def test_a_waiting_job_is_neither_lost_nor_timed_out_while_it_waits(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
-    """By hand, no heartbeats: jobs started after the question, with the same lease and timeout, end
-    first; the waiting one is still waiting, and once answered its timeout counts again without the wait."""
+async def test_a_waiting_job_is_not_timed_out_while_it_waits_but_its_lease_runs(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
+    """By hand: a job started after the question, with the same timeout, ends first; the waiting one,
+    heartbeating as its runner does while it waits, is still waiting, and once answered its timeout counts
+    again without the wait. Another waiting job whose heartbeats stopped is lost within its lease."""
     ws_id = workspace_id(ws.root)
 
     async def send(job: str, *events: dict) -> None:
         for event in events:
             await publish(amqtt.url, f"mam/{ws_id}/jobs/{job}/events", json.dumps(event).encode())
 
+    async def beat() -> None:
+        while True:  # the runner's heartbeat, every 0.3 s (its `--heartbeat`), while the job waits and after
+            await send("job-w", {"type": "heartbeat"})
+            await anyio.sleep(0.3)
+
     start = ({"type": "claimed", "runner": "by-hand"}, {"type": "started"})
-    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", "2", "--timeout-grace", "0.5")):
-        await send("job-w", {"type": "submitted", "prompt": "p", "agent": "hand", "timeout": 1}, *start,
-                   {"type": "input_requested", "question": "Proceed?"})
+    asked = {"type": "input_requested", "question": "Proceed?"}
+    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", "2", "--timeout-grace", "0.5")), \
+            anyio.create_task_group() as tg:
+        await send("job-w", {"type": "submitted", "prompt": "p", "agent": "hand", "timeout": 1}, *start, asked)
+        tg.start_soon(beat)
+        await send("job-q", {"type": "submitted", "prompt": "p", "agent": "hand"}, *start, asked)
         await wait_for_state(amqtt.url, ws_id, "job-w", lambda r: r["status"] == "waiting")
         await send("job-t", {"type": "submitted", "prompt": "p", "agent": "hand", "timeout": 1}, *start)
-        await send("job-l", {"type": "submitted", "prompt": "p", "agent": "hand"}, *start)
         await wait_for_state(amqtt.url, ws_id, "job-t", lambda r: r["status"] == "timed_out", timeout=20)
-        await wait_for_state(amqtt.url, ws_id, "job-l", lambda r: r["status"] == "lost", timeout=20)
+        quiet = await wait_for_state(amqtt.url, ws_id, "job-q", lambda r: r["status"] == "lost", timeout=20)
         assert (await wait_for_state(amqtt.url, ws_id, "job-w"))["status"] == "waiting"
 
         code, out, err = await _answer(amqtt.url, ws, "job-w", "yes")
         assert code == 0, err
         ended = await wait_for_state(amqtt.url, ws_id, "job-w", lambda r: r["status"] == "timed_out", timeout=20)
+        tg.cancel_scope.cancel()
+    assert "no sign of life" in quiet["error"] and quiet["waited"] > 1.5, quiet
     ran_after_answer = (datetime.fromisoformat(ended["finished_at"].replace("Z", "+00:00"))
                         - datetime.fromisoformat(ended["resumed_at"].replace("Z", "+00:00"))).total_seconds()
     assert ran_after_answer > 1.4, "its timeout (1 s + 0.5 s grace) counted from the answer, not from its start"

@@ -144,8 +144,10 @@ def test_after_a_resend_a_state_counts_as_the_verdict_when_it_shows_the_events_e
     asked = ev.InputRequested(question="q", id="q1")
     assert shows_recorded(record(Status.RUNNING, question_id="q1", last_event_id="x"), asked)
     answer = ev.InputProvided(answer="yes", question_id="q1", id="a1")
-    assert shows_recorded(record(Status.RUNNING, question_id="q1", last_event_id="x"), answer)
+    assert shows_recorded(record(Status.RUNNING, question_id="q1", answer="yes", last_event_id="x"), answer)
     assert not shows_recorded(record(Status.WAITING, question_id="q1", last_event_id="x"), answer)
+    assert not shows_recorded(record(Status.LOST, question_id="q1", last_event_id="x"), answer), (
+        "a job lost while it waited was not answered: the resent answer's verdict is the projector's refusal")
     assert shows_recorded(record(Status.RUNNING, cancel_requested_at="t", last_event_id="x"),
                           ev.CancelRequested(id="k1"))
     assert not shows_recorded(record(Status.RUNNING, last_event_id="x"), ev.Progress(message="m", id="p1"))
