@@ -56,11 +56,13 @@ def checked(event: ev.AnyEvent) -> ev.AnyEvent:
         raise UsageError(f"{field.group(1)}: {reason}") from None
 
 
-def waiting(record: JobRecord, runners: list[AgentStatus], root: Path) -> str:
-    """What a queued job waits for; for an agent no runner serves, what to start (`mam submit`'s hint)."""
+def waiting(record: JobRecord, runners: list[AgentStatus], root: Path, waiter: str | None = None) -> str:
+    """What a queued job waits for; for an agent no runner serves, what to start (`mam submit`'s hint); when its
+    parent or the job submitting it (`waiter`) holds every slot it could take, that it cannot start."""
     if not presence.serving(runners, record.agent):
         return f"queued: {no_runner(record.agent, record.job_id, root, runners, MCP)}"
-    return presence.waiting_reason(record.agent, runners, routing.required(record))
+    return presence.waiting_reason(record.agent, runners, routing.required(record), record.job_id, record.parent,
+                                   waiter)
 
 
 def _agent(text: str) -> str:
@@ -142,7 +144,7 @@ def register(app: MCPServer, served: Served) -> None:
         if record.parent:
             result["parent"] = record.parent
         if runners is not None and record.status is Status.SUBMITTED:
-            result["waiting"] = waiting(record, runners, served.workspace.root)
+            result["waiting"] = waiting(record, runners, served.workspace.root, served.parent)
         return result
 
     submit_job.__signature__ = SUBMIT_SIGNATURE  # type: ignore[attr-defined]

@@ -1,5 +1,7 @@
 """`mam wait JOB...`: wait until each job has finished and exit with the outcome, as `mam submit
---follow` does (0 when every job succeeded, 1 when one ended otherwise, 3 when the time ran out)."""
+--follow` does (0 when every job succeeded, 1 when one ended otherwise, 3 when the time ran out). A job
+that cannot start is said on stderr (`mam.agents.job_wait`); one that cannot start while the job this
+runs inside holds the slot it needs ends the wait (exit 3)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import sys
 import anyio
 import msgspec
 
+from mam.agents.inside_job import enclosing_job
+from mam.agents.job_wait import StartWatch, wait_all
 from mam.agents.publisher import Publisher
 from mam.cli.completers import complete
 from mam.cli.selection import resolve_retained
@@ -28,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "wait", help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
         description="Wait until each job has finished, printing `JOB STATUS` as each ends. Exit 0 when every "
         "job succeeded, 1 when one ended otherwise (failed, cancelled, lost, ...), 3 when --timeout ran out "
-        "first or the broker cannot be reached: the codes of `mam submit --follow`.",
+        "first or the broker cannot be reached: the codes of `mam submit --follow`. A job that cannot start "
+        "(no runner for its agent, or its only runner is full with its parent) is said on stderr; inside a job "
+        "that holds the only slot it needs, exit 3 at once.",
     )
     complete(wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
                       help="the job's id, or a unique prefix or suffix of it among the retained states"), "job")
@@ -44,6 +50,7 @@ def run_wait(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
     limit = args.timeout or FOREVER
+    inside = enclosing_job()
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
@@ -56,15 +63,14 @@ def run_wait(args: argparse.Namespace) -> int:
 
             # connected once: a broker lost from here on is ridden out (mam.client.reconnecting)
             jobs = await pub.reconnecting().run(known, client=pub.client)
-            deadline = anyio.current_time() + limit
-            ended: list[JobRecord] = []
-            for job in jobs:
-                remaining = max(deadline - anyio.current_time(), 0.001)
-                record = await pub.wait_ended(job, timeout=remaining, limit=args.timeout)
-                ended.append(record)
+
+            def said(record: JobRecord) -> None:
                 if not args.json:
                     code = f" (exit code {record.exit_code})" if record.exit_code is not None else ""
                     print(f"{record.job_id} {record.status.value}{code}", flush=True)
+
+            watch = StartWatch(lambda line: print(f"mam: {line}", file=sys.stderr, flush=True), inside)
+            ended = await wait_all(pub, jobs, timeout=limit, limit=args.timeout, watch=watch, ended=said)
         if args.json:
             print(json.dumps([msgspec.to_builtins(record) for record in ended], indent=2))
         failed = [record for record in ended if outcome_code(record.status) != 0]

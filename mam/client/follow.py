@@ -203,7 +203,8 @@ class _Waiting:
             return
         note = None
         if record.status is Status.SUBMITTED:
-            note = presence.waiting_reason(record.agent, self.runners.values(), routing.required(record))
+            note = presence.waiting_reason(record.agent, self.runners.values(), routing.required(record),
+                                           record.job_id, record.parent)
             if attempt_of(record) > 1:
                 retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
                 note = f"{retry}; {note}" if note else retry

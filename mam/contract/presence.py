@@ -83,8 +83,11 @@ def free_slots(status: AgentStatus) -> int:
     return max(status.concurrency - len(status.jobs), 0)
 
 
-def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None) -> str:
-    """What a submitted (unclaimed) job waits for, in words: `queued: no runner for 'codex' is online`."""
+def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None,
+                   job_id: str | None = None, parent: str | None = None, waiter: str | None = None) -> str:
+    """What a submitted (unclaimed) job waits for, in words: `queued: no runner for 'codex' is online`. With
+    `job_id`, its `parent` and the job waiting for it (`waiter`): `queued: job X cannot start: ...` when
+    those hold every slot it could take (`held_by_above`)."""
     statuses = list(statuses)
     online = serving(statuses, agent)
     if not online:
@@ -94,9 +97,44 @@ def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping
         return f"queued: {unmatched}"
     online = satisfying(online, require or {})
     if not any(free_slots(s) for s in online):
-        return f"queued: every runner for {agent!r} is busy ({len(online)} online)"
+        held = held_by_above(job_id, agent, online, parent, waiter) if job_id else None
+        return f"queued: {held[0]}" if held else f"queued: every runner for {agent!r} is busy ({len(online)} online)"
     return f"queued: waiting for a runner for {agent!r} to claim it ({len(online)} online)"
 
 
-__all__ = ["DRAINING", "STALE_AFTER", "free_slots", "labels_of", "no_label_match", "satisfying", "serves", "serving",
-           "shown_status", "since", "visible", "waiting_reason"]
+def held_by_above(job_id: str, agent: str, runners: list[AgentStatus], parent: str | None,
+                  waiter: str | None = None) -> tuple[str, frozenset[str]] | None:
+    """When every one of `runners` (those that could take the job) is full with the job's `parent` or the job
+    waiting for it (`waiter`): neither frees its slot before this job has run (a parent's unfinished children
+    are cancelled when it ends, unless it abandons them), so why it cannot start, in one line, and which of
+    those jobs hold the slots; else None (a slot may come free)."""
+    above = {job for job in (parent, waiter) if job}
+    if not runners or not above or any(free_slots(s) or not s.jobs or not set(s.jobs) <= above for s in runners):
+        return None
+    holders = frozenset(job for s in runners for job in s.jobs)
+    named = " and ".join(f"its parent {job}" if job == parent else f"{job} (waiting for it)" for job in sorted(holders))
+    if len(runners) == 1:
+        slots = runners[0].concurrency
+        where = f"the only runner for {agent!r} ({runners[0].agent_id}, {slots} slot{'s' if slots != 1 else ''}) is"
+    else:
+        where = f"every runner for {agent!r} ({', '.join(s.agent_id for s in runners)}) is full,"
+    return f"job {job_id} cannot start: {where} running {named}; start another runner or raise --concurrency", holders
+
+
+def cannot_start(job_id: str, agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None,
+                 parent: str | None = None, waiter: str | None = None) -> tuple[str, frozenset[str]] | None:
+    """Why a submitted job cannot start with the runners online now, in one line, and the jobs holding the
+    slots it needs (`held_by_above`; empty when no runner could take it at all); None when one may."""
+    statuses = list(statuses)
+    online = serving(statuses, agent)
+    if not online:
+        return (f"job {job_id} cannot start: no runner for {agent!r} is online (start one with "
+                f"`mam-agent --agent {agent}`)", frozenset())
+    unmatched = no_label_match(agent, require or {}, statuses)
+    if unmatched:
+        return f"job {job_id} cannot start: {unmatched}", frozenset()
+    return held_by_above(job_id, agent, satisfying(online, require or {}), parent, waiter)
+
+
+__all__ = ["DRAINING", "STALE_AFTER", "cannot_start", "free_slots", "held_by_above", "labels_of", "no_label_match",
+           "satisfying", "serves", "serving", "shown_status", "since", "visible", "waiting_reason"]
