@@ -33,6 +33,7 @@ BOUNDED = {"priority": int, "retries": int, "max_turns": int, "budget_tokens": i
 
 class _Served:
     parent = None
+    workspace = None  # read by mcp_server/landing.py at registration, used only by its tools' calls
 
 
 def mcp_tool() -> Any:
