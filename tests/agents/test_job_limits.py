@@ -51,14 +51,16 @@ def test_each_profile_passes_model_turns_and_resume_as_its_cli_documents() -> No
                                             "--include-partial-messages", "--permission-mode", "acceptEdits", "--model", "opus",
                                             "--max-turns", "4", "--max-budget-usd", "0.5", "--resume", "s-1"]
     # codex: options between `exec` and `resume`, the prompt's `-` last; no turn limit or budget flag (left out)
-    assert argv_for("codex", job) == ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
+    edit = ["--sandbox", "workspace-write", "-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+            "-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true"]  # nothing under /tmp but its own directory
+    assert argv_for("codex", job) == ["codex", "exec", "--json", "--skip-git-repo-check", *edit,
                                       "--model", "opus", "resume", "s-1", "-"]
     assert argv_for("gemini", job)[-4:] == ["--model", "opus", "--resume", "s-1"]
-    assert argv_for("codex", submitted()) == ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
-                                              "workspace-write", "-"]
+    assert argv_for("codex", submitted()) == ["codex", "exec", "--json", "--skip-git-repo-check", *edit, "-"]
     assert argv_for("aider", submitted(model="openai/gpt-5")) == [
         "aider", "--yes-always", "--no-git", "--no-check-update", "--no-show-release-notes", "--no-analytics",
-        "--no-detect-urls", "--no-suggest-shell-commands", "--model", "openai/gpt-5", "--message-file", "/dev/stdin"]
+        "--no-detect-urls", "--no-suggest-shell-commands", "--no-pretty", "--chat-history-file", "/dev/null",
+        "--input-history-file", "/dev/null", "--model", "openai/gpt-5", "--message-file", "/dev/stdin"]
 
 
 def test_a_job_asking_what_its_command_cannot_pass_fails_with_the_reason() -> None:
