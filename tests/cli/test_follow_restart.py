@@ -105,7 +105,11 @@ async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answe
         assert still["status"] == "waiting", still
         answered = await run(mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)),
                              cwd=ws.elsewhere)
-        assert answered.returncode == 0 and answered.stdout == b"job-ask running\n", answered.stderr
+        # taken once the job's runner is heard from again (projector/answer_hold.py): on a loaded machine its
+        # reconnect can take longer than `mam answer`'s 10 s before it sends again, and the verdict then found
+        # the job already past its answer
+        assert answered.returncode == 0, answered.stderr
+        assert answered.stdout in (b"job-ask running\n", b"job-ask succeeded\n"), answered
         done = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] in ("succeeded", "failed"),
                                     timeout=30)
     assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", (done, runner.output())
