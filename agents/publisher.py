@@ -198,7 +198,7 @@ class Publisher:
         `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
         a finished job of the same `agent` whose session this one continues. `require`: runner labels the job
         needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`);
-        `parent_close`: `cancel` (the default) or `abandon` its unfinished children when it ends."""
+        `parent_close`: what becomes of the job if its parent ends first: `cancel` (the default) or `abandon`."""
         spec = job_spec.convert(dict(
             prompt=prompt, agent=agent, job_id=job_id, agent_session=agent_session, role=role, labels=labels,
             job_timeout=run_limit(job_timeout, timeout), parent=parent, no_parent=no_parent or None,

@@ -76,8 +76,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
                         "default 0); equal priorities take turns across delegation trees and sessions")
     submit.add_argument("--parent-close", choices=("cancel", "abandon"), metavar="cancel|abandon",
-                        help="what becomes of the jobs it delegated that are still unfinished when it ends: "
-                        "cancel (the default: each is asked to cancel) or abandon (they run on)")
+                        help="what becomes of this job if its parent ends first: cancel (the default: it is "
+                        "asked to cancel, with the jobs under it) or abandon (it runs on)")
     add_policy_args(submit)
     add_limit_args(submit)
     add_wait_args(

@@ -8,13 +8,15 @@ cancelled. Three things cascade (docs/design.md, Cascading cancel):
   `cancel_tree`), at once, while the job may still be running: every
   unfinished job under it, through finished ones too;
 - a job that ends `cancelled`, however it was cancelled (a plain
-  `mam cancel`, its runner's own report, a dependency that failed), unless
-  its `parent_close` is `abandon`: the same, but not below a job whose own
-  `parent_close` is `abandon` (its children run on when it ends);
-- a job that ends otherwise (succeeded, failed, timed_out, lost) with
-  `parent_close` `cancel`, the default (`mam.contract.parent_close`): the
-  unfinished jobs under it through unfinished ones, again not below an
-  `abandon` one. (A finished job in between applied its own policy when it
+  `mam cancel`, its runner's own report, a dependency that failed): the
+  same, but a job submitted with `parent_close` `abandon` is passed over,
+  and the jobs under it with it (it runs on: its parent's end is not its);
+- a job that ends otherwise (succeeded, failed, timed_out, lost): the
+  unfinished jobs under it through unfinished ones, again passing over
+  each one submitted with `abandon` and what is under it. A child's own
+  `parent_close` says what its parent's end does to it, as Temporal's
+  ParentClosePolicy is a child's option (`mam.contract.parent_close`). (A
+  finished job in between applied the policies of its own children when it
   ended.)
 
 Each job reached that has no cancel request yet gets one, derived by the
@@ -56,17 +58,17 @@ def ended_now(record: JobRecord) -> bool:
 
 
 def cascades(record: JobRecord) -> bool:
-    """Whether the job's cancellation takes its whole tree along: asked with `--tree`, or it ended cancelled
-    (and does not abandon its children)."""
+    """Whether the job's cancellation takes its tree along: asked with `--tree` (all of it), or it ended
+    cancelled (all but the children that abandon their parent, and what is under those)."""
     if record.cancel_tree is True:
         return True
-    return record.status is Status.CANCELLED and ended_now(record) and not abandons(record)
+    return record.status is Status.CANCELLED and ended_now(record)
 
 
 def closes(record: JobRecord) -> bool:
-    """Whether the job just ended otherwise than cancelled with `parent_close` `cancel`: its unfinished
-    children are asked to cancel (`mam.contract.parent_close`)."""
-    return ended_now(record) and record.status is not Status.CANCELLED and not abandons(record)
+    """Whether the job just ended otherwise than cancelled: its unfinished children whose `parent_close` is
+    `cancel` (the default) are asked to cancel (`mam.contract.parent_close`)."""
+    return ended_now(record) and record.status is not Status.CANCELLED
 
 
 def descendants(
@@ -79,7 +81,7 @@ def descendants(
     `children` maps each job to its unfinished children (the projector keeps that map, the CLI
     builds it from the retained states); `parent_of` gives the parent of any other job (a finished
     one in the middle of a tree), so a job under a finished child is found too. With `stops`, a root
-    not in `piercing` does not reach a job below one that `stops` (a job that abandons its children)."""
+    not in `piercing` reaches neither a job that `stops` (one that abandons its parent) nor one below it."""
     wanted = set(roots)
     if not wanted:
         return []
@@ -110,23 +112,24 @@ def descendants(
             chain.append(current)
             current = up(current)
         tops = [depth for depth, ancestor in enumerate(chain, 1) if ancestor in wanted and (
-            ancestor in pierce or not any(stops_at(between) for between in chain[:depth - 1]))]
+            ancestor in pierce or not any(stops_at(between) for between in [job, *chain[:depth - 1]]))]
         if tops:
             found.append((tops[-1], job, chain[tops[-1] - 1]))
     return [(job, root) for _, job, root in sorted(found)]
 
 
 def below(root: str, children: Mapping[str, Iterable[str]], lookup: Lookup) -> list[str]:
-    """The unfinished jobs under `root` through unfinished ones, nearest first, not below a job that abandons
-    its children: a walk down the projector's map of unfinished children, as long as the tree under it."""
+    """The unfinished jobs under `root` through unfinished ones, nearest first, passing over a job that
+    abandons its parent and what is under it: a walk down the projector's map of unfinished children, as long
+    as the tree under it."""
     found: list[str] = []
-    level = sorted(children.get(root, ()))
     seen = {root}
+    level = sorted(kid for kid in children.get(root, ()) if not abandons(lookup(kid)))
     while level:
         found += level
         seen.update(level)
-        level = sorted({kid for job in level if not abandons(lookup(job))
-                        for kid in children.get(job, ()) if kid not in seen})
+        level = sorted({kid for job in level for kid in children.get(job, ())
+                        if kid not in seen and not abandons(lookup(kid))})
     return found
 
 

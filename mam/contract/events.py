@@ -59,7 +59,7 @@ PermissionLevel = Literal["read-only", "edit", "full"]
 working directory, or everything its CLI allows without asking."""
 """The outcomes of an attempt a retry policy may retry."""
 ParentClose = Literal["cancel", "abandon"]
-"""What becomes of a job's unfinished children when it ends (`mam.contract.parent_close`)."""
+"""What becomes of a job when its parent ends first (`mam.contract.parent_close`)."""
 MAX_RETRIES: Final = 100
 MAX_BACKOFF: Final = 3600.0
 MAX_RELEASES: Final = 100
@@ -161,8 +161,8 @@ class Submitted(Event, tag="submitted", frozen=True):
     """The tokens the conversation's earlier jobs recorded (summed along `resumes`): a CLI that reports the
     session's running total after a resume (Codex) has them subtracted, so the job records its own."""
     parent_close: ParentClose | UnsetType = UNSET
-    """`mam submit --parent-close`: when this job ends, `cancel` (absent: the default) asks each of its unfinished
-    children to cancel, `abandon` lets them run on (`mam.contract.parent_close`)."""
+    """`mam submit --parent-close`: when this job's parent ends while it has not, `cancel` (absent: the default)
+    asks it (and the jobs under it) to cancel, `abandon` lets it run on (`mam.contract.parent_close`)."""
 
 
 class Claimed(Event, tag="claimed", frozen=True):

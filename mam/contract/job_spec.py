@@ -119,8 +119,8 @@ OPTIONS: Final[dict[str, Option]] = {
                       "started with `mam-agent --label gpu=a100` gets it", "--require"),
     "priority": Option(f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
                        "take turns across delegation trees and sessions", "--priority", default=0),
-    "parent_close": Option("what becomes of the jobs it delegated that are still unfinished when it ends, however "
-                           "it ends: cancel (each is asked to cancel) or abandon (they run on)", "--parent-close",
+    "parent_close": Option("what becomes of this job if its parent ends first, however the parent ends: cancel "
+                           "(it is asked to cancel, with the jobs under it) or abandon (it runs on)", "--parent-close",
                            default="cancel"),
 }
 REQUIRED: Final = ("prompt", "agent")

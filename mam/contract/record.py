@@ -178,8 +178,8 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     resume_usage: Usage | UnsetType = UNSET
     """The tokens the conversation's earlier jobs recorded (`submitted.resume_usage`); absent unless resumed."""
     parent_close: str | UnsetType = UNSET
-    """What becomes of its unfinished children when it ends (`submitted.parent_close`): `cancel` or `abandon`;
-    absent when not given, which is `cancel` (`mam.contract.parent_close`)."""
+    """What becomes of it when its parent ends first (`submitted.parent_close`): `cancel` or `abandon`; absent
+    when not given, which is `cancel` (`mam.contract.parent_close`)."""
 
 
 _encoder: Final = msgspec.json.Encoder()

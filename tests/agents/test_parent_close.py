@@ -64,7 +64,7 @@ async def test_a_parent_that_fails_has_the_jobs_under_it_cancelled_once_also_acr
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-async def test_a_parent_that_abandons_its_children_ends_while_they_run_on_and_succeed(
+async def test_a_child_that_abandons_its_parent_runs_on_when_the_parent_ends_and_succeeds(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
     port = free_port()
@@ -73,8 +73,9 @@ async def test_a_parent_that_abandons_its_children_ends_while_they_run_on_and_su
     async with up_process(ws.root, ws.elsewhere, port), agent_runner(
         url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
     ):
-        await submit(url, ws, "parent", gated(parent_gate, "exit 0"), "--parent-close", "abandon", agent="shell")
-        await submit(url, ws, "child", gated(child_gate, "echo finished"), "--parent", "parent", agent="shell")
+        await submit(url, ws, "parent", gated(parent_gate, "exit 0"), agent="shell")
+        await submit(url, ws, "child", gated(child_gate, "echo finished"), "--parent", "parent",
+                     "--parent-close", "abandon", agent="shell")
         for job in ("parent", "child"):
             await _running(url, ws_id, job)
         parent_gate.touch()
@@ -82,7 +83,7 @@ async def test_a_parent_that_abandons_its_children_ends_while_they_run_on_and_su
         still = await wait_for_state(url, ws_id, "child")
         child_gate.touch()
         child = await wait_for_state(url, ws_id, "child", lambda r: r["status"] == "succeeded", timeout=30)
-    assert parent["parent_close"] == "abandon"
+    assert child["parent_close"] == "abandon" and "parent_close" not in parent
     assert still["status"] == "running" and still["cancel_requested_at"] is None, still
     assert child["result"] == "finished\n" and child["cancel_requested_at"] is None, child
     assert "cancel_requested" not in [e["type"] for e in log_events(ws, "child")]
@@ -95,9 +96,9 @@ async def test_cancel_tree_of_a_failed_job_cancels_the_jobs_it_left_running(ws: 
     async with up_process(ws.root, ws.elsewhere, port), agent_runner(
         url, ws, "--profile", "shell", "--concurrency", "4", agent="shell", env=child_env()
     ):
-        await submit(url, ws, "parent", gated(gate, "exit 3"), "--parent-close", "abandon", agent="shell")
+        await submit(url, ws, "parent", gated(gate, "exit 3"), agent="shell")
         for child in ("c1", "c2"):
-            await submit(url, ws, child, LONG, "--parent", "parent", agent="shell")
+            await submit(url, ws, child, LONG, "--parent", "parent", "--parent-close", "abandon", agent="shell")
         await submit(url, ws, "g1", LONG, "--parent", "c1", agent="shell")
         for job in ("parent", "c1", "c2", "g1"):
             await _running(url, ws_id, job)

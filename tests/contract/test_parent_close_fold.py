@@ -1,5 +1,6 @@
 """`parent_close` in the pure parts: the submit's option in the record (left out: its bytes as before), and which
-cancel requests a job's end derives (`mam.contract.cascade`), with `abandon` stopping them."""
+cancel requests a job's end derives (`mam.contract.cascade`): a child submitted with `abandon` is passed over, with
+what is under it (the policy is the child's, as Temporal's ParentClosePolicy)."""
 
 from __future__ import annotations
 
@@ -52,24 +53,28 @@ def test_the_option_is_kept_in_the_record_only_when_given() -> None:
     assert policy(fold(ev.Submitted(prompt="p", agent="a", parent_close="cancel"))) == "cancel"
 
 
-def test_a_job_that_ends_asks_the_jobs_under_it_to_cancel_through_unfinished_ones_not_below_an_abandoning_one(
+def test_a_job_that_ends_asks_the_jobs_under_it_to_cancel_through_unfinished_ones_but_an_abandoned_one(
 ) -> None:
     reason = "cancelled with tree of root: root ended failed (parent_close: cancel)"
-    assert _derived(_ended(TREE["root"], Status.FAILED)) == [(job, reason) for job in ("c1", "c2", "g1")], (
-        "c2 abandons g2; c3 ended and applied its own policy then; c4 was asked already")
+    assert _derived(_ended(TREE["root"], Status.FAILED)) == [(job, reason) for job in ("c1", "g1")], (
+        "c2 abandons its parent: it and g2 run on; c3 ended and applied its children's policies then; c4 was "
+        "asked already")
     for status in (Status.SUCCEEDED, Status.TIMED_OUT, Status.LOST):
-        assert [job for job, _ in _derived(_ended(TREE["root"], status))] == ["c1", "c2", "g1"], status
+        assert [job for job, _ in _derived(_ended(TREE["root"], status))] == ["c1", "g1"], status
 
 
-def test_an_abandoning_job_leaves_its_children_however_it_ends() -> None:
+def test_a_parent_s_own_policy_is_about_its_parent_not_its_children() -> None:
     abandoning = replace(TREE["root"], parent_close="abandon")
-    for status in (Status.SUCCEEDED, Status.FAILED, Status.LOST, Status.CANCELLED):
-        assert _derived(_ended(abandoning, status)) == [], status
+    for status in (Status.SUCCEEDED, Status.FAILED, Status.LOST):
+        assert [job for job, _ in _derived(_ended(abandoning, status))] == ["c1", "g1"], status
+    ended_c2 = _ended(TREE["c2"], Status.SUCCEEDED)
+    assert [job for job, _ in _derived(ended_c2, records={**TREE, "c2": ended_c2})] == ["g2"], (
+        "an abandoned job's own children follow their policy when it ends")
 
 
-def test_a_cancelled_job_takes_its_tree_through_finished_jobs_but_not_below_an_abandoning_one() -> None:
+def test_a_cancelled_job_takes_its_tree_through_finished_jobs_but_not_an_abandoned_one() -> None:
     ended = _ended(TREE["root"], Status.CANCELLED, cancel_reason="stop")
-    assert _derived(ended) == [(job, "cancelled with tree of root: stop") for job in ("c1", "c2", "g1", "g3")]
+    assert _derived(ended) == [(job, "cancelled with tree of root: stop") for job in ("c1", "g1", "g3")]
     asked = replace(TREE["root"], cancel_requested_at="t", cancel_reason="stop", cancel_tree=True)
     assert [job for job, _ in _derived(asked)] == ["c1", "c2", "g1", "g2", "g3"], "--tree reaches every job under it"
 

@@ -199,3 +199,39 @@ async def test_a_user_s_own_registration_of_mam_and_other_servers_keeps_working_
     assert parent["status"] == "succeeded", parent.get("error")
     assert read_record(ws, child)["parent"] == "job-parent"
     assert f"{TOOLS[agent]}list_agents".replace("mam", "other") in declared_names(script)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.slow
+async def test_a_parent_that_ends_leaves_no_child_running_unless_it_abandons_it_and_its_tree_cancels_after(
+    agent: str, ws: WorkspacePaths
+) -> None:
+    """The CLI's job delegates two long children without waiting and ends. Its default `parent_close: cancel` ends
+    the one it did not abandon; `mam cancel --tree PARENT` of the finished parent then ends the other (before:
+    refused, 'a finished job never changes', and the child ran on until its runner's idle timeout)."""
+    tool = TOOLS[agent]
+    long = "echo started; sleep 600"
+    script = Script([
+        Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": long, "job_id": "kid-abandoned",
+                                             "parent_close": "abandon", "wait": False}),
+        Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": long, "job_id": "kid-default",
+                                             "wait": False}),
+        Turn(text="left them running")])
+    ws_id = workspace_id(ws.root)
+    async with real_rig(CLIS[agent], ws, script, env={"MAM_BROKER_URL": None}) as rig:
+        async with agent_runner(rig.url, ws, "--concurrency", "2", agent="shell", name="shell-1",
+                                env=child_env(MAM_BROKER_URL=None)):
+            parent = await rig.job("job-parent", "delegate and go", agent=agent)
+            defaulted = await wait_for_state(rig.url, ws_id, "kid-default", lambda r: r["status"] in ENDED, timeout=30)
+            abandoned = await wait_for_state(rig.url, ws_id, "kid-abandoned", lambda r: r["status"] == "running",
+                                             timeout=30)
+            cancelled = await run(mam("cancel", "--tree", "job-parent", "--broker", rig.url, "--workspace",
+                                      str(ws.root)), cwd=ws.elsewhere)
+            after = await wait_for_state(rig.url, ws_id, "kid-abandoned", lambda r: r["status"] in ENDED, timeout=30)
+    assert parent["status"] == "succeeded", (parent.get("error"), tool_results(script)[-1500:])
+    assert defaulted["status"] == "cancelled" and "parent_close: cancel" in defaulted["cancel_reason"], defaulted
+    assert abandoned["parent"] == "job-parent"
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert after["status"] == "cancelled", after
+    assert read_record(ws, "job-parent")["status"] == "succeeded"  # the finished parent stays as recorded
