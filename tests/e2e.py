@@ -152,14 +152,17 @@ def assert_log_and_registry_consistent(ws: WorkspacePaths, ws_id: str, expected:
         assert registry.read_bytes(job_id) == record_bytes(state.record), f"{job_id}: record is not the fold of its log"
 
 
-def write_job(ws: WorkspacePaths, job_id: str) -> bytes:
-    """A job's audit log (one submit) and its record, written as the projector would; the record's bytes."""
+def write_job(ws: WorkspacePaths, job_id: str, *then: ev.Event) -> bytes:
+    """A job's audit log (one submit, then the events `then`) and its record, written as the projector
+    would; the record's bytes."""
     submitted = ev.Submitted(prompt="p", agent="a", id=f"{job_id}-s")
-    entry = LogEntry(seq=1, received_at="2026-01-01T00:00:00.000Z", event=submitted)
+    entries = [LogEntry(seq=seq, received_at="2026-01-01T00:00:00.000Z", event=event)
+               for seq, event in enumerate([submitted, *then], start=1)]
     log = AuditLog(ws.logs)
-    log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
+    for entry in entries:
+        log.append(job_id, encode_entry(entry), SyncPlan(durable=False))
     log.close()
-    state = replay(job_id, workspace_id(ws.root), [entry])
+    state = replay(job_id, workspace_id(ws.root), entries)
     assert state.record is not None
     data = record_bytes(state.record)
     Registry(ws.jobs).write(job_id, data)

@@ -11,10 +11,11 @@ import msgspec
 from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.cli.tables import short
+from mam.contract import routing
 from mam.contract.events import GitInfo
 from mam.contract.humanize import ago, parse_time
 from mam.contract.output_accounting import incomplete_lines, seq_list
-from mam.contract.record import JobRecord
+from mam.contract.record import JobRecord, Status
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.git.job_ref import foreign_branch, own_branch
@@ -139,11 +140,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"job/{record.job_id}")
         return 0
     _dump(record, form) if form else _show_text(record)
-    if not form:
-        from mam.cli.show_routing import queue_note  # a broker connection: only for a job that needs one
+    if not form and record.status is Status.SUBMITTED and routing.required(record):
+        # a broker connection (MQTT, TLS, the state's signature): only for a queued job that requires
+        # runner labels; every other job is the registry's file alone (docs/performance.md)
+        from mam.cli.show_routing import queue_note
 
         if note := queue_note(args, workspace, record):
-            print(note)
+            print(safe(note, keep_layout=False))
     return 0
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from mam.cli import build_parser
 from mam.cli.commands import COMMAND_GROUPS
+from mam.contract import events as ev
 
 from conftest import CHECKOUT, WorkspacePaths
 from e2e import write_job
@@ -262,14 +263,18 @@ def _network(modules: set[str]) -> list[str]:
 
 async def test_read_only_commands_load_no_mqtt_client_tls_or_cryptography(ws: WorkspacePaths) -> None:
     write_job(ws, "diet-1")
+    write_job(ws, "diet-2", ev.Claimed(runner="r1", id="diet-2-c"), ev.Started(runner="r1", id="diet-2-st"),
+              ev.Succeeded(result="done", id="diet-2-ok"))
     where = ["--workspace", str(ws.root)]
-    # `mam show` of a job still waiting for a runner (this one) asks the broker which runners could take it
-    # (mam/cli/show_routing.py); -o json reads the record alone, as the text view of a finished job does
-    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["logs", "diet-1"], ["events", "diet-1"],
-                    ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"]):
+    # only `mam show` of a job still waiting for a runner that requires runner labels asks the broker which
+    # runners could take it (mam/cli/show_routing.py); the text form of any other job reads the record alone
+    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["show", "diet-1"], ["show", "diet-2"],
+                    ["logs", "diet-1"], ["events", "diet-1"], ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"]):
         out, modules = await _imports_of(ws, *command, *where)
         assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs"}.get(command[0], "mam.cli.show") in modules
         assert _network(modules) == [], command
+        if command == ["show", "diet-2"]:  # the text form of a finished job, read whole
+            assert "succeeded" in out and "done" in out and "mam.cli.show_routing" not in modules
     # the same reading sees them where a command connects: `mam submit` publishes
     out, modules = await _imports_of(ws, "submit", "--help")
     assert {"aiomqtt", "paho"} <= modules
