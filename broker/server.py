@@ -40,6 +40,7 @@ from mam.broker.listeners import Listeners
 from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.spool import Spool
+from mam.broker.retain_scope import RetainScope, ScopedRetains
 from mam.broker.spool_delivery import SpoolHooks
 from mam.broker.verdicts import DirectVerdicts
 from mam.contract.broker_url import BrokerAddress
@@ -56,7 +57,7 @@ class PortInUse(UsageError):
     """The port the broker should listen on is taken."""
 
 
-class _Broker(SpoolHooks, DirectVerdicts, DrainedBroadcasts):
+class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
     """amqtt's broker, bounded (`mam.broker.limits`) and with its retained-message leak closed.
 
     Every TCP connection counts against the connection cap, is read through a
@@ -291,6 +292,7 @@ class EmbeddedBroker:
                          payload_check=jobs.may_send if jobs is not None else None)
         check_broker(broker)  # LibraryChanged, naming it, if amqtt lacks what mam reaches into
         broker.spool = self.spool
+        broker.retain_scope = RetainScope(self.policy.workspace) if self.policy.workspace else None  # `mam up`
         try:
             await broker.start()
         except BrokerError as exc:
