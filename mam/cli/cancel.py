@@ -17,6 +17,7 @@ from mam.cli.write_common import add_wait_args, check_event, print_published, pr
 from mam.contract import events as ev
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
 from mam.process.args import job_id
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -88,7 +89,7 @@ def run_cancel(args: argparse.Namespace) -> int:
                 try:
                     records = await one(pub, job)
                 except Refused as exc:
-                    print(f"mam: error: {exc}", file=sys.stderr)
+                    print(f"mam: error: {safe(str(exc))}", file=sys.stderr)
                     code = 1
                     continue
                 done.extend(records)

@@ -19,6 +19,7 @@ from mam.contract import events as ev
 from mam.contract.attempts import RETRY_OUTCOMES
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
 from mam.process.args import job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -149,7 +150,7 @@ def run_retry(args: argparse.Namespace) -> int:
                 try:
                     records.append(await one(pub, old_id, new_job_id()))
                 except Refused as exc:
-                    print(f"mam: error: {exc}", file=sys.stderr)
+                    print(f"mam: error: {safe(str(exc))}", file=sys.stderr)
                     code = 1
             if args.json:
                 print(json.dumps([msgspec.to_builtins(record) for record in records], indent=2))

@@ -184,10 +184,10 @@ def run_submit(args: argparse.Namespace) -> int:
                 print_record(record, args.json)
                 agent = record.agent
                 if runners is not None and not presence.serving(runners, agent):
-                    print(f"mam: warning: {no_runner(agent, job_id, workspace.root, runners)}", file=sys.stderr)
+                    print(f"mam: warning: {safe(no_runner(agent, job_id, workspace.root, runners))}", file=sys.stderr)
                 elif runners is not None and (unmatched := presence.no_label_match(
                         agent, routing.required(record), runners)):
-                    print(f"mam: warning: {unmatched}: job {job_id} waits", file=sys.stderr)
+                    print(f"mam: warning: {safe(unmatched, keep_layout=False)}: job {job_id} waits", file=sys.stderr)
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)

@@ -20,6 +20,7 @@ from mam.cli.selection import resolve_retained
 from mam.client.logged_output import outcome_code
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
 from mam.process.args import job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -69,7 +70,8 @@ def run_wait(args: argparse.Namespace) -> int:
                     code = f" (exit code {record.exit_code})" if record.exit_code is not None else ""
                     print(f"{record.job_id} {record.status.value}{code}", flush=True)
 
-            watch = StartWatch(lambda line: print(f"mam: {line}", file=sys.stderr, flush=True), inside)
+            watch = StartWatch(lambda line: print(f"mam: {safe(line, keep_layout=False)}", file=sys.stderr, flush=True),
+                               inside)
             ended = await wait_all(pub, jobs, timeout=limit, limit=args.timeout, watch=watch, ended=said)
         if args.json:
             print(json.dumps([msgspec.to_builtins(record) for record in ended], indent=2))

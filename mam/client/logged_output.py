@@ -14,6 +14,7 @@ from mam.client.output_order import InOrder
 from mam.contract import events as ev
 from mam.contract.errors import EXIT_FAILED, EXIT_OK, MamError
 from mam.contract.record import Status
+from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
 from mam.registry.reading import read_events
 
@@ -22,7 +23,7 @@ Say = Callable[[str], None]
 
 
 def say_on_stderr(note: str) -> None:
-    print(f"mam: {note}", file=sys.stderr, flush=True)
+    print(f"mam: {safe(note)}", file=sys.stderr, flush=True)
 
 
 def stopped_following(job_id: str) -> str:

@@ -1,5 +1,6 @@
 """Running a mam process's body: its expected failures as one line and an exit code (`run_cli`), and
-its logging on stderr by the number of `-v`s (`setup_logging`)."""
+its logging on stderr by the number of `-v`s (`setup_logging`), every line of it made safe to print
+(`LogFormatter`: a topic, client id or user name in it shows its control characters escaped)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from mam.contract.errors import MamError
+from mam.contract.terminal import safe
 
 
 def fail(prog: str, message: str, code: int) -> NoReturn:
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(f"{prog}: error: {safe(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -48,6 +50,32 @@ def _only_mam_error(group: BaseExceptionGroup) -> MamError | None:
     return errors[0] if errors and len(errors) == len(leaves) else None
 
 
+class LogFormatter(logging.Formatter):
+    """Every log line of a mam process made safe, whoever logs it and whatever its arguments hold.
+
+    The message is one line: a newline in it is escaped too, so no topic, client id or user name can
+    start a line of its own that reads as the process's (`mam: ...`). A traceback or stack that follows
+    keeps its lines, each indented two spaces under the message (so none of its lines, an exception's
+    text among them, starts where a log line starts) and escaped like the message but for its layout.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = safe(record.getMessage(), keep_layout=False)
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        blocks = []
+        if record.exc_info:
+            blocks.append(self.formatException(record.exc_info))
+        elif record.exc_text:
+            blocks.append(record.exc_text)
+        if record.stack_info:
+            blocks.append(self.formatStack(record.stack_info))
+        for block in blocks:
+            line += "\n" + "\n".join("  " + part for part in safe(block.rstrip("\n")).split("\n"))
+        return line
+
+
 # Libraries whose debug (and, for amqtt, error) logging is theirs, not mam's: off below -vv.
 # amqtt logs every client disconnect and its own startup failures as errors with tracebacks
 # (mam reports what matters in one line itself), transitions every state change of its sessions,
@@ -58,11 +86,9 @@ LIBRARY_LOGGERS = ("amqtt", "transitions", "asyncio")
 def setup_logging(prog: str, verbose: int = 0) -> None:
     """Logging on stderr for `verbose` `-v`s: none, mam's info; `-v`, mam's debug lines as well;
     `-vv`, every library's debug lines too (amqtt, transitions, asyncio, paho, mcp...)."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose >= 2 else logging.INFO,
-        format=f"{prog}: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter(f"{prog}: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose >= 2 else logging.INFO, handlers=[handler])
     if verbose >= 1:
         logging.getLogger("mam").setLevel(logging.DEBUG)
     if verbose < 2:
@@ -70,4 +96,4 @@ def setup_logging(prog: str, verbose: int = 0) -> None:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
-__all__ = ["LIBRARY_LOGGERS", "fail", "run_cli", "setup_logging"]
+__all__ = ["LIBRARY_LOGGERS", "LogFormatter", "fail", "run_cli", "setup_logging"]
