@@ -43,10 +43,13 @@ function classesOf(style) {
   return names.join(" ");
 }
 
-/** Appends output to `target` chunk by chunk; a sequence split across chunks waits for its end. */
+/** Appends output to `target` chunk by chunk; a sequence split across chunks waits for its end. `show`
+ * maps the text between sequences (a job's output is shown as it is; its result `visible`, as `mam show`
+ * prints it). */
 export class AnsiRenderer {
-  constructor(target) {
+  constructor(target, show = (text) => text) {
     this.target = target;
+    this.show = show;
     this.reset();
   }
 
@@ -77,7 +80,7 @@ export class AnsiRenderer {
   }
 
   #text(nodes, text) {
-    const shown = text.replaceAll(ESC, "");  // a lone ESC that starts no sequence
+    const shown = this.show(text.replaceAll(ESC, ""));  // a lone ESC that starts no sequence: dropped
     if (!shown) return;
     const classes = classesOf(this.style);
     if (!classes) {

@@ -1,14 +1,29 @@
-// Building DOM from record data: text always goes through textContent, never innerHTML.
+// Building DOM from record data: text always goes through textContent, never innerHTML, and is shown
+// `visible`: its control characters and bidi overrides escaped, never obeyed.
+
+// What mam/contract/terminal.py escapes: C0 controls but tab and newline, DEL and C1, the bidi marks,
+// embeddings, overrides and isolates, and the line and paragraph separators. A prompt, a topic, a runner's
+// host or a refusal's reason holding U+202E would otherwise reverse the text after it on the page.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** `text` with what would hide or reorder it written out: `\x1b`, `\u202e` (as `mam show` prints them). */
+export function visible(text) {
+  return String(text ?? "").replace(HIDDEN, (ch) => {
+    const code = ch.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "class") node.className = value;
     else if (key.startsWith("data-") || key.startsWith("aria-")) node.setAttribute(key, value);
+    else if (key === "title") node.title = visible(value);
     else node[key] = value;
   }
   for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(child == null ? "" : String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
   }
   return node;
 }

@@ -3,6 +3,7 @@
 // `draw` and `open` are app.js's.
 
 import { answerJob, cancelJob, parseLabels, retryJob, submitJob } from "./actions.js";
+import { visible } from "./dom.js";
 import { worktreeJob } from "./view.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -105,7 +106,7 @@ export function jobActions(state, draw, open) {
     verdict.textContent = `submitting for ${agent}…`;
     const answer = await submitJob({ agent, prompt: form.elements.prompt.value, labels });
     if (!answer.ok) {
-      verdict.textContent = `submit refused: ${answer.error}`;
+      verdict.textContent = visible(`submit refused: ${answer.error}`);
       return;
     }
     verdict.textContent = `submitted ${answer.job_id} (${answer.status})`;

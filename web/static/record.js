@@ -2,7 +2,7 @@
 // human fields, with the projector's bookkeeping kept to the raw record (a <details> one click away).
 
 import { AnsiRenderer } from "./ansi.js";
-import { absolute, ago, duration, el, statusText } from "./dom.js";
+import { absolute, ago, duration, el, statusText, visible } from "./dom.js";
 import { idLabel, runnerLabel, shortId } from "./ids.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -38,10 +38,11 @@ function text(value) {
   return el("div", {}, typeof value === "object" ? JSON.stringify(value) : String(value));
 }
 
-/** `result` as the output shows it: ANSI colours as spans, other escapes dropped, never raw. */
+/** `result` as the output shows it: ANSI colours as spans, other escapes dropped, never raw; other control
+ * characters and bidi overrides `visible`. */
 function rendered(value) {
   const box = el("pre", { class: "result" });
-  new AnsiRenderer(box).append(String(value));
+  new AnsiRenderer(box, visible).append(String(value));
   return box;
 }
 
@@ -139,5 +140,5 @@ export function drawRecord(tbody, raw, record) {
     el("tr", { "data-key": key }, el("th", {}, label), el("td", {}, node))));
   if (shownRaw.get(raw) === record) return;  // a frame per output line: the same record is not printed again
   shownRaw.set(raw, record);
-  raw.textContent = record ? JSON.stringify(record, null, 2) : "";
+  raw.textContent = record ? visible(JSON.stringify(record, null, 2)) : "";
 }

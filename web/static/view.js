@@ -1,6 +1,6 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { count, denied, duration, el, fill, row, short, statusText, when } from "./dom.js";
+import { count, denied, duration, el, fill, row, short, statusText, visible, when } from "./dom.js";
 import { copyButton, idLabel, runnerLabel, shortId } from "./ids.js";
 import { rangeText } from "./listing.js";
 import { drawRecord, ran } from "./record.js";
@@ -36,7 +36,7 @@ function drawAnswer(record) {
   form.hidden = !record || record.status !== "waiting";
   if (form.hidden || form.dataset.questionId === record.question_id) return;
   form.dataset.questionId = record.question_id || "";
-  $("#question").textContent = record.question || "";
+  $("#question").textContent = visible(record.question);
   const choices = record.choices || [];
   $("#choices").replaceChildren(...choices.map((c) => el("button", { type: "button", "data-choice": c }, c)));
   form.elements.text.hidden = choices.length > 0;
@@ -52,8 +52,8 @@ export function drawHeader(state) {
   const projector = state.projector;
   const badge = $("#projector");
   badge.textContent = projector
-    ? `projector ${projector.status} (pid ${projector.pid} on ${projector.host}, v${projector.version})` +
-      (projector.detail ? `: ${projector.detail}` : "")
+    ? visible(`projector ${projector.status} (pid ${projector.pid} on ${projector.host}, v${projector.version})` +
+      (projector.detail ? `: ${projector.detail}` : ""))
     : "projector: none announced";
   badge.className = `badge ${projector ? projector.status : "offline"}`;
 }
@@ -114,7 +114,7 @@ export function drawJobs(state, rows, open) {
   $("#next").disabled = !page || page.offset + page.jobs.length >= page.total;
   const problem = $("#list-problem");
   problem.hidden = !state.listProblem;
-  problem.textContent = state.listProblem || "";
+  problem.textContent = visible(state.listProblem);
 }
 
 // A stopping runner (SIGTERM: it claims nothing more, its jobs finish) says so in `state` (mam/presence.py).
@@ -200,11 +200,11 @@ function drawChanges(state, record) {
   $("#changes").hidden = !shown;
   $("#landing").hidden = !(diff && diff.branch && !diff.error);
   if (!shown) return;
-  $("#diff-stat").textContent = diff && diff.stat ? diff.stat : "";
+  $("#diff-stat").textContent = diff && diff.stat ? visible(diff.stat) : "";
   const note = !diff ? "loading the diff…" : diff.error || diff.note ||
     (diff.cut ? `the diff is longer than shown: \`mam diff ${record.job_id}\` prints all of it` : "");
-  $("#diff-note").textContent = note;
-  $("#diff").textContent = diff && !diff.error ? diff.diff : "";
+  $("#diff-note").textContent = visible(note);
+  $("#diff").textContent = diff && !diff.error ? visible(diff.diff) : "";
 }
 
 export function drawDetail(state) {
@@ -229,11 +229,11 @@ export function drawDetail(state) {
   if (finished) $("#cancel-form").hidden = true;
   drawChanges(state, record);
   drawAnswer(record);
-  $("#detail-problem").textContent = detail.problem || "";
+  $("#detail-problem").textContent = visible(detail.problem);
   const lines = incompleteLines(record);
   $("#detail-incomplete").hidden = lines.length === 0;
   $("#detail-incomplete").textContent = lines.join("\n");
-  $("#verdict").textContent = state.verdict || "";
+  $("#verdict").textContent = visible(state.verdict);
   drawRecord($("#record tbody"), $("#raw-record pre"), record);
   fill(
     $("#events tbody"),
