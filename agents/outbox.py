@@ -18,6 +18,7 @@ event stays unconfirmed for long; `confirmed` waits for all of it.
 from __future__ import annotations
 
 import builtins
+import logging
 import math
 import uuid
 from collections import deque
@@ -33,8 +34,11 @@ from mam.agents.receipts import Kept, Receipts, awaits
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey
 from mam.contract.record import JobRecord
+from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
+
+log = logging.getLogger("mam.agent")
 
 WINDOW = 64
 """QoS 1 publishes in flight at once on one connection."""
@@ -89,6 +93,9 @@ class Outbox:
         self.put_counts: dict[str, int] = {}
         """Events put in so far, by type (read by `metrics.py`)."""
         self.receipts = receipts or Receipts()
+        self.workspace_signed = True
+        """Events are signed over the workspace and the job (`mam.contract.identity`); False while the projector
+        is an older one, whose status does not say it reads that form (`sign_for`)."""
 
     @property
     def bytes(self) -> int:
@@ -108,13 +115,23 @@ class Outbox:
             changes["by"] = self.by
         return msgspec.structs.replace(event, **changes) if changes else event
 
+    def sign_for(self, status: ProjectorStatus) -> None:
+        """Sign as the projector whose status this is reads: over the workspace (`event_signatures: workspace`),
+        else the old way, over the job alone, which is all an older projector verifies."""
+        signed = status.event_signatures == "workspace"
+        if signed != self.workspace_signed:
+            self.workspace_signed = signed
+            log.info("the projector %s: signing events %s", "checks signatures over the workspace" if signed else
+                     "is older (its status says nothing of event signatures)", "over the workspace and the job"
+                     if signed else "the old way, over the job alone")
+
     def put(self, job_id: str, event: ev.AnyEvent, attempt: int | None = None) -> ev.AnyEvent:
         """Queue one event for the job; return it as it will be sent (with its id). With `attempt` (the
         job's attempt it belongs to), an event that moves the job is kept until its state shows it recorded."""
         event = self.stamp(event)
         payload = ev.encode_event(event)
         if self.key is not None:
-            payload = self.key.sign_event(job_id, payload)
+            payload = self.key.sign_event(job_id, payload, self.topics.workspace if self.workspace_signed else None)
         topic, event_id = self.topics.events(job_id), event.id or ""
         self._append(topic, payload, job_id, event_id)
         want = awaits(event, attempt) if attempt is not None else None

@@ -40,6 +40,7 @@ class Resender:
     def projector_seen(self, status: ProjectorStatus | None) -> None:
         if status is None:
             return
+        self.outbox.sign_for(status)
         was, self.projector = self.projector, status
         if status.status != "online":
             return

@@ -26,10 +26,11 @@ SYNTHETIC_KEY = RunnerKey()
 mam-agent's are (only a signed claim starts a job)."""
 
 
-def encode(job: str, event: ev.AnyEvent) -> bytes:
-    """An event as published: a runner's (anything but a submit) signed with `SYNTHETIC_KEY`."""
+def encode(ws: str, job: str, event: ev.AnyEvent) -> bytes:
+    """An event as published: a runner's (anything but a submit) signed with `SYNTHETIC_KEY` over the
+    workspace and the job, as mam-agent signs them."""
     payload = ev.encode_event(event)
-    return payload if isinstance(event, ev.Submitted) else SYNTHETIC_KEY.sign_event(job, payload)
+    return payload if isinstance(event, ev.Submitted) else SYNTHETIC_KEY.sign_event(job, payload, ws)
 
 
 @dataclass
@@ -79,7 +80,7 @@ class Publisher:
                         pass
 
     async def send(self, job: str, event: ev.AnyEvent, *, resend: bool = False) -> None:
-        payload = encode(job, event)
+        payload = encode(self.ws, job, event)
         topic = f"mam/{self.ws}/jobs/{job}/events"
         while True:
             client = await self._connected()
@@ -105,7 +106,7 @@ class Publisher:
         async def one(event: ev.AnyEvent) -> None:
             try:
                 with anyio.fail_after(PUBLISH_TIMEOUT):
-                    await client.publish(f"mam/{self.ws}/jobs/{job}/events", encode(job, event), qos=1)
+                    await client.publish(f"mam/{self.ws}/jobs/{job}/events", encode(self.ws, job, event), qos=1)
             except (aiomqtt.MqttError, TimeoutError, OSError):
                 failed.append(event)
                 return

@@ -89,6 +89,7 @@ class ProjectorLink:
             dispatch="offers" if self.dispatcher is not None else None,
             offer_lease=self.dispatcher.lease if self.dispatcher is not None else None,
             job_logins=True if self.job_logins else None,
+            event_signatures="workspace",
             set_aside=self.set_aside.set_aside or None,
         )
 

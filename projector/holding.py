@@ -16,7 +16,7 @@ from mam.contract.workspace import Workspace
 from mam.projector.answer_hold import AnswerHold
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
-from mam.projector.identity import event_refusal
+from mam.projector.identity import EventSignatures, event_refusal
 from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
@@ -30,6 +30,7 @@ class Holding(AnswerHold):
     _leftovers: list[str]
     open_jobs: dict[str, JobRecord]
     unsigned_runners: bool
+    signatures: EventSignatures
 
     def _known(self, job_id: str) -> JobState | None:
         raise NotImplementedError
@@ -109,7 +110,7 @@ class Holding(AnswerHold):
                 if bound is not None:
                     waiting.append(self._bounded(entry, bound))
                     continue
-                if forged := _forged(state.record, job_id, entry, self.unsigned_runners):
+                if forged := _forged(state.record, job_id, entry, self.unsigned_runners, self.signatures):
                     self._refuse_parked(staged, entry, forged, received_at)
                     continue
                 refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
@@ -149,7 +150,8 @@ class Holding(AnswerHold):
         runner was not heard from meanwhile (`answer_hold.py`)."""
         job_id = entry.event.job_id or ""
         state = self._known(job_id)
-        forged = _forged(state.record if state is not None else None, job_id, entry, self.unsigned_runners)
+        forged = _forged(state.record if state is not None else None, job_id, entry, self.unsigned_runners,
+                         self.signatures)
         if forged:
             self._refuse_parked(staged, entry, forged, received_at)
             return
@@ -176,8 +178,9 @@ class Holding(AnswerHold):
         )
 
 
-def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool) -> str | None:
+def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool,
+            signatures: EventSignatures) -> str | None:
     """Why a held event may not be applied: its job was claimed with a key that does not sign it, a claim
     without a key or not signed by it, a `started` for a job no runner holds (`projector/identity.py`)."""
     return event_refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode(),
-                         unsigned_runners=unsigned_runners)
+                         unsigned_runners=unsigned_runners, signatures=signatures)

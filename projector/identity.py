@@ -14,10 +14,15 @@ job no runner holds (submitted, blocked, retrying) is refused, so no bare
 `started` skips the claim's checks (labels, fleet limits, the key). A job
 claimed without a key (allowed that way, or before this rule) is not
 protected: everything stays as it was.
+
+A signature covers the workspace as well as the job (`EventSignatures`), so a
+runner's events captured in one workspace and published in another are refused
+there; the old form, over the job alone, is taken during a transition.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Final
 
@@ -28,8 +33,58 @@ from mam.contract import events as ev
 from mam.contract import identity, inferred_start, output_accounting
 from mam.contract.record import JobRecord
 from mam.contract.release import HELD
+from mam.contract.runner_trust import OLD_SIGNATURES
 from mam.contract.signing import BadSignature
 from mam.contract.status import AgentStatus
+
+log = logging.getLogger("mam.projector")
+
+class EventSignatures:
+    """How a runner's event signature is checked (docs/design.md, Runner identity): over the workspace and the
+    job (`identity.event_context`), so a signed event captured in one workspace is no event in another. The old
+    form, over the job alone (runners before workspace signatures), is taken during the transition unless the
+    workspace refuses it (`old_form`, `.mam/config.json` `"old_runner_signatures": false`); the first event each
+    runner key signs that way is logged. A key seen signing the old way is tried that way first."""
+
+    MOST = 4096
+
+    def __init__(self, workspace: str, *, old_form: bool = True) -> None:
+        self.workspace = workspace
+        self.old_form = old_form
+        self._old: set[str] = set()
+        """Runner keys that signed an event the old way (logged once each)."""
+
+    def verify(self, signed: bytes, key: str, job_id: str, runner: str) -> None:
+        """Return if `signed` verifies with `key` for `job_id` in this workspace (or, taken, the old way); else
+        raise BadSignature saying why."""
+        if not identity.is_signed(signed):
+            raise BadSignature("it carries no signature")
+        new, old = identity.event_context(job_id, self.workspace), identity.event_context(job_id)
+        for context in (old, new) if key in self._old else (new, old):
+            try:
+                identity.verify(signed, key, context)
+            except BadSignature:
+                continue
+            if context is old:
+                self._old_form(key, runner)
+            return
+        raise BadSignature(f"its signature does not verify for job {job_id!r} in workspace {self.workspace!r}")
+
+    def _old_form(self, key: str, runner: str) -> None:
+        if not self.old_form:
+            raise BadSignature(f"is signed the old way, over the job alone and not the workspace (a runner older "
+                               f'than workspace signatures), which this workspace refuses (.mam/config.json: '
+                               f'"{OLD_SIGNATURES}": false)')
+        if key in self._old:
+            return
+        if len(self._old) >= self.MOST:
+            self._old.clear()
+        self._old.add(key)
+        log.warning("runner %r (key %s) signs its events the old way, over the job and not the workspace (a "
+                    "mam-agent older than workspace signatures, or a script): taken during the transition, but such "
+                    "events could be replayed into another workspace; upgrade it, or refuse them with "
+                    '"%s": false in .mam/config.json (docs/security.md)', runner, key, OLD_SIGNATURES)
+
 
 NEED_A_HOLDER: Final = frozenset({"started", "cancelled"})
 """Runner events refused at once for a job no runner holds. The runner's other events of such a job
@@ -37,17 +92,19 @@ NEED_A_HOLDER: Final = frozenset({"started", "cancelled"})
 
 
 def event_refusal(
-    record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None, *, unsigned_runners: bool = False
+    record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None, *, unsigned_runners: bool = False,
+    signatures: EventSignatures | None = None,
 ) -> str | None:
     """Why `event` may not be applied to `record`, or None: a claim that names no key (unless
     `unsigned_runners`) or that its key does not sign, a `started`/`cancelled` for a job no runner
-    holds, or a runner event its claim's key does not sign.
+    holds, or a runner event its claim's key does not sign (as `signatures` checks; None: the old
+    form alone, as before workspace signatures: the rules' own tests).
 
     A finished job is left to the fold, whose reason (a finished job never changes) is the one that
     holds whoever sent the event; except a late output the record names as missing, which the fold
     would take, and a late `started` after an inferred one (`mam.contract.inferred_start`)."""
     if isinstance(event, ev.Claimed):
-        return claim_refusal(job_id, event, signed, unsigned_runners=unsigned_runners)
+        return claim_refusal(job_id, event, signed, unsigned_runners=unsigned_runners, signatures=signatures)
     if (unheld := unclaimed_refusal(record, job_id, event)) is not None:
         return unheld
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
@@ -57,16 +114,17 @@ def event_refusal(
         return None
     kind = ev.event_type(event)
     try:
-        if signed is None:
-            raise BadSignature("it carries no signature")
-        identity.verify(signed, record.runner_key, identity.event_context(job_id))
+        _verify(signed, record.runner_key, job_id, record.runner or "?", signatures)
     except BadSignature as exc:
         return (f"job {job_id!r} was claimed by runner {record.runner!r} with key {record.runner_key}: "
                 f"only that runner may publish its {kind!r}, and this one {exc}; not applied")
     return None
 
 
-def claim_refusal(job_id: str, claim: ev.Claimed, signed: bytes | None, *, unsigned_runners: bool) -> str | None:
+def claim_refusal(
+    job_id: str, claim: ev.Claimed, signed: bytes | None, *, unsigned_runners: bool,
+    signatures: EventSignatures | None = None,
+) -> str | None:
     """Why a claim is refused for who makes it: it names no key (and the workspace does not take unsigned
     runners), or the key it names does not sign it. None: the fold judges it."""
     if not isinstance(claim.runner_key, str):
@@ -76,12 +134,19 @@ def claim_refusal(job_id: str, claim: ev.Claimed, signed: bytes | None, *, unsig
                 "and events with a key of its own (mam-agent does; by hand: docs/remote-runners.md#a-runner-of-your-own), "
                 'or the workspace takes unsigned runners: "unsigned_runners": true in .mam/config.json')
     try:
-        if signed is None:
-            raise BadSignature("it carries no signature")
-        identity.verify(signed, claim.runner_key, identity.event_context(job_id))
+        _verify(signed, claim.runner_key, job_id, claim.runner, signatures)
     except BadSignature as exc:
         return f"job {job_id!r}: claim by {claim.runner!r} refused: it names runner_key {claim.runner_key} but {exc}"
     return None
+
+
+def _verify(signed: bytes | None, key: str, job_id: str, runner: str, signatures: EventSignatures | None) -> None:
+    if signed is None:
+        raise BadSignature("it carries no signature")
+    if signatures is None:
+        identity.verify(signed, key, identity.event_context(job_id))
+    else:
+        signatures.verify(signed, key, job_id, runner)
 
 
 def unclaimed_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent) -> str | None:

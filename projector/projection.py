@@ -39,7 +39,7 @@ from mam.projector.handling import PASSED_THROUGH, HandlingFailed, payload_of, p
 from mam.projector.handling import checked as checked_ingest
 from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.heartbeat_order import HeartbeatOrder
-from mam.projector.identity import event_refusal
+from mam.projector.identity import EventSignatures, event_refusal
 from mam.projector.index_startup import load_from_index
 from mam.projector.index_writer import IndexWriter
 from mam.projector.ingest import Accepted, excerpt, parse_topic
@@ -109,6 +109,7 @@ class Projection(Admission):
         """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
         self.unsigned_runners = runner_trust.load(workspace.root)
         """`.mam/config.json` `unsigned_runners`: claims that name no runner key are taken (`projector/identity.py`)."""
+        self.signatures = EventSignatures(workspace.id, old_form=runner_trust.load_old_signatures(workspace.root))
         self.dispatcher = dispatcher
         if dispatcher is not None:
             dispatcher.limits = self.fleet_limits
@@ -326,7 +327,8 @@ class Projection(Admission):
                                                           signed=signed))
         duplicate = outcome.event_id in state.seen  # acknowledged as such below, changing nothing
         if not duplicate and (forged := event_refusal(state.record, job_id, event, outcome.signed,
-                                                      unsigned_runners=self.unsigned_runners)):
+                                                      unsigned_runners=self.unsigned_runners,
+                                                      signatures=self.signatures)):
             return forged  # before anything renews its lease or holds it
         beat = event if isinstance(event, ev.Heartbeat) and not duplicate and state.record is not None else None
         if beat is not None and state.record is not None:

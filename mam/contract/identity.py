@@ -10,9 +10,12 @@ The contract (docs/design.md, "Runner identity"):
   is signed: the payload is the event's (status's) canonical bytes, a JSON
   object as msgspec writes it, with `,"sig":"<S>"` inserted before the final
   `}`. S is the signature, base64url without padding (86 characters), over
-  `b"mam event\\n" + job_id + b"\\n" + canonical` for an event (so a signed
-  event of one job cannot be replayed on another's topic) and
-  `b"mam runner status\\n" + canonical` for a status. The member is always
+  `b"mam workspace event\\n" + workspace + b"\\n" + job_id + b"\\n" + canonical`
+  for an event (so a signed event of one job cannot be replayed on another's
+  topic, nor in another workspace) and `b"mam runner status\\n" + canonical`
+  for a status. Runners before the workspace was signed (the old form, still
+  taken during a transition: `projector/identity.py`) signed
+  `b"mam event\\n" + job_id + b"\\n" + canonical`. The member is always
   last and of fixed length, so a reader cuts it at a fixed offset from the
   end and verifies the bytes exactly as the runner wrote them, fields this
   release does not know included.
@@ -35,11 +38,16 @@ _SIGNATURE_CHARS: Final = 86
 _END: Final = b'"}'
 _SUFFIX: Final = len(_MEMBER) + _SIGNATURE_CHARS + len(_END)
 _EVENT: Final = b"mam event\n"
+_WORKSPACE_EVENT: Final = b"mam workspace event\n"
 _STATUS: Final = b"mam runner status\n"
 
 
-def event_context(job_id: str) -> bytes:
-    return _EVENT + job_id.encode() + b"\n"
+def event_context(job_id: str, workspace: str | None = None) -> bytes:
+    """What an event's signature covers before its bytes: the workspace and the job; without a workspace,
+    the old form (the job alone), which a signed event of one workspace could be replayed in another with."""
+    if workspace is None:
+        return _EVENT + job_id.encode() + b"\n"
+    return _WORKSPACE_EVENT + workspace.encode() + b"\n" + job_id.encode() + b"\n"
 
 
 STATUS_CONTEXT: Final = _STATUS
@@ -59,8 +67,9 @@ class RunnerKey:
         signature = base64.urlsafe_b64encode(self.key.sign(context + canonical)).rstrip(b"=")
         return canonical[:-1] + _MEMBER + signature + _END
 
-    def sign_event(self, job_id: str, canonical: bytes) -> bytes:
-        return self.sign(canonical, event_context(job_id))
+    def sign_event(self, job_id: str, canonical: bytes, workspace: str | None = None) -> bytes:
+        """An event of `job_id` in `workspace`, signed; without a workspace in the old form (`event_context`)."""
+        return self.sign(canonical, event_context(job_id, workspace))
 
 
 def is_signed(payload: bytes) -> bool:

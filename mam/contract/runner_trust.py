@@ -18,6 +18,9 @@ from mam.contract.errors import UsageError
 from mam.contract.workspace_config import config_entry
 
 KEY: Final = "unsigned_runners"
+OLD_SIGNATURES: Final = "old_runner_signatures"
+"""Whether events signed the old way (over the job alone, not the workspace) are taken: true (the default
+during the transition, docs/security.md), false refuses them."""
 
 
 def load(workspace_root: Path) -> bool:
@@ -31,4 +34,14 @@ def load(workspace_root: Path) -> bool:
     return value
 
 
-__all__ = ["KEY", "load"]
+def load_old_signatures(workspace_root: Path) -> bool:
+    """The workspace's `old_runner_signatures` (True when absent); not true or false: a one-line error naming it."""
+    path, value = config_entry(workspace_root, OLD_SIGNATURES)
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise UsageError(f"{path}: {OLD_SIGNATURES}: {value!r} is not true or false")
+    return value
+
+
+__all__ = ["KEY", "OLD_SIGNATURES", "load", "load_old_signatures"]

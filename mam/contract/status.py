@@ -37,6 +37,10 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     job_logins: bool | None = None
     """True: the broker takes jobs' own logins (`mam up` with a password file, `mam.contract.job_login`), so a
     runner hands each job a login scoped to it instead of its own password. Null elsewhere (absent: an older one)."""
+    event_signatures: str | None = None
+    """`workspace`: this projector checks a runner's event signatures over the workspace as well as the job
+    (`mam.contract.identity`), and a runner signs its events so. Null (absent: an older projector, which reads
+    only the old form, over the job alone): a runner signs the old way."""
     set_aside: int | None = None
     """Messages this projector set aside since it started: their fold failed (a bug, not a refusal)
     `projector/set_aside.py`'s number of times; they are in `<logs>/_set_aside.jsonl`, and `detail` names the last."""
