@@ -16,7 +16,7 @@ from mam.contract.workspace import Workspace
 from mam.projector.answer_hold import AnswerHold
 from mam.projector.audit_log import Rejection
 from mam.projector.batch import Batch
-from mam.projector.identity import EventSignatures, event_refusal
+from mam.projector.identity import EventSignatures, claim_refusal, event_refusal
 from mam.projector.ingest import excerpt
 from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
@@ -89,11 +89,28 @@ class Holding(AnswerHold):
             staged.duplicates += 1
             staged.count("duplicate", ev.event_type(entry.event))
             return None
-        reason = self.parking.park(staged.parked, job_id, entry)
+        reason = self.parking.park(staged.parked, job_id, self._sourced(job_id, entry))
         if reason is None:
             staged.held += 1
             staged.count("parked", ev.event_type(entry.event))
         return reason
+
+    def _sourced(self, job_id: str, entry: ParkedEntry) -> ParkedEntry:
+        """`entry` marked with who parks it, as far as its bytes prove (`parking.py`, bounded per source): its claimed
+        job's runner (it verifies with the key the job's claim names: the job's own room), or a runner key that
+        signs the claim naming it; else it counts as the `by` it gives."""
+        record, event = self._record(job_id), entry.event
+        signed = None if entry.signed is None else entry.signed.encode()
+        if signed is None:
+            return entry
+        if record is not None and isinstance(record.runner_key, str) and not record.status.terminal \
+                and ev.event_type(event) in ev.SIGNED_TYPES and _forged(record, job_id, entry, self.unsigned_runners,
+                                                                         self.signatures) is None:
+            return msgspec.structs.replace(entry, reserved=True)
+        if isinstance(event, ev.Claimed) and isinstance(event.runner_key, str) and claim_refusal(
+                job_id, event, signed, unsigned_runners=self.unsigned_runners, signatures=self.signatures) is None:
+            return msgspec.structs.replace(entry, source=f"runner key {event.runner_key}")
+        return entry
 
     def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
         """After an event applied to a job: apply the events parked for it, in their order of arrival,

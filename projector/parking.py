@@ -29,31 +29,54 @@ then it is applied as it stands, and the record names the missing seqs.
 themselves are read back from their file when they are released or expire,
 which is rare. Bounds per job and in all keep a flood of events for jobs that
 never come from filling the disk or the memory.
+
+Bounded per source, so that one publisher cannot push out a runner's events
+(issue 42: 10,000 events of one client filled the area, and a runner's
+`succeeded` that came before its outputs was then refused and its job ended
+`lost`). The projector cannot see the MQTT client (it reads through any
+broker), so a source is what an event proves or says:
+
+- an event of a claimed job that verifies with the key the job's claim names
+  (`ParkedEntry.reserved`) is its runner's, and waits in its job's own room:
+  `per_job` events and `reserved_bytes`, counted apart from everything else,
+  so nothing another publisher parks can refuse it. It waits only for its
+  job's `started` or for the outputs it counts (`ParkLimits.settle`), and only
+  that key can sign it; the room of every claimed job is bounded so;
+- everything else shares the area (`total` events, `total_bytes`), and one
+  source holds at most `per_source` of it: a claim signed by the runner key it
+  names counts as that key's (`ParkedEntry.source`), any other event as the
+  `by` it gives (which a publisher chooses: a flood under many names is bounded
+  by the area's totals alone, and still never reaches a claimed job's room).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
 import msgspec
-from msgspec import Struct
 
 from mam.contract import events as ev
 from mam.contract.ids import is_job_id
 from mam.contract.inferred_start import waits_for_start
 from mam.contract.output_accounting import gaps
 from mam.contract.record import JobRecord, Status
-from mam.projector import durable
-from mam.projector.dirs import Dir, warn_once
+from mam.projector.dirs import warn_once
 from mam.projector.liveness import parse_time
+from mam.projector.parked_files import (  # the files' side, re-exported: its callers import it from here
+    PARKED_DIR,
+    SUFFIX,
+    ParkedEntry,
+    ParkedWrites,
+    commit_parked,
+    decode_entry,
+    encode_entry,
+    remove_released,
+    source_of,
+)
 from mam.registry.nofollow import PathRefused, read_beneath
-
-PARKED_DIR: Final = "_parked"
-SUFFIX: Final = ".jsonl"
 
 PARKABLE: Final = frozenset(
     {"claimed", "started", "progress", "output", "heartbeat", "succeeded", "failed", "cancelled", "timed_out",
@@ -103,53 +126,23 @@ class ParkLimits:
     per_job: int = 1_000
     total: int = 10_000
     total_bytes: int = 64 * 1024 * 1024
-
-
-class ParkedEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One line of a parked file: the accepted event, where it came from, when it arrived."""
-
-    parked_at: str
-    topic: str
-    event: ev.AnyEvent
-    hold: float | None = None
-    """Seconds it may wait, when not `ParkLimits.hold` (a terminal event waiting for outputs)."""
-    signed: str | None = None
-    """The payload as it came, when a runner signed it: checked against the job's claim once released."""
-
-
-_encoder: Final = msgspec.json.Encoder()
-_decoder: Final = msgspec.json.Decoder(ParkedEntry)
-
-
-def encode_entry(entry: ParkedEntry) -> bytes:
-    return _encoder.encode(entry) + b"\n"
+    """The shared area: every parked event but those in a claimed job's own room."""
+    per_source: int = 2_500
+    """Events one source (a runner key, else the `by` an event gives) may hold in the shared area."""
+    reserved_bytes: int = 16 * 1024 * 1024
+    """Bytes a claimed job's runner may hold parked in its job's own room (and at most `per_job` events)."""
 
 
 @dataclass(slots=True)
 class _Held:
     """One job's parked events as the index knows them: id -> (arrival time, encoded size, seconds it
-    may wait), in order."""
+    may wait, source: None in the job's own room), in order."""
 
-    events: dict[str, tuple[datetime, int, float]] = field(default_factory=dict)
+    events: dict[str, tuple[datetime, int, float, str | None]] = field(default_factory=dict)
     size: int = 0
-
-
-@dataclass(slots=True)
-class ParkedWrites:
-    """What a batch changes in the parked files (part of `Batch`; written by `commit_parked`)."""
-
-    appends: dict[str, list[ParkedEntry]] = field(default_factory=dict)
-    rewrites: dict[str, list[ParkedEntry]] = field(default_factory=dict)
-    """Files replaced whole (some of their events expired); an empty list removes the file."""
-    appended: set[str] = field(default_factory=set)
-    """Jobs whose appends `commit_parked` has written: a commit tried again skips them."""
-
-    def __bool__(self) -> bool:
-        return bool(self.appends or self.rewrites)
-
-    def add(self, job_id: str, entry: ParkedEntry) -> None:
-        target = self.rewrites if job_id in self.rewrites else self.appends
-        target.setdefault(job_id, []).append(entry)
+    reserved: int = 0
+    """Of `events`, how many are in the job's own room (`ParkedEntry.reserved`), and their size."""
+    reserved_size: int = 0
 
 
 class Parking:
@@ -161,6 +154,11 @@ class Parking:
         self._held: dict[str, _Held] = {}
         self.count = 0
         self.size = 0
+        self.shared = 0
+        """Of `count` (and `size`), what the shared area holds: everything outside claimed jobs' own rooms."""
+        self.shared_size = 0
+        self.sources: dict[str, int] = {}
+        """Events each source holds in the shared area."""
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self._held
@@ -177,7 +175,8 @@ class Parking:
     def load(self) -> None:
         """Index what is parked on disk (a blocking scan: run it in a thread)."""
         self._held.clear()
-        self.count = self.size = 0
+        self.count = self.size = self.shared = self.shared_size = 0
+        self.sources.clear()
         if self.dir.is_symlink() or not self.dir.is_dir():
             return
         for path in self.dir.glob(f"*{SUFFIX}"):
@@ -199,7 +198,7 @@ class Parking:
         for line in data.split(b"\n"):
             if line:
                 try:
-                    entries.append(_decoder.decode(line))
+                    entries.append(decode_entry(line))
                 except msgspec.DecodeError:
                     continue
         return entries
@@ -210,7 +209,7 @@ class Parking:
         held = self._held.get(job_id)
         if held is not None and event_id in held.events:
             return None
-        reason = self._over_limit(job_id, held, len(encode_entry(entry)))
+        reason = self._over_limit(job_id, held, entry, len(encode_entry(entry)))
         if reason is not None:
             return reason
         self._index(job_id, entry)
@@ -223,11 +222,10 @@ class Parking:
 
     def release(self, writes: ParkedWrites, job_id: str) -> list[ParkedEntry]:
         """Every event parked for the job, in arrival order; the file is removed with the batch."""
-        held = self._held.pop(job_id, None)
+        held = self._held.get(job_id)
         if held is None:
             return []
-        self.count -= len(held.events)
-        self.size -= held.size
+        self._unindex(job_id, held, list(held.events))
         entries = self._entries(writes, job_id)
         writes.appends.pop(job_id, None)
         writes.rewrites[job_id] = []
@@ -259,7 +257,7 @@ class Parking:
     def latest(self, job_id: str) -> datetime | None:
         """When the job's latest held event arrived (None: nothing held)."""
         held = self._held.get(job_id)
-        return max((at for at, _, _ in held.events.values()), default=None) if held is not None else None
+        return max((spot[0] for spot in held.events.values()), default=None) if held is not None else None
 
     def entries(self, writes: ParkedWrites, job_id: str) -> list[ParkedEntry]:
         """The job's held events in arrival order, this batch's included (read from disk: rare)."""
@@ -274,18 +272,34 @@ class Parking:
             return list(writes.rewrites[job_id])
         return self.read(job_id) + writes.appends.get(job_id, [])
 
-    def _over_limit(self, job_id: str, held: _Held | None, size: int) -> str | None:
+    def _over_limit(self, job_id: str, held: _Held | None, entry: ParkedEntry, size: int) -> str | None:
         limits = self.limits
-        if held is not None and len(held.events) >= limits.per_job:
+        if entry.reserved:
+            mine, mine_size = (held.reserved, held.reserved_size) if held is not None else (0, 0)
+            if mine >= limits.per_job or mine_size + size > limits.reserved_bytes:
+                return (
+                    f"job {job_id!r}'s runner already has {mine} events ({mine_size} bytes) waiting for the events "
+                    f"before them (its 'started' or the outputs an outcome counts; limits {limits.per_job} events, "
+                    f"{limits.reserved_bytes} bytes per job); publish those first"
+                )
+            return None
+        if held is not None and len(held.events) - held.reserved >= limits.per_job:
             return (
                 f"job {job_id!r} already has {limits.per_job} events waiting for an event before them "
                 "(its 'submitted', 'claimed' or 'started'; the limit); publish that event first"
             )
-        if self.count >= limits.total or self.size + size > limits.total_bytes:
+        if self.shared >= limits.total or self.shared_size + size > limits.total_bytes:
             return (
-                f"{self.count} events ({self.size} bytes) already wait for jobs not submitted yet or for "
+                f"{self.shared} events ({self.shared_size} bytes) already wait for jobs not submitted yet or for "
                 f"the events they follow (limits {limits.total} events, {limits.total_bytes} bytes); "
                 "publish each job's 'submitted' (and 'claimed') first"
+            )
+        source = source_of(entry)
+        if self.sources.get(source, 0) >= limits.per_source:
+            return (
+                f"{source} already has {limits.per_source} events waiting for jobs not submitted yet or for the "
+                "events they follow (the most one source may hold, so that others keep room); publish each "
+                "job's 'submitted' (and 'claimed') first"
             )
         return None
 
@@ -295,18 +309,37 @@ class Parking:
         if event_id in held.events:
             return
         size = len(encode_entry(entry))
-        held.events[event_id] = (parse_time(entry.parked_at), size, self.hold_of(entry))
+        source = None if entry.reserved else source_of(entry)
+        held.events[event_id] = (parse_time(entry.parked_at), size, self.hold_of(entry), source)
         held.size += size
         self.count += 1
         self.size += size
+        if source is None:
+            held.reserved += 1
+            held.reserved_size += size
+        else:
+            self.shared += 1
+            self.shared_size += size
+            self.sources[source] = self.sources.get(source, 0) + 1
 
     def _unindex(self, job_id: str, held: _Held, event_ids: list[str]) -> None:
         for event_id in event_ids:
             found = held.events.pop(event_id, None)
-            if found is not None:
-                held.size -= found[1]
-                self.count -= 1
-                self.size -= found[1]
+            if found is None:
+                continue
+            _, size, _, source = found
+            held.size -= size
+            self.count -= 1
+            self.size -= size
+            if source is None:
+                held.reserved -= 1
+                held.reserved_size -= size
+            else:
+                self.shared -= 1
+                self.shared_size -= size
+                left = self.sources.pop(source) - 1
+                if left:
+                    self.sources[source] = left
         if not held.events:
             del self._held[job_id]
 
@@ -314,48 +347,10 @@ class Parking:
 def _overdue(held: _Held, now: datetime, fresh_since: datetime | None) -> bool:
     """Whether one of the job's held events waited longer than its hold (counted from its arrival, or
     from `fresh_since` if later: a projector that was away gives every event its full wait)."""
-    return any(now - max(at, fresh_since or at) > timedelta(seconds=hold) for at, _, hold in held.events.values())
+    return any(now - max(at, fresh_since or at) > timedelta(seconds=hold) for at, _, hold, _ in held.events.values())
 
 
-def commit_parked(writes: ParkedWrites, parked_dir: str, plan: durable.SyncPlan) -> list[durable.Staged]:
-    """Append the newly parked events (durable with the batch's barrier) and stage the files
-    rewritten whole; return what `replace_staged` moves in. Idempotent, as `Batch.commit` must be."""
-    if not writes:
-        return []
-    directory = _parked_dir(parked_dir, plan)
-    assert directory is not None
-    appender = durable.Appender(max_open=16)  # short-lived: a file may be removed after this batch
-    try:
-        for job_id, entries in writes.appends.items():
-            if job_id not in writes.appended:
-                data = b"".join(encode_entry(e) for e in entries)
-                fd = appender.open_at(job_id, directory, f"{job_id}{SUFFIX}")
-                appender.write(fd, data, plan)
-                writes.appended.add(job_id)
-    finally:
-        appender.close()
-    return [
-        durable.stage_at(directory, f"{job_id}{SUFFIX}", b"".join(encode_entry(e) for e in entries), plan)
-        for job_id, entries in writes.rewrites.items()
-        if entries
-    ]
-
-
-def remove_released(writes: ParkedWrites, parked_dir: str) -> None:
-    """After the batch is durable: remove the files whose events were all applied or refused.
-
-    Not made durable itself: a file that comes back after a crash is released
-    again, and its events are duplicates by id then."""
-    directory = _parked_dir(parked_dir)
-    if directory is None:
-        return
-    for job_id, entries in writes.rewrites.items():
-        if not entries:
-            directory.unlink(f"{job_id}{SUFFIX}")
-
-
-def _parked_dir(path: str, plan: durable.SyncPlan | None = None) -> Dir | None:
-    """`<logs>/_parked`, opened without following a link (made, joining `plan`, if a plan is
-    given). A link there raises `SymlinkRefused`: the batch is retried, not written through."""
-    logs = Dir.open_path(os.path.dirname(path))
-    return logs.subdir(os.path.basename(path), create=plan is not None, plan=plan)
+__all__ = [
+    "AFTER_A_CLAIM", "NOT_CLAIMED", "OUTCOMES", "PARKABLE", "PARKED_DIR", "SUFFIX", "ParkLimits", "ParkedEntry",
+    "ParkedWrites", "Parking", "commit_parked", "early", "encode_entry", "remove_released", "short_of_outputs",
+]
