@@ -140,6 +140,10 @@ class Receipts:
     def awaiting(self, job_id: str) -> bool:
         return job_id in self._jobs
 
+    def holds_outcome(self, job_id: str) -> bool:
+        """Whether the job's outcome (`succeeded`, `failed`, ...) is kept: the projector has not recorded it yet."""
+        return any(kept.want.kind in OUTCOMES for kept in self._jobs.get(job_id, {}).values())
+
     def acked(self, job_id: str, event_id: str, now: float) -> None:
         """The broker acknowledged a copy of the event (if it is still kept)."""
         kept = self._jobs.get(job_id, {}).get(event_id)

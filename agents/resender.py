@@ -6,7 +6,8 @@ forgetful broker acknowledged before that (to nobody) is sent again at once, all
 it is online, an event it leaves unconfirmed for `RESEND_AFTER` seconds (doubling per send, at most
 `RESEND_MAX`): a broker can lose what it acknowledged without any connection dropping (a NATS node
 whose store had not taken it). Resends are byte-identical; the projector counts the ones it holds as
-duplicates.
+duplicates. Beside them, while connected, the heartbeats of the jobs whose outcome is not recorded yet
+(`afterbeats.py`): a heartbeat is never resent, the next one is sent instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 
 import anyio
 
+from mam.agents.afterbeats import Afterbeats
 from mam.agents.outbox import Outbox
 from mam.agents.receipts import RESEND_AFTER
 from mam.contract.status import ProjectorStatus
@@ -28,8 +30,9 @@ CHECK_EVERY = 1.0
 class Resender:
     """Decides when the outbox's kept events go out again."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, heartbeat: float = 5.0) -> None:
         self.outbox = outbox
+        self.afterbeats = Afterbeats(outbox, heartbeat)
         self.projector: ProjectorStatus | None = None
         """The projector's latest status on the current connection (None: none seen on it yet)."""
 
@@ -51,16 +54,18 @@ class Resender:
             log.info("the projector is online: sent again %d event(s) it had not recorded yet", sent)
 
     async def run(self) -> None:
-        """While the projector is online, send again what it leaves unconfirmed for long."""
-        while True:
-            await anyio.sleep(CHECK_EVERY)
-            if self.projector is None or self.projector.status != "online":
-                continue
-            sent = self.outbox.resend()
-            if sent:
-                log.info("sent again %d event(s) the projector had not recorded %gs or more after the broker "
-                         "took them", sent, RESEND_AFTER)
-
+        """While the projector is online, send again what it leaves unconfirmed for long; beat for the jobs
+        whose outcome it has not recorded."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.afterbeats.run)
+            while True:
+                await anyio.sleep(CHECK_EVERY)
+                if self.projector is None or self.projector.status != "online":
+                    continue
+                sent = self.outbox.resend()
+                if sent:
+                    log.info("sent again %d event(s) the projector had not recorded %gs or more after the broker "
+                             "took them", sent, RESEND_AFTER)
 
     async def confirmed(self, timeout: float) -> None:
         """Wait (at most `timeout`) until the projector recorded everything kept; say what it did not."""

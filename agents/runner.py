@@ -155,7 +155,7 @@ class Runner(RunnerLifetime):
         statuses, and the projector takes nothing else for its jobs (docs/design.md, Runner identity)."""
         self.outbox = Outbox(self.topics, by=self.agent_id, key=self.key)
         self.job_broker = JobBroker(broker, workspace.id, self.key, job_login)
-        self.resender = Resender(self.outbox)
+        self.resender = Resender(self.outbox, heartbeat)
         """Sends again what the projector has not recorded (`resender.py`)."""
         self.pinned = key if isinstance(key, str) else None
         self.states = StateReader(workspace.id, None if isinstance(key, str) else key, warn=self._unverified)
@@ -395,3 +395,4 @@ class Runner(RunnerLifetime):
                 self.queued[record.job_id] = record  # retried by the registry while it ran here
             self._status_changed()
             self._claim_what_fits()
+        self.resender.afterbeats.follow(job)  # its outcome not recorded yet: the job still beats

@@ -81,6 +81,8 @@ class Supervisor(JobClocks):
         self.idle = IdleClock(settings.idle_timeout) if settings.idle_timeout else None
         self.timeout_reason: str | None = None
         """Why the job timed out, when it was not its own `timeout` (its agent was idle)."""
+        self.beats = 0
+        """The `seq` of the job's last heartbeat (this attempt's; `afterbeats.py` goes on counting)."""
 
     def stop(self, ending: Ending) -> None:
         """Stop the agent (SIGTERM, then SIGKILL after the grace); the first reason given wins."""
@@ -213,14 +215,17 @@ class Supervisor(JobClocks):
         self._put(ev.Started(runner=self.settings.runner_id, pid=process.pid, counts_outputs=True))
         log.info("job %s: started pid %d (%s)", self.job_id, process.pid, argv[0])
         output = OutputStreamer(self._put, room=self.settings.room, filters=self._filters())
-        code = await self._supervise(process, output)
-        log.info("job %s: exited with code %d", self.job_id, code)
-        saved = await self._save_worktree()
-        await self._report(code, output, saved)
-        if self.tree is not None and self.settings.worktrees is not None:
-            clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=self.succeeded,
-                               saved=saved is not None and saved.committed_all)
-            await anyio.to_thread.run_sync(clean_up)
+        async with anyio.create_task_group() as beating:  # the lease runs until the outcome is recorded
+            beating.start_soon(self._beat)
+            code = await self._supervise(process, output)
+            log.info("job %s: exited with code %d", self.job_id, code)
+            saved = await self._save_worktree()
+            await self._report(code, output, saved)
+            if self.tree is not None and self.settings.worktrees is not None:
+                clean_up = partial(self.settings.worktrees.clean_up, self.tree, succeeded=self.succeeded,
+                                   saved=saved is not None and saved.committed_all)
+                await anyio.to_thread.run_sync(clean_up)
+            beating.cancel_scope.cancel()
 
     def _filters(self) -> dict[str, TextFilter]:
         """What each stream's text passes through: a structured stdout its parser (and budget watch), its stderr
@@ -288,7 +293,6 @@ class Supervisor(JobClocks):
             tg.start_soon(process.feed, self.record.prompt.encode())
             tg.start_soon(read_both)
             tg.start_soon(output.tick)
-            tg.start_soon(self._beat)
             tg.start_soon(self._stop_when_asked, process, output)
             if self.record.timeout:
                 tg.start_soon(self._deadline, self.record.timeout)
@@ -320,13 +324,19 @@ class Supervisor(JobClocks):
         return self._release_answered.is_set() and self.release_refusal is None
 
     async def _beat(self) -> None:
-        """A heartbeat every `heartbeat` seconds, numbered 1, 2, ... (`seq`, signed like the rest): the
-        projector refuses one not above the last it took, so a copy replayed later renews nothing."""
-        seq = 0
+        """A heartbeat every `heartbeat` seconds, from the agent's start until the job is reported (then
+        `afterbeats.py` beats while its outcome is not recorded)."""
         while True:
             await anyio.sleep(self.settings.heartbeat)
-            seq += 1
-            self._put(ev.Heartbeat(runner=self.settings.runner_id, seq=seq))
+            if not self.reported:
+                self.beat()
+
+    def beat(self) -> None:
+        """The job's next heartbeat, numbered 1, 2, ... (`seq`, signed like the rest): the projector refuses one
+        not above the last it took, so a copy replayed later renews nothing. None for a job the registry ended."""
+        if self.ending is not Ending.ENDED_ELSEWHERE:
+            self.beats += 1
+            self._put(ev.Heartbeat(runner=self.settings.runner_id, seq=self.beats))
 
     def _usage_so_far(self) -> ev.Usage | UnsetType:
         """What the agent's stream reported using until now (a job stopped before its result still used

@@ -9,10 +9,12 @@ Any other heartbeat is acknowledged without being folded: it only renews the
 job's lease in memory (`seen`), which liveness counts as a sign of life beside
 the record's `last_seen_at`.
 
-A heartbeat that arrives after its job ended, naming the runner that held it,
-is acknowledged and dropped too, not refused: the runner sent it before its
-outcome, and a broker that redelivers behind newer messages (NATS) brought it
-late; it says nothing the record does not already hold.
+A heartbeat that arrives after its job ended, or after the attempt it belongs to
+ended and the job was submitted again, naming the runner that held it, is
+acknowledged and dropped too, not refused: a broker that redelivers behind newer
+messages (NATS) brought it late, or its runner beat on while the projector had
+not recorded its outcome yet (`mam.agents.afterbeats`); it says nothing the
+record does not already hold.
 
 So the record's `last_heartbeat_at` and `last_seen_at` are the times of the last
 *logged* heartbeat and sign of life: a pure fold of the audit log, which
@@ -50,9 +52,8 @@ class HeartbeatLog:
         late heartbeat of a finished job from the runner that held it (see the module doc)."""
         if not isinstance(event, ev.Heartbeat) or event.expected_version is not None:
             return False
-        if record is not None and record.status.terminal and event.runner is not None \
-                and event.runner == record.runner:
-            self.unlogged_count += 1  # sent before the outcome, delivered after it: nothing to say any more
+        if record is not None and event.runner is not None and event.runner in _ended_with(record):
+            self.unlogged_count += 1  # sent before its outcome was recorded, delivered after: nothing to say any more
             return True
         if record is None or record.status not in OPEN or record.last_heartbeat_at is None:
             return False
@@ -66,6 +67,17 @@ class HeartbeatLog:
     def forget(self, job_id: str) -> None:
         """The job is no longer held by a runner: no lease to renew."""
         self.seen.pop(job_id, None)
+
+
+def _ended_with(record: JobRecord) -> set[str]:
+    """The runner whose attempt of the job ended last, while no runner holds the job: the finished job's,
+    or the previous attempt's of a job submitted again (a retry)."""
+    if record.status in OPEN:
+        return set()
+    if record.status.terminal:
+        return {record.runner} if record.runner else set()
+    attempts = record.attempts if isinstance(record.attempts, list) else []
+    return {attempts[-1].runner} if attempts and attempts[-1].runner else set()
 
 
 __all__ = ["EVERY", "HeartbeatLog"]

@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from msgspec import UNSET
 from msgspec.structs import replace
 from runner_support import log_entries
 
 from mam.contract import events as ev
 from mam.contract.fold import Context, apply
-from mam.contract.record import JobRecord, Status
+from mam.contract.record import Attempt, JobRecord, Status
 from mam.contract.timefmt import iso
 from mam.contract.topics import Topics
 from mam.projector.heartbeat_log import HeartbeatLog
@@ -52,6 +53,19 @@ def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     assert not beats.skip("job-1", running(T0), ev.Progress(message="m"), T0 + timedelta(seconds=5))
     beats.forget("job-1")
     assert "job-1" not in beats.seen
+
+
+def test_a_heartbeat_of_an_attempt_that_ended_is_dropped_once_the_job_is_submitted_again() -> None:
+    """Its runner beats until it sees the outcome recorded (`mam.agents.afterbeats`): one that arrives after
+    the retry that outcome caused says nothing, and is neither refused nor kept waiting for a claim."""
+    beats = HeartbeatLog(every=60)
+    retried = replace(running(T0), status=Status.SUBMITTED, runner=None,
+                      attempts=[Attempt(attempt=1, status=Status.FAILED, runner="r1")])
+    assert beats.skip("job-1", retried, ev.Heartbeat(runner="r1", seq=9), T0 + timedelta(seconds=5))
+    assert "job-1" not in beats.seen, "it renews nothing"
+    assert not beats.skip("job-1", retried, ev.Heartbeat(runner="r2", seq=1), T0), "another runner's: the fold's"
+    assert not beats.skip("job-1", replace(retried, attempts=UNSET), ev.Heartbeat(runner="r1", seq=9), T0), \
+        "a job never claimed: the fold's (parked until its claim)"
 
 
 async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(
