@@ -34,6 +34,7 @@ from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake
+from mam.projector.echo import Echo
 from mam.projector.liveness import Limits, View
 from mam.projector.lock import ProjectorLock
 from mam.projector.metrics import ProjectorMetrics
@@ -115,6 +116,7 @@ class Projector(ProjectorCommitter):
         self.tick = tick
         self._last_clock = 0.0
         self.view = View(tick)
+        self.echo = Echo.for_lease(self.limits.lease, tick)  # what the broker holds for it (`echo.py`)
         if offer_lease < 0:
             raise ValueError("offer_lease must be 0 (no offers) or more")
         self.dispatcher = Dispatcher(lease=offer_lease) if offer_lease > 0 else None
@@ -275,10 +277,12 @@ class Projector(ProjectorCommitter):
             await self._offer(client)  # after the previous batch's states are published: offers name them
             if self.resign.pending:  # between two batches: every record committed, its state published
                 await self.resign.step(anyio.to_thread.run_sync, functools.partial(self.views.republish, client))
-            batch = await self._next_batch(client)
+            batch = self._heard_back(client, await self._next_batch(client))
             if not batch:
                 self._start_tightening()
-            self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
+            mono = time.monotonic()
+            if self.view.observe(mono, time.time(), backlog=self._backlogged(client, batch) or self.echo.behind(mono)):
+                self.echo.stalled(mono)  # what the broker held or dropped meanwhile: heard back before time is judged
             self._beat(client)
             if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
                 await anyio.to_thread.run_sync(functools.partial(self.log.flush_refusals, durable_=self._durable))

@@ -2,8 +2,8 @@
 
 prompt words: `echo` prints the prompt and MAM_* env; `stream N` prints N
 lines slowly; `gate PATH` then waits (at most 120 s) until PATH exists, so a test
-holds the job running for as long as it looks; `fail N` exits N after writing to
-stderr; `hang` sleeps until killed; `trap-term` ignores SIGTERM.
+holds the job running for as long as it looks; `flood N` (after the gate) then prints N KiB at once;
+`fail N` exits N after writing to stderr; `hang` sleeps until killed; `trap-term` ignores SIGTERM.
 """
 
 import os
@@ -28,6 +28,10 @@ if "gate" in words:
     while not os.path.exists(gate) and waited < 120:
         time.sleep(0.02)
         waited += 0.02
+if "flood" in words:
+    line = "x" * 1023 + "\n"
+    sys.stdout.write(line * int(words[words.index("flood") + 1]))
+    sys.stdout.flush()
 if "hang" in words:
     print("hanging", flush=True)
     while True:
