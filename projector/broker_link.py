@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
@@ -115,8 +115,14 @@ class ProjectorLink:
         return client
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
+    async def _connection(
+        self, prepare: Callable[[aiomqtt.Client], Awaitable[None]] | None = None
+    ) -> AsyncIterator[aiomqtt.Client]:
+        """Connected, subscribed, the states behind published, `online`; `prepare` (the first time:
+        what the start writes, `start_up.py`) runs first, on the connection, before any of that."""
         async with self.rotation.connect(self._client_for) as client:
+            if prepare is not None:
+                await prepare(client)
             if self.intake is None:
                 await subscribe_required(client, self.topics.all_events)
                 await self._subscribe_to_misses(client)

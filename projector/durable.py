@@ -301,7 +301,11 @@ def stage_at(directory: Dir, name: str, data: bytes, plan: SyncPlan, *, recycle:
             os.ftruncate(fd, len(data))
         else:
             fd = _create(directory, tmp)
-            write_all(fd, data)
+            try:
+                write_all(fd, data)
+            except OSError as exc:
+                directory.unlink(tmp)  # a full disk: nothing of a try is left behind
+                raise OSError(exc.errno, exc.strerror, directory.join(name)) from None  # named in what says it
         plan.wrote_at(directory, fd)
     finally:
         if fd is not None:

@@ -12,6 +12,7 @@ where the link points.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -37,6 +38,7 @@ class ProjectorLock:
         self.path = registry_dir / LOCK_NAME
         self._root = Root(registry_dir, "registry dir")
         self._fd: int | None = None
+        self._writable = False
 
     @property
     def registry(self) -> Dir:
@@ -46,10 +48,27 @@ class ProjectorLock:
     def acquire(self, info: dict[str, Any]) -> None:
         """Take the lock and write `info` into it, or raise `WorkspaceLocked` (or
         `TamperedWorkspace` if the lock or the dirty list is a link)."""
+        self.take()
+        self.describe(info)
+
+    def take(self) -> None:
+        """Take the lock, or raise `WorkspaceLocked` (or `TamperedWorkspace`). Needs no room on the disk
+        once the file exists: on a read-only one it is opened for reading, which `flock` takes as well
+        (`describe` then says why it cannot write). An `OSError` is the disk's (a full or read-only one)."""
+        if self._fd is not None:
+            return  # taken already (a start tried again)
         registry = self.registry
         try:
             registry.refuse_other(DIRTY_NAME)
-            fd = registry.open(LOCK_NAME, os.O_RDWR | os.O_CREAT)
+            try:
+                fd = registry.open(LOCK_NAME, os.O_RDWR | os.O_CREAT)
+            except OSError as exc:
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) or isinstance(exc, PathRefused):
+                    raise
+                try:
+                    fd = registry.open(LOCK_NAME, os.O_RDONLY)
+                except FileNotFoundError:
+                    raise exc from None  # it cannot be made: that is what to say
         except PathRefused as exc:
             raise tampered(exc) from None
         try:
@@ -61,16 +80,36 @@ class ProjectorLock:
                 f"another projector ({holder}) already serves this workspace (lock {self.path}); "
                 "stop it first, or point this one at another workspace"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info, sort_keys=True).encode() + b"\n", 0)
-        os.fsync(fd)
         self._fd = fd
+        self._writable = os.O_RDONLY != fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+
+    def describe(self, info: dict[str, Any]) -> None:
+        """Write who holds the lock into it (the lock taken), durably; an `OSError` if the disk refuses
+        (then tried again: the lock stays held meanwhile)."""
+        assert self._fd is not None
+        fd = self._fd
+        try:
+            if not self._writable:  # taken on a read-only disk: writable now?
+                fd = self.registry.open(LOCK_NAME, os.O_RDWR)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info, sort_keys=True).encode() + b"\n", 0)
+            os.fsync(fd)
+        except PathRefused as exc:
+            raise tampered(exc) from None
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None  # named in the line that says it
+        finally:
+            if fd != self._fd:
+                os.close(fd)
 
     def release(self) -> None:
         if self._fd is None:
             return
         try:
-            os.ftruncate(self._fd, 0)
+            if self._writable:
+                os.ftruncate(self._fd, 0)
+        except OSError:
+            pass  # the disk refuses even that: the next holder overwrites what it says
         finally:
             os.close(self._fd)
             self._fd = None

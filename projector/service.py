@@ -6,7 +6,6 @@ import functools
 import itertools
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -27,7 +26,7 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
 from mam.projector.broker_link import HEARTBEAT
-from mam.projector.committer import Counters, Inbound, ProjectorCommitter
+from mam.projector.committer import Counters, Inbound
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
@@ -36,27 +35,26 @@ from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake
 from mam.projector.echo import Echo
 from mam.projector.liveness import Limits, View
-from mam.projector.lock import ProjectorLock
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
 from mam.projector.projection import Projection
 from mam.projector.refusal_log import load_limits as load_refusal_limits
 from mam.projector.registry import Registry
-from mam.projector.repair import DirtyList, repair_dirty
+from mam.projector.repair import DirtyList
 from mam.projector.resign import Resign
 from mam.projector.retention_sweep import RetentionSweep
 from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
+from mam.projector.start_up import Prepare, ProjectorStart
 from mam.projector.views import LocalPublish, Views
 from mam.registry import file_modes
-from mam.registry.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
 
 log = logging.getLogger("mam.projector")
 
 DURABILITY_MODES = ("fsync", "none")
 
 
-class Projector(ProjectorCommitter):
+class Projector(ProjectorStart):
     """One workspace's projector. `run()` until cancelled."""
     def __init__(
         self,
@@ -150,11 +148,8 @@ class Projector(ProjectorCommitter):
         The first connection failing raises `BrokerUnreachable`, so a CLI can
         say so at once instead of waiting silently.
         """
-        # private (0700/0600) unless .mam/config.json says otherwise; what an older mam made looser is tightened
-        tightening = file_modes.start_tightening(self.workspace.root, self.workspace.registry_dir,
-                                                 self.workspace.logs_dir)
-        self._tightening = threading.Thread(target=_tighten_rest, args=(tightening,), name="mam-tighten", daemon=True)
-        ignore_in_git(self.workspace)
+        # private (0700/0600) unless .mam/config.json says otherwise: what is made from now on gets those modes
+        file_modes.use(file_modes.load(self.workspace.root))
         try:
             await self._run_locked(task_status)
         finally:
@@ -168,57 +163,17 @@ class Projector(ProjectorCommitter):
                 c.batches,
             )
 
-    async def _run_locked(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        with ProjectorLock(self.workspace.registry_dir) as lock:
-            lock.acquire(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "broker": self.broker.url,
-                    "workspace": self.workspace.id,
-                    "started_at": self.started_at,
-                }
-            )
-            runtime = Runtime(
-                broker=self.broker.url,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                workspace=self.workspace.id,
-                started_at=self.started_at,
-                served_by=self.served_by,
-            )
-            self.resign.before_key()  # a key made now: every state is signed again, in the background
-            self.signer.load()
-            write_runtime(self.workspace, runtime)
-            try:
-                await self._serve_with_reconnects(task_status)
-            finally:
-                if self._tightening is not None and self._tightening.is_alive():
-                    self._tightening.join()  # what it tightened is said in one line, before stopping
-                self.index.close()
-                self.log.flush_refusals(durable_=self._durable, everything=True)
-                remove_runtime(self.workspace, runtime.pid)
-
-    async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Repair what a crash left, then serve; reconnect with backoff once connected."""
-        cut_off = self.dirty.read()
-        self.set_aside.load()
-        self._repaired = repair_dirty(self.workspace.id, self.log, self.registry, self.dirty)
-        if self._repaired:
-            log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
-        outcome = await anyio.to_thread.run_sync(self.index.start, cut_off)
-        (log.info if outcome == "current" else log.warning)("query index: %s", outcome)
-        if self.projection.unsigned_runners:
-            log.warning("this workspace takes claims without a runner key (.mam/config.json: unsigned_runners): "
-                        "such jobs are not protected, anyone who may publish their events speaks for them")
-        if self.metrics is not None:
-            await anyio.to_thread.run_sync(self.metrics.start_from_index, self.workspace.registry_dir)
+    async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None], prepare: Prepare) -> None:
+        """Connect, `prepare` on the first connection (the start's writes, `start_up.py`), then serve;
+        reconnect with backoff once connected."""
+        prepared = False
         connected_once = False
         delay = self.retry_delay
         while True:
             lost: aiomqtt.MqttError | None = None
             try:
-                async with self._connection() as client:
+                async with self._connection(None if prepared else prepare) as client:
+                    prepared = True
                     if connected_once:  # wills read now may only mean the broker restarted
                         self.projection.wills.reconnected(utc_now(), self.limits)
                     else:
@@ -240,7 +195,7 @@ class Projector(ProjectorCommitter):
                     "stopping: fix the cause and restart the projector (unacknowledged events will be redelivered)"
                 ) from None
             self.log.close()
-            if not connected_once:
+            if not connected_once and self.rotation.last is None:  # never reached (a loss while preparing: again)
                 raise unreachable(self.broker, lost or RuntimeError("connection closed")) from None
             self.projection.wills.connection_lost(utc_now())
             log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.rotation.where(), lost, delay)
@@ -372,10 +327,3 @@ class Projector(ProjectorCommitter):
             return unfinished
         return itertools.chain(unfinished, read_records(self.registry, finished))
 
-
-def _tighten_rest(tightening: file_modes.Tightening) -> None:
-    """The workspace's modes below its top dirs (`file_modes`), in a thread beside the serving."""
-    try:
-        tightening.rest()
-    except OSError as exc:
-        log.warning("could not tighten the modes under %s: %s", tightening.mam_dir, exc)

@@ -12,6 +12,7 @@ with one line saying what to do.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -144,11 +145,16 @@ def _create_private(path: Path, key: Ed25519PrivateKey) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
+        if exc.errno in _DISK_REFUSES:
+            raise  # a full or read-only disk: the start says `degraded` and tries again (`start_up.py`)
         raise _unusable(path, exc.strerror or str(exc)) from None
     try:
         os.fchmod(fd, 0o600)
         _write_all(fd, pem)
         os.fsync(fd)
+    except OSError as exc:
+        _remove(path)  # half a key would be refused at every start after
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     finally:
         os.close(fd)
     _sync_dir(path.parent)
@@ -173,9 +179,24 @@ def _write_public(path: Path, pem: bytes) -> bool:
             os.close(fd)
         os.replace(temp, path)
     except OSError as exc:
+        _remove(temp)
+        if exc.errno in _DISK_REFUSES:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None  # said as a full disk is (`start_up.py`)
         raise MamError(f"cannot write the projector's public key {path}: {exc.strerror or exc}") from None
     _sync_dir(path.parent)
     return True
+
+
+_DISK_REFUSES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
+"""A full, read-only or failing disk (`mam.projector.start_up.STORAGE_ERRNOS`): raised as `OSError`, not as an
+unusable key."""
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -161,7 +161,10 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
         if job_logins is not None:
             await tg.start(job_logins.publish_refusals, broker.publish, projector.signer.signed)
         await tg.start(projector.run)
-        remember_port(workspace, broker.address.port)
+        try:
+            remember_port(workspace, broker.address.port)
+        except OSError as exc:  # a disk that filled since the projector started: only next time's port is lost
+            print(f"mam up: cannot remember the port for next time ({exc.strerror or exc})", file=sys.stderr)
         verbose = bool(getattr(args, "verbose", False))
         print(banner(workspace, broker, login=login is not None, why=why, verbose=verbose), flush=True)
         if args.dashboard is not None:

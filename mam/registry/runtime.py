@@ -63,6 +63,8 @@ def remove_runtime(workspace: Workspace, pid: int) -> None:
             path.unlink()
         except FileNotFoundError:
             pass
+        except OSError:
+            pass  # a read-only disk: clients see its pid gone (`read_runtime`)
 
 
 def read_runtime(workspace: Workspace, *, live_only: bool = True) -> Runtime | None:
@@ -105,9 +107,23 @@ def _replace_file(path: Path, data: bytes) -> None:
     except FileNotFoundError:
         pass
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, file_modes.file_mode())
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(temp, path)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)
+    except OSError as exc:
+        _remove(temp)  # a full disk: no temp file left behind per try
+        raise OSError(exc.errno, exc.strerror, str(path)) from None  # the file it was for, not the temp's name
+    except BaseException:
+        _remove(temp)
+        raise
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def pid_alive(pid: object) -> bool:
@@ -157,6 +173,10 @@ def ignore_in_git(workspace: Workspace) -> Path | None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, file_modes.file_mode())
     except FileExistsError:
         return None
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(GITIGNORE_TEXT)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(GITIGNORE_TEXT)
+    except BaseException:
+        _remove(path)  # an empty one left by a full disk would never be written again
+        raise
     return path
