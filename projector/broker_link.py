@@ -96,6 +96,7 @@ class ProjectorLink:
             job_logins=True if self.job_logins else None,
             event_signatures="workspace",
             set_aside=self.set_aside.set_aside or None,
+            set_aside_reasons=self.set_aside.summary().reasons_text() or None,
         )
 
     def _client_for(self, address: BrokerAddress) -> aiomqtt.Client:
@@ -203,7 +204,7 @@ class ProjectorLink:
             self._publish_online(client)
 
     def _said_aside(self) -> None:
-        self._next_beat = 0.0  # `projector/status` says a message was set aside at the next turn of the loop
+        self._next_beat = 0.0  # `projector/status` says what is set aside now at the next turn of the loop
 
 
 __all__ = ["HEARTBEAT", "OFFLINE_PUBLISH_WAIT", "ProjectorLink"]

@@ -86,7 +86,7 @@ class ProjectorCommitter(ProjectorLink):
                 self.folding.before_acks(batch)
                 await self._publish_and_ack(client, batch, staged)
                 self._unpublished.clear()
-            self.folding.committed(batch)
+            await self.folding.committed(batch)
         finally:
             if self.intake is not None:
                 self._settle_local(batch, committed)

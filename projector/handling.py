@@ -3,8 +3,8 @@
 Decoding and checking a message (`ingest`, a runner's presence) never raises: whatever goes wrong
 there, the message is refused with the reason. Folding a message that passed those checks may still
 fail: that is a bug, not the message's fault, so it is not refused (which would acknowledge and lose
-it) but raised as `HandlingFailed`, naming the message, for the shell to count and, past its
-attempts, set aside (`set_aside.py`). The disk's troubles (`OSError`) and a tampered workspace are
+it) but raised as `HandlingFailed`, naming the message, for the shell to count, try again after a
+backoff and, past its attempts, set aside (`set_aside.py`). The disk's troubles (`OSError`) and a tampered workspace are
 the projector's own and pass through as they are.
 """
 
@@ -26,7 +26,7 @@ from mam.contract.status import AgentStatus, decode_agent_status
 from mam.contract.topics import Topics
 from mam.projector.identity import verified_status
 from mam.projector.ingest import Accepted, Refused, ingest
-from mam.projector.set_aside import ATTEMPTS, SetAside, digest
+from mam.projector.set_aside import ATTEMPTS, BACKOFF, SetAside, digest
 from mam.registry.nofollow import TamperedWorkspace
 
 if TYPE_CHECKING:
@@ -78,9 +78,11 @@ def presence(payload: bytes, open_jobs: Iterable[JobRecord]) -> AgentStatus | st
 
 class Folding:
     """The projection's fold with failures contained: a message whose fold fails is counted durably,
-    the state is read again from disk and the batch folded again; once the message has failed
-    `ATTEMPTS` times (restarts included) it is set aside and the batch folded without it, so it is
-    acknowledged with the others and never redelivered to fail again."""
+    the state is read again from disk and, after a backoff (`BACKOFF`: 0.5 s, then 1 s), the batch folded
+    again; once the message has failed `ATTEMPTS` times (restarts included) it is set aside and the batch
+    folded without it, so it is acknowledged with the others and never redelivered to fail again. The batch
+    waits meanwhile (its acknowledgements go out in order, once it is recorded): at most 1.5 s a message, once,
+    since a message set aside already (tried again at a start or by `mam set-aside --replay`) has one try."""
 
     def __init__(self, projection: Projection, audit_log: AuditLog, index: IndexWriter, set_aside: SetAside,
                  said: Callable[[], None]) -> None:
@@ -89,7 +91,7 @@ class Folding:
         self.index = index
         self.set_aside = set_aside
         self.said = said
-        """Called once a message is set aside (the shell republishes its status)."""
+        """Called once a message is set aside or leaves the set-aside file (the shell republishes its status)."""
         where, _, marker = os.environ.get(TEST_HOOK, "").partition(":")
         projection.fail_fold_on = marker.encode() if where == "fold" and marker else None
         self.fail_commit_on = marker.encode() if where == "commit" and marker else None
@@ -100,10 +102,10 @@ class Folding:
     def parts(self, batch: list[M]) -> list[list[M]]:
         """The batch as it is; or, when some of its messages failed before, each of them alone first (so a
         failure while committing is theirs, not their batch's), then the rest."""
-        if not self.set_aside.counts:
+        if not self.set_aside.counts and not self.set_aside.entries:
             return [batch]
-        counted = self.set_aside.counts
-        suspects = [m for m in batch if digest(str(m.topic), payload_of(m)) in counted]
+        counted, aside = self.set_aside.counts, self.set_aside.entries
+        suspects = [m for m in batch if (key := digest(str(m.topic), payload_of(m))) in counted or key in aside]
         if not suspects:
             return [batch]
         alone = {id(m) for m in suspects}
@@ -151,34 +153,52 @@ class Folding:
                 return self.projection.fold(taken, judge_at=judge_at, fresh_since=fresh_since)
             except HandlingFailed as failed:
                 self.projection.prunes = prunes
-                if await self._failed(failed):
+                wait = await self._failed(failed)
+                if wait is None:
                     aside.update(id(m) for m in batch if _same(m, failed.topic, failed.payload))
                 self.projection.reset()  # what the failed fold changed in memory is forgotten
                 self.log.close()
+                await anyio.sleep(wait or 0)  # a fault that clears meanwhile (the batch and its acks wait)
                 await anyio.to_thread.run_sync(self.projection.load, not self.index.usable, self.index)
 
-    def committed(self, batch: Sequence[Message]) -> None:
-        """The batch is recorded: a message of it that had failed before is counted no more."""
-        if self.set_aside.counts:
-            self.set_aside.succeeded((str(m.topic), payload_of(m)) for m in batch)
+    async def committed(self, batch: Sequence[Message]) -> None:
+        """The batch is recorded: a message of it that had failed before is counted no more, and one that was
+        set aside leaves the file (durably: a crash before then tries it again, a duplicate by its id)."""
+        if not self.set_aside.counts and not self.set_aside.entries:
+            return
+        messages = [(str(m.topic), payload_of(m)) for m in batch if id(m) not in self._aside]  # not those set aside
+        settled = await anyio.to_thread.run_sync(self.set_aside.succeeded, messages)
+        for entry in settled:
+            log.warning("a message set aside on %s at %s is handled now; %d remain set aside", entry.topic,
+                        entry.set_aside_at, self.set_aside.set_aside)
+        if settled:
+            self.said()
 
-    async def _failed(self, failed: HandlingFailed) -> bool:
-        """Count a failure; True once the message is set aside (durably, before it is acknowledged)."""
+    async def _failed(self, failed: HandlingFailed) -> float | None:
+        """Count a failure; the seconds to wait before the next try, or None once the message is set aside
+        (durably, before it is acknowledged)."""
         topic, payload = failed.topic, failed.payload
         attempts, reason = await anyio.to_thread.run_sync(self.set_aside.failed, topic, payload, failed.cause)
-        if attempts == 1:
+        again = self.set_aside.is_aside(topic, payload)
+        if attempts == 1 and not again:
             log.error("%s", failed, exc_info=failed.cause)
-        if attempts < ATTEMPTS:
+        if attempts < ATTEMPTS and not again:
+            wait = BACKOFF[min(attempts, len(BACKOFF)) - 1]
             log.error("handling a message on %s failed (attempt %d of %d): %s; folding its batch again from "
-                      "the state on disk", topic, attempts, ATTEMPTS, reason)
-            return False
+                      "the state on disk in %gs", topic, attempts, ATTEMPTS, reason, wait)
+            return wait
         await self._put_aside(topic, payload)
-        return True
+        return None
 
     async def _put_aside(self, topic: str, payload: bytes) -> None:
         entry = await anyio.to_thread.run_sync(self.set_aside.put_aside, topic, payload)
-        log.error("set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
-                  "kept in %s, and acknowledged", topic, entry.attempts, entry.reason, self.set_aside.path)
+        if entry.tried_again:
+            log.error("a message set aside on %s at %s failed again (a projector bug, not a refusal): %s; kept "
+                      "in %s (tried again %d time(s)), and acknowledged", topic, entry.set_aside_at, entry.reason,
+                      self.set_aside.path, entry.tried_again)
+        else:
+            log.error("set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
+                      "kept in %s, and acknowledged", topic, entry.attempts, entry.reason, self.set_aside.path)
         self.said()
 
 

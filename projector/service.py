@@ -228,6 +228,7 @@ class Projector(ProjectorStart):
             log.info("%d event(s) wait for their job's 'submitted'", len(self.projection.parking))
         # What the broker queued while this projector was away is read before time is judged.
         self.view.reset()
+        await self._try_set_aside_again(client)  # once a start: a fault that cleared loses nothing
         while True:
             await self._offer(client)  # after the previous batch's states are published: offers name them
             if self.resign.pending:  # between two batches: every record committed, its state published

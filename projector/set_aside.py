@@ -1,12 +1,19 @@
-"""Messages the projector failed to handle, set aside after `ATTEMPTS` tries instead of crash-looping.
+"""Messages the projector failed to handle, set aside after `ATTEMPTS` tries instead of crash-looping, and tried
+again at each start.
 
 A refusal is the projector's verdict on a message; a failure is its own fault: an exception while
 folding a message it had decoded and checked (a bug). Such a message is never acknowledged, so the
 broker hands it back at every restart, and one message would stop the projector for good. Instead each
 failure is counted in `<logs>/_set_aside.attempts.json` (replaced atomically, fsync'd: a restart keeps
 counting), and at the `ATTEMPTS`th the message is appended to `<logs>/_set_aside.jsonl` with the reason
-and its exact bytes (base64), fsync'd, then acknowledged with the rest of its batch. Nothing it carried
-is applied; a person reads the file, and may publish the payload again once the bug is fixed.
+and its exact bytes (base64), fsync'd, then acknowledged with the rest of its batch (the format, and what
+readers need: `mam.registry.set_aside_file`). Nothing it carried is applied yet.
+
+Nothing set aside is forgotten: the entries are loaded at start, and each that kept its bytes is tried
+again there (`ProjectorStart._try_set_aside_again`); `mam set-aside --replay` publishes one again. A message
+set aside that is handled after all (recorded, a duplicate, refused with a reason) leaves the file; one that
+fails again keeps its one line, `tried_again` counting. The count and the reasons `projector/status`, `mam
+doctor` and the dashboard show are the file's, across restarts (`summary`).
 
 Both files are opened relative to the logs dir's descriptor, never through a link (`dirs.py`).
 """
@@ -14,7 +21,6 @@ Both files are opened relative to the logs dir's descriptor, never through a lin
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import os
 from collections.abc import Iterable
@@ -22,7 +28,8 @@ from datetime import timedelta
 from typing import Final
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Struct
+from msgspec.structs import replace
 
 from mam.contract.nesting import decode
 from mam.contract.timefmt import iso, utc_now, utc_now_iso
@@ -30,13 +37,25 @@ from mam.projector.appender import write_all
 from mam.projector.dirs import Dir, Root
 from mam.projector.durable import atomic_write_at
 from mam.registry.nofollow import PathRefused
+from mam.registry.set_aside_file import (
+    SET_ASIDE_FILE,
+    SetAsideEntry,
+    Summary,
+    decode_lines,
+    digest,
+    entry_id,
+    payload_of,
+    summary,
+)
 
 log = logging.getLogger("mam.projector")
 
-SET_ASIDE_FILE: Final = "_set_aside.jsonl"
 ATTEMPTS_FILE: Final = "_set_aside.attempts.json"
 ATTEMPTS: Final = 3
 """A message that made the fold fail this many times (across restarts) is set aside."""
+BACKOFF: Final = (0.5, 1.0)
+"""Seconds before the fold of a failed message is tried again, after the first failure, then the second: a
+fault that clears within 1.5 s (a file briefly locked, memory briefly short) loses nothing."""
 COUNTED_MOST: Final = 1000
 """Messages whose failures are counted at once; past it the oldest count is forgotten."""
 FORGET_AFTER: Final = timedelta(days=1)
@@ -56,29 +75,7 @@ class Attempts(Struct, kw_only=True):
     last_at: str = ""
 
 
-class SetAsideEntry(Struct, frozen=True, kw_only=True):
-    """One line of `_set_aside.jsonl`."""
-
-    set_aside_at: str
-    topic: str
-    reason: str
-    """The exception of the last attempt: its type and message."""
-    attempts: int
-    first_at: str
-    """When the first attempt failed."""
-    payload_bytes: int
-    payload: str
-    """A printable excerpt (the first 2,048 characters)."""
-    payload_b64: str | UnsetType = UNSET
-    """The payload exactly as it came; left out once the file is past `WHOLE_PAYLOADS_UP_TO`."""
-
-
 _attempts_decoder: Final = msgspec.json.Decoder(dict[str, Attempts])
-
-
-def digest(topic: str, payload: bytes) -> str:
-    """What identifies a message across redeliveries: its topic and bytes."""
-    return hashlib.sha256(topic.encode("utf-8", "surrogatepass") + b"\0" + payload).hexdigest()
 
 
 class SetAside:
@@ -88,17 +85,26 @@ class SetAside:
         self._root = Root(logs_dir, "audit-log dir")
         self.durable = durable
         self.counts: dict[str, Attempts] = {}
-        self.set_aside = 0
-        """Messages set aside since this projector started."""
-        self.last_reason: str | None = None
+        self.entries: dict[str, SetAsideEntry] = {}
+        """What `_set_aside.jsonl` holds, by id (`digest`), in its order: loaded at start, then kept in step
+        (the projector is the file's one writer)."""
         self._loaded = False
 
     @property
     def path(self) -> str:
         return os.path.join(self._root.real or self._root.named, SET_ASIDE_FILE)
 
+    @property
+    def set_aside(self) -> int:
+        """Messages set aside now, whenever that was (the file's lines)."""
+        return len(self.entries)
+
+    def summary(self) -> Summary:
+        return summary(list(self.entries.values()))
+
     def load(self) -> None:
-        """Read the counts a previous run left (a file that does not read is started afresh, said once)."""
+        """Read the counts a previous run left and the messages set aside (a file that does not read is said
+        once: counts start afresh, entries are read as far as they go)."""
         self._loaded = True
         root = self._root.get()
         if root is None:
@@ -113,6 +119,14 @@ class SetAside:
         except (OSError, ValueError) as exc:
             log.warning("%s: unreadable (%s); counting failures afresh", root.join(ATTEMPTS_FILE), exc)
             self.counts = {}
+        try:
+            data = root.read(SET_ASIDE_FILE, "read")
+        except OSError as exc:
+            log.warning("%s: unreadable (%s); the messages set aside are not tried again", self.path, exc)
+            return
+        self.entries = {entry_id(entry): entry for entry in decode_lines(data or b"")}
+        if self.entries:
+            log.warning("%s; in %s (`mam set-aside` lists them)", self.summary().describe(), self.path)
 
     def failed(self, topic: str, payload: bytes, exc: BaseException) -> tuple[int, str]:
         """Count one failure of this message durably; how many there have been, and the reason."""
@@ -144,10 +158,38 @@ class SetAside:
         counted = self.counts.get(digest(topic, payload))
         return counted is not None and counted.attempts >= ATTEMPTS
 
+    def is_aside(self, topic: str, payload: bytes) -> bool:
+        """Whether this message is set aside already (being tried again: one failure keeps it there)."""
+        return bool(self.entries) and digest(topic, payload) in self.entries
+
+    def to_try_again(self) -> list[tuple[str, bytes]]:
+        """At start: each message set aside that kept its bytes, oldest first, except one whose last try
+        failed while committing and stopped the projector (counted: it waits for its count to lapse, a day,
+        or `mam set-aside --replay`, so it cannot stop every start)."""
+        found = []
+        for key, entry in self.entries.items():
+            payload = payload_of(entry)
+            if payload is not None and key not in self.counts:
+                found.append((entry.topic, payload))
+        return found
+
     def put_aside(self, topic: str, payload: bytes) -> SetAsideEntry:
-        """Append the message to `_set_aside.jsonl` (durable before it returns) and forget its count."""
+        """Append the message to `_set_aside.jsonl` (durable before it returns) and forget its count; one set
+        aside already keeps its line, rewritten with the new reason and `tried_again` counted."""
         key = digest(topic, payload)
         counted = self.counts.pop(key, None) or Attempts(attempts=ATTEMPTS, reason="unknown", first_at=utc_now_iso())
+        before = self.entries.get(key)
+        if before is not None:
+            entry = replace(before, reason=counted.reason, id=key, tried_again_at=utc_now_iso(),
+                            tried_again=(before.tried_again or 0) + 1)
+            self.entries[key] = entry
+            self._rewrite()
+        else:
+            entry = self._append(key, topic, payload, counted)
+        self._save()
+        return entry
+
+    def _append(self, key: str, topic: str, payload: bytes, counted: Attempts) -> SetAsideEntry:
         root = self._root.make()
         fd = root.open(SET_ASIDE_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
@@ -161,33 +203,41 @@ class SetAside:
                 payload_bytes=len(payload),
                 payload=payload[:EXCERPT_CHARS].decode("utf-8", errors="replace").replace("\x00", "\\x00"),
                 payload_b64=base64.b64encode(payload).decode() if whole else UNSET,
+                id=key,
             )
             write_all(fd, msgspec.json.encode(entry) + b"\n")
             if self.durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        self._save()
-        self.set_aside += 1
-        self.last_reason = entry.reason
+        self.entries[key] = entry
         return entry
 
-    def succeeded(self, messages: Iterable[tuple[str, bytes]]) -> None:
-        """Messages committed after all: forget their counts (a failure the reload of the state cured)."""
-        if not self.counts:
-            return
-        before = len(self.counts)
-        for topic, payload in messages:
-            self.counts.pop(digest(topic, payload), None)
-        if len(self.counts) != before:
+    def succeeded(self, messages: Iterable[tuple[str, bytes]]) -> list[SetAsideEntry]:
+        """Messages committed after all: forget their counts (a failure the reload of the state cured), and
+        take those set aside out of the file (durably); the entries taken out."""
+        if not self.counts and not self.entries:
+            return []
+        keys = {digest(topic, payload) for topic, payload in messages}
+        if self.counts and len(self.counts) != len(counts := {k: v for k, v in self.counts.items() if k not in keys}):
+            self.counts = counts
             self._save()
+        settled = [self.entries.pop(key) for key in keys if key in self.entries]
+        if settled:
+            self._rewrite()
+        return settled
 
     def note(self) -> str | None:
-        """What `projector/status` says of it, once a message was set aside."""
-        if not self.set_aside:
+        """What `projector/status` says of it while messages are set aside."""
+        if not self.entries:
             return None
-        return (f"{self.set_aside} message(s) set aside after {ATTEMPTS} failed attempts (a projector bug, "
-                f"not a refusal; see {self.path}); last: {self.last_reason}")
+        return (f"{self.summary().describe()}; see {self.path}: `mam set-aside` lists them, `mam set-aside "
+                "--replay --all` tries them again")
+
+    def _rewrite(self) -> None:
+        """The file as `entries` says, replaced atomically (durable before it returns)."""
+        data = b"".join(msgspec.json.encode(entry) + b"\n" for entry in self.entries.values())
+        atomic_write_at(self._root.make(), SET_ASIDE_FILE, data, durable=self.durable)
 
     def _save(self) -> None:
         root: Dir = self._root.make()
@@ -197,4 +247,4 @@ class SetAside:
             log.warning("%s: failure counts not kept until it is removed", exc)
 
 
-__all__ = ["ATTEMPTS", "SET_ASIDE_FILE", "ATTEMPTS_FILE", "SetAside", "SetAsideEntry", "digest"]
+__all__ = ["ATTEMPTS", "ATTEMPTS_FILE", "BACKOFF", "SET_ASIDE_FILE", "SetAside", "SetAsideEntry", "digest"]

@@ -1,4 +1,5 @@
-"""The projector's start on a disk that refuses writes: `degraded`, one line a try, and a retry.
+"""The projector's start: on a disk that refuses writes, `degraded`, one line a try, and a retry; then the messages
+set aside, tried again.
 
 While serving, a commit the disk refuses is retried with backoff and the status says `degraded`
 (`committer.py`). At start the same holds for what the projector writes before it serves: the lock's
@@ -30,6 +31,7 @@ from mam.contract.errors import MamError
 from mam.contract.status import encode
 from mam.projector.committer import ProjectorCommitter
 from mam.projector.durable import StorageLost
+from mam.projector.intake import LocalMessage
 from mam.projector.lock import ProjectorLock
 from mam.projector.repair import repair_dirty
 from mam.projector.resign import Resign
@@ -114,6 +116,8 @@ class ProjectorStart(ProjectorCommitter):
     resign: Resign
     served_by: str
     _tightening: threading.Thread | None
+    _tried_aside = False
+    """The messages set aside were tried again at this start (on its first connection; a reconnect does not)."""
 
     async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None], prepare: Prepare) -> None:
         raise NotImplementedError  # `Projector`'s
@@ -129,6 +133,21 @@ class ProjectorStart(ProjectorCommitter):
                 self.index.close()
                 self.log.flush_refusals(durable_=self._durable, everything=True)
                 remove_runtime(self.workspace, os.getpid())
+
+    async def _try_set_aside_again(self, client: aiomqtt.Client) -> None:
+        """Once a start, before serving: each message set aside is handled again, alone, one try each (`set_aside.
+        to_try_again`). One handled now leaves the file; one that fails again keeps its line (`tried_again`)."""
+        if self._tried_aside:
+            return
+        again = self.set_aside.to_try_again()
+        if not_tried := self.set_aside.set_aside - len(again):
+            log.warning("%d message(s) set aside are not tried again at this start: their bytes were not kept, or "
+                        "their last try stopped the projector (`mam set-aside` lists them)", not_tried)
+        if again:
+            log.info("trying again %d message(s) set aside", len(again))
+        for topic, payload in again:
+            await self._process(client, [LocalMessage(topic, payload)], None)
+        self._tried_aside = True
 
     def _take_lock(self, lock: ProjectorLock) -> None:
         lock.take()

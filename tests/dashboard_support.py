@@ -55,15 +55,17 @@ async def browser_page(*, viewport: tuple[int, int] = (1280, 900), **context: ob
 
 
 @asynccontextmanager
-async def up_with_dashboard(ws: WorkspacePaths, *extra: str) -> AsyncIterator[tuple[str, str]]:
-    """`mam up --dashboard PORT` for the workspace: yields (broker URL, dashboard URL) once both serve."""
-    async with up_dashboard_process(ws, *extra) as (url, page, _):
+async def up_with_dashboard(ws: WorkspacePaths, *extra: str, env: dict[str, str] | None = None,
+                            ) -> AsyncIterator[tuple[str, str]]:
+    """`mam up --dashboard PORT` for the workspace (with `env` added to its environment: a test hook): yields
+    (broker URL, dashboard URL) once both serve."""
+    async with up_dashboard_process(ws, *extra, env=env) as (url, page, _):
         yield url, page
 
 
 @asynccontextmanager
 async def up_dashboard_process(
-    ws: WorkspacePaths, *extra: str, nofile: int | None = None
+    ws: WorkspacePaths, *extra: str, nofile: int | None = None, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[str, str, Daemon]]:
     """`mam up --dashboard PORT`, under a descriptor limit when `nofile` is given (prlimit execs it, so the
     daemon's pid is mam up's): yields (broker URL, dashboard URL, the daemon) once both serve."""
@@ -72,7 +74,7 @@ async def up_dashboard_process(
     daemon = Daemon(
         [*limit, str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(ws.root), "--dashboard", str(dashboard),
          *extra],
-        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "up.log",
+        cwd=ws.elsewhere, env=child_env(**(env or {})), log=ws.root.parent / "up.log",
     )
     try:
         url = f"mqtt://127.0.0.1:{port}"

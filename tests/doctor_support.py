@@ -21,7 +21,8 @@ from support import child_env, mam, run
 PROGRAMS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini", "aider": "aider"}
 AGENT_CHECKS = ("cli", "version", "credentials", "workspace", "root", "delegation")
 WORKSPACE_CHECKS = ("workspace.config", "workspace.dir", "workspace.files", "workspace.modes", "workspace.owner",
-                    "workspace.disk", "workspace.git", "workspace.profiles", "broker.reachable", "projector.online", "projector.key")
+                    "workspace.disk", "workspace.set_aside", "workspace.git", "workspace.profiles", "broker.reachable",
+                    "projector.online", "projector.key")
 SECRET = "sk-test-DO-NOT-PRINT-7f3a9c"
 
 

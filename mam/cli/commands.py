@@ -77,6 +77,9 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup("mam.cli.rebuild", {
         "rebuild": "rebuild the registry from the audit log (stop the projector first, unless --verify)",
     }),
+    CommandGroup("mam.cli.set_aside", {
+        "set-aside": "list the messages the projector failed to handle and set aside; --replay tries them again",
+    }),
     CommandGroup("mam.cli.schema", {
         "schema": "print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json",
     }),
@@ -89,7 +92,7 @@ HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Live Commands (watch, answer and serve the jobs as they run)", ("watch", "agents", "ask", "answer", "dashboard",
                                                                       "mcp")),
     ("Review Commands (what worktree jobs changed)", ("diff", "merge", "discard", "worktrees")),
-    ("Admin Commands", ("doctor", "workspace", "prune", "rebuild", "passwd", "schema", "completion")),
+    ("Admin Commands", ("doctor", "workspace", "prune", "rebuild", "set-aside", "passwd", "schema", "completion")),
 )
 """`mam --help`'s sections, as kubectl's (Basic, Deploy, Cluster Management, ...): each command in one."""
 

@@ -42,8 +42,12 @@ class ProjectorStatus(Struct, frozen=True, kw_only=True):
     (`mam.contract.identity`), and a runner signs its events so. Null (absent: an older projector, which reads
     only the old form, over the job alone): a runner signs the old way."""
     set_aside: int | None = None
-    """Messages this projector set aside since it started: their fold failed (a bug, not a refusal)
-    `projector/set_aside.py`'s number of times; they are in `<logs>/_set_aside.jsonl`, and `detail` names the last."""
+    """Messages set aside and not handled since, whenever that was (the lines of `<logs>/_set_aside.jsonl`, so the
+    count holds across restarts): their fold failed (a bug, not a refusal) `projector/set_aside.py`'s number of
+    times. Null while there are none. `detail` (while `online`) says how many and why."""
+    set_aside_reasons: list[str] | None = None
+    """Why, while any are set aside: each distinct reason (the exception), the most frequent first with `(N)` when
+    more than one gives it, at most 5."""
 
 
 STALE_BEATS: Final = 3

@@ -12,6 +12,8 @@
   projector could not write.
 - `workspace.disk`: free space and inodes where `.mam/` lives (a full disk stops the projector
   acknowledging events, docs/guarantees.md).
+- `workspace.set_aside`: messages the projector failed to handle and set aside (`<logs>/_set_aside.jsonl`, across
+  restarts): a warning with how many and why, the fix `mam set-aside --replay --all`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from mam.contract.signing import KEY_NAME, PUBLIC_NAME
 from mam.contract.workspace import MAM_DIR, Workspace
 from mam.registry import file_modes
 from mam.registry.file_modes import SKIP_INSIDE, Modes
+from mam.registry.set_aside_file import SET_ASIDE_FILE, read_entries, summary
 
 DISK_FAIL: Final = 64 * 1024 * 1024
 DISK_WARN: Final = 1024 * 1024 * 1024
@@ -64,7 +67,23 @@ def workspace_checks(workspace: Workspace) -> list[Check]:
         key = workspace.registry_dir.parent / KEY_NAME
         checks += [_files(found, mam_dir), _loose(found, modes, mam_dir, key), _owner(found, mam_dir)]
     checks.append(disk(mam_dir if mam_dir.is_dir() else workspace.root))
+    checks.append(set_aside(workspace))
     return checks
+
+
+def set_aside(workspace: Workspace) -> Check:
+    """The messages set aside: the file's, whether or not a projector runs."""
+    path = workspace.logs_dir / SET_ASIDE_FILE
+    try:
+        entries = read_entries(workspace.logs_dir)
+    except OSError as exc:
+        return warn("workspace.set_aside", f"cannot read {path}: {exc.strerror or exc}",
+                    f"make {path} a file this user may read (the projector writes it)")
+    if not entries:
+        return ok("workspace.set_aside", "no message set aside")
+    return warn("workspace.set_aside", f"{summary(entries).describe()}; in {path}",
+                "once the cause is fixed: mam set-aside --replay --all (`mam set-aside` lists them; the projector "
+                "also tries each again at its next start)")
 
 
 def _config(workspace: Workspace) -> Check:
@@ -228,4 +247,4 @@ def _size(n: int) -> str:
     return f"{size:.1f} TiB"
 
 
-__all__ = ["Found", "disk", "walk", "workspace_checks"]
+__all__ = ["Found", "disk", "set_aside", "walk", "workspace_checks"]

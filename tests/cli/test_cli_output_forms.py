@@ -183,7 +183,7 @@ async def test_help_groups_the_commands_as_kubectl_does(ws: WorkspacePaths) -> N
         listed = [line.split()[0] for line in text.splitlines()[2:] if line.startswith("  ") and line[2] != " "]
         assert listed == list(names)
     every = [name for _, names in HELP_GROUPS for name in names]
-    assert len(every) == len(set(every)) == 28
+    assert len(every) == len(set(every)) == 29
 
 
 @pytest.mark.slow

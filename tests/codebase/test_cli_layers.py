@@ -269,9 +269,11 @@ async def test_read_only_commands_load_no_mqtt_client_tls_or_cryptography(ws: Wo
     # only `mam show` of a job still waiting for a runner that requires runner labels asks the broker which
     # runners could take it (mam/cli/show_routing.py); the text form of any other job reads the record alone
     for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["show", "diet-1"], ["show", "diet-2"],
-                    ["logs", "diet-1"], ["events", "diet-1"], ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"]):
+                    ["logs", "diet-1"], ["events", "diet-1"], ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"],
+                    ["set-aside"]):
         out, modules = await _imports_of(ws, *command, *where)
-        assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs"}.get(command[0], "mam.cli.show") in modules
+        assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs", "set-aside": "mam.cli.set_aside"}.get(
+            command[0], "mam.cli.show") in modules
         assert _network(modules) == [], command
         if command == ["show", "diet-2"]:  # the text form of a finished job, read whole
             assert "succeeded" in out and "done" in out and "mam.cli.show_routing" not in modules

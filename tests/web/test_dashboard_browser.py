@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from dashboard_support import browser_page, publisher, save_screenshot, up_with_dashboard
 from runner_support import agent_runner, mock_command
+from set_aside_support import HOOK, POISON, REASON
 
 from mam.contract.topics import Topics
 
@@ -140,3 +141,19 @@ async def test_a_long_prompt_is_cut_in_the_list_and_shown_whole_in_the_detail(ws
         shown = await page.locator("#record tr", has_text="END-OF-PROMPT").locator("div").text_content()
         assert shown == prompt
         assert await page.locator("#record").get_by_text("prompt_cut").count() == 0
+
+
+async def test_the_refusals_panel_says_how_many_messages_are_set_aside_and_why(ws: WorkspacePaths) -> None:
+    """A message the projector fails to handle (the test hook) is set aside: the page says so beside the refused
+    events, from the projector's status (the count of `_set_aside.jsonl`, across restarts), with the command."""
+    from playwright.async_api import expect
+
+    async with up_with_dashboard(ws, env={"MAM_TEST_FAIL": HOOK}) as (url, page_url), browser_page() as page:
+        await page.goto(page_url)
+        await expect(page.locator("#projector")).to_contain_text("projector online", timeout=WAIT)
+        notice = page.locator("#set-aside")
+        await expect(notice).to_be_hidden()
+        await publish(url, Topics(workspace_id(ws.root)).events("poison-1"), POISON)
+        await expect(notice).to_contain_text("1 message set aside (a projector fault, not a refusal)", timeout=WAIT)
+        await expect(notice).to_contain_text(REASON)
+        await expect(notice).to_contain_text("mam set-aside --replay --all tries them again.")

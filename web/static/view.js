@@ -156,6 +156,19 @@ export function drawAgents(state) {
 
 export function drawRefusals(state) {
   $("#refusal-count").textContent = state.refusals.length ? String(state.refusals.length) : "none";
+  // Messages the projector failed to handle (a projector fault, not a refusal): its status counts the ones in
+  // <logs>/_set_aside.jsonl, across its restarts, and says why (docs/dashboard.md).
+  const aside = state.projector && state.projector.set_aside;
+  const setAside = $("#set-aside");
+  setAside.hidden = !aside;
+  if (aside) {
+    const reasons = state.projector.set_aside_reasons || [];
+    setAside.replaceChildren(
+      el("strong", {}, `${aside} message${aside === 1 ? "" : "s"} set aside`),
+      ` (a projector fault, not a refusal): ${visible(reasons.join("; "))}. `,
+      el("code", {}, "mam set-aside"), " lists them, ", el("code", {}, "mam set-aside --replay --all"),
+      " tries them again.");
+  }
   $("#refusals").replaceChildren(
     ...state.refusals.map((r) =>
       el("li", {},
