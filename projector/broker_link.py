@@ -14,13 +14,12 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
 
 import aiomqtt
 import anyio
 
 import mam
-from mam.client.aiomqtt_internals import ack_all, enable_manual_ack, publish_nowait, streamline
+from mam.client.aiomqtt_internals import enable_manual_ack, publish_nowait, streamline
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.mqtt import make_client
 from mam.contract.broker_list import Brokers
@@ -31,15 +30,12 @@ from mam.contract.timefmt import utc_now_iso
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.projector.dispatch import Dispatcher
-from mam.projector.echo import Echo
 from mam.projector.intake import LocalIntake
 from mam.projector.set_aside import SetAside
 from mam.projector.signer import StateSigner
 from mam.registry.pruning import is_pruned
 
 log = logging.getLogger("mam.projector")
-
-T = TypeVar("T")
 
 OFFLINE_PUBLISH_WAIT = 5.0
 """How long a stopping projector waits for its `offline` status to be acknowledged."""
@@ -64,7 +60,6 @@ class ProjectorLink:
     dispatcher: Dispatcher | None
     signer: StateSigner
     set_aside: SetAside
-    echo: Echo
     _next_beat: float
     _repaired: list[JobRecord]
     _unpublished: dict[str, JobRecord]
@@ -128,7 +123,6 @@ class ProjectorLink:
                 await subscribe_required(client, self.topics.all_events)
                 await self._subscribe_to_misses(client)
             await subscribe_required(client, self.topics.all_agent_status)
-            self.echo.connected(self.intake is None and await self._subscribe_to_echo(client), time.monotonic())
             # Records repaired at start-up, and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
             self._unpublished.update((record.job_id, record) for record in self._repaired)
@@ -140,7 +134,7 @@ class ProjectorLink:
                 if is_pruned(record):  # then cleared: a fresh subscriber gets nothing
                     publish_nowait(client, self.topics.state(job_id), b"", retain=True)
             self._unpublished.clear()
-            self._publish_online(client)
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             self._next_beat = time.monotonic() + self.heartbeat
             log.info("serving workspace %s on %s", self.workspace.id, self.rotation.where())
             try:
@@ -164,44 +158,13 @@ class ProjectorLink:
         if refused:
             log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
 
-    async def _subscribe_to_echo(self, client: aiomqtt.Client) -> bool:
-        """Its own status, in the events' session and at their QoS, to hear it back (`echo.py`); False when
-        the broker refuses (NATS past a session's summed max_ack_pending), said once."""
-        granted = await client.subscribe(self.topics.projector_status, qos=1)
-        code: object = granted[0] if granted else None
-        if getattr(code, "value", code) in (1, 2):
-            return True
-        if self.echo.refused_said is False:
-            self.echo.refused_said = True
-            log.info("the broker refused the projector's subscription to its own status (%s): leases are judged "
-                     "without hearing it back (a broker that drops messages for the projector goes unseen)", code)
-        return False
-
-    def _heard_back(self, client: aiomqtt.Client, batch: list[T]) -> list[T]:
-        """The batch without the projector's own statuses, which go to `echo` (acknowledged at once)."""
-        topic = self.topics.projector_status
-        own = [m for m in batch if isinstance(m, aiomqtt.Message) and m.topic.value == topic]
-        if not own:
-            return batch
-        now = time.monotonic()
-        for message in own:
-            self.echo.heard(message.payload if isinstance(message.payload, bytes) else b"", now)
-        ack_all(client, own)
-        return [m for m in batch if not (isinstance(m, aiomqtt.Message) and m.topic.value == topic)]
-
-    def _publish_online(self, client: aiomqtt.Client) -> None:
-        payload = encode(self.status("online"))
-        publish_nowait(client, self.topics.projector_status, payload, retain=True)
-        self.echo.sent(payload, time.monotonic())
-
     def _beat(self, client: aiomqtt.Client) -> None:
-        """Republish the `online` status once a heartbeat is due, or one is to be heard back (`echo.py`); the
-        serve loop wakes at least once a tick."""
+        """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
         now = time.monotonic()
-        if now >= self._next_beat or self.echo.due(now):
+        if now >= self._next_beat:
             self._next_beat = now + self.heartbeat
             self.signer.keep_public()
-            self._publish_online(client)
+            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
 
     def _said_aside(self) -> None:
         self._next_beat = 0.0  # `projector/status` says what is set aside now at the next turn of the loop

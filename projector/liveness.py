@@ -12,10 +12,9 @@ past its `timeout` plus the grace (the time it waited not counted).
 
 Time is judged only on a view that is up to date (`View`): a projector that
 was paused, was disconnected or is behind its inbox may hold the very
-heartbeats and results that would prove a job alive, unread; and a broker may
-hold them in its queue for the projector, or have dropped them (`echo.py`
-tells). So it reads what is queued first, and every runner's lease then counts
-at the earliest from that moment (`View.fresh_since`).
+heartbeats and results that would prove a job alive, unread. So it reads what
+is queued first, and every runner's lease then counts at the earliest from
+that moment (`View.fresh_since`).
 """
 
 from __future__ import annotations
@@ -112,9 +111,7 @@ class View:
 
     It is not after a (re)connect, after a stall (the monotonic clock jumped
     by much more than a tick between two looks), after the wall clock jumped
-    ahead of the monotonic one, nor while the inbox is backlogged or the
-    broker holds (or dropped) what the projector has not read (`echo.py`:
-    until it has heard back its own status sent after the last two). It becomes
+    ahead of the monotonic one, nor while the inbox is backlogged. It becomes
     current again at the first look after a batch that left nothing queued;
     `fresh_since` is then that moment, from which every lease and every
     parked event's wait counts at the earliest.
@@ -134,10 +131,8 @@ class View:
         self.current = False
         self._mono = None
 
-    def observe(self, mono: float, wall: float, *, backlog: bool) -> bool:
-        """A look at the clocks (`time.monotonic()`, `time.time()`) right after taking a batch; whether
-        the projector stalled since the last look. `backlog`: its inbox, or the broker (`echo.py`), holds
-        what it has not read."""
+    def observe(self, mono: float, wall: float, *, backlog: bool) -> None:
+        """A look at the clocks (`time.monotonic()`, `time.time()`) right after taking a batch."""
         stalled = self._stalled(mono, wall)
         self._mono, self._wall = mono, wall
         self.observed_at = datetime.fromtimestamp(wall, UTC)
@@ -146,7 +141,6 @@ class View:
         elif not self.current:
             self.current = True
             self.fresh_since = self.observed_at
-        return stalled
 
     def _stalled(self, mono: float, wall: float) -> bool:
         if self._mono is None:

@@ -33,7 +33,6 @@ from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalIntake
-from mam.projector.echo import Echo
 from mam.projector.liveness import Limits, View
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
@@ -114,7 +113,6 @@ class Projector(ProjectorStart):
         self.tick = tick
         self._last_clock = 0.0
         self.view = View(tick)
-        self.echo = Echo.for_lease(self.limits.lease, tick)  # what the broker holds for it (`echo.py`)
         if offer_lease < 0:
             raise ValueError("offer_lease must be 0 (no offers) or more")
         self.dispatcher = Dispatcher(lease=offer_lease) if offer_lease > 0 else None
@@ -233,12 +231,10 @@ class Projector(ProjectorStart):
             await self._offer(client)  # after the previous batch's states are published: offers name them
             if self.resign.pending:  # between two batches: every record committed, its state published
                 await self.resign.step(anyio.to_thread.run_sync, functools.partial(self.views.republish, client))
-            batch = self._heard_back(client, await self._next_batch(client))
+            batch = await self._next_batch(client)
             if not batch:
                 self._start_tightening()
-            mono = time.monotonic()
-            if self.view.observe(mono, time.time(), backlog=self._backlogged(client, batch) or self.echo.behind(mono)):
-                self.echo.stalled(mono)  # what the broker held or dropped meanwhile: heard back before time is judged
+            self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
             if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
                 await anyio.to_thread.run_sync(functools.partial(self.log.flush_refusals, durable_=self._durable))

@@ -5,9 +5,8 @@ in flight) and drops whatever else comes for it, QoS 1 or not, telling nobody. A
 (SIGSTOP) while a runner's job prints a lot and exits 0 finds, when it resumes, a thousand outputs
 queued and the rest dropped: more outputs, the runner's heartbeats, its `succeeded`. The runner sends
 again what was dropped only 10 s after the broker took it; meanwhile it beats for the job whose outcome
-is not recorded (`agents/afterbeats.py`), and the projector judges no lease before it has heard its own
-status back (`projector/echo.py`). Before, that job ended `lost` 3 s (a lease) after the projector
-caught up with its queue.
+is not recorded (`agents/afterbeats.py`), so its lease is renewed as soon as the projector reads again.
+Before, that job ended `lost` 3 s (a lease) after the projector caught up with its queue.
 """
 
 from __future__ import annotations
@@ -54,8 +53,6 @@ async def test_a_job_that_exits_0_while_the_broker_drops_its_events_ends_succeed
             done = await wait_for_state(broker.url, ws_id, "flood", lambda r: r["status"] in TERMINAL, timeout=60)
             quiet.touch()
             still = await wait_for_state(broker.url, ws_id, "quiet", lambda r: r["status"] in TERMINAL, timeout=30)
-            said = projector.output()
-    assert "the broker dropped messages on their way to the projector" in said, "mosquitto dropped nothing"
     assert done["status"] == "succeeded", done.get("error")
     assert done["outputs_missing"] == [], "every output dropped was sent again"
     assert still["status"] == "succeeded", still.get("error")
