@@ -23,25 +23,25 @@ OLD_SIGNATURES: Final = "old_runner_signatures"
 during the transition, docs/security.md), false refuses them."""
 
 
-def load(workspace_root: Path) -> bool:
-    """The workspace's `unsigned_runners` (False when the file or the key is absent); a value that is not
-    true or false is a one-line error naming it."""
-    path, value = config_entry(workspace_root, KEY)
+def _flag(workspace_root: Path, key: str, absent: bool) -> bool:
+    """A true-or-false key of the workspace's config (`absent` when the file or the key is not there); any
+    other value is a one-line error naming it."""
+    path, value = config_entry(workspace_root, key)
     if value is None:
-        return False
+        return absent
     if not isinstance(value, bool):
-        raise UsageError(f"{path}: {KEY}: {value!r} is not true or false")
+        raise UsageError(f"{path}: {key}: {value!r} is not true or false")
     return value
+
+
+def load(workspace_root: Path) -> bool:
+    """The workspace's `unsigned_runners` (False when absent)."""
+    return _flag(workspace_root, KEY, False)
 
 
 def load_old_signatures(workspace_root: Path) -> bool:
-    """The workspace's `old_runner_signatures` (True when absent); not true or false: a one-line error naming it."""
-    path, value = config_entry(workspace_root, OLD_SIGNATURES)
-    if value is None:
-        return True
-    if not isinstance(value, bool):
-        raise UsageError(f"{path}: {OLD_SIGNATURES}: {value!r} is not true or false")
-    return value
+    """The workspace's `old_runner_signatures` (True when absent)."""
+    return _flag(workspace_root, OLD_SIGNATURES, True)
 
 
 __all__ = ["KEY", "OLD_SIGNATURES", "load", "load_old_signatures"]
