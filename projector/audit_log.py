@@ -70,6 +70,11 @@ def encode_entry(entry: LogEntry) -> bytes:
     return _entry_encoder.encode(entry) + b"\n"
 
 
+def meta_bytes(meta: JobMeta) -> bytes:
+    """`meta.json`'s bytes: stable key order, indented, newline-terminated."""
+    return msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
+
+
 def decode_entry(line: bytes) -> LogEntry:
     return decode(_entry_decoder, line)
 
@@ -176,8 +181,11 @@ class AuditLog:
         self._appender.write(self.open_events(job_id, plan), data, plan)
 
     def stage_meta(self, meta: JobMeta, plan: durable.SyncPlan) -> durable.Staged:
-        data = msgspec.json.format(msgspec.json.encode(meta), indent=2) + b"\n"
-        return durable.stage_at(self._job_dir(meta.job_id, plan), META_FILE, data, plan)
+        return durable.stage_at(self._job_dir(meta.job_id, plan), META_FILE, meta_bytes(meta), plan)
+
+    def refusals_fd(self) -> int | None:
+        """`_rejected.jsonl`, open to append (kept open); `None` if it is a link (said once)."""
+        return self.refusals.fd()
 
     def append_rejections(self, rejections: list[Rejection], plan: durable.SyncPlan) -> set[int]:
         """Log refusals within the size and rate of `refusal_log.py`; the indices of those left out

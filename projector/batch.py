@@ -8,6 +8,8 @@ the messages acknowledged. Events parked for jobs not submitted yet
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -17,17 +19,31 @@ from mam.contract.fold import Context, Refusal, apply
 from mam.contract.record import JobRecord
 from mam.contract.topics import Topics
 from mam.projector import retention
-from mam.projector.audit_log import AuditLog, JobMeta, LogEntry, Rejection, decode_entry, encode_entry
+from mam.projector.audit_log import (
+    EVENTS_FILE,
+    META_FILE,
+    AuditLog,
+    JobMeta,
+    LogEntry,
+    Rejection,
+    decode_entry,
+    encode_entry,
+    meta_bytes,
+)
 from mam.projector.dirs import job_refusal, warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
+from mam.projector.journal import Append, Entry, IndexRows, Journal, Op, Replace, crash_point
+from mam.projector.journal_apply import Applier
 from mam.projector.ingest import excerpt
+from mam.projector.parked_files import parked_ops
 from mam.projector.parking import ParkedWrites, commit_parked, remove_released
-from mam.projector.registry import Registry, record_bytes
+from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import JobState
 from mam.registry.index_position import Position
 from mam.registry.nofollow import PathRefused
 from mam.registry.pruning import is_pruned
+from mam.registry.refusal_files import REJECTED_FILE
 
 if TYPE_CHECKING:
     from mam.projector.index_writer import IndexWriter
@@ -73,6 +89,9 @@ class Batch:
     commit (a link planted since the fold) is put back as the disk has it."""
     _position: Position | None = None
     """The registry position this batch takes in the query index (kept across a retried commit)."""
+    _entry: Entry | None = None
+    """The batch as a journal entry, once prepared (kept across a retried commit: its refusals are counted once)."""
+    _journaled: bool = False
 
     def add_event(
         self, state: JobState, job_id: str, workspace: str, event: ev.AnyEvent, event_id: str, received_at: str
@@ -180,6 +199,61 @@ class Batch:
             remove_released(self.parked, parked_dir)
         if self._marked:
             dirty.clear()
+
+    @property
+    def prunes(self) -> bool:
+        """Whether the batch prunes a job: committed with barriers (`commit`), not through the journal."""
+        return bool(retention.pruned_ids(self.records))
+
+    def commit_journaled(self, log: AuditLog, registry: Registry, journal: Journal, applier: Applier, *,
+                         parked_dir: str, index: IndexWriter | None, before_rotation: Callable[[], None]) -> None:
+        """Write the batch in DESIGN.md's order: the batch as one journal entry, appended and made durable
+        with one `fdatasync` (`journal.py`), then applied to the records, logs and index with no flush
+        (`journal_apply.py`); a checkpoint makes them durable later. Not for a batch that `prunes`.
+
+        Raises `OSError` (retryable: an entry not journaled left nothing; one journaled is applied
+        again, idempotently) or `durable.StorageLost`.
+        """
+        registry.ready()
+        log.ready()
+        if self._entry is None:
+            self._entry = self._prepare(log, registry, parked_dir, index, before_rotation)
+        with journal.lock:
+            if not self._journaled:
+                journal.append(self._entry)
+                self._journaled = journal.pending = True
+            applier.apply(self._entry, {job_id: r for job_id, r in self.records.items()})
+            journal.pending = False
+        crash_point("apply")
+
+    def _prepare(self, log: AuditLog, registry: Registry, parked_dir: str, index: IndexWriter | None,
+                 before_rotation: Callable[[], None]) -> Entry:
+        """The batch as operations (`journal.py`): nothing is written but a new job's log dir and its
+        empty `events.jsonl` (opened to refuse a link there, as `commit` does)."""
+        plan = SyncPlan(durable=False)
+        if self.records and index is not None and self._position is None:
+            self._position = index.advance()
+        self._open_logs(log, registry, plan)
+        ops: list[Op] = []
+        for job_id, lines in self.lines.items():
+            fd = log.open_events(job_id, plan)
+            ops.append(Append("logs", f"{job_id}/{EVENTS_FILE}", os.fstat(fd).st_size, b"".join(lines)))
+        ops += parked_ops(self.parked, parked_dir)
+        ops += [Replace("logs", f"{meta.job_id}/{META_FILE}", meta_bytes(meta)) for meta in self.metas]
+        ops += [Replace("registry", f"{job_id}{RECORD_SUFFIX}", record_bytes(r)) for job_id, r in self.records.items()]
+        if self.records:
+            position = self._position.token if self._position is not None else None
+            ops.append(IndexRows(position, [meta.job_id for meta in self.metas]))
+        written = self._rejections_written
+
+        def write(data: bytes) -> None:
+            offset = log.refusals.reserve(len(data), before_rotation)
+            if offset is not None:
+                ops.append(Append("logs", REJECTED_FILE, offset, data))
+
+        self.unlogged |= {written + i for i in log.refusals.append(self.rejections[written:], plan, write=write)}
+        self._rejections_written = len(self.rejections)
+        return Entry(ops)
 
     def _open_logs(self, log: AuditLog, registry: Registry, plan: SyncPlan) -> dict[str, retention.PruneDirs]:
         """Before anything is appended: open each job's log (and a pruned job's archive and tombstone

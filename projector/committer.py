@@ -9,7 +9,6 @@ broker to redeliver them: acknowledged once committed, else put back for the nex
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -22,11 +21,14 @@ from mam.client.aiomqtt_internals import ack_all, publish_nowait
 from mam.contract.status import encode
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
+from mam.projector.checkpoint import Checkpointer
 from mam.projector.broker_link import ProjectorLink
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
 from mam.projector.index_writer import IndexWriter
 from mam.projector.intake import LocalMessage
+from mam.projector.journal import Journal
+from mam.projector.journal_apply import Applier
 from mam.projector.liveness import View
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.projection import Projection
@@ -63,6 +65,10 @@ class ProjectorCommitter(ProjectorLink):
     folding: Folding
     metrics: ProjectorMetrics | None
     counters: Counters
+    journal: Journal
+    applier: Applier
+    checkpointer: Checkpointer
+    journaling: bool
     _parked_dir: str
 
     async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
@@ -97,17 +103,7 @@ class ProjectorCommitter(ProjectorLink):
         failing = False
         while True:
             try:
-                await anyio.to_thread.run_sync(
-                    functools.partial(
-                        staged.commit,
-                        self.log,
-                        self.registry,
-                        self.dirty,
-                        durable=self.durability == "fsync",
-                        parked_dir=self._parked_dir,
-                        index=self.index,
-                    )
-                )
+                await anyio.to_thread.run_sync(self._commit_blocking, staged)
             except StorageLost:
                 raise
             except OSError as exc:
@@ -125,6 +121,20 @@ class ProjectorCommitter(ProjectorLink):
                 log.warning("storage is writable again; resuming")
                 publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
             return
+
+    def _commit_blocking(self, staged: Batch) -> None:
+        """Through the journal (one append, one `fdatasync`), or, for a batch that prunes or without
+        the journal (`--durability none`, no `syncfs`), with the barriers of `Batch.commit`, after a
+        durable checkpoint (its writes go outside the journal)."""
+        if self.journaling and not staged.prunes:
+            staged.commit_journaled(self.log, self.registry, self.journal, self.applier, parked_dir=self._parked_dir,
+                                    index=self.index, before_rotation=self.checkpointer.now)
+            self.checkpointer.committed()
+            return
+        if self.journaling:
+            self.checkpointer.now()
+        staged.commit(self.log, self.registry, self.dirty, durable=self.durability == "fsync",
+                      parked_dir=self._parked_dir, index=self.index)
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""

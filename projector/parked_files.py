@@ -13,6 +13,7 @@ from msgspec import Struct
 from mam.contract import events as ev
 from mam.projector import durable
 from mam.projector.dirs import Dir
+from mam.projector.journal import Append, Op, Remove, Replace
 
 PARKED_DIR: Final = "_parked"
 SUFFIX: Final = ".jsonl"
@@ -96,6 +97,27 @@ def commit_parked(writes: ParkedWrites, parked_dir: str, plan: durable.SyncPlan)
         for job_id, entries in writes.rewrites.items()
         if entries
     ]
+
+
+def parked_ops(writes: ParkedWrites, parked_dir: str) -> list[Op]:
+    """What `commit_parked` and `remove_released` do, as journal operations (`journal.py`): appends at each
+    file's size now, files rewritten whole, files removed."""
+    if not writes:
+        return []
+    directory = _parked_dir(parked_dir, durable.SyncPlan(durable=False))
+    assert directory is not None
+    ops: list[Op] = []
+    for job_id, entries in writes.appends.items():
+        name = f"{job_id}{SUFFIX}"
+        try:
+            size = os.stat(name, dir_fd=directory.fd, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            size = 0
+        ops.append(Append("logs", f"{PARKED_DIR}/{name}", size, b"".join(encode_entry(e) for e in entries)))
+    for job_id, entries in writes.rewrites.items():
+        path = f"{PARKED_DIR}/{job_id}{SUFFIX}"
+        ops.append(Replace("logs", path, b"".join(encode_entry(e) for e in entries)) if entries else Remove("logs", path))
+    return ops
 
 
 def remove_released(writes: ParkedWrites, parked_dir: str) -> None:

@@ -47,8 +47,11 @@ from mam.projector import durable, retention
 from mam.projector.audit_log import AuditLog
 from mam.projector.dirs import Dir
 from mam.projector.index_verify import StagedIndex, verify_index
+from mam.projector.journal import Journal
+from mam.projector.journal_apply import Applier, recover
 from mam.projector.lock import ProjectorLock
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes
+from mam.projector.repair import DirtyList
 from mam.projector.replay import CorruptLog, replay
 from mam.projector.tombstone_check import rebuild_tombstones, verify_tombstones
 from mam.registry.archive import TOMBSTONES_DIR
@@ -148,6 +151,7 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
             }
         )
         registry = lock.registry
+        _apply_journal(workspace)
         parent = Dir.open_path(os.path.dirname(registry.path))
         staging_name = os.path.basename(tempfile.mkdtemp(prefix=".jobs.rebuild-", dir=parent.path))
         try:
@@ -160,6 +164,18 @@ def rebuild(workspace: Workspace, *, verify: bool = False, progress: Progress | 
         finally:
             shutil.rmtree(staging_name, dir_fd=parent.fd, ignore_errors=True)
         return report
+
+
+def _apply_journal(workspace: Workspace) -> None:
+    """What a projector's stop left in its journal reaches the audit logs first (`journal_apply.recover`):
+    the rebuild folds them."""
+    journal = Journal(workspace.registry_dir)
+    dirty = DirtyList(workspace.registry_dir)
+    try:
+        recover(journal, Applier(AuditLog(workspace.logs_dir), Registry(workspace.registry_dir), dirty, None))
+    finally:
+        journal.close()
+        dirty.close()
 
 
 def _verify(workspace: Workspace, progress: Progress | None) -> Report:

@@ -26,13 +26,14 @@ everyone. So the log is bounded twice:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 
@@ -41,11 +42,9 @@ from mam.contract.timefmt import utc_now_iso
 from mam.contract.workspace_config import config_entry
 from mam.projector.appender import Appender
 from mam.projector.dirs import Root, warn_once
+from mam.projector.durable import SyncPlan
 from mam.registry.nofollow import PathRefused
 from mam.registry.refusal_files import REJECTED_FILE, rotated_name
-
-if TYPE_CHECKING:
-    from mam.projector.durable import SyncPlan
 
 log = logging.getLogger("mam.projector")
 
@@ -134,10 +133,12 @@ class RefusalLog:
         """Refusals counted and not written, since start (`mam_projector_refusals_suppressed`)."""
         self.rotations = 0
 
-    def append(self, rejections: Sequence[msgspec.Struct], plan: SyncPlan, now: float | None = None) -> set[int]:
+    def append(self, rejections: Sequence[msgspec.Struct], plan: SyncPlan, now: float | None = None, *,
+               write: Callable[[bytes], None] | None = None) -> set[int]:
         """Write the refusals the rate allows (after the summaries of a window that ended, if any),
-        joining `plan`'s barrier; the indices of those left out. All or nothing: if the write
-        fails the counts are as before, so a retried commit counts nothing twice."""
+        joining `plan`'s barrier (or hand their bytes to `write`: the journal's); the indices of those
+        left out. All or nothing: if the write fails the counts are as before, so a retried commit
+        counts nothing twice."""
         now = time.monotonic() if now is None else now
         saved = self._window.copy()
         lines = self._ended(now)
@@ -153,7 +154,7 @@ class RefusalLog:
                 left_out.add(i)
         try:
             if lines:
-                self._write(b"".join(lines), plan)
+                (write or functools.partial(self._write, plan=plan))(b"".join(lines))
         except BaseException:
             self._window = saved
             raise
@@ -215,6 +216,30 @@ class RefusalLog:
         if everything and self._window.left_out:
             self._window.started = float("-inf")
         self.append([], plan)
+
+    def fd(self) -> int | None:
+        """The file, open to append (kept by the appender); `None` if it is a link (said once)."""
+        try:
+            return self._appender.open_at(REJECTED_FILE, self._root.make(), REJECTED_FILE)
+        except PathRefused as exc:
+            warn_once(exc, "refused events are published on `rejected` but not logged until it is removed")
+            return None
+
+    def reserve(self, size: int, before_rotation: Callable[[], None]) -> int | None:
+        """Where `size` more bytes go (the journal's `Append` offset), rotating first if they would take the
+        file past `max_bytes`: after `before_rotation` (a durable checkpoint: no journal entry refers to
+        the file being rotated) and durably. `None` if the file is a link."""
+        fd = self.fd()
+        if fd is None:
+            return None
+        at = os.fstat(fd).st_size
+        if at and at + size > self.limits.max_bytes:
+            before_rotation()
+            plan = SyncPlan()
+            self._rotate(plan)
+            plan.sync()
+            return 0
+        return at
 
     def _write(self, data: bytes, plan: SyncPlan) -> None:
         root = self._root.make()

@@ -32,7 +32,11 @@ from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
+from mam.projector.checkpoint import Checkpointer
 from mam.projector.intake import LocalIntake
+from mam.projector.journal import Journal
+from mam.projector.journal_apply import Applier
+from mam.projector.libc import syncfs
 from mam.projector.liveness import Limits, View
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
@@ -103,6 +107,12 @@ class Projector(ProjectorStart):
         self.dirty = DirtyList(workspace.registry_dir)
         self.index = IndexWriter(self.registry, self.dirty)
         """The query index (`mam.registry.index`), kept in the same commit as the records."""
+        self.journal = Journal(workspace.registry_dir)
+        self.applier = Applier(self.log, self.registry, self.dirty, self.index)
+        self.checkpointer = Checkpointer(self.journal, self.log, self.registry)
+        self.journaling = durability == "fsync" and syncfs is not None
+        """Batches are committed through the journal (`journal.py`); without `syncfs(2)` (not Linux) a
+        checkpoint could not make the files durable, so each batch keeps its own barriers."""
         self.resign = Resign(workspace, self.registry, self.index)
         """States published between batches (`resign.py`): under `mam up` the jobs that finished last, at
         start; after a new key every state not republished at start, signed again."""
@@ -237,7 +247,7 @@ class Projector(ProjectorStart):
             self.view.observe(time.monotonic(), time.time(), backlog=self._backlogged(client, batch))
             self._beat(client)
             if self.log.refusals.due(time.monotonic()):  # a window of refusals past the rate ended: say so
-                await anyio.to_thread.run_sync(functools.partial(self.log.flush_refusals, durable_=self._durable))
+                await anyio.to_thread.run_sync(self._flush_refusals)
             await self._sweep()
             judge = self._judge_due()
             if not batch and not judge and not self.projection.prunes:
@@ -246,6 +256,12 @@ class Projector(ProjectorStart):
             for n, part in enumerate(parts):
                 await self._process(client, part, self.view.observed_at if judge and n == len(parts) - 1 else None)
             self._start_tightening()
+
+    def _flush_refusals(self, everything: bool = False) -> None:
+        """The refusal summaries, written outside the journal: after a durable checkpoint."""
+        if self.journaling:
+            self.checkpointer.now()
+        self.log.flush_refusals(durable_=self._durable, everything=everything)
 
     def _start_tightening(self) -> None:
         """The walk through every record and log (`file_modes`), in a thread beside the serving: after the

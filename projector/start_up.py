@@ -33,6 +33,7 @@ from mam.projector.committer import ProjectorCommitter
 from mam.projector.durable import StorageLost
 from mam.projector.intake import LocalMessage
 from mam.projector.lock import ProjectorLock
+from mam.projector.journal_apply import recover
 from mam.projector.repair import repair_dirty
 from mam.projector.resign import Resign
 from mam.registry import file_modes
@@ -118,6 +119,8 @@ class ProjectorStart(ProjectorCommitter):
     _tightening: threading.Thread | None
     _tried_aside = False
     """The messages set aside were tried again at this start (on its first connection; a reconnect does not)."""
+    _journal_pending = True
+    """What a stop left in the journal is still to be applied (`journal_apply.recover`, once a start)."""
 
     async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None], prepare: Prepare) -> None:
         raise NotImplementedError  # `Projector`'s
@@ -131,8 +134,20 @@ class ProjectorStart(ProjectorCommitter):
                 if self._tightening is not None and self._tightening.is_alive():
                     self._tightening.join()  # what it tightened is said in one line, before stopping
                 self.index.close()
-                self.log.flush_refusals(durable_=self._durable, everything=True)
+                self._stop_journal()
                 remove_runtime(self.workspace, os.getpid())
+
+    def _stop_journal(self) -> None:
+        """At a stop: the last checkpoint, which leaves the journal empty, then the refusal summaries."""
+        try:
+            if self.journaling and not self._journal_pending:
+                self.checkpointer.close()
+        except OSError as exc:  # the journal keeps every batch: the next start applies them again
+            log.warning("the last checkpoint failed (%s); the next start applies the journal again", exc)
+        else:
+            self.log.flush_refusals(durable_=self._durable, everything=True)
+        finally:
+            self.journal.close()
 
     async def _try_set_aside_again(self, client: aiomqtt.Client) -> None:
         """Once a start, before serving: each message set aside is handled again, alone, one try each (`set_aside.
@@ -186,6 +201,11 @@ class ProjectorStart(ProjectorCommitter):
                        "started_at": self.started_at})
         write_runtime(workspace, Runtime(broker=self.broker.url, pid=os.getpid(), host=host, workspace=workspace.id,
                                          started_at=self.started_at, served_by=self.served_by))
+        if self._journal_pending:  # once: what a stop left in the journal, applied before anything reads
+            recover(self.journal, self.applier)
+            self._journal_pending = False
+            if self.journaling:
+                self.checkpointer.start()
         cut_off = self.dirty.read()
         self._repaired = repair_dirty(workspace.id, self.log, self.registry, self.dirty)
         return self.index.start(cut_off)

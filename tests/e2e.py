@@ -36,14 +36,16 @@ async def projector_process(
     extra: tuple[str, ...] = (),
     log_dir: Path | None = None,
     online_within: float = 20,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Daemon]:
     """`mam-projector` for `root`, started from `cwd`, via `WORKSPACE_ROOT` or `--workspace`; `online_within`
-    bounds the wait for its online status (many projectors started at once on a loaded machine need more)."""
+    bounds the wait for its online status (many projectors started at once on a loaded machine need more);
+    `env`: more of its environment."""
     cmd = [str(BIN / "mam-projector"), "--broker", broker.url, *extra]
     if via == "env":
-        env = child_env(WORKSPACE_ROOT=str(root))
+        env = child_env(WORKSPACE_ROOT=str(root), **(env or {}))
     else:
-        env = child_env()
+        env = child_env(**(env or {}))
         cmd += ["--workspace", str(root)]
     logs = log_dir or root.parent
     daemon = Daemon(cmd, cwd=cwd, env=env, log=logs / f"projector-{len(list(logs.glob('projector-*')))}.log")
