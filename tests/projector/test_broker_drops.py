@@ -12,6 +12,7 @@ Before, that job ended `lost` 3 s (a lease) after the projector caught up with i
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -51,6 +52,8 @@ async def test_a_job_that_exits_0_while_the_broker_drops_its_events_ends_succeed
             finally:
                 os.kill(projector.pid, signal.SIGCONT)
             done = await wait_for_state(broker.url, ws_id, "flood", lambda r: r["status"] in TERMINAL, timeout=60)
+            resent = re.search(r"sent again (\d+) event\(s\) the projector had not recorded", runner.output())
+            assert resent, "the broker dropped some of the job's events: the runner had to send them again"
             quiet.touch()
             still = await wait_for_state(broker.url, ws_id, "quiet", lambda r: r["status"] in TERMINAL, timeout=30)
     assert done["status"] == "succeeded", done.get("error")
