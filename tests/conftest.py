@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from mam.contract.workspace import Workspace
+from mam.registry.runtime import read_runtime
+
 from brokers import BROKERS, RunningBroker
 from support import CHECKOUT, processes_mentioning, scrub_environment, tree_snapshot
 
@@ -47,6 +50,7 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     cwd = tmp_path / "caller-cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
+    served = served_workspace(CHECKOUT)
     before = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
     yield cwd
     leaked = processes_mentioning(str(tmp_path))
@@ -54,9 +58,22 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         os.kill(pid, 9)
     assert not leaked, f"the test left processes running: {leaked}"
     after = tree_snapshot(CHECKOUT, _CHECKOUT_SKIP)
+    if served or served_workspace(CHECKOUT):  # a Quick start's `mam up` writes there meanwhile
+        before, after = ({k: v for k, v in snap.items() if not k.startswith(".mam/")} for snap in (before, after))
     changed = sorted(set(before.items()) ^ set(after.items()))
     assert not changed, f"the test wrote into the checkout: {changed[:10]}"
     assert not list(cwd.iterdir()), f"the test wrote into the caller's cwd: {list(cwd.iterdir())}"
+
+
+def served_workspace(checkout: Path) -> bool:
+    """Whether a `mam up` or `mam-projector` someone started serves the checkout as its workspace
+    (the README's Quick start, beside the README's test command): its writes under `.mam/` are its own, not a
+    test's. Read from the checkout's runtime file, as clients find the broker: a live pid on this host.
+    Tests never reach that workspace: each resolves its own (`ws`, an empty cwd) and talks to no broker it
+    did not start (`scrub_environment`)."""
+    workspace = Workspace(root=checkout, id="checkout", registry_dir=checkout / ".mam" / "jobs",
+                          logs_dir=checkout / ".mam" / "delegate_job_logs")
+    return read_runtime(workspace) is not None
 
 
 UNSIGNED = "unsigned_runners"

@@ -64,3 +64,24 @@ async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     assert "1\n2\n3\n" in out
     assert re.search(r"^JOB\s+STATUS", out, re.M) and out.count("succeeded") >= 2
     assert "Traceback" not in err + up.output()
+
+
+async def test_the_suites_guard_leaves_a_quick_start_serving_the_checkout_alone(tmp_path: Path) -> None:
+    """The README's test command passes while its Quick start's `mam up` serves the same checkout: the
+    guard (conftest.py) leaves that live workspace's `.mam/` out, and only while it is served."""
+    from conftest import served_workspace
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".mam").mkdir(parents=True)
+    (checkout / ".venv").symlink_to(BIN.parent)
+    (checkout / ".mam" / "up.json").write_text(json.dumps({"port": free_port()}))
+    assert not served_workspace(checkout)
+    (up_line,) = quickstart_block("up")[1:]
+    up = Daemon(["bash", "-c", f"exec {up_line}"], cwd=checkout, env=child_env(MAM_BROKER_URL=None),
+                log=tmp_path / "up.log")
+    try:
+        runtime = await wait_for_json_file(checkout / ".mam" / "runtime.json")
+        assert runtime["pid"] == up.pid and served_workspace(checkout), "served: its writes are its own"
+    finally:
+        up.stop()
+    assert not served_workspace(checkout), "stopped: `.mam/` is guarded again"
