@@ -1,7 +1,7 @@
 """Type-check mam as installed: mypy reads every module once, under its `mam.*` name.
 
 setuptools installs `projector/` as `mam.projector` (and `broker/`, `agents/`, `web/`, `mcp_server/` likewise:
-pyproject.toml's `[tool.setuptools.package-dir]`). The editable install reaches them through an import hook,
+setup.py's `ROOTS`). The editable install reaches them through an import hook,
 which mypy does not run, and mypy pointed at the folders names them `projector.*`, so every `mam.projector`
 import would go unchecked. This lays the installed tree out as symlinks (as setuptools' strict editable mode
 does) in mypy's cache directory, runs `mypy -p mam` there with pyproject.toml's `[tool.mypy]`, and prints each
@@ -15,20 +15,23 @@ The cache defaults to `.mypy_cache/` in the checkout (ignored by git); a second 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 
-def package_dirs(pyproject: Path) -> dict[str, Path]:
-    """Each mapped package's name and its folder in the checkout, e.g. `mam.projector`: `projector/`."""
-    mapping = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-dir"]
-    return {name: (pyproject.parent / folder).resolve() for name, folder in mapping.items()}
+def package_dirs(setup_py: Path) -> dict[str, Path]:
+    """Each mapped package's name and its folder in the checkout, e.g. `mam.projector`: `projector/` (setup.py's
+    `ROOTS`, read without running setup.py)."""
+    tree = ast.parse(setup_py.read_text())
+    (mapping,) = (ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ROOTS"])
+    return {name: (setup_py.parent / folder).resolve() for name, folder in mapping.items()}
 
 
 def lay_out(packages: dict[str, Path], tree: Path) -> None:
@@ -60,7 +63,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cache-dir", type=Path, default=CHECKOUT / ".mypy_cache")
     known, mypy_options = parser.parse_known_args(argv)
     cache: Path = known.cache_dir.resolve()
-    packages = package_dirs(CHECKOUT / "pyproject.toml")
+    packages = package_dirs(CHECKOUT / "setup.py")
     tree = cache / "installed"
     lay_out(packages, tree)
     command = [sys.executable, "-m", "mypy", "--config-file", str(CHECKOUT / "pyproject.toml")]

@@ -26,7 +26,7 @@ from support import child_env, run
 
 MAM_DIR = CHECKOUT / "mam"
 UPPER = ("mam.agents", "mam.projector", "mam.broker", "mam.web", "mam.mcp_server")
-"""The packages that compose mam's contract and readers into processes (pyproject's package-dir)."""
+"""The packages that compose mam's contract and readers into processes (setup.py's ROOTS)."""
 HEAVY = (*UPPER, "amqtt", "mcp", "starlette", "uvicorn")
 
 
@@ -156,7 +156,7 @@ async def test_version_and_jobs_do_not_load_the_broker_dashboard_projector_or_mc
 
 SOURCE_ROOTS = {"mam": "mam", "agents": "mam.agents", "broker": "mam.broker", "projector": "mam.projector",
                 "web": "mam.web", "mcp_server": "mam.mcp_server"}
-"""Each source folder of the checkout and the package it is installed as (pyproject's package-dir)."""
+"""Each source folder of the checkout and the package it is installed as (setup.py's ROOTS)."""
 
 PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("mam.contract",),
