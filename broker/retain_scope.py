@@ -19,6 +19,7 @@ on a machine, a spool) keeps what amqtt keeps, as mosquitto does (docs/brokers.m
 from __future__ import annotations
 
 import logging
+
 from amqtt.session import Session
 
 from mam.contract.topics import Kind, Topics

@@ -39,8 +39,8 @@ from mam.broker.limits import MOST_CONNECTIONS, Limits, resolve_limits
 from mam.broker.listeners import Listeners
 from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
-from mam.broker.spool import Spool
 from mam.broker.retain_scope import RetainScope, ScopedRetains
+from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
 from mam.broker.verdicts import DirectVerdicts
 from mam.contract.broker_url import BrokerAddress

@@ -32,9 +32,9 @@ from mam.projector.audit_log import (
 )
 from mam.projector.dirs import job_refusal, warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged
+from mam.projector.ingest import excerpt
 from mam.projector.journal import Append, Entry, IndexRows, Journal, Op, Replace, crash_point
 from mam.projector.journal_apply import Applier
-from mam.projector.ingest import excerpt
 from mam.projector.parked_files import parked_ops
 from mam.projector.parking import ParkedWrites, commit_parked, remove_released
 from mam.projector.registry import RECORD_SUFFIX, Registry, record_bytes

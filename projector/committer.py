@@ -21,8 +21,8 @@ from mam.client.aiomqtt_internals import ack_all, publish_nowait
 from mam.contract.status import encode
 from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
-from mam.projector.checkpoint import Checkpointer
 from mam.projector.broker_link import ProjectorLink
+from mam.projector.checkpoint import Checkpointer
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
 from mam.projector.index_writer import IndexWriter

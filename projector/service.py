@@ -26,13 +26,13 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.projector.audit_log import AuditLog
 from mam.projector.broker_link import HEARTBEAT
+from mam.projector.checkpoint import Checkpointer
 from mam.projector.committer import Counters, Inbound
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
-from mam.projector.checkpoint import Checkpointer
 from mam.projector.intake import LocalIntake
 from mam.projector.journal import Journal
 from mam.projector.journal_apply import Applier

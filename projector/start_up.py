@@ -32,8 +32,8 @@ from mam.contract.status import encode
 from mam.projector.committer import ProjectorCommitter
 from mam.projector.durable import StorageLost
 from mam.projector.intake import LocalMessage
-from mam.projector.lock import ProjectorLock
 from mam.projector.journal_apply import recover
+from mam.projector.lock import ProjectorLock
 from mam.projector.repair import repair_dirty
 from mam.projector.resign import Resign
 from mam.registry import file_modes

@@ -10,8 +10,8 @@ from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_document, print_items
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
-from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.gathering import check_in_tree, enclosing, landing_into
+from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.landing import JobWork, diff_argv, discard, job_work
 from mam.git.merging import merge
 from mam.git.run import git_env

@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from msgspec import UnsetType
 from msgspec.structs import replace
 
-from mam.contract import attempts, inferred_start, job_limits, output_accounting, parent_close, release, routing, waiting
+from mam.contract import (
+    attempts,
+    inferred_start,
+    job_limits,
+    output_accounting,
+    parent_close,
+    release,
+    routing,
+    waiting,
+)
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 

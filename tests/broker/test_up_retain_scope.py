@@ -35,7 +35,7 @@ async def test_a_clients_retained_message_outside_mams_topics_is_delivered_live_
                 for topic in foreign:
                     await client.publish(topic, b"x" * 1000, qos=1, retain=True)
                 await client.publish(runner, json.dumps({"status": "online"}).encode(), qos=1, retain=True)
-            got = [await live.next(lambda t, p: t == topic) for topic in ("elsewhere/a", "elsewhere/b")]
+            got = [await live.next(lambda t, _, want=want: t == want) for want in ("elsewhere/a", "elsewhere/b")]
             assert [p for _, p in got] == [b"x" * 1000] * 2, "delivered live to a subscriber"
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:  # a retained will, gone abruptly
             sock.sendall(connect_packet("will-retainer", will=("elsewhere/will", b"gone", True)))

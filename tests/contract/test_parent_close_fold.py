@@ -4,9 +4,8 @@ what is under it (the policy is the child's, as Temporal's ParentClosePolicy).""
 
 from __future__ import annotations
 
-from msgspec.structs import replace
-
 from fold_support import fold
+from msgspec.structs import replace
 
 from mam.contract import cascade
 from mam.contract import events as ev

@@ -22,6 +22,7 @@ import anyio
 from hostile_strings_support import FORGED, generated, hostile, raw_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raw_mqtt import publish_packet, remaining_length, up_process
 
 from mam.contract.terminal import safe
 from mam.process.running import LogFormatter
@@ -29,7 +30,6 @@ from mam.process.running import LogFormatter
 from brokers import RunningBroker
 from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
-from raw_mqtt import publish_packet, remaining_length, up_process
 from support import publish
 
 

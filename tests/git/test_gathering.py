@@ -60,7 +60,7 @@ async def test_a_parent_gathers_its_childrens_work_and_the_person_lands_one_bran
         await wait_for_state(url, ws_id, "parent", lambda r: r["status"] in ("waiting", *DONE), timeout=90)
         kids = {kid: await wait_for_state(url, ws_id, kid, lambda r: r["status"] in DONE) for kid in ("kid-1", "kid-2")}
         started = git(ws.root, "rev-parse", "mam/parent~1")  # the parent's own commit, before kid-1 landed
-        for kid, record in kids.items():
+        for record in kids.values():
             assert record["status"] == "succeeded", record
             assert record["git_at_submit"]["branch"] == "mam/parent", "submitted from the parent's worktree"
             assert record["git_at_submit"]["commit"] == started == record["git_at_finish"]["base"], record

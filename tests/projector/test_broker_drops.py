@@ -18,11 +18,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import mosquitto_broker
 from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
-from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 from support import wait_for_state
 
 LEASE = 3.0

@@ -142,7 +142,7 @@ async def test_each_cli_orchestrates_the_other_two_in_worktrees_and_a_person_lan
             assert git(ws.root, "rev-parse", "HEAD") == head  # the children landed in the parent's branch only
             assert not [p for p in ws.root.glob("from-*.txt")]
             merged = await run(mam("merge", "job-parent", "--workspace", str(ws.root)), cwd=ws.elsewhere)
-    for agent, kid in children.items():
+    for kid in children.values():
         assert kid["status"] == "succeeded" and kid["parent"] == "job-parent", kid
     assert not [r for r in REFUSALS if r in said], said[-2000:]
     assert merged.returncode == 0, merged.stderr
