@@ -27,7 +27,8 @@ scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
 settings.load_profile("mam")
 
-_CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache")
+_CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache",
+                  ".pytest_cache")
 
 
 @dataclass(frozen=True)
