@@ -46,6 +46,8 @@ class Checkpointer:
         self.checkpoints = 0
         self._covered = 0
         """`journal.appended` as of the last seal: a checkpoint with nothing newer has nothing to do."""
+        self._trimmed_lightly = False
+        """The last trim's deletions are not durable yet (`now()` makes them so before a write outside)."""
         self._running = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
@@ -83,6 +85,9 @@ class Checkpointer:
         with self._running:
             journal = self.journal
             if journal.appended == self._covered:
+                if durably and self._trimmed_lightly:  # an earlier trim's deletions are made durable now
+                    journal.trim([], durably=True)
+                    self._trimmed_lightly = False
                 return False
             journal.prepare_next()
             with journal.lock:
@@ -97,6 +102,7 @@ class Checkpointer:
             plan.sync()
             crash_point("checkpoint")
             journal.trim(sealed, durably=durably)
+            self._trimmed_lightly = not durably
             self._covered = covered
             self.checkpoints += 1
             return True

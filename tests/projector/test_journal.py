@@ -174,3 +174,26 @@ def test_recover_leaves_one_empty_segment_and_the_jobs_listed(tmp_path: Path) ->
     assert recover(Journal(ws / "jobs"), applier(ws)) == 0, "nothing twice"
     assert [p.stat().st_size for p in (ws / "jobs" / JOURNAL_DIR).iterdir()] == [0]
     assert os.stat(ws / "jobs" / JOURNAL_DIR).st_mode & 0o077 == 0, "private, as every dir under .mam/"
+
+
+def test_a_checkpoint_trims_what_was_applied_and_never_an_entry_whose_apply_failed(tmp_path: Path) -> None:
+    from mam.projector.checkpoint import Checkpointer
+
+    ws = tmp_path / "ws"
+    journal = Journal(ws / "jobs")
+    recover(journal, applier(ws))
+    checkpointer = Checkpointer(journal, AuditLog(ws / "logs"), Registry(ws / "jobs"))
+    entry = Entry([Append("logs", "j-1/events.jsonl", 0, b"a\n")])
+    with journal.lock:
+        journal.append(entry)
+        journal.pending = True  # its apply failed: the committer tries it again
+    assert not checkpointer.checkpoint(), "no seal while an entry waits for its apply"
+    assert list(Journal(ws / "jobs").read()) == [entry]
+    applier(ws).apply(entry)
+    journal.pending = False
+    assert checkpointer.checkpoint() and checkpointer.checkpoints == 1
+    assert list(Journal(ws / "jobs").read()) == [], "applied, made durable, trimmed"
+    assert not checkpointer.checkpoint(), "nothing new"
+    checkpointer.now()  # nothing new: the last trim made durable, no error
+    checkpointer.close()
+    assert [p.stat().st_size for p in (ws / "jobs" / JOURNAL_DIR).iterdir()] == [0]
