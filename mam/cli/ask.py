@@ -45,12 +45,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Exit 1 if the projector refuses the question or the job ends first, 3 if no answer came in --timeout "
         "(the question is then withdrawn and the job runs on).",
     )
-    ask.add_argument("question", metavar="QUESTION", help="the question, as the person will read it")
-    ask.add_argument("--choice", action="append", default=[], metavar="C",
-                     help="an allowed answer (repeatable); other answers are refused")
-    ask.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
-                     help="give up waiting after this long (default: wait until answered)")
-    ask.add_argument("--job", type=job_id, metavar="JOB", help="the job that asks (default: $MAM_JOB_ID)")
+    complete(ask.add_argument("question", metavar="QUESTION", help="the question, as the person will read it"), "free")
+    complete(ask.add_argument("--choice", action="append", default=[], metavar="C",
+                     help="an allowed answer (repeatable); other answers are refused"), "free")
+    complete(ask.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
+                     help="give up waiting after this long (default: wait until answered)"), "free")
+    complete(ask.add_argument("--job", type=job_id, metavar="JOB", help="the job that asks (default: $MAM_JOB_ID)"),
+             "job")
     add_workspace_args(ask)
     add_broker_arg(ask)
     ask.set_defaults(handler=run_ask)
@@ -63,9 +64,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     complete(answer.add_argument("job_id", type=job_id, metavar="JOB",
                         help="the job's id, or any unique prefix or suffix of it among the states the broker retains"), "job")
-    answer.add_argument("text", metavar="TEXT", help="the answer")
-    answer.add_argument("--timeout", type=positive_seconds, default=VERDICT_TIMEOUT, metavar="SECONDS",
-                        help="how long to wait for the verdict (default 30); no verdict in time exits 3")
+    complete(answer.add_argument("text", metavar="TEXT", help="the answer"), "free")
+    complete(answer.add_argument("--timeout", type=positive_seconds, default=VERDICT_TIMEOUT, metavar="SECONDS",
+                        help="how long to wait for the verdict (default 30); no verdict in time exits 3"), "free")
     answer.add_argument("--json", action="store_true", help="print the recorded state as JSON")
     add_workspace_args(answer)
     add_broker_arg(answer)

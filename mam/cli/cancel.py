@@ -35,7 +35,7 @@ def register_cancel(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                         help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
                         "states the broker retains; several may be given"), "job")
     add_selector_args(cancel, "cancel")
-    cancel.add_argument("--reason", metavar="R")
+    complete(cancel.add_argument("--reason", metavar="R"), "free")
     cancel.add_argument("--tree", action="store_true",
                         help="also cancel every unfinished job delegated under it (each with a reason naming it), "
                         "also when the job itself has ended; lists them all, the job first")

@@ -1,4 +1,4 @@
-"""`mam completion bash|zsh|fish`: the shell script that completes mam's commands, flags and choices.
+"""`mam completion bash|zsh|fish`: the shell script that completes mam's commands, flags and their values.
 
 argcomplete does the completing: the script runs `mam` with `_ARGCOMPLETE=1` and the command line in
 `COMP_LINE`/`COMP_POINT`, and `mam.cli.main` hands the parser to `argcomplete.autocomplete` before
@@ -6,11 +6,12 @@ parsing, which answers on file descriptor 8 and exits. The script is `argcomplet
 `register-python-argcomplete --shell SHELL mam` prints; https://kislyuk.github.io/argcomplete/, shells
 bash, zsh, fish, tcsh and powershell).
 
-Beyond commands, flags and choices, the flags that name a job, a status, an agent, a session, a label
-or an order complete from the workspace's registry (`mam.cli.completers`: files only, no broker). The
-bash script is registered without `-o default`: a flag with nothing to offer (no session yet, a typo)
-offers nothing rather than readline's file names; an argument that takes a file completes file names
-through argcomplete itself.
+Every flag and argument that takes a value has a completer (`mam.cli.completers`): a job (by its start
+or its short id), a status, an agent, a session, a label, a runner label, a role, a model, an order, ...
+from the workspace's files only, no broker; file or directory names for a path; nothing for a free value
+(a prompt, a number). argcomplete's own default, file names for a flag without a completer, is replaced
+by nothing, and the bash script is registered without `-o default`: a flag with nothing to offer (no job
+yet, a typo, a number) offers nothing rather than readline's file names.
 """
 
 from __future__ import annotations
@@ -53,15 +54,18 @@ def complete_if_asked(parser: argparse.ArgumentParser) -> None:
     if "_ARGCOMPLETE" not in os.environ:
         return
     import argcomplete
+    from argcomplete.completers import SuppressCompleter
 
     from mam.cli.commands import LazyCommands
+    from mam.cli.completers import complete_below
 
     line = os.environ.get("COMP_LINE", "")[: _int(os.environ.get("COMP_POINT"), len(os.environ.get("COMP_LINE", "")))]
     for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
         if isinstance(action, LazyCommands):
             for word in line.split()[1:]:
                 action.load(word)
-    argcomplete.autocomplete(parser)
+    complete_below(parser)
+    argcomplete.autocomplete(parser, default_completer=SuppressCompleter())  # no completer: nothing, not files
 
 
 def _int(text: str | None, default: int) -> int:

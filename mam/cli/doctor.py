@@ -22,6 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from mam.agents.permissions import LEVELS
+from mam.cli.completers import complete
 from mam.contract.checks import Check, any_failed, counts
 from mam.contract.errors import EXIT_FAILED, EXIT_OK
 from mam.contract.terminal import safe
@@ -38,9 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "online, key) and each agent profile's CLI (installed, version, credentials, what the workspace and root "
         "need), with a one-line fix per failed item. Exit 0 when nothing failed, 1 when something did.",
     )
-    doctor.add_argument("--agent", action="append", default=[], metavar="NAME",
+    complete(doctor.add_argument("--agent", action="append", default=[], metavar="NAME",
                         help="check this agent as its runner needs it (repeatable): its CLI missing or a need unmet "
-                        "fails (default: list every profile; an absent CLI shows as not installed)")
+                        "fails (default: list every profile; an absent CLI shows as not installed)"), "agent")
     doctor.add_argument("--permissions", choices=LEVELS, metavar="|".join(LEVELS),
                         help="the ceiling the runners would have, as mam-agent --permissions (default edit)")
     doctor.add_argument("--worktree", action="store_true",

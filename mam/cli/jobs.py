@@ -59,10 +59,11 @@ def add_filter_args(parser: argparse.ArgumentParser) -> None:
     complete(group.add_argument("--parent", type=job_id, metavar="JOB",
                                 help="only jobs delegated by JOB (any unique prefix or suffix; an unknown job exits 1)"),
              "job")
-    group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
-    group.add_argument("--limit", type=positive_int, metavar="N",
+    complete(group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"),
+             "free")
+    complete(group.add_argument("--limit", type=positive_int, metavar="N",
                        help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or with -o "
-                       "json|yaml|name)")
+                       "json|yaml|name)"), "free")
     group.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
 
 

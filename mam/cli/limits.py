@@ -16,6 +16,7 @@ import math
 import re
 from typing import Any
 
+from mam.cli.completers import complete
 from mam.contract.events import MAX_TURNS
 from mam.process.args import job_id
 
@@ -60,22 +61,25 @@ def _dollars(text: str) -> float:
 
 
 def add_limit_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--resume", type=job_id, metavar="JOB",
+    complete(parser.add_argument("--resume", type=job_id, metavar="JOB",
                         help="continue JOB's agent session (claude --resume, codex exec resume, gemini --resume) "
-                        "with this prompt, as a new job on the same agent; a worktree job starts from JOB's branch")
-    parser.add_argument("--model", type=_model, metavar="NAME", help="the model the agent uses (passed as its CLI's --model)")
-    parser.add_argument("--max-turns", type=_count("--max-turns", MAX_TURNS), metavar="N",
-                        help="the agent's turn limit, where its CLI has one (claude --max-turns)")
-    parser.add_argument("--budget-tokens", type=_count("--budget-tokens", 2**53 - 1), metavar="N",
-                        help="stop the job, failed, once its agent reports more tokens (input + output) than N")
-    parser.add_argument("--budget-usd", type=_dollars, metavar="X",
-                        help="stop the job, failed, once its agent reports a cost above X dollars")
-    parser.add_argument("--tree-budget-tokens", type=_count("--tree-budget-tokens", 2**53 - 1), metavar="N",
+                        "with this prompt, as a new job on the same agent; a worktree job starts from JOB's branch"),
+             "job")
+    complete(parser.add_argument("--model", type=_model, metavar="NAME", help="the model the agent uses (passed as its CLI's --model)"),
+             "model")
+    complete(parser.add_argument("--max-turns", type=_count("--max-turns", MAX_TURNS), metavar="N",
+                        help="the agent's turn limit, where its CLI has one (claude --max-turns)"), "free")
+    complete(parser.add_argument("--budget-tokens", type=_count("--budget-tokens", 2**53 - 1), metavar="N",
+                        help="stop the job, failed, once its agent reports more tokens (input + output) than N"),
+             "free")
+    complete(parser.add_argument("--budget-usd", type=_dollars, metavar="X",
+                        help="stop the job, failed, once its agent reports a cost above X dollars"), "free")
+    complete(parser.add_argument("--tree-budget-tokens", type=_count("--tree-budget-tokens", 2**53 - 1), metavar="N",
                         help="for the jobs under this one: once they recorded N tokens, refuse new ones and cancel "
-                        "the running ones")
-    parser.add_argument("--tree-budget-usd", type=_dollars, metavar="X",
+                        "the running ones"), "free")
+    complete(parser.add_argument("--tree-budget-usd", type=_dollars, metavar="X",
                         help="for the jobs under this one: once they recorded X dollars, refuse new ones and "
-                        "cancel the running ones")
+                        "cancel the running ones"), "free")
 
 
 def limit_fields(args: argparse.Namespace) -> dict[str, Any]:

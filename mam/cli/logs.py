@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     complete(logs.add_argument("job_id", type=job_id, metavar="JOB",
                                help="the job's id, or any unique prefix or suffix of it"), "job")
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
-    logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output")
+    complete(logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output"),
+             "free")
     logs.add_argument("--timestamps", action="store_true",
                       help="start each line with the time its output was recorded (ISO 8601 UTC)")
     add_workspace_args(logs)

@@ -6,11 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from mam.cli.completers import complete
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
-    passwd.add_argument("file", type=Path, metavar="FILE")
-    passwd.add_argument("user", metavar="USER")
+    complete(passwd.add_argument("file", type=Path, metavar="FILE"), "file")
+    complete(passwd.add_argument("user", metavar="USER"), "user")
     passwd.set_defaults(handler=cmd_passwd)
 
 

@@ -56,13 +56,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "nothing unfinished under it), and wait for the projector's verdicts: exit 0 when all were pruned, 1 when "
         "some were refused, 3 when no projector serves the workspace or no verdict came in time.",
     )
-    prune.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
-                       help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)")
+    complete(prune.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
+                       help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)"),
+             "free")
     complete(prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
                        help="only jobs that ended so (repeatable, or a comma list; default: every finished status)"), "status")
     prune.add_argument("--dry-run", action="store_true", help="list what would be pruned; publish nothing")
-    prune.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
-                       help="how long to wait for the verdicts (default 60); no verdict in time exits 3")
+    complete(prune.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
+                       help="how long to wait for the verdicts (default 60); no verdict in time exits 3"), "free")
     add_output_arg(prune, wide=None, name="job/<id> (pruned, or with --dry-run would be)")
     prune.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(prune)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mam.cli.completers import complete
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schema = sub.add_parser("schema", help="print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json")
-    schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)")
+    complete(schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)"),
+             "event-type")
     schema.set_defaults(handler=cmd_schema)
 
 

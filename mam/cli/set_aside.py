@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Any
 
+from mam.cli.completers import complete
 from mam.cli.output_form import add_output_arg, output_form, print_items
 from mam.cli.tables import render, short
 from mam.contract.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -34,12 +35,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "again now, as they came, and prints what the projector made of each: handled (recorded, a duplicate, or "
         "refused with a reason), or still set aside with the new reason. Exit 1 when one is still set aside.",
     )
-    parser.add_argument("ids", nargs="*", metavar="ID", help="only these (an id or its first 6 characters or more)")
+    complete(parser.add_argument("ids", nargs="*", metavar="ID", help="only these (an id or its first 6 characters or more)"),
+             "set-aside")
     parser.add_argument("--replay", action="store_true",
                         help="publish the messages named (or every one, with --all) again, and wait for the verdicts")
     parser.add_argument("--all", action="store_true", help="with --replay: every message set aside")
-    parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-                        help="with --replay: wait this long for the projector's verdicts (default 30)")
+    complete(parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+                        help="with --replay: wait this long for the projector's verdicts (default 30)"), "free")
     add_output_arg(parser, wide=None, name="set-aside/<id>")
     parser.add_argument("--json", action="store_true", help="the same as -o json")
     add_workspace_args(parser)

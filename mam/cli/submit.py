@@ -48,19 +48,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "refused it (exit 1, its reason on stderr); exit 3 if no projector serves the workspace or no "
         "verdict came in time.",
     )
-    submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin")
-    submit.add_argument("--agent", type=agent_name,
-                        help="agent that should run it, e.g. claude-code (required, except with --resume)")
-    submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to")
-    submit.add_argument("--role", metavar="R")
-    submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)")
-    submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)")
+    complete(submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin"), "free")
+    complete(submit.add_argument("--agent", type=agent_name,
+                        help="agent that should run it, e.g. claude-code (required, except with --resume)"), "agent")
+    complete(submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to"), "session")
+    complete(submit.add_argument("--role", metavar="R"), "role")
+    complete(submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)"),
+             "label")
+    complete(submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)"), "free")
     tree = submit.add_mutually_exclusive_group()
-    tree.add_argument("--parent", type=job_id, metavar="JOB",
-                      help="the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID)")
+    complete(tree.add_argument("--parent", type=job_id, metavar="JOB",
+                      help="the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID)"), "job")
     tree.add_argument("--no-parent", action="store_true",
                       help="submit a root job even inside a job (no parent from $MAM_JOB_ID)")
-    submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run")
+    complete(submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS",
+                                 help="how long the job may run"), "free")
     submit.add_argument("--no-requeue", action="store_true",
                         help="if its runner stops (SIGTERM) before the job finished, end it failed instead of "
                         "releasing it to the queue for another runner")
@@ -69,12 +71,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
         "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
     )
-    submit.add_argument("--require", action="append", metavar="KEY=VALUE",
+    complete(submit.add_argument("--require", action="append", metavar="KEY=VALUE",
                         help="a runner label the job needs (repeatable): only runners started with "
-                        "--label KEY=VALUE get it")
-    submit.add_argument("--priority", type=int, metavar="N",
+                        "--label KEY=VALUE get it"), "require")
+    complete(submit.add_argument("--priority", type=int, metavar="N",
                         help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
-                        "default 0); equal priorities take turns across delegation trees and sessions")
+                        "default 0); equal priorities take turns across delegation trees and sessions"), "free")
     submit.add_argument("--parent-close", choices=("cancel", "abandon"), metavar="cancel|abandon",
                         help="what becomes of this job if its parent ends first: cancel (the default: it is "
                         "asked to cancel, with the jobs under it) or abandon (it runs on)")
@@ -96,9 +98,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session_sub = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
     create = session_sub.add_parser("create", help="register a session by submitting its onboarding job")
     complete(create.add_argument("--agent", required=True, type=agent_name), "agent")
-    create.add_argument("--role", required=True)
-    create.add_argument("--session", required=True, metavar="NAME")
-    create.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS")
+    complete(create.add_argument("--role", required=True), "role")
+    complete(create.add_argument("--session", required=True, metavar="NAME"), "free")
+    complete(create.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS"), "free")
     create.add_argument("--json", action="store_true")
     add_workspace_args(create)
     add_broker_arg(create)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mam.cli.banner import banner, example_job_id  # noqa: F401 - example_job_id: its old home
+from mam.cli.completers import complete
 from mam.client.signals import cancel_on_signal
 from mam.contract.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.contract.errors import UsageError
@@ -73,11 +74,11 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
     add_acl_flag(up)
     add_listener_flags(up)
-    up.add_argument(
+    complete(up.add_argument(
         "--dashboard", nargs="?", type=port, const=DASHBOARD_PORT, metavar="PORT",
         help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
         "off loopback it needs --password-file, whose users log in to it",
-    )
+    ), "free")
     add_settle_outputs(up)
     add_offer_lease(up)
     add_limit_flags(up)

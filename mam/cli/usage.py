@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mam.cli.completers import complete
 from mam.cli.jobs import since_from_args
 from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.cli.tables import render
@@ -76,8 +77,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "usage", help="total the cost and tokens the agents reported, by agent, session or delegation tree"
     )
-    parser.add_argument("--since", metavar="DURATION|TIME",
-                        help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time")
+    complete(parser.add_argument("--since", metavar="DURATION|TIME",
+                        help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"), "free")
     parser.add_argument("--by", choices=BY, default="agent",
                         help="one row per agent (default), per session (the job's agent_session), or per "
                         "delegation tree: each root and each job that delegated, with all its descendants")

@@ -39,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     complete(wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
                       help="the job's id, or a unique prefix or suffix of it among the retained states"), "job")
-    wait.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
-                      help="give up after this long, for all the jobs together (exit 3; default: no limit)")
+    complete(wait.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
+                      help="give up after this long, for all the jobs together (exit 3; default: no limit)"), "free")
     wait.add_argument("--json", action="store_true", help="print the final records as a JSON array")
     add_workspace_args(wait)
     add_broker_arg(wait)

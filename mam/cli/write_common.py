@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import msgspec
 
+from mam.cli.completers import complete
 from mam.cli.limits import FLAG_OF_FIELD
 from mam.contract import events as ev
 from mam.contract import job_spec
@@ -22,10 +23,10 @@ def add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_he
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help=wait_help)
     mode.add_argument("--no-wait", action="store_true", help=no_wait_help)
-    parser.add_argument(
+    complete(parser.add_argument(
         "--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for the verdict (default 30); no verdict in time exits 3",
-    )
+    ), "free")
     parser.add_argument("--json", action="store_true", help="print the recorded state as JSON")
 
 

@@ -1,8 +1,10 @@
-"""What a workspace's registry knows, for shell completion: job ids, agents, sessions, labels.
+"""What a workspace's registry knows, for shell completion: job ids, agents, sessions, labels, and the
+runner labels, roles and models jobs asked for.
 
 Read from files only, never the broker (a completion is answered while the user waits at the prompt):
 the ids are the registry's file names; agents, sessions and labels come from the query index when it is
-current, else from at most `MOST_READ` records (a stale index on a large workspace still answers fast).
+current, else from at most `MOST_READ` records (a stale index on a large workspace still answers fast);
+what the index has no column for (`require`, `role`, `model`) always from at most `MOST_READ` records.
 """
 
 from __future__ import annotations
@@ -50,6 +52,22 @@ def known_labels(workspace: Workspace) -> list[str]:
     return [f"{key}={value}" for key, value in pairs]
 
 
+def known_requirements(workspace: Workspace) -> list[str]:
+    """Every `key=value` runner label the workspace's jobs required (`mam submit --require`), A to Z."""
+    pairs = {(k, v) for r in _some_records(workspace) if isinstance(r.require, dict) for k, v in r.require.items()}
+    return [f"{key}={value}" for key, value in sorted(pairs)]
+
+
+def known_roles(workspace: Workspace) -> list[str]:
+    """The roles of the workspace's jobs, A to Z."""
+    return sorted({r.role for r in _some_records(workspace) if r.role})
+
+
+def known_models(workspace: Workspace) -> list[str]:
+    """The models the workspace's jobs asked for (`mam submit --model`), A to Z."""
+    return sorted({r.model for r in _some_records(workspace) if isinstance(r.model, str)})
+
+
 def _from_index(workspace: Workspace, ask: Callable[[IndexReader], T]) -> T | None:
     """`ask(reader)` on a current query index, or None without one (missing, stale, unreadable)."""
     reader = IndexReader.open(workspace.registry_dir)
@@ -66,4 +84,5 @@ def _some_records(workspace: Workspace) -> Iterator[JobRecord]:
     return islice(iter_records(workspace), MOST_READ)
 
 
-__all__ = ["MOST_READ", "known_agents", "known_job_ids", "known_labels", "known_sessions"]
+__all__ = ["MOST_READ", "known_agents", "known_job_ids", "known_labels", "known_models", "known_requirements",
+           "known_roles", "known_sessions"]

@@ -1,13 +1,17 @@
-"""Shell completion (issue 31): job ids, statuses, agents, sessions, labels and orders from the workspace's
-registry, in bash, zsh and fish, through the scripts `mam completion SHELL` prints, run by the real shells
-(zsh and fish where installed); never file names for a flag that takes a status or an agent."""
+"""Shell completion (issues 31 and 43): job ids (by their start or their short id), statuses, agents, sessions,
+labels, runner labels, roles, models, outcomes, event types and orders from the workspace's files, in bash,
+zsh and fish, through the scripts `mam completion SHELL` prints, run by the real shells (zsh and fish where
+installed); file names only for a path, never for a flag that takes anything else (`mam submit --agent`,
+`--prompt`, `--priority`)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 
+import anyio
 import pytest
 from output_forms_support import logged_job
 
@@ -20,10 +24,17 @@ from support import BIN, DEAD_BROKER, child_env, run
 @pytest.fixture
 def known(ws: WorkspacePaths) -> WorkspacePaths:
     logged_job(ws, "kid-job", "2026-01-01T00:00:00",
-               ev.Submitted(prompt="p", agent="zeta-agent", labels={"team": "x"}, agent_session="s1"))
+               ev.Submitted(prompt="p", agent="zeta-agent", labels={"team": "x"}, agent_session="s1", role="reviewer",
+                            model="opus-4", require={"gpu": "yes"}))
     logged_job(ws, "other-job", "2026-01-01T00:01:00", ev.Submitted(prompt="p", agent="codex"), ev.Cancelled())
-    for name in ("sfile", "running-notes", "zeta-file", "kid-file"):  # what readline would offer as file names
-        (ws.elsewhere / name).write_text("")
+    for job in ("job-20260101-000200-5732ef", "job-20260101-000300-57a1b2"):  # generated ids: by their short id
+        logged_job(ws, job, "2026-01-01T00:02:00", ev.Submitted(prompt="p", agent="codex"))
+    (ws.root / ".mam" / "roles").mkdir()
+    (ws.root / ".mam" / "roles" / "researcher.md").write_text("You research.")
+    for name in ("sfile", "running-notes", "zeta-file", "kid-file", "gfile", "5732-file", "opus-file"):
+        (ws.elsewhere / name).write_text("")  # what readline would offer as file names
+    (ws.elsewhere / "zeta-dir").mkdir()
+    (ws.elsewhere / "pw").write_text("kim:$7$hash\nkeith:$7$hash\n")
     return ws
 
 
@@ -47,10 +58,34 @@ CASES = [
     ("mam jobs --sort-by=-d", ["-duration"]),
     ("mam jobs -o y", ["yaml"]),
     ("mam cancel --status r", ["retrying", "running"]),
+    ("mam show 57", ["5732ef", "57a1b2"]),  # the short ids every message and the dashboard show
+    ("mam logs 5732", ["5732ef"]),
+    ("mam events job-20260101-0002", ["job-20260101-000200-5732ef"]),  # the whole id, by its start
+    ("mam submit --parent 57a", ["57a1b2"]),
+    ("mam submit --resume k", ["kid-job"]),
+    ("mam submit --after 5732ef,57", ["5732ef,57a1b2"]),
+    ("mam ask --job o", ["other-job"]),
+    ("mam submit --agent c", ["claude-code", "codex"]),
+    ("mam session create --agent ze", ["zeta-agent"]),
+    ("mam doctor --agent ze", ["zeta-agent"]),
+    ("mam submit --agent-session s", ["s1"]),
+    ("mam submit --label t", ["team=x"]),
+    ("mam submit --require g", ["gpu=yes"]),
+    ("mam submit --role r", ["researcher", "reviewer"]),
+    ("mam submit --model o", ["opus-4"]),
+    ("mam submit --retry-on failed,", ["failed,lost", "failed,timed_out"]),
+    ("mam schema --type sub", ["submitted"]),
+    ("mam passwd pw k", ["keith", "kim"]),
+    ("mam jobs --workspace ze", ["zeta-dir/"]),  # a directory: directories only
+    ("mam submit --prompt s", []),  # free values: nothing, not the files in the cwd
+    ("mam submit --priority 5", []),
+    ("mam submit --job-id k", []),
+    ("mam jobs --since 5", []),
+    ("mam submit --agent zz", []),
 ]
-SOME = [CASES[i] for i in (0, 4, 5, 7, 9, 11)]
+SOME = [CASES[i] for i in (0, 4, 5, 7, 9, 11, 14, 21, 26, 32, 33)]
 """What zsh and fish are asked (bash is asked every case): a job id, statuses (also after a comma), an agent,
-a label, an order."""
+a label, an order, short ids, `mam submit --agent` and `--require`, a directory, and a free value (nothing)."""
 
 
 @pytest.mark.slow
@@ -97,3 +132,72 @@ async def test_fish_completes_through_its_script(known: WorkspacePaths) -> None:
         offered = sorted(entry.split("\t", 1)[0].removeprefix("--sort-by=") for entry in done.stdout.decode().split("\n")
                          if entry)
         assert offered == expected, line
+
+
+TYPED = [
+    ("mam show 5732\t", "mam show 5732ef"),  # a short id, completed in place
+    ("mam submit --agent ze\t", "mam submit --agent zeta-agent"),
+    ("mam submit --require g\t", "mam submit --require gpu=yes"),
+    ("mam jobs --workspace ze\t", "mam jobs --workspace zeta-dir/"),
+    ("mam submit --prompt s\t\t", "mam submit --prompt s"),  # readline's file name would be `sfile`
+    ("mam submit --priority 5\t\t", "mam submit --priority 5"),  # ... `5732-file`
+    ("mam submit --label zz\t\t", "mam submit --label zz"),
+]
+"""Keys typed at an interactive shell, and the line they leave."""
+
+
+SHELLS = {
+    "bash": (["bash", "--noprofile", "--rcfile", "{rc}", "-i"], 'source <(mam completion bash)\nPS1="READY> "\n', ""),
+    "zsh": (["zsh", "-f", "-i"], "", "autoload -U compinit; compinit -u; source <(mam completion zsh); PS1='READY''> '\r"),
+}
+"""How each shell starts interactive with mam's completion: its argv, an rc file ({rc}), what is typed first."""
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+async def test_tab_at_an_interactive_shell_completes_in_place_and_never_offers_file_names(
+    known: WorkspacePaths, shell: str,
+) -> None:
+    """As a user types: TAB at an interactive bash (readline on a terminal, the script registered with
+    `-o bashdefault`, which may fall back to bash's own completions) and zsh (its completion system, compinit).
+    Each line is then echoed as it stands (Ctrl-A, `echo`), so what TAB left on it is read back exactly."""
+    import pty
+
+    if shutil.which(shell) is None and os.environ.get("CI") != "true":
+        pytest.skip(f"{shell} is not installed (CI installs it)")
+    argv, rc_text, first = SHELLS[shell]
+    rc = known.elsewhere.parent / "completion.rc"
+    rc.write_text(rc_text)
+    env = {**_env(known), "TERM": "dumb", "INPUTRC": "/dev/null", "HOME": str(known.elsewhere)}
+    master, slave = pty.openpty()
+    proc = await anyio.open_process([arg.format(rc=rc) for arg in argv], cwd=known.elsewhere,
+                                    stdin=slave, stdout=slave, stderr=slave, env=env)
+    screen = _Screen(master)
+    try:
+        os.write(master, first.encode())
+        await screen.until(rb"READY> ")
+        for n, (keys, expected) in enumerate(TYPED):
+            start = len(screen.seen)
+            os.write(master, keys.encode() + f"\x01echo LINE{n}: \r".encode())
+            said = await screen.until(rf"\r\nLINE{n}: (.*?)\r\n".encode(), start)
+            assert said.group(1).decode() == expected, (keys, screen.seen[start:])
+            assert not re.search(rb"sfile|running-notes|5732-file|opus-file", screen.seen[start:]), keys
+    finally:
+        proc.kill()
+        await proc.wait()
+        os.close(master)
+        os.close(slave)
+
+
+class _Screen:
+    """What a terminal has shown so far, read from its pty."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.seen = b""
+
+    async def until(self, pattern: bytes, start: int = 0, timeout: float = 15) -> re.Match[bytes]:
+        """The first match of `pattern` in what was shown from `start` on, once it is there."""
+        with anyio.fail_after(timeout):
+            while (found := re.compile(pattern).search(self.seen, start)) is None:
+                self.seen += await anyio.to_thread.run_sync(os.read, self.fd, 65536, abandon_on_cancel=True)
+        return found
