@@ -1,32 +1,49 @@
-"""`mam show`'s line for a queued job that requires runner labels: whether any runner online has them.
+"""`mam show`'s reason for a queued job: which runners online could take it, and why none has.
 
-Read from the broker's retained runner statuses on a connection of its own; a broker that cannot be
-reached leaves the line out (`mam show` reads the registry, and must work without a broker).
+Read from the broker's retained runner statuses on a connection of its own, only for a job still
+`submitted` (every other job's view is the registry's files alone, with no MQTT client loaded); a broker
+that cannot be reached in a few seconds leaves the reason to the record (`mam show` reads the registry,
+and must work without a broker).
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Final
 
 import anyio
 
 from mam.client.live import snapshot_agents
 from mam.contract import presence, routing
+from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
 from mam.contract.record import JobRecord, Status
+from mam.contract.status import AgentStatus
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.process.options import broker_from_args
 
+PATIENCE: Final = 5.0
+"""Seconds to wait for the runners' statuses before the view goes on without them."""
+
 
 def queue_note(args: argparse.Namespace, workspace: Workspace, record: JobRecord) -> str | None:
-    """`queued: no runner online for 'shell' has gpu=a100 ...`, for a submitted job with `require`."""
-    require = routing.required(record)
-    if record.status is not Status.SUBMITTED or not require:
+    """`queued: no runner for 'codex' is online (...)`, `queued: no runner online for 'shell' has gpu=a100 ...`,
+    for a submitted job; None when the broker did not answer."""
+    if record.status is not Status.SUBMITTED:
         return None
     try:
         broker = broker_from_args(args, workspace)
-        found = anyio.run(snapshot_agents, broker, Topics(workspace.id))
+        found = anyio.run(_runners, broker, Topics(workspace.id))
     except (MamError, OSError):
         return None
-    return presence.waiting_reason(record.agent, found.values(), require)
+    if found is None:
+        return None
+    return presence.waiting_reason(record.agent, found.values(), routing.required(record), job_id=record.job_id,
+                                   parent=record.parent)
+
+
+async def _runners(broker: Brokers, topics: Topics) -> dict[str, AgentStatus] | None:
+    with anyio.move_on_after(PATIENCE):
+        return await snapshot_agents(broker, topics)
+    return None

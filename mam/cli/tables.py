@@ -43,6 +43,11 @@ def use_colour(stream: IO[str]) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR")
 
 
+def paint(status: str) -> str:
+    """`status` in its table colour (for a caller that decided `use_colour`); other words as they are."""
+    return f"\x1b[{_COLOURS[status]}m{status}\x1b[0m" if status in _COLOURS else status
+
+
 def job_row(record: JobRecord, now: datetime) -> list[str]:
     return [
         record.job_id,
@@ -154,4 +159,4 @@ def line(row: Sequence[str]) -> str:
 
 
 __all__ = ["AGENT_HEADER", "AGENT_WIDE_HEADER", "JOB_HEADER", "agent_row", "agent_table", "denied_count", "job_row", "line", "render",
-           "short", "use_colour", "with_cost", "with_costs", "with_denials"]
+           "paint", "short", "use_colour", "with_cost", "with_costs", "with_denials"]

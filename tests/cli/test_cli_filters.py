@@ -129,10 +129,10 @@ async def test_every_reading_command_takes_a_unique_prefix_or_suffix(amqtt: Runn
             assert result.returncode == 0, (command, result.stderr)
         shown = await run(mam("show", "job-20260501-1205", "--workspace", root), cwd=ws.elsewhere)
         lines = shown.stdout.decode().splitlines()
-        assert lines[0].split() == ["job_id", ids[1]]
-        at = next(i for i, line in enumerate(lines) if line.startswith("prompt"))
-        assert lines[at:at + 3] == [f"{'prompt':<20}line one", f"{'':<20}line two", f"{'':<20}    indented"]
-        assert any(line.startswith("submitted_at") and line.endswith(("ago)", "(just now)")) for line in lines)
+        assert lines[0].split() == ["Job:", ids[1]]
+        at = next(i for i, line in enumerate(lines) if line.startswith("Prompt:"))
+        assert lines[at:at + 3] == [f"{'Prompt:':<14}line one", f"{'':<14}line two", f"{'':<14}    indented"]
+        assert any(line.startswith("Submitted:") and line.endswith(("ago)", "(just now)")) for line in lines)
 
         for command in ("show", "events", "logs"):
             result = await run(mam(command, "job-2026", "--workspace", root), cwd=ws.elsewhere)

@@ -240,16 +240,15 @@ async def test_prune_dry_run_lines_up_every_id(ws: WorkspacePaths) -> None:
     assert len({line.index("cancelled") for line in lines}) == 1, f"the status column is not aligned: {lines}"
 
 
-async def test_show_prints_git_and_labels_one_key_a_line(ws: WorkspacePaths) -> None:
+async def test_show_prints_git_and_labels_in_words(ws: WorkspacePaths) -> None:
     git = ev.GitInfo(commit="abc1234", branch="main", dirty=True)
     logged_job(ws, "show-job", "2026-01-01T00:00:00",
                 ev.Submitted(prompt="p", agent="x", labels={"team": "x", "k": "v"}, git=git))
     code, out, err = await _mam(ws, "show", "show-job", "--workspace", str(ws.root))
     assert code == 0, err
     lines = out.splitlines()
-    at = next(n for n, line in enumerate(lines) if line.startswith("git_at_submit"))
-    assert [line.split(None, 1)[-1] if n == 0 else line.strip()
-            for n, line in enumerate(lines[at:at + 3])] == ["commit: abc1234", "branch: main", "dirty: true"]
+    assert f"{'Git:':<14}at submit: abc1234 on main, with uncommitted changes" in lines
+    assert f"{'Labels:':<14}k=v, team=x" in lines
     assert "{" not in out
 
 

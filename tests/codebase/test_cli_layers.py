@@ -264,22 +264,31 @@ def _network(modules: set[str]) -> list[str]:
 async def test_read_only_commands_load_no_mqtt_client_tls_or_cryptography(ws: WorkspacePaths) -> None:
     write_job(ws, "diet-1")
     write_job(ws, "diet-2", ev.Claimed(runner="r1", id="diet-2-c"), ev.Started(runner="r1", id="diet-2-st"),
-              ev.Succeeded(result="done", id="diet-2-ok"))
+              ev.Output(text="first line\nlast line\n", seq=0, id="diet-2-o"), ev.Succeeded(result="done", id="diet-2-ok"))
+    write_job(ws, "diet-3", ev.Claimed(runner="r1", id="diet-3-c"), ev.Started(runner="r1", id="diet-3-st"),
+              ev.Failed(exit_code=-9, id="diet-3-x"))
     where = ["--workspace", str(ws.root)]
-    # only `mam show` of a job still waiting for a runner that requires runner labels asks the broker which
-    # runners could take it (mam/cli/show_routing.py); the text form of any other job reads the record alone
-    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["show", "diet-1"], ["show", "diet-2"],
-                    ["logs", "diet-1"], ["events", "diet-1"], ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"],
-                    ["set-aside"]):
+    # only `mam show` of a job still queued asks the broker which runners could take it (mam/cli/show_routing.py);
+    # the text form of any other job (its output's tail, its parent and children too) reads the registry alone
+    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["show", "diet-2"], ["show", "diet-3"],
+                    ["show", "diet-2", "-o", "yaml"], ["logs", "diet-1"], ["events", "diet-1"],
+                    ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"], ["set-aside"]):
         out, modules = await _imports_of(ws, *command, *where)
         assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs", "set-aside": "mam.cli.set_aside"}.get(
             command[0], "mam.cli.show") in modules
         assert _network(modules) == [], command
         if command == ["show", "diet-2"]:  # the text form of a finished job, read whole
-            assert "succeeded" in out and "done" in out and "mam.cli.show_routing" not in modules
-    # the same reading sees them where a command connects: `mam submit` publishes
+            assert "succeeded" in out and "done" in out and "  last line" in out and "mam logs diet-2" in out
+            assert {"mam.cli.describe", "mam.cli.describe_reads"} <= modules and "mam.cli.show_routing" not in modules
+        if command == ["show", "diet-3"]:
+            assert "killed by SIGKILL (signal 9)" in out and "mam.cli.show_routing" not in modules
+    # the same reading sees them where a command connects: `mam submit` publishes, and `mam show` of a queued
+    # job asks for the runners (here of a broker that is not there: the view says so and goes on)
     out, modules = await _imports_of(ws, "submit", "--help")
     assert {"aiomqtt", "paho"} <= modules
+    out, modules = await _imports_of(ws, "show", "diet-1", "--broker", "mqtt://127.0.0.1:9", *where)
+    assert "mam.cli.show_routing" in modules and "aiomqtt" in modules
+    assert "which runners are online is not known" in out
 
 
 async def test_version_answers_before_the_parser_is_built(ws: WorkspacePaths) -> None:

@@ -134,7 +134,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         assert [e["event"]["type"] for e in json.loads(events.stdout)][-2:] == ["succeeded", "pruned"]
         show = await run(mam("show", "job-done", "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert show.returncode == 0, show.stderr.decode()
-        assert "pruned_at" in show.stdout.decode() and "_archive" in show.stdout.decode()
+        assert "Pruned:" in show.stdout.decode() and "_archive" in show.stdout.decode()
         assert "job-done-too" not in show.stdout.decode() + show.stderr.decode()
         logs = await run(mam("logs", "job-done", "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert (logs.returncode, logs.stderr.decode().strip()) == (0, "mam: job job-done succeeded (exit code 0)")

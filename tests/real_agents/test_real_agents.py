@@ -74,7 +74,7 @@ async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape
     assert "\n" not in error and "\x1b" not in error, repr(error)
     assert error.startswith("gemini stopped before it reported a result (exit code 55); stderr: ")
     assert "GEMINI_CLI_TRUST_WORKSPACE=true" in error
-    [line] = [line for line in shown.splitlines() if line.startswith("error")]
+    [line] = [line for line in shown.splitlines() if line.startswith("Reason:")]
     assert "GEMINI_CLI_TRUST_WORKSPACE=true" in line
 
 

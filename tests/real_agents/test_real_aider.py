@@ -37,7 +37,7 @@ async def test_without_a_key_the_job_fails_at_once_naming_it_and_aider_never_sta
                               "the runner or in the workspace's .env"), named["error"]
     assert script.requests == []
     assert not (ws.root / ".aider.chat.history.md").exists()
-    [line] = [line for line in shown.splitlines() if line.startswith("error")]
+    [line] = [line for line in shown.splitlines() if line.startswith("Reason:")]
     assert "OPENAI_API_KEY" in line
 
 
