@@ -86,13 +86,14 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         return CountedStream(page_stream(hub, chosen, job), counted)
 
     async def job(request: Request) -> Response:
-        """The whole record (its whole prompt), which the stream carries cut."""
+        """The whole record (its whole prompt), which the stream carries cut, and why it waits if it is queued."""
         try:
             job_id = _job(validate_job_id(request.path_params["job_id"]), hub)
             record = await full_record(hub, job_id)
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, 404 if exc.exit_code != EXIT_USAGE else 400)
-        return Response(msgspec.json.encode({"job_id": job_id, "record": record}), media_type="application/json")
+        return Response(msgspec.json.encode({"job_id": job_id, "record": record, "waits": hub.waiting().note(record)}),
+                        media_type="application/json")
 
     async def log(request: Request) -> Response:
         """One page of the job's audit log: the whole lines that end at byte `before` (at the end without it)."""

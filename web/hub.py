@@ -41,6 +41,7 @@ from mam.contract.topics import Kind, Topics
 from mam.contract.workspace import Workspace
 from mam.web.history import first_jobs, recent_refusals
 from mam.web.rows import row, slim, slim_event
+from mam.web.waits import Queue, Waiting
 
 log = logging.getLogger("mam.web")
 
@@ -97,6 +98,8 @@ class Hub:
         self.indexed = False
         """Whether `jobs` started from the query index (only the newest): snapshots then ask it too."""
         self.agents: dict[str, AgentStatus] = {}
+        self.queue = Queue()
+        """The submitted jobs' priorities, by agent: why a queued job waits (`waiting`)."""
         self.projector: dict[str, Any] | None = None
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         self.connected = False
@@ -124,6 +127,7 @@ class Hub:
         first, self.indexed = await anyio.to_thread.run_sync(first_jobs, self.workspace)
         for record in first:
             self.jobs[record.job_id] = record
+            self.queue.take(record)
         self.refusals.extend(await anyio.to_thread.run_sync(recent_refusals, self.workspace, REFUSALS_KEPT))
         task_status.started()
         try:
@@ -178,6 +182,7 @@ class Hub:
             known = self.jobs.get(record.job_id) if record else None
             if record is not None and (known is None or record.version >= known.version):
                 self.jobs[record.job_id] = record
+                self.queue.take(record)
                 shown = slim(record)
                 self._tell(Change("job", row(shown, record), record.job_id, shown, size=_size(shown)))
         elif parsed.kind is Kind.EVENTS and parsed.job_id:
@@ -202,6 +207,10 @@ class Hub:
             else:
                 self.agents[parsed.agent_id] = status
                 self._tell(Change("agent", runner(status)))
+
+    def waiting(self) -> Waiting:
+        """The runners and the queue as they are now: why a queued job waits (`Waiting.note`)."""
+        return Waiting.of(self.agents.values(), self.queue)
 
     def _projector(self, payload: bytes) -> None:
         status = decode_projector_status(payload)

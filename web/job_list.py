@@ -18,7 +18,7 @@ prompt.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -169,8 +169,12 @@ def duration_s(record: JobRecord, now: datetime) -> float | None:
     return None if seconds is None else round(seconds, 3)
 
 
-def job_row(record: JobRecord, root: str, now: datetime) -> dict[str, Any]:
-    """A job as `GET /api/jobs` lists it (docs/api.md)."""
+Note = Callable[[JobRecord], str | None]
+"""Why a queued job waits (`waits.Waiting.note`)."""
+
+
+def job_row(record: JobRecord, root: str, now: datetime, note: Note | None = None) -> dict[str, Any]:
+    """A job as `GET /api/jobs` lists it (docs/api.md); `note` says why a queued one waits."""
     question = record.question if record.status is Status.WAITING and isinstance(record.question, str) else None
     error = record.error
     return {
@@ -193,6 +197,7 @@ def job_row(record: JobRecord, root: str, now: datetime) -> dict[str, Any]:
         "cost_usd": cost_of(record),
         "question": question,
         "denials": list(record.denials) if record.denials else [],
+        "waits": note(record) if note is not None else None,
     }
 
 
@@ -252,14 +257,15 @@ def _sql(query: JobsQuery, now: datetime) -> tuple[str, list[Any], str, list[Any
 Row = dict[str, Any]
 
 
-def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime) -> tuple[int, list[Row]]:
+def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime, note: Note | None,
+             ) -> tuple[int, list[Row]]:
     """How many match, and the page's rows: each record is read, made a row and let go (a page of 500
     records of 512 KiB prompts is never held at once)."""
     condition, params, order, order_params = _sql(query, now)
     conn = index.conn
 
     def row(record: JobRecord) -> Row:
-        return job_row(record, _root_indexed(conn, record.job_id), now)
+        return job_row(record, _root_indexed(conn, record.job_id), now, note)
 
     if query.q is None:
         total = int(conn.execute(f"SELECT count(*) FROM jobs j WHERE {condition}", params).fetchone()[0])
@@ -319,7 +325,7 @@ def _in_tree(job_id: str, root: str, parents: Mapping[str, str | None]) -> bool:
         seen.add(current)
 
 
-def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int, list[Row]]:
+def _scanned(workspace: Workspace, query: JobsQuery, now: datetime, note: Note | None) -> tuple[int, list[Row]]:
     parents: dict[str, str | None] = {}
     chosen: list[tuple[Any, str, str]] = []
     for record in iter_records(workspace):  # one at a time: only its id, parent and sort key are kept
@@ -334,24 +340,26 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime) -> tuple[int
         chosen.sort(key=lambda c: (c[1], c[2]), reverse=True)  # newest first among equals (a stable sort)
         chosen.sort(key=lambda c: c[0], reverse=query.descending)
     page_ids = [c[2] for c in chosen[query.offset:query.offset + query.limit]]
-    return len(chosen), [job_row(r, _root_of(r.job_id, parents), now) for r in records_of(workspace, page_ids)]
+    return len(chosen), [job_row(r, _root_of(r.job_id, parents), now, note) for r in records_of(workspace, page_ids)]
 
 
 # -- the page ---------------------------------------------------------------------------------------
 
 
-def jobs_page(workspace: Workspace, query: JobsQuery, now: datetime | None = None) -> dict[str, Any]:
-    """`{"total", "offset", "limit", "jobs": [row, ...]}` (blocking: run it in a thread)."""
+def jobs_page(workspace: Workspace, query: JobsQuery, now: datetime | None = None, note: Note | None = None,
+              ) -> dict[str, Any]:
+    """`{"total", "offset", "limit", "jobs": [row, ...]}` (blocking: run it in a thread); `note`, when given,
+    says why each queued job waits (the row's `waits`)."""
     now = now or utc_now()
     with Jobs(workspace) as jobs:
         index = jobs.index
         if index is not None:
             try:
-                total, rows = _indexed(index, jobs, query, now)
+                total, rows = _indexed(index, jobs, query, now, note)
             except sqlite3.DatabaseError:
                 index = None  # a damaged index: scan, as `mam jobs` does
         if index is None:
-            total, rows = _scanned(workspace, query, now)
+            total, rows = _scanned(workspace, query, now, note)
     return {"total": total, "offset": query.offset, "limit": query.limit, "jobs": rows}
 
 

@@ -45,6 +45,8 @@ BOOLEAN = {"type": "boolean"}
 TIME = {"type": "string", "format": "date-time"}
 LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
 
+WAITS = ("why a submitted or blocked job waits, as `mam logs -f` says it (no runner for its agent, none with the "
+         "labels it requires, every slot taken, the jobs it runs --after, jobs of higher priority first); null else")
 JOB_ROW = _object({
     "job_id": STRING,
     "status": _ref("Status"),
@@ -66,6 +68,7 @@ JOB_ROW = _object({
     "question": _nullable("string"),
     "denials": {"type": "array", "items": STRING,
                 "description": "the tool calls its agent was refused at its permission level, one line each"},
+    "waits": _nullable({"type": "string", "description": WAITS}),
 }, more=False)
 
 TOTALS = _object({
@@ -79,7 +82,8 @@ SCHEMAS: dict[str, Any] = {
     "JobRow": JOB_ROW,
     "JobsPage": _object({"total": INTEGER, "offset": INTEGER, "limit": INTEGER,
                          "jobs": {"type": "array", "items": _ref("JobRow")}}, more=False),
-    "JobDetail": _object({"job_id": STRING, "record": _ref("JobRecord")}),
+    "JobDetail": _object({"job_id": STRING, "record": _ref("JobRecord"),
+                          "waits": _nullable({"type": "string", "description": WAITS})}),
     "LogEntry": _object({"seq": INTEGER, "received_at": TIME,
                          "event": {"type": "object", "properties": {"type": STRING}, "required": ["type"]}},
                         ["seq", "event"]),

@@ -109,7 +109,8 @@ def read_routes(hub: Hub, resolve: Resolve) -> list[Route]:
         parent = resolve(validate_job_id(query.parent), hub) if query.parent else None
         root = resolve(validate_job_id(query.root), hub) if query.root else None
         async with hub.reading:
-            page = await anyio.to_thread.run_sync(jobs_page, hub.workspace, query.with_ids(parent, root))
+            page = await anyio.to_thread.run_sync(jobs_page, hub.workspace, query.with_ids(parent, root), None,
+                                                  hub.waiting().note)
         return JSONResponse(page)
 
     async def events(request: Request) -> Response:

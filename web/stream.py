@@ -27,6 +27,7 @@ from mam.web.history import matching
 from mam.web.hub import Change, Hub, runner
 from mam.web.joblog import log_page
 from mam.web.rows import detail_record, row
+from mam.web.waits import QUEUED
 
 KEEPALIVE = 15.0
 
@@ -86,11 +87,13 @@ async def detail(hub: Hub, job_id: str) -> dict[str, Any]:
     except MamError as exc:
         problem = problem or str(exc)
     return {"job_id": job_id, "record": detail_record(record) if record is not None else None,
+            "waits": hub.waiting().note(record) if record is not None else None,
             "events": page["events"], "log_start": page["start"], "problem": problem}
 
 
-def shown(change: Change, chosen: JobFilter, job_id: str | None) -> tuple[str, Any] | None:
-    """The frame a page with this filter and detail gets for a change, if any."""
+def shown(change: Change, chosen: JobFilter, job_id: str | None, hub: Hub) -> list[tuple[str, Any]]:
+    """The frames a page with this filter and detail gets for a change: the open job's with why it waits
+    (`waits`, from the runners as they are now), and that again when a runner changed."""
     if change.kind == "job" and change.record is not None:
         out = {"record": change.data, "shown": chosen.matches(change.record)}
         if change.job_id == job_id:  # the open detail: its record, prompt cut as the list's
@@ -98,10 +101,15 @@ def shown(change: Change, chosen: JobFilter, job_id: str | None) -> tuple[str, A
             if change.data.get("prompt_cut"):
                 shown_record["prompt_cut"] = True
             out["detail"] = shown_record
-        return "job", out
+            out["waits"] = hub.waiting().note(change.record)
+        return [("job", out)]
     if change.kind == "event":
-        return ("event", change.data) if change.job_id == job_id else None
-    return change.kind, change.data
+        return [("event", change.data)] if change.job_id == job_id else []
+    frames = [(change.kind, change.data)]
+    open_record = hub.jobs.get(job_id) if change.kind == "agent" and job_id else None
+    if open_record is not None and open_record.status in QUEUED:
+        frames.append(("waits", {"job_id": job_id, "waits": hub.waiting().note(open_record)}))
+    return frames
 
 
 async def page_stream(hub: Hub, chosen: JobFilter, job_id: str | None) -> AsyncIterator[bytes]:
@@ -116,6 +124,5 @@ async def page_stream(hub: Hub, chosen: JobFilter, job_id: str | None) -> AsyncI
                 yield b": keepalive\n\n"
                 continue
             change = inbox.get_nowait()
-            out = shown(change, chosen, job_id)
-            if out is not None:
-                yield frame(*out)
+            for name, data in shown(change, chosen, job_id, hub):
+                yield frame(name, data)

@@ -35,8 +35,8 @@ from mam.client.logged_output import (
 )
 from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
-from mam.contract import presence, routing
-from mam.contract.attempts import after_of, attempt_of
+from mam.contract import presence
+from mam.contract.attempts import attempt_of
 from mam.contract.broker_list import Brokers
 from mam.contract.nesting import decode
 from mam.contract.record import JobRecord, Status
@@ -201,15 +201,10 @@ class _Waiting:
         record = self.record
         if record is None:
             return
-        note = None
-        if record.status is Status.SUBMITTED:
-            note = presence.waiting_reason(record.agent, self.runners.values(), routing.required(record),
-                                           record.job_id, record.parent)
-            if attempt_of(record) > 1:
-                retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
-                note = f"{retry}; {note}" if note else retry
-        elif record.status is Status.BLOCKED:
-            note = f"blocked until {', '.join(after_of(record))} succeeded"
+        note = presence.queue_note(record, self.runners.values())  # submitted or blocked: what it waits for
+        if record.status is Status.SUBMITTED and attempt_of(record) > 1:
+            retry = f"retrying: attempt {attempt_of(record)}, claimable from {record.not_before}"
+            note = f"{retry}; {note}" if note else retry
         elif record.status is Status.CLAIMED:
             note = f"claimed by {record.runner or 'a runner'}, starting"
         elif record.status is Status.WAITING and record.question:

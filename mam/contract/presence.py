@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from mam.contract import routing
+from mam.contract.attempts import after_of
 from mam.contract.humanize import parse_time
+from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
 
 STALE_AFTER: Final = timedelta(days=1)
@@ -136,5 +138,23 @@ def cannot_start(job_id: str, agent: str, statuses: Iterable[AgentStatus], requi
     return held_by_above(job_id, agent, satisfying(online, require or {}), parent, waiter)
 
 
+def queue_note(record: JobRecord, statuses: Iterable[AgentStatus], *, waiter: str | None = None,
+               higher: int = 0) -> str | None:
+    """What a job no runner has claimed yet waits for, in words, as `mam logs -f` and the dashboard say it: the
+    jobs it runs `--after` (blocked), else the runners (`waiting_reason`) and, given `higher` (how many queued
+    jobs for its agent have a higher priority), that those go first; None for a job past waiting."""
+    if record.status is Status.BLOCKED:
+        return f"blocked until {', '.join(after_of(record))} succeeded"
+    if record.status is not Status.SUBMITTED:
+        return None
+    statuses = list(statuses)
+    require = routing.required(record)
+    note = waiting_reason(record.agent, statuses, require, record.job_id, record.parent, waiter)
+    if higher > 0 and satisfying(serving(statuses, record.agent), require):
+        jobs = "1 queued job of higher priority goes" if higher == 1 else f"{higher} queued jobs of higher priority go"
+        note += f"; {jobs} first"
+    return note
+
+
 __all__ = ["DRAINING", "STALE_AFTER", "cannot_start", "free_slots", "held_by_above", "labels_of", "no_label_match",
-           "satisfying", "serves", "serving", "shown_status", "since", "visible", "waiting_reason"]
+           "queue_note", "satisfying", "serves", "serving", "shown_status", "since", "visible", "waiting_reason"]

@@ -15,7 +15,8 @@ import { jobActions } from "./job_actions.js";
 import { soon } from "./soon.js";
 import { drawTimeline } from "./timeline.js";
 import { drawTree, fetchTree, rootOf } from "./tree.js";
-import { drawAgents, drawDetail, drawHeader, drawJobs, drawRefusals, openOnPress } from "./view.js";
+import { drawRefusals, showingAll } from "./refusals.js";
+import { drawAgents, drawDetail, drawHeader, drawJobs, openOnPress, QUEUED } from "./view.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -54,6 +55,7 @@ function pick(given, keys) {
 
 /** The table's rows: the page, each row with the stream's newest fields over it. */
 function rows() {
+  state.filtered = Object.keys(filters()).length > 0;
   if (!state.serverPages) state.page = localPage(state.jobs.values(), filters(), state.offset, PAGE_SIZE, state.sort);
   if (!state.page) return [];
   return state.page.jobs.map((job) => ({ ...job, ...(state.jobs.get(job.job_id) || {}) }));
@@ -67,7 +69,10 @@ function draw() {
     drawHeader(state);
     drawJobs(state, rows(), open);
     drawAgents(state);
-    drawRefusals(state);
+    drawRefusals(state, () => {
+      remember();
+      draw();
+    });
     drawDetail(state);
     const detail = state.detail;
     $("#main").classList.toggle("with-detail", Boolean(detail));
@@ -98,9 +103,12 @@ function drawCharts() {
   if (stats.error) return;
   const per = stats.window.per;
   for (const caption of document.querySelectorAll("#charts .per")) caption.textContent = per;
-  stackedBars($("#chart-finished"), stats.finished || [], { label: `jobs finished per ${per}` });
-  lines($("#chart-queue"), stats.queue || [], { label: "queue depth", keys: ["queued", "running"] });
-  lines($("#chart-cost"), stats.cost || [], { label: "cost per agent", format: (usd) => `$${usd.toFixed(usd < 1 ? 4 : 2)}` });
+  stackedBars($("#chart-finished"), stats.finished || [], { label: `jobs finished per ${per}`,
+    none: "No job finished in this window." });
+  lines($("#chart-queue"), stats.queue || [], { label: "queue depth", keys: ["queued", "running"],
+    none: "Nothing queued or running in this window." });
+  lines($("#chart-cost"), stats.cost || [], { label: "cost per agent", format: (usd) => `$${usd.toFixed(usd < 1 ? 4 : 2)}`,
+    none: "No agent reported a cost in this window." });
 }
 
 async function refreshPage() {
@@ -161,6 +169,7 @@ function remember() {
   if (state.sort !== DEFAULT_SORT) query.set("sort", state.sort);
   if ($("#chart-window").value !== DEFAULT_WINDOW) query.set("window", $("#chart-window").value);
   if (state.jobId) query.set("job", state.jobId);
+  if (showingAll()) query.set("refusals", "all");
   history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
 }
 
@@ -184,12 +193,15 @@ const handlers = {
       soon("tree", 0, refreshTree);
     }
   },
-  job({ record, shown, detail }) {
+  job({ record, shown, detail, waits }) {
     const before = state.jobs.get(record.job_id);
     versions.jobs += 1;
     if (shown) state.jobs.set(record.job_id, record);
     else state.jobs.delete(record.job_id);
-    if (detail && state.detail && state.detail.job_id === detail.job_id) state.detail.record = withWholePrompt(detail);
+    if (detail && state.detail && state.detail.job_id === detail.job_id) {
+      state.detail.record = withWholePrompt(detail);
+      state.detail.waits = waits;
+    }
     // The page is read again when the change may move a row in or out of it or change what its columns say
     // the stream does not carry (runner, attempt, exit code): a new job or a new status. A job's other
     // changes (its output, heartbeats) show through the stream's row laid over the page's.
@@ -206,6 +218,11 @@ const handlers = {
   agent(status) {
     if (status.gone) state.agents.delete(status.agent_id);
     else state.agents.set(status.agent_id, status);
+    // A runner came, went or took a job: why a queued row waits may have changed (the server says it anew).
+    if (state.page && state.page.jobs.some((job) => QUEUED.has(job.status))) soon("page", 1000, refreshPage);
+  },
+  waits({ job_id, waits }) {
+    if (state.detail && state.detail.job_id === job_id) state.detail.waits = waits;
   },
   projector(status) {
     state.projector = status;
@@ -307,6 +324,10 @@ function start() {
     refilter();
   });
   form.elements.status.addEventListener("change", refilter);
+  $("#clear-filters").addEventListener("click", () => {
+    form.reset();
+    refilter();
+  });
   openOnPress($("#jobs tbody"), open);
   $("#prev").addEventListener("click", () => turnPage(-1));
   $("#next").addEventListener("click", () => turnPage(1));
@@ -334,10 +355,8 @@ function start() {
   setInterval(() => {
     refreshTimes();
     const record = state.detail && state.detail.record;
-    if (record && !TERMINAL.has(record.status)) {  // the timeline of a running job grows
-      versions.clock += 1;
-      draw();
-    }
+    if (record && !TERMINAL.has(record.status)) versions.clock += 1;  // the timeline of a running job grows
+    draw();  // and the refused events of the last hour are those of the last hour
   }, TIMES_EVERY_MS);
   document.querySelector("#merge").addEventListener("click", () => land("merge", false));
   document.querySelector("#squash").addEventListener("click", () => land("merge", true));

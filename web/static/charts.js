@@ -3,7 +3,7 @@
 // an element it empties first; every mark has a <title> with its numbers, every value is set as text.
 
 const SVG = "http://www.w3.org/2000/svg";
-const HEIGHT = 140;
+const HEIGHT = 100;  // low enough that the job table is in the first screen under the charts
 const PAD = { left: 60, right: 8, top: 8, bottom: 22 };
 const OUTCOME_COLOURS = {
   succeeded: "#2e7d32", failed: "#c62828", cancelled: "#6d4c41", timed_out: "#ef6c00", lost: "#8e0000",
@@ -88,10 +88,10 @@ function empty(target, words) {
 const whole = (n) => String(Math.round(n));
 
 /** Stacked bars, a bar per point, a segment per series (data-series names it). */
-export function stackedBars(target, points, { label, keys = seriesOf(points), format = whole } = {}) {
+export function stackedBars(target, points, { label, keys = seriesOf(points), format = whole, none = "" } = {}) {
   const totals = points.map((p) => keys.reduce((sum, key) => sum + (Number(p[key]) || 0), 0));
   const max = Math.max(0, ...totals);
-  if (!points.length || max === 0) return empty(target, `${label}: nothing yet`);
+  if (!points.length || max === 0) return empty(target, none || `${label}: nothing yet`);
   const width = widthOf(target);
   const root = frame(target, label, max, points, format, width);
   const plotWidth = width - PAD.left - PAD.right;
@@ -116,9 +116,9 @@ export function stackedBars(target, points, { label, keys = seriesOf(points), fo
 }
 
 /** Lines, one per series (data-series names it), over the points' times. */
-export function lines(target, points, { label, keys = seriesOf(points), format = whole } = {}) {
+export function lines(target, points, { label, keys = seriesOf(points), format = whole, none = "" } = {}) {
   const max = Math.max(0, ...points.flatMap((p) => keys.map((key) => Number(p[key]) || 0)));
-  if (!points.length || max === 0) return empty(target, `${label}: nothing yet`);
+  if (!points.length || max === 0) return empty(target, none || `${label}: nothing yet`);
   const width = widthOf(target);
   const root = frame(target, label, max, points, format, width);
   const plotWidth = width - PAD.left - PAD.right;

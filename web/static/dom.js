@@ -108,3 +108,23 @@ export function onWidthChange(node, then) {
     then();
   }).observe(node);
 }
+
+// A runner records a process stopped by a signal as its negative number (Python's subprocess: -15 for
+// SIGTERM); a person reads the signal's name.
+const SIGNALS = {
+  1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+  9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
+  24: "SIGXCPU", 25: "SIGXFSZ",
+};
+
+/** An exit code as a cell shows it: the signal's name for one stopped by a signal, else the number. */
+export function exitText(code) {
+  if (typeof code !== "number") return "";
+  return code < 0 ? SIGNALS[-code] || `signal ${-code}` : String(code);
+}
+
+/** How the job's process ended, in words: `stopped by SIGTERM`, `exit code 1`. */
+export function exitWords(code) {
+  if (typeof code !== "number") return "";
+  return code < 0 ? `stopped by ${exitText(code)}` : `exit code ${code}`;
+}

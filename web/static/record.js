@@ -2,7 +2,8 @@
 // human fields, with the projector's bookkeeping kept to the raw record (a <details> one click away).
 
 import { AnsiRenderer } from "./ansi.js";
-import { absolute, ago, duration, el, statusText, visible } from "./dom.js";
+import { absolute, ago, duration, el, exitWords, statusText, visible } from "./dom.js";
+import { fieldList, isTime, words } from "./fields.js";
 import { idLabel, runnerLabel, shortId } from "./ids.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
@@ -35,7 +36,8 @@ function time(iso) {
 }
 
 function text(value) {
-  return el("div", {}, typeof value === "object" ? JSON.stringify(value) : String(value));
+  if (value && typeof value === "object" && !Array.isArray(value)) return el("div", {}, fieldList(value, { width: 200 }));
+  return el("div", {}, typeof value === "object" ? words(value) : String(value));
 }
 
 /** `result` as the output shows it: ANSI colours as spans, other escapes dropped, never raw; other control
@@ -61,12 +63,15 @@ export function gitText(git) {
   return parts.join(" ").replace(" :", ":");
 }
 
-function outcome(record) {
+/** How it ended, each thing said once: `exit code 1` (not again when the error is only that), a signal by its
+ * name (`timed out after 2s; stopped by SIGTERM`), the error, a cancel's reason. */
+export function outcome(record) {
   const words = [];
-  if (record.status === "succeeded" || record.status === "failed") {
-    if (typeof record.exit_code === "number") words.push(`exit code ${record.exit_code}`);
-  }
-  if (record.error) words.push(record.error);
+  const code = ["succeeded", "failed", "timed_out"].includes(record.status) ? exitWords(record.exit_code) : "";
+  const error = typeof record.error === "string" ? record.error.trim() : "";
+  if (code && record.status !== "timed_out") words.push(code);
+  if (error && error !== code) words.push(error);
+  if (code && record.status === "timed_out") words.push(code);
   if (record.cancel_reason) words.push(`cancelled: ${record.cancel_reason}`);
   else if (record.cancel_requested_at && !TERMINAL.has(record.status)) words.push("cancel requested");
   return words.join("; ");
@@ -127,8 +132,7 @@ export function otherRows(record) {
   return Object.entries(record)
     .filter(([key, value]) => !BOOKKEEPING.has(key) && !SUMMARISED.has(key))
     .filter(([, value]) => value !== null && value !== "" && !(typeof value === "object" && Object.keys(value).length === 0))
-    .map(([key, value]) => [key, key.replace(/_at$/, "").replaceAll("_", " "),
-      key.endsWith("_at") && typeof value === "string" && !Number.isNaN(Date.parse(value)) ? time(value) : text(value)]);
+    .map(([key, value]) => [key, key.replace(/_at$/, "").replaceAll("_", " "), isTime(value) ? time(value) : text(value)]);
 }
 
 const shownRaw = new WeakMap();

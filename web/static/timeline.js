@@ -1,7 +1,8 @@
 // A job's timeline: its events on a time axis, as SVG. Bands show the phases (queued, running, waiting)
 // attempt by attempt; a mark per event (class "event", data-type its type) with a <title> naming it and
-// when; the lifecycle events are labelled (labels never overlap: see lanes), output and heartbeats are
-// small ticks on the axis.
+// when; the lifecycle events are labelled (labels never overlap: see lanes; a label moved right of its
+// event is joined to it by a leader line, drawn under every label), output and heartbeats are small ticks
+// on the axis.
 
 import { absolute, duration } from "./dom.js";
 
@@ -52,20 +53,25 @@ export function phases(events) {
   return out;
 }
 
-// Labels go in lanes above the band: each in the first lane where it clears the labels already there, so
-// no two overlap however close their events are; one that finds no lane is a mark with its name on hover.
-const LANE_H = 16;
+// Labels go in lanes above the band: each in the first lane where it clears the labels already there, at
+// its event or moved right of it by at most SHIFT (a leader line joins them), so no two overlap however close
+// their events are (events 10 ms apart spread out along the axis instead of piling up at its left edge); one
+// that finds no room is a mark with its name on hover.
+const LANE_H = 17;  // more than a 12px label's box is high, so labels in neighbouring lanes never touch
 const LANES = 4;
-const CHAR_W = 7.2;  // a generous width per character of a 12px label, so lanes are decided before layout
-const GAP = 6;
+const CHAR_W = 7.2;  // a generous width per character of a 12px label, if the page cannot measure one
+const GAP = 8;
+const SHIFT = 140;
 
-/** Lays labels out: [{at (x), width}] in time order -> for each, its lane (0 = nearest the band) or null. */
+/** Lays labels out: [{at (x), size (width)}] in time order -> for each, its lane (0 = nearest the band) and
+ * left edge, or null. Labels in one lane never overlap; lanes are LANE_H apart. */
 export function lanes(labels, width) {
   const ends = [];  // per lane, the right edge of its last label
   return labels.map(({ at, size }) => {
-    const left = Math.min(Math.max(at, 0), Math.max(0, width - size));
+    const earliest = Math.min(Math.max(at, 0), Math.max(0, width - size));
     for (let lane = 0; lane < LANES; lane += 1) {
-      if (ends[lane] === undefined || ends[lane] + GAP <= left) {
+      const left = ends[lane] === undefined ? earliest : Math.max(earliest, ends[lane] + GAP);
+      if (left - earliest <= SHIFT && left + size <= width) {
         ends[lane] = left + size;
         return { lane, left };
       }
@@ -84,11 +90,13 @@ export function drawTimeline(target, events, finished) {
   const width = Math.max(320, Math.round(target.clientWidth || 640));
   const first = Math.min(...timed.map(timeOf));
   const last = Math.max(...timed.map(timeOf), finished ? 0 : Date.now());
-  const span = Math.max(last - first, 1000);
+  const span = Math.max(last - first, 1);  // events 10 ms apart spread over the whole axis
   const x = (at) => LEFT + ((at - first) / span) * (width - LEFT - RIGHT);
   const root = svg("svg", { role: "img", class: "timeline", "aria-label": "the job's events over time" });
   const axis = svg("line", { x1: LEFT, x2: width - RIGHT, class: "axis" });
   root.append(axis);
+  const leaders = svg("g", { class: "leaders" });  // under the marks and their labels
+  root.append(leaders);
   const bands = phases(timed).map((band) => {
     const to = band.to ?? (finished ? last : first + span);  // an unfinished phase runs to the axis' end
     const rect = svg("rect", { x: x(band.from).toFixed(1), width: Math.max(1, x(to) - x(band.from)).toFixed(1),
@@ -115,7 +123,8 @@ export function drawTimeline(target, events, finished) {
     const stem = svg("line", { x1: x(at).toFixed(1), x2: x(at).toFixed(1), class: "stem" });
     const dot = svg("circle", { cx: x(at).toFixed(1), r: 4 });
     const label = svg("text", { x: x(at).toFixed(1), class: "label" }, type);
-    mark.append(stem, dot, label, title);
+    leaders.append(stem);
+    mark.append(dot, label, title);
     root.append(mark);
     labelled.push({ mark, stem, dot, label, at: x(at), type });
   }
@@ -152,8 +161,9 @@ export function drawTimeline(target, events, finished) {
     const y = bandY - 4 - place.lane * LANE_H;
     l.label.setAttribute("x", place.left.toFixed(1));
     l.label.setAttribute("y", y);
-    l.stem.setAttribute("y1", y + 2);
-    l.stem.setAttribute("y2", bandY);
+    l.stem.setAttribute("x2", Math.max(l.at, place.left + 3).toFixed(1));  // to the label's start when moved
+    l.stem.setAttribute("y2", y + 2);
+    l.stem.setAttribute("y1", bandY);
   });
   for (const tick of times) tick.setAttribute("y", height - 5);
 }

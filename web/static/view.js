@@ -1,12 +1,16 @@
 // Drawing the dashboard from its state (see app.js); every value is shown as text.
 
-import { count, denied, duration, el, fill, row, short, statusText, visible, when } from "./dom.js";
+import { fitColumns } from "./columns.js";
+import { absolute, count, denied, duration, el, exitText, exitWords, fill, row, short, statusText, visible, when } from "./dom.js";
+import { fieldList } from "./fields.js";
 import { copyButton, idLabel, runnerLabel, shortId } from "./ids.js";
 import { rangeText } from "./listing.js";
 import { drawRecord, ran } from "./record.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "lost"]);
+/** A job waiting for something before a runner may run it: the server says what (`waits`). */
+export const QUEUED = new Set(["submitted", "blocked"]);
 
 function status(value, job = null) {
   const denials = job ? denied(job) : [];
@@ -18,10 +22,10 @@ function status(value, job = null) {
 // What the agent reported it spent: `$0.0123` (two places from a dollar up), nothing when it reported no cost.
 function cost(usage) {
   const usd = usage ? usage.cost_usd : undefined;
-  if (typeof usd !== "number") return el("td", { class: "cost" }, "");
+  if (typeof usd !== "number") return el("td", { class: "cost c-cost" }, "");
   const tokens = ["input_tokens", "cached_input_tokens", "output_tokens", "turns"]
     .filter((k) => typeof usage[k] === "number").map((k) => `${k} ${usage[k]}`).join(", ");
-  return el("td", { class: "cost", title: tokens }, usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`);
+  return el("td", { class: "cost c-cost", title: tokens }, usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`);
 }
 
 // A waiting job's question, shown where its prompt would be.
@@ -63,9 +67,18 @@ function costOf(job) {
   return typeof job.cost_usd === "number" ? { cost_usd: job.cost_usd } : undefined;
 }
 
-const RUNNER_CELL = { tag: "td", what: "runner id", extra: "wide" };
-const PARENT_CELL = { tag: "td", what: "parent's id", extra: "wider" };
+const RUNNER_CELL = { tag: "td", what: "runner id", extra: "c-runner" };
+const PARENT_CELL = { tag: "td", what: "parent's id", extra: "c-parent" };
 const cell = (value, attrs = {}) => el("td", { title: value == null ? "" : String(value), ...attrs }, value ?? "");
+
+/** What a job is (its prompt, or the question a waiting one asks) and, for a queued one, why it waits. */
+function promptCell(job) {
+  const prompt = asks(job) || job.prompt || "";
+  const td = el("td", { class: "prompt c-prompt", title: short(prompt, 400) }, el("div", { class: "text" }, short(prompt, 200)));
+  const waits = QUEUED.has(job.status) ? job.waits : null;
+  if (waits) td.append(el("div", { class: "waits", title: waits }, waits));
+  return td;
+}
 
 /** A press on a row of `tbody` opens its job. Not a row's "click": the table is drawn anew on every
 change, and a row replaced between the button going down and up (a running job's row, as its
@@ -90,14 +103,15 @@ export function drawJobs(state, rows, open) {
     $("#jobs tbody"),
     rows.map((job) => {
       const labels = Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
-      const prompt = asks(job) || job.prompt;
       const tr = row(
         [idLabel(job.job_id, shortId(job.job_id), { tag: "td" }), status(job.status, job), cell(job.agent),
-         job.runner ? idLabel(job.runner, runnerLabel(job.runner, job.agent, 12), RUNNER_CELL) : cell("", { class: "wide" }),
-         cell(labels, { class: "wider" }), when(job.submitted_at),
-         cell(duration(ran(job))), cell(job.exit_code, { class: "wide num" }), cell(job.attempt, { class: "wide num" }),
-         job.parent ? idLabel(job.parent, shortId(job.parent), PARENT_CELL) : cell("", { class: "wider" }),
-         cost(costOf(job)), el("td", { class: "prompt", title: short(prompt, 400) }, short(prompt))],
+         job.runner ? idLabel(job.runner, runnerLabel(job.runner, job.agent, 12), RUNNER_CELL) : cell("", { class: "c-runner" }),
+         cell(labels, { class: "c-labels" }), when(job.submitted_at),
+         cell(duration(ran(job)), { class: "c-duration" }),
+         el("td", { class: "c-exit num", title: exitWords(job.exit_code) }, exitText(job.exit_code)),
+         cell(job.attempt, { class: "c-attempt num" }),
+         job.parent ? idLabel(job.parent, shortId(job.parent), PARENT_CELL) : cell("", { class: "c-parent" }),
+         cost(costOf(job)), promptCell(job)],
         { "data-job-id": job.job_id, class: job.job_id === state.jobId ? "selected" : "" },
       );
       tr.tabIndex = 0;  // reachable by keyboard: Enter opens it (a pointer: `openOnPress`)
@@ -107,9 +121,12 @@ export function drawJobs(state, rows, open) {
       return tr;
     }),
   );
-  $("#no-jobs").hidden = rows.length > 0;
+  fitColumns($("#jobs"), rows);
+  $("#no-jobs").hidden = rows.length > 0 || !state.page;
+  $("#no-jobs-yet").hidden = Boolean(state.filtered);
+  $("#no-jobs-match").hidden = !state.filtered;
   const page = state.page;
-  $("#range").textContent = rangeText(page, count);
+  $("#range").textContent = page && page.total === 0 && !state.filtered ? "" : rangeText(page, count);
   $("#prev").disabled = !page || page.offset <= 0;
   $("#next").disabled = !page || page.offset + page.jobs.length >= page.total;
   const problem = $("#list-problem");
@@ -140,7 +157,14 @@ export function drawAgents(state) {
     known.replaceChildren(...names.map((name) => el("option", { value: name })));
   }
   const online = [...state.agents.values()].filter((a) => a.status === "online").length;
-  $("#runner-count").textContent = state.agents.size ? `${online} of ${state.agents.size} online` : "none";
+  $("#runner-count").textContent = state.agents.size ? `${online} of ${state.agents.size} online` : "";
+  $("#agents").hidden = state.agents.size === 0;
+  $("#no-runners").hidden = online > 0;
+  if (online === 0) {
+    $("#no-runners").replaceChildren(state.agents.size ? "No runner is online, so queued jobs wait. " : "No runner yet. ",
+      "Start one where the agent's CLI is installed: ", el("code", {}, "mam-agent --agent shell"),
+      " (or claude-code, codex, gemini, aider).");
+  }
   const order = (a) => `${a.status === "online" ? 0 : 1} ${a.agent} ${a.agent_id}`;
   const agents = [...state.agents.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
   fill(
@@ -150,32 +174,6 @@ export function drawAgents(state) {
         el("td", { class: "c-host", title: a.host || "" }, a.host || ""), when(a.updated_at || a.since),
         sinceCell(a.since)],
         { "data-agent-id": a.agent_id }),
-    ),
-  );
-}
-
-export function drawRefusals(state) {
-  $("#refusal-count").textContent = state.refusals.length ? String(state.refusals.length) : "none";
-  // Messages the projector failed to handle (a projector fault, not a refusal): its status counts the ones in
-  // <logs>/_set_aside.jsonl, across its restarts, and says why (docs/dashboard.md).
-  const aside = state.projector && state.projector.set_aside;
-  const setAside = $("#set-aside");
-  setAside.hidden = !aside;
-  if (aside) {
-    const reasons = state.projector.set_aside_reasons || [];
-    setAside.replaceChildren(
-      el("strong", {}, `${aside} message${aside === 1 ? "" : "s"} set aside`),
-      ` (a projector fault, not a refusal): ${visible(reasons.join("; "))}. `,
-      el("code", {}, "mam set-aside"), " lists them, ", el("code", {}, "mam set-aside --replay --all"),
-      " tries them again.");
-  }
-  $("#refusals").replaceChildren(
-    ...state.refusals.map((r) =>
-      el("li", {},
-        el("span", { class: "reason" }, r.reason),
-        el("span", { class: "quiet" }, ` ${r.job_id ? `job ${r.job_id}, ` : ""}${r.topic} `),
-        when(r.received_at, "span"),
-        el("code", {}, short(r.payload, 120))),
     ),
   );
 }
@@ -247,15 +245,41 @@ export function drawDetail(state) {
   $("#detail-incomplete").hidden = lines.length === 0;
   $("#detail-incomplete").textContent = lines.join("\n");
   $("#verdict").textContent = visible(state.verdict);
+  drawWaits(detail);
   drawRecord($("#record tbody"), $("#raw-record pre"), record);
-  fill(
-    $("#events tbody"),
-    detail.events.map((entry) => {
-      const { type, id, v, ts, job_id, ...rest } = entry.event || {};
-      const given = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== null));
-      return row([entry.seq ?? "live", when(entry.received_at || ts), el("td", { class: "type" }, type),
-                  short(JSON.stringify(given), 120)]);
-    }),
-  );
+  const events = detail.events.map((entry) => {
+    const { type, id, v, ts, job_id, ...rest } = entry.event || {};
+    return row([entry.seq ?? "live", when(entry.received_at || ts), el("td", { class: "type" }, type),
+                el("td", { class: "details" }, fieldList(rest))]);
+  });
+  fill($("#events tbody"), events.length ? events : [el("tr", { class: "empty" }, el("td", { colSpan: 4, class: "quiet" },
+    detail.problem ? "No events to show." : "No events recorded yet."))]);
   $("#earlier").hidden = !(detail.logStart > 0);
+  drawNoOutput(detail);
+}
+
+// Why the open job waits (the server's words, `waits`), and when a retried one may be claimed again.
+function drawWaits(detail) {
+  const record = detail.record;
+  const queued = record && QUEUED.has(record.status);
+  const lines = queued && detail.waits ? [detail.waits] : [];
+  const from = queued && record.not_before ? Date.parse(record.not_before) : NaN;
+  if (from > Date.now()) lines.unshift(`attempt ${record.attempt}: claimable from ${absolute(record.not_before)}`);
+  $("#detail-waits").hidden = lines.length === 0;
+  $("#detail-waits").textContent = visible(lines.join("\n"));
+}
+
+// A job with no output shows a sentence, not an empty pane.
+function drawNoOutput(detail) {
+  const record = detail.record;
+  const none = !detail.output;
+  $("#output").hidden = none;
+  const note = $("#no-output");
+  note.hidden = !none;
+  if (!none) return;
+  const status = record ? record.status : "";
+  note.textContent = detail.logStart > 0 ? "No output in the newest part of its log: earlier output loads the rest."
+    : TERMINAL.has(status) ? "This job printed nothing."
+      : QUEUED.has(status) || status === "claimed" ? "No output yet: the job has not started."
+        : record ? "No output yet: it shows here as the job prints." : "";
 }
