@@ -1,9 +1,10 @@
 """How the server answers: compact JSON text, and an argument error as one line naming the argument.
 
 The SDK pretty-prints a tool's result as its text content (tokens an agent
-pays for) and reports arguments its schema refuses with pydantic's text (one
-paragraph per error, a URL each). `MamServer` rewrites both; the structured
-content is the SDK's own.
+pays for), ignores arguments a tool does not take and reports arguments its
+schema refuses with pydantic's text (one paragraph per error, a URL each).
+`MamServer` answers compactly, refuses unknown arguments and words a refusal
+as mam does (`arguments.py`); the structured content is the SDK's own.
 """
 
 from __future__ import annotations
@@ -13,20 +14,10 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import ValidationError
 
-
-def argument_errors(exc: ValidationError) -> str:
-    """`priority: 5000: Expected `int` <= 1000; agent: required`: each refused argument and why, one line."""
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "missing":
-            message = "required"
-        parts.append(f"{where}: {' '.join(message.split())}")
-    return "; ".join(parts)
+from mam.mcp_server.arguments import argument_errors, strict, unknown_arguments
 
 
 def compact(result: CallToolResult) -> CallToolResult:
@@ -41,14 +32,30 @@ def compact(result: CallToolResult) -> CallToolResult:
 
 
 class MamServer(MCPServer):
+    """The SDK's server, answering compactly, every tool strict about its arguments (`arguments.py`)."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def list_tools(self) -> list[Tool]:
+        return [strict(tool) for tool in await super().list_tools()]
+
+    async def _schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of tool `name` (None: no such tool, which the SDK refuses)."""
+        if self._schemas is None:  # every tool is registered before the server serves (`server.build`)
+            self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        return self._schemas.get(name)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        schema = await self._schema(name)
+        if schema is not None and (refused := unknown_arguments(name, arguments, schema)) is not None:
+            raise ToolError(refused)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
+                raise ToolError(argument_errors(name, exc.__cause__, arguments, schema or {})) from exc.__cause__
             raise
         return compact(result) if isinstance(result, CallToolResult) else result
 
 
-__all__ = ["MamServer", "argument_errors", "compact"]
+__all__ = ["MamServer", "compact"]

@@ -6,7 +6,6 @@ projector's verdict: the recorded state, or its refusal as a tool error.
 
 import argparse
 import inspect
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +23,7 @@ from mam.contract import job_spec, presence, routing
 from mam.contract.errors import MamError, UsageError
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
+from mam.contract.value_words import checked_event
 from mam.git.provenance import submit_git
 from mam.mcp_server.brief import brief_record, full_hint
 from mam.mcp_server.limits import resumed
@@ -43,17 +43,9 @@ Reason = Annotated[str | None, Field(description="why, recorded with the request
 
 
 def checked(event: ev.AnyEvent) -> ev.AnyEvent:
-    """Validate with the projector's own schema before publishing, naming the argument
-    (`role: Expected str of length <= 256`)."""
-    try:
-        return ev.decode_event(ev.encode_event(event))
-    except ev.EventError as exc:
-        message = str(exc).removeprefix("invalid event: ")
-        field = re.search(r"`\$\.([A-Za-z_]+)", message)
-        if field is None:
-            raise UsageError(message) from None
-        reason = message.split(" - at ")[0] + (" (in a key)" if " - at `key` in " in message else "")
-        raise UsageError(f"{field.group(1)}: {reason}") from None
+    """Validate with the projector's own schema before publishing, naming the argument in mam's words
+    (`role: "rrr..." is too long: 300 characters, at most 256 (...)`)."""
+    return checked_event(event, "mcp", job_spec.fields())
 
 
 def waiting(record: JobRecord, runners: list[AgentStatus], root: Path, waiter: str | None = None) -> str:
@@ -82,11 +74,12 @@ async def _runners(pub: Publisher, served: Served) -> list[AgentStatus] | None:
 
 
 def _checked_value(name: str) -> Callable[[Any], Any]:
+    """The job spec's check of one argument, its refusal in mam's words (`arguments.argument_errors` keeps them)."""
     def check(value: Any) -> Any:
         try:
-            return job_spec.check_value(name, value)
+            return job_spec.check_value(name, value, "mcp")
         except UsageError as exc:
-            raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+            raise ValueError(str(exc)) from None
     return check
 
 
@@ -112,7 +105,7 @@ def register(app: MCPServer, served: Served) -> None:
         (the default), its recorded state in brief. Follow it with wait_job (its result) or job_output (its
         output so far)."""
         wait = bool(arguments.pop("wait", True))
-        spec = job_spec.convert(arguments)
+        spec = job_spec.convert(arguments, front="mcp")
         if not spec.prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         _agent(spec.agent)

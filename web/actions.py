@@ -11,9 +11,8 @@ wrong type or an unknown field is refused naming it, before anything is publishe
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 import msgspec
@@ -28,7 +27,7 @@ from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_UNREACHABLE, EXIT_USAGE, MamError, Refused, UsageError
 from mam.contract.ids import validate_job_id
-from mam.contract.nesting import refuse_deep
+from mam.contract.value_words import Field, checked_event, decode_body, msgspec_refusal
 from mam.process.args import agent_name
 from mam.registry.query import NoSuchJob, check_write_id
 from mam.registry.reading import NotFound, read_record
@@ -43,6 +42,12 @@ T = TypeVar("T")
 
 SubmitBody = job_spec.JobSpec
 """`POST /api/jobs`: the job spec (`mam.contract.job_spec`), `mam submit`'s and MCP `submit_job`'s options."""
+
+
+_FIELDS: Final = {"reason": Field("why, recorded with the request"),
+                   "tree": Field("true: cancel the job and every unfinished job under it"),
+                   "job_id": Field("the new job's id (default: generated)")}
+"""The cancel and retry bodies' fields, as a refusal names them."""
 
 
 class CancelBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -67,14 +72,13 @@ def http_status(exc: MamError) -> int:
 async def body_of(request: Request, kind: type[T]) -> T:
     """The JSON body as `kind`; `UsageError` naming the field, or the content type, when it is not."""
     _json_only(request)
+    given = decode_body(await request.body() or b"{}")
+    if not isinstance(given, dict):
+        raise UsageError(f"bad request: the body is a JSON {type(given).__name__}, not an object of fields")
     try:
-        return msgspec.json.decode(refuse_deep(await request.body() or b"{}"), type=kind)
+        return msgspec.convert(given, type=kind)
     except msgspec.ValidationError as exc:
-        message, _, where = str(exc).partition(" - at `$.")
-        raise UsageError(f"{where.split('`')[0].split('.')[0].split('[')[0]}: {message}" if where
-                         else f"bad request: {message}") from None
-    except msgspec.DecodeError as exc:
-        raise UsageError(f"bad request: the body is not JSON ({exc})") from None
+        raise UsageError(msgspec_refusal(exc, given, kind, "api", _FIELDS)) from None
 
 
 async def known(hub: Hub, job_id: str) -> str:
@@ -94,13 +98,9 @@ def _json_only(request: Request) -> None:
 
 
 def checked(event: ev.AnyEvent) -> ev.AnyEvent:
-    """Validated with the projector's own schema, naming the field (`role: Expected str of length <= 256`)."""
-    try:
-        return ev.decode_event(ev.encode_event(event))
-    except ev.EventError as exc:
-        message = str(exc).removeprefix("invalid event: ")
-        found = re.search(r"`\$\.([A-Za-z_]+)", message)
-        raise UsageError(f"{found.group(1)}: {message.split(' - at ')[0]}" if found else message) from None
+    """Validated with the projector's own schema, naming the field in mam's words (`reason: "..." is too long:
+    ...`)."""
+    return checked_event(event, "api", job_spec.fields())
 
 
 def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Callable[[Request], Any]]:
@@ -123,7 +123,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
 
     async def submit(request: Request) -> Response:
         _json_only(request)
-        spec = job_spec.decode(refuse_deep(await request.body() or b"{}"))
+        spec = job_spec.decode(await request.body() or b"{}")
         if not spec.prompt.strip():
             raise UsageError("prompt: the prompt is empty")
         try:

@@ -32,10 +32,10 @@ from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_USAGE, MamError
 from mam.contract.ids import validate_job_id
-from mam.contract.nesting import refuse_deep
+from mam.contract.value_words import decode_body
 from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
-from mam.web.actions import action_routes, http_status, known
+from mam.web.actions import action_routes, checked, http_status, known
 from mam.web.auth import Logins, LoopbackHosts, RequireLogin
 from mam.web.favicon import favicon
 from mam.web.filters import from_params
@@ -113,8 +113,8 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             return JSONResponse({"error": "send the request as application/json"}, 415)
         try:
             job_id = await known(hub, validate_job_id(request.path_params["job_id"]))
-            body = msgspec.json.decode(refuse_deep(await request.body() or b"{}"))
-            event = ev.decode_event(ev.encode_event(make(body if isinstance(body, dict) else {})))
+            body = decode_body(await request.body() or b"{}")
+            event = checked(make(body if isinstance(body, dict) else {}))  # a refusal in mam's words: a 400
             async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
                 record = await pub.publish_and_wait(job_id, event, timeout=CANCEL_TIMEOUT)
         except (msgspec.DecodeError, ev.EventError) as exc:

@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     complete(submit.add_argument("--require", action="append", metavar="KEY=VALUE",
                         help="a runner label the job needs (repeatable): only runners started with "
                         "--label KEY=VALUE get it"), "require")
-    complete(submit.add_argument("--priority", type=int, metavar="N",
+    complete(submit.add_argument("--priority", type=_whole, metavar="N",
                         help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
                         "default 0); equal priorities take turns across delegation trees and sessions"), "free")
     submit.add_argument("--parent-close", choices=("cancel", "abandon"), metavar="cancel|abandon",
@@ -116,6 +116,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register_wait(subparsers)
 
 
+def _whole(text: str) -> int | str:
+    """`--priority`'s value: a whole number, or the text as typed, which the job spec refuses in mam's words
+    with the range (`--priority 'high' is not a whole number: give -1000 to 1000 ...`), not argparse's."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def _labels(pairs: list[str]) -> dict[str, str]:
     try:
         return parse_labels(pairs)
@@ -131,15 +140,13 @@ def _prompt(value: str) -> str:
 
 
 def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobSpec:
-    """`mam submit`'s flags as the job spec: an option per flag of the same name, and the repeatable ones joined."""
+    """`mam submit`'s flags as the job spec: an option per flag of the same name, and the repeatable ones joined;
+    a value out of bounds is refused naming the flag (`mam.contract.value_words`)."""
     given = {name: getattr(args, name, None) for name in job_spec.names("cli")}
     given.update(prompt=prompt, agent=agent, labels=_labels(args.label) or None,
                  require=parse_pairs(args.require, "--require") or None, requeue=False if args.no_requeue else None,
                  no_parent=args.no_parent or None, **policy_fields(args))
-    try:
-        return job_spec.convert(given)
-    except UsageError as exc:
-        raise UsageError(flagged(str(exc))) from None
+    return job_spec.convert(given, front="cli")
 
 
 def run_submit(args: argparse.Namespace) -> int:

@@ -14,8 +14,8 @@ from mam.cli.completers import complete
 from mam.cli.limits import FLAG_OF_FIELD
 from mam.contract import events as ev
 from mam.contract import job_spec
-from mam.contract.errors import UsageError
 from mam.contract.record import JobRecord
+from mam.contract.value_words import Field, checked_event
 from mam.process.args import positive_seconds
 
 
@@ -50,20 +50,13 @@ E = TypeVar("E", bound=ev.AnyEvent)
 
 
 def check_event(event: E, flags: Mapping[str, str] = _FLAG_OF_FIELD) -> E:
-    """Validate locally with the projector's own schema, so bad flags fail before
-    publishing, with the flag named (`--role: Expected str of length <= 256`); `flags`: the flag or
+    """Validate locally with the projector's own schema, so bad flags fail before publishing, in mam's words with
+    the flag named (`--role 'rrr...' is too long: 300 characters, at most 256 (...)`); `flags`: the flag or
     argument that gives each field (default: `mam submit`'s and `mam cancel`'s)."""
-    try:
-        checked = ev.decode_event(ev.encode_event(event))
-        assert isinstance(checked, type(event))  # an event decodes as its own type
-        return checked
-    except ev.EventError as exc:
-        message = str(exc).removeprefix("invalid event: ")
-        for field, flag in flags.items():
-            if f"`$.{field}" in message:
-                message = f"{flag}: {message.split(' - at ')[0]}"
-                break
-        raise UsageError(message) from None
+    options = job_spec.OPTIONS
+    fields = {name: Field(options[name].help if name in options else "", flag, job_spec.UNITS.get(name, ""))
+              for name, flag in flags.items()}
+    return checked_event(event, "cli", fields)
 
 
 def print_record(record: JobRecord, as_json: bool) -> None:

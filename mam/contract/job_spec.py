@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, Literal, TypeVar, get_type_hints
+from typing import Any, Final, TypeVar, get_type_hints
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -24,10 +24,8 @@ from msgspec import UNSET, Struct, UnsetType
 from mam.contract import events as ev
 from mam.contract.arg_limits import at_most, schema_limit
 from mam.contract.errors import UsageError
-from mam.contract.events import LABEL_KEY_PATTERN, MODEL_PATTERN
-from mam.contract.ids import JOB_ID_PATTERN
+from mam.contract.value_words import Field, Front, decode_body, msgspec_refusal, refusal, unknown
 
-Front = Literal["cli", "python", "api", "mcp"]
 FRONTS: Final[tuple[Front, ...]] = ("cli", "python", "api", "mcp")
 EVERYWHERE: Final = frozenset(FRONTS)
 
@@ -160,8 +158,18 @@ def _schemas() -> dict[str, dict[str, Any]]:
     return plain
 
 
-_UNITS: Final = {"after": "jobs", "labels": "labels"}
+_COUNTED: Final = {"after": "jobs", "labels": "labels"}
 """What a list option's items are called in its refusal (`after: 10000 jobs given; the limit is 64`)."""
+UNITS: Final = {"job_timeout": "seconds", "timeout": "seconds", "backoff": "seconds", "retries": "further attempts",
+                "max_turns": "turns", "budget_tokens": "tokens", "tree_budget_tokens": "tokens",
+                "budget_usd": "dollars", "tree_budget_usd": "dollars"}
+"""What each numeric option counts, for the range in its refusal (`give more than 0 and at most 2,678,400 seconds`)."""
+
+
+@cache
+def fields() -> dict[str, Field]:
+    """Each option as a refusal names it: its help, its `mam submit` flag, its unit (`mam.contract.value_words`)."""
+    return {name: Field(option.help, option.flag, UNITS.get(name, "")) for name, option in OPTIONS.items()}
 
 
 @cache
@@ -181,76 +189,41 @@ def _field_types() -> dict[str, Any]:
     return get_type_hints(JobSpec, include_extras=True)
 
 
-def check_value(name: str, value: object) -> object:
-    """`value` as option `name` takes it; `UsageError` naming the option (`priority: 5000: Expected `int` <= 1000`)."""
+def check_value(name: str, value: object, front: Front = "python") -> object:
+    """`value` as option `name` takes it; `UsageError` naming the option in `front`'s words (`priority: 5000 is
+    out of range: give -1000 to 1000 (higher runs first; docs/mcp.md)`)."""
     if name not in OPTIONS:
-        raise UsageError(f"{name}: not a job option (the options: {', '.join(OPTIONS)})")
+        raise UsageError(unknown([name], OPTIONS, kind="option"))
     if isinstance(value, list | dict) and name in _most():  # by count first: 10,000 ids are not echoed
-        at_most(name, value, _most()[name], _UNITS.get(name, "items"))
+        at_most(fields()[name].flag or name if front == "cli" else name, value, _most()[name],
+                _COUNTED.get(name, "items"))
     try:
         return msgspec.convert(value, type=_field_types()[name])
-    except msgspec.ValidationError as exc:
-        raise UsageError(f"{name}: {_said(value, reason(exc))}") from None
+    except msgspec.ValidationError:
+        raise UsageError(refusal(name, value, _schemas()[name], front, fields()[name])) from None
 
 
-_WORDS: Final = {
-    JOB_ID_PATTERN: "may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)",
-    LABEL_KEY_PATTERN: "a key may contain only letters, digits and . _ / - (1-64)",
-    MODEL_PATTERN: "is not a model name: up to 128 letters, digits and . _ : / @ -, not starting with -",
-}
-"""What a pattern asks, in words (msgspec names the regex)."""
-
-
-def reason(exc: msgspec.ValidationError) -> str:
-    """msgspec's reason without its path (`Expected `int` <= 1000`), a pattern in words, and `(in a key)` when a
-    key failed."""
-    message, _, where = str(exc).partition(" - at ")
-    for pattern, words in _WORDS.items():
-        if f"matching regex {pattern!r}" in message:
-            message = words
-    return message + (" (in a key)" if where.startswith("`key` in ") else "")
-
-
-def _said(value: object, why: str) -> str:
-    """What was sent, short, and why it is refused: `'no body' may contain only ...`, `5000: Expected ...`."""
-    text = repr(value)
-    text = f"{text[:60]}..." if len(text) > 63 else text
-    return f"{text} {why}" if why.startswith(("may ", "is ")) else f"{text}: {why}"
-
-
-def decode(body: bytes) -> JobSpec:
+def decode(body: bytes, front: Front = "api") -> JobSpec:
     """A JSON body as a `JobSpec`; `UsageError` naming the option that is unknown or out of bounds, and its value."""
-    try:
-        given = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise UsageError(f"bad request: the body is not JSON ({exc})") from None
+    given = decode_body(body, front)
     if not isinstance(given, dict):
         raise UsageError(f"bad request: the body is a JSON {type(given).__name__}, not an object of job options")
-    return convert(given, keep_nulls=True)
+    return convert(given, keep_nulls=True, front=front)
 
 
-def convert(arguments: dict[str, Any], *, keep_nulls: bool = False) -> JobSpec:
-    """Keyword arguments (the Python API's, the MCP tool's, a decoded body) as a `JobSpec`, None for left out;
-    `UsageError` naming the option that is unknown or out of bounds, and its value."""
+def convert(arguments: dict[str, Any], *, keep_nulls: bool = False, front: Front = "python") -> JobSpec:
+    """Keyword arguments (the Python API's, the MCP tool's, a decoded body, `mam submit`'s flags) as a `JobSpec`,
+    None for left out; `UsageError` in `front`'s words naming every option unknown or missing, or the one out
+    of bounds, and its value."""
     given = arguments if keep_nulls else {k: v for k, v in arguments.items() if v is not None}
     try:
         return msgspec.convert(given, type=JobSpec)
     except msgspec.ValidationError as exc:
-        raise UsageError(_named(exc, given)) from None
+        raise UsageError(msgspec_refusal(exc, given, JobSpec, front, fields(), kind=_KIND[front])) from None
 
 
-def _named(exc: msgspec.ValidationError, given: dict[str, Any]) -> str:
-    text = str(exc)
-    if text.startswith("Object contains unknown field"):
-        field = text.split("`")[1]
-        return f"{field}: unknown field (the job options: {', '.join(OPTIONS)})"
-    if text.startswith("Object missing required field"):
-        return f"{text.split('`')[1]}: required"
-    message, _, where = text.partition(" - at ")
-    if not where:
-        return f"bad request: {message}"
-    field = where.removeprefix("`key` in ").strip("`").removeprefix("$.").split(".")[0].split("[")[0]
-    return f"{field}: {_said(given[field], reason(exc)) if field in given else reason(exc)}"
+_KIND: Final[dict[Front, str]] = {"cli": "option", "python": "keyword", "api": "field", "mcp": "argument"}
+"""What a front end calls a job option, in a refusal naming one unknown or missing."""
 
 
 def run_limit(spec: JobSpec) -> float | None:
@@ -331,5 +304,5 @@ def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
     )
 
 
-__all__ = ["FRONTS", "OPTIONS", "REQUIRED", "Front", "JobSpec", "Option", "check_value", "convert", "decode",
-           "names", "option_schema", "reason", "request_schema", "run_limit", "submitted", "table"]
+__all__ = ["FRONTS", "OPTIONS", "REQUIRED", "UNITS", "Front", "JobSpec", "Option", "check_value", "convert", "decode",
+           "fields", "names", "option_schema", "request_schema", "run_limit", "submitted", "table"]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from dashboard_server_support import request
-from dashboard_support import up_dashboard_process
+from dashboard_support import publisher, up_dashboard_process
 from mcp_support import mcp_session
+
+from mam.contract.errors import UsageError
 
 from conftest import WorkspacePaths
 from support import mam, run
@@ -87,3 +90,28 @@ async def test_every_front_end_records_the_same_options_and_refuses_the_same_val
         assert status == 404 and "nosuch-job" in answer["error"], answer
         status, answer = await post(page, "/api/jobs/nosuch-job/answer", {"answer": "yes"})
         assert status == 404 and "nosuch-job" in answer["error"], answer
+
+
+async def test_an_out_of_range_priority_is_refused_in_mams_words_by_every_front_end(ws: WorkspacePaths) -> None:
+    """`mam submit --priority 99999999` said msgspec's "Expected `int` <= 1000", and the API the same: now each
+    front end says the range and where to read more, naming its flag or field, and publishes nothing."""
+    words = "99999999 is out of range: give -1000 to 1000 (higher runs first; {doc})"
+    async with up_dashboard_process(ws) as (url, page, _):
+        env_ws = ["--workspace", str(ws.root), "--broker", url]
+        for typed, said in (("99999999", words.format(doc="docs/cli.md")),
+                            ("high", "'high' is not a whole number: give -1000 to 1000 (higher runs first; docs/cli.md)")):
+            cli = await run(mam("submit", "--prompt", "p", "--agent", "nobody", "--priority", typed, *env_ws),
+                            cwd=ws.elsewhere)
+            assert cli.returncode == 2 and cli.stderr.decode() == f"mam: error: --priority {said}\n", cli.stderr
+        status, answer = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", "priority": 99999999})
+        assert status == 400 and answer == {"error": "priority: " + words.format(doc="docs/api.md")}, answer
+        async with mcp_session(ws, "--broker", url) as session:
+            result = await session.call_tool("submit_job", {"agent": "nobody", "prompt": "p", "priority": 99999999})
+            assert result.is_error
+            assert result.content[0].text == "priority: " + words.format(doc="docs/mcp.md")  # type: ignore[union-attr]
+        async with publisher(url, ws) as pub:
+            with pytest.raises(UsageError) as refused:
+                await pub.submit(prompt="p", agent="nobody", priority=99999999)
+        assert str(refused.value) == "priority: " + words.format(doc="docs/cli.md#python-api")
+        status, _, listed = await request(page, "GET", "/api/jobs")
+        assert status == 200 and json.loads(listed)["total"] == 0  # nothing was published

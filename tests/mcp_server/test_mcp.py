@@ -53,12 +53,12 @@ async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: W
         assert "status: 'done' is not a status" in await refused(session, "list_jobs", status=["done"])
         assert await call(session, "list_jobs") == {"jobs": [], "total": 0}
         # Checked before anything is published, with the argument named:
-        assert "agent: 'bad agent!' may contain only" in await refused(session, "submit_job", prompt="p",
+        assert 'agent: "bad agent!" may contain only' in await refused(session, "submit_job", prompt="p",
                                                                         agent="bad agent!")
-        assert "role: 'rrrr" in (long_role := await refused(session, "submit_job", prompt="p",
+        assert 'role: "rrrr' in (long_role := await refused(session, "submit_job", prompt="p",
                                                              agent="a", role="r" * 300))
-        assert "Expected `str` of length <= 256" in long_role and "\n" not in long_role
-        assert "labels: {'no spaces': 'v'}: a key may contain only" in await refused(
+        assert "is too long: 300 characters, at most 256" in long_role and "\n" not in long_role
+        assert "labels: the key 'no spaces' may contain only" in await refused(
             session, "submit_job", prompt="p", agent="a", labels={"no spaces": "v"})
         assert "prompt: the prompt is empty" in await refused(session, "submit_job", prompt=" ", agent="a")
 
