@@ -24,6 +24,7 @@ import anyio
 
 from mam.agents.receipts import RESEND_AFTER
 from mam.client.inbox import messages
+from mam.client.outage import why
 from mam.contract import events as ev
 from mam.contract.errors import Refused
 from mam.contract.record import JobRecord, Status
@@ -89,8 +90,8 @@ class Delivery:
                 self.lost = exc
                 if not self.pub.can_reconnect:
                     raise
-                log.warning("job %s: lost the connection to %s while waiting for the verdict (%s); sending the "
-                            "event again once reconnected", self.job_id, self.pub.broker.url, exc)
+                log.warning("lost the broker at %s: %s; sending job %s's %r event again once it is back",
+                            self.pub.broker.url, why(exc), self.job_id, ev.event_type(self.event))
                 await self._reconnect()
 
     async def _verdict(self) -> JobRecord:

@@ -71,6 +71,8 @@ class Settings:
     idle_timeout: float | None = None
     """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
     None: never."""
+    online: Callable[[], bool] = lambda: True
+    """Whether the runner is connected to the broker now (a release made while it is not waits for no answer)."""
 
 
 def job_command(record: JobRecord, settings: Settings) -> tuple[list[str] | str, str | None]:

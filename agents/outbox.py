@@ -13,6 +13,9 @@ A broker's acknowledgement is not the end of an event that moves its job
 shows it recorded (`settle`), and `resend` puts what is still unconfirmed
 back in line, byte for byte, when the projector comes back online or an
 event stays unconfirmed for long; `confirmed` waits for all of it.
+
+What a runner stops with, unsent or unconfirmed, is `unsent()`, which it writes to a file for the next
+runner (`unsent.py`); that runner puts it back in line with `requeue`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import anyio
 import msgspec
 
 from mam.agents.receipts import Kept, Receipts, awaits
+from mam.agents.unsent import SKIPPED, Unsent
 from mam.contract import events as ev
 from mam.contract.identity import RunnerKey
 from mam.contract.record import JobRecord
@@ -69,6 +73,8 @@ class Entry:
     acked: bool = False
     job_id: str = ""
     event_id: str = ""
+    kind: str = ""
+    """The event's type ("" for one whose type the outbox was not told)."""
 
 
 class Outbox:
@@ -132,20 +138,44 @@ class Outbox:
         payload = ev.encode_event(event)
         if self.key is not None:
             payload = self.key.sign_event(job_id, payload, self.topics.workspace if self.workspace_signed else None)
-        topic, event_id = self.topics.events(job_id), event.id or ""
-        self._append(topic, payload, job_id, event_id)
+        topic, event_id, kind = self.topics.events(job_id), event.id or "", ev.event_type(event)
+        self._append(topic, payload, job_id, event_id, kind)
         want = awaits(event, attempt) if attempt is not None else None
         if want is not None:
             self.receipts.keep(Kept(job_id, event_id, topic, payload, want))
-        kind = ev.event_type(event)
         self.put_counts[kind] = self.put_counts.get(kind, 0) + 1
         return event
 
-    def _append(self, topic: str, payload: builtins.bytes, job_id: str, event_id: str) -> None:  # not .bytes
-        self._entries.append(Entry(self._made, topic, payload, job_id=job_id, event_id=event_id))
+    def _append(self, topic: str, payload: builtins.bytes, job_id: str, event_id: str, kind: str) -> int:  # not .bytes
+        """Queue one entry; its `n`."""
+        self._entries.append(Entry(self._made, topic, payload, job_id=job_id, event_id=event_id, kind=kind))
         self._made += 1
         self._bytes += len(payload)
         self._changed.notify()
+        return self._made - 1
+
+    def requeue(self, event: Unsent) -> int:
+        """Queue an event a runner stopped with (`unsent.py`), as it was made; its `n` (see `sent_through`)."""
+        return self._append(event.topic, event.payload, event.job_id, event.event_id, event.kind)
+
+    def unsent(self) -> list[Unsent]:
+        """What a runner stopping now would leave unsaid, oldest first: every event the broker has not
+        acknowledged and every kept one the projector has not recorded, but heartbeats and claims (`unsent.py`)."""
+        # the kept ones in the order made (a copy queued again comes later in the outbox), then the rest unsent
+        found = [Unsent(k.topic, k.payload, k.job_id, k.event_id, k.want.kind) for k in self.receipts.each()]
+        found += [Unsent(e.topic, e.payload, e.job_id, e.event_id, e.kind) for e in self._entries if not e.acked]
+        seen: set[str] = set()
+        unique = []
+        for event in found:
+            if event.kind in SKIPPED or (event.event_id and event.event_id in seen):
+                continue
+            seen.add(event.event_id)
+            unique.append(event)
+        return unique
+
+    async def sent_through(self, n: int) -> None:
+        """Return once the broker acknowledged every entry up to the one numbered `n`."""
+        await self._changed.until(lambda: not self._entries or self._entries[0].n > n)
 
     def settle(self, record: JobRecord) -> int:
         """A (verified) state of a job: forget the kept events it shows recorded; how many."""
@@ -168,7 +198,7 @@ class Outbox:
         with `everything` all the broker acknowledged), as they were first sent; how many."""
         kept = self.receipts.due(anyio.current_time(), everything=everything)
         for entry in kept:
-            self._append(entry.topic, entry.payload, entry.job_id, entry.event_id)
+            self._append(entry.topic, entry.payload, entry.job_id, entry.event_id, entry.want.kind)
         return len(kept)
 
     async def confirmed(self) -> None:

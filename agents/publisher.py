@@ -32,6 +32,7 @@ from mam.agents.resume import resume_fields
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
+from mam.client.outage import why
 from mam.client.reconnecting import Reconnecting
 from mam.contract import events as ev
 from mam.contract import job_spec
@@ -250,7 +251,7 @@ class Publisher:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0.1)):
                 return await delivery.run()
         except TimeoutError:
-            lost = f" (the connection to {self.broker.url} was lost: {delivery.lost})" if delivery.lost else ""
+            lost = f" (the connection to {self.broker.url} was lost: {why(delivery.lost)})" if delivery.lost else ""
             raise WaitTimeout(
                 f"job {job_id!r}: published, but no verdict (recorded or refused) came within {timeout:g}s"
                 f"{lost}{self._degraded_clause()}; it may still be recorded: check `mam show {job_id}` before "
@@ -258,7 +259,7 @@ class Publisher:
             ) from None
         except aiomqtt.MqttError as exc:  # a connection this publisher cannot replace (a shared one's channel)
             raise WaitTimeout(
-                f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({exc})"
+                f"job {job_id!r}: lost the connection to {self.broker.url} after publishing ({why(exc)})"
                 f"{self._degraded_clause()}; it may be recorded: check `mam show {job_id}` before resubmitting"
             ) from None
 
@@ -330,7 +331,7 @@ class Publisher:
             await self.client.publish(self.topics.events(job_id), ev.encode_event(event), qos=1)
         except aiomqtt.MqttError as exc:
             raise WaitTimeout(
-                f"job {job_id!r}: the broker did not acknowledge the publish ({exc}); it may still be "
+                f"job {job_id!r}: the broker did not acknowledge the publish ({why(exc)}); it may still be "
                 f"recorded: check `mam show {job_id}` before resubmitting"
             ) from None
         return event

@@ -174,7 +174,7 @@ class Receipts:
         acknowledged at least `after` seconds ago (doubling with each send), or with `everything`
         all those the broker acknowledged."""
         found = []
-        for kept in self._each():
+        for kept in self.each():
             if kept.acked_at is None:
                 continue
             if everything or now >= kept.acked_at + self._wait(kept):
@@ -186,7 +186,7 @@ class Receipts:
 
     def next_due(self) -> float | None:
         """When `due` next has something (without `everything`), or None."""
-        times = [k.acked_at + self._wait(k) for k in self._each() if k.acked_at is not None]
+        times = [k.acked_at + self._wait(k) for k in self.each() if k.acked_at is not None]
         return min(times, default=None)
 
     def by_job(self) -> dict[str, int]:
@@ -195,7 +195,8 @@ class Receipts:
     def _wait(self, kept: Kept) -> float:
         return min(self.after * 2 ** (kept.sends - 1), self.most)
 
-    def _each(self) -> Iterator[Kept]:
+    def each(self) -> Iterator[Kept]:
+        """Every kept event, by job, each job's in the order they were made."""
         for kept in self._jobs.values():
             yield from kept.values()
 
@@ -211,7 +212,7 @@ class Receipts:
         (a broker that keeps what it acknowledges still delivers them; one that forgets loses them,
         and the record names them missing). The few events that move a job are never forgotten."""
         dropped: dict[str, int] = {}
-        for kept in list(self._each()):
+        for kept in list(self.each()):
             if self.bytes <= self.max_bytes:
                 break
             if kept.want.kind == "output" and kept.acked_at is not None:

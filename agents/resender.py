@@ -67,16 +67,5 @@ class Resender:
                     log.info("sent again %d event(s) the projector had not recorded %gs or more after the broker "
                              "took them", sent, RESEND_AFTER)
 
-    async def confirmed(self, timeout: float) -> None:
-        """Wait (at most `timeout`) until the projector recorded everything kept; say what it did not."""
-        with anyio.move_on_after(timeout):
-            await self.outbox.confirmed()
-        unconfirmed = self.outbox.receipts.by_job()
-        if unconfirmed:
-            jobs = ", ".join(f"{job_id} ({count})" for job_id, count in sorted(unconfirmed.items())[:10])
-            log.warning("stopping with %d event(s) the projector has not confirmed within %gs (job, events): %s%s; "
-                        "a broker that keeps what it acknowledges still delivers them", sum(unconfirmed.values()),
-                        timeout, jobs, " ..." if len(unconfirmed) > 10 else "")
-
 
 __all__ = ["CHECK_EVERY", "Resender"]

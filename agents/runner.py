@@ -178,6 +178,7 @@ class Runner(RunnerLifetime):
             profile_env=profile_env,
             idle_timeout=idle_timeout,
             mcp=mcp,
+            online=lambda: self.connected,
         )
         self.active: dict[str, Supervisor] = {}
         self.claiming: set[str] = set()

@@ -7,19 +7,27 @@ still runs then, or at a second signal, is released back to the queue (the
 `released` event, signed: the job is `submitted` again for any runner, the
 attempt kept in `attempts`); a job submitted with `--no-requeue` is stopped
 and handed back `failed` instead. A claim that lands while it stops is
-released at once. Then the outbox is flushed (for a bounded time), the
-projector is given `CONFIRM_TIMEOUT` seconds to record what is kept (a
-warning counts the events it did not), the status goes `offline`, and it
-disconnects.
+released at once. Then, while connected, the outbox is flushed (for a
+bounded time) and the projector is given `CONFIRM_TIMEOUT` seconds to record
+what is kept; the status goes `offline`, and it disconnects. A runner that is
+not connected (the broker is away) waits for neither: one signal stops it
+within its drain timeout (plus its jobs' kill grace).
+
+Whatever it stops with that the broker has not acknowledged, or the projector
+has not recorded, goes to a file under the workspace's `.mam/unsent/`, said in
+one line; the next runner started in the workspace sends it (`unsent.py`),
+as this one sends what an earlier runner left there when it starts.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
 
+from mam.agents import unsent
 from mam.agents.retry_wait import Alarm
 from mam.agents.runner_link import RunnerLink
 from mam.contract.record import JobRecord
@@ -46,6 +54,7 @@ class RunnerLifetime(RunnerLink):
     _stop_asked: anyio.Event
     _release_asked: bool
     _jobs: anyio.abc.TaskGroup | None
+    epoch: str
 
     def stop(self) -> None:
         """Drain: claim nothing more, let the running jobs finish for `drain_timeout` (the first signal)."""
@@ -60,23 +69,77 @@ class RunnerLifetime(RunnerLink):
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until `stop()` or a cancel, then stop in order (see the module doc)."""
         stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._serve, stop, task_status)
-            try:
-                await self._stop_asked.wait()
-            finally:
-                stop.set()
+        taken = await anyio.to_thread.run_sync(unsent.take_all, self.workspace)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._serve, stop, taken, task_status)
+                try:
+                    await self._stop_asked.wait()
+                finally:
+                    stop.set()
+        finally:
+            for file in taken:
+                file.release()  # those not sent nor kept in this runner's own file: for the next runner
 
-    async def _serve(self, stop: anyio.Event, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _serve(self, stop: anyio.Event, taken: list[unsent.Taken],
+                     task_status: anyio.abc.TaskStatus[None]) -> None:
         # Shielded: the caller's cancel only sets `stop`; the shutdown sequence below decides what ends when.
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as jobs:
                 self._jobs = jobs
                 async with anyio.create_task_group() as link:
+                    for file in taken:
+                        link.start_soon(self._send_unsent, file)
                     link.start_soon(self._stay_connected, task_status)
                     await stop.wait()
                     await self._shutdown()
+                    await anyio.to_thread.run_sync(self._keep_unsent, taken)
                     link.cancel_scope.cancel()
+
+    async def _send_unsent(self, file: unsent.Taken) -> None:
+        """Send what an earlier runner left in `file`, then remove it."""
+        if not file.events:
+            file.done()
+            return
+        last = max(self.outbox.requeue(event) for event in file.events)
+        log.info("sending %d event(s) an earlier runner stopped with (%s)", len(file.events), file.path)
+        await self.outbox.sent_through(last)
+        file.done()
+        log.info("sent the %d event(s) of %s; removed it", len(file.events), file.path)
+
+    def _keep_unsent(self, taken: list[unsent.Taken]) -> None:
+        """Write what the runner stops with, unsent or unconfirmed, to its file (one line says where); the
+        files it took from an earlier runner are then done (what was left of them is in this one's)."""
+        events = self.outbox.unsent()
+        if events:
+            path = unsent.write(self.workspace, self.agent_id, self.epoch, events)
+            log.warning("stopping with %d event(s) %s (job, events: %s): written to %s; the next mam-agent started "
+                        "in this workspace sends them", len(events), self._why_unsent(), unsent.by_job(events), path)
+        for file in taken:
+            file.done()
+
+    def _why_unsent(self) -> str:
+        if not self.connected:
+            return f"unsent: the broker at {self.rotation.where()} is away"
+        if self.outbox:
+            return f"the broker has not acknowledged within {FLUSH_TIMEOUT:g}s"
+        return f"the projector has not recorded within {CONFIRM_TIMEOUT:g}s"
+
+    async def _while_connected(self, wait: Callable[[], Awaitable[object]], timeout: float) -> None:
+        """Run `wait()` for at most `timeout` seconds, and no longer than the runner stays connected."""
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as tg:
+                async def then_stop() -> None:
+                    await wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(then_stop)
+                await self._changed.until(lambda: not self.connected)
+                tg.cancel_scope.cancel()
+
+    async def _flushed(self) -> None:
+        await self._changed.until(lambda: not self.claiming)
+        await self.outbox.drained()
 
     async def _shutdown(self) -> None:
         self.stopping = True
@@ -96,13 +159,9 @@ class RunnerLifetime(RunnerLink):
             for job in self.active.values():
                 job.release(reason)
         await self._changed.until(lambda: not self.active)
-        with anyio.move_on_after(FLUSH_TIMEOUT):
-            await self._changed.until(lambda: not self.claiming)
-            await self.outbox.drained()
-        if self.outbox:
-            log.warning("stopping with %d event(s) the broker never acknowledged", len(self.outbox))
-            return
-        await self.resender.confirmed(CONFIRM_TIMEOUT)
+        await self._while_connected(self._flushed, FLUSH_TIMEOUT)
+        if self.connected and not self.outbox:
+            await self._while_connected(self.outbox.confirmed, CONFIRM_TIMEOUT)
 
 
 __all__ = ["CONFIRM_TIMEOUT", "DRAIN_TIMEOUT", "FLUSH_TIMEOUT", "RunnerLifetime"]

@@ -4,7 +4,10 @@ The jobs do not depend on the connection. Every event goes into an ordered
 outbox (`outbox.py`) that one connection at a time drains; when the broker
 goes away the jobs keep running, the runner reconnects with backoff (0.5 s
 doubling to 5 s), announces itself online again with the same epoch, reads
-the states again, and sends what the outbox holds, oldest first.
+the states again, and sends what the outbox holds, oldest first. An outage
+is said in two lines, in mam's words (`mam.client.outage`): when it begins,
+with the events queued so far, and when it ends, with how long it took and
+what is sent now; the attempts between are debug lines (`-v`).
 
 `RunnerLink` is the part of `Runner` (`runner.py`) that keeps it connected; what arrives goes to the
 runner's `_on_message`, and the claim policy says whether the broker granted its offers topic.
@@ -32,6 +35,7 @@ from mam.agents.supervisor import Supervisor
 from mam.client.failover import Rotation, subscribe_required
 from mam.client.inbox import messages
 from mam.client.mqtt import make_client, unreachable
+from mam.client.outage import Outage
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
 from mam.contract.identity import STATUS_CONTEXT, RunnerKey
@@ -75,6 +79,8 @@ class RunnerLink:
     offered: dict[str, tuple[Offer, float]]
     by_offer: bool
     stopping: bool
+    connected: bool = False
+    """Whether the runner is connected now (a stopping runner waits for the broker only while it is)."""
     _follow: StateFollow | None
     _changed: Wakeup
     _status_version: int
@@ -112,18 +118,17 @@ class RunnerLink:
         """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
         connected_once = False
         delay = RETRY_MIN
+        outage = Outage()
         while True:
             error: BaseException | None = None
-            connected = False
             try:
                 async with self._connection() as client:
-                    connected = True
                     if not connected_once:
                         connected_once = True
                         task_status.started()
                         log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
-                    else:
-                        log.info("reconnected to %s; %d event(s) to send", self.rotation.where(), len(self.outbox))
+                    elif (back := outage.back(self.rotation.where(), f"sending {len(self.outbox)} queued event(s)")):
+                        log.info("%s", back)
                     delay = RETRY_MIN
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.outbox.send, client)
@@ -135,13 +140,22 @@ class RunnerLink:
                 error = group.exceptions[0]
             if not connected_once:
                 raise unreachable(self.broker, error or RuntimeError("connection closed")) from None
-            if connected:
-                log.warning("lost the broker at %s (%s); jobs keep running; reconnecting in %.1fs",
-                            self.rotation.where(), error, delay)
+            error = error or aiomqtt.MqttError("the broker closed the connection")
+            said = outage.lost(self.rotation.where(), error, self._while_away())
+            if said is not None:
+                log.warning("%s", said)
             else:
-                log.warning("cannot reach the broker at %s (%s); retrying in %.1fs", self.broker.url, error, delay)
+                log.debug("%s", outage.retrying(self.rotation.where(), error, delay))
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
+
+    def _while_away(self) -> str:
+        """What goes on while the broker is away: the jobs, and the events queued for it."""
+        queued = len(self.outbox)
+        if not self.active:
+            return f"{queued} event(s) queued, sent when it is back" if queued else "reconnecting"
+        said = f"{queued} event(s) queued" if queued else "their events are queued"
+        return f"{len(self.active)} running job(s) go on; {said}, sent when it is back"
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
@@ -165,8 +179,12 @@ class RunnerLink:
             if not self.by_offer:  # taking offers (a reconnect), `_follow_states` subscribes job by job
                 await subscribe_required(client, self.topics.all_states)
             self._follow = StateFollow(self.topics, all_states=not self.by_offer)
+            self.connected = True
+            self._changed.notify()
             yield client
         finally:
+            self.connected = False
+            self._changed.notify()
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 try:
                     if self.stopping:

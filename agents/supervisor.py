@@ -92,8 +92,8 @@ class Supervisor(JobClocks):
 
     def release(self, reason: str) -> None:
         """Give the job back to the queue unfinished (the runner is stopping): publish `released` with the
-        output counted so far, wait (at most `kill_grace`) for the registry to take it, then stop the agent;
-        nothing the agent still writes is published. A job submitted with `--no-requeue` is stopped and
+        output counted so far, wait (at most `kill_grace`; not while the broker is away) for the registry to take
+        it, then stop the agent; nothing the agent still writes is published. A `--no-requeue` job is stopped and
         handed back `failed` instead. The first reason to stop wins, as for `stop`."""
         if self.record.requeue is False:
             self.stop(Ending.STOPPING)
@@ -319,8 +319,9 @@ class Supervisor(JobClocks):
         if self.release_id is None:
             output.flush_all()
             self._send_release(output.seq)
-        with anyio.move_on_after(self.settings.kill_grace):
-            await self._release_answered.wait()
+        if self.settings.online():  # while the broker is away no answer can come: the release waits in the outbox
+            with anyio.move_on_after(self.settings.kill_grace):
+                await self._release_answered.wait()
         return self._release_answered.is_set() and self.release_refusal is None
 
     async def _beat(self) -> None:
@@ -347,6 +348,10 @@ class Supervisor(JobClocks):
         if self.ending is Ending.RELEASED:
             if await self._released(output):
                 log.info("job %s: released to the queue", self.job_id)
+                return
+            if self.release_refusal is None and not self.settings.online():
+                log.info("job %s: released while the broker is away; the release is sent with the runner's unsent "
+                         "events", self.job_id)
                 return
             if self.release_refusal is None:  # never answered: hand it back as before releases existed
                 log.warning("job %s: no answer to its release within %gs; handing it back failed",

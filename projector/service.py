@@ -17,6 +17,7 @@ import anyio.abc
 from mam.client.failover import Rotation
 from mam.client.inbox import next_batch, queued
 from mam.client.mqtt import unreachable
+from mam.client.outage import Outage
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError, first_of
 from mam.contract.offers import encode_offer
@@ -177,11 +178,13 @@ class Projector(ProjectorStart):
         prepared = False
         connected_once = False
         delay = self.retry_delay
+        outage = Outage()  # said once an outage (its end is broker_link's "serving workspace ... on ...")
         while True:
             lost: aiomqtt.MqttError | None = None
             try:
                 async with self._connection(None if prepared else prepare) as client:
                     prepared = True
+                    outage.back(self.rotation.where())
                     if connected_once:  # wills read now may only mean the broker restarted
                         self.projection.wills.reconnected(utc_now(), self.limits)
                     else:
@@ -206,7 +209,12 @@ class Projector(ProjectorStart):
             if not connected_once and self.rotation.last is None:  # never reached (a loss while preparing: again)
                 raise unreachable(self.broker, lost or RuntimeError("connection closed")) from None
             self.projection.wills.connection_lost(utc_now())
-            log.warning("lost the broker at %s (%s); reconnecting in %.1fs", self.rotation.where(), lost, delay)
+            lost = lost or aiomqtt.MqttError("the broker closed the connection")
+            said = outage.lost(self.rotation.where(), lost, "reconnecting")
+            if said is not None:
+                log.warning("%s", said)
+            else:
+                log.debug("%s", outage.retrying(self.rotation.where(), lost, delay))
             await anyio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -111,7 +111,7 @@ class Messages:
         if self._inbox.closed:
             raise StopAsyncIteration
         cause = disconnected[0].exception() if disconnected and not disconnected[0].cancelled() else None
-        raise aiomqtt.MqttError("Disconnected during message iteration") from cause
+        raise aiomqtt.MqttError("the connection dropped") from cause
 
     def __len__(self) -> int:
         return self._inbox.qsize()

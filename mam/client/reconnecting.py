@@ -9,9 +9,11 @@ through `Reconnecting`, the one place the rule lives (docs/design.md,
 - the first connection failing is the one-line "cannot reach" error (exit 3):
   nothing was ever there, so waiting would only hide a wrong `--broker`;
 - a connection lost after that is said once on stderr ("lost the broker at
-  URL (why); reconnecting"), tried again with a capped backoff (`FIRST_RETRY`
-  doubling up to `LONGEST_RETRY`), round robin over a broker list, and said
-  again once it is back ("reconnected to URL");
+  URL: why; reconnecting", in mam's words: `outage.py`), tried again with a
+  capped backoff (`FIRST_RETRY` doubling up to `LONGEST_RETRY`), round robin
+  over a broker list, and said again once it is back ("reconnected to URL
+  after 3.2s"); inside a job only the first of the two lines is said (what the
+  command prints there is the job's output);
 - on the new connection the work starts over from what it has kept: it
   subscribes again and resumes where it was (a follower skips the output it
   printed by event id, reading what it missed from the audit log; a wait
@@ -35,6 +37,7 @@ import anyio
 
 from mam.client.failover import Rotation
 from mam.client.mqtt import make_client, unreachable
+from mam.client.outage import Outage, inside_job
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import BrokerUnreachable
 
@@ -80,9 +83,8 @@ class Reconnecting:
         self.err = err
         self.notice = notice
         self.connected_before = connected
-        self.losses = 0
-        """How many times a connection was lost (an outage counts once)."""
-        self._down = False
+        self._outage = Outage()
+        self._say_back = not inside_job()
         self._delay = FIRST_RETRY
         self._rotation = Rotation(broker)
         self._opener = opener or self._own_client
@@ -128,10 +130,15 @@ class Reconnecting:
                 lost = exc
             await self._lost(lost)
 
+    @property
+    def losses(self) -> int:
+        """How many times a connection was lost (an outage counts once)."""
+        return self._outage.count
+
     def _up(self) -> None:
-        if self._down:
-            self._down = False
-            self._tell(f"reconnected to {self.broker.url}", None)
+        back = self._outage.back(self.broker.url)
+        if back is not None:
+            self._tell(back if self._say_back else None, None)
         self.connected_before = True
         self._delay = FIRST_RETRY
 
@@ -140,17 +147,14 @@ class Reconnecting:
         outage) and wait out the backoff before the next attempt."""
         if not self.connected_before:
             raise exc if isinstance(exc, BrokerUnreachable) else unreachable(self.broker, exc) from None
-        if not self._down:
-            self._down = True
-            self.losses += 1
-            detail = str(exc) or type(exc).__name__
-            self._tell(f"lost the broker at {self.broker.url} ({detail}); reconnecting",
-                       f"lost the broker at {self.broker.url}; reconnecting")
+        line = self._outage.lost(self.broker.url, exc, "reconnecting")
+        if line is not None:
+            self._tell(line, f"lost the broker at {self.broker.url}; reconnecting")
         await anyio.sleep(self._delay)  # a backoff between attempts, not a synchronisation
         self._delay = min(self._delay * 2, LONGEST_RETRY)
 
-    def _tell(self, line: str, note: str | None) -> None:
-        if self.err is not None:
+    def _tell(self, line: str | None, note: str | None) -> None:
+        if self.err is not None and line is not None:
             say(self.err, line)
         if self.notice is not None:
             self.notice(note)

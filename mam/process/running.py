@@ -5,6 +5,7 @@ its logging on stderr by the number of `-v`s (`setup_logging`), every line of it
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -81,11 +82,15 @@ class LogFormatter(logging.Formatter):
 # (mam reports what matters in one line itself), transitions every state change of its sessions,
 # asyncio its selector.
 LIBRARY_LOGGERS = ("amqtt", "transitions", "asyncio")
+MQTT_LOGGER = "mqtt"
+"""aiomqtt's logger, and paho-mqtt's through it (`mam.client.mqtt.LibraryChatter` takes their connection chatter off it)."""
 
 
 def setup_logging(prog: str, verbose: int = 0) -> None:
     """Logging on stderr for `verbose` `-v`s: none, mam's info; `-v`, mam's debug lines as well;
-    `-vv`, every library's debug lines too (amqtt, transitions, asyncio, paho, mcp...)."""
+    `-vv`, every library's debug lines too (amqtt, transitions, asyncio, paho, mcp...). Inside a job
+    (`$MAM_JOB_ID`: stderr is the job's output) the MQTT client's warnings are left out as well, below `-vv`:
+    the job's output holds the job's lines and one per broker outage (`mam.client.outage`)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogFormatter(f"{prog}: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose >= 2 else logging.INFO, handlers=[handler])
@@ -94,6 +99,8 @@ def setup_logging(prog: str, verbose: int = 0) -> None:
     if verbose < 2:
         for noisy in LIBRARY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
+        if os.environ.get("MAM_JOB_ID"):
+            logging.getLogger(MQTT_LOGGER).setLevel(logging.ERROR)
 
 
 __all__ = ["LIBRARY_LOGGERS", "LogFormatter", "fail", "run_cli", "setup_logging"]

@@ -3,18 +3,22 @@ and when, and what a full buffer forgets (agents/receipts.py, the outbox's resen
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import msgspec
 import pytest
 from runner_units_support import FakeClient
 
+from mam.agents import unsent
 from mam.agents.delivery import shows_recorded
 from mam.agents.outbox import Outbox
 from mam.agents.receipts import Awaits, Kept, Receipts, awaits, settled
-from mam.agents.resender import Resender
+from mam.agents.unsent import Unsent
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 from mam.contract.topics import Topics
+from mam.contract.workspace import resolve
 
 
 def record(status: Status = Status.RUNNING, *, version: int = 5, attempt: int | None = None, **fields: object) -> JobRecord:
@@ -153,16 +157,40 @@ def test_after_a_resend_a_state_counts_as_the_verdict_when_it_shows_the_events_e
     assert not shows_recorded(record(Status.RUNNING, last_event_id="x"), ev.Progress(message="m", id="p1"))
 
 
-async def test_a_stopping_runner_waits_a_bounded_time_for_confirmation_and_names_what_it_could_not_confirm(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_what_a_runner_stops_with_is_every_unsent_and_every_unconfirmed_event_but_heartbeats_and_claims() -> None:
+    """`Outbox.unsent()` (what a stopping runner writes for the next one, `unsent.py`): the events the broker took
+    but the projector has not recorded, then those the broker never took, each once, in the order made."""
     outbox = Outbox(Topics("ws"), by="r1", window=8)
-    outbox.put("job-a", ev.Succeeded(exit_code=0, outputs=0), 1)
+    made = [outbox.put("job-a", event, 1) for event in (
+        ev.Claimed(runner="r1", epoch="e", expected_version=1), ev.Started(runner="r1"),
+        ev.Output(stream="stdout", text="one\n", seq=0), ev.Heartbeat(runner="r1", seq=1))]
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.send, FakeClient())
         with anyio.fail_after(5):
-            await outbox.drained()
-        with caplog.at_level("WARNING", logger="mam.agent"):
-            await Resender(outbox).confirmed(0.05)
+            await outbox.drained()  # the broker took them all; the projector recorded none
         tg.cancel_scope.cancel()
-    assert "1 event(s) the projector has not confirmed within 0.05s (job, events): job-a (1)" in caplog.text
+    later = [outbox.put("job-a", event, 1) for event in (
+        ev.Output(stream="stdout", text="two\n", seq=1), ev.Heartbeat(runner="r1", seq=2),
+        ev.Released(reason="stopped", outputs=2))]
+    outbox.resend(everything=True)  # the kept ones queued again: still said once each
+    kept = outbox.unsent()
+    assert [event.event_id for event in kept] == [e.id for e in (made[1], made[2], later[0], later[2])]
+    assert [event.kind for event in kept] == ["started", "output", "output", "released"]
+    assert all(event.topic == Topics("ws").events("job-a") and event.job_id == "job-a" for event in kept)
+    assert outbox.unsent()[0].payload == ev.encode_event(made[1]), "the bytes as made, to be sent as they are"
+
+
+def test_a_file_of_unsent_events_is_taken_by_one_runner_at_a_time_and_reads_back_byte_for_byte(tmp_path: Path) -> None:
+    workspace = resolve(workspace=tmp_path, env={})
+    events = [Unsent(f"mam/{workspace.id}/jobs/job-a/events", payload, "job-a", f"e{n}", "output")
+              for n, payload in enumerate([b'{"type":"output","text":"\xc3\xa9\\n"}', b"\xff not text"])]
+    path = unsent.write(workspace, "r1", "0123456789abcdef", events)
+    assert path == tmp_path / ".mam" / "unsent" / "r1-0123456789ab.jsonl"
+    assert path.stat().st_mode & 0o777 == 0o600
+    [taken] = unsent.take_all(workspace)
+    assert taken.events == events and taken.path == path
+    assert unsent.take_all(workspace) == [], "a file another runner holds is not taken again"
+    taken.release()
+    [again] = unsent.take_all(workspace)
+    again.done()
+    assert not path.exists() and unsent.take_all(workspace) == []

@@ -70,13 +70,15 @@ async def test_mam_submit_sends_its_event_again_after_a_broker_restart_forgot_it
                                     cwd=ws.elsewhere, env=child_env(), log=tmp_path / "submit.log")
                     await events.json(lambda e: e["type"] == "submitted", timeout=20)
                 broker.restart()  # forgets the event queued for the projector's session
-                await submit.wait_for_output("lost the connection", timeout=30)
+                said = await submit.wait_for_output("lost the broker", timeout=30)
             finally:
                 os.kill(projector.pid, signal.SIGCONT)
             code = await submit.wait(timeout=60)
             submit.stop()
             record = await wait_for_state(broker.url, ws_id, job, timeout=20)
     assert code == 0, submit.output()
+    assert f"mam: lost the broker at {broker.url}: the connection dropped; sending job {job}'s 'submitted' event " \
+        "again once it is back\n" in said, said
     assert record["status"] == "submitted" and record["version"] == 1
     kinds = [json.loads(line)["event"]["type"] for line in (ws.logs / job / "events.jsonl").read_text().splitlines()]
     assert kinds == ["submitted"]
