@@ -81,6 +81,8 @@ class RunnerLink:
     stopping: bool
     connected: bool = False
     """Whether the runner is connected now (a stopping runner waits for the broker only while it is)."""
+    online_since: str | None = None
+    """When the current connection came online (set as it connects): its statuses' `online_since`."""
     _follow: StateFollow | None
     _changed: Wakeup
     _status_version: int
@@ -91,7 +93,8 @@ class RunnerLink:
     def _offers_granted(self, granted: object) -> None:
         raise NotImplementedError  # the runner's: whether it takes offers after all
 
-    def status(self, status: str) -> AgentStatus:
+    def status(self, status: str, *, will: bool = False) -> AgentStatus:
+        """The runner's status payload; `will`: the one the broker publishes if the connection is lost."""
         return AgentStatus(
             status=status,  # type: ignore[arg-type]
             agent=self.agent,
@@ -105,14 +108,16 @@ class RunnerLink:
             updated_at=utc_now_iso(),  # for the will: when it connected, the last time it was surely alive
             runner_key=self.key.public,
             state=DRAINING if self.stopping else UNSET,
+            online_since=self.online_since or UNSET,
+            will=True if will else UNSET,
             **({"aliases": self.aliases} if self.aliases else {}),  # type: ignore[arg-type]
             **({"offers": True} if self.take_offers else {}),  # type: ignore[arg-type]
             **({"labels": self.labels} if self.labels else {}),  # type: ignore[arg-type]
         )
 
-    def status_payload(self, status: str) -> bytes:
+    def status_payload(self, status: str, *, will: bool = False) -> bytes:
         """The retained status (or will), signed: only it can end this instance's jobs."""
-        return self.key.sign(encode(self.status(status)), STATUS_CONTEXT)
+        return self.key.sign(encode(self.status(status, will=will)), STATUS_CONTEXT)
 
     async def _stay_connected(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Connect, serve, and reconnect with backoff; only the first connection failing is fatal."""
@@ -161,7 +166,8 @@ class RunnerLink:
     async def _connection(self) -> AsyncIterator[aiomqtt.Client]:
         """A connection with the runner's will, announced online and subscribed to the states."""
         status_topic = self.topics.agent_status(self.agent_id)
-        will = aiomqtt.Will(status_topic, self.status_payload("offline"), qos=1, retain=True)
+        self.online_since = utc_now_iso()  # SINCE of the online status this connection announces
+        will = aiomqtt.Will(status_topic, self.status_payload("offline", will=True), qos=1, retain=True)
         client = await self.rotation.open(
             lambda address: make_client(address, will=will, keepalive=KEEPALIVE, max_inflight_messages=WINDOW)
         )

@@ -52,6 +52,9 @@ from mam.registry.index_schema import (
     update_values,
 )
 
+CREATED: Final = "created (no records yet)"
+"""What `start` did on a new workspace: nothing worth a line at start (`start_up.py` logs it at debug)."""
+
 log = logging.getLogger("mam.projector")
 
 TMP_NAME: Final = f"{INDEX_NAME}.tmp"
@@ -109,6 +112,8 @@ class IndexWriter:
             self._reconcile(dirty_names, registry_at)
             return f"caught up with the {len(dirty_names)} job(s) of a batch cut off"
         count = self.rebuild(directory)
+        if count == 0 and why == "missing":
+            return CREATED  # a new workspace: no index to rebuild, no record to read
         return f"rebuilt from {count} record(s) ({why})"
 
     def _open(self, directory: Dir) -> sqlite3.Connection:

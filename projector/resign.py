@@ -87,6 +87,9 @@ class Resign:
     """The last read found fewer than a chunk: nothing is left after `cursor`."""
     done_count: int = 0
     began: float = 0.0
+    said: bool = False
+    """Whether the re-sign was said in the log: at start when it goes on from a job, else once the first chunk
+    holds records (a new workspace has none: nothing to say)."""
     _sorted_ids: list[str] | None = None
 
     @property
@@ -108,8 +111,13 @@ class Resign:
         if self.after is not None:
             self.cursor = self.after
             self.began = time.monotonic()
-            log.info("states signed with an older key (or none) are signed again in the background%s",
-                     f", from job {self.after}" if self.after else "")
+            if self.after:  # one that went on from a job: said now; a new one once it finds a state to sign
+                self._say_begun(self.after)
+
+    def _say_begun(self, from_job: str) -> None:
+        self.said = True
+        log.info("states signed with an older key (or none) are signed again in the background%s",
+                 f", from job {from_job}" if from_job else "")
 
     def rewind(self) -> None:
         """On every (re)connect: what was sent and not acknowledged may be lost; send it again."""
@@ -137,6 +145,8 @@ class Resign:
         resigning = not self.later
         records = await read(self._next)
         if records:
+            if resigning and not self.said:
+                self._say_begun("")
             last = self.cursor if resigning else None
             self.chunks.append(_Chunk(last, [await publish(record) for record in records]))
             self.done_count += len(records) if resigning else 0
@@ -183,8 +193,9 @@ class Resign:
         except OSError as exc:
             log.warning("cannot remove %s (the next start signs the states again): %s", self.path,
                         exc.strerror or exc)
-        log.info("signed the retained states of %d job(s) again with the current key in %.1fs",
-                 self.done_count, time.monotonic() - self.began)
+        if self.said:  # nothing to sign (a new workspace): nothing to say
+            log.info("signed the retained states of %d job(s) again with the current key in %.1fs",
+                     self.done_count, time.monotonic() - self.began)
         self.after = None
         return []
 

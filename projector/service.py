@@ -134,6 +134,9 @@ class Projector(ProjectorStart):
         self._parked_dir = os.fspath(self.projection.parking.dir)
         self.counters = Counters()
         self.started_at = utc_now_iso()
+        self.served = False
+        """Whether it served the workspace (connected and prepared once): only then is its stop said, with
+        its counts; one that never did (another projector holds the workspace) says only why."""
         self.intake = intake
         self.restore_retained = restore_retained
         self.served_by = served_by
@@ -163,7 +166,7 @@ class Projector(ProjectorStart):
             await self._run_locked(task_status)
         finally:
             c = self.counters
-            log.info(
+            (log.info if self.served else log.debug)(
                 "stopped: %d events accepted, %d refused, %d duplicates, %d parked, in %d batches",
                 c.accepted,
                 c.rejected,
@@ -189,6 +192,7 @@ class Projector(ProjectorStart):
                         self.projection.wills.reconnected(utc_now(), self.limits)
                     else:
                         connected_once = True
+                        self.served = True
                         task_status.started()
                     delay = self.retry_delay
                     await self._serve(client)

@@ -31,6 +31,7 @@ from mam.contract.errors import MamError
 from mam.contract.status import encode
 from mam.projector.committer import ProjectorCommitter
 from mam.projector.durable import StorageLost
+from mam.projector.index_writer import CREATED
 from mam.projector.intake import LocalMessage
 from mam.projector.journal_apply import recover
 from mam.projector.lock import ProjectorLock
@@ -179,7 +180,8 @@ class ProjectorStart(ProjectorCommitter):
                                 degraded=degraded)
         if self._repaired:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
-        (log.info if outcome == "current" else log.warning)("query index: %s", outcome)
+        said = log.debug if outcome == CREATED else log.info if outcome == "current" else log.warning  # new: quiet
+        said("query index: %s", outcome)
         if self.projection.unsigned_runners:
             log.warning("this workspace takes claims without a runner key (.mam/config.json: unsigned_runners): "
                         "such jobs are not protected, anyone who may publish their events speaks for them")

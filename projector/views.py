@@ -123,7 +123,7 @@ class Views:
             async with anyio.create_task_group() as tg:
                 for record in listed:
                     tg.start_soon(one, record)
-        log.info("restored the retained state of %d job(s)", len(listed))
+        (log.info if listed else log.debug)("restored the retained state of %d job(s)", len(listed))  # none: quiet
 
     async def refresh(self, client: aiomqtt.Client, records: Iterable[JobRecord]) -> None:
         """Publish again, queued in order ahead of anything the serve loop publishes, the retained

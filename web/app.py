@@ -37,6 +37,7 @@ from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
 from mam.web.actions import action_routes, checked, http_status, known
 from mam.web.auth import Logins, LoopbackHosts, RequireLogin
+from mam.web.errors import EXCEPTION_HANDLERS
 from mam.web.favicon import favicon
 from mam.web.filters import from_params
 from mam.web.hub import Hub
@@ -177,7 +178,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         Route("/api/openapi.json", description),
         Route("/favicon.ico", icon),
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware, exception_handlers=EXCEPTION_HANDLERS)
 
 
 def _job(text: str, hub: Hub) -> str:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from mam.contract.errors import EXIT_USAGE, MamError, UsageError
 from mam.contract.ids import validate_job_id
-from mam.contract.presence import shown_status, since, visible
+from mam.contract.presence import last_heard, shown_status, visible
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus
 from mam.contract.usage import BY, group, total
@@ -69,7 +69,7 @@ def runner_view(status: AgentStatus) -> dict[str, Any]:
         "busy": len(status.jobs),
         "capacity": status.concurrency,
         "jobs": list(status.jobs),
-        "last_seen": since(status),
+        "last_seen": last_heard(status),
         "host": status.host,
         "pid": status.pid,
         "started_at": status.started_at,

@@ -4,7 +4,8 @@ Short by default: where it listens (and why, when not on the port a user
 expects), the workspace, and the next two commands to run, printed so they
 run as written from the shell `mam up` was started in. `mam up -v` adds the
 internals: the bound sockets, the registry and log paths, the
-`MAM_BROKER_URL` export, a `mosquitto_pub`/`mosquitto_sub` example and the
+`MAM_BROKER_URL` export, a `mosquitto_pub`/`mosquitto_sub` example (one line that
+makes a new job each time it is pasted, as written in bash, zsh or fish) and the
 delivery guarantees. Every line of the long form keeps its exact text
 (scripts read them); `mam up: broker    URL` stays the first line in both
 forms, the URL its last word.
@@ -31,6 +32,22 @@ submitted job runs on any machine (an example for `claude-code` stays queued whe
 such runner exists)."""
 
 EXAMPLE_SCRIPT = "echo hello"
+
+
+SHELL_JOB_ID = "hello-$(date +%s)-$$"
+"""The example's job id, as `sh` makes it: the time and the shell's pid, new at each paste."""
+
+
+def mqtt_example(topics: Topics, target: str, job_id: str | None = None) -> str:
+    """One line that submits a job for `shell` with `mosquitto_pub` and prints its state with `mosquitto_sub`,
+    under a new job id each time it runs (`SHELL_JOB_ID`; `job_id` fixes one). Run by `sh -c '...'`: the
+    same line runs as written in bash, zsh and fish (none of them expands inside single quotes)."""
+    marker = "JOB"
+    events, state = (topics.events(marker).replace(marker, "$job"), topics.state(marker).replace(marker, "$job"))
+    payload = f'{{"type":"submitted","prompt":"{EXAMPLE_SCRIPT}","agent":"{EXAMPLE_AGENT}"}}'.replace('"', '\\"')
+    script = (f"job={job_id or SHELL_JOB_ID}; mosquitto_pub {target} -q 1 -t \"{events}\" -m \"{payload}\" "
+              f"&& mosquitto_sub {target} -C 1 -v -t \"{state}\"")
+    return f"sh -c '{script}'"
 
 
 def example_job_id() -> str:
@@ -94,16 +111,14 @@ def banner(
     lines.append(f"mam up: workspace {workspace.id}  (root {workspace.root})")
     if verbose:
         topics = Topics(workspace.id)
-        job = job_id or example_job_id()
-        example = shlex.quote(f'{{"type":"submitted","prompt":"{EXAMPLE_SCRIPT}","agent":"{EXAMPLE_AGENT}"}}')
         target = f"-h {host}" + ("" if port == 1883 else f" -p {port}") + (" -u USER -P PASS" if login else "")
         lines += [
             f"mam up: registry  {workspace.registry_dir}",
             f"mam up: logs      {workspace.logs_dir}",
             f"mam up: for mam clients elsewhere: export MAM_BROKER_URL={url}",
-            "mam up: submit a job from any MQTT 3.1.1 client (MQTT 5: see docs/brokers.md, Interop), then read its state:",
-            f"  mosquitto_pub {target} -q 1 -t {topics.events(job)} -m {example}",
-            f"  mosquitto_sub {target} -C 1 -v -t {topics.state(job)}",
+            "mam up: submit a job from any MQTT 3.1.1 client (MQTT 5: see docs/brokers.md, Interop), then read its state",
+            "mam up: (a new job each time; runs as written in bash, zsh or fish):",
+            f"  {mqtt_example(topics, target, job_id)}",
             "mam up: an event is acknowledged only once it is in the audit log; at start the states of unfinished jobs",
             "mam up: and of the 1,000 that finished last are restored (older ones: `mam show`, `mam jobs`).",
             "mam up: only this process writes states, refusals and projector status; --acl-file sets who may do what else;",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from mam.cli.commands import HELP_GROUPS
-from mam.process.args import Parser
+from mam.cli.did_you_mean import SuggestingParser
 
 
-class GroupedHelpParser(Parser):
-    """The top parser: its help lists the commands by section instead of as one `COMMAND` argument."""
+class GroupedHelpParser(SuggestingParser):
+    """The top parser: its help lists the commands by section instead of as one `COMMAND` argument; a
+    mistyped command or flag gets the nearest one (`SuggestingParser`)."""
 
     def format_help(self) -> str:
         formatter = self._get_formatter()

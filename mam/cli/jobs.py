@@ -36,6 +36,7 @@ from mam.contract.attempts import after_of
 from mam.contract.errors import UsageError
 from mam.contract.humanize import parse_since
 from mam.contract.record import JobRecord
+from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.usage import cost_of
@@ -176,7 +177,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     form = output_form(args)
     where = job_filter(args, workspace)
-    with Jobs(workspace) as jobs:
+    damaged = SayDamaged()
+    with Jobs(workspace, damaged=damaged) as jobs:
         if args.watch:
             if args.view == "tree":
                 raise UsageError("--watch shows the list, not the tree: drop `tree`")
@@ -215,9 +217,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         header, rows = with_wide(header, rows, wide)
     for line in render(rows, header, colour=use_colour(sys.stdout), width=width):
         print(line)
-    if total > len(rows):
+    if total > len(rows) + damaged.count:
         print(f"mam: showing the newest {len(rows)} of {total} jobs; --limit {total} shows all", file=sys.stderr)
     return 0
+
+
+class SayDamaged:
+    """Says on stderr each record left out of a listing because it cannot be read, with the fix (the rest
+    are listed); counts them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, path: str, line: str) -> None:
+        self.count += 1
+        print(f"mam: {safe(line, keep_layout=False)}", file=sys.stderr, flush=True)
 
 
 def _watch(args: argparse.Namespace, workspace: Workspace, where: JobFilter, jobs: Jobs, *, as_json: bool) -> int:

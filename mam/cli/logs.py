@@ -7,6 +7,7 @@ import sys
 
 from mam.cli.completers import complete
 from mam.contract.errors import UsageError
+from mam.contract.outcome import outcome_line
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.workspace import Workspace
 from mam.process.args import job_id, non_negative_int
@@ -50,8 +51,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return 130
     else:
         print_logged(workspace, job)
-    print(f"mam: job {record.job_id} {record.status.value}"
-          + (f" (exit code {record.exit_code})" if record.exit_code is not None else ""), file=sys.stderr)
+    print(f"mam: {outcome_line(record)}", file=sys.stderr)
     for line in incomplete_lines(record):
         print(f"mam: {line}", file=sys.stderr)
     return outcome_code(record.status) if record.status.terminal else 0

@@ -30,6 +30,7 @@ from mam.client.runner_look import RunnerLook
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing
 from mam.contract.errors import UsageError
+from mam.contract.outcome import outcome_line
 from mam.contract.record import JobRecord
 from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
@@ -85,8 +86,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_wait_args(
         submit,
         wait_help="(the default; kept for scripts) return once the projector has recorded the job",
-        no_wait_help="return once the broker has acknowledged the publish, not the projector; "
-        "still exits 3 without publishing if no projector serves the workspace",
+        no_wait_help="publish and return once the broker has acknowledged it, as fast as a publish: no projector "
+        "is looked for first (the projector's session on the broker keeps it while the projector is away); "
+        "`mam show JOB` says whether it was recorded",
     )
     submit.add_argument("--follow", action="store_true",
                         help="then stream the job's output and exit with its outcome (0 only if it succeeded)")
@@ -183,7 +185,7 @@ def run_submit(args: argparse.Namespace) -> int:
             if isinstance(event, ev.Submitted) and event.after:
                 event = msgspec.structs.replace(event, after=await resolve_after(pub, event.after))
             if args.no_wait:
-                print_published(job_id, await pub.publish_served(job_id, event), args.json)
+                print_published(job_id, await pub.publish(job_id, event), args.json)  # nothing looked for first
                 return 0
             if args.follow:
                 await pub.subscribe(pub.topics.events(job_id))  # again on a new connection
@@ -202,7 +204,7 @@ def run_submit(args: argparse.Namespace) -> int:
             print(job_id, file=sys.stderr)
             final = await follow(workspace, broker, job_id, from_log=False, client=pub.client,
                                  followed=Followed(seen={event_id(record)}))
-            print(f"mam: job {job_id} {final.status.value}", file=sys.stderr)
+            print(f"mam: {outcome_line(final)}", file=sys.stderr)
             return outcome_code(final.status)
 
     try:

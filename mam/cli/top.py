@@ -8,10 +8,11 @@ import argparse
 from mam import __version__
 from mam.cli.commands import LazyCommands, register_all
 from mam.cli.completion import complete_if_asked
+from mam.cli.did_you_mean import SuggestingParser
 from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
 from mam.cli.global_options import check as check_global
 from mam.cli.grouped_help import GroupedHelpParser
-from mam.process.args import Parser, add_verbose
+from mam.process.args import add_verbose
 from mam.process.running import run_cli, setup_logging
 
 PROG = "mam"
@@ -28,7 +29,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     add_verbose(parser, top=True)
     add_global(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands,
-                                parser_class=Parser)  # the commands' own help is not grouped
+                                parser_class=SuggestingParser)  # the commands' own help is not grouped
     assert isinstance(sub, LazyCommands)  # argparse's stubs type the action= class away
     if lazy:
         sub.add_placeholders()

@@ -19,6 +19,7 @@ from mam.cli.completers import complete
 from mam.cli.selection import resolve_retained
 from mam.client.logged_output import outcome_code
 from mam.contract.errors import Refused
+from mam.contract.outcome import outcome_line
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.process.args import job_id, positive_seconds
@@ -31,7 +32,8 @@ FOREVER = 10.0**9
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wait = subparsers.add_parser(
         "wait", help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
-        description="Wait until each job has finished, printing `JOB STATUS` as each ends. Exit 0 when every "
+        description="Wait until each job has finished, printing its outcome as each ends (`job ID succeeded (exit 0) "
+        "in 12s`, the line `mam logs -f` and `mam submit --follow` end with). Exit 0 when every "
         "job succeeded, 1 when one ended otherwise (failed, cancelled, lost, ...), 3 when --timeout ran out "
         "first or the broker cannot be reached: the codes of `mam submit --follow`. A job that cannot start "
         "(no runner for its agent, or its only runner is full with its parent) is said on stderr; inside a job "
@@ -67,8 +69,7 @@ def run_wait(args: argparse.Namespace) -> int:
 
             def said(record: JobRecord) -> None:
                 if not args.json:
-                    code = f" (exit code {record.exit_code})" if record.exit_code is not None else ""
-                    print(f"{record.job_id} {record.status.value}{code}", flush=True)
+                    print(outcome_line(record), flush=True)
 
             watch = StartWatch(lambda line: print(f"mam: {safe(line, keep_layout=False)}", file=sys.stderr, flush=True),
                                inside)

@@ -20,9 +20,22 @@ STALE_AFTER: Final = timedelta(days=1)
 """An offline runner last heard of longer ago than this is hidden unless asked for all."""
 
 
-def since(status: AgentStatus) -> str:
-    """When the runner's current status began, as far as its payload says: `updated_at` if the
-    runner fills it, else when it started (a will carries the time its runner connected)."""
+def since(status: AgentStatus) -> str | None:
+    """SINCE: when the runner's current status began. Online: since it came online on its current
+    connection (`online_since`; an older runner's start), not moved as it republishes its jobs. Offline:
+    since it stopped (the status it published as it stopped). A will (the broker's offline status for a
+    runner gone without a stop) was written when the runner connected: when it went offline is not in it,
+    so None (`-` in a table)."""
+    if status.status == "online":
+        return status.online_since if isinstance(status.online_since, str) else status.started_at
+    if status.will is True:
+        return None
+    return status.updated_at or status.started_at
+
+
+def last_heard(status: AgentStatus) -> str:
+    """When the runner last published a status itself, as its payload says (`updated_at`, else its start): a
+    will's is when the runner connected, the last time it was surely alive."""
     return status.updated_at or status.started_at
 
 
@@ -32,7 +45,7 @@ def visible(statuses: Iterable[AgentStatus], now: datetime, *, everything: bool 
     shown = []
     for status in statuses:
         if status.status == "offline" and not everything:
-            moment = parse_time(since(status))
+            moment = parse_time(since(status) or last_heard(status))  # a will: hidden a day after it connected
             if moment is None or now - moment > STALE_AFTER:
                 continue
         shown.append(status)
@@ -157,4 +170,5 @@ def queue_note(record: JobRecord, statuses: Iterable[AgentStatus], *, waiter: st
 
 
 __all__ = ["DRAINING", "STALE_AFTER", "cannot_start", "free_slots", "held_by_above", "labels_of", "no_label_match",
-           "queue_note", "satisfying", "serves", "serving", "shown_status", "since", "visible", "waiting_reason"]
+           "queue_note", "satisfying", "serves", "serving", "shown_status", "since", "visible",
+           "waiting_reason", "last_heard"]

@@ -113,7 +113,8 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     jobs: list[str] = []
     updated_at: str | None = None
     """When the runner published this status (a will: when it connected); optional, readers fall
-    back to `started_at`."""
+    back to `started_at`. It moves with every republish (a job claimed or ended): it is not SINCE
+    (`mam.contract.presence.since`)."""
     runner_key: str | UnsetType = UNSET
     """The instance's public key (base64), the one its claims name; absent from a runner that does not sign."""
     aliases: list[str] | UnsetType = UNSET
@@ -127,6 +128,14 @@ class AgentStatus(Struct, frozen=True, kw_only=True):
     `agents/<agent_id>/offers`); absent from an older runner, which claims from the states."""
     labels: dict[str, str] | UnsetType = UNSET
     """What the runner can do (`mam-agent --label key=value`): a job's `require` must be among them."""
+    online_since: str | UnsetType = UNSET
+    """When the runner came online on its current connection (its will carries the same time): an online
+    runner's SINCE. The republishes as its jobs change leave it; a reconnect after a lost broker (whose will
+    said offline meanwhile) moves it. Absent from an older runner: readers fall back to `started_at`."""
+    will: bool | UnsetType = UNSET
+    """True on the runner's will: the offline status the broker publishes for it when its connection is lost
+    without a stop (killed, its host or network gone). Written when it connected, it cannot say when the
+    runner went offline. Absent from every status the runner publishes itself."""
     sig: str | UnsetType = UNSET
     """Its signature (`mam.contract.identity`), the payload's last member: a status (a will above all) of a runner
     holding a job claimed with a key counts only if it verifies with that key."""

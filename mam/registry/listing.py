@@ -23,7 +23,7 @@ from mam.contract.record import JobRecord
 from mam.contract.workspace import Workspace
 from mam.registry.index import IndexReader, JobRow, can_serve
 from mam.registry.query import JobFilter, select
-from mam.registry.reading import iter_records, records_at
+from mam.registry.reading import Damaged, iter_records, records_at
 
 T = TypeVar("T")
 
@@ -31,8 +31,12 @@ T = TypeVar("T")
 class Jobs:
     """One look at a workspace's jobs (one index snapshot). Use as a context manager."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, damaged: Damaged | None = None) -> None:
+        """`damaged`: told once of each record passed over because it cannot be read (its path, and what
+        to do in one line), as `mam jobs` says it on stderr."""
         self.workspace = workspace
+        self._told_damaged = damaged
+        self._damaged_paths: set[str] = set()
         self.index, self.why = IndexReader.open_or_why(workspace.registry_dir)
         """The index, or `None`; `why` says how it stands (`current`, `missing`, `stale: ...`)."""
         self._scanned: list[JobRecord] | None = None
@@ -59,8 +63,13 @@ class Jobs:
     def scanned(self) -> list[JobRecord]:
         """Every record (read once), for what the index cannot answer."""
         if self._scanned is None:
-            self._scanned = list(iter_records(self.workspace))
+            self._scanned = list(iter_records(self.workspace, self._passed_over))
         return self._scanned
+
+    def _passed_over(self, path: str, line: str) -> None:
+        if self._told_damaged is not None and path not in self._damaged_paths:
+            self._damaged_paths.add(path)
+            self._told_damaged(path, line)
 
     def _damaged(self) -> None:
         """A SQLite error reading an index that looked current (a damaged file): drop it and scan,
@@ -156,11 +165,12 @@ class Jobs:
 
     def read(self, job_ids: Iterable[str]) -> Iterator[JobRecord]:
         """The records of `job_ids` in that order, one at a time; one that is gone, a link, or does
-        not decode is left out (a scan leaves it out too)."""
+        not decode is left out (a scan leaves it out too), the last two told to `damaged`."""
         fd = self._registry_fd()
         if fd is None:
             return
-        yield from records_at(fd, Path(self.workspace.registry_dir), (f"{job_id}.json" for job_id in job_ids))
+        yield from records_at(fd, Path(self.workspace.registry_dir), (f"{job_id}.json" for job_id in job_ids),
+                              self._passed_over)
 
     def _registry_fd(self) -> int | None:
         if self._dir_fd is None:

@@ -27,8 +27,22 @@ class NotFound(MamError):
     pass
 
 
+Damaged = Callable[[str, str], None]
+"""Told of a record that is there and cannot be read (`records_at`): its path, and what to do, in one line."""
+
+
 def _tampered(exc: PathRefused) -> MamError:
-    return MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`")
+    return MamError(tampered_line(exc))
+
+
+def tampered_line(exc: PathRefused) -> str:
+    """What a reader says of a name in the registry that is not what the projector makes there."""
+    return f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`"
+
+
+def damaged_line(path: str | Path, exc: Exception) -> str:
+    """What a reader says of a record that does not decode (`mam show` of it, `mam jobs` listing past it)."""
+    return f"record {path} is damaged ({exc}): run `mam rebuild`"
 
 
 def _record_names(fd: int, *, links: bool = False) -> list[str]:
@@ -113,9 +127,10 @@ def _ids_like(workspace: Workspace, text: str) -> list[str]:
     return job_ids(workspace)
 
 
-def iter_records(workspace: Workspace) -> Iterator[JobRecord]:
-    """Every record that decodes, by name; links and hidden files are skipped."""
-    return _registry_records(workspace, _record_names)
+def iter_records(workspace: Workspace, damaged: Damaged | None = None) -> Iterator[JobRecord]:
+    """Every record that decodes, by name; links and hidden files are skipped, and one that does not
+    decode is told to `damaged` (if given)."""
+    return _registry_records(workspace, _record_names, damaged)
 
 
 def records_of(workspace: Workspace, ids: Iterable[str]) -> Iterator[JobRecord]:
@@ -123,7 +138,8 @@ def records_of(workspace: Workspace, ids: Iterable[str]) -> Iterator[JobRecord]:
     return _registry_records(workspace, lambda _fd: (f"{job_id}.json" for job_id in ids))
 
 
-def _registry_records(workspace: Workspace, names: Callable[[int], Iterable[str]]) -> Iterator[JobRecord]:
+def _registry_records(workspace: Workspace, names: Callable[[int], Iterable[str]],
+                      damaged: Damaged | None = None) -> Iterator[JobRecord]:
     """The records named by `names(fd)`, read beneath the registry directory opened once as `fd`."""
     root = workspace.registry_dir
     try:
@@ -131,20 +147,27 @@ def _registry_records(workspace: Workspace, names: Callable[[int], Iterable[str]
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        yield from records_at(fd, Path(root), names(fd))
+        yield from records_at(fd, Path(root), names(fd), damaged)
     finally:
         os.close(fd)
 
 
-def records_at(fd: int, root: Path, names: Iterable[str]) -> Iterator[JobRecord]:
+def records_at(fd: int, root: Path, names: Iterable[str], damaged: Damaged | None = None) -> Iterator[JobRecord]:
     """The records named `names` in the registry open at `fd`, in that order; one that is gone, a
-    link, or does not decode is left out."""
+    link, or does not decode is left out, and (but for one gone) told to `damaged` if given."""
     for name in names:
+        shown = str(root / name)
         try:
-            data = read_at(fd, name, shown=str(root / name), action="read")
+            data = read_at(fd, name, shown=shown, action="read")
             if data is not None:
                 yield decode_record(data)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        except PathRefused as exc:
+            if damaged is not None:
+                damaged(shown, tampered_line(exc))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if damaged is not None:
+                damaged(shown, damaged_line(shown, exc))
+        except OSError:
             continue
 
 
@@ -160,7 +183,7 @@ def read_record(workspace: Workspace, job_id: str) -> JobRecord:
     try:
         return decode_record(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise MamError(f"record {path} is damaged ({exc}): run `mam rebuild`") from None
+        raise MamError(damaged_line(path, exc)) from None
 
 
 def read_pruned(workspace: Workspace, job_id: str) -> tuple[JobRecord, Path] | None:

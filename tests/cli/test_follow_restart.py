@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,12 @@ from brokers import BROKERS, free_port
 from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+
+
+def _outcome(stderr: str) -> str:
+    """The outcome line a follower ended with on stderr (`mam: job ID STATUS ...`), without `mam: `."""
+    [line] = [line for line in stderr.splitlines() if line.startswith("mam: job ")]
+    return line.removeprefix("mam: ")
 
 Restart = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]
 """Take the service down; bring it back on the same port."""
@@ -80,12 +87,13 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
             for command in (follow, logs, wait):
                 command.stop()
     ticks_once(follow.stdout())
-    assert "mam: job job-tick succeeded" in follow.stderr()
+    ended = _outcome(follow.stderr())
+    assert re.fullmatch(r"job job-tick succeeded \(exit 0\) in \d+s", ended), follow.stderr()
     ticks_once(logs.stdout())
     assert logs.stderr().count("lost the broker") == 1, logs.stderr()
     assert f"mam: reconnected to {url}" in logs.stderr()
-    assert "mam: job job-tick succeeded" in logs.stderr()
-    assert wait.stdout() == "job-tick succeeded (exit code 0)\n", wait.stderr()
+    assert _outcome(logs.stderr()) == ended, "the three followers end with one outcome line"
+    assert wait.stdout() == f"{ended}\n", wait.stderr()
     assert "Traceback" not in logs.stderr() + wait.stderr()
 
 
