@@ -4,7 +4,8 @@
 `action.completer` with the word typed so far and the arguments parsed before it, so `--workspace DIR`
 given earlier is the workspace read). Known values come from the workspace's files
 (`mam.registry.known_values`, `.mam/profiles.json`, `.mam/roles/`, the runtime file, the set-aside file),
-never from the broker: a completion is answered while the user waits at the prompt. A path completes file
+and from the broker only for `--require` (the runners' labels are nowhere else), within half a second:
+a completion is answered while the user waits at the prompt. A path completes file
 or directory names; a value nobody can know in advance (a prompt, seconds, a count, a new id) is `free`
 and completes nothing.
 
@@ -108,10 +109,12 @@ def _labels(workspace: Any) -> list[str]:
 
 
 def _requirements(workspace: Any) -> list[str]:
-    """The runner labels jobs required (the runners' own labels are only in the broker's retained statuses)."""
+    """The runner labels jobs required, and those the runners offer (in their retained statuses on the
+    broker serving the workspace, asked for at most half a second: `mam.cli.runner_labels`)."""
+    from mam.cli.runner_labels import runner_labels
     from mam.registry.known_values import known_requirements
 
-    return known_requirements(workspace)
+    return sorted(set(known_requirements(workspace)) | set(runner_labels(workspace)))
 
 
 def _roles(workspace: Any) -> list[str]:

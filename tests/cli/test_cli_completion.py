@@ -6,6 +6,7 @@ installed); file names only for a path, never for a flag that takes anything els
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -14,10 +15,13 @@ import shutil
 import anyio
 import pytest
 from output_forms_support import logged_job
+from runner_support import agent_runner, mock_command
 
 from mam.contract import events as ev
 
+from brokers import free_port
 from conftest import WorkspacePaths
+from e2e import up_process
 from support import BIN, DEAD_BROKER, child_env, run
 
 
@@ -201,3 +205,21 @@ class _Screen:
             while (found := re.compile(pattern).search(self.seen, start)) is None:
                 self.seen += await anyio.to_thread.run_sync(os.read, self.fd, 65536, abandon_on_cancel=True)
         return found
+
+
+async def test_require_completes_the_labels_live_runners_offer(ws: WorkspacePaths) -> None:
+    """The runners' own labels are only in their retained statuses: `--require` asks the broker the workspace's
+    runtime file names (a live `mam up`), briefly; with it stopped, only what jobs required is offered."""
+    line = "mam submit --require g"
+    probe = (f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
+             f"COMP_WORDS=(mam submit --require g); COMP_CWORD=3; "
+             '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"')
+    env = child_env(PATH=f"{BIN}:/usr/bin:/bin", WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=None)
+    async with up_process(ws.root, ws.elsewhere, free_port()) as up:
+        url = json.loads((ws.root / ".mam" / "runtime.json").read_text())["broker"]
+        async with agent_runner(url, ws, *mock_command(), "--label", "gpu=yes", "--label", "gen=3"):
+            done = await run(["bash", "-c", probe], cwd=ws.elsewhere, env=env)
+            assert sorted(done.stdout.decode().split()) == ["gen=3", "gpu=yes"], done.stderr
+        up.stop()
+    done = await run(["bash", "-c", probe], cwd=ws.elsewhere, env=env)
+    assert done.stdout.decode().split() == [], "no broker serving the workspace: nothing asked, nothing offered"
