@@ -145,7 +145,7 @@ async def test_logs_prints_and_follows_output_and_exits_with_the_outcome(amqtt: 
     replay = await run(mam("logs", "job-m", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert replay.returncode == 0 and replay.stdout.decode().splitlines() == [f"line {i}" for i in range(20)]
     failed = await run(mam("logs", "job-l", "--workspace", str(ws.root)), cwd=ws.elsewhere)
-    assert failed.returncode == 1 and b"exit code 3" in failed.stderr
+    assert failed.returncode == 1 and b"job job-l failed (exit 3)" in failed.stderr
 
 
 async def test_provenance_records_git_state_at_submit_and_at_finish(amqtt: RunningBroker, ws: WorkspacePaths) -> None:

@@ -149,11 +149,10 @@ async def test_cancel_wait_without_an_end_in_time_exits_3_and_says_so(amqtt: Run
     "command",
     [
         ("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-n"),
-        ("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-n", "--no-wait"),
         ("cancel", "job-n"),
         ("cancel", "job-n", "--no-wait"),
     ],
-    ids=["submit", "submit-no-wait", "cancel", "cancel-no-wait"],
+    ids=["submit", "cancel", "cancel-no-wait"],  # `submit --no-wait` publishes at once: test_submit_no_wait.py
 )
 async def test_no_projector_exits_3_and_publishes_nothing(
     amqtt: RunningBroker, ws: WorkspacePaths, command: tuple[str, ...]
