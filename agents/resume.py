@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.contract.errors import MamError, Refused, UsageError
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 from mam.contract.usage import usage_of
 

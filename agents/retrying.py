@@ -10,11 +10,12 @@ from mam.agents.publisher import Publisher
 from mam.contract import events as ev
 from mam.contract import job_limits, parent_close, routing
 from mam.contract.errors import Refused
+from mam.contract.event_parts import GitInfo
 from mam.contract.record import JobRecord
 from mam.git.provenance import submit_git
 
 
-def resubmission(record: JobRecord, git: ev.GitInfo | None) -> ev.Submitted:
+def resubmission(record: JobRecord, git: GitInfo | None) -> ev.Submitted:
     """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
     permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), required
     labels and priority (`mam.contract.routing`), its parent_close policy, with

@@ -31,7 +31,8 @@ from mam.agents.profiles import (
     profile_wants_worktree,
     resolve,
 )
-from mam.agents.runner import DRAIN_TIMEOUT, Runner
+from mam.agents.runner import Runner
+from mam.agents.runner_lifetime import DRAIN_TIMEOUT
 from mam.contract.errors import UsageError
 from mam.contract.routing import parse_pairs
 from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path

@@ -41,6 +41,7 @@ from mam.agents.process import AgentProcess, spawn
 from mam.agents.stack_traces import StackTraces
 from mam.contract import events as ev
 from mam.contract.attempts import attempt_of
+from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 from mam.git.provenance import git_info
 from mam.git.worktree import JobTree, Saved, WorktreeError
@@ -60,7 +61,7 @@ class Supervisor(JobClocks):
         self._stop_requested = anyio.Event()
         self.process: AgentProcess | None = None
         self.transcript = Transcript(parser_for(settings.output_format)) if settings.output_format else None
-        if self.transcript is not None and isinstance(record.resume_usage, ev.Usage):
+        if self.transcript is not None and isinstance(record.resume_usage, Usage):
             self.transcript.parser.continues(record.resume_usage)  # Codex: the job's own tokens, not the thread's
         self.tree: JobTree | None = None
         self.succeeded = False
@@ -339,7 +340,7 @@ class Supervisor(JobClocks):
             self.beats += 1
             self._put(ev.Heartbeat(runner=self.settings.runner_id, seq=self.beats))
 
-    def _usage_so_far(self) -> ev.Usage | UnsetType:
+    def _usage_so_far(self) -> Usage | UnsetType:
         """What the agent's stream reported using until now (a job stopped before its result still used
         tokens: claude's messages carry them); left out for a plain command or a stream that said nothing."""
         return usage_of(self.transcript.parser.outcome()) if self.transcript else UNSET

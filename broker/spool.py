@@ -37,8 +37,8 @@ from pathlib import Path
 
 from mam.broker.retained_log import RetainedLog
 from mam.broker.spool_records import decode_records, encode_record
-from mam.contract.errors import UsageError
-from mam.contract.ids import InvalidId, validate_workspace_id
+from mam.contract.errors import InvalidId, UsageError
+from mam.contract.ids import validate_workspace_id
 from mam.registry.nofollow import open_at, open_dir_at
 
 log = logging.getLogger("mam.broker")

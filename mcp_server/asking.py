@@ -30,9 +30,9 @@ from mam.contract.arg_limits import MOST_CHOICES, at_most
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord, Status
 from mam.mcp_server.brief import brief_record, full_hint
-from mam.mcp_server.served import ChannelPublisher, Served, as_dict, reported
+from mam.mcp_server.served import ChannelPublisher, JobRef, Served, as_dict, reported
 from mam.mcp_server.waiting import DEFAULT_WAIT, LONGEST_WAIT
-from mam.mcp_server.writing import VERDICT_WAIT, JobRef, checked
+from mam.mcp_server.writing import VERDICT_WAIT, checked
 
 Answer = Annotated[str, Field(description="the answer; one of the question's choices when it has some")]
 Question = Annotated[str, Field(description="the question, as the person will read it")]

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mam.contract import events as ev
+from mam.contract.event_parts import Usage
 from mam.contract.fold import Context, Refusal, apply
 from mam.contract.record import JobRecord
 from mam.contract.topics import Topics
@@ -73,7 +74,7 @@ class Batch:
     """(outcome, event type) -> how many: accepted, duplicate, parked, refused (for `mam.projector.metrics`)."""
     stamps: list[datetime] = field(default_factory=list)
     """The `ts` of each accepted event that has one: publish-to-record lag, measured once committed."""
-    usages: list[tuple[str, ev.Usage]] = field(default_factory=list)
+    usages: list[tuple[str, Usage]] = field(default_factory=list)
     """(agent, usage) of each accepted outcome event that reports usage."""
     withdrawn: set[str] = field(default_factory=set)
     """Jobs whose events of this batch were refused at commit (a link planted at their log since the
@@ -114,7 +115,7 @@ class Batch:
         if event.ts is not None:
             self.stamps.append(event.ts)
         usage = getattr(event, "usage", None)
-        if isinstance(usage, ev.Usage):
+        if isinstance(usage, Usage):
             self.usages.append((result.agent, usage))
         if isinstance(event, ev.Submitted):
             self.metas.append(_meta(result, event, event_id))

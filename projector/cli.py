@@ -17,11 +17,12 @@ from mam.process.options import (
     workspace_from_args,
 )
 from mam.process.running import run_cli, setup_logging
+from mam.projector.broker_link import HEARTBEAT
 from mam.projector.dispatch import DEFAULT_LEASE
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
-from mam.projector.service import DURABILITY_MODES, HEARTBEAT, Projector
+from mam.projector.service import DURABILITY_MODES, Projector
 
 PROG = "mam-projector"
 

@@ -13,6 +13,7 @@ from msgspec.structs import replace
 from mam.contract import events as ev
 from mam.contract.errors import InvalidId
 from mam.contract.ids import validate_job_id
+from mam.contract.payload_checks import EventError
 from mam.contract.topics import Kind, ParsedTopic, Topics
 
 MAX_CLOCK_SKEW = timedelta(hours=1)
@@ -49,7 +50,7 @@ def ingest(topic: str, payload: bytes, topics: Topics, now: datetime, *, retaine
         return Refused("events must be published without the retain flag", job_id=job_id)
     try:
         event = ev.decode_event(payload)
-    except ev.EventError as exc:
+    except EventError as exc:
         return Refused(str(exc), job_id=job_id)
     if event.job_id is not None and event.job_id != job_id:
         return Refused(

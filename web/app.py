@@ -32,6 +32,7 @@ from mam.contract import events as ev
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import EXIT_USAGE, MamError
 from mam.contract.ids import validate_job_id
+from mam.contract.payload_checks import EventError
 from mam.contract.value_words import decode_body
 from mam.registry.query import NoSuchJob, resolve_job_id
 from mam.registry.reading import resolve_id
@@ -118,7 +119,7 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             event = checked(make(body if isinstance(body, dict) else {}))  # a refusal in mam's words: a 400
             async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
                 record = await pub.publish_and_wait(job_id, event, timeout=CANCEL_TIMEOUT)
-        except (msgspec.DecodeError, ev.EventError) as exc:
+        except (msgspec.DecodeError, EventError) as exc:
             return JSONResponse({"error": f"bad request: {exc}"}, 400)
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, http_status(exc))

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 
 SHORT: Final = 160
 """A tool call or tool result is shown on one line of at most this many characters."""

@@ -50,7 +50,7 @@ from mam.agents.formats.base import (
     readable,
     tool_summary,
 )
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 from mam.contract.nesting import decode
 
 

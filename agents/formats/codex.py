@@ -30,7 +30,7 @@ import msgspec
 from msgspec import Struct
 
 from mam.agents.formats.base import Outcome, StreamParser, add, first_line, make_usage, one_line, readable
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 from mam.contract.nesting import decode
 
 

@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 
 from mam.agents.formats.base import Outcome
 from mam.contract import events as ev
+from mam.contract.event_parts import GitInfo, Usage
 
 MAX_TEXT: Final = 60_000
 """A result or error longer than this is cut (events carry at most 64 Ki characters of text)."""
@@ -45,7 +46,7 @@ def one_line_plain(text: str) -> str:
     return " | ".join(seen)
 
 
-def usage_of(outcome: Outcome) -> ev.Usage | UnsetType:
+def usage_of(outcome: Outcome) -> Usage | UnsetType:
     """The usage for a terminal event: left out (not null) when the agent reported none."""
     return outcome.usage if outcome.usage is not None else UNSET
 
@@ -67,7 +68,7 @@ def _failure(outcome: Outcome, *, program: str, code: int, said: str) -> str:
 
 
 def verdict(
-    outcome: Outcome, *, program: str, code: int, stderr: str, git: ev.GitInfo | None,
+    outcome: Outcome, *, program: str, code: int, stderr: str, git: GitInfo | None,
     outputs: int | UnsetType = UNSET,
 ) -> ev.Succeeded | ev.Failed:
     """`outputs`: how many output events the attempt published (the terminal event's count)."""

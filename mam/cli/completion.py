@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from argcomplete import shellcode
+    from argcomplete.shell_integration import shellcode
 
     print(shellcode(["mam"], use_defaults=False, shell=args.shell), end="")
     return 0

@@ -17,7 +17,7 @@ from typing import Final
 
 from mam.cli import describe_parts as part
 from mam.contract.attempts import attempt_of
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 from mam.contract.humanize import ago, between, parse_time, span
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.record import JobRecord, Status

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Final
 
 from mam.contract.attempts import attempt_of, retry_on
-from mam.contract.events import GitInfo, Usage
+from mam.contract.event_parts import GitInfo, Usage
 from mam.contract.humanize import ago, parse_time, span
 from mam.contract.record import Attempt, JobRecord, Status
 from mam.contract.terminal import safe

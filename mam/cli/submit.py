@@ -24,8 +24,8 @@ from mam.cli.retry import register as register_retry
 from mam.cli.selection import resolve_retained
 from mam.cli.wait import register as register_wait
 from mam.cli.write_common import add_wait_args, check_event, event_id, flagged, print_published, print_record
-from mam.client.follow import Followed, follow
-from mam.client.logged_output import outcome_code, stopped_following
+from mam.client.follow import follow
+from mam.client.logged_output import Followed, outcome_code, stopped_following
 from mam.client.runner_look import RunnerLook
 from mam.contract import events as ev
 from mam.contract import job_spec, presence, routing

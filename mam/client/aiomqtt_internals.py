@@ -52,6 +52,7 @@ from typing import Any
 
 import aiomqtt
 import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, LogLevel, MQTTErrorCode
 from paho.mqtt.matcher import MQTTMatcher
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -95,7 +96,7 @@ def check(aiomqtt_class: type[aiomqtt.Client] = aiomqtt.Client, paho_class: type
     for the tests, which hand in one that lacks a name."""
     require("aiomqtt", method_problems(aiomqtt_class, AIOMQTT_METHODS))
     require("paho-mqtt", method_problems(paho_class, PAHO_METHODS))
-    sample = paho_class(paho.CallbackAPIVersion.VERSION2)
+    sample = paho_class(CallbackAPIVersion.VERSION2)
     require("paho-mqtt", attribute_problems(sample, PAHO_ATTRIBUTES))
     if type(sample._on_message_filtered) is not MQTTMatcher:  # replaced whole by _NoFilteredCallbacks
         require("paho-mqtt", ["Client._on_message_filtered as an MQTTMatcher"])
@@ -209,17 +210,17 @@ def _read_burst(inner: paho.Client) -> None:
     """paho's `loop_read`, reading packets until the socket would block (at most `READ_BURST`)."""
     packet_read, rc_handle = inner._packet_read, inner._loop_rc_handle
 
-    def loop_read(max_packets: int = 1) -> paho.MQTTErrorCode:
+    def loop_read(max_packets: int = 1) -> MQTTErrorCode:
         for _ in range(max(max_packets, READ_BURST)):
             if inner._sock is None:
-                return paho.MQTTErrorCode.MQTT_ERR_NO_CONN
+                return MQTTErrorCode.MQTT_ERR_NO_CONN
             rc = packet_read()
             if rc > 0:
                 return rc_handle(rc)
-            if rc == paho.MQTTErrorCode.MQTT_ERR_AGAIN:
+            if rc == MQTTErrorCode.MQTT_ERR_AGAIN:
                 break
         _quick_ack(inner._sock)
-        return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     inner.loop_read = loop_read  # type: ignore[method-assign]
 
@@ -235,7 +236,7 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
     handle, do_on_publish = inner._handle_pubackcomp, inner._do_on_publish
     success, no_properties = ReasonCode(PacketTypes.PUBACK), Properties(PacketTypes.PUBACK)
 
-    def handle_pubackcomp(cmd: str) -> paho.MQTTErrorCode:
+    def handle_pubackcomp(cmd: str) -> MQTTErrorCode:
         packet = inner._in_packet["packet"]
         if cmd != "PUBACK" or len(packet) != 2:
             return handle(cmd)  # type: ignore[arg-type]
@@ -243,7 +244,7 @@ def _lean_pubacks(client: aiomqtt.Client, inner: paho.Client) -> None:
         with inner._out_message_mutex:
             if mid in inner._out_messages:
                 return do_on_publish(mid, success, no_properties)
-        return paho.MQTTErrorCode.MQTT_ERR_SUCCESS
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     inner._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign]
     awaited = client._pending_publishes
@@ -271,7 +272,7 @@ def streamline(client: aiomqtt.Client) -> None:
     if inner._logger is not None and not inner._logger.isEnabledFor(logging.DEBUG):
         easy_log = inner._easy_log
 
-        def log_unless_debug(level: paho.LogLevel, fmt: str, *args: Any) -> None:
+        def log_unless_debug(level: LogLevel, fmt: str, *args: Any) -> None:
             if level != paho.MQTT_LOG_DEBUG:
                 easy_log(level, fmt, *args)
 

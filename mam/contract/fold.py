@@ -22,6 +22,7 @@ from mam.contract import (
     waiting,
 )
 from mam.contract import events as ev
+from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord, Status
 
 
@@ -219,6 +220,6 @@ def _with_denials(state: JobRecord, denials: list[str] | UnsetType) -> JobRecord
     return replace(state, denials=list(denials)) if denials else state
 
 
-def _with_usage(state: JobRecord, usage: ev.Usage | None | UnsetType) -> JobRecord:
+def _with_usage(state: JobRecord, usage: Usage | None | UnsetType) -> JobRecord:
     """The agent's reported usage, kept only when there is one (an absent one leaves the record's bytes as before)."""
-    return replace(state, usage=usage) if isinstance(usage, ev.Usage) else state
+    return replace(state, usage=usage) if isinstance(usage, Usage) else state

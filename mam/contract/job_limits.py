@@ -14,6 +14,7 @@ from typing import Final
 from msgspec import UnsetType
 
 from mam.contract import events as ev
+from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 
 FIELDS: Final = ("resumes", "resume_session", "resume_root", "resume_usage", "model", "max_turns", "budget_tokens", "budget_usd",
@@ -36,7 +37,7 @@ def given(record: JobRecord, name: str) -> object | None:
     return None if isinstance(value, UnsetType) else value
 
 
-def tokens(usage: ev.Usage | None) -> int | None:
+def tokens(usage: Usage | None) -> int | None:
     """The tokens a budget counts: input (cached ones included, as `Usage` counts them) plus output."""
     if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
         return None
@@ -47,7 +48,7 @@ def money(cost: float) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
 
 
-def over_budget(record: JobRecord, usage: ev.Usage | None) -> str | None:
+def over_budget(record: JobRecord, usage: Usage | None) -> str | None:
     """Why a job whose agent reported `usage` so far has passed its budget, or None."""
     limit_tokens, limit_usd = given(record, "budget_tokens"), given(record, "budget_usd")
     used = tokens(usage)

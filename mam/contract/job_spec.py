@@ -24,6 +24,7 @@ from msgspec import UNSET, Struct, UnsetType
 from mam.contract import events as ev
 from mam.contract.arg_limits import at_most, schema_limit
 from mam.contract.errors import UsageError
+from mam.contract.event_parts import GitInfo, ShortText
 from mam.contract.value_words import Field, Front, decode_body, msgspec_refusal, refusal, unknown
 
 FRONTS: Final[tuple[Front, ...]] = ("cli", "python", "api", "mcp")
@@ -36,8 +37,8 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     prompt: ev.Prompt
     agent: ev.AgentName
     job_id: ev.JobId | None = None
-    agent_session: ev.ShortText | None = None
-    role: ev.ShortText | None = None
+    agent_session: ShortText | None = None
+    role: ShortText | None = None
     labels: ev.Labels | None = None
     parent: ev.JobId | None = None
     no_parent: bool | None = None
@@ -278,7 +279,7 @@ def _given(value: T | None) -> T | UnsetType:
     return UNSET if value is None else value
 
 
-def submitted(spec: JobSpec, *, parent: str | None, git: ev.GitInfo | None,
+def submitted(spec: JobSpec, *, parent: str | None, git: GitInfo | None,
               after: list[str] | None = None) -> ev.Submitted:
     """The `submitted` event for `spec`: an option left out stays UNSET, so the event has the bytes it had before
     the option existed. `parent` and `after` are as the front end resolved them (the job it runs inside, short

@@ -8,7 +8,7 @@ from typing import Final
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from mam.contract.events import GitInfo, Usage
+from mam.contract.event_parts import GitInfo, Usage
 from mam.contract.nesting import decode
 
 

@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from msgspec import UnsetType
 
-from mam.contract.events import Usage
+from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 
 By = Literal["agent", "session", "parent"]

@@ -27,6 +27,7 @@ from mam.contract.errors import UsageError
 from mam.contract.events import LABEL_KEY_PATTERN, MODEL_PATTERN
 from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
 from mam.contract.nesting import refuse_deep
+from mam.contract.payload_checks import EventError
 
 Front = Literal["cli", "python", "api", "mcp"]
 
@@ -343,7 +344,7 @@ def checked_event(event: E, front: Front, fields: Mapping[str, Field] | None = N
     naming the field it refuses (`--role 'rrr...' is too long: ...`), with `fields` giving flags and helps."""
     try:
         decoded = ev.decode_event(ev.encode_event(event))
-    except ev.EventError as exc:
+    except EventError as exc:
         given = msgspec.to_builtins(event)
         raise UsageError(msgspec_refusal(str(exc), given, type(event), front, fields)) from None
     assert isinstance(decoded, type(event))  # an event decodes as its own type

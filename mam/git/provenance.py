@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from mam.contract.events import GitInfo
+from mam.contract.event_parts import GitInfo
 from mam.git.job_trees import live_tree
 from mam.git.run import GitError, run
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from mam.contract.events import GitInfo
+from mam.contract.event_parts import GitInfo
 from mam.git.cli_leftovers import pathspec
 from mam.git.job_ref import branch_ok, own_branch
 from mam.git.run import GitError
