@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state, wait_projector_online
+from workspace_support import WorkspacePaths
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

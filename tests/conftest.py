@@ -7,21 +7,20 @@ never write into a real workspace or publish to a real broker.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from mam.contract.workspace import Workspace
-from mam.registry.runtime import read_runtime
-
 from brokers import BROKERS, RunningBroker
 from support import CHECKOUT, processes_mentioning, scrub_environment, tree_snapshot
+from workspace_support import UNSIGNED, WorkspacePaths, allow_unsigned_runners, served_workspace
+
+# Re-exported for modules written before the helpers moved to workspace_support.py (import them from there).
+__all__ = ["CHECKOUT", "UNSIGNED", "WorkspacePaths", "allow_unsigned_runners", "served_workspace"]
 
 scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
@@ -29,20 +28,6 @@ settings.load_profile("mam")
 
 _CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache",
                   ".pytest_cache")
-
-
-@dataclass(frozen=True)
-class WorkspacePaths:
-    root: Path
-    elsewhere: Path
-
-    @property
-    def jobs(self) -> Path:
-        return self.root / ".mam" / "jobs"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / ".mam" / "delegate_job_logs"
 
 
 @pytest.fixture(autouse=True)
@@ -66,36 +51,11 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     assert not list(cwd.iterdir()), f"the test wrote into the caller's cwd: {list(cwd.iterdir())}"
 
 
-def served_workspace(checkout: Path) -> bool:
-    """Whether a `mam up` or `mam-projector` someone started serves the checkout as its workspace
-    (the README's Quick start, beside the README's test command): its writes under `.mam/` are its own, not a
-    test's. Read from the checkout's runtime file, as clients find the broker: a live pid on this host.
-    Tests never reach that workspace: each resolves its own (`ws`, an empty cwd) and talks to no broker it
-    did not start (`scrub_environment`)."""
-    workspace = Workspace(root=checkout, id="checkout", registry_dir=checkout / ".mam" / "jobs",
-                          logs_dir=checkout / ".mam" / "delegate_job_logs")
-    return read_runtime(workspace) is not None
-
-
-UNSIGNED = "unsigned_runners"
-"""A test (or module: `pytestmark = pytest.mark.unsigned_runners`) that publishes a runner's events by hand,
-claims without a key: its `ws` takes unsigned runners (`allow_unsigned_runners`)."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
     config.addinivalue_line(
         "markers", "slow: a scenario that takes tens of seconds: left out of the default run; `pytest -m slow` and CI run it"
     )
-
-
-def allow_unsigned_runners(root: Path) -> None:
-    """`<root>/.mam/config.json` says `"unsigned_runners": true` (kept beside what it says already): the
-    workspace takes claims that name no runner key, as a client by hand makes them."""
-    config = root / ".mam" / "config.json"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(config.read_text()) if config.exists() else {}
-    config.write_text(json.dumps({**data, UNSIGNED: True}))
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from mam.contract.broker_url import parse_broker_url
 from mam.contract.workspace import resolve
 
 from brokers import free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, Daemon, child_env, wait_projector_online
+from workspace_support import WorkspacePaths
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

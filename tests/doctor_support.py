@@ -15,8 +15,8 @@ from agent_clis import CLIS
 
 from mam.agents.tested_clis import KNOWN
 
-from conftest import WorkspacePaths
 from support import child_env, mam, run
+from workspace_support import WorkspacePaths
 
 PROGRAMS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini", "aider": "aider"}
 AGENT_CHECKS = ("cli", "version", "credentials", "workspace", "root", "delegation")

@@ -18,8 +18,8 @@ from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 
 from brokers import RunningBroker, wait_for_port
-from conftest import WorkspacePaths
 from support import BIN, Daemon, child_env, mam, wait_projector_online
+from workspace_support import WorkspacePaths
 
 
 def workspace_id(root: Path) -> str:

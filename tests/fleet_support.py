@@ -16,8 +16,8 @@ from runner_support import agent_runner
 
 from mam.client.inbox import messages
 
-from conftest import WorkspacePaths
 from support import Daemon, _client
+from workspace_support import WorkspacePaths
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 HELD = {"claimed", "running", "waiting"}

@@ -10,8 +10,8 @@ from pathlib import Path
 from runner_support import agent_runner
 from worktrees_support import AGENT_GIT, git, runner_env
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags
+from workspace_support import WorkspacePaths
 
 NO_IDENTITY = {"GIT_CONFIG_NOSYSTEM": "1", "EMAIL": None, "GIT_AUTHOR_NAME": None, "GIT_AUTHOR_EMAIL": None,
                "GIT_COMMITTER_NAME": None, "GIT_COMMITTER_EMAIL": None}

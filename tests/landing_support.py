@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 from worktrees_support import git, make_repo
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 

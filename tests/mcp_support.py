@@ -9,8 +9,8 @@ from typing import Any
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from conftest import WorkspacePaths
 from support import BIN, child_env
+from workspace_support import WorkspacePaths
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ import anyio
 
 from mam.projector.audit_log import AuditLog
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 
 async def wait_for_logs(ws: WorkspacePaths, expected: dict[str, list[str]], timeout: float = 30) -> dict[str, list]:

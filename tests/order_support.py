@@ -15,7 +15,7 @@ from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import replay
 
-from conftest import allow_unsigned_runners
+from workspace_support import allow_unsigned_runners
 
 
 class Harness:

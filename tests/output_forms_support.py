@@ -12,8 +12,8 @@ from mam.projector.durable import SyncPlan
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.replay import replay
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
+from workspace_support import WorkspacePaths
 
 
 def logged_job(ws: WorkspacePaths, job_id: str, at: str, *events: ev.AnyEvent) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 
 from brokers import BIN, free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import Daemon, child_env, mam, run, wait_projector_online
+from workspace_support import WorkspacePaths
 
 
 def connect_packet(client_id: str = "raw", keepalive: int = 0) -> bytes:

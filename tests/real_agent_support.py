@@ -12,9 +12,9 @@ from agent_clis import RealCli
 from model_servers import Script, Served, serve
 from runner_support import agent_runner
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import Daemon, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 JOB_TIMEOUT = 90
 """Seconds a real CLI's job may take: a few on an idle machine; node's start-up on a loaded one is slow."""

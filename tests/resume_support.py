@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import WorkspacePaths
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 
 async def submit_out(url: str, ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:

@@ -9,9 +9,9 @@ from contextlib import asynccontextmanager
 from runner_support import agent_runner, mock_command
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import Daemon, mam, run, wait_for_message
+from workspace_support import WorkspacePaths
 
 
 @asynccontextmanager

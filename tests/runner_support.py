@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, Daemon, Watch, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 MOCK = Path(__file__).parent / "mock_agent.py"
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, Daemon, child_env, mam, run, wait_projector_online
+from workspace_support import WorkspacePaths
 
 POISON = b'{"type":"submitted","prompt":"POISON-7f3","agent":"a","id":"poison-1"}'
 HOOK = "fold:POISON-7f3"

@@ -8,8 +8,8 @@ from signing_support import record
 
 from mam.contract.record import encode_record
 
-from conftest import WorkspacePaths
 from support import wait_for_message
+from workspace_support import WorkspacePaths
 
 
 def forged_state(ws_id: str, job_id: str, prompt: str, **fields: object) -> bytes:

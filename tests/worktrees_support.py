@@ -10,9 +10,9 @@ from pathlib import Path
 
 from runner_support import agent_runner
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags
 from support import child_env
+from workspace_support import WorkspacePaths
 
 AGENT_GIT = "git -c user.name=agent -c user.email=agent@example.invalid"
 

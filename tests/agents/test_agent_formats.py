@@ -25,9 +25,9 @@ from mam.contract import events as ev
 from mam.contract.errors import UsageError
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, TESTS, Watch, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 STREAMS = TESTS / "agent_streams"
 

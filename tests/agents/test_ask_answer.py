@@ -18,9 +18,9 @@ from mam.contract.timefmt import iso, utc_now
 from mam.projector.liveness import Limits, on_clock
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

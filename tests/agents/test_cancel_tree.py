@@ -12,9 +12,9 @@ from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 # --- the pure part --------------------------------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ from mcp_support import call, mcp_session, refused
 from runner_support import agent_runner, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 STUCK = ("job kid cannot start: the only runner for 'shell' (shell-1, 1 slot) is running its parent parent; "
          "start another runner or raise --concurrency")

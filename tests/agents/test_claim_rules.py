@@ -26,9 +26,9 @@ from mam.projector.heartbeat_order import HeartbeatOrder, mark_of, refusal
 from mam.projector.identity import claim_refusal, event_refusal
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, TESTS, Watch, _client, publish, run, wait_for_state
+from workspace_support import WorkspacePaths, allow_unsigned_runners
 
 MOCK = f"{sys.executable} {TESTS / 'mock_agent.py'}"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

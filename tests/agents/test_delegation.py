@@ -8,9 +8,9 @@ from mam.contract.record import JobRecord, Status
 from mam.projector.delegation import DelegationLimits, check
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 
 def record(job_id: str, parent: str | None) -> JobRecord:

@@ -10,9 +10,9 @@ from mam.agents.inside_job import default_parent
 from mam.contract.errors import UsageError
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def test_the_parent_is_the_one_given_else_the_enclosing_job_unless_a_root_is_asked_for() -> None:

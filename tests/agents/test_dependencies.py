@@ -13,9 +13,9 @@ import json
 import anyio
 from runner_support import agent_runner, log_events, submit
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import Daemon, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 DONE = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 

@@ -13,9 +13,9 @@ from doctor_support import AGENT_CHECKS, SECRET, WORKSPACE_CHECKS, agents_path, 
 from mam.agents.tested_clis import KNOWN
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process
 from support import DEAD_BROKER
+from workspace_support import WorkspacePaths
 
 
 async def test_a_healthy_workspace_served_by_mam_up_passes_and_absent_clis_are_not_installed(

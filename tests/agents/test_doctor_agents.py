@@ -17,9 +17,9 @@ from doctor_support import AGENT_CHECKS, SECRET, agents_path, bare_profiles, by_
 from mam.agents.tested_clis import KNOWN
 
 from brokers import free_port
-from conftest import CHECKOUT, WorkspacePaths
 from e2e import up_process
-from support import BIN, DEAD_BROKER, Daemon, mam, run
+from support import BIN, CHECKOUT, DEAD_BROKER, Daemon, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def test_a_missing_cli_fails_doctor_agent_with_its_install_line(ws: WorkspacePaths) -> None:

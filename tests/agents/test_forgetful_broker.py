@@ -21,9 +21,9 @@ import pytest
 from runner_support import TERMINAL, agent_runner, submit
 
 from brokers import RunningBroker, mosquitto_broker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Daemon, Watch, wait_for_state
+from workspace_support import WorkspacePaths
 
 LINES = 12
 SCRIPT = f"for i in $(seq 1 {LINES}); do echo line$i; sleep 1; done"

@@ -8,9 +8,9 @@ from pathlib import Path
 from runner_support import agent_runner, log_events, submit
 
 from brokers import BROKERS
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 JOB = "job-asks"
 

@@ -13,9 +13,9 @@ from mam.agents.formats.verdict import failure, one_line_plain
 from mam.agents.job_env import ProfileEnv, job_environment, own_mam_dir
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, wait_for_state
+from workspace_support import WorkspacePaths
 
 GEMINI_UNTRUSTED = (  # Gemini CLI 0.61.0's stderr in a folder it was not told to trust, exit 55
     'Approval mode overridden to "default" because the current folder is not trusted.\n'

@@ -25,9 +25,9 @@ from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 from mam.contract.topics import Topics
 
-from conftest import WorkspacePaths
 from e2e import event, up_with_flags, workspace_id
 from support import BIN, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 SECRET = "runner-secret-pw-29"
 """The runner's broker password: it must appear nowhere a job can see or leave it."""

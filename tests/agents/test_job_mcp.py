@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mam.agents.job_mcp import give_mam
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 CODEX = ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "resume", "S1", "-"]
 

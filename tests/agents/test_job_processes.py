@@ -17,9 +17,9 @@ import anyio
 from runner_support import TERMINAL, agent_runner, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import Daemon, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from mam.contract.record import JobRecord, decode_record, encode_record
 from mam.contract.topics import Topics
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id, write_job
 from support import mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from runner_support import agent_runner, log_events, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 LONG = "sleep 60"
 

@@ -15,9 +15,9 @@ from runner_support import submit
 
 from mam.agents.formats.claude import ClaudeStream
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def assistant(message_id: str, output_tokens: int, text: str = "x") -> str:

@@ -15,9 +15,9 @@ from real_agent_support import JOB_TIMEOUT, real_rig, real_runner
 from runner_support import TERMINAL, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 CLAUDE = CLIS["claude-code"]
 

@@ -27,9 +27,9 @@ from runner_support import submit
 from worktrees_support import git, runner_env
 
 from brokers import free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import BIN, CHECKOUT, Daemon, Watch, child_env, mam, run, wait_for_state, wait_projector_online
+from workspace_support import WorkspacePaths
 
 DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from runner_support import agent_runner, log_entries, submit
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 DONE = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 

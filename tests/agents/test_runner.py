@@ -8,9 +8,9 @@ import pytest
 from runner_process_support import log_events, runner_process, submit
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, TESTS, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 MOCK = TESTS / "mock_agent.py"
 

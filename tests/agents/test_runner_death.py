@@ -9,9 +9,9 @@ import anyio
 from runner_support import agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def wait_exited(pid: int, timeout: float) -> None:

@@ -12,9 +12,9 @@ import anyio
 from runner_support import agent_runner, log_events, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import Daemon, Watch, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def gated(gate: Path) -> str:

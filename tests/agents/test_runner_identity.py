@@ -25,9 +25,9 @@ from runner_support import agent_runner, log_events, submit
 from mam.contract.timefmt import iso, utc_now
 
 from brokers import RunningBroker, free_port, require_binary
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, TESTS, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 AGENT = """
 import os, subprocess, sys, time

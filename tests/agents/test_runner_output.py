@@ -5,9 +5,9 @@ from __future__ import annotations
 from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 LINES = 500_000
 SCRIPT = f"seq 1 {LINES}; echo END-MARKER"

@@ -11,9 +11,9 @@ import pytest
 from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, mock_command, submit
 
 from brokers import BROKERS
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 LINES = 80  # the mock prints one every 0.05 s: the job runs for about 4 s
 

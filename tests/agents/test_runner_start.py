@@ -9,9 +9,9 @@ import pytest
 from runner_support import MOCK, TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, DEAD_BROKER, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_a_job_that_cannot_start_fails_with_the_reason_and_the_queue_goes_on(

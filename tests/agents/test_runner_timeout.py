@@ -7,9 +7,9 @@ import json
 from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_a_runner_enforced_timeout_ends_the_job_timed_out_with_the_reason(

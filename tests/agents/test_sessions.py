@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import child_env, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def test_session_created_from_another_cwd_lands_in_the_workspace(amqtt: RunningBroker, ws: WorkspacePaths) -> None:

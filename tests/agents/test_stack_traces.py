@@ -12,9 +12,9 @@ from real_agent_support import JOB_TIMEOUT, real_rig
 
 from mam.agents.stack_traces import StackTraces
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import TESTS, Watch, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 RECORDED = (TESTS / "agent_streams" / "gemini-retries.stderr").read_text(encoding="utf-8")
 RETRY = ('Attempt {n} failed with status 500. Retrying with backoff... _ApiError: {{"error":{{"code":500,'

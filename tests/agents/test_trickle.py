@@ -19,9 +19,9 @@ import pytest
 from runner_support import TERMINAL, agent_runner, assert_output_complete, log_events, submit
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 LINES = 20
 SCRIPT = f"for i in $(seq 1 {LINES}); do echo line$i; sleep 1; done"

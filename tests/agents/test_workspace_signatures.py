@@ -28,9 +28,9 @@ from mam.contract.status import ProjectorStatus
 from mam.contract.topics import Topics
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def _run(runner: SignedRunner) -> list[tuple[str, bytes]]:

@@ -10,9 +10,9 @@ import pytest
 from access_support import DOCS, assert_acl_reserves_projector_topics_and_confines_workspaces, make_user
 
 from brokers import RunningBroker, free_port, require_binary, stop, wait_for_port
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import Daemon, child_env, mam, run, wait_projector_online
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.slow

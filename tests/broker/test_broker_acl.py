@@ -29,10 +29,10 @@ from mam.broker.passwords import set_password
 from mam.contract.errors import UsageError
 
 from brokers import RunningBroker, free_port, stop, wait_for_port
-from conftest import WorkspacePaths
 from e2e import up_with_flags as up
 from e2e import workspace_id
 from support import BIN, Daemon, Watch, _client, child_env, publish, wait_for_state, wait_projector_online
+from workspace_support import WorkspacePaths
 
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 

@@ -18,9 +18,9 @@ import pytest
 from raw_mqtt import broker_process, connected, remaining_length, until_closed
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Daemon, child_env, mam, run, wait_for_state, wait_projector_online
+from workspace_support import WorkspacePaths
 
 
 def _string(text: str) -> bytes:

@@ -33,8 +33,8 @@ from raw_mqtt import (
 )
 
 from brokers import BIN, free_port, wait_for_port
-from conftest import WorkspacePaths
 from support import Daemon, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def test_a_socket_that_sends_no_connect_is_closed_within_the_connect_timeout(tmp_path: Path) -> None:

@@ -22,10 +22,10 @@ from cryptography.x509.oid import NameOID
 from mam.broker.passwords import set_password
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_with_flags as up
 from e2e import workspace_id
 from support import Watch, mam, publish, run
+from workspace_support import WorkspacePaths
 
 SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 

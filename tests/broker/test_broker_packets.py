@@ -26,8 +26,8 @@ from raw_mqtt import (
 from mam.broker.limits import Limits
 from mam.broker.server import EmbeddedBroker
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.parametrize("topic", ["a/#", "a/+/b", "#", ""])

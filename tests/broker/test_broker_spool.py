@@ -26,9 +26,9 @@ from mam.contract.errors import UsageError
 from mam.registry.nofollow import PathRefused
 
 from brokers import BROKERS, RunningBroker, _spawn, wait_for_port
-from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, projector_process, submit, workspace_id
 from support import publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @contextmanager

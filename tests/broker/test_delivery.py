@@ -12,9 +12,9 @@ import pytest
 from delivery_support import receive_without_ack
 
 from brokers import BROKERS, RunningBroker
-from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, event, job_streams, projector_process, submit, workspace_id
 from support import Watch, publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

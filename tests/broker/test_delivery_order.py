@@ -17,8 +17,8 @@ from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker, require_binary
-from conftest import WorkspacePaths
 from e2e import workspace_id
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])  # mosquitto: the reference broker

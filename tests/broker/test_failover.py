@@ -23,7 +23,6 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, job_streams, projector_process, workspace_id
 from support import (
     BIN,
@@ -37,6 +36,7 @@ from support import (
     wait_for_message,
     wait_projector_online,
 )
+from workspace_support import WorkspacePaths
 
 RECOVERY = 30.0
 """Every event is recorded within this many seconds of killing the projector's node."""

@@ -17,9 +17,9 @@ from keepalive_support import connect_packet
 from runner_support import agent_runner, mock_command, submit
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @contextmanager

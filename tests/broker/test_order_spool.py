@@ -17,8 +17,8 @@ import pytest
 from order_spool_support import refusals, wait_for_logs
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import job_streams, projector_process, workspace_id
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

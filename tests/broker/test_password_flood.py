@@ -16,9 +16,9 @@ import anyio
 from mam.broker.password_check import BACKOFF_BASE, PasswordChecker, read_users
 from mam.broker.passwords import set_password
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 ATTACKERS = 80
 

@@ -16,9 +16,9 @@ import anyio
 from mam.projector.audit_log import AuditLog
 
 from brokers import RunningBroker, free_port, require_binary
-from conftest import WorkspacePaths
 from e2e import projector_process, submit, up_process, workspace_id
 from support import run
+from workspace_support import WorkspacePaths
 
 SUBMITS = 20
 

@@ -19,9 +19,9 @@ import pytest
 from mam.projector.audit_log import AuditLog
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import assert_log_and_registry_consistent, job_streams, submit, up_process, workspace_id
 from support import Watch, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -15,9 +15,9 @@ import anyio
 from keepalive_support import connect_packet
 from raw_mqtt import up_process
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import Watch, _client, messages
+from workspace_support import WorkspacePaths
 
 
 async def test_a_clients_retained_message_outside_mams_topics_is_delivered_live_and_not_kept(

@@ -21,9 +21,9 @@ from keepalive_support import connect_packet
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags as up
 from support import publish
+from workspace_support import WorkspacePaths
 
 
 async def test_mam_up_queues_for_an_offline_persistent_session(ws: WorkspacePaths) -> None:

@@ -10,9 +10,9 @@ import json
 from runner_support import agent_runner, mock_command
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def _agents(url: str, ws: WorkspacePaths, *flags: str) -> tuple[str, str]:

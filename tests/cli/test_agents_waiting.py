@@ -8,9 +8,9 @@ import json
 from runner_support import agent_runner, submit
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, Watch, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_agents_counts_a_waiting_job_in_slots_and_jobs(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:

@@ -11,9 +11,9 @@ from runner_support import agent_runner, mock_command
 from watch_support import watching
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def _agents(url: str, ws: WorkspacePaths, *flags: str) -> list[dict]:

@@ -20,9 +20,9 @@ from runner_support import agent_runner, mock_command
 from mam.contract import events as ev
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process
 from support import BIN, DEAD_BROKER, child_env, run
+from workspace_support import WorkspacePaths
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from mam.contract.errors import MamError
 from mam.registry.query import resolve_job_id
 from mam.registry.set_aside_file import SET_ASIDE_FILE, SHORT_ID, digest
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 _GENERATED = st.builds(lambda day, hexes: f"job-202601{day:02d}-120000-{hexes}",
                        st.integers(1, 28), st.text("a5f", min_size=6, max_size=6))

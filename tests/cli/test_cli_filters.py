@@ -15,9 +15,9 @@ from mam.contract.workspace import resolve
 from mam.registry.query import AmbiguousJob, JobFilter, NoSuchJob, parse_statuses, resolve_job_id
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, workspace_id
 from support import mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

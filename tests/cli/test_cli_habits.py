@@ -21,9 +21,9 @@ from mam.contract.record import JobRecord, Status
 from mam.contract.workspace import resolve
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id, write_job
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:

@@ -16,9 +16,9 @@ from mam.cli.commands import HELP_GROUPS
 from mam.contract import events as ev
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process
 from support import child_env, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:

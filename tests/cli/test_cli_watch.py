@@ -16,9 +16,9 @@ from mam.contract.broker_url import parse_broker_url
 from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, workspace_id
 from support import child_env, mam, publish
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

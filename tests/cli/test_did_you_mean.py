@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from mam.cli import build_parser
 from mam.cli.commands import HELP_GROUPS
 
-from conftest import WorkspacePaths
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 COMMANDS = [name for _, names in HELP_GROUPS for name in names]
 

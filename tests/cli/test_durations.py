@@ -13,8 +13,8 @@ import json
 import pytest
 from mcp_support import mcp_session, refused
 
-from conftest import WorkspacePaths
 from support import BIN, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 OVERLONG = "99999999999999d"
 

@@ -14,9 +14,9 @@ from restart_support import Command, ticking, ticks_once
 from runner_support import agent_runner, submit
 
 from brokers import BROKERS, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def _outcome(stderr: str) -> str:

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from conftest import WorkspacePaths
 from e2e import write_job
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:

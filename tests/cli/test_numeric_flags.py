@@ -21,8 +21,8 @@ from mam.broker.cli import build_parser as broker_parser
 from mam.cli import build_parser as mam_parser
 from mam.projector.cli import build_parser as projector_parser
 
-from conftest import WorkspacePaths
 from support import DEAD_BROKER, child_env, mam
+from workspace_support import WorkspacePaths
 
 MOST_EXACT = 2**53 - 1
 """What any flag may accept at most: exact in JSON, in SQLite's integers and as a float (a count is at most

@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from runner_support import agent_runner, submit
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 PLUMBING = ("version", "last_event_id", "runner_epoch", "output_seqs", "outputs_expected", "runner_key",
             "last_seen_at", "updated_at", "claimed_at", "output_bytes")

@@ -22,8 +22,8 @@ from mam.cli.describe import Related, describe
 from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 
-from conftest import WorkspacePaths
 from support import child_env, mam, run
+from workspace_support import WorkspacePaths
 
 AT = "2026-03-01T09:00:00"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_no_wait_publishes_without_a_projector_and_the_projector_records_it_when_back(

@@ -13,9 +13,9 @@ from mam.contract.workspace import resolve
 from mam.projector.audit_log import EVENTS_FILE, LogEntry, encode_entry
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process
 from support import BIN, Daemon, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 JOBS = 40_000
 

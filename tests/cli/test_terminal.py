@@ -7,9 +7,9 @@ import json
 from mam.contract.terminal import safe
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 HOSTILE = "fix \x1b]0;pwned\x07 the \x1b[2J tests\r\x9b1m \u202eexe.txt"
 

@@ -17,9 +17,9 @@ from mam.broker.config import is_loopback
 from mam.contract.workspace import resolve
 
 from brokers import BIN, free_port, require_binary, wait_for_port
-from conftest import WorkspacePaths
 from e2e import submit, up_process, workspace_id
 from support import Daemon, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 BROKER = [str(BIN / "mam-broker")]
 

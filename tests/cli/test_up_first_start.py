@@ -12,9 +12,9 @@ import re
 import pytest
 
 from brokers import require_binary
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import Watch, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 NEW_WORKSPACE_NOISE = ("signed again", "query index", "restored the retained state of 0", "states of 0 job(s)",
                        "stopped: 0 events")

@@ -11,9 +11,9 @@ from mam.cli.up import choose_port
 from mam.contract.workspace import resolve
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, Daemon, child_env, wait_for_json_file, wait_projector_online
+from workspace_support import WorkspacePaths
 
 
 @contextmanager

@@ -13,9 +13,9 @@ from mam.contract.record import JobRecord, Status, encode_record
 from mam.contract.usage import by_key, by_tree, group, money, total
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

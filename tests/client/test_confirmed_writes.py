@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

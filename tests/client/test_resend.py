@@ -12,9 +12,9 @@ from mam.contract import events as ev
 from mam.contract.identity import RunnerKey
 
 from brokers import RunningBroker, mosquitto_broker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Daemon, Watch, child_env, mam, publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def _signed(key: RunnerKey, job_id: str, event: ev.AnyEvent) -> bytes:

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from brokers import free_port, require_binary, stop, wait_for_port
-from conftest import WorkspacePaths
 from support import child_env, mam, run
+from workspace_support import WorkspacePaths
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:

@@ -15,9 +15,9 @@ from mam.contract.errors import UsageError
 from mam.contract.workspace import RULE_CWD, RULE_GIT, RULE_MAM_DIR, find_root, resolve
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, Daemon, child_env, mam, run, wait_for_json_file
+from workspace_support import WorkspacePaths
 
 
 def _git_init(root: Path) -> None:

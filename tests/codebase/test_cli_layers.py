@@ -20,9 +20,9 @@ from mam.cli import build_parser
 from mam.cli.commands import COMMAND_GROUPS
 from mam.contract import events as ev
 
-from conftest import CHECKOUT, WorkspacePaths
 from e2e import write_job
-from support import child_env, run
+from support import CHECKOUT, child_env, run
+from workspace_support import WorkspacePaths
 
 MAM_DIR = CHECKOUT / "mam"
 UPPER = ("mam.agents", "mam.projector", "mam.broker", "mam.web", "mam.mcp_server")

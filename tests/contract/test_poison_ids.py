@@ -22,9 +22,9 @@ from mam.projector.repair import DIRTY_NAME
 from mam.registry.discovery import LOCK_NAME
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, submit, up_process, workspace_id, write_job
 from support import Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 POISON = ["_rejected.jsonl", "_x", "-x", "--help", ".projector.lock", ".projector.dirty", "_", "-"]
 

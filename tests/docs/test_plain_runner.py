@@ -12,9 +12,9 @@ import sys
 from runner_support import log_events, submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import CHECKOUT, run, wait_projector_online
+from workspace_support import WorkspacePaths
 
 DOC = CHECKOUT / "docs" / "remote-runners.md"
 

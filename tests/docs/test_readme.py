@@ -69,7 +69,7 @@ async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
 async def test_the_suites_guard_leaves_a_quick_start_serving_the_checkout_alone(tmp_path: Path) -> None:
     """The README's test command passes while its Quick start's `mam up` serves the same checkout: the
     guard (conftest.py) leaves that live workspace's `.mam/` out, and only while it is served."""
-    from conftest import served_workspace
+    from workspace_support import served_workspace
 
     checkout = tmp_path / "checkout"
     (checkout / ".mam").mkdir(parents=True)

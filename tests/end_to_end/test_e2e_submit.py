@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def only_workspace_files(ws: WorkspacePaths) -> None:

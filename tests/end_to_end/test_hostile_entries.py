@@ -21,9 +21,9 @@ from runner_support import submit as submit_waiting
 from mam.contract.topics import Topics
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id, write_job
 from support import BIN, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 JSON = {"Content-Type": "application/json"}
 DEEP_ARRAYS = b"[" * 10_000 + b"]" * 10_000

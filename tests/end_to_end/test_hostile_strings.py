@@ -28,9 +28,9 @@ from mam.contract.terminal import safe
 from mam.process.running import LogFormatter
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import publish
+from workspace_support import WorkspacePaths
 
 
 @settings(max_examples=300)

@@ -16,8 +16,8 @@ from mcp_support import mcp_session
 
 from mam.contract.errors import UsageError
 
-from conftest import WorkspacePaths
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 JSON = {"Content-Type": "application/json"}
 OPTIONS = {"priority": 7, "require": {"gpu": "a100"}, "max_turns": 3, "labels": {"via": "spec"}, "role": "r",

@@ -20,9 +20,9 @@ from real_agent_support import JOB_TIMEOUT, real_runner
 from runner_support import submit
 
 from brokers import RunningBroker, free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import BIN, CHECKOUT, Daemon, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 CLAUDE = CLIS["claude-code"]
 

@@ -12,9 +12,9 @@ from fleet_routing_support import gated, raw_claim
 from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import Watch, publish, wait_for_message
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ from fleet_support import shell_runner
 from mcp_support import call, mcp_session, refused
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import Watch, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_require_and_priority_from_the_api_mcp_and_retry(ws: WorkspacePaths) -> None:

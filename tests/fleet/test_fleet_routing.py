@@ -13,9 +13,9 @@ from fleet_support import States, publish_jobs, refusals, shell_runner
 from runner_support import submit
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import Watch, mam, run
+from workspace_support import WorkspacePaths
 
 
 def write_config(ws: WorkspacePaths, config: dict) -> None:

@@ -13,9 +13,9 @@ import signal
 from fleet_support import States, publish_jobs, refused_claims, shell_runner, shell_runners
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import Watch
+from workspace_support import WorkspacePaths
 
 
 async def test_a_runner_resumed_after_its_offer_lapsed_claims_it_and_later_offers_stand_longer(

@@ -20,9 +20,9 @@ from mcp_support import call, mcp_session, refused
 from runner_support import submit
 from worktrees_support import checkout_state, git, make_repo
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import CHECKOUT, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 DONE = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 NEW_TOOLS = {"job_diff": {"job", "stat_only", "max_bytes"}, "land_job": {"job", "squash"}, "drop_job": {"job"}}

@@ -20,9 +20,9 @@ from mam.git.landing import Conflict, JobWork
 from mam.git.merging import _merge, _squash
 from mam.git.worktree import Worktrees
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def one_line(result: subprocess.CompletedProcess[bytes]) -> str:

@@ -22,9 +22,9 @@ from mam.contract.record import JobRecord
 from mam.git.worktree import WorktreeError, Worktrees
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.anyio
 

@@ -29,9 +29,9 @@ from mam.contract.identity import RunnerKey
 from mam.contract.ids import JOB_ID_PATTERN
 from mam.git.job_ref import branch_ok, foreign_branch, own_branch
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 HOSTILE = {  # job id -> the branch its record names: the user's, another job's, an option to git, a range
     "h-user": "feature-x",

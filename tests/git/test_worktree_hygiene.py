@@ -12,9 +12,9 @@ from worktrees_support import git, make_repo, runner_env
 
 from mam.git.cli_leftovers import LEFT_OUT
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 AIDERS_OWN = (".aider.chat.history.md", ".aider.input.history", ".aider.llm.history", "sub/.aider.input.history",
               ".aider.tags.cache.v4/cache.db", "sub/.aider.tags.cache.v3/tags.db")

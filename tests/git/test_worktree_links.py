@@ -12,9 +12,9 @@ from pathlib import Path
 from runner_support import submit
 from worktrees_support import git, make_repo, served
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def listing(top: Path) -> dict[str, str]:

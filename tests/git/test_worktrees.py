@@ -20,9 +20,9 @@ from mam.contract.events import GitInfo, decode_event, encode_event
 from mam.contract.record import JobRecord, Status, decode_record, encode_record
 from mam.git.worktree import parse_shortstat
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def wait_both(me: str, other: str, sync: Path) -> str:

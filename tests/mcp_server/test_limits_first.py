@@ -7,8 +7,8 @@ from mcp_support import mcp_session, refused
 
 from mam.contract.arg_limits import MOST_EVENT_TYPES
 
-from conftest import WorkspacePaths
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 DEAD_BROKER = "mqtt://127.0.0.1:9"
 

@@ -12,9 +12,9 @@ from real_agent_support import JOB_TIMEOUT, real_runner
 from runner_support import agent_runner, mock_command
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 def claude_script() -> Script:

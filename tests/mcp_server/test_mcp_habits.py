@@ -21,9 +21,9 @@ from mam.contract.record import JobRecord
 from mam.contract.workspace import resolve
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import up_process, workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 NEW_TOOLS = {"list_agents", "ask_person", "retry_job", "job_events"}
 BRIEF_MOST = 600

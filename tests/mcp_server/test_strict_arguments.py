@@ -12,7 +12,7 @@ from refusal_words_support import drawn, in_mams_words, refused_option
 
 from mam.contract import job_spec
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 DUMMY = {"string": "x", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
 

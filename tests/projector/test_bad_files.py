@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, submit, up_process, workspace_id
 from support import mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 GARBAGE = bytes(range(256)) * 16
 

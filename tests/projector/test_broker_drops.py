@@ -21,9 +21,9 @@ import pytest
 from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import mosquitto_broker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 LEASE = 3.0
 FLOOD_KIB = 24 * 1024

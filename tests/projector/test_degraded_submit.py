@@ -13,9 +13,9 @@ from pathlib import Path
 from disk_full_support import fill
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_submit_to_a_degraded_projector_names_the_degraded_status(

@@ -19,9 +19,9 @@ from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, publish, wait_for_state
+from workspace_support import WorkspacePaths, allow_unsigned_runners
 
 
 async def test_full_disk_stops_acknowledging_and_resumes_without_loss(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from brokers import BROKERS, RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 async def test_projector_announces_itself_and_its_will_marks_it_offline(

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, publish, tree_snapshot, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

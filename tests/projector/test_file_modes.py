@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from runner_support import agent_runner, submit
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @pytest.fixture(autouse=True)

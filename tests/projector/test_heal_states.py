@@ -29,9 +29,9 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_message, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.parametrize("mode", ["no-offers", "offers"])

@@ -20,9 +20,9 @@ from mam.contract.topics import Topics
 from mam.projector.heartbeat_log import HeartbeatLog
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, _client, mam, run
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

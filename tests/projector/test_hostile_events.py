@@ -33,9 +33,9 @@ from mam.contract.status import AgentStatus, ProjectorStatus, decode_agent_statu
 from mam.projector.handling import HandlingFailed
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 DEEP_UNKNOWN = b'{"type":"submitted","prompt":"p","agent":"a","junk":' + b"[" * 10_000 + b"]" * 10_000 + b"}"
 

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, workspace_id
 from support import BIN, Daemon, Watch, child_env, publish, tree_snapshot, wait_for_state, wait_projector_online
+from workspace_support import WorkspacePaths, allow_unsigned_runners
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -26,9 +26,9 @@ from mam.registry.listing import Jobs
 from mam.registry.query import JobFilter, select
 from mam.registry.reading import iter_records
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags
 from support import mam, run
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -20,9 +20,9 @@ from mam.contract import events as ev
 from mam.projector.journal import JOURNAL_DIR
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import _client, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 JOBS = 12
 

@@ -28,9 +28,9 @@ from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import event, projector_process, submit, up_process, workspace_id
 from support import Daemon, Watch, _client, wait_for_state
+from workspace_support import WorkspacePaths, allow_unsigned_runners
 
 PRECIOUS = b"precious bytes that are no job's record\n"
 

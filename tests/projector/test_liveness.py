@@ -13,9 +13,9 @@ from runner_process_support import log_events, runner_process, submit
 from mam.contract.timefmt import iso, utc_now
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from brokers import free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, up_process, workspace_id
 from support import Watch, publish
+from workspace_support import WorkspacePaths
 
 MISSES = ("jobs/x/events/extra", "jobs/x/events/", "jobs/x")
 """Caught on any broker (filters that overlap nothing the projector publishes)."""

@@ -21,9 +21,9 @@ from mam.projector.audit_log import AuditLog
 from mam.projector.parking import PARKED_DIR, ParkedEntry, ParkedWrites, Parking, ParkLimits
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, up_process, workspace_id
 from support import BIN, Watch, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -22,9 +22,9 @@ from signed_runner_support import SignedRunner
 
 from mam.projector.parking import ParkLimits
 
-from conftest import WorkspacePaths
 from e2e import event, submit, workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # the floods are hand-made runner events (claims without a key)
 

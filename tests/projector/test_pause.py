@@ -21,9 +21,9 @@ from mam.contract.timefmt import iso, utc_now
 from mam.projector.audit_log import AuditLog
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

@@ -16,9 +16,9 @@ import re
 import pytest
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, Daemon, Watch, _client, child_env, wait_projector_online
+from workspace_support import WorkspacePaths
 
 MARK = "ACK-DROP-41c"
 EVENTS = 200

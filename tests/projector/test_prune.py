@@ -26,9 +26,9 @@ from mam.projector.repair import DirtyList, repair_dirty
 from mam.projector.replay import replay
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import BIN, Watch, _client, mam, publish, run, tree_snapshot
+from workspace_support import WorkspacePaths
 
 
 def sent(kind: str, event_id: str, **fields: object) -> bytes:

@@ -15,9 +15,9 @@ from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id
 from support import mam, publish, run, tree_snapshot, wait_for_state
+from workspace_support import WorkspacePaths
 
 JOBS = [f"job-{n}" for n in range(4)]
 

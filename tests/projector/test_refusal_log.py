@@ -31,9 +31,9 @@ from mam.projector.refusal_log import RefusalLimits, RefusalLog, load_limits
 from mam.registry import refusal_files
 
 from brokers import RunningBroker, free_port
-from conftest import WorkspacePaths
 from e2e import projector_process, submit, up_with_flags, workspace_id
 from support import Daemon, Watch, publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 FLOOD = 20_000
 """Refusals one client sends in the end-to-end test..."""

@@ -27,9 +27,9 @@ from mam.projector.audit_log import EVENTS_FILE, LogEntry, encode_entry
 from mam.projector.resign import CHUNK, MARKER
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, up_with_flags, workspace_id
 from support import Daemon, mam, publish
+from workspace_support import WorkspacePaths
 
 SIGNED_AGAIN = "signed the retained states of"
 """The projector's log line once the re-sign is done."""

@@ -20,9 +20,9 @@ import pytest
 from set_aside_support import HOOK, POISON, REASON, lines, online, projector, submit_recorded
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Watch, publish, wait_for_state
+from workspace_support import WorkspacePaths
 
 DEEP = b'{"type":"submitted","prompt":"p","agent":"a","junk":' + b"[" * 10_000 + b"]" * 10_000 + b"}"
 

@@ -13,9 +13,9 @@ import pytest
 from set_aside_support import HOOK, POISON, REASON, lines, online
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import Daemon, Watch, child_env, mam, publish, run
+from workspace_support import WorkspacePaths
 
 
 async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:

@@ -32,9 +32,9 @@ from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, DEAD_BROKER, Daemon, Watch, child_env, mam, publish, run, wait_for_message, wait_for_state
+from workspace_support import WorkspacePaths
 
 # -- a real runner, a real broker with no ACL -----------------------------------------------------------------------
 

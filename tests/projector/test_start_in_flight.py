@@ -28,9 +28,9 @@ from mam.projector.parking import ParkLimits
 from mam.projector.repair import DirtyList
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import _client, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 class Runner:

@@ -15,9 +15,9 @@ from pathlib import Path
 from disk_full_support import fill, remount, tmpfs
 
 from brokers import RunningBroker, free_port, wait_for_port
-from conftest import WorkspacePaths, allow_unsigned_runners
 from e2e import projector_process, up_process, workspace_id
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths, allow_unsigned_runners
 
 SUBMITTED = b'{"type":"submitted","prompt":"p","agent":"a","id":"e1"}'
 

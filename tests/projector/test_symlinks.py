@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import event, projector_process, submit, workspace_id, write_job
 from support import BIN, Daemon, Watch, child_env, mam, publish, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 PRECIOUS = b"precious bytes that are no job's record\n"
 REFUSED = "this job's events are refused until it is removed"

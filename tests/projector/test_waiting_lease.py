@@ -14,9 +14,9 @@ import anyio
 from runner_support import agent_runner, log_entries, log_events, submit
 
 from brokers import BROKERS
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 LEASE = 2.0
 

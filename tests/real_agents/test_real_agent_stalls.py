@@ -18,9 +18,9 @@ from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, Rig, real_rig
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 BAD_KEY = Turn(status=401, error="invalid x-api-key")
 RETRY_1 = "! claude: API error 401 (authentication_failed), retry 1 of"

@@ -15,8 +15,8 @@ from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import real_rig
 
-from conftest import WorkspacePaths
 from support import CHECKOUT, mam, run
+from workspace_support import WorkspacePaths
 
 ANSWER = "Hello from the model server"
 

@@ -15,7 +15,7 @@ from agent_edits_support import write_turns
 from model_servers import Script
 from real_agent_support import real_rig
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 ALL_LEVELS = ("read-only", "edit", "full")
 LEVELS = {"claude-code": ALL_LEVELS, "codex": ALL_LEVELS, "gemini": ALL_LEVELS,

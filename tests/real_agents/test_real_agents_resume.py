@@ -17,7 +17,7 @@ from model_servers import Script, Turn
 from real_agent_support import real_rig
 from worktrees_support import make_repo
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 FIRST, SECOND = "remember the word pelican", "which word did I ask you to remember"
 ANSWER = "I will remember pelican"

@@ -15,7 +15,7 @@ from real_agent_support import real_rig
 
 from mam.agents.tested_clis import KNOWN
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 NO_KEYS: dict[str, str | None] = {key: None for key in (*KNOWN["aider"].keys, "AIDER_MODEL", "VERTEXAI_PROJECT")}
 """The runner's environment without any key aider takes (nor its model), whatever this machine exports."""

@@ -21,9 +21,9 @@ from real_agent_support import JOB_TIMEOUT, real_rig, real_runner
 from runner_support import agent_runner
 from worktrees_support import git, make_repo
 
-from conftest import WorkspacePaths
 from e2e import up_with_flags, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 CLIS_ORCHESTRATED = ("claude-code", "codex", "gemini")
 ENDED = ("succeeded", "failed", "cancelled", "timed_out", "lost")

@@ -18,7 +18,7 @@ from model_servers import Script, Turn
 from real_agent_support import real_rig
 from worktrees_support import git, make_repo
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 
 def writes(agent: str, inside: str | None, outside: Path) -> list[Turn]:

@@ -22,9 +22,9 @@ from model_servers import Script, Turn
 from real_agent_support import Rig, real_rig
 from runner_process_support import log_events
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 ENDED = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 

@@ -12,7 +12,7 @@ from dashboard_support import up_dashboard_process
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 
 async def _refused(page: str, method: str, path: str, status: int) -> tuple[str, dict[str, str]]:

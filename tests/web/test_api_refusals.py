@@ -15,7 +15,7 @@ from refusal_words_support import drawn, in_mams_words, refused_option
 
 from mam.contract import job_spec
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 
 async def test_a_job_body_is_refused_in_mams_words(ws: WorkspacePaths) -> None:

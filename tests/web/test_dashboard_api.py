@@ -24,8 +24,8 @@ from model_servers import Script, Turn
 from real_agent_support import real_runner
 from runner_support import agent_runner, submit
 
-from conftest import WorkspacePaths
 from support import DEAD_BROKER, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def mam_ok(ws: WorkspacePaths, *args: str) -> str:

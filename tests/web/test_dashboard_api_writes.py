@@ -13,7 +13,7 @@ from dashboard_server_support import Stream
 from dashboard_support import up_dashboard_process
 from runner_support import agent_runner
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 
 async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:

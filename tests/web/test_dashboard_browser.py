@@ -17,9 +17,9 @@ from set_aside_support import HOOK, POISON, REASON
 
 from mam.contract.topics import Topics
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import publish
+from workspace_support import WorkspacePaths
 
 WAIT = 15_000
 

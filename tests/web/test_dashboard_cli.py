@@ -7,9 +7,9 @@ from pathlib import Path
 from dashboard_server_support import Stream, request
 
 from brokers import RunningBroker, free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import projector_process
 from support import Daemon, child_env, mam, run
+from workspace_support import WorkspacePaths
 
 
 async def test_mam_dashboard_serves_the_workspace_live_off_a_broker(

@@ -22,9 +22,9 @@ from model_servers import Script, Turn
 from real_agent_support import JOB_TIMEOUT, real_runner
 from watch_support import _read_until
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import child_env, mam, run, wait_for_state
+from workspace_support import WorkspacePaths
 
 WAIT = 15_000
 

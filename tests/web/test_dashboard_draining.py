@@ -7,7 +7,7 @@ import signal
 from dashboard_support import browser_page, publisher, up_with_dashboard
 from runner_support import agent_runner, mock_command
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 WAIT = 15_000
 

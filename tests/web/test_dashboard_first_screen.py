@@ -19,9 +19,9 @@ from dashboard_support import browser_page, publisher, save_screenshot, up_with_
 
 from mam.contract.topics import Topics
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import publish
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

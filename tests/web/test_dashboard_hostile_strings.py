@@ -17,9 +17,9 @@ from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now_iso
 from mam.contract.topics import Topics
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import publish
+from workspace_support import WorkspacePaths
 
 WAIT = 15_000
 SHOWN_TEXT = """() => [document.body.textContent,

@@ -13,7 +13,7 @@ from landing_support import has_branch, run_jobs, user_repo
 from runner_support import agent_runner
 from worktrees_support import runner_env
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 WAIT = 20_000
 

@@ -29,9 +29,9 @@ from mam.web.hub import PAGE_BYTES
 from mam.web.limits import MAX_BODY, WRITE_STALL, caps
 from mam.web.rows import PREVIEW
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import BIN, DEAD_BROKER, child_env
+from workspace_support import WorkspacePaths
 
 FLOOD = 2000
 NOFILE = 1024

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dashboard_support import browser_page, publisher, up_with_dashboard
 
-from conftest import WorkspacePaths
+from workspace_support import WorkspacePaths
 
 WAIT = 15_000
 

@@ -23,9 +23,9 @@ from mam.contract.status import AgentStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import publish
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 

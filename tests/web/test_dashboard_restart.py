@@ -11,9 +11,9 @@ from restart_support import TICKS, ticking
 from runner_support import submit
 
 from brokers import BROKERS, free_port, wait_for_port
-from conftest import WorkspacePaths
 from e2e import projector_process, workspace_id
 from support import Daemon, child_env, mam, wait_for_state
+from workspace_support import WorkspacePaths
 
 
 @pytest.mark.slow

@@ -19,9 +19,9 @@ from mam.contract.workspace import resolve
 from mam.web.server import serve_dashboard
 
 from brokers import RunningBroker
-from conftest import WorkspacePaths
 from e2e import projector_process
 from support import DEAD_BROKER
+from workspace_support import WorkspacePaths
 
 
 async def test_stream_shows_states_and_refusals_and_cancel_answers_with_the_verdict_on_every_broker(

@@ -19,9 +19,9 @@ from runner_support import agent_runner, mock_command
 
 from mam.contract.record import Status
 
-from conftest import WorkspacePaths
 from e2e import workspace_id
 from support import wait_for_state
+from workspace_support import WorkspacePaths
 
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
