@@ -15,7 +15,7 @@ A runner whose key is the workspace's `projector.pub` follows a remade key:
 when `projector/status` announces another key and the file (read again) holds
 it, states are verified with it and read again (`StateReader.adopt`).
 
-Offers (docs/design.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
+Offers (docs/design/runners.md, Dispatch). A projector whose status says `dispatch: "offers"` offers each
 claimable job to one runner at a time on `agents/<agent_id>/offers` (signed, for this instance's epoch);
 this runner announces that it takes offers (`offers: true` in its status, with its `labels`) and then
 claims only what it is offered, each offer within its lease, as capacity allows, and subscribes only to
@@ -152,7 +152,7 @@ class Runner(RunnerLifetime):
         self.topics = Topics(workspace.id)
         self.key = RunnerKey()
         """This instance's key pair (memory only): its claims name the public key, it signs its events and
-        statuses, and the projector takes nothing else for its jobs (docs/design.md, Runner identity)."""
+        statuses, and the projector takes nothing else for its jobs (docs/design/runners.md, Runner identity)."""
         self.outbox = Outbox(self.topics, by=self.agent_id, key=self.key)
         self.job_broker = JobBroker(broker, workspace.id, self.key, job_login)
         self.resender = Resender(self.outbox, heartbeat)

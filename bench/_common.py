@@ -168,7 +168,7 @@ def job_events(job_id: str, per_job: int, key: RunnerKey | None = None) -> list[
     """A realistic life: submit, claim, start, output..., succeed; `per_job` events in all. With `key`, as
     a runner sends them: the claim names the key, every event after it is signed (the old way, over the
     job alone, since the benches' workspaces differ per run: the projector takes that form during the
-    transition, at the same cost per event once it knows the key signs so; docs/design.md, Runner identity)."""
+    transition, at the same cost per event once it knows the key signs so; docs/design/runners.md, Runner identity)."""
     body: list[ev.AnyEvent] = [
         ev.Submitted(id=f"{job_id}-0", prompt=f"bench job {job_id}", agent="bench"),
         ev.Claimed(id=f"{job_id}-1", runner="bench-runner", **({"runner_key": key.public} if key else {})),

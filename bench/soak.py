@@ -225,8 +225,8 @@ class Run:
     async def stale_states(self) -> list[str]:
         """Jobs whose retained state (what runners act on) is not their record. A finished job with no
         state retained is not stale: a broker that forgot it (`mam up` keeps retained messages in memory)
-        gets back only the unfinished jobs' and the 1,000 last finished (docs/design.md); counted in
-        `self.unretained`."""
+        gets back only the unfinished jobs' and the 1,000 last finished (docs/design/projector.md, Query
+        index); counted in `self.unretained`."""
         retained = await self.mon.retained_states()
         stale = []
         for job_id in [*self.jobs, *self.synthetic]:

@@ -265,7 +265,7 @@ def runner_job(job_id: str, rng: random.Random) -> RunnerJob:
 def synthetic_events(job_id: str, rng: random.Random) -> tuple[str, list[ev.AnyEvent]]:
     """A job the harness runs itself: its mode and its events in order. It numbers its outputs and
     counts them in its outcome, as mam-agent does, so an output a broker redelivers after the outcome
-    (NATS, after its ack_wait) is waited for, not refused (docs/design.md, Time and order)."""
+    (NATS, after its ack_wait) is waited for, not refused (docs/design/contract.md, Time and order)."""
     mode = rng.choice(("ordered", "ordered", "resend", "shuffled", "long"))
     n = rng.randint(20, 60) if mode == "long" else rng.randint(3, 12)
     text = ("y" * rng.randint(2000, 8000) + "\n") if mode == "long" else "synthetic line\n"

@@ -1,8 +1,8 @@
 """Every reach into amqtt's internals: the one place, so a change in amqtt changes only this file, and
 `check` names it at start-up (docs/contributing.md, Dependencies; pyproject.toml bounds amqtt).
 
-amqtt 0.12 has no extension points for what mam's broker changes (docs/design.md, "The embedded
-broker"): its connection handling, delivery, retained replay, topic checks and QoS flows are private
+amqtt 0.12 has no extension points for what mam's broker changes (docs/design/broker.md, Brokers): its
+connection handling, delivery, retained replay, topic checks and QoS flows are private
 methods (its tables of sessions, subscriptions and retained messages are public properties; its
 listening servers and the subscription table's class are not). `AmqttBroker` and `AmqttHandler`
 override each private method mam changes with a call to a public method of the same job

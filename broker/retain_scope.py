@@ -3,7 +3,7 @@
 amqtt keeps every retained message a client sends, on any topic, for as long as the broker runs: a
 client that may publish could grow `mam up` without bound (75 -> 225 MB for 10,000 retained messages
 on topics of its own choosing, issue 42). `mam up` serves one workspace, and mam itself retains only
-three kinds of topic there (docs/design.md, Topics): a job's `state` and `projector/status` (written
+three kinds of topic there (docs/design/contract.md, Topics): a job's `state` and `projector/status` (written
 by the workspace's projector alone, `mam.broker.acl`) and each runner's `agents/<agent_id>/status`
 (its presence and will). A retained publish, or a retained will, on any other topic (outside
 `mam/<ws>/`, another workspace's, a job's events) is delivered live to its subscribers as any publish

@@ -154,7 +154,7 @@ class Batch:
         parked_dir: str = "",
         index: IndexWriter | None = None,
     ) -> None:
-        """Write the batch in DESIGN.md's order: audit log and parked events (durable), then records;
+        """Write the batch in docs/design/projector.md's order: audit log and parked events (durable), then records;
         last, remove the parked files whose events were applied or refused. With `index`, the
         batch takes the next position (in the dirty list before any append) and the query index
         commits its rows after the records are in place, before the last barrier. A pruned job's
@@ -208,9 +208,9 @@ class Batch:
 
     def commit_journaled(self, log: AuditLog, registry: Registry, journal: Journal, applier: Applier, *,
                          parked_dir: str, index: IndexWriter | None, before_rotation: Callable[[], None]) -> None:
-        """Write the batch in DESIGN.md's order: the batch as one journal entry, appended and made durable
-        with one `fdatasync` (`journal.py`), then applied to the records, logs and index with no flush
-        (`journal_apply.py`); a checkpoint makes them durable later. Not for a batch that `prunes`.
+        """Write in docs/design/projector.md's order (Write order: one journal): the batch as one journal entry,
+        appended and made durable with one `fdatasync` (`journal.py`), then applied to the records, logs and
+        index with no flush (`journal_apply.py`); a checkpoint makes them durable later. Not for a batch that `prunes`.
 
         Raises `OSError` (retryable: an entry not journaled left nothing; one journaled is applied
         again, idempotently) or `durable.StorageLost`.

@@ -40,7 +40,7 @@ from mam.contract.status import AgentStatus
 log = logging.getLogger("mam.projector")
 
 class EventSignatures:
-    """How a runner's event signature is checked (docs/design.md, Runner identity): over the workspace and the
+    """How a runner's event signature is checked (docs/design/runners.md, Runner identity): over the workspace and the
     job (`identity.event_context`), so a signed event captured in one workspace is no event in another. The old
     form, over the job alone (runners before workspace signatures), is taken during the transition unless the
     workspace refuses it (`old_form`, `.mam/config.json` `"old_runner_signatures": false`); the first event each

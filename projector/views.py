@@ -4,7 +4,7 @@ at start the states a restarted embedded broker forgot.
 A refused event of a job the projector holds is answered with that job's state again: whoever
 sent it may have acted on a stale retained state (a broker that restarted from an old snapshot of
 its retained messages), and the refusal is the one moment the projector learns of it (see
-docs/design.md, "Signed states": why it does not compare every retained state).
+docs/design/projector.md, "Signed states": why it does not compare every retained state).
 
 Under `mam up` they go straight into the broker in the same process (`publish_local`); else they
 are queued on the projector's client, on the wire before the PUBACKs queued after them.

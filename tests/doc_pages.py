@@ -1,4 +1,4 @@
-"""The project's pages (README.md and docs/*.md) as the doc tests read them: fenced blocks with their
+"""The project's pages (README.md, docs/*.md and docs/design/*.md) as the doc tests read them: fenced blocks with their
 language and line, headings as GitHub anchors them, relative links and images, and the commands in
 shell blocks split into argv lists the way a shell would split them."""
 
@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PAGES = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
+PAGES = [
+    CHECKOUT / "README.md",
+    *sorted((CHECKOUT / "docs").glob("*.md")),
+    *sorted((CHECKOUT / "docs" / "design").glob("*.md")),
+]
+"""The README, docs/*.md and the design's part pages (docs/design/*.md)."""
 
 SHELL_LANGUAGES = {"sh", "bash"}
 """Blocks in these languages hold commands to type; every other block (json, python, text, none) is shown."""

@@ -4,7 +4,7 @@ The jobs: through the query index when it is current (`mam.registry.listing`), o
 the newest `FIRST_LOAD` records at start, and for each page's first paint the
 newest jobs its filter matches; without a current index, every record once.
 The refusals the projector keeps in `<logs>/_rejected.jsonl` and the files it
-rotated out of it (docs/design.md, "What the projector writes"): only the tails
+rotated out of it (docs/design/projector.md, "What the projector writes"): only the tails
 are read, as far back as the panel needs, opened without following a link,
 like every read under the log dir (`mam.registry.refusal_files`).
 """

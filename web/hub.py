@@ -225,7 +225,7 @@ class Hub:
     def _refresh_pages(self) -> None:
         """Back after a loss: what came while the hub was away (output events, states passed over) is not
         in the pages' changes, so each page is cut off and its browser reconnects for a fresh snapshot (the
-        registry and the audit log have it all): the rule of the followers (docs/design.md, "Following
+        registry and the audit log have it all): the rule of the followers (docs/design/broker.md, "Following
         across restarts"), resuming from the records instead of by event id."""
         self._was_lost = False
         for page in list(self._pages):

@@ -2,7 +2,7 @@
 
 `mam up --dashboard` serves the page from the process that holds the broker's
 and the projector's descriptors and memory, so the dashboard takes a share of
-them and refuses beyond it (docs/design.md, "Dashboard"):
+them and refuses beyond it (docs/design/faces.md, "Dashboard"):
 
 - connections (uvicorn's protocol, `mam.web.uvicorn_internals`): at most `Caps.connections` open at once (an eighth of the
   descriptor limit, at most 1,024); one more is answered 503 and closed as

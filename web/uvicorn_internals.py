@@ -5,7 +5,7 @@ uvicorn documents `Config(http=...)` taking a protocol class, but not what that 
 `guarded_protocol` subclasses `H11Protocol` (its asyncio callbacks, and the `connections` set of the
 server's state, the `loop` and the `transport` it keeps), and `QuietServer` overrides `Server`'s
 `capture_signals` context manager. Both are what `mam.web.limits` and `mam.web.server` ask for
-(docs/design.md, "Dashboard").
+(docs/design/faces.md, "Dashboard").
 """
 
 from __future__ import annotations

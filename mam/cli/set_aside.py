@@ -1,6 +1,6 @@
 """`mam set-aside`: the messages the projector failed to handle and set aside, and trying them again.
 
-`mam set-aside` lists `<logs>/_set_aside.jsonl` (a projector fault, not a refusal: docs/design.md, Errors);
+`mam set-aside` lists `<logs>/_set_aside.jsonl` (a projector fault, not a refusal: docs/design/faces.md, Errors);
 `mam set-aside --replay ID...` or `--replay --all` publishes them again and prints each verdict
 (`mam.client.set_aside_replay`). Exit 0 when every one replayed was handled, 1 when one is still set aside or
 got no verdict.

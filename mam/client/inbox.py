@@ -1,6 +1,6 @@
 """Taking messages off a connection so that no timeout or cancellation loses one.
 
-The rule every consumer of a connection follows (docs/design.md, "Receiving"):
+The rule every consumer of a connection follows (docs/design/broker.md, "Receiving"):
 a wait for a message takes nothing; the message is taken afterwards, in the
 same step of the event loop, by code that cannot be interrupted. A wait cut
 short by a timeout (`anyio.move_on_after`, `fail_after`) or a cancel leaves

@@ -121,7 +121,7 @@ def in_seq_order(events: Iterable[dict]) -> list[dict]:
     """The output events among `events`, each attempt's (from one `started` to the next) by its
     runner's numbering (`seq`) when every one of them is numbered, else as logged. The log keeps
     arrival order, and an output a broker redelivered late is logged where it arrived: after its
-    neighbours, or after the outcome when it filled a gap the record named (docs/design.md)."""
+    neighbours, or after the outcome when it filled a gap the record named (docs/design/contract.md, Time and order)."""
     attempts: list[list[dict]] = [[]]
     for event in events:
         if event.get("type") == "started":

@@ -3,7 +3,7 @@
 Every client that follows something until it ends (`mam wait`, `mam logs -f`,
 `mam submit --follow`, `mam ask`, `mam watch`, the MCP server's `wait_job`
 and `ask_person`, `Publisher.wait_ended`) runs its work on a connection
-through `Reconnecting`, the one place the rule lives (docs/design.md,
+through `Reconnecting`, the one place the rule lives (docs/design/broker.md,
 "Following across restarts"):
 
 - the first connection failing is the one-line "cannot reach" error (exit 3):

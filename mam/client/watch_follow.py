@@ -5,7 +5,7 @@ must outlive a `mam up` restart the way the runners do: it runs on
 `mam.client.reconnecting.Reconnecting`, the rule every follower keeps. After a
 reconnect the subscription is made again and the retained states come again:
 the views keep each job's newest version, so nothing is shown twice. Messages
-are read through `mam.client.inbox` like everywhere (design.md, "Receiving").
+are read through `mam.client.inbox` like everywhere (design/broker.md, "Receiving").
 """
 
 from __future__ import annotations

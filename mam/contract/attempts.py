@@ -3,7 +3,7 @@ the `retrying` and `unblocked` events do to a record.
 
 No clock and no randomness here: the projector decides when a retry may be
 claimed (`not_before`, its backoff with jitter) and writes it into the derived
-`retrying` event, so a replay of the audit log is exact (see docs/design.md,
+`retrying` event, so a replay of the audit log is exact (see docs/design/contract.md,
 Retries and Dependencies).
 """
 

@@ -2,7 +2,7 @@
 
 Pure functions over records (no clock, no I/O), used by the projector to
 derive the cancel requests and by `mam cancel --tree` to say what it
-cancelled. Three things cascade (docs/design.md, Cascading cancel):
+cancelled. Three things cascade (docs/design/runners.md, Cascading cancel):
 
 - a cancel request with `tree: true` (`mam cancel --tree`, the record's
   `cancel_tree`), at once, while the job may still be running: every

@@ -89,7 +89,7 @@ class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
 
     Fields this release does not know are read and ignored (here and in `GitInfo`, `Usage`): a runner
     one release newer may add an optional field without a new `v`, and this projector still takes its
-    events (docs/design.md, Events: how events evolve). The published schema stays strict
+    events (docs/design/contract.md, Events: how events evolve). The published schema stays strict
     (`additionalProperties: false`): it says what a publisher of this release sends."""
 
     v: Literal[1] = SCHEMA_VERSION
@@ -170,7 +170,7 @@ class Claimed(Event, tag="claimed", frozen=True):
     epoch: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}" + END)] | None = None
     runner_key: RunnerKeyText | UnsetType = UNSET
     """The claiming runner instance's public key: every later event of the job's runner (started, progress,
-    output, heartbeat, its outcome) and its will must be signed by it (docs/design.md, Runner identity).
+    output, heartbeat, its outcome) and its will must be signed by it (docs/design/runners.md, Runner identity).
     Left out by a runner that does not sign: its job keeps the old, unprotected behaviour."""
 
 

@@ -1,6 +1,6 @@
 """Runner identity: a job's outcome comes only from the runner that claimed it.
 
-The contract (docs/design.md, "Runner identity"):
+The contract (docs/design/runners.md, "Runner identity"):
 
 - Each runner instance makes an ed25519 key pair in memory at start (never
   written anywhere). Its `claimed` events name the public key (`runner_key`,

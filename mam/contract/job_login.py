@@ -1,6 +1,6 @@
 """A job's login: what a runner hands its job instead of its own broker password.
 
-The contract (docs/security.md, "A job's credentials"; docs/design.md, Runner identity):
+The contract (docs/security.md, "A job's credentials"; docs/design/runners.md, Runner identity):
 
 - The user name is `job:<job_id>`. No user of a password file can be named so
   (`mam passwd` refuses a `:` in a name), so a job's login never shadows one.

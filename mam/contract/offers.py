@@ -1,4 +1,4 @@
-"""Offers: the projector's message to one runner that a job is its to claim (docs/design.md, Dispatch).
+"""Offers: the projector's message to one runner that a job is its to claim (docs/design/runners.md, Dispatch).
 
 Published on `mam/<ws>/agents/<agent_id>/offers`, QoS 1, not retained, signed with the projector's key as
 refusals are (`mam.contract.signing`). An offer names the job, the version to claim it at, the runner instance it is

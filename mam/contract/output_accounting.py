@@ -1,5 +1,5 @@
 """Output accounting in the pure fold: which of an attempt's output events the log holds, and, once
-its runner said how many it published, which are missing (docs/design.md, Events: output accounting).
+its runner said how many it published, which are missing (docs/design/contract.md, Events: output accounting).
 
 A runner numbers an attempt's `output` events 0, 1, 2, ... (`seq`), says so in its `started`
 (`counts_outputs`) and gives their number in the attempt's terminal event (`outputs`). The record keeps the seqs it folded as ranges (`output_seqs`;

@@ -95,7 +95,7 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     """When the projector last received a sign of life for the job (claimed, started, progress,
     output, heartbeat): its lease counts from here."""
     retries: int | UnsetType = UNSET
-    """Retry policy (see docs/design.md, Retries): further attempts allowed, outcomes that retry,
+    """Retry policy (see docs/design/contract.md, Retries): further attempts allowed, outcomes that retry,
     first backoff in seconds; each key absent when not given, so older records keep their bytes."""
     retry_on: list[str] | UnsetType = UNSET
     backoff: float | UnsetType = UNSET
@@ -153,7 +153,7 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     published for the job (its retained state is then cleared) and the fold of its archived log."""
     runner_key: str | UnsetType = UNSET
     """The public key the claim of the current attempt named (`claimed.runner_key`, base64): the runner's
-    events and will for this job count only signed by it (docs/design.md, Runner identity). Absent for a
+    events and will for this job count only signed by it (docs/design/runners.md, Runner identity). Absent for a
     job claimed by a runner that does not sign (unprotected), and cleared when the job is retried."""
     requeue: bool | UnsetType = UNSET
     """False when the job was submitted with `--no-requeue`: a runner that stops while it runs ends it

@@ -1,6 +1,6 @@
 """Signed states: the projector signs every state it publishes; readers act only on what verifies.
 
-The contract (docs/design.md, "Signed states"):
+The contract (docs/design/projector.md, "Signed states"):
 
 - The workspace's key pair is ed25519, beside the registry dir like the
   runtime file (`<root>/.mam/` in the usual layout): `projector.key` (PKCS#8

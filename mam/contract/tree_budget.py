@@ -1,7 +1,7 @@
 """Tree budgets: a root's `tree_budget_usd` / `tree_budget_tokens` bound what the jobs under it may spend.
 
 Pure functions over records (no clock, no I/O), used by the projector
-(docs/design.md, Budgets). What a tree has spent is the usage recorded by the
+(docs/design/runners.md, Budgets). What a tree has spent is the usage recorded by the
 jobs under the root (its descendants by `parent` links, finished ones
 included; the root's own usage is not counted: it is the one deciding what to
 delegate). Once that reaches a budget:

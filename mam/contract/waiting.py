@@ -9,7 +9,7 @@ waited is added to `waited` (from the receive times: no clock here; each
 attempt of a retried job counts its own), which the projector's timeout
 derivation and the runner's timeout both discount; `resumed_at` is when it
 stopped waiting, from which its lease counts at the earliest (see
-docs/design.md, Waiting for a person).
+docs/design/runners.md, Waiting for a person).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workspace resolution, exactly as DESIGN.md orders it.
+"""Workspace resolution, exactly as docs/design/contract.md orders it.
 
 Everything is resolved at call time from the environment (and explicit flags),
 never at import, so a process started with `WORKSPACE_ROOT` set lands there
@@ -52,7 +52,7 @@ def registry_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def logs_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The audit-log dir, following DESIGN.md's four-step order."""
+    """The audit-log dir, in the four-step order of docs/design/contract.md."""
     env = _env(env)
     if logs := env.get(ENV_LOGS_DIR):
         return Path(logs)

@@ -6,7 +6,7 @@ branch is found and diffed against its base, or dropped with its worktree;
 the merge is `mam.git.merging`'s. Only that branch: a record naming another
 (a runner's terminal event is what a client sent) is refused before git runs
 (`mam.git.job_ref`). Nothing here is an event: whether a job's work was merged
-or discarded is git's state, read on demand (docs/design.md, "Reviewing and landing").
+or discarded is git's state, read on demand (docs/design/runners.md, "Reviewing and landing").
 
 Only the workspace's repository is touched, always named with `git -C`.
 

@@ -2,7 +2,7 @@
 
 Each process builds its own `CollectorRegistry` (not prometheus_client's global one), so two
 processes' metrics never mix and tests in one interpreter do not collide. The hot paths keep plain
-counts; the collectors read them when Prometheus scrapes (docs/design.md, Metrics).
+counts; the collectors read them when Prometheus scrapes (docs/design/faces.md, Metrics).
 """
 
 from __future__ import annotations

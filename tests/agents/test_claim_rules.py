@@ -1,4 +1,4 @@
-"""Only a signed claim starts a job (docs/design.md, Runner identity), on real brokers with real processes.
+"""Only a signed claim starts a job (docs/design/runners.md, Runner identity), on real brokers with real processes.
 
 A hand-made `started` for a job nobody claimed, a claim that names no key, one that names a key it is not
 signed by, and a forged `offline` with a copied epoch are refused (or change nothing): the job stays

@@ -1,7 +1,7 @@
 """Output is accounted end to end: a runner's terminal event says how many output events it published,
 the record says which of them the log lacks, and `mam show`, `mam logs` and the dashboard say so.
 
-Also how events evolve: a field this release does not know is read and ignored (docs/design.md, Events).
+Also how events evolve: a field this release does not know is read and ignored (docs/design/contract.md, Events).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A job's outcome comes only from the runner that claimed it (docs/design.md, Runner identity).
+"""A job's outcome comes only from the runner that claimed it (docs/design/runners.md, Runner identity).
 
 Real brokers, a real `mam-agent` and a real agent process: a client that copies the runner's epoch
 from its retained status and publishes an `offline` for it, or publishes `failed`, `output`,

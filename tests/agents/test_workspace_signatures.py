@@ -1,4 +1,4 @@
-"""A runner's signature covers the workspace as well as the job (docs/design.md, Runner identity).
+"""A runner's signature covers the workspace as well as the job (docs/design/runners.md, Runner identity).
 
 A real `mam-agent`'s events, captured in one workspace and published in another on the same broker,
 are refused there with the reason (before, the claim verified and the replay was recorded as a run of

@@ -1,4 +1,5 @@
-"""Workspace resolution: every branch of the order in docs/design.md (Workspace resolution), resolved at call time."""
+"""Workspace resolution: every branch of the order in docs/design/contract.md (Workspace resolution), resolved at
+call time."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ TABLE: dict[Status, dict[str, Status | None]] = {
         "lost": Status.LOST,
     },
 }
-# Retries and dependencies (docs/design.md): `retrying` and `unblocked` are derived by the projector only.
+# Retries and dependencies (docs/design/contract.md): `retrying` and `unblocked` are derived by the projector only.
 SAMPLES["retrying"] = ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC))
 SAMPLES["unblocked"] = ev.Unblocked()
 for row in TABLE.values():
@@ -83,7 +83,7 @@ NOTHING_RUNS = {kind: R for kind in SAMPLES} | {
 }
 TABLE[Status.BLOCKED] = NOTHING_RUNS | {"unblocked": Status.SUBMITTED}
 TABLE[Status.RETRYING] = NOTHING_RUNS | {"retrying": Status.SUBMITTED}
-# Waiting for a person (docs/design.md): a running job asks, is `waiting` until answered or withdrawn, and
+# Waiting for a person (docs/design/runners.md): a running job asks, is `waiting` until answered or withdrawn, and
 # meanwhile takes what a running job takes but another question, a claim or a start.
 SAMPLES["input_requested"] = ev.InputRequested(question="Proceed?")
 SAMPLES["input_provided"] = ev.InputProvided(answer="yes")
@@ -95,11 +95,12 @@ TABLE[Status.WAITING] = {kind: (Status.WAITING if to is Status.RUNNING else to)
                          for kind, to in TABLE[Status.RUNNING].items()} | {
     "input_requested": R, "input_provided": Status.RUNNING, "input_withdrawn": Status.RUNNING,
 }
-# Retention (docs/design.md): only a finished job is pruned; it keeps its status, and `pruned_at` says the rest.
+# Retention (docs/design/projector.md): only a finished job is pruned; it keeps its status, and `pruned_at` says
+# the rest.
 SAMPLES["pruned"] = ev.Pruned(reason="old")
 for row in TABLE.values():
     row["pruned"] = R
-# Runners stop gracefully (docs/design.md, Runners): a job its runner holds is released back to `submitted`.
+# Runners stop gracefully (docs/design/runners.md, Runners): a job its runner holds is released back to `submitted`.
 SAMPLES["released"] = ev.Released(reason="runner stopped", outputs=0)
 for status, row in TABLE.items():
     row["released"] = Status.SUBMITTED if status in (Status.CLAIMED, Status.RUNNING, Status.WAITING) else R
