@@ -1,7 +1,8 @@
 """The async publisher API: the only way mam's writers touch a workspace.
 
     async with Publisher(workspace, broker) as pub:
-        job = await pub.submit(prompt="fix the tests", agent="claude-code", wait=True)
+        job = await pub.submit(JobSpec(prompt="fix the tests", agent="claude-code"), wait=True)  # a JobRecord
+        job_id = await pub.submit(prompt="fix the docs", agent="claude-code")  # keywords work too; a str
 
 Writers publish events and read retained state; they never open a file under
 the registry or log dirs. When the workspace's public key is on this machine
@@ -15,11 +16,10 @@ import logging
 import secrets
 import sys
 import uuid
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal, Unpack, overload
 
 import aiomqtt
 import anyio
@@ -29,6 +29,7 @@ from mam.agents.delivery import Delivery
 from mam.agents.inside_job import default_parent
 from mam.agents.projector_wait import projector_online
 from mam.agents.resume import resume_fields
+from mam.agents.submit_keywords import SubmitKeywords, spec_of
 from mam.client.failover import open_client
 from mam.client.inbox import messages
 from mam.client.mqtt import unreachable
@@ -39,6 +40,7 @@ from mam.contract import job_spec
 from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError, UsageError
 from mam.contract.ids import validate_job_id
+from mam.contract.job_spec import JobSpec
 from mam.contract.record import JobRecord
 from mam.contract.signing import StateReader
 from mam.contract.status import ProjectorStatus
@@ -55,17 +57,6 @@ PROJECTOR_WAIT = 3.0
 
 class WaitTimeout(MamError):
     exit_code = 3
-
-
-def run_limit(job_timeout: float | None, timeout: float | None) -> float | None:
-    """The run limit `submit` was given: `job_timeout`, or `timeout`, its old name (a DeprecationWarning)."""
-    if timeout is None:
-        return job_timeout
-    if job_timeout is not None and job_timeout != timeout:
-        raise UsageError(f"timeout={timeout:g} is the old name of job_timeout={job_timeout:g}: give job_timeout only")
-    warnings.warn("Publisher.submit(timeout=...) is the job's run limit, now named job_timeout", DeprecationWarning,
-                  stacklevel=3)
-    return timeout
 
 
 def new_job_id() -> str:
@@ -152,81 +143,54 @@ class Publisher:
             raise unreachable(self.broker, exc) from None
         return event
 
-    async def submit(
-        self,
-        *,
-        prompt: str,
-        agent: str,
-        job_id: str | None = None,
-        agent_session: str | None = None,
-        role: str | None = None,
-        labels: dict[str, str] | None = None,
-        job_timeout: float | None = None,
-        timeout: float | None = None,
-        parent: str | None = None,
-        wait: bool = False,
-        wait_timeout: float = 30.0,
-        retries: int | None = None,
-        retry_on: list[str] | None = None,
-        backoff: float | None = None,
-        after: list[str] | None = None,
-        no_parent: bool = False,
-        requeue: bool = True,
-        permissions: str | None = None,
-        resume: str | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        budget_tokens: int | None = None,
-        budget_usd: float | None = None,
-        tree_budget_tokens: int | None = None,
-        tree_budget_usd: float | None = None,
-        require: dict[str, str] | None = None,
-        priority: int | None = None,
-        parent_close: str | None = None,
-    ) -> str | JobRecord:
-        """Submit a job; return its id, or with `wait=True` its recorded state. `retries`, `retry_on`
-        and `backoff` are its retry policy, `after` the full ids of the jobs it waits for (as `mam submit`).
+    @overload
+    async def submit(self, spec: JobSpec, /, *, wait: Literal[False] = False, wait_timeout: float = 30.0) -> str: ...
+    @overload
+    async def submit(self, spec: JobSpec, /, *, wait: Literal[True], wait_timeout: float = 30.0) -> JobRecord: ...
+    @overload
+    async def submit(self, spec: JobSpec, /, *, wait: bool, wait_timeout: float = 30.0) -> str | JobRecord: ...
+    @overload  # the keyword form (`spec` stays None: its type is what lets mypy check the overloads)
+    async def submit(self, spec: None = None, /, *, wait: Literal[False] = False, wait_timeout: float = 30.0,
+                     **options: Unpack[SubmitKeywords]) -> str: ...
+    @overload
+    async def submit(self, spec: None = None, /, *, wait: Literal[True], wait_timeout: float = 30.0,
+                     **options: Unpack[SubmitKeywords]) -> JobRecord: ...
+    @overload
+    async def submit(self, spec: None = None, /, *, wait: bool, wait_timeout: float = 30.0,
+                     **options: Unpack[SubmitKeywords]) -> str | JobRecord: ...
 
-        `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs
-        an agent's script delegates are in its tree; `no_parent=True` submits a root job instead.
-        `requeue=False` (`mam submit --no-requeue`): a runner that stops mid-job ends it `failed` instead
-        of releasing it to the queue.
+    async def submit(self, spec: JobSpec | None = None, /, *, wait: bool = False, wait_timeout: float = 30.0,
+                     **options: Any) -> str | JobRecord:
+        """Submit a job: its id, or with `wait=True` the state that records it (a verdict within `wait_timeout`
+        seconds, else `WaitTimeout`); the type checker knows which from `wait`.
 
-        `job_timeout` is the job's run limit in seconds (`mam submit --job-timeout`, MCP's `job_timeout`);
-        `timeout` is its deprecated old name, still taken. `wait_timeout` is how long to wait for the verdict.
-        `permissions` (read-only, edit, full) is what the job's agent may do (`mam submit --permissions`).
-        `resume`, `model`, `max_turns`, `budget_tokens`, `budget_usd`, `tree_budget_tokens`,
-        `tree_budget_usd` are `mam submit`'s flags of those names (docs/agents.md, Budgets and limits): `resume` names
-        a finished job of the same `agent` whose session this one continues. `require`: runner labels the job
-        needs (`mam submit --require`); `priority`: higher is offered first (`mam submit --priority`);
-        `parent_close`: what becomes of the job if its parent ends first: `cancel` (the default) or `abandon`."""
-        spec = job_spec.convert(dict(
-            prompt=prompt, agent=agent, job_id=job_id, agent_session=agent_session, role=role, labels=labels,
-            job_timeout=run_limit(job_timeout, timeout), parent=parent, no_parent=no_parent or None,
-            requeue=requeue, permissions=permissions, retries=retries, retry_on=retry_on, backoff=backoff,
-            after=after, resume=resume, model=model, max_turns=max_turns, budget_tokens=budget_tokens,
-            budget_usd=budget_usd, tree_budget_tokens=tree_budget_tokens, tree_budget_usd=tree_budget_usd,
-            require=require, priority=priority, parent_close=parent_close,
-        ))
-        return await self.submit_spec(spec, wait=wait, wait_timeout=wait_timeout)
-
-    async def submit_spec(self, spec: job_spec.JobSpec, *, wait: bool = False,
-                          wait_timeout: float = 30.0) -> str | JobRecord:
-        """`submit` of a `JobSpec` (`mam.contract.job_spec`), the options every front end takes."""
+        The job is a `JobSpec` (`mam.contract.job_spec`: the options every front end takes), or the same options
+        as keywords, `submit(prompt=..., agent=..., max_turns=5)` (`mam.agents.submit_keywords`), not both.
+        `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs an agent's
+        script delegates are in its tree; `no_parent=True` submits a root job instead. `resume` names a finished
+        job of the same `agent` whose session this one continues."""
+        if spec is None:
+            spec = spec_of(options)
+        elif not isinstance(spec, JobSpec):
+            raise TypeError(f"Publisher.submit takes a JobSpec or keywords, not {type(spec).__name__}")
+        elif options:
+            raise UsageError(f"Publisher.submit: give a JobSpec or keywords, not both (also given: {', '.join(options)})")
         job_id = spec.job_id or new_job_id()
         parent = default_parent(spec.parent, no_parent=bool(spec.no_parent))
         git = await anyio.to_thread.run_sync(submit_git, self.workspace.root, parent)
         event: ev.AnyEvent = self.stamp(job_spec.submitted(spec, parent=parent, git=git))
-        resume = spec.resume
-        agent = spec.agent
-        if resume is not None:
-            old_id = validate_job_id(resume)
-            _, fields = resume_fields(await self.state(old_id), old_id, agent, self.workspace.root)
+        if spec.resume is not None:
+            old_id = validate_job_id(spec.resume)
+            _, fields = resume_fields(await self.state(old_id), old_id, spec.agent, self.workspace.root)
             event = msgspec.structs.replace(event, **fields)
         if not wait:
             await self.publish(job_id, event)
             return job_id
         return await self.publish_and_wait(job_id, event, timeout=wait_timeout)
+
+    async def submit_spec(self, spec: JobSpec, *, wait: bool = False, wait_timeout: float = 30.0) -> str | JobRecord:
+        """`submit(spec, ...)`, by its older name."""
+        return await self.submit(spec, wait=wait, wait_timeout=wait_timeout)
 
     async def publish_and_wait(self, job_id: str, event: ev.AnyEvent, *, timeout: float = 30.0) -> JobRecord:
         """Publish and return the state that records it; raise if refused or unserved.

@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mam.agents.publisher import Publisher
     from mam.contract.errors import MamError
     from mam.contract.events import AnyEvent, decode_event
     from mam.contract.record import JobRecord, Status
@@ -18,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "AnyEvent": "mam.contract.events",
     "JobRecord": "mam.contract.record",
     "MamError": "mam.contract.errors",
+    "Publisher": "mam.agents.publisher",
     "Status": "mam.contract.record",
     "Topics": "mam.contract.topics",
     "Workspace": "mam.contract.workspace",
@@ -27,7 +29,8 @@ _EXPORTS: dict[str, str] = {
     "resolve": "mam.contract.workspace",
 }
 """`from mam import JobRecord` works as ever; the module behind a name is imported at its first use,
-so that `import mam` (every `mam` command, `mam --version` too) does not load msgspec and the schema."""
+so that `import mam` (every `mam` command, `mam --version` too) does not load msgspec and the schema.
+`Publisher` (the writers' API, `mam.agents.publisher`) loads aiomqtt only when a program names it."""
 
 
 def __getattr__(name: str) -> Any:
@@ -47,6 +50,7 @@ __all__ = [
     "AnyEvent",
     "JobRecord",
     "MamError",
+    "Publisher",
     "Status",
     "Topics",
     "Workspace",

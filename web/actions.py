@@ -136,8 +136,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
         spec = msgspec.structs.replace(spec, after=after, parent=parent, resume=resume, no_parent=parent is None)
         job_spec.submitted(spec, parent=parent, git=None)  # the checks across options, before anything is sent
         async with Publisher(hub.workspace, broker, by="mam-dashboard") as pub:
-            record = await pub.submit_spec(spec, wait=True, wait_timeout=VERDICT_WAIT)
-        assert not isinstance(record, str)
+            record = await pub.submit(spec, wait=True, wait_timeout=VERDICT_WAIT)
         return JSONResponse({"job_id": record.job_id, "status": record.status.value}, 201)
 
     async def retry(request: Request) -> Response:

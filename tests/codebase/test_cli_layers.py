@@ -80,6 +80,8 @@ def test_nothing_under_mam_but_the_cli_imports_the_packages_above_it() -> None:
     for path in sorted(MAM_DIR.rglob("*.py")):
         if path.is_relative_to(MAM_DIR / "cli"):
             continue
+        if path == MAM_DIR / "__init__.py":  # `mam.Publisher`, the public face: imported at its first use only
+            continue  # (tests/agents/test_publisher_face.py holds `import mam` to loading no package above)
         found = upward_imports(path.read_text(encoding="utf-8"), _module_name(path),
                                is_package=path.name == "__init__.py")
         checked += 1

@@ -5,9 +5,8 @@ of them; a value one refuses, each refuses, naming the option (hypothesis over t
 from __future__ import annotations
 
 import argparse
-import inspect
 import re
-from typing import Any
+from typing import Any, get_type_hints
 
 import anyio
 import pytest
@@ -15,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mam.agents.publisher import Publisher
+from mam.agents.submit_keywords import SubmitKeywords
 from mam.cli import build_parser
 from mam.cli.submit import cli_spec
 from mam.contract import job_spec
@@ -58,7 +57,7 @@ def test_every_option_is_declared_once_with_its_help_and_fronts() -> None:
 def test_each_front_end_takes_exactly_its_options() -> None:
     flags = {flag for action in submit_parser()._actions for flag in action.option_strings}  # noqa: SLF001 - as above
     assert {job_spec.OPTIONS[n].flag for n in job_spec.names("cli")} <= flags
-    python = set(inspect.signature(Publisher.submit).parameters) - {"self", "wait", "wait_timeout"}
+    python = set(get_type_hints(SubmitKeywords))  # `Publisher.submit`'s keyword form
     assert python == set(job_spec.names("python"))
     body = openapi()["components"]["schemas"]["SubmitRequest"]
     assert list(body["properties"]) == job_spec.names("api") and body["additionalProperties"] is False
