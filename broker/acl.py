@@ -43,6 +43,7 @@ from amqtt.session import Session
 
 from mam.contract.errors import UsageError
 from mam.contract.job_login import is_job_user
+from mam.contract.topics import PROJECTOR_WRITES, WRITER_WRITES, projector_owner, workspace_filter
 
 if TYPE_CHECKING:
     from mam.broker.job_logins import JobLogins
@@ -146,16 +147,8 @@ def within(requested: str, allowed: str) -> bool:
     return len(want) == len(have)
 
 
-def projector_topic(topic: str) -> str | None:
-    """The workspace whose projector alone writes topic name `topic`, or None."""
-    levels = topic.split("/")
-    if len(levels) < 3 or levels[0] != "mam":
-        return None
-    rest = levels[2:]
-    owned = rest in (["rejected"], ["projector", "status"]) or (
-        len(rest) == 3 and ((rest[0], rest[2]) == ("jobs", "state") or (rest[0], rest[2]) == ("agents", "offers"))
-    )
-    return levels[1] if owned else None
+projector_topic = projector_owner
+"""The workspace whose projector alone writes topic name `topic`, or None (`mam.contract.topics`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,17 +195,13 @@ class Policy:
         return client_id == f"mam-projector-{ws}"
 
     def _default_rules(self, user: str | None) -> list[Rule]:
-        ws = self.workspace or "+"
-        rules = [
-            Rule(_ACCESS["write"], f"mam/{ws}/jobs/+/events"),
-            Rule(_ACCESS["write"], f"mam/{ws}/agents/+/status"),
-            Rule(_ACCESS["read"], f"mam/{self.workspace}/#" if self.workspace else "mam/#"),
-        ]
+        rules = [Rule(_ACCESS["write"], workspace_filter(self.workspace or None, rest)) for rest in WRITER_WRITES]
+        rules.append(Rule(_ACCESS["read"], workspace_filter(self.workspace or None)))
         if self.workspace is None and user is not None and user.startswith("projector-"):
             own = user.removeprefix("projector-")
             rules += [
-                Rule(_ACCESS["write"], f"mam/{own}/{rest}")
-                for rest in ("jobs/+/state", "rejected", "projector/status", "agents/+/offers")
+                Rule(_ACCESS["write"], workspace_filter(own, rest))
+                for rest in PROJECTOR_WRITES
                 if own and not any(c in own for c in "+#/")
             ]
         return rules

@@ -104,6 +104,32 @@ class Topics:
         return None
 
 
+PROJECTOR_WRITES = ("jobs/+/state", "rejected", "projector/status", "agents/+/offers")
+"""The topics under `mam/<ws>/` only the workspace's projector writes (the brokers reserve them to it)."""
+WRITER_WRITES = ("jobs/+/events", "agents/+/status")
+"""The topics under `mam/<ws>/` writers (submitters, runners) publish on."""
+
+
+def workspace_filter(workspace: str | None, rest: str = "#") -> str:
+    """A filter for `rest` (`jobs/+/events`, `#`) under one workspace, or under every workspace (None: `+`); the
+    workspace is not validated, so a broker's rules may name one from a login as it is."""
+    if workspace is None:
+        return f"{ROOT}/#" if rest == "#" else f"{ROOT}/+/{rest}"
+    return f"{ROOT}/{workspace}/{rest}"
+
+
+def projector_owner(topic: str) -> str | None:
+    """The workspace whose projector alone writes topic name `topic` (one of `PROJECTOR_WRITES`), or None."""
+    levels = topic.split("/")
+    if len(levels) < 3 or levels[0] != ROOT:
+        return None
+    rest = levels[2:]
+    owned = rest in (["rejected"], ["projector", "status"]) or (
+        len(rest) == 3 and ((rest[0], rest[2]) == ("jobs", "state") or (rest[0], rest[2]) == ("agents", "offers"))
+    )
+    return levels[1] if owned else None
+
+
 @functools.lru_cache(maxsize=4096)
 def _state_topic(workspace: str, job_id: str) -> str:
     """A job's state topic, remembered: the projector publishes one per job per batch."""
