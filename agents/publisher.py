@@ -174,7 +174,8 @@ class Publisher:
         elif not isinstance(spec, JobSpec):
             raise TypeError(f"Publisher.submit takes a JobSpec or keywords, not {type(spec).__name__}")
         elif options:
-            raise UsageError(f"Publisher.submit: give a JobSpec or keywords, not both (also given: {', '.join(options)})")
+            raise UsageError(f"Publisher.submit: give a JobSpec or keywords, not both (also given: "
+                             f"{', '.join(options)})")
         job_id = spec.job_id or new_job_id()
         parent = default_parent(spec.parent, no_parent=bool(spec.no_parent))
         git = await anyio.to_thread.run_sync(submit_git, self.workspace.root, parent)

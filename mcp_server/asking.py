@@ -22,9 +22,8 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedDict only from Python 3.12
 
-from mam.agents.answers import answer_of
+from mam.agents.answers import answer_of, settles, wait_answer
 from mam.agents.publisher import Publisher
-from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.arg_limits import MOST_CHOICES, at_most
 from mam.contract.errors import Refused, UsageError
@@ -77,46 +76,27 @@ class Asked(TypedDict):
     """With status waiting: the call that keeps waiting."""
 
 
-def _settled(record: JobRecord, question_id: str) -> bool:
-    """The record no longer waits on the question (answered, withdrawn, passed over, or the job ended)."""
-    return record.question_id != question_id or record.status is not Status.WAITING
-
-
 async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: JobRecord | None,
                        timeout: float, *, check: bool = False) -> JobRecord | None:
-    """`current` if it settles the question, else the first state of the job that does within `timeout`;
-    None if none does. A lost connection is ridden out (`Publisher.reconnecting`): the job's retained
-    state, read again on the new one, tells whether the question was settled meanwhile. `check`: the
-    question is an earlier call's, checked against the job's state first (refused if it is not the job's)."""
-    if current is not None and _settled(current, question_id):
+    """`current` if it settles the question, else the first state of the job that does within `timeout`
+    (`mam.agents.answers.wait_answer`, as `mam ask`); None if none does. `check`: the question is an earlier
+    call's, checked against the job's state first (refused if it is not the job's)."""
+    if current is not None and settles(current, question_id):
         return current
-    topic = pub.topics.state(job_id)
 
-    async def settled(client: Any) -> JobRecord:
-        if check:
-            now = await pub.state(job_id)
-            if now is None and getattr(getattr(client, "inbox", None), "closed", False):
-                raise aiomqtt.MqttError("the broker closed the connection")  # lost while reading the state
-            if now is None:
-                raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
-            if now.question_id != question_id:
-                raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
-                              f"{now.question if isinstance(now.question, str) else 'none'!r}")
-            if _settled(now, question_id):
-                return now
-        else:
-            await client.subscribe(topic, qos=1)
-        async for message in messages(client):
-            if str(message.topic) != topic:
-                continue
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            record = pub.states.record(topic, payload)
-            if record is not None and _settled(record, question_id):
-                return record
-        raise aiomqtt.MqttError("the broker closed the connection")
+    async def checked_first(client: Any) -> JobRecord | None:
+        now = await pub.state(job_id)
+        if now is None and getattr(getattr(client, "inbox", None), "closed", False):
+            raise aiomqtt.MqttError("the broker closed the connection")  # lost while reading the state
+        if now is None:
+            raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
+        if now.question_id != question_id:
+            raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
+                          f"{now.question if isinstance(now.question, str) else 'none'!r}")
+        return now if settles(now, question_id) else None
 
     with anyio.move_on_after(timeout):
-        return await pub.reconnecting().run(settled, client=pub.client)
+        return await wait_answer(pub, job_id, question_id, first=checked_first if check else None)
     return None
 
 

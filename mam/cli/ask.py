@@ -16,11 +16,10 @@ import argparse
 import json
 import os
 
-import aiomqtt
 import anyio
 import msgspec
 
-from mam.agents.answers import answer_of
+from mam.agents.answers import answer_of, wait_answer
 from mam.agents.publisher import Publisher, WaitTimeout
 from mam.cli.completers import complete
 from mam.cli.selection import resolve_for_write
@@ -29,6 +28,7 @@ from mam.client.inbox import messages
 from mam.contract import events as ev
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord, Status
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -36,7 +36,7 @@ VERDICT_TIMEOUT = 30.0
 """How long each command waits for the projector to record (or refuse) what it published."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     ask = subparsers.add_parser(
         "ask",
         help="(inside a job) ask a person a question; prints the answer once given",
@@ -102,7 +102,7 @@ def run_ask(args: argparse.Namespace) -> int:
             question_id = asked.question_id if isinstance(asked.question_id, str) else ""
             try:
                 with anyio.fail_after(args.timeout):
-                    record = await _answered(pub, job, question_id)
+                    record = await wait_answer(pub, job, question_id)
             except TimeoutError:
                 record = await _withdraw(pub, job, question_id, args.timeout)
             print(answer_of(record, question_id))
@@ -126,26 +126,6 @@ async def _started(pub: Publisher, job: str) -> None:
             record = pub.states.record(topic, payload) if str(message.topic) == topic else None
             if record is not None and record.status not in (Status.SUBMITTED, Status.CLAIMED):
                 return
-
-
-async def _answered(pub: Publisher, job: str, question_id: str) -> JobRecord:
-    """The job's first state that no longer waits on the question `question_id`. A broker or projector
-    restart is ridden out (`Publisher.reconnecting`): the question stays in the job's record, the job
-    `waiting`, and the retained state read again on the new connection tells whether it was answered."""
-    topic = pub.topics.state(job)
-
-    async def settled(client: aiomqtt.Client) -> JobRecord:
-        await client.subscribe(topic, qos=1)
-        async for message in messages(client):
-            if str(message.topic) != topic:
-                continue
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            record = pub.states.record(topic, payload)
-            if record is not None and (record.question_id != question_id or record.status is not Status.WAITING):
-                return record
-        raise aiomqtt.MqttError("the broker closed the connection")
-
-    return await pub.reconnecting().run(settled, client=pub.client)
 
 
 async def _withdraw(pub: Publisher, job: str, question_id: str, waited: float) -> JobRecord:
