@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus
-from mam.process.metrics import Bounded, Snapshot, copied
+from mam.process.metrics import Bounded, Snapshot, runner_families
 from mam.projector.batch import Batch
 from mam.projector.dispatch import Dispatcher
 from mam.projector.refusal_log import RefusalLog
@@ -159,7 +159,7 @@ class ProjectorMetrics:
         for (status, agent), count in sorted(jobs.items()):
             gauge.add_metric([status, agent], count)
         yield gauge
-        yield from self._runner_families()
+        yield from runner_families(self.runners, self.agent)
         yield from self._dispatch_families()
         family = CounterMetricFamily("mam_agent_cost_usd", "Cost the agents reported, by agent", labels=["agent"])
         for agent, value in sorted(cost.items()):
@@ -186,24 +186,6 @@ class ProjectorMetrics:
                                 value=len(dispatcher.offers))
         yield GaugeMetricFamily("mam_projector_queue_jobs", "Submitted jobs the dispatcher holds (claimable or not "
                                 "yet: not_before, no runner with room or labels)", value=len(dispatcher.queue))
-
-    def _runner_families(self) -> Iterable[Any]:
-        online: dict[str, int] = {}
-        busy: dict[str, int] = {}
-        for status in copied(self.runners).values():
-            agent = self.agent(status.agent)
-            online[agent] = online.get(agent, 0) + 1
-            if status.jobs:
-                busy[agent] = busy.get(agent, 0) + 1
-        gauge = GaugeMetricFamily("mam_runners_online", "Runners whose status is online, by agent", labels=["agent"])
-        for agent, count in sorted(online.items()):
-            gauge.add_metric([agent], count)
-        yield gauge
-        gauge = GaugeMetricFamily("mam_runners_busy", "Online runners running at least one job, by agent",
-                                  labels=["agent"])
-        for agent in sorted(online):
-            gauge.add_metric([agent], busy.get(agent, 0))
-        yield gauge
 
 
 def _seconds(ts: datetime) -> float:

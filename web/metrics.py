@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
-from mam.process.metrics import Bounded, Snapshot, copied, new_registry
+from mam.process.metrics import Bounded, Snapshot, new_registry, runner_families
 from mam.web.hub import Hub
 from mam.web.limits import StreamCount
 
@@ -34,22 +34,6 @@ def _streams(streams: StreamCount) -> Iterator[Any]:
 
 
 def _seen_by_hub(hub: Hub, agent: Bounded) -> Iterator[Any]:
-    online: dict[str, int] = {}
-    busy: dict[str, int] = {}
-    for status in copied(hub.agents).values():
-        if status.status != "online":
-            continue
-        name = agent(status.agent)
-        online[name] = online.get(name, 0) + 1
-        busy[name] = busy.get(name, 0) + (1 if status.jobs else 0)
-    family = GaugeMetricFamily("mam_runners_online", "Runners whose status is online, by agent", labels=["agent"])
-    for name, count in sorted(online.items()):
-        family.add_metric([name], count)
-    yield family
-    family = GaugeMetricFamily("mam_runners_busy", "Online runners running at least one job, by agent",
-                               labels=["agent"])
-    for name, count in sorted(busy.items()):
-        family.add_metric([name], count)
-    yield family
+    yield from runner_families(hub.agents, agent)
     up = 1 if (hub.projector or {}).get("status") == "online" else 0
     yield GaugeMetricFamily("mam_projector_up", "1 while the workspace's projector says it is online", value=up)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from mam.contract.errors import UsageError
 from mam.process.args import port
+
+if TYPE_CHECKING:
+    from mam.contract.status import AgentStatus
 
 DEFAULT_HOST: Final = "127.0.0.1"
 AGENT_LABELS_MAX: Final = 100
@@ -54,6 +58,29 @@ class Snapshot(Collector):
 
     def collect(self) -> Iterable[Any]:
         return list(self._collect())
+
+
+def runner_families(runners: dict[str, AgentStatus], agent: Callable[[str], str]) -> Iterator[Any]:
+    """`mam_runners_online` and `mam_runners_busy` (at least one job), by agent (`agent`: its bounded label), from
+    runners' retained statuses by id (a dict another thread may change: `copied`); the projector and the
+    dashboard (`mam dashboard`, reading the hub's) export them alike."""
+    online: dict[str, int] = {}
+    busy: dict[str, int] = {}
+    for status in copied(runners).values():
+        if status.status != "online":
+            continue
+        name = agent(status.agent)
+        online[name] = online.get(name, 0) + 1
+        busy[name] = busy.get(name, 0) + (1 if status.jobs else 0)
+    family = GaugeMetricFamily("mam_runners_online", "Runners whose status is online, by agent", labels=["agent"])
+    for name, count in sorted(online.items()):
+        family.add_metric([name], count)
+    yield family
+    family = GaugeMetricFamily("mam_runners_busy", "Online runners running at least one job, by agent",
+                               labels=["agent"])
+    for name, count in sorted(busy.items()):
+        family.add_metric([name], count)
+    yield family
 
 
 def copied(mapping: dict[Any, Any]) -> dict[Any, Any]:
