@@ -8,12 +8,13 @@ import signal
 
 import anyio
 
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 log = logging.getLogger("mam.mcp")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     mcp = subparsers.add_parser(
         "mcp",
         help="serve the workspace's jobs as MCP tools over stdio (`claude mcp add mam -- mam mcp`)",

@@ -9,13 +9,14 @@ from pathlib import Path
 import anyio
 
 from mam.client.signals import cancel_on_signal
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import port
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 DEFAULT_PORT = 8383
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     dashboard = subparsers.add_parser(
         "dashboard",
         help="serve the web dashboard: live jobs, their output, runners, refusals; cancel a job",

@@ -18,11 +18,12 @@ from mam.contract import events as ev
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
 
-def register_cancel(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_cancel(subparsers: Subparsers) -> None:
     """`mam cancel`, registered by `mam.cli.submit.register` (its command group)."""
     cancel = subparsers.add_parser(
         "cancel",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mam.cli.global_options import finish_command
+from mam.process.argparse_internals import Subparsers, SubparsersAction, forget_commands, sort_commands
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class CommandGroup:
     module: str
     helps: dict[str, str]
 
-    def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    def register(self, sub: Subparsers) -> None:
         importlib.import_module(self.module).register(sub)
 
 
@@ -103,7 +104,7 @@ def _group_of(name: str) -> CommandGroup:
     return next(group for group in COMMAND_GROUPS if name in group.helps)
 
 
-class LazyCommands(argparse._SubParsersAction):  # noqa: SLF001 - argparse's subparsers action, extended
+class LazyCommands(SubparsersAction):
     """A subparsers action whose commands are placeholders until one is chosen."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -122,11 +123,11 @@ class LazyCommands(argparse._SubParsersAction):  # noqa: SLF001 - argparse's sub
         if group is None:  # registered for real already, or not a command (argparse says so)
             return
         for command in group.helps:
-            del self.placeholders[command], self._name_parser_map[command]
-        self._choices_actions = [action for action in self._choices_actions if action.dest not in group.helps]
+            del self.placeholders[command]
+        forget_commands(self, group.helps)
         group.register(self)
         for command in group.helps:
-            finish_command(self._name_parser_map[command])
+            finish_command(self.choices[command])
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Sequence[Any] | str | None, option_string: str | None = None) -> None:
@@ -135,12 +136,12 @@ class LazyCommands(argparse._SubParsersAction):  # noqa: SLF001 - argparse's sub
         super().__call__(parser, namespace, values, option_string)
 
 
-def register_all(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_all(sub: Subparsers) -> None:
     """Every command's real parser, each group's module imported (a full parser: completion, tests)."""
     for group in COMMAND_GROUPS:
         group.register(sub)
     order = {name: i for i, name in enumerate(_HELP_ORDER)}  # `mam --help` as with placeholders
-    sub._choices_actions.sort(key=lambda action: order.get(action.dest, len(order)))  # noqa: SLF001
+    sort_commands(sub, lambda name: order.get(name, len(order)))
 
 
 __all__ = ["COMMAND_GROUPS", "HELP_GROUPS", "CommandGroup", "LazyCommands", "register_all"]

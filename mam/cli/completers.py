@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from mam.cli.id_completion import id_forms, listed_forms
 from mam.contract.record import Status
+from mam.process.argparse_internals import actions, is_subparsers, subcommands
 from mam.registry.ordering import SORT_FIELDS
 
 Completer = Callable[..., "list[str] | Mapping[str, str]"]
@@ -229,11 +230,10 @@ def complete(action: argparse.Action, kind: str) -> argparse.Action:
 
 def complete_below(parser: argparse.ArgumentParser) -> None:
     """Give each flag of `parser` and its subcommands that has no completer yet the one `BELOW` names for it."""
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for child in action.choices.values():
-                complete_below(child)
-        elif getattr(action, "completer", None) is None:
+    for child in subcommands(parser):
+        complete_below(child)
+    for action in actions(parser):
+        if not is_subparsers(action) and getattr(action, "completer", None) is None:
             kind = next((BELOW[flag] for flag in action.option_strings if flag in BELOW), None)
             if kind is not None:
                 complete(action, kind)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from mam.process.argparse_internals import Subparsers
+
 SHELLS = ("bash", "zsh", "fish")
 
 HOW = {
@@ -28,7 +30,7 @@ HOW = {
 }
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "completion", help="print the shell completion script for bash, zsh or fish",
         description="Print the script that completes mam's commands and flags. " + "; ".join(HOW.values()),
@@ -58,9 +60,10 @@ def complete_if_asked(parser: argparse.ArgumentParser) -> None:
 
     from mam.cli.commands import LazyCommands
     from mam.cli.completers import complete_below
+    from mam.process.argparse_internals import actions
 
     line = os.environ.get("COMP_LINE", "")[: _int(os.environ.get("COMP_POINT"), len(os.environ.get("COMP_LINE", "")))]
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
+    for action in actions(parser):
         if isinstance(action, LazyCommands):
             for word in line.split()[1:]:
                 action.load(word)

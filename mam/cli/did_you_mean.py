@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from mam.process.argparse_internals import option_strings, subparsers_of
 from mam.process.args import Parser
 
 _CHOICE = re.compile(r"^(argument \S+?(?:/\S+)?: invalid choice: )(.+?) \(choose from (.*)\)$", re.DOTALL)
@@ -67,21 +68,20 @@ class SuggestingParser(Parser):
                 continue
             flag = token.split("=", 1)[0] if token.startswith("--") else token[:2]
             if not self._takes(flag):
-                longs = [option for option in self._option_string_actions if option.startswith("--")]
+                longs = [option for option in option_strings(self) if option.startswith("--")]
                 best = nearest(flag, longs) if flag.startswith("--") else None
                 return f"{flag}: no such flag" + (f"; did you mean {best}?" if best else "")
         return None
 
     def _takes(self, flag: str) -> bool:
         """Whether `flag` is one of this parser's, or (`allow_abbrev`) the start of one of its long flags."""
-        options = self._option_string_actions
+        options = option_strings(self)
         if flag in options:
             return True
         return flag.startswith("--") and self.allow_abbrev and any(option.startswith(flag) for option in options)
 
     def _command_names(self) -> set[str]:
-        return {name for action in self._actions if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
-                for name in action.choices}
+        return {name for action in subparsers_of(self) for name in action.choices}
 
 
 def _with_nearest_choice(message: str) -> str:

@@ -27,12 +27,13 @@ from mam.contract.checks import Check, any_failed, counts
 from mam.contract.errors import EXIT_FAILED, EXIT_OK
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 
 _LABEL = {"ok": "ok", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     doctor = sub.add_parser(
         "doctor", help="check whether mam will work here: workspace files, broker, projector, agent CLIs",
         description="Check the workspace's files (modes, links, disk space), the broker and the projector (reachable, "

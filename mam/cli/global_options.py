@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from mam.contract.errors import UsageError
+from mam.process.argparse_internals import actions, option_strings, subcommands
 from mam.process.args import add_verbose
 from mam.process.options import add_broker_arg, add_workspace_args
 
@@ -36,9 +37,7 @@ def add_global(parser: argparse.ArgumentParser) -> None:
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    return [child for action in parser._actions  # noqa: SLF001 - argparse offers no public walk of subparsers
-            if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
-            for child in action.choices.values()]
+    return subcommands(parser)
 
 
 def suppress_in_subcommands(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +49,7 @@ def suppress_in_subcommands(parser: argparse.ArgumentParser) -> None:
 
 def _suppress_in(child: argparse.ArgumentParser) -> None:
     has = set()
-    for own in child._actions:  # noqa: SLF001
+    for own in actions(child):
         if own.dest in GLOBAL_DESTS:
             own.default = argparse.SUPPRESS
             has.add(own.dest)
@@ -65,7 +64,7 @@ def verbose_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def _verbose_in(child: argparse.ArgumentParser) -> None:
-    if "-v" not in child._option_string_actions:  # noqa: SLF001
+    if "-v" not in option_strings(child):
         add_verbose(child)
     verbose_everywhere(child)
 

@@ -41,6 +41,7 @@ from mam.contract.timefmt import utc_now
 from mam.contract.topics import Topics
 from mam.contract.usage import cost_of
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id, positive_int, sort_order
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.listing import Jobs
@@ -277,7 +278,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     for watching in (False, True):
         if watching:
             parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)",

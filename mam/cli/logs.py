@@ -10,12 +10,13 @@ from mam.contract.errors import UsageError
 from mam.contract.outcome import outcome_line
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id, non_negative_int
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
     complete(logs.add_argument("job_id", type=job_id, metavar="JOB",
                                help="the job's id, or any unique prefix or suffix of it"), "job")

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from mam.cli.completers import complete
+from mam.process.argparse_internals import Subparsers
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     passwd = sub.add_parser("passwd", help="add or change a user in a broker password file")
     complete(passwd.add_argument("file", type=Path, metavar="FILE"), "file")
     complete(passwd.add_argument("user", metavar="USER"), "user")

@@ -28,6 +28,7 @@ from mam.contract.humanize import ago, parse_duration
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.archive import ARCHIVE_DIR
@@ -48,7 +49,7 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     prune = sub.add_parser(
         "prune",
         help="remove finished jobs older than a duration: records and retained states go, logs are archived",

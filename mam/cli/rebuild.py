@@ -8,10 +8,11 @@ import sys
 
 import msgspec
 
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import add_workspace_args, workspace_from_args
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     rebuild = sub.add_parser(
         "rebuild", help="rebuild the registry from the audit log (stop the projector first, unless --verify)"
     )

@@ -20,6 +20,7 @@ from mam.contract.attempts import RETRY_OUTCOMES
 from mam.contract.errors import Refused, UsageError
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -95,7 +96,7 @@ async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:
     return [await resolve_retained(pub, job) for job in after]
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     retry = subparsers.add_parser(
         "retry",
         help="resubmit a finished job as a new job (same prompt, agent, labels, parent; retry_of set)",

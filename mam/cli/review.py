@@ -15,6 +15,7 @@ from mam.git.job_branches import Leftover, clean, inventory
 from mam.git.landing import JobWork, diff_argv, discard, job_work
 from mam.git.merging import merge
 from mam.git.run import git_env
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id
 from mam.process.options import add_workspace_args, workspace_from_args
 from mam.registry.reading import read_record_or_pruned, resolve_id
@@ -25,7 +26,7 @@ def _job_arg(parser: argparse.ArgumentParser) -> None:
                                  help="the job's id, or any unique prefix or suffix of it"), "job")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     diff = sub.add_parser("diff", help="show a worktree job's change against the commit it started from",
                           description="git diff BASE mam/JOB in the workspace's repository: the job's change. "
                           "Paged as git pages when the output is a terminal, plain otherwise.")

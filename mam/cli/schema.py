@@ -6,9 +6,10 @@ import argparse
 import sys
 
 from mam.cli.completers import complete
+from mam.process.argparse_internals import Subparsers
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     schema = sub.add_parser("schema", help="print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json")
     complete(schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)"),
              "event-type")

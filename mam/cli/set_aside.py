@@ -18,6 +18,7 @@ from mam.cli.tables import render, short
 from mam.contract.errors import EXIT_FAILED, EXIT_OK, UsageError
 from mam.contract.terminal import safe
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.set_aside_file import SHORT_ID, SetAsideEntry, entry_id, read_entries, summary
@@ -27,7 +28,7 @@ MIN_ID = 6
 """The shortest id prefix taken."""
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "set-aside", help="list the messages the projector failed to handle and set aside; --replay tries them again",
         description="List the messages the projector failed to handle (a projector fault, not a refusal) and set "

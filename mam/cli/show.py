@@ -17,12 +17,13 @@ from mam.contract.record import JobRecord, Status
 from mam.contract.terminal import safe
 from mam.contract.timefmt import utc_now
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id
 from mam.process.options import add_broker_arg, add_workspace_args, workspace_from_args
 from mam.registry.reading import NotFound, read_events, read_pruned, read_record, resolve_id
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     show = sub.add_parser("show", help="show one job's record", description=(
         "Describe one job for a person, as kubectl describe: status and why, agent, runner, times, outcome, "
         "result, git, usage, its delegation tree and the last lines of its output. -o json|yaml prints the "

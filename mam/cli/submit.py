@@ -36,12 +36,13 @@ from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
 from mam.contract.terminal import safe, short
 from mam.git.provenance import git_info, submit_git
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import agent_name, job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 from mam.registry.query import parse_labels
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     submit = subparsers.add_parser(
         "submit",
         help="submit a job; returns once the projector has recorded it",

@@ -12,6 +12,7 @@ from mam.cli.did_you_mean import SuggestingParser
 from mam.cli.global_options import add_global, suppress_in_subcommands, verbose_everywhere
 from mam.cli.global_options import check as check_global
 from mam.cli.grouped_help import GroupedHelpParser
+from mam.process import argparse_internals
 from mam.process.args import add_verbose
 from mam.process.running import run_cli, setup_logging
 
@@ -24,6 +25,7 @@ EPILOG = ("Use `mam COMMAND --help` for a command's flags. The listings (jobs, a
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     """The `mam` parser: every command registered, or (`lazy`) each only once argparse reaches it."""
+    argparse_internals.check()  # this Python's argparse has what mam's parser reaches into
     parser = GroupedHelpParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
     add_verbose(parser, top=True)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _top_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
     """The top parser's own defaults (what a global option is when not given)."""
-    return argparse.Namespace(**{a.dest: a.default for a in parser._actions})  # noqa: SLF001
+    return argparse_internals.defaults_of(parser)
 
 
 __all__ = ["PROG", "build_parser", "main"]

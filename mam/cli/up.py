@@ -22,6 +22,7 @@ from mam.client.signals import cancel_on_signal
 from mam.contract.broker_url import BrokerAddress, broker_url_from_env, parse_broker_url
 from mam.contract.errors import UsageError
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import workspace_from_args
 from mam.registry.runtime import last_port, remember_port
 
@@ -41,7 +42,7 @@ ALLOW_ANONYMOUS_HELP = (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     up = sub.add_parser("up", help="run the embedded broker and the projector for a workspace")
     add_arguments(up)
     up.set_defaults(handler=run_up)

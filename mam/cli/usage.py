@@ -16,6 +16,7 @@ from mam.cli.output_form import add_output_arg, output_form, print_document
 from mam.cli.tables import render
 from mam.contract.terminal import safe
 from mam.contract.usage import BY, Group, Totals, group, money, total
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import add_workspace_args, workspace_from_args
 from mam.registry.listing import Jobs
 from mam.registry.query import JobFilter
@@ -73,7 +74,7 @@ def _json(row: Group, by: str) -> dict[str, object]:
     return fields
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "usage", help="total the cost and tokens the agents reported, by agent, session or delegation tree"
     )

@@ -22,6 +22,7 @@ from mam.contract.errors import Refused
 from mam.contract.outcome import outcome_line
 from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
+from mam.process.argparse_internals import Subparsers
 from mam.process.args import job_id, positive_seconds
 from mam.process.options import add_broker_arg, add_workspace_args, broker_from_args, workspace_from_args
 
@@ -29,7 +30,7 @@ FOREVER = 10.0**9
 """No `--timeout`: wait as long as the jobs take."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     wait = subparsers.add_parser(
         "wait", help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
         description="Wait until each job has finished, printing its outcome as each ends (`job ID succeeded (exit 0) "

@@ -12,12 +12,13 @@ from mam.contract.signing import fingerprint, load_workspace_key
 from mam.contract.status import ProjectorStatus
 from mam.contract.timefmt import utc_now
 from mam.contract.workspace import Workspace
+from mam.process.argparse_internals import Subparsers
 from mam.process.options import add_broker_arg, add_workspace_args, broker_choice, workspace_from_args
 from mam.registry.discovery import projector_info
 from mam.registry.runtime import read_runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     ws = sub.add_parser("workspace", help="show the resolved workspace: root, id, dirs, broker")
     ws.add_argument("--json", action="store_true")
     add_workspace_args(ws)

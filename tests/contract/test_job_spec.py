@@ -20,6 +20,7 @@ from mam.cli.submit import cli_spec
 from mam.contract import job_spec
 from mam.contract.errors import UsageError
 from mam.mcp_server.server import build
+from mam.process.argparse_internals import subparsers_of
 from mam.web.openapi import openapi
 
 from support import CHECKOUT
@@ -43,7 +44,7 @@ def mcp_tool() -> Any:
 
 def submit_parser() -> argparse.ArgumentParser:
     parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 - argparse lists subcommands only privately
+    sub = next(subparsers_of(parser))
     return sub.choices["submit"]
 
 
