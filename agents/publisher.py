@@ -205,7 +205,7 @@ class Publisher:
         deadline = anyio.current_time() + timeout
         try:
             await self.subscribe_for_verdict(job_id)
-            await self._wait_projector(min(PROJECTOR_WAIT, timeout), longest=timeout)
+            await self.wait_projector(min(PROJECTOR_WAIT, timeout), longest=timeout)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
         # From here on the event may be recorded whatever happens to this connection: it is sent again
@@ -287,7 +287,7 @@ class Publisher:
         (publishing nothing) if no projector announces itself in time."""
         try:
             await self.client.subscribe(self.topics.projector_status, qos=1)
-            await self._wait_projector(PROJECTOR_WAIT)
+            await self.wait_projector(PROJECTOR_WAIT)
         except aiomqtt.MqttError as exc:
             raise unreachable(self.broker, exc) from None
         validate_job_id(job_id)
@@ -333,7 +333,7 @@ class Publisher:
                 f"follow it with `mam logs -f {job_id}` or raise --timeout"
             ) from None
 
-    async def _wait_projector(self, timeout: float, *, longest: float | None = None) -> None:
+    async def wait_projector(self, timeout: float, *, longest: float | None = None) -> None:
         """Return once the projector announces itself online (`mam.agents.projector_wait`); raise
         `NoProjector` if none does within `timeout`, or within `longest` while one is starting here."""
         await projector_online(self, timeout, longest=longest)

@@ -64,7 +64,7 @@ async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
         # no projector answering comes first (exit 3): the retained states may then be incomplete
         try:
             await pub.client.subscribe(pub.topics.projector_status, qos=1)
-            await pub._wait_projector(3.0)  # noqa: SLF001 - the same check its publish makes
+            await pub.wait_projector(3.0)  # the same check its publish makes
         except aiomqtt.MqttError as exc:
             raise unreachable(pub.broker, exc) from None
         raise Refused(f"no job {text!r} in workspace {pub.workspace.id} (no id is, starts or ends with it): "

@@ -20,7 +20,7 @@ from mam.cli.submit import cli_spec
 from mam.contract import job_spec
 from mam.contract.errors import UsageError
 from mam.mcp_server.server import build
-from mam.process.argparse_internals import subparsers_of
+from mam.process.argparse_internals import option_strings, subparsers_of
 from mam.web.openapi import openapi
 
 from support import CHECKOUT
@@ -56,7 +56,7 @@ def test_every_option_is_declared_once_with_its_help_and_fronts() -> None:
 
 
 def test_each_front_end_takes_exactly_its_options() -> None:
-    flags = {flag for action in submit_parser()._actions for flag in action.option_strings}  # noqa: SLF001 - as above
+    flags = set(option_strings(submit_parser()))
     assert {job_spec.OPTIONS[n].flag for n in job_spec.names("cli")} <= flags
     python = set(get_type_hints(SubmitKeywords))  # `Publisher.submit`'s keyword form
     assert python == set(job_spec.names("python"))
