@@ -16,6 +16,7 @@ import pytest
 from hypothesis import settings
 
 from brokers import BROKERS, RunningBroker
+from fast_support import MARKER_HELP, no_processes_or_connections
 from support import CHECKOUT, processes_mentioning, scrub_environment, tree_snapshot
 from workspace_support import UNSIGNED, WorkspacePaths, allow_unsigned_runners, served_workspace
 
@@ -52,10 +53,23 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
     config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
     config.addinivalue_line(
         "markers", "slow: a scenario that takes tens of seconds: left out of the default run; `pytest -m slow` and CI run it"
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with no_processes_or_connections(item):  # a fast test's fixtures start no broker either
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with no_processes_or_connections(item):
+        return (yield)
 
 
 @pytest.fixture

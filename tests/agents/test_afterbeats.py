@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from runner_units_support import FakeClient
 
 from mam.agents.afterbeats import Afterbeats
@@ -18,6 +19,8 @@ from mam.contract import events as ev
 from mam.contract.record import JobRecord, Status
 from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
+
+pytestmark = pytest.mark.fast
 
 
 def record(status: Status) -> JobRecord:

@@ -59,6 +59,7 @@ def read(fmt: str, lines: list[str]) -> tuple[str, Outcome]:
 # --- the parsers, on recorded lines ---------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_claude_stream_reads_as_a_transcript_and_its_result_object_is_the_outcome() -> None:
     shown, outcome = read("claude-stream-json", CLAUDE_LINES)
     session = session_of(CLAUDE_LINES)
@@ -79,6 +80,7 @@ def test_claude_stream_reads_as_a_transcript_and_its_result_object_is_the_outcom
         agent_session_id=session))
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("stream", "error"), [
     ("claude-api-error", "Prompt is too long · this conversation is a single exchange and cannot be compacted — the "
                          "request size comes mostly from system prompt, tool definitions, or attachments."),
@@ -93,6 +95,7 @@ def test_claude_reports_an_error_by_is_error_or_by_an_error_subtype(stream: str,
     assert outcome.usage is not None and outcome.usage.agent_session_id == session_of(lines)
 
 
+@pytest.mark.fast
 def test_a_claude_stream_cut_short_is_incomplete_and_keeps_the_session_id() -> None:
     cut = CLAUDE_LINES[:14]  # up to the first tool's result, its model call's message_delta read
     shown, outcome = read("claude-stream-json", [*cut, '{"type":"assistant","mess'])
@@ -103,6 +106,7 @@ def test_a_claude_stream_cut_short_is_incomplete_and_keeps_the_session_id() -> N
     assert shown.endswith('{"type":"assistant","mess\n'), "the torn last line is shown as it came"
 
 
+@pytest.mark.fast
 def test_codex_events_read_as_a_transcript_usage_summed_over_turns_answer_the_last_message() -> None:
     shown, outcome = read("codex-json", CODEX_LINES)
     assert shown.splitlines() == [
@@ -119,6 +123,7 @@ def test_codex_events_read_as_a_transcript_usage_summed_over_turns_answer_the_la
         agent_session_id=session_of(CODEX_LINES)))
 
 
+@pytest.mark.fast
 def test_codex_turn_failed_is_the_error_and_an_error_event_alone_does_not_end_the_run() -> None:
     failed = recorded("codex-api-error")
     said = '{"error":{"message":"bad request here","type":"invalid_request_error","code":"server_error"}}'
@@ -129,6 +134,7 @@ def test_codex_turn_failed_is_the_error_and_an_error_event_alone_does_not_end_th
     assert not cut.complete and cut.error == said, "the last error said is kept for the report"
 
 
+@pytest.mark.fast
 def test_gemini_deltas_join_into_lines_and_the_answer_is_the_text_after_the_last_tool_call() -> None:
     shown, outcome = read("gemini-stream-json", GEMINI_LINES)
     assert shown.splitlines() == [
@@ -144,6 +150,7 @@ def test_gemini_deltas_join_into_lines_and_the_answer_is_the_text_after_the_last
         input_tokens=2510, output_tokens=66, cached_input_tokens=800, agent_session_id=session_of(GEMINI_LINES)))
 
 
+@pytest.mark.fast
 def test_gemini_result_with_status_error_is_the_error() -> None:
     lines = recorded("gemini-api-error")
     _, outcome = read("gemini-stream-json", lines)
@@ -157,6 +164,7 @@ JSON_FORMATS = sorted(set(FORMATS) - {"aider-text"})
 """The formats of a JSON stream (aider's plain text is all 'the format': tests/agents/test_aider_output.py)."""
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("fmt", JSON_FORMATS)
 def test_lines_that_are_not_the_format_are_shown_as_they_came(fmt: str) -> None:
     shown, outcome = read(fmt, ["Warning: something on stdout", "[1, 2]", '{"type": 5}', "", '{"type":"new.kind"}'])
@@ -164,6 +172,7 @@ def test_lines_that_are_not_the_format_are_shown_as_they_came(fmt: str) -> None:
     assert not outcome.complete
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("fmt", JSON_FORMATS)
 @settings(max_examples=40, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=12))
@@ -177,6 +186,7 @@ def test_how_the_pipe_cuts_the_stream_changes_nothing(fmt: str, cuts: list[int])
     assert shown == whole and transcript.parser.outcome() == expected
 
 
+@pytest.mark.fast
 def test_a_line_over_the_limit_is_left_out_with_a_note_and_the_stream_goes_on() -> None:
     transcript = Transcript(parser_for("claude-stream-json"), max_line=2000)
     shown = transcript.feed('{"type":"user",' + "x" * 1500) + transcript.feed("y" * 1500)
@@ -188,6 +198,7 @@ def test_a_line_over_the_limit_is_left_out_with_a_note_and_the_stream_goes_on() 
     assert transcript.parser.outcome().result == "Two files: a.txt and b.txt."
 
 
+@pytest.mark.fast
 def test_a_last_line_without_its_newline_is_still_read() -> None:
     transcript = Transcript(parser_for("claude-stream-json"))
     assert transcript.feed(CLAUDE_LINES[-1]) == ""
@@ -195,6 +206,7 @@ def test_a_last_line_without_its_newline_is_still_read() -> None:
     assert transcript.parser.outcome().complete
 
 
+@pytest.mark.fast
 def test_usage_keeps_only_values_within_its_bounds() -> None:
     assert make_usage() is None
     assert make_usage(cost_usd=float("nan"), input_tokens=-1, output_tokens=True, turns=2**60,
@@ -207,6 +219,7 @@ def test_usage_keeps_only_values_within_its_bounds() -> None:
 USAGE = ev.Usage(cost_usd=0.5, turns=3)
 
 
+@pytest.mark.fast
 def test_only_a_complete_stream_without_error_and_exit_0_succeeds_with_the_agents_answer() -> None:
     done = Outcome(complete=True, result="the answer", usage=USAGE)
     assert verdict(done, program="claude", code=0, stderr="noise", git=None) == ev.Succeeded(
@@ -219,6 +232,7 @@ def test_only_a_complete_stream_without_error_and_exit_0_succeeds_with_the_agent
     assert "usage" not in json.loads(ev.encode_event(reported)), "no usage reported: the key is left out"
 
 
+@pytest.mark.fast
 def test_a_stream_cut_short_fails_with_the_exit_code_what_the_agent_said_and_the_end_of_stderr() -> None:
     cut = verdict(Outcome(complete=False, error="Reconnecting... 5/5"), program="codex", code=-9,
                   stderr="x" * 1000 + "fatal: reset", git=None)
@@ -228,6 +242,7 @@ def test_a_stream_cut_short_fails_with_the_exit_code_what_the_agent_said_and_the
     assert cut.error.endswith("fatal: reset") and len(cut.error) < 600
 
 
+@pytest.mark.fast
 def test_a_long_answer_is_cut_to_fit_an_event() -> None:
     event = verdict(Outcome(complete=True, result="é" * 100_000), program="gemini", code=0, stderr="", git=None)
     decoded = ev.decode_event(ev.encode_event(event))
@@ -238,6 +253,7 @@ def test_a_long_answer_is_cut_to_fit_an_event() -> None:
 # --- profiles ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() -> None:
     profiles = builtin_profiles()
     assert {name: p.format for name, p in profiles.items() if p.format} == {
@@ -250,6 +266,7 @@ def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() ->
     assert profiles["shell"].format is None
 
 
+@pytest.mark.fast
 def test_a_workspace_profile_without_format_is_a_plain_command_and_a_bad_format_is_refused(tmp_path: Path) -> None:
     (tmp_path / ".mam").mkdir()
     path = tmp_path / ".mam" / "profiles.json"

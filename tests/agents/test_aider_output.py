@@ -18,6 +18,8 @@ from mam.contract import events as ev
 
 from support import TESTS
 
+pytestmark = pytest.mark.fast
+
 BANNER = ["Aider v0.86.2", "Model: openai/mam-test-model with whole edit format", "Git repo: none",
           "Repo-map: disabled", ""]
 

@@ -51,12 +51,14 @@ def _asked(choices: list[str] | None = None) -> JobRecord:
     return asked
 
 
+@pytest.mark.fast
 def test_a_question_puts_the_question_and_its_choices_in_the_record() -> None:
     asked = _asked(["yes", "no"])
     assert asked.status is Status.WAITING
     assert (asked.question, asked.choices, asked.question_id, asked.asked_at) == ("Proceed?", ["yes", "no"], "q1", _at(1))
 
 
+@pytest.mark.fast
 def test_an_answer_returns_the_job_to_running_and_the_wait_is_counted() -> None:
     answered = _fold(_asked(), ev.InputProvided(answer="go ahead"), _at(3.5), "a1")
     assert isinstance(answered, JobRecord) and answered.status is Status.RUNNING
@@ -70,6 +72,7 @@ def test_an_answer_returns_the_job_to_running_and_the_wait_is_counted() -> None:
     assert isinstance(ended, JobRecord) and ended.waited == 4.5, "a wait that ends with the job counts too"
 
 
+@pytest.mark.fast
 def test_an_answer_outside_the_choices_or_to_another_question_is_refused() -> None:
     asked = _asked(["yes", "no"])
     refused = _fold(asked, ev.InputProvided(answer="maybe"), _at(2), "a1")
@@ -80,6 +83,7 @@ def test_an_answer_outside_the_choices_or_to_another_question_is_refused() -> No
     assert isinstance(_fold(asked, ev.InputProvided(answer="yes", question_id="q1"), _at(2), "a3"), JobRecord)
 
 
+@pytest.mark.fast
 def test_one_question_at_a_time_and_only_a_running_job_asks() -> None:
     twice = _fold(_asked(), ev.InputRequested(question="And?"), _at(2), "q2")
     assert isinstance(twice, Refusal) and "already waiting for an answer to 'Proceed?'" in twice.reason
@@ -90,12 +94,14 @@ def test_one_question_at_a_time_and_only_a_running_job_asks() -> None:
     assert isinstance(unasked, Refusal) and "is running, not waiting for an answer" in unasked.reason
 
 
+@pytest.mark.fast
 def test_a_record_that_never_asked_keeps_its_bytes() -> None:
     from mam.contract.record import encode_record
 
     assert b"question" not in encode_record(_running()) and b"waited" not in encode_record(_running())
 
 
+@pytest.mark.fast
 def test_the_projector_judges_the_lease_of_a_waiting_job_but_not_its_timeout() -> None:
     long_ago = iso(utc_now() - timedelta(minutes=10))
     record = JobRecord(job_id="j", workspace="w", status=Status.WAITING, agent="a", prompt="p", submitted_at=long_ago,
@@ -275,6 +281,7 @@ async def test_an_mcp_client_answers_with_answer_job(ws: WorkspacePaths) -> None
     assert done["result"] == "took right\n"
 
 
+@pytest.mark.fast
 def test_a_retried_attempt_starts_without_the_waits_of_the_one_before() -> None:
     answered = _fold(_asked(), ev.InputProvided(answer="go"), _at(3), "a1")
     assert isinstance(answered, JobRecord) and answered.waited == 2.0

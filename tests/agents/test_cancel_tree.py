@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from msgspec.structs import replace
 from runner_support import agent_runner, log_events, submit
 
@@ -36,12 +37,14 @@ TREE = {r.job_id: r for r in [
 ]}
 
 
+@pytest.mark.fast
 def test_the_tree_is_every_unfinished_descendant_through_finished_ones_nearest_first() -> None:
     assert cascade.tree_of("root", TREE) == ["c1", "g1", "g2"]
     assert cascade.tree_of("c2", TREE) == ["g2"], "a finished job's unfinished children are its tree"
     assert cascade.tree_of("g1", TREE) == []
 
 
+@pytest.mark.fast
 def test_a_cancelled_job_or_a_tree_request_derives_a_cancel_request_for_each_job_under_it() -> None:
     children = {"root": {"c1"}, "c1": {"g1"}, "c2": {"g2"}, "other": {"o1"}}
     tree_asked = replace(TREE["root"], cancel_requested_at="t", cancel_reason="stop", cancel_tree=True)
@@ -56,6 +59,7 @@ def test_a_cancelled_job_or_a_tree_request_derives_a_cancel_request_for_each_job
     assert [job for job, _ in cascade.derive([ended], children, asked_already.get)] == ["g1", "g2"]
 
 
+@pytest.mark.fast
 def test_a_tree_reason_keeps_naming_the_root_and_fits_the_schema() -> None:
     first = cascade.tree_reason("root", None)
     assert first == "cancelled with tree of root"

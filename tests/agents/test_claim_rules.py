@@ -48,6 +48,7 @@ def held(**fields: object) -> JobRecord:
 # --- the rules, pure -------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_a_claim_needs_a_key_that_signs_it_unless_the_workspace_takes_unsigned_runners() -> None:
     key = RunnerKey()
     bare = ev.Claimed(runner="r", epoch="e1")
@@ -63,6 +64,7 @@ def test_a_claim_needs_a_key_that_signs_it_unless_the_workspace_takes_unsigned_r
     assert claim_refusal("j", keyed, key.sign_event("j", payload), unsigned_runners=False) is None
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("status", [Status.SUBMITTED, Status.BLOCKED, Status.RETRYING])
 def test_started_or_cancelled_for_a_job_no_runner_holds_is_refused(status: Status) -> None:
     record = held(status=status, claimed_at=None)
@@ -74,6 +76,7 @@ def test_started_or_cancelled_for_a_job_no_runner_holds_is_refused(status: Statu
     assert event_refusal(held(status=Status.SUCCEEDED), "j", ev.Started(runner="r"), None) is None, "the fold's"
 
 
+@pytest.mark.fast
 def test_a_heartbeat_not_newer_than_the_last_taken_for_its_claim_is_refused() -> None:
     record, order = held(runner_key=RunnerKey().public), HeartbeatOrder()
     first = ev.Heartbeat(id="hb1", seq=1, ts=T0)
@@ -98,6 +101,7 @@ def test_a_heartbeat_not_newer_than_the_last_taken_for_its_claim_is_refused() ->
     assert "j" not in order.marks
 
 
+@pytest.mark.fast
 def test_a_resent_started_of_a_job_released_since_is_a_duplicate_not_a_refusal(tmp_path: Path) -> None:
     """A runner resends what it is not sure arrived, with the same ids: an event the job's log holds is
     acknowledged as the duplicate it is, whatever the job's status now."""
@@ -113,6 +117,7 @@ def test_a_resent_started_of_a_job_released_since_is_a_duplicate_not_a_refusal(t
     assert "no runner holds a claim" in fresh.rejections[0].reason
 
 
+@pytest.mark.fast
 def test_after_a_restart_a_heartbeat_not_newer_than_the_last_logged_one_is_refused(tmp_path: Path) -> None:
     h, key = Harness(tmp_path), RunnerKey()
     life = [{"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public},

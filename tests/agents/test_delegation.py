@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mam.contract.record import JobRecord, Status
 from mam.projector.delegation import DelegationLimits, check
 
@@ -18,6 +20,7 @@ def record(job_id: str, parent: str | None) -> JobRecord:
                      submitted_at="t", updated_at="t")
 
 
+@pytest.mark.fast
 def test_cycle_depth_and_fanout_rules() -> None:
     jobs = {"a": record("a", None), "b": record("b", "a"), "c": record("c", "b"), "x": record("x", "y"),
             "y": record("y", "x")}

@@ -15,6 +15,7 @@ from support import BIN, child_env, mam, run, wait_for_state
 from workspace_support import WorkspacePaths
 
 
+@pytest.mark.fast
 def test_the_parent_is_the_one_given_else_the_enclosing_job_unless_a_root_is_asked_for() -> None:
     inside = {"MAM_JOB_ID": "job-outer"}
     assert default_parent(None, env=inside) == "job-outer"

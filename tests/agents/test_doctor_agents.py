@@ -210,6 +210,7 @@ async def test_mam_agent_reports_its_checks_at_start_and_serves(ws: WorkspacePat
     assert "; fix: add --skip-trust" in doctor_lines[1]
 
 
+@pytest.mark.fast
 def test_docs_agents_lists_the_tested_versions_of_the_table() -> None:
     page = (CHECKOUT / "docs" / "agents.md").read_text(encoding="utf-8")
     for program, cli in KNOWN.items():

@@ -12,6 +12,8 @@ import pytest
 from mam.agents.tested_clis import KNOWN, parse_version
 from mam.agents.workspace_needs import codex_git, credentials, gemini_trust
 
+pytestmark = pytest.mark.fast
+
 ARGV = ["gemini", "--output-format", "stream-json"]
 
 

@@ -4,7 +4,11 @@ The text is aider 0.86.2's own output for a call refused with 401 (tests/real_ag
 
 from __future__ import annotations
 
+import pytest
+
 from mam.agents.gave_up import gave_up
+
+pytestmark = pytest.mark.fast
 
 REFUSED = ("Aider v0.86.2\nModel: openai/mam-test-model with whole edit format\n\n"
            "\x1b[31mlitellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect \n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from runner_support import TERMINAL, agent_runner, submit
 
 from mam.agents.formats.base import Outcome
@@ -39,6 +40,7 @@ async def test_a_job_of_a_runner_started_by_its_full_path_runs_that_runners_mam(
     assert record["result"].strip() == str((BIN / "mam").resolve())
 
 
+@pytest.mark.fast
 def test_the_profiles_variables_replace_the_runners_and_only_mam_is_put_first_on_path() -> None:
     extra = ProfileEnv(always={"GEMINI_CLI_TRUST_WORKSPACE": "true"}, levels={"full": {"IS_SANDBOX": "1"}})
     base = {"PATH": "/usr/bin:/bin", "IS_SANDBOX": "yes", "MAM_PROMPT": "stale"}
@@ -53,6 +55,7 @@ def test_the_profiles_variables_replace_the_runners_and_only_mam_is_put_first_on
     assert edit["IS_SANDBOX"] == "yes", "only full sets it"
 
 
+@pytest.mark.fast
 def test_an_agents_error_is_one_line_without_escape_codes() -> None:
     error = failure(Outcome(complete=False), program="gemini", code=55, stderr=GEMINI_UNTRUSTED)
     assert "\n" not in error and "\x1b" not in error

@@ -21,6 +21,8 @@ from mam.contract.fold import Context, apply
 from mam.contract.job_limits import FIELDS, over_budget
 from mam.contract.record import JobRecord, Status
 
+pytestmark = pytest.mark.fast
+
 
 def submitted(**fields: object) -> JobRecord:
     record = apply(None, ev.Submitted(prompt="p", agent="claude-code", **fields), Context("j1", "w", "e1", "t"))

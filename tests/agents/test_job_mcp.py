@@ -10,12 +10,15 @@ import stat
 import tomllib
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mam.agents.job_mcp import give_mam
 
 from workspace_support import WorkspacePaths
+
+pytestmark = pytest.mark.fast
 
 CODEX = ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "resume", "S1", "-"]
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mam.agents.key_check import missing_key, model_of
+
+pytestmark = pytest.mark.fast
 
 ARGV = ["aider", "--yes-always", "--message-file", "/dev/stdin"]
 

@@ -50,12 +50,14 @@ def started() -> list[ev.AnyEvent]:
     return [ev.Claimed(runner="r1"), ev.Started(runner="r1", pid=7, counts_outputs=True)]
 
 
+@pytest.mark.fast
 def test_a_runner_attempt_whose_every_output_is_logged_is_complete() -> None:
     record = fold(ev.Submitted(prompt="p", agent="a"), *started(), *outputs(range(10)), ev.Succeeded(outputs=10))
     assert (record.output_seqs, record.outputs_expected, record.outputs_missing) == ([(0, 9)], 10, [])
     assert incomplete_lines(record) == []
 
 
+@pytest.mark.fast
 def test_outputs_lost_on_the_way_are_named_by_seq_whatever_order_the_rest_came_in() -> None:
     arrived = [0, 1, 2, 3, 5, 6, 9, 8]  # 4 and 7 never came; 9 overtook 8
     record = fold(ev.Submitted(prompt="p", agent="a"), *started(), *outputs(arrived), ev.Failed(exit_code=1, outputs=10))
@@ -66,6 +68,7 @@ def test_outputs_lost_on_the_way_are_named_by_seq_whatever_order_the_rest_came_i
     assert incomplete_lines(record) == ["output incomplete: 4 of 12 output events missing (seq 4, 7, 10-11)"]
 
 
+@pytest.mark.fast
 def test_an_output_named_missing_that_comes_after_the_outcome_fills_its_gap_and_nothing_else() -> None:
     """A broker's redelivery (NATS after ack_wait) can bring an output after the outcome that counts it
     was applied at the settle bound: the finished record takes it (seq, bytes) and names only what is
@@ -86,6 +89,7 @@ def test_an_output_named_missing_that_comes_after_the_outcome_fills_its_gap_and_
         assert isinstance(result, Refusal) and "a finished job never changes" in result.reason
 
 
+@pytest.mark.fast
 def test_each_attempt_numbers_its_output_from_0_and_keeps_its_own_accounting() -> None:
     first = [ev.Submitted(prompt="p", agent="a", retries=1), *started(), *outputs([0, 2]), ev.Failed(outputs=3)]
     retry = ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, tzinfo=UTC))
@@ -97,6 +101,7 @@ def test_each_attempt_numbers_its_output_from_0_and_keeps_its_own_accounting() -
     assert incomplete_lines(record) == ["attempt 1: output incomplete: 1 of 3 output events missing (seq 1)"]
 
 
+@pytest.mark.fast
 def test_a_log_from_before_these_keys_folds_to_the_bytes_it_had() -> None:
     """A runner of the release before numbered its output but said neither `counts_outputs` nor `outputs`:
     its jobs' logs fold to records without the new keys, so `mam rebuild --verify` still reproduces them."""
@@ -111,6 +116,7 @@ def test_a_log_from_before_these_keys_folds_to_the_bytes_it_had() -> None:
     assert incomplete_lines(record) == []
 
 
+@pytest.mark.fast
 def test_a_field_this_release_does_not_know_is_read_and_ignored_but_a_newer_v_is_refused() -> None:
     event = ev.decode_event(b'{"type":"succeeded","outputs":3,"from_the_future":{"x":[1]},'
                             b'"git":{"commit":"abcdef0","also_new":true},"usage":{"turns":2,"new_unit":1}}')

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import pytest
 from agent_clis import CLIS
 from model_servers import Script, Turn
 from real_agent_support import real_rig
@@ -31,6 +32,7 @@ def api_event(event: dict) -> str:
     return json.dumps({"type": "stream_event", "session_id": "s-1", "event": event})
 
 
+@pytest.mark.fast
 def test_each_api_call_counts_once_with_its_latest_stream_usage_and_lines_do_not_add_to_it() -> None:
     """With --include-partial-messages: message_start's usage, then message_delta's cumulative counts; the
     assistant line repeating message_start's usage (output 1) counts nothing more."""
@@ -48,6 +50,7 @@ def test_each_api_call_counts_once_with_its_latest_stream_usage_and_lines_do_not
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (1500 + 1200 + 113, 600, 25)
 
 
+@pytest.mark.fast
 def test_each_message_counts_once_with_its_last_lines_usage() -> None:
     """Claude Code writes a line per content block of a message, repeating its id and usage, the output
     count growing to the final one on its last line."""

@@ -8,6 +8,8 @@ import pytest
 from mam.agents.profiles import builtin_profiles, command_for, render
 from mam.contract.errors import UsageError
 
+pytestmark = pytest.mark.fast
+
 
 def test_builtin_profiles_cover_the_common_agents() -> None:
     assert {"claude-code", "codex", "gemini", "aider", "shell"} <= set(builtin_profiles())

@@ -28,6 +28,7 @@ from support import CHECKOUT, wait_for_state
 from workspace_support import WorkspacePaths
 
 
+@pytest.mark.fast
 def test_the_keyword_form_takes_exactly_the_job_specs_options() -> None:
     assert list(get_type_hints(SubmitKeywords)) == list(JobSpec.__struct_fields__)
     assert SubmitKeywords.__required_keys__ == {"prompt", "agent"}

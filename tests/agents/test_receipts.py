@@ -20,6 +20,8 @@ from mam.contract.record import JobRecord, Status
 from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
 
+pytestmark = pytest.mark.fast
+
 
 def record(status: Status = Status.RUNNING, *, version: int = 5, attempt: int | None = None, **fields: object) -> JobRecord:
     return JobRecord(job_id="j", workspace="ws", status=status, agent="a", prompt="p", submitted_at="t",

@@ -282,6 +282,7 @@ def test_the_recorded_url_has_no_password_and_no_relative_path(tmp_path: Path) -
     assert resolve_push(repo, "near").given == "near"
 
 
+@pytest.mark.fast
 def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
     from mam.contract.events import EventError, decode_event
 

@@ -14,6 +14,8 @@ from mam.agents.output import OutputStreamer
 from mam.contract import events as ev
 from mam.contract.topics import Topics
 
+pytestmark = pytest.mark.fast
+
 
 def ids(payloads: list[bytes]) -> list[str]:
     return [msgspec.json.decode(p)["id"] for p in payloads]

@@ -21,6 +21,7 @@ RETRY = ('Attempt {n} failed with status 500. Retrying with backoff... _ApiError
          '"message":"overloaded","status":"INTERNAL"}}}}')
 
 
+@pytest.mark.fast
 def test_each_retry_is_one_line_with_its_message_and_the_other_lines_stay() -> None:
     kept = StackTraces()
     shown = kept.feed(RECORDED) + kept.end()
@@ -30,6 +31,7 @@ def test_each_retry_is_one_line_with_its_message_and_the_other_lines_stay() -> N
     assert "    at " not in shown and "status: 500" not in shown
 
 
+@pytest.mark.fast
 @settings(max_examples=40, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(RECORDED)), max_size=12))
 def test_how_the_pipe_cuts_stderr_changes_nothing(cuts: list[int]) -> None:
@@ -41,6 +43,7 @@ def test_how_the_pipe_cuts_stderr_changes_nothing(cuts: list[int]) -> None:
     assert shown == expected
 
 
+@pytest.mark.fast
 def test_a_last_line_without_a_newline_and_text_that_is_no_trace_pass() -> None:
     kept = StackTraces()
     assert kept.feed("plain\n  indented, not a frame\nlast") == "plain\n  indented, not a frame\n"

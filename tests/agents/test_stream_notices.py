@@ -6,8 +6,12 @@ The lines are the real CLIs' (Claude Code 2.1.197 and Codex 0.171.0 against a lo
 
 from __future__ import annotations
 
+import pytest
+
 from mam.agents.formats import Transcript, parser_for
 from mam.agents.idle import IdleClock, Progress
+
+pytestmark = pytest.mark.fast
 
 CLAUDE_INIT = '{"type":"system","subtype":"init","cwd":"/w","session_id":"s-1","tools":[],"model":"claude-opus-4-8"}'
 CLAUDE_RETRY = ('{"type":"system","subtype":"api_retry","attempt":%d,"max_retries":10,"retry_delay_ms":577.36,'

@@ -39,6 +39,7 @@ def _run(runner: SignedRunner) -> list[tuple[str, bytes]]:
             (job, runner.succeeded(1))]
 
 
+@pytest.mark.fast
 def test_events_signed_over_this_workspace_are_taken_and_over_another_refused(tmp_path: Path,
                                                                                 caplog: pytest.LogCaptureFixture) -> None:
     h = Harness(tmp_path)
@@ -53,6 +54,7 @@ def test_events_signed_over_this_workspace_are_taken_and_over_another_refused(tm
     assert "the old way" not in caplog.text
 
 
+@pytest.mark.fast
 def test_events_signed_the_old_way_are_taken_in_the_transition_and_said_once_per_key(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -66,6 +68,7 @@ def test_events_signed_the_old_way_are_taken_in_the_transition_and_said_once_per
     assert len(said) == 1 and "'r1'" in said[0] and key.public in said[0] and "old_runner_signatures" in said[0]
 
 
+@pytest.mark.fast
 def test_a_workspace_can_refuse_the_old_way_now(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     config = h.workspace.root / ".mam" / "config.json"
@@ -81,6 +84,7 @@ def test_a_workspace_can_refuse_the_old_way_now(tmp_path: Path) -> None:
         load_old_signatures(h.workspace.root)
 
 
+@pytest.mark.fast
 def test_a_runner_signs_the_old_way_only_for_a_projector_that_does_not_read_the_new_form() -> None:
     key, topics = RunnerKey(), Topics("ws1")
     outbox = Outbox(topics, by="r1", key=key)

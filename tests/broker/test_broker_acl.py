@@ -40,6 +40,7 @@ SUBMIT = b'{"type":"submitted","prompt":"p","agent":"a"}'
 # --- the pure parts --------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_the_acl_file_reads_users_topics_patterns_and_comments() -> None:
     acl = parse_acl(
         "# comment\ntopic read public/#\n\nuser alice\ntopic write a/+/x\ntopic b/#\n"
@@ -56,6 +57,7 @@ def test_the_acl_file_reads_users_topics_patterns_and_comments() -> None:
     assert [r.pattern for r in acl.rules(None, "c2")] == ["public/#"], "a %u pattern skips anonymous clients"
 
 
+@pytest.mark.fast
 def test_a_deny_line_wins_over_a_wider_grant() -> None:
     policy = Policy(acl=parse_acl("topic readwrite #\ntopic deny test/nosubscribe\n"))
     assert policy.may("read", None, "c", "TopicA/B") and policy.may("write", None, "c", "test/other")
@@ -63,12 +65,14 @@ def test_a_deny_line_wins_over_a_wider_grant() -> None:
     assert not policy.may("write", None, "c", "test/nosubscribe")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("line", ["topic", "user", "topic read a/#/b", "publish a/b", "topic write a+/b"])
 def test_a_malformed_acl_line_is_refused_with_its_line_number(line: str) -> None:
     with pytest.raises(UsageError, match=r"acl file:2:"):
         parse_acl(f"user u\n{line}\n")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("requested", "allowed", "expected"),
     [
@@ -92,6 +96,7 @@ def test_a_request_is_allowed_only_within_a_granted_filter(requested: str, allow
 LEVEL = st.sampled_from(["mam", "ws1", "ws2", "jobs", "j", "state", "events", "+"])
 
 
+@pytest.mark.fast
 @given(st.lists(LEVEL, min_size=1, max_size=6), st.lists(st.sampled_from(["mam", "ws1", "jobs", "+", "#"]), max_size=5))
 def test_within_agrees_with_topic_matching_for_names(levels: list[str], allowed: list[str]) -> None:
     """For a topic name, `within` is MQTT matching: checked against amqtt's own matcher."""
@@ -107,6 +112,7 @@ def test_within_agrees_with_topic_matching_for_names(levels: list[str], allowed:
     assert within(name, a_filter) is expected
 
 
+@pytest.mark.fast
 def test_projector_topics_are_state_rejected_projector_status_and_offers() -> None:
     assert projector_topic("mam/ws1/jobs/j/state") == "ws1"
     assert projector_topic("mam/ws1/rejected") == "ws1"
@@ -117,6 +123,7 @@ def test_projector_topics_are_state_rejected_projector_status_and_offers() -> No
         assert projector_topic(other) is None
 
 
+@pytest.mark.fast
 def test_the_default_policies() -> None:
     anonymous = Policy()
     assert anonymous.may("write", None, "any", "TopicA/B") and anonymous.may("read", None, "any", "#")

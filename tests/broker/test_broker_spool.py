@@ -96,6 +96,7 @@ async def test_a_broker_restart_keeps_unacknowledged_events_and_retained_states(
     assert_log_and_registry_consistent(ws, ws_id, expected)
 
 
+@pytest.mark.fast
 def test_a_torn_or_corrupt_tail_of_a_spool_file_is_ignored_and_the_intact_records_kept() -> None:
     data = encode_record(1, "mam/w/jobs/a/events", b"one") + encode_record(2, "mam/w/jobs/b/events", b"two")
     records, intact = decode_records(data + data[:10])
@@ -104,6 +105,7 @@ def test_a_torn_or_corrupt_tail_of_a_spool_file_is_ignored_and_the_intact_record
     assert records == [(1, "mam/w/jobs/a/events", b"one")]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("topic", "workspace"),
     [
@@ -121,6 +123,7 @@ def test_the_spool_keeps_exactly_what_a_projector_subscribes_to(topic: str, work
     assert spooled_workspace(topic) == workspace
 
 
+@pytest.mark.fast
 def test_the_spool_dir_is_never_opened_through_a_link(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "spool").symlink_to(tmp_path / "elsewhere")
@@ -129,6 +132,7 @@ def test_the_spool_dir_is_never_opened_through_a_link(tmp_path: Path) -> None:
     assert not list((tmp_path / "elsewhere").iterdir())
 
 
+@pytest.mark.fast
 def test_two_brokers_cannot_share_a_spool(tmp_path: Path) -> None:
     first = Spool(tmp_path / "spool")
     first.open()

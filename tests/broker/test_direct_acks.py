@@ -14,6 +14,7 @@ from typing import Any
 
 import aiomqtt
 import anyio
+import pytest
 from amqtt.contexts import Action
 from amqtt.mqtt.puback import PubackPacket
 from amqtt.plugins.base import BaseTopicPlugin
@@ -53,6 +54,7 @@ def nothing_more(sock: socket.socket, wait: float = 0.3) -> bytes:
         return b""
 
 
+@pytest.mark.fast
 @given(st.integers(min_value=1, max_value=65535))
 def test_a_puback_is_what_amqtt_encodes(packet_id: int) -> None:
     assert puback(packet_id) == PubackPacket.build(packet_id).to_bytes()

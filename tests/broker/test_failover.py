@@ -47,6 +47,7 @@ QUIET.setLevel(logging.ERROR)  # aiomqtt warns of every window of more than 10 p
 # --- broker lists -------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_broker_lists_parse_repeated_and_comma_separated_and_keep_one_url_as_before() -> None:
     brokers = parse_broker_urls(["mqtt://a:1", "b:2,mqtts://c"])
     assert [b.url for b in brokers] == ["mqtt://a:1", "mqtt://b:2", "mqtts://c:8883"]
@@ -57,6 +58,7 @@ def test_broker_lists_parse_repeated_and_comma_separated_and_keep_one_url_as_bef
     assert len(parse_broker_urls("mqtt://a:1,mqtt://a:1")) == 1
 
 
+@pytest.mark.fast
 def test_rotation_tries_the_brokers_after_the_lost_one_first() -> None:
     rotation = Rotation(BrokerList(tuple(parse_broker_url(u) for u in ("a:1", "b:2", "c:3"))))
     assert [a.port for a in rotation.order()] == [1, 2, 3]

@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ _NAMED = st.text("a5f-j", min_size=1, max_size=8).filter(lambda t: t[0] != "-")
 IDS = st.lists(st.one_of(_GENERATED, _NAMED), min_size=1, max_size=12, unique=True)
 
 
+@pytest.mark.fast
 @given(IDS, st.data())
 def test_every_offer_starts_with_the_word_and_resolves_to_its_job(ids: list[str], data: st.DataObject) -> None:
     typed = data.draw(st.one_of(st.text("a5fj-", max_size=4), st.sampled_from(ids).map(lambda i: i[: len(i) // 2]),
@@ -52,6 +54,7 @@ def _resolved(text: str, ids: list[str]) -> str | None:
         return None
 
 
+@pytest.mark.fast
 @given(IDS)
 def test_with_nothing_typed_each_job_is_offered_once_by_its_shortest_sure_form(ids: list[str]) -> None:
     offers = id_forms(ids, "")
@@ -61,6 +64,7 @@ def test_with_nothing_typed_each_job_is_offered_once_by_its_shortest_sure_form(i
         assert not whole or short_id(whole) == offer
 
 
+@pytest.mark.fast
 def test_short_ids_are_what_every_message_shows_and_a_shared_one_falls_back_to_the_whole_id() -> None:
     ids = ["job-20260101-000100-5732ef", "job-20260101-000200-57a1b2", "kid-job"]
     assert id_forms(ids, "57") == {"5732ef": ids[0], "57a1b2": ids[1]}
@@ -73,6 +77,7 @@ def test_short_ids_are_what_every_message_shows_and_a_shared_one_falls_back_to_t
         "job-20260101-000100-5732ef": "", "5732ef-notes": ""}  # the id that starts with it would win
 
 
+@pytest.mark.fast
 def test_a_list_of_ids_completes_its_last_one_and_leaves_out_those_given() -> None:
     ids = ["job-20260101-000100-5732ef", "job-20260101-000200-57a1b2"]
     assert listed_forms(ids, "5732ef,57") == {"5732ef,57a1b2": ids[1]}
@@ -83,6 +88,7 @@ def _args(ws: WorkspacePaths, **more: object) -> argparse.Namespace:
     return argparse.Namespace(workspace=str(ws.root), **more)
 
 
+@pytest.mark.fast
 def test_set_aside_ids_complete_by_the_short_id_mam_set_aside_shows(ws: WorkspacePaths) -> None:
     complete = COMPLETERS["set-aside"]
     assert complete(prefix="", parsed_args=_args(ws)) == []  # no file yet
@@ -96,6 +102,7 @@ def test_set_aside_ids_complete_by_the_short_id_mam_set_aside_shows(ws: Workspac
     assert complete(prefix="zz", parsed_args=_args(ws)) == []
 
 
+@pytest.mark.fast
 def test_broker_offers_the_workspace_s_broker_without_its_password_and_the_default(ws: WorkspacePaths) -> None:
     complete = COMPLETERS["broker"]
     assert complete(prefix="", parsed_args=_args(ws)) == [DEFAULT_BROKER_URL]
@@ -109,12 +116,14 @@ def test_broker_offers_the_workspace_s_broker_without_its_password_and_the_defau
     assert complete(prefix="", parsed_args=_args(ws)) == [DEFAULT_BROKER_URL]
 
 
+@pytest.mark.fast
 def test_workspace_id_offers_the_workspace_s_own(ws: WorkspacePaths) -> None:
     from mam.contract.workspace import resolve
 
     assert COMPLETERS["workspace-id"](prefix="", parsed_args=_args(ws)) == [resolve(workspace=ws.root, env={}).id]
 
 
+@pytest.mark.fast
 def test_passwd_users_come_from_the_file_named_before(tmp_path: Path) -> None:
     complete = COMPLETERS["user"]
     passwords = tmp_path / "pw"

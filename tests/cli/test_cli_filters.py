@@ -30,6 +30,7 @@ def _record(job_id: str, **fields: object) -> JobRecord:
     return JobRecord(**(base | fields))
 
 
+@pytest.mark.fast
 def test_spans_ages_and_since_read_like_people_write_them() -> None:
     assert [span(s) for s in (0, 42, 65, 600, 4320, 90000)] == ["0s", "42s", "1m05s", "10m", "1h12m", "1d1h"]
     assert ago("2026-05-01T11:57:00.000Z", NOW) == "3m ago" and ago(None, NOW) == "-"
@@ -40,6 +41,7 @@ def test_spans_ages_and_since_read_like_people_write_them() -> None:
         parse_since("yesterday", NOW)
 
 
+@pytest.mark.fast
 def test_filter_parts_must_all_match() -> None:
     job = _record("j", status=Status.RUNNING, agent="codex", agent_session="s1", labels={"team": "core", "x": "1"},
                   parent="root")
@@ -53,6 +55,7 @@ def test_filter_parts_must_all_match() -> None:
         parse_statuses(["running,nope"])
 
 
+@pytest.mark.fast
 def test_ids_resolve_by_unique_prefix_or_suffix_and_an_exact_id_wins() -> None:
     known = ["job-20260501-120000-5732ef", "job-20260501-120500-a1b2c3", "job-1", "job-10"]
     assert resolve_job_id("5732ef", known) == "job-20260501-120000-5732ef"

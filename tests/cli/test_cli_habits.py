@@ -279,6 +279,7 @@ async def test_logs_follow_of_a_job_queued_behind_a_busy_runner_says_so_first(ws
     assert first == "mam: queued: every runner for 'shell' is busy (1 online)", first
 
 
+@pytest.mark.fast
 def test_a_reused_job_id_is_refused_as_taken_whether_the_job_finished_or_not() -> None:
     ctx = Context(job_id="build1", workspace="ws", event_id="e-2", received_at="2026-01-01T00:00:01.000Z")
     first = apply(None, ev.Submitted(prompt="p", agent="a"), ctx)

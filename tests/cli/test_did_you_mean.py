@@ -71,6 +71,7 @@ def _typos(word: str) -> st.SearchStrategy[str]:
                      at.map(lambda i: word[:i] + word[i + 1] + word[i] + word[i + 2:]))
 
 
+@pytest.mark.fast
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(COMMANDS).flatmap(lambda name: st.tuples(st.just(name), _typos(name))))
 def test_a_generated_typo_of_a_command_is_one_line_naming_a_real_command(pair: tuple[str, str]) -> None:

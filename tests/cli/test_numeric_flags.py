@@ -62,6 +62,7 @@ FLAGS = [(program, path, action.option_strings[-1], action)
 IDS = [" ".join((program, *path, flag)) for program, path, flag, _ in FLAGS]
 
 
+@pytest.mark.fast
 def test_the_walk_finds_the_numeric_flags() -> None:
     found = set(IDS)
     for expected in ("mam jobs --limit", "mam logs --tail", "mam up --port", "mam submit --job-timeout",

@@ -14,6 +14,7 @@ import subprocess
 from datetime import UTC, datetime
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from output_forms_support import logged_job
@@ -158,6 +159,7 @@ RAW = set(map(chr, [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0), 
                     *range(0x2028, 0x202f), *range(0x2066, 0x206a)]))
 
 
+@pytest.mark.fast
 @settings(max_examples=200, deadline=None)
 @given(prompt=HOSTILE, result=HOSTILE, error=HOSTILE, label=HOSTILE, session=HOSTILE, output=st.lists(HOSTILE, max_size=3))
 def test_the_view_prints_no_raw_control_character_of_what_a_client_sent(

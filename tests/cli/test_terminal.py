@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mam.contract.terminal import safe
 
 from brokers import RunningBroker
@@ -14,6 +16,7 @@ from workspace_support import WorkspacePaths
 HOSTILE = "fix \x1b]0;pwned\x07 the \x1b[2J tests\r\x9b1m \u202eexe.txt"
 
 
+@pytest.mark.fast
 def test_safe_escapes_control_characters_and_keeps_layout_when_asked() -> None:
     assert safe("a\x1bb\x07c\x7f\x9b") == "a\\x1bb\\x07c\\x7f\\x9b"
     assert safe("line 1\nline 2\tend") == "line 1\nline 2\tend"

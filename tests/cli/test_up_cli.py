@@ -71,6 +71,7 @@ async def test_an_anonymous_broker_off_loopback_is_refused_naming_the_flags_to_p
     assert not list(ws.root.iterdir()), "a refused start creates nothing"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [
@@ -128,6 +129,7 @@ async def test_allow_anonymous_on_all_interfaces_banner_tells_the_bound_address_
     assert up.proc.returncode == 0, up.output()
 
 
+@pytest.mark.fast
 def test_each_start_gets_its_own_example_job_id() -> None:
     from mam.cli.banner import example_job_id
 
@@ -152,6 +154,7 @@ async def test_mam_broker_says_where_it_listens_and_takes_v_after_its_flags(tmp_
         broker.stop()
 
 
+@pytest.mark.fast
 def test_v_is_accepted_before_and_after_up() -> None:
     from mam.broker.cli import build_parser as broker_parser
     from mam.cli import build_parser
@@ -194,6 +197,7 @@ async def test_mam_up_keeps_the_registry_out_of_git_status(ws: WorkspacePaths) -
     assert (ws.root / ".mam" / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
+@pytest.mark.fast
 def test_a_users_own_mam_gitignore_is_never_replaced(ws: WorkspacePaths) -> None:
     from mam.registry.runtime import ignore_in_git
 
@@ -204,6 +208,7 @@ def test_a_users_own_mam_gitignore_is_never_replaced(ws: WorkspacePaths) -> None
     assert own.read_text() == "jobs/\n"
 
 
+@pytest.mark.fast
 def test_no_mam_dir_is_made_for_a_gitignore_when_the_registry_lives_elsewhere(ws: WorkspacePaths) -> None:
     from mam.registry.runtime import ignore_in_git
 

@@ -7,6 +7,8 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from mam.cli.up import choose_port
 from mam.contract.workspace import resolve
 
@@ -25,6 +27,7 @@ def listening() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
+@pytest.mark.fast
 def test_the_port_of_last_time_wins_while_it_is_free(ws: WorkspacePaths) -> None:
     workspace = resolve(workspace=ws.root, env={})
     assert choose_port("127.0.0.1", 4321, workspace) == (4321, None), "--port always wins"
@@ -34,6 +37,7 @@ def test_the_port_of_last_time_wins_while_it_is_free(ws: WorkspacePaths) -> None
     assert choose_port("127.0.0.1", None, workspace) == (last, None)
 
 
+@pytest.mark.fast
 def test_taken_ports_fall_back_to_a_free_one_and_say_why(ws: WorkspacePaths) -> None:
     workspace = resolve(workspace=ws.root, env={})
     with listening() as last, listening() as standard:

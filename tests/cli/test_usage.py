@@ -27,6 +27,7 @@ def job(job_id: str, *, parent: str | None = None, agent: str = "claude-code", s
     return replace(record, usage=usage) if usage is not None else record
 
 
+@pytest.mark.fast
 def test_totals_add_what_was_reported_and_count_jobs_that_reported_nothing() -> None:
     sums = total([job("a", usage=ev.Usage(cost_usd=0.5, input_tokens=10, turns=2)),
                   job("b", usage=ev.Usage(input_tokens=5, output_tokens=7, agent_session_id="s")),
@@ -36,6 +37,7 @@ def test_totals_add_what_was_reported_and_count_jobs_that_reported_nothing() -> 
     assert total([job("d", usage=ev.Usage(input_tokens=1))]).cost_usd is None, "no cost reported is not $0"
 
 
+@pytest.mark.fast
 def test_by_agent_and_by_session_put_the_costliest_first() -> None:
     records = [job("a", agent="codex", session="s1", usage=ev.Usage(input_tokens=100)),
                job("b", agent="claude-code", session="s1", usage=ev.Usage(cost_usd=0.25)),
@@ -45,6 +47,7 @@ def test_by_agent_and_by_session_put_the_costliest_first() -> None:
     assert [(g.key, g.totals.jobs) for g in group(records, "session")] == [("-", 1), ("s1", 2)]
 
 
+@pytest.mark.fast
 def test_a_trees_root_totals_all_its_descendants_and_each_job_that_delegated_its_own_subtree() -> None:
     records = [
         job("root", usage=ev.Usage(cost_usd=1.0), at="2026-01-01T00:00:00Z"),
@@ -63,12 +66,14 @@ def test_a_trees_root_totals_all_its_descendants_and_each_job_that_delegated_its
     ]
 
 
+@pytest.mark.fast
 def test_a_cycle_of_parents_counts_each_job_once() -> None:
     rows = by_tree([job("a", parent="b", usage=ev.Usage(cost_usd=1.0)),
                     job("b", parent="a", usage=ev.Usage(cost_usd=2.0), at="2026-01-01T00:00:01Z")])
     assert [(g.key, g.totals.jobs, g.totals.cost_usd) for g in rows] == [("a", 2, 3.0)]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("cost", "shown"), [(None, "-"), (0.0123, "$0.0123"), (0.0, "$0.0000"), (1234.5, "$1,234.50")])
 def test_money_reads_like_money(cost: float | None, shown: str) -> None:
     assert money(cost) == shown
@@ -171,6 +176,7 @@ async def test_the_dashboard_shows_a_jobs_reported_cost_as_it_arrives(ws: Worksp
         assert await page.locator('#jobs tbody tr[data-job-id="unpriced"] .cost').text_content() == ""
 
 
+@pytest.mark.fast
 def test_usage_is_the_record_key_after_the_older_ones_and_absent_when_nothing_was_reported() -> None:
     fields = JobRecord.__struct_fields__
     assert fields.index("usage") == fields.index("waited") + 1, "keys are added, never moved"

@@ -41,6 +41,7 @@ def _disconnect(reason: str) -> MqttCodeError:
     return MqttCodeError(ReasonCode(PacketTypes.DISCONNECT, reason), "Unexpected disconnection")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("raised", "said"), [
     (aiomqtt.MqttError("[Errno 111] Connection refused"), "connection refused"),
     (aiomqtt.MqttError("[Errno 104] Connection reset by peer"), "the connection was reset"),
@@ -64,6 +65,7 @@ def test_what_the_libraries_raise_is_said_in_mams_words(raised: BaseException, s
     assert why(raised) == said
 
 
+@pytest.mark.fast
 def test_several_brokers_are_each_said_in_mams_words() -> None:
     a, b = parse_broker_url("mqtt://127.0.0.1:9"), parse_broker_url("mqtt://127.0.0.1:7")
     failed = NoBrokerAnswered([(a, aiomqtt.MqttError("[Errno 111] Connection refused")),
@@ -71,6 +73,7 @@ def test_several_brokers_are_each_said_in_mams_words() -> None:
     assert why(failed) == "mqtt://127.0.0.1:9: connection refused; mqtt://127.0.0.1:7: the broker did not answer in time"
 
 
+@pytest.mark.fast
 @given(st.integers(min_value=-20, max_value=200), st.text(max_size=40))
 def test_no_errno_or_code_of_a_library_is_ever_shown(number: int, text: str) -> None:
     for raised in (aiomqtt.MqttError(f"[Errno {number}] {text}"), MqttCodeError(number, text)):
@@ -78,12 +81,14 @@ def test_no_errno_or_code_of_a_library_is_ever_shown(number: int, text: str) -> 
         assert said and "[Errno" not in said and "[code:" not in said, (raised, said)
 
 
+@pytest.mark.fast
 @given(st.text(min_size=1, max_size=80).filter(lambda t: t.strip() and not t.lstrip().startswith("[")
                                                and t.strip().lower() not in LIBRARY_TEXTS))
 def test_a_message_of_mams_own_is_kept_as_it_is(text: str) -> None:
     assert why(aiomqtt.MqttError(text)) == text.strip()
 
 
+@pytest.mark.fast
 def test_an_outage_is_said_once_when_it_begins_and_once_when_it_ends() -> None:
     outage, url = Outage(), "mqtt://127.0.0.1:1883"
     first = outage.lost(url, aiomqtt.MqttError("Disconnected during message iteration"), "reconnecting")

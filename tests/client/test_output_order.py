@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mam.client.output_order import HELD_MAX, InOrder
 from mam.contract import events as ev
+
+pytestmark = pytest.mark.fast
 
 
 def outputs(n: int) -> list[ev.Output]:

@@ -12,6 +12,8 @@ from mam.contract.errors import InvalidId, UsageError
 from mam.contract.ids import validate_job_id, validate_workspace_id
 from mam.contract.workspace import derive_workspace_id, logs_dir, registry_dir, resolve
 
+pytestmark = pytest.mark.fast
+
 
 def test_registry_dir_prefers_mam_jobs_dir(tmp_path: Path) -> None:
     env = {"MAM_JOBS_DIR": "/x/jobs", "WORKSPACE_ROOT": str(tmp_path)}

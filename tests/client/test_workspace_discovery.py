@@ -34,6 +34,7 @@ def test_nearest_mam_dir_wins_over_the_git_top(tmp_path: Path) -> None:
     assert find_root(repo) == (repo, RULE_GIT), "a .mam/ below the cwd does not count"
 
 
+@pytest.mark.fast
 def test_a_git_worktree_file_marks_the_top_too(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "sub").mkdir(parents=True)
@@ -41,12 +42,14 @@ def test_a_git_worktree_file_marks_the_top_too(tmp_path: Path) -> None:
     assert find_root(tree / "sub") == (tree, RULE_GIT)
 
 
+@pytest.mark.fast
 def test_without_mam_dir_or_git_the_cwd_is_the_root(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     assert find_root(plain) == (plain, RULE_CWD)
 
 
+@pytest.mark.fast
 def test_resolve_from_a_subdirectory_finds_the_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "ws"
     (root / ".mam").mkdir(parents=True)
@@ -60,6 +63,7 @@ def test_resolve_from_a_subdirectory_finds_the_workspace(tmp_path: Path, monkeyp
     assert resolve(env={"MAM_JOBS_DIR": str(tmp_path / "j")}).registry_dir == tmp_path / "j"
 
 
+@pytest.mark.fast
 def test_workspace_root_naming_no_directory_is_an_error_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     with pytest.raises(UsageError, match=f"WORKSPACE_ROOT='{missing}' is not a directory"):
@@ -146,6 +150,7 @@ async def test_a_stale_runtime_file_is_ignored(ws: WorkspacePaths) -> None:
     assert described["broker"] == "mqtt://127.0.0.1:1883" and described["broker_from"] == "the default"
 
 
+@pytest.mark.fast
 def test_the_runtime_files_are_never_written_through_a_planted_link(ws: WorkspacePaths) -> None:
     from mam.registry.runtime import Runtime, remember_port, write_runtime
 

@@ -35,12 +35,14 @@ def test_the_c_clients_carry_every_payload_in_order(mosquitto: RunningBroker) ->
         assert [line for line in got if line.startswith(b'{"n":%d,' % n)] == payloads
 
 
+@pytest.mark.fast
 def test_a_payload_with_a_newline_is_refused_before_anything_is_sent() -> None:
     require_binary("mosquitto_pub")
     with pytest.raises(ValueError, match="holds a newline"):
         c_clients.publish(1, {"t": [b"ok", b"two\nlines"]}, window=1)
 
 
+@pytest.mark.fast
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.binary(max_size=8)), max_size=40))
 def test_feed_c_keeps_each_jobs_events_in_order(events: list[tuple[str, bytes]]) -> None:
     streams = by_job("ws", events)

@@ -17,6 +17,8 @@ from history import Measured, Size, not_measured, table  # noqa: E402
 
 from _common import cleaned_up, workspace_dir  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def tmpdir_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(CHECKOUT / "bench"))
 from paths import Workload, jobs_workload, output_workload  # noqa: E402
 
 
+@pytest.mark.fast
 @given(jobs=st.integers(1, 40), lines=st.integers(1, 300), publishers=st.integers(1, 120))
 def test_each_share_keeps_its_jobs_order_and_all_events_are_dealt_once(jobs: int, lines: int, publishers: int) -> None:
     for work in (jobs_workload(jobs), output_workload(lines)):
@@ -31,6 +32,7 @@ def test_each_share_keeps_its_jobs_order_and_all_events_are_dealt_once(jobs: int
                    for i, share in enumerate(shares) for other in shares[i + 1:])
 
 
+@pytest.mark.fast
 def test_workload_counts_its_events() -> None:
     assert Workload("w", {"a": [b"1", b"2"], "b": [b"3"]}).events == 3
 

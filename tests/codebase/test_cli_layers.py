@@ -62,6 +62,7 @@ def upward_imports(source: str, module: str, *, is_package: bool = False) -> lis
                   if any(name == upper or name.startswith(upper + ".") for upper in UPPER))
 
 
+@pytest.mark.fast
 def test_the_checker_finds_an_upward_import_in_every_spelling() -> None:
     spellings = {
         "from mam.agents.publisher import Publisher": "mam.agents.publisher",
@@ -75,6 +76,7 @@ def test_the_checker_finds_an_upward_import_in_every_spelling() -> None:
     assert upward_imports("from mam.contract import events\nimport mam.git.worktree", "mam.registry.reading") == []
 
 
+@pytest.mark.fast
 def test_nothing_under_mam_but_the_cli_imports_the_packages_above_it() -> None:
     checked, offending = 0, {}
     for path in sorted(MAM_DIR.rglob("*.py")):
@@ -101,6 +103,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 """What each of mam's lower subpackages may import of mam (mam.cli, on top, may import them all)."""
 
 
+@pytest.mark.fast
 def test_each_layer_of_mam_imports_only_the_layers_below_it() -> None:
     crossing: dict[str, list[str]] = {}
     seen = set()
@@ -221,6 +224,7 @@ def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
     return found
 
 
+@pytest.mark.fast
 def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
     assert cycles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c", "a"]]
     assert cycles({("a", "b"), ("b", "c"), ("a", "c")}) == []
@@ -228,6 +232,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
     assert "mam.cli.submit" in imported_modules(lazy, "mam.agents.publisher")
 
 
+@pytest.mark.fast
 def test_the_package_graph_has_no_cycle_and_each_package_imports_only_the_layers_below() -> None:
     edges = package_imports()
     assert {package for pair in edges for package in pair} == {p for layer in PACKAGE_LAYERS for p in layer}
@@ -306,6 +311,7 @@ def _help_lines(parser: argparse.ArgumentParser) -> dict[str, str]:
     return {action.dest: action.help for action in sub._choices_actions}  # noqa: SLF001
 
 
+@pytest.mark.fast
 def test_the_lazy_table_names_every_command_with_the_help_its_module_registers() -> None:
     full = _help_lines(build_parser())
     table = {name: text for group in COMMAND_GROUPS for name, text in group.helps.items()}
@@ -314,6 +320,7 @@ def test_the_lazy_table_names_every_command_with_the_help_its_module_registers()
     assert build_parser(lazy=True).format_help() == build_parser().format_help()
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("command", [name for group in COMMAND_GROUPS for name in group.helps])
 def test_a_command_parsed_lazily_has_the_flags_and_help_of_the_full_parser(command: str) -> None:
     outputs = []

@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
+import pytest
+
 from mam.cli import build_parser
 from mam.cli.completers import BELOW, COMPLETERS, complete_below
+
+pytestmark = pytest.mark.fast
 
 Flag = tuple[str, argparse.Action]
 """`mam submit --agent` (or `mam show JOB` for an argument), and its action."""

@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from support import CHECKOUT
+
+pytestmark = pytest.mark.fast
 
 LIMIT = 400
 _SKIPPED = {"tests", ".venv", "venv", "node_modules", "build", "dist"}

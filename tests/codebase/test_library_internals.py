@@ -56,6 +56,7 @@ def _library_privates_overridden(cls: type) -> list[str]:
     return found
 
 
+@pytest.mark.fast
 def test_only_the_adapters_override_a_librarys_private_methods() -> None:
     overrides = []
     for name in _modules():
@@ -66,6 +67,7 @@ def test_only_the_adapters_override_a_librarys_private_methods() -> None:
     assert overrides == []
 
 
+@pytest.mark.fast
 def test_the_scan_sees_an_override() -> None:
     class Sneaky(BrokerProtocolHandler):
         async def _handle_message_flow(self, app_message: object) -> None:  # type: ignore[override]
@@ -75,6 +77,7 @@ def test_the_scan_sees_an_override() -> None:
     assert "Sneaky._handle_message_flow (over amqtt.mqtt.protocol." in found
 
 
+@pytest.mark.fast
 def test_only_the_adapters_switch_an_objects_class() -> None:
     """`obj.__class__ = ...` on a library's object is an override in disguise (`amqtt_internals.become`);
     `mam.client.inbox.adopt` switches an asyncio queue (the standard library's) to an `Inbox`."""
@@ -90,6 +93,7 @@ def test_only_the_adapters_switch_an_objects_class() -> None:
                     switching.append(f"{shown}:{node.lineno}")
     assert switching == []
 
+@pytest.mark.fast
 
 def test_the_pinned_amqtt_passes_its_check() -> None:
     amqtt_internals.check()
@@ -107,6 +111,7 @@ class _HandlerWithOtherFlow(BrokerProtocolHandler):
     async def _handle_qos1_message_flow(self, app_message: object, retry: bool) -> None:  # type: ignore[override]
         return None
 
+@pytest.mark.fast
 
 @pytest.mark.parametrize(
     ("classes", "named"),
@@ -132,6 +137,7 @@ async def test_a_running_broker_carries_its_patches() -> None:
         _, handler = running.sessions["fence-probe"]
         assert isinstance(handler, ClientHandler)
 
+@pytest.mark.fast
 
 def test_become_refuses_a_handler_amqtt_did_not_build_as_expected() -> None:
     class Other(BrokerProtocolHandler):

@@ -7,12 +7,16 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from support import CHECKOUT
 
 sys.path.insert(0, str(CHECKOUT / "bench"))
 
 from soak_check import Files, outcome_problems, runner_refusals, runner_saw  # noqa: E402
 from soak_load import RunnerJob  # noqa: E402
+
+pytestmark = pytest.mark.fast
 
 
 def workspace(root: Path, records: dict[str, dict], refused: list[dict]) -> Path:

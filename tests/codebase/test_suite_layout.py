@@ -7,7 +7,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from support import TESTS
+
+pytestmark = pytest.mark.fast
 
 
 def _suite_files() -> list[Path]:

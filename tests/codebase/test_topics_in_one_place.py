@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
+
+import pytest
 
 from mam.contract.topics import PROJECTOR_WRITES, WRITER_WRITES, projector_owner, workspace_filter
 
@@ -33,12 +34,14 @@ def topic_strings(source: str) -> list[tuple[int, str]]:
             if TOPIC.match(text) and "\n" not in text and " " not in text]
 
 
+@pytest.mark.fast
 def test_the_finder_sees_a_topic_in_every_spelling_and_no_branch() -> None:
     found = topic_strings('a = f"mam/{ws}/jobs/+/events"\nb = "mam/#"\nc = f"mam/{w}/rejected"\n'
                           'd = f"mam/{job}"\ne = f"mam/{ws}/#"\n')
     assert [text for _, text in found] == ["mam/{}/jobs/+/events", "mam/#", "mam/{}/rejected", "mam/{}/#"]
 
 
+@pytest.mark.fast
 def test_no_source_but_the_topics_module_formats_a_topic() -> None:
     own = CHECKOUT / "mam" / "contract" / "topics.py"
     files = [path for root in SOURCES for path in sorted((CHECKOUT / root).rglob("*.py")) if path != own]
@@ -48,6 +51,7 @@ def test_no_source_but_the_topics_module_formats_a_topic() -> None:
     assert found == {}, "build topics with mam.contract.topics (Topics, workspace_filter)"
 
 
+@pytest.mark.fast
 def test_filters_across_workspaces_and_the_projectors_own_topics() -> None:
     assert workspace_filter(None) == "mam/#" and workspace_filter("ws1") == "mam/ws1/#"
     assert [workspace_filter(None, rest) for rest in WRITER_WRITES] == ["mam/+/jobs/+/events", "mam/+/agents/+/status"]

@@ -3,7 +3,11 @@ one-line OSError and lost-broker messages read `.strerror`/`.filename` from it).
 
 from __future__ import annotations
 
+import pytest
+
 from mam.contract.errors import first_of
+
+pytestmark = pytest.mark.fast
 
 
 def test_first_of_a_flat_group_is_its_first_exception() -> None:

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from mam.contract import events as ev
 
+pytestmark = pytest.mark.fast
+
 
 def test_minimal_hand_published_submit_decodes() -> None:
     event = ev.decode_event(b'{"type":"submitted","prompt":"hello","agent":"claude-code"}')

@@ -11,6 +11,8 @@ from mam.contract import events as ev
 from mam.contract.fold import Context, Refusal, apply
 from mam.contract.record import JobRecord, Status
 
+pytestmark = pytest.mark.fast
+
 CTX = Context(job_id="job-1", workspace="ws", event_id="e-next", received_at="2026-01-01T00:00:01.000Z")
 
 SAMPLES: dict[str, ev.AnyEvent] = {

@@ -13,6 +13,8 @@ from mam.contract import events as ev
 from mam.contract.fold import Refusal, apply
 from mam.contract.record import JobRecord, Status, decode_record, encode_record
 
+pytestmark = pytest.mark.fast
+
 ENDINGS: dict[str, ev.AnyEvent] = {
     "succeeded": ev.Succeeded(),
     "failed": ev.Failed(exit_code=1, error="boom"),

@@ -21,6 +21,8 @@ from mam.contract.job_login import job_of, mint, refusal, user_of
 from mam.contract.record import JobRecord
 from mam.contract.topics import Topics
 
+pytestmark = pytest.mark.fast
+
 WS = "ws1"
 T = Topics(WS)
 KEY = RunnerKey()

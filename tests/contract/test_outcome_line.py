@@ -4,9 +4,12 @@ exit code, signal by name, how long the job ran; nothing it does not know."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from mam.contract.outcome import outcome_line
 from mam.contract.record import JobRecord, Status
+
+pytestmark = pytest.mark.fast
 
 BASE = {"job_id": "build-5732ef", "workspace": "ws", "agent": "shell", "prompt": "p",
         "submitted_at": "2026-05-01T12:00:00.000Z", "updated_at": "2026-05-01T12:00:20.000Z"}

@@ -4,6 +4,7 @@ what is under it (the policy is the child's, as Temporal's ParentClosePolicy).""
 
 from __future__ import annotations
 
+import pytest
 from fold_support import fold
 from msgspec.structs import replace
 
@@ -11,6 +12,8 @@ from mam.contract import cascade
 from mam.contract import events as ev
 from mam.contract.parent_close import policy
 from mam.contract.record import JobRecord, Status, encode_record
+
+pytestmark = pytest.mark.fast
 
 END = "2026-01-01T00:00:09.000Z"
 

@@ -29,6 +29,7 @@ from workspace_support import WorkspacePaths
 POISON = ["_rejected.jsonl", "_x", "-x", "--help", ".projector.lock", ".projector.dirty", "_", "-"]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("bad", POISON)
 def test_ids_starting_with_dot_underscore_or_dash_are_refused(bad: str) -> None:
     for validate in (validate_job_id, validate_agent_id, validate_workspace_id):
@@ -36,6 +37,7 @@ def test_ids_starting_with_dot_underscore_or_dash_are_refused(bad: str) -> None:
             validate(bad)
 
 
+@pytest.mark.fast
 def test_no_legal_job_id_names_a_file_of_the_projector() -> None:
     for name in (REJECTED_FILE, LOCK_NAME, DIRTY_NAME, ".job-1.json.tmp", f".{META_FILE}.tmp"):
         assert not is_job_id(name), name
@@ -43,6 +45,7 @@ def test_no_legal_job_id_names_a_file_of_the_projector() -> None:
     assert is_job_id(EVENTS_FILE) and is_job_id(META_FILE)  # legal, but they live one level down
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", ["_x", "-x", ".x", "__init__", "-_.", "___", "x_"])
 def test_a_workspace_named_like_a_hidden_or_option_name_still_gets_a_legal_id(tmp_path: Path, name: str) -> None:
     root = tmp_path / name

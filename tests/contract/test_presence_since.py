@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import UNSET
@@ -14,6 +15,8 @@ from msgspec import UNSET
 from mam.cli.tables import agent_row
 from mam.contract.presence import last_heard, since, visible
 from mam.contract.status import AgentStatus
+
+pytestmark = pytest.mark.fast
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 STARTED, CONNECTED, CHANGED = "2026-05-01T09:00:00Z", "2026-05-01T11:00:00Z", "2026-05-01T11:59:50Z"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from fold_support import ctx, fold, running
 from msgspec.structs import replace
 
 from mam.contract import events as ev
 from mam.contract.fold import Refusal, apply
 from mam.contract.record import JobRecord, Status, decode_record, encode_record
+
+pytestmark = pytest.mark.fast
 
 T1 = "2026-01-01T00:00:05.000Z"
 

@@ -132,6 +132,7 @@ async def test_checked_in_schema_is_what_mam_schema_prints(tmp_path: Path) -> No
     assert result.stdout.endswith(b"}\n")
 
 
+@pytest.mark.fast
 def test_schema_is_draft_2020_12_with_an_id_tags_as_consts_and_derived_types_marked() -> None:
     schema = json.loads(CHECKED_IN.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
@@ -174,6 +175,7 @@ TIMESTAMPS = [
 ]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("stamp,taken", TIMESTAMPS, ids=[t for t, _ in TIMESTAMPS])
 def test_schema_and_decoder_agree_on_timestamps(stamp: str, taken: bool) -> None:
     """Every form the decoder takes the schema takes, and every form it refuses the schema refuses."""
@@ -182,6 +184,7 @@ def test_schema_and_decoder_agree_on_timestamps(stamp: str, taken: bool) -> None
     assert schema_accepts(payload) is taken, stamp
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
 def test_schema_and_decoder_agree_on_the_hostile_corpus(path: Path) -> None:
     _, payload, _, _ = load_case(path)
@@ -199,17 +202,20 @@ def test_schema_and_decoder_agree_on_the_hostile_corpus(path: Path) -> None:
         assert one_type.is_valid(instance) == validated, "the one-type schema and the full one disagree"
 
 
+@pytest.mark.fast
 def test_the_corpus_exercises_both_verdicts() -> None:
     verdicts = [schema_accepts(load_case(path)[1]) for path in CORPUS]
     assert verdicts.count(False) >= 30 and verdicts.count(True) >= 10
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("payload,decoded,reason", KNOWN_DIFFERENCES, ids=["payload-bytes", "integral-float", "calendar", "unknown-field"])
 def test_each_listed_difference_is_real(payload: bytes, decoded: bool, reason: str) -> None:
     assert decoder_accepts(payload) is decoded, reason
     assert schema_accepts(payload) is not decoded, reason
 
 
+@pytest.mark.fast
 def test_schema_and_decoder_agree_on_every_documented_example() -> None:
     examples = documented_event_examples()
     assert examples, "docs/events.md's Event schema section shows at least one event"
@@ -218,6 +224,7 @@ def test_schema_and_decoder_agree_on_every_documented_example() -> None:
     assert any(decoder_accepts(p) for p in examples)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", EVENT_TYPES)
 def test_one_type_schema_is_self_contained(name: str) -> None:
     schema = event_schema(name)

@@ -33,6 +33,8 @@ from mam.contract.workspace import resolve
 from mam.projector.signer import load_or_create
 from mam.registry.runtime import runtime_path
 
+pytestmark = pytest.mark.fast
+
 # -- the payload format ---------------------------------------------------------------------------------------------
 
 

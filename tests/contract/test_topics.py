@@ -5,6 +5,8 @@ import pytest
 from mam.contract.errors import InvalidId
 from mam.contract.topics import Kind, Topics
 
+pytestmark = pytest.mark.fast
+
 
 def test_topics_are_built_in_one_shape() -> None:
     t = Topics("ws-1")

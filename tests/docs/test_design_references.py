@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from doc_pages import CHECKOUT, anchors
 
 _HEADING = re.compile(r"^#{2,3} +(.+?) *#*$", re.M)
@@ -85,6 +86,7 @@ def test_the_citations_checked_are_many() -> None:
     assert cited >= 50, cited
 
 
+@pytest.mark.fast
 def test_a_stale_or_wrong_citation_is_caught() -> None:
     text = (
         '"""Signed (docs/design.md, Runner identity); the journal (docs/design/projector.md, Write\n'

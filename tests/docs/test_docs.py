@@ -54,6 +54,7 @@ def page_id(page: Path) -> str:
     return relative(page)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_command_in_the_page_parses(page: Path) -> None:
     found = list(commands(page, PROGRAMS))
@@ -65,6 +66,7 @@ def test_every_command_in_the_page_parses(page: Path) -> None:
     assert not errors, "commands that do not run as written:\n" + "\n".join(errors)
 
 
+@pytest.mark.fast
 def test_the_pages_show_commands_to_check() -> None:
     """The check above is not vacuous: the README's quick start and the CLI reference hold commands of each program."""
     shown = {Path(c.argv[0]).name for page in PAGES for c in commands(page, PROGRAMS)}
@@ -72,6 +74,7 @@ def test_the_pages_show_commands_to_check() -> None:
     assert len(list(commands(CHECKOUT / "README.md", PROGRAMS))) >= 8
 
 
+@pytest.mark.fast
 def test_a_wrong_flag_is_caught_with_its_page_and_line(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("text\n\n```sh\nmam jobs --limit 5 && mam jobs --no-such-flag\n```\n\n```json\nmam --nope\n```\n")
@@ -81,6 +84,7 @@ def test_a_wrong_flag_is_caught_with_its_page_and_line(tmp_path: Path) -> None:
     assert bad.line == 4 and "--no-such-flag: no such flag" in (parse_error(bad) or "")
 
 
+@pytest.mark.fast
 def test_shell_forms_are_split_as_a_shell_would(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
@@ -101,6 +105,7 @@ def test_shell_forms_are_split_as_a_shell_would(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_relative_link_and_image_lands(page: Path) -> None:
     broken = []
@@ -118,6 +123,7 @@ def test_every_relative_link_and_image_lands(page: Path) -> None:
     assert not broken, "links that go nowhere:\n" + "\n".join(broken)
 
 
+@pytest.mark.fast
 def test_a_broken_anchor_and_a_missing_file_are_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# Top\n\n## A section, with `code`\n\n[ok](#a-section-with-code) [bad](#nowhere) `[code](no.md)`\n")

@@ -301,6 +301,7 @@ async def prepare(live: Live, to_run: dict[Path, list[Command]]) -> None:
                          timeout=30)
 
 
+@pytest.mark.fast
 def test_every_command_is_run_here_or_listed_with_a_reason() -> None:
     """The plan covers the pages: each command runs, or is listed with why not; none is dropped silently."""
     to_run, skipped = plan()

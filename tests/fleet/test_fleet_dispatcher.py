@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from mam.contract import fleet_limits
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
 from mam.projector.dispatch import LATENCY_FACTOR, MAX_LEASE_FACTOR, MAX_MISSES, Dispatcher, claim_refusal, group_of
+
+pytestmark = pytest.mark.fast
 
 AT = "2026-12-04T12:00:00Z"
 WALL = datetime(2026, 12, 4, 12, 0, 1, tzinfo=UTC)

@@ -94,6 +94,7 @@ def record(**fields: object) -> JobRecord:
     return JobRecord(**{**base, **fields})  # type: ignore[arg-type]
 
 
+@pytest.mark.fast
 def test_a_resume_carries_the_conversations_first_job_and_the_tokens_its_jobs_recorded() -> None:
     first = record(job_id="j1", usage=Usage(input_tokens=100, output_tokens=7, agent_session_id="t"))
     assert carried(first) == {"resume_root": "j1", "resume_usage": Usage(input_tokens=100, output_tokens=7)}
@@ -104,6 +105,7 @@ def test_a_resume_carries_the_conversations_first_job_and_the_tokens_its_jobs_re
     assert carried(record(job_id="plain")) == {"resume_root": "plain"}
 
 
+@pytest.mark.fast
 def test_codex_usage_after_a_resume_is_the_thread_total_less_what_came_before() -> None:
     lines = ['{"type":"thread.started","thread_id":"t-1"}',
              '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":30,"output_tokens":16}}']

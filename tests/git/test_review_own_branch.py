@@ -156,6 +156,7 @@ async def test_an_agent_that_checks_out_the_users_branch_gets_nothing_committed_
     assert not has_branch(ws.root, "job-own") and (ws.root / "own.txt").read_text() == "own\n"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("named", "foreign"), [
     (None, None), ("mam/j1", None), ("feature-x", "feature-x"), ("mam/j2", "mam/j2"), ("mam/j1/x", "mam/j1/x"),
     ("-D", "-D"), ("main", "main"),

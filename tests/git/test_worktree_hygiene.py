@@ -7,6 +7,7 @@ tests/real_agents/test_real_leftovers.py.
 
 from __future__ import annotations
 
+import pytest
 from runner_support import agent_runner, submit
 from worktrees_support import git, make_repo, runner_env
 
@@ -63,6 +64,7 @@ async def test_a_jobs_commit_leaves_the_agent_clis_own_files_out_and_logs_no_fal
     assert not [line for line in log.splitlines() if any(alarm in line for alarm in FALSE_ALARMS)], log
 
 
+@pytest.mark.fast
 def test_every_name_left_out_is_one_aider_writes() -> None:
     """The list holds aider's files only (the other pinned CLIs write none where they run): nothing a user's
     project might hold, such as `.claude/` or `.gemini/` settings an agent is asked to edit."""

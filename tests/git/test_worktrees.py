@@ -153,6 +153,7 @@ async def test_keep_worktree_usage_errors_are_one_line(ws: WorkspacePaths, args:
     assert result.returncode == 2 and result.stderr.count(b"\n") == 1 and says in result.stderr, result.stderr
 
 
+@pytest.mark.fast
 def test_git_info_written_before_the_worktree_keys_keeps_its_bytes() -> None:
     """The new keys are UNSET unless a worktree job reports them: old events and records re-encode byte for byte."""
     for old in (b'{"commit":"abc1234","branch":"main","dirty":true}', b'{"commit":null,"branch":null,"dirty":false}'):
@@ -171,6 +172,7 @@ def test_git_info_written_before_the_worktree_keys_keeps_its_bytes() -> None:
     assert decode_record(encode_record(done)) == done
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("line", "counts"),
     [

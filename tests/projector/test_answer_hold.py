@@ -9,9 +9,12 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from order_support import Harness
 
 from mam.contract.timefmt import utc_now
+
+pytestmark = pytest.mark.fast
 
 JOB = "job-ask"
 

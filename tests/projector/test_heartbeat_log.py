@@ -35,6 +35,7 @@ def running(last_heartbeat: datetime | None) -> JobRecord:
     return replace(record, status=Status.RUNNING, last_heartbeat_at=iso(last_heartbeat) if last_heartbeat else None)
 
 
+@pytest.mark.fast
 def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     beats = HeartbeatLog(every=60)
     beat = ev.Heartbeat(runner="r1")
@@ -55,6 +56,7 @@ def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     assert "job-1" not in beats.seen
 
 
+@pytest.mark.fast
 def test_a_heartbeat_of_an_attempt_that_ended_is_dropped_once_the_job_is_submitted_again() -> None:
     """Its runner beats until it sees the outcome recorded (`mam.agents.afterbeats`): one that arrives after
     the retry that outcome caused says nothing, and is neither refused nor kept waiting for a claim."""

@@ -54,6 +54,7 @@ def test_decode_event_refuses_any_hostile_event_with_a_reason_and_raises_nothing
 KEY = Ed25519PrivateKey.generate().public_key()
 
 
+@pytest.mark.fast
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=VALUES)
 def test_every_reader_of_outside_json_answers_nothing_for_what_it_cannot_read(payload: str) -> None:
@@ -74,6 +75,7 @@ def test_every_reader_of_outside_json_answers_nothing_for_what_it_cannot_read(pa
         decode_record(data)
 
 
+@pytest.mark.fast
 @given(depth=st.integers(min_value=1, max_value=200), kind=st.sampled_from("[{"))
 def test_nesting_is_refused_by_depth_alone_exactly_past_the_limit(depth: int, kind: str) -> None:
     text = ("[" * depth + "]" * depth) if kind == "[" else ('{"k":' * depth + "1" + "}" * depth)
@@ -82,6 +84,7 @@ def test_nesting_is_refused_by_depth_alone_exactly_past_the_limit(depth: int, ki
     assert not too_deep(quoted)
 
 
+@pytest.mark.fast
 @settings(max_examples=20)
 @given(payload=DEEP)
 def test_deep_nesting_in_any_field_is_refused_whatever_the_stack(payload: str) -> None:
@@ -210,6 +213,7 @@ async def test_mam_up_refuses_hostile_events_of_every_type_and_records_a_submit_
     assert "Traceback" not in up.output()
 
 
+@pytest.mark.fast
 def test_the_batches_hold_every_type_and_deep_nesting() -> None:
     batch = _batch(1, 3)
     assert batch[0] == DEEP_UNKNOWN and len(batch) >= 2 + 2 * len(TYPES)

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, cl
 
 
 
+@pytest.mark.fast
 def test_corpus_is_large_enough() -> None:
     assert len(CORPUS) >= 40
 

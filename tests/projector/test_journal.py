@@ -29,6 +29,8 @@ from mam.projector.journal_apply import Applier, recover, replay
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 
+pytestmark = pytest.mark.fast
+
 JOBS = ("j-1", "j-2", "j-3")
 
 

@@ -182,6 +182,7 @@ class Projector:
         return staged
 
 
+@pytest.mark.fast
 def test_a_link_planted_between_fold_and_commit_refuses_that_jobs_events_only(tmp_path: Path) -> None:
     p = Projector(tmp_path / "ws")
     p.commit(p.fold(("old", submit("old", "o1"))))
@@ -206,6 +207,7 @@ def test_a_link_planted_between_fold_and_commit_refuses_that_jobs_events_only(tm
     assert json.loads(p.registry.read_bytes("other") or b"")["status"] == "claimed"
 
 
+@pytest.mark.fast
 def test_a_link_at_the_tombstones_planted_before_a_prune_commits_refuses_the_prune(tmp_path: Path) -> None:
     p = Projector(tmp_path / "ws")
     p.commit(p.fold(("done", submit("done", "d1")), ("done", event("cancel_requested", "d2"))))

@@ -72,6 +72,7 @@ async def test_projector_marks_an_overdue_job_timed_out(amqtt: RunningBroker, ws
     assert "ran past its timeout of 1s" in done["error"] and done["finished_at"]
 
 
+@pytest.mark.fast
 def test_a_lease_counts_from_when_the_view_became_current() -> None:
     from mam.contract.record import JobRecord, Status
     from mam.projector.liveness import Limits, on_clock
@@ -90,6 +91,7 @@ def test_a_lease_counts_from_when_the_view_became_current() -> None:
     assert [type(e).__name__ for _, e in on_clock({"k": no_timeout}, utc_now(), Limits(lease=30))] == ["Lost"]
 
 
+@pytest.mark.fast
 def test_the_view_is_current_only_once_a_batch_was_read_after_a_stall_a_jump_or_a_backlog() -> None:
     from mam.projector.liveness import View
 
@@ -116,6 +118,7 @@ def test_the_view_is_current_only_once_a_batch_was_read_after_a_stall_a_jump_or_
     assert view.current and view.fresh_since.timestamp() == 1160.0
 
 
+@pytest.mark.fast
 def test_progress_and_output_renew_a_lease_as_a_heartbeat_does() -> None:
     from mam.contract.record import JobRecord, Status
     from mam.projector.liveness import Limits, on_clock
@@ -172,6 +175,7 @@ def _will(epoch: str = "e1", status: str = "offline"):  # noqa: ANN202
     return AgentStatus(status=status, agent="a", agent_id="r1", epoch=epoch, pid=1, host="h", started_at="t")
 
 
+@pytest.mark.fast
 def test_a_will_is_acted_on_once_settled_while_the_projector_stays_connected() -> None:
     from mam.projector.liveness import HeldWills, Limits
 
@@ -181,6 +185,7 @@ def test_a_will_is_acted_on_once_settled_while_the_projector_stays_connected() -
     assert [w.epoch for w in wills.due(t0 + timedelta(seconds=0.6), limits)] == ["e1"]
 
 
+@pytest.mark.fast
 def test_a_will_seen_just_before_the_projector_lost_its_broker_waits_for_the_runner_to_return() -> None:
     """mosquitto publishes every client's will as it stops: the runner comes back with the same epoch."""
     from mam.projector.liveness import HeldWills, Limits
@@ -195,6 +200,7 @@ def test_a_will_seen_just_before_the_projector_lost_its_broker_waits_for_the_run
     assert wills.due(t0 + timedelta(seconds=60), limits) == [], "the same instance came back: nothing is lost"
 
 
+@pytest.mark.fast
 def test_a_suspect_will_of_a_runner_that_never_returns_is_acted_on_after_the_grace() -> None:
     from mam.projector.liveness import HeldWills, Limits
 

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, cl
 
 
 
+@pytest.mark.fast
 def test_events_before_their_submit_in_one_batch_are_logged_after_it(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     staged = h.fold(
@@ -46,6 +47,7 @@ def test_events_before_their_submit_in_one_batch_are_logged_after_it(tmp_path: P
     h.assert_rebuildable("j")
 
 
+@pytest.mark.fast
 def test_parked_events_wait_on_disk_and_are_applied_when_the_submit_comes(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     first = h.fold(("j", event("claimed", "e2", runner="r")), ("j", event("started", "e3")))
@@ -59,6 +61,7 @@ def test_parked_events_wait_on_disk_and_are_applied_when_the_submit_comes(tmp_pa
     h.assert_rebuildable("j")
 
 
+@pytest.mark.fast
 def test_a_parked_event_delivered_twice_is_held_once(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     claim = event("claimed", "e2", runner="r")
@@ -72,6 +75,7 @@ def test_a_parked_event_delivered_twice_is_held_once(tmp_path: Path) -> None:
     assert h.fold(("j", claim)).duplicates == 1, "and once applied, by the job's log"
 
 
+@pytest.mark.fast
 def test_parked_events_survive_a_restart(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.fold(("j", event("claimed", "e2", runner="r")), ("j", event("progress", "e3", percent=50)))
@@ -80,6 +84,7 @@ def test_parked_events_survive_a_restart(tmp_path: Path) -> None:
     assert h.logged("j") == [("submitted", "e1"), ("claimed", "e2"), ("progress", "e3")]
 
 
+@pytest.mark.fast
 def test_a_parked_file_left_by_a_crash_after_its_events_were_applied_is_cleared(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.fold(("j", event("claimed", "e2", runner="r")))
@@ -93,6 +98,7 @@ def test_a_parked_file_left_by_a_crash_after_its_events_were_applied_is_cleared(
     assert not h.parked_file("j").exists()
 
 
+@pytest.mark.fast
 def test_a_parked_event_the_job_cannot_take_is_refused_when_released(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.fold(("j", event("claimed", "e2", runner="r", expected_version=7)))
@@ -102,12 +108,14 @@ def test_a_parked_event_the_job_cannot_take_is_refused_when_released(tmp_path: P
     assert h.logged("j") == [("submitted", "e1")]
 
 
+@pytest.mark.fast
 def test_a_cancel_request_for_an_unknown_job_is_refused_at_once(tmp_path: Path) -> None:
     """Its sender (a person, `mam cancel`) waits for the verdict: a typo must not hang it for minutes."""
     staged = Harness(tmp_path).fold(("ghost", event("cancel_requested", "c1")))
     assert staged.held == 0 and "unknown job 'ghost'" in staged.rejections[0].reason
 
 
+@pytest.mark.fast
 def test_parking_is_bounded_per_job_and_in_all(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(per_job=2, total=3))
     one = h.fold(*[("a", event("output", f"a{n}", text="x")) for n in range(3)])
@@ -120,6 +128,7 @@ def test_parking_is_bounded_per_job_and_in_all(tmp_path: Path) -> None:
     assert h.fold(("c", event("output", "c0", text="x"))).held == 1, "applying frees room"
 
 
+@pytest.mark.fast
 def test_parking_is_bounded_in_bytes(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(total_bytes=1500))
     staged = h.fold(*[("a", event("output", f"a{n}", text="x" * 400)) for n in range(4)])
@@ -127,6 +136,7 @@ def test_parking_is_bounded_in_bytes(tmp_path: Path) -> None:
     assert h.projection.parking.size <= 1500 and len(h.parked_file("a").read_bytes()) == h.projection.parking.size
 
 
+@pytest.mark.fast
 def test_only_the_events_that_waited_past_the_hold_expire(tmp_path: Path) -> None:
     parking = Parking(tmp_path, ParkLimits(hold=60))
     writes = ParkedWrites()

@@ -33,6 +33,7 @@ from workspace_support import WorkspacePaths
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
+@pytest.mark.fast
 def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.fold(("j", submit("j", "s")))
@@ -47,6 +48,7 @@ def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> 
     h.assert_rebuildable("j")
 
 
+@pytest.mark.fast
 def test_an_event_still_held_when_its_job_ends_is_refused_with_the_folds_reason(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.fold(("j", submit("j", "s")))
@@ -57,6 +59,7 @@ def test_an_event_still_held_when_its_job_ends_is_refused_with_the_folds_reason(
     assert not h.parked_file("j").exists()
 
 
+@pytest.mark.fast
 def test_a_held_event_of_a_known_job_expires_after_the_hold(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(hold=60))
     h.fold(("j", submit("j", "s")))
@@ -66,6 +69,7 @@ def test_a_held_event_of_a_known_job_expires_after_the_hold(tmp_path: Path) -> N
     assert "job 'j' is submitted" in staged.rejections[0].reason and "waited 60s" in staged.rejections[0].reason
 
 
+@pytest.mark.fast
 def test_the_park_bound_still_refuses_beyond_it_for_known_jobs(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(per_job=2))
     h.fold(("j", submit("j", "s")))
@@ -119,6 +123,7 @@ def running(h: Harness, job_id: str) -> None:
     h.fold(*stream(job_id, 0)[:3])
 
 
+@pytest.mark.fast
 def test_a_terminal_event_waits_for_the_outputs_it_counts_then_the_record_is_complete(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     running(h, "j")
@@ -137,6 +142,7 @@ def test_a_terminal_event_waits_for_the_outputs_it_counts_then_the_record_is_com
     h.assert_rebuildable("j")
 
 
+@pytest.mark.fast
 def test_a_real_gap_is_applied_after_the_settle_bound_and_named_in_the_record(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(hold=600, settle=5))
     running(h, "j")

@@ -42,6 +42,7 @@ def ran_to_the_end(runner: SignedRunner) -> list[tuple[str, bytes]]:
             (job, runner.output(0)), (job, runner.output(1))]
 
 
+@pytest.mark.fast
 def test_one_source_holds_at_most_its_share_and_another_keeps_room(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(per_source=3, total=10))
     staged = h.fold(*flood(["a", "b"], 3, "flooder", "f"))
@@ -52,6 +53,7 @@ def test_one_source_holds_at_most_its_share_and_another_keeps_room(tmp_path: Pat
     assert h.fold(*flood(["d"], 1, "flooder", "g")).held == 1
 
 
+@pytest.mark.fast
 def test_a_claimed_jobs_runner_has_room_when_the_shared_area_is_full(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(total=4, per_source=4))
     assert h.fold(*flood(["a", "b"], 2, None, "f")).held == 4
@@ -72,6 +74,7 @@ def test_a_claimed_jobs_runner_has_room_when_the_shared_area_is_full(tmp_path: P
     assert [kind for kind, _ in h.logged("j")][-3:] == ["output", "output", "succeeded"]
 
 
+@pytest.mark.fast
 def test_a_claim_signed_by_the_key_it_names_counts_as_that_keys(tmp_path: Path) -> None:
     h = Harness(tmp_path, ParkLimits(per_source=2))
     key_holder = SignedRunner("x", h.workspace.id)

@@ -282,6 +282,7 @@ async def test_a_retention_the_projector_cannot_read_stops_it_in_one_line(
         assert result.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
 
 
+@pytest.mark.fast
 def test_repair_redoes_a_prune_cut_after_its_archive_whatever_is_left(ws: WorkspacePaths) -> None:
     """Archive and tombstone durable, then the crash: with the live log still there (the record gone or
     not), repair writes the same archive again and removes the rest; with nothing left, it changes nothing."""

@@ -55,6 +55,7 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
+@pytest.mark.fast
 def test_the_log_rotates_at_max_bytes_and_keeps_that_many_older_files(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     log = writer(logs, max_bytes=4096, keep=2, per_source=10**9, total=10**9)
@@ -71,6 +72,7 @@ def test_the_log_rotates_at_max_bytes_and_keeps_that_many_older_files(tmp_path: 
     assert [r["reason"] for r in newest] == [f"malformed JSON {n}" for n in range(199, 201 - len(kept), -1)]
 
 
+@pytest.mark.fast
 def test_past_the_rate_one_source_is_counted_and_summed_up_when_the_window_ends(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     log = writer(logs, per_source=5, total=100, window=10.0)
@@ -89,6 +91,7 @@ def test_past_the_rate_one_source_is_counted_and_summed_up_when_the_window_ends(
     assert log.suppressed == 46
 
 
+@pytest.mark.fast
 def test_many_sources_past_the_total_are_summed_up_in_a_bounded_number_of_lines(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     log = writer(logs, per_source=2, total=50, window=1.0)
@@ -102,6 +105,7 @@ def test_many_sources_past_the_total_are_summed_up_in_a_bounded_number_of_lines(
     assert summaries[-1]["source"] == "other sources"
 
 
+@pytest.mark.fast
 def test_a_failed_write_counts_nothing_twice(tmp_path: Path) -> None:
     """A write the kernel refuses (here past RLIMIT_FSIZE, as a full disk would) changes no count."""
     logs = tmp_path / "logs"
@@ -122,6 +126,7 @@ def test_a_failed_write_counts_nothing_twice(tmp_path: Path) -> None:
     assert len(lines(logs / "_rejected.jsonl")) == 4 and log.suppressed == 2
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("value", ['{"max_bytes": 10}', '{"keep": -1}', '{"window": 0}', '{"size": 5}', '[]',
                                    '{"per_source": "100"}', '{"window": 1e999}'])
 def test_a_bad_refusal_log_setting_is_one_line(tmp_path: Path, value: str) -> None:
@@ -131,6 +136,7 @@ def test_a_bad_refusal_log_setting_is_one_line(tmp_path: Path, value: str) -> No
         load_limits(tmp_path)
 
 
+@pytest.mark.fast
 def test_the_stated_defaults() -> None:
     assert RefusalLimits() == RefusalLimits(max_bytes=8 * 1024 * 1024, keep=3, per_source=100, total=1_000, window=10.0)
 

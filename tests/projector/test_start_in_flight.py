@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import anyio
+import pytest
 from msgspec import UNSET
 from order_spool_support import refusals
 from order_support import Harness
@@ -69,6 +70,7 @@ def judge(h: Harness, after: float):  # noqa: ANN201 - a Batch
     return staged
 
 
+@pytest.mark.fast
 def test_outputs_waiting_for_their_started_are_signs_of_life(tmp_path: Path) -> None:
     h, r = Harness(tmp_path, ParkLimits(settle=60)), Runner("j")
     h.fold(("j", r.submitted()), ("j", r.claimed()))
@@ -83,6 +85,7 @@ def test_outputs_waiting_for_their_started_are_signs_of_life(tmp_path: Path) -> 
     assert on_clock(h.projection.open_jobs, heard + timedelta(seconds=2.1), lease, seen={"j": heard}) != []
 
 
+@pytest.mark.fast
 def test_a_started_that_never_comes_is_inferred_and_the_job_ends_as_its_runner_said(tmp_path: Path) -> None:
     h, r = Harness(tmp_path, ParkLimits(settle=5)), Runner("j")
     h.fold(("j", r.submitted()), ("j", r.claimed()), ("j", r.heartbeat(0)))
@@ -110,6 +113,7 @@ def test_a_started_that_never_comes_is_inferred_and_the_job_ends_as_its_runner_s
     h.assert_rebuildable("j")
 
 
+@pytest.mark.fast
 def test_a_started_that_comes_in_time_is_not_inferred(tmp_path: Path) -> None:
     h, r = Harness(tmp_path, ParkLimits(settle=5)), Runner("j")
     h.fold(("j", r.submitted()), ("j", r.claimed()), ("j", r.output(0)))
@@ -120,6 +124,7 @@ def test_a_started_that_comes_in_time_is_not_inferred(tmp_path: Path) -> None:
     assert json.loads(h.registry.read_bytes("j") or b"{}").get("start_inferred") is None
 
 
+@pytest.mark.fast
 def test_a_late_started_from_another_runner_or_unsigned_is_still_refused(tmp_path: Path) -> None:
     h, r = Harness(tmp_path, ParkLimits(settle=1)), Runner("j")
     h.fold(("j", r.submitted()), ("j", r.claimed()), ("j", r.output(0)), ("j", r.succeeded(1)))

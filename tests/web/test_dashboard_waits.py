@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from mam.contract.presence import queue_note
 from mam.contract.record import JobRecord, Status
 from mam.contract.status import AgentStatus
 from mam.web.waits import Queue, Waiting
+
+pytestmark = pytest.mark.fast
 
 NOW = "2026-12-04T12:00:00Z"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from signing_support import record
@@ -16,6 +17,8 @@ from signing_support import record
 from mam.contract.record import Status
 from mam.registry.ordering import sort_key
 from mam.web.job_list import _ORDER  # the SQL the index orders by
+
+pytestmark = pytest.mark.fast
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
