@@ -21,7 +21,7 @@ gone, or the end of iteration once a channel is closed.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import aiomqtt
 
@@ -31,13 +31,12 @@ T = TypeVar("T")
 
 
 class Inbox(asyncio.Queue[T]):
-    """An asyncio queue whose readers can wait for an item without taking it.
+    """An asyncio queue whose readers can wait for an item without taking it."""
 
-    Class-level defaults (not `__init__`) so that `adopt` can turn a plain
-    `asyncio.Queue` made by someone else into an inbox in place."""
-
-    _ready: asyncio.Future[None] | None = None
-    _closed: bool = False
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._ready: asyncio.Future[None] | None = None
+        self._closed = False
 
     def _put(self, item: T) -> None:
         super()._put(item)
@@ -75,19 +74,14 @@ class Inbox(asyncio.Queue[T]):
         return taken
 
 
-def adopt(queue: asyncio.Queue[Any]) -> Inbox[Any]:
-    """`queue` as an inbox: an aiomqtt client made without `queue_type=Inbox` (a test's, a benchmark's)
-    keeps its queue object and messages; only its class changes, which adds no state."""
-    if not isinstance(queue, Inbox):
-        if type(queue) is not asyncio.Queue:
-            raise TypeError(f"cannot read a {type(queue).__name__} safely: make the client with queue_type=Inbox")
-        queue.__class__ = Inbox
-    return cast("Inbox[Any]", queue)  # its class is Inbox now
-
-
 def client_inbox(client: aiomqtt.Client) -> Inbox[aiomqtt.Message]:
-    """The inbox of an aiomqtt client."""
-    return adopt(message_queue(client))
+    """The inbox of an aiomqtt client made by `mam.client.mqtt.make_client` (or with `queue_type=Inbox`);
+    a client with another queue cannot be read without losing a message, and is refused."""
+    queue = message_queue(client)
+    if not isinstance(queue, Inbox):
+        raise TypeError(f"cannot read a {type(queue).__name__} safely: make the client with "
+                        "mam.client.mqtt.make_client (queue_type=Inbox)")
+    return queue
 
 
 class Messages:

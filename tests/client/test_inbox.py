@@ -7,11 +7,14 @@ counts every message: all of them arrive, once, in order.
 
 from __future__ import annotations
 
+import asyncio
 import random
 
+import aiomqtt
 import anyio
 import pytest
 
+from mam.client.aiomqtt_internals import message_queue
 from mam.client.inbox import Inbox, messages, next_batch, receive
 from mam.client.mqtt import make_client
 from mam.contract.broker_url import parse_broker_url
@@ -87,3 +90,13 @@ async def test_a_cancelled_reader_of_a_channel_loses_no_item() -> None:
                         break
                 await anyio.sleep(0)  # a loop turn for the other task: the interleaving is under test
     assert got == list(range(20_000))
+
+
+async def test_a_client_made_without_an_inbox_is_refused_not_converted() -> None:
+    """Only `make_client` (aiomqtt's `queue_type=Inbox`) makes a client `messages` reads; another client's
+    plain queue is refused by name and left as it is (mam switches no object's class)."""
+    plain = aiomqtt.Client("127.0.0.1", 1)
+    with pytest.raises(TypeError, match=r"cannot read a Queue safely: make the client with mam\.client\.mqtt\.make_client"):
+        messages(plain)
+    assert type(message_queue(plain)) is asyncio.Queue
+    assert isinstance(message_queue(make_client(parse_broker_url("mqtt://127.0.0.1:1"))), Inbox)

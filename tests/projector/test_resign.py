@@ -19,7 +19,9 @@ import aiomqtt
 import anyio
 
 from mam.client.inbox import messages
+from mam.client.mqtt import make_client
 from mam.contract import events as ev
+from mam.contract.broker_url import parse_broker_url
 from mam.contract.signing import StateReader, fingerprint, key_path, load_workspace_key, public_key_path
 from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
@@ -66,8 +68,7 @@ def marker(ws: WorkspacePaths) -> Path:
 @asynccontextmanager
 async def all_states(url: str, ws_id: str) -> AsyncIterator[aiomqtt.Client]:
     """A client subscribed to every job's state (the retained ones come at once), before anything else."""
-    host, port = url.removeprefix("mqtt://").rsplit(":", 1)
-    async with aiomqtt.Client(host, int(port)) as client:
+    async with make_client(parse_broker_url(url)) as client:  # its queue an Inbox, read by `messages`
         await client.subscribe(Topics(ws_id).all_states, qos=1)
         yield client
 
