@@ -16,6 +16,10 @@ from typing import Any, NoReturn
 
 import pytest
 
+# Imported here, before any fast test runs: loading it starts a process (`ctypes.util.find_library("c")` runs
+# `ldconfig -p`), and which fast test imported it first would otherwise depend on the order they ran in.
+import mam.projector.libc  # noqa: F401
+
 FAST = "fast"
 MARKER_HELP = (f"{FAST}: pure in-process tests a developer runs on every change (`pytest -m fast`, under a minute); "
                "they may start no process and open no socket connection")
