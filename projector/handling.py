@@ -11,11 +11,10 @@ the projector's own and pass through as they are.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiomqtt
 import anyio
@@ -24,6 +23,7 @@ from mam.contract.errors import MamError
 from mam.contract.record import JobRecord
 from mam.contract.status import AgentStatus, decode_agent_status
 from mam.contract.topics import Topics
+from mam.projector.faults import NO_FAULTS, TEST_HOOK, Faults, holding
 from mam.projector.identity import verified_status
 from mam.projector.ingest import Accepted, Refused, ingest
 from mam.projector.set_aside import ATTEMPTS, BACKOFF, SetAside, digest
@@ -38,12 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("mam.projector")
 
 M = TypeVar("M", bound="Message")
-
-TEST_HOOK: Final = "MAM_TEST_FAIL"
-"""A test hook (docs/contributing.md), since no input reaches a real bug: `fold:TEXT` makes the fold of a
-message whose payload holds TEXT raise, `commit:TEXT` the commit of a batch holding one, `ack:TEXT` the
-connection drop once the first batch holding one is committed, before its acknowledgements go out (the window
-a failover hits: the broker redelivers what is on disk already)."""
 
 PASSED_THROUGH: tuple[type[BaseException], ...] = (OSError, TamperedWorkspace)
 """What a failure to handle a message may raise as it is: storage, a link, a planted file."""
@@ -85,17 +79,16 @@ class Folding:
     since a message set aside already (tried again at a start or by `mam set-aside --replay`) has one try."""
 
     def __init__(self, projection: Projection, audit_log: AuditLog, index: IndexWriter, set_aside: SetAside,
-                 said: Callable[[], None]) -> None:
+                 said: Callable[[], None], faults: Faults = NO_FAULTS) -> None:
         self.projection = projection
         self.log = audit_log
         self.index = index
         self.set_aside = set_aside
         self.said = said
         """Called once a message is set aside or leaves the set-aside file (the shell republishes its status)."""
-        where, _, marker = os.environ.get(TEST_HOOK, "").partition(":")
-        projection.fail_fold_on = marker.encode() if where == "fold" and marker else None
-        self.fail_commit_on = marker.encode() if where == "commit" and marker else None
-        self.drop_acks_on = marker.encode() if where == "ack" and marker else None
+        self.faults = faults
+        """The faults the tests ask for (`faults.py`, read once at start); none in use."""
+        self._drop_acks_on = faults.ack
         self._aside: set[int] = set()
         """The messages of the batch folded last that were set aside (by `id`)."""
 
@@ -119,7 +112,7 @@ class Folding:
         in one line; at the next start each goes alone, and one that failed `ATTEMPTS` times is set aside."""
         batch = [m for m in batch if id(m) not in self._aside]  # those are settled: kept, to be acknowledged
         try:
-            if self.fail_commit_on is not None and any(self.fail_commit_on in payload_of(m) for m in batch):
+            if holding(self.faults.commit, batch) is not None:
                 raise RuntimeError(f"{TEST_HOOK}: a commit made to fail")
             yield
         except PASSED_THROUGH + (MamError, aiomqtt.MqttError):
@@ -135,9 +128,9 @@ class Folding:
 
     def before_acks(self, batch: Sequence[Message]) -> None:
         """Between a batch's commit and its acknowledgements: the test hook `ack:TEXT` drops the connection
-        here, once (see `TEST_HOOK`)."""
-        if self.drop_acks_on is not None and any(self.drop_acks_on in payload_of(m) for m in batch):
-            self.drop_acks_on = None
+        here, once (`faults.py`)."""
+        if holding(self._drop_acks_on, batch) is not None:
+            self._drop_acks_on = None
             raise aiomqtt.MqttError(f"{TEST_HOOK}: the connection lost between a commit and its acknowledgements")
 
     async def fold(self, batch: Sequence[Message], judge_at: datetime | None, fresh_since: datetime | None) -> Batch:
@@ -150,6 +143,7 @@ class Folding:
             prunes = list(self.projection.prunes)
             taken = [message for message in batch if id(message) not in aside] if aside else list(batch)
             try:
+                self._made_to_fail(taken)
                 return self.projection.fold(taken, judge_at=judge_at, fresh_since=fresh_since)
             except HandlingFailed as failed:
                 self.projection.prunes = prunes
@@ -160,6 +154,16 @@ class Folding:
                 self.log.close()
                 await anyio.sleep(wait or 0)  # a fault that clears meanwhile (the batch and its acks wait)
                 await anyio.to_thread.run_sync(self.projection.load, not self.index.usable, self.index)
+
+    def _made_to_fail(self, batch: Sequence[Message]) -> None:
+        """The test hook `fold:TEXT` (`faults.py`): the fold fails on the first message holding TEXT, as a
+        fold that raised on it would, before the projection folds anything."""
+        failing = holding(self.faults.fold, batch)
+        if failing is not None:
+            try:  # raised, so that its log carries a traceback as a real failure's does
+                raise RuntimeError(f"{TEST_HOOK}: a fold made to fail")
+            except RuntimeError as cause:
+                raise HandlingFailed(str(failing.topic), payload_of(failing), cause) from cause
 
     async def committed(self, batch: Sequence[Message]) -> None:
         """The batch is recorded: a message of it that had failed before is counted no more, and one that was

@@ -113,8 +113,6 @@ class Projection(Admission):
         self.dispatcher = dispatcher
         if dispatcher is not None:
             dispatcher.limits = self.fleet_limits
-        self.fail_fold_on: bytes | None = None
-        """Set by `handling.Folding` from its test hook only."""
         self._roots: dict[str, str] = {}
         """Each queued job's delegation root, for the dispatcher's fairness groups."""
 
@@ -275,8 +273,6 @@ class Projection(Admission):
         """One message: a runner's presence (maybe deriving `lost`), or an event to fold, park or refuse."""
         topic = str(message.topic)
         payload = payload_of(message)
-        if self.fail_fold_on is not None and self.fail_fold_on in payload:
-            raise RuntimeError("MAM_TEST_FAIL: a fold made to fail")  # `handling.TEST_HOOK`, for the tests only
         parsed = parse_topic(self.topics, topic)
         if parsed is not None and parsed.kind is Kind.AGENT_STATUS:
             checked = presence(payload, self.open_jobs.values())

@@ -31,6 +31,7 @@ from mam.projector.checkpoint import Checkpointer
 from mam.projector.committer import Counters, Inbound
 from mam.projector.dispatch import DEFAULT_LEASE, Dispatcher
 from mam.projector.durable import StorageLost
+from mam.projector.faults import Faults
 from mam.projector.handling import Folding
 from mam.projector.index_startup import bounded, read_records, restorable
 from mam.projector.index_writer import IndexWriter
@@ -145,7 +146,8 @@ class Projector(ProjectorStart):
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
         self.set_aside = SetAside(workspace.logs_dir, durable=durability == "fsync")
-        self.folding = Folding(self.projection, self.log, self.index, self.set_aside, self._said_aside)
+        self.folding = Folding(self.projection, self.log, self.index, self.set_aside, self._said_aside,
+                               faults=Faults.from_env())  # the tests' MAM_TEST_FAIL, read once here
         """Folds a batch; a message whose fold fails is counted across restarts, set aside after a few (`handling.py`)."""
         self.metrics = metrics
         self.job_logins = job_logins

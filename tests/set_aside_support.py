@@ -1,5 +1,5 @@
 """What the set-aside tests share (tests/projector/test_set_aside.py, test_set_aside_replay.py): a projector with
-the documented test hook `MAM_TEST_FAIL` (projector/handling.py) or without it, the poison message it fails on,
+the documented test hook `MAM_TEST_FAIL` (projector/faults.py) or without it, the poison message it fails on,
 and the file's lines."""
 
 from __future__ import annotations

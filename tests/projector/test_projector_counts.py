@@ -4,7 +4,7 @@
 committed. Before, it counted a batch only once its acknowledgements were sent: a connection lost between
 the commit and the acks (a failover) left that batch uncounted while its events were on disk, and the
 broker's redelivery of it counted as duplicates (972 of 1,000 reported, all 1,000 recorded). The window is
-made deterministic with the documented test hook `MAM_TEST_FAIL=ack:TEXT` (`projector/handling.py`): the
+made deterministic with the documented test hook `MAM_TEST_FAIL=ack:TEXT` (`projector/faults.py`): the
 connection really drops there and mosquitto really redelivers what was not acknowledged.
 """
 

@@ -8,7 +8,7 @@ backoff and, at the third failure, set aside in `<logs>/_set_aside.jsonl` with i
 acknowledged, and said on `projector/status` and in the log. Nothing set aside is forgotten: each start
 tries it again, and while it stays, the status says how many and why, across restarts (issue 42). No input
 reaches a real bug in the fold today, so the tests make one with the documented hook `MAM_TEST_FAIL`
-(`projector/handling.py`), which stands in for a transient fault when a restart leaves it out.
+(`projector/faults.py`), which stands in for a transient fault when a restart leaves it out.
 """
 
 from __future__ import annotations

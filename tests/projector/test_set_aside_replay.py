@@ -1,7 +1,7 @@
 """Nothing set aside is forgotten (issue 42, part 3): each start tries a message set aside again, `mam set-aside`
 lists them and replays one or all, and while any remain `projector/status` and `mam doctor` say how many and why.
 
-The documented hook `MAM_TEST_FAIL=fold:TEXT` (projector/handling.py) stands in for a transient fault: a projector
+The documented hook `MAM_TEST_FAIL=fold:TEXT` (projector/faults.py) stands in for a transient fault: a projector
 started without it is one whose fault cleared.
 """
 
