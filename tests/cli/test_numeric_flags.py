@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mam.agents.runner_cli import build_parser as agent_parser
 from mam.broker.cli import build_parser as broker_parser
 from mam.cli import build_parser as mam_parser
+from mam.process.argparse_internals import actions, is_subparsers, subparsers_of
 from mam.projector.cli import build_parser as projector_parser
 
 from support import DEAD_BROKER, child_env, mam
@@ -47,11 +48,11 @@ def _numeric(action: argparse.Action) -> bool:
 
 
 def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for name, child in action.choices.items():
-                yield from _walk(child, (*path, name))
-        elif _numeric(action):
+    for sub in subparsers_of(parser):
+        for name, child in sub.choices.items():
+            yield from _walk(child, (*path, name))
+    for action in actions(parser):
+        if not is_subparsers(action) and _numeric(action):
             yield path, action
 
 

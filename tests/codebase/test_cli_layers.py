@@ -19,6 +19,7 @@ import pytest
 from mam.cli import build_parser
 from mam.cli.commands import COMMAND_GROUPS
 from mam.contract import events as ev
+from mam.process.argparse_internals import command_lines, subparsers_of
 
 from e2e import write_job
 from support import CHECKOUT, child_env, run
@@ -307,8 +308,7 @@ async def test_version_answers_before_the_parser_is_built(ws: WorkspacePaths) ->
 
 
 def _help_lines(parser: argparse.ArgumentParser) -> dict[str, str]:
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
-    return {action.dest: action.help for action in sub._choices_actions}  # noqa: SLF001
+    return {name: action.help for name, action in command_lines(next(subparsers_of(parser))).items()}
 
 
 @pytest.mark.fast

@@ -12,6 +12,7 @@ import pytest
 
 from mam.cli import build_parser
 from mam.cli.completers import BELOW, COMPLETERS, complete_below
+from mam.process.argparse_internals import actions, is_subparsers, subparsers_of
 
 pytestmark = pytest.mark.fast
 
@@ -49,11 +50,11 @@ PATHS = {"file", "dir"}
 
 def _flags(parser: argparse.ArgumentParser, path: str = "mam") -> Iterator[Flag]:
     """Every action of `parser` and its subcommands that takes a value."""
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk of its actions
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for name, child in action.choices.items():
-                yield from _flags(child, f"{path} {name}")
-        elif action.nargs != 0:
+    for sub in subparsers_of(parser):
+        for name, child in sub.choices.items():
+            yield from _flags(child, f"{path} {name}")
+    for action in actions(parser):
+        if not is_subparsers(action) and action.nargs != 0:
             name = action.option_strings[0] if action.option_strings else str(action.metavar or action.dest)
             yield f"{path} {name}", action
 
