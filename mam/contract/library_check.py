@@ -1,7 +1,8 @@
 """Checking that a library still has the private parts mam's adapters reach into.
 
 Each library mam patches or subclasses beyond its documented API has one adapter module
-(`mam.client.aiomqtt_internals`, `mam.broker.amqtt_internals`, `mam.web.uvicorn_internals`;
+(`mam.client.aiomqtt_internals`, `mam.broker.amqtt_internals`, `mam.web.uvicorn_internals`,
+`mam.process.argparse_internals`;
 docs/contributing.md, Dependencies). Each adapter lists what it touches and its `check()`
 compares that with the installed release using these helpers: a method by its parameter
 names, an attribute by its type. What differs is named in one `LibraryChanged` line, at
