@@ -27,6 +27,7 @@ def test_a_compiled_filter_matches_exactly_what_amqtt_matches(filter_levels: lis
     assert matches(topic, a_filter) == Broker._matches(_AmqttSelf(), topic, a_filter), (topic, a_filter)  # type: ignore[arg-type]  # noqa: SLF001
 
 
+@pytest.mark.fast
 def test_the_cases_mam_relies_on() -> None:
     assert matches("mam/w/jobs/j/events", "mam/w/jobs/+/events")
     assert not matches("mam/w/jobs/j/state", "mam/w/jobs/+/events")

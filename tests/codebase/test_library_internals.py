@@ -92,8 +92,8 @@ def test_only_the_adapters_switch_an_objects_class() -> None:
                     switching.append(f"{shown}:{node.lineno}")
     assert switching == []
 
-@pytest.mark.fast
 
+@pytest.mark.fast
 def test_the_pinned_amqtt_passes_its_check() -> None:
     amqtt_internals.check()
 
@@ -110,8 +110,8 @@ class _HandlerWithOtherFlow(BrokerProtocolHandler):
     async def _handle_qos1_message_flow(self, app_message: object, retry: bool) -> None:  # type: ignore[override]
         return None
 
-@pytest.mark.fast
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("classes", "named"),
     [
@@ -136,8 +136,8 @@ async def test_a_running_broker_carries_its_patches() -> None:
         _, handler = running.sessions["fence-probe"]
         assert isinstance(handler, ClientHandler)
 
-@pytest.mark.fast
 
+@pytest.mark.fast
 def test_become_refuses_a_handler_amqtt_did_not_build_as_expected() -> None:
     class Other(BrokerProtocolHandler):
         pass

@@ -48,6 +48,7 @@ def submit_parser() -> argparse.ArgumentParser:
     return sub.choices["submit"]
 
 
+@pytest.mark.fast
 def test_every_option_is_declared_once_with_its_help_and_fronts() -> None:
     assert list(job_spec.OPTIONS) == list(job_spec.JobSpec.__struct_fields__)
     for name, option in job_spec.OPTIONS.items():
@@ -55,6 +56,7 @@ def test_every_option_is_declared_once_with_its_help_and_fronts() -> None:
         assert (option.flag is not None) == ("cli" in option.fronts), name
 
 
+@pytest.mark.fast
 def test_each_front_end_takes_exactly_its_options() -> None:
     flags = set(option_strings(submit_parser()))
     assert {job_spec.OPTIONS[n].flag for n in job_spec.names("cli")} <= flags
@@ -68,6 +70,7 @@ def test_each_front_end_takes_exactly_its_options() -> None:
     assert set(tool.input_schema["required"]) == {"prompt", "agent"}
 
 
+@pytest.mark.fast
 def test_the_bounds_are_the_same_in_every_schema() -> None:
     body = openapi()["components"]["schemas"]["SubmitRequest"]["properties"]
     tool = mcp_tool().input_schema["properties"]
@@ -156,6 +159,7 @@ def test_parent_close_is_cancel_or_abandon_and_anything_else_is_refused_by_every
         assert cli is None or "--parent-close" in cli
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name,value", [
     ("agent", "no body"), ("role", "r" * 300), ("labels", {"no spaces": "v"}), ("require", {"gpu": "x" * 300}),
     ("retry_on", ["soon"]), ("permissions", "root"), ("model", "-rf"), ("after", ["a b"]), ("job_id", "../x"),
@@ -170,6 +174,7 @@ def _mentions(text: str, names: list[str], quote: str = "`") -> list[str]:
     return [name for name in names if f"{quote}{name}{quote}" not in text]
 
 
+@pytest.mark.fast
 def test_the_docs_list_every_option_of_each_front_end() -> None:
     api = (DOCS / "api.md").read_text()
     section = api[api.index("### `POST /api/jobs`"):api.index("### `POST /api/jobs/{id}/retry`")]

@@ -64,6 +64,7 @@ def test_an_out_of_range_or_wrong_type_number_is_refused_in_mams_words_naming_it
         assert f" {unit} (" in said, said  # the range's unit
 
 
+@pytest.mark.fast
 def test_priority_out_of_range_reads_the_same_in_every_front_but_for_the_flag_and_the_doc() -> None:
     said = {}
     for front in ("cli", "python", "api", "mcp"):
@@ -76,6 +77,7 @@ def test_priority_out_of_range_reads_the_same_in_every_front_but_for_the_flag_an
     assert said["python"] == said["api"].replace("docs/api.md", "docs/cli.md#python-api")
 
 
+@pytest.mark.fast
 def test_every_missing_option_is_named_at_once() -> None:
     with pytest.raises(UsageError) as both:
         job_spec.decode(b"{}")
@@ -87,6 +89,7 @@ def test_every_missing_option_is_named_at_once() -> None:
         == "missing required options: --prompt, --agent (see docs/cli.md)"
 
 
+@pytest.mark.fast
 def test_an_unknown_name_gets_the_nearest_known_one_and_the_list() -> None:
     known = job_spec.names("mcp")
     said = unknown(["job_timout"], known, kind="argument", of="submit_job")
@@ -99,6 +102,7 @@ def test_an_unknown_name_gets_the_nearest_known_one_and_the_list() -> None:
     assert "unknown field 'job_timout'; did you mean 'job_timeout'?" in str(refused.value)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", NUMERIC)
 def test_each_numeric_option_says_its_range_with_the_bounds_of_its_schema(name: str) -> None:
     schema = bounds(name)
