@@ -6,19 +6,17 @@ The writers' library: `publisher.py` (the async `Publisher` API every front end 
 runs on (`supervisor.py`, `process.py`, `delivery.py`, `profiles.py`, ...), its command line
 `runner_cli.py`. The writers' commands (`mam submit/cancel/retry/wait/ask`) are in mam/cli/."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mam import lazy_exports
 
 if TYPE_CHECKING:
     from mam.agents.publisher import Publisher, new_event_id, new_job_id
 
 
-def __getattr__(name: str) -> Any:
-    """`from mam.agents import Publisher` works as ever, importing the publisher at that first use:
-    importing any module of this package (`mam.agents.names`, say) loads only what that module imports."""
-    if name in __all__:
-        return getattr(importlib.import_module("mam.agents.publisher"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, dict.fromkeys(["Publisher", "new_event_id", "new_job_id"], "mam.agents.publisher"))
+"""`from mam.agents import Publisher` imports the publisher then; importing another module of this package
+(`mam.agents.names`, say) loads only what that module imports."""
 
 
 __all__ = ["Publisher", "new_event_id", "new_job_id"]

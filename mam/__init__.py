@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,13 +35,23 @@ so that `import mam` (every `mam` command, `mam --version` too) does not load ms
 `Publisher` (the writers' API, `mam.agents.publisher`) loads aiomqtt only when a program names it."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mam' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A package's `__getattr__` (PEP 562) for `exports` (name -> the module that defines it): each module
+    is imported at its name's first use, so importing any module of the package loads only what that
+    module imports. mam's packages (`mam`, `mam.broker`, `mam.projector`, `mam.agents`) use it."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        vars(sys.modules[package])[name] = value
+        return value
+
+    return __getattr__
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:
@@ -56,6 +68,7 @@ __all__ = [
     "Workspace",
     "__version__",
     "decode_event",
+    "lazy_exports",
     "logs_dir",
     "registry_dir",
     "resolve",

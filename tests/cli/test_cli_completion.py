@@ -92,13 +92,19 @@ SOME = [CASES[i] for i in (0, 4, 5, 7, 9, 11, 14, 21, 26, 32, 33)]
 a label, an order, short ids, `mam submit --agent` and `--require`, a directory, and a free value (nothing)."""
 
 
+def bash_probe(line: str) -> str:
+    """A bash script that asks `mam completion bash`'s function for `line`, as TAB at its end would, and prints
+    each offer on a line."""
+    words = line.split() + ([""] if line.endswith(" ") else [])
+    return (f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
+            f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+            '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"')
+
+
 @pytest.mark.slow
 async def test_bash_completes_ids_statuses_agents_labels_and_never_file_names(known: WorkspacePaths) -> None:
     for line, expected in [*CASES, (f"mam show --workspace {known.root} k", ["kid-job"])]:
-        words = line.split() + ([""] if line.endswith(" ") else [])
-        probe = (f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
-                 f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
-                 '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"')
+        probe = bash_probe(line)
         env = _env(known) if "--workspace" not in line else child_env(PATH=f"{BIN}:/usr/bin:/bin")
         done = await run(["bash", "-c", probe], cwd=known.elsewhere, env=env)
         assert done.returncode == 0, done.stderr
@@ -210,10 +216,7 @@ class _Screen:
 async def test_require_completes_the_labels_live_runners_offer(ws: WorkspacePaths) -> None:
     """The runners' own labels are only in their retained statuses: `--require` asks the broker the workspace's
     runtime file names (a live `mam up`), briefly; with it stopped, only what jobs required is offered."""
-    line = "mam submit --require g"
-    probe = (f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
-             f"COMP_WORDS=(mam submit --require g); COMP_CWORD=3; "
-             '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"')
+    probe = bash_probe("mam submit --require g")
     env = child_env(PATH=f"{BIN}:/usr/bin:/bin", WORKSPACE_ROOT=str(ws.root), MAM_BROKER_URL=None)
     async with up_process(ws.root, ws.elsewhere, free_port()) as up:
         url = json.loads((ws.root / ".mam" / "runtime.json").read_text())["broker"]
