@@ -50,12 +50,21 @@ _PICK = random.SystemRandom()
 
 
 def _ports_below_ephemeral() -> tuple[int, int]:
-    """[10000, the first ephemeral port): 32768 on Linux's default (`ip_local_port_range`)."""
+    """[10000, the first ephemeral port): 32768 on Linux's default (`ip_local_port_range`), cut into one
+    slice per pytest-xdist worker, this worker's slice returned. Between picking a port and binding it, a
+    test of another worker could otherwise pick and bind the same one (`mam up --port N` found its port
+    taken by another test's broker, once in a full run); tests of one worker run one at a time."""
     try:
         first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         first = 32768
-    return 10000, max(first, 20000)
+    low, high = 10000, max(first, 20000)
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and workers.isdigit() and int(workers) > 1:
+        size = (high - low) // int(workers)
+        low += size * (int(worker[2:]) % int(workers))
+        high = low + size
+    return low, high
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:

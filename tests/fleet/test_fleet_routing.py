@@ -151,8 +151,7 @@ async def test_a_fleet_limit_holds_across_three_runners(ws: WorkspacePaths) -> N
 
 async def test_a_bad_fleet_limit_is_one_line_naming_it(ws: WorkspacePaths) -> None:
     write_config(ws, {"limits": {"agents": {"shell": "three"}}})
-    port = free_port()
-    result = await run(mam("up", "--port", str(port), "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=30)
+    result = await run(mam("up", "--port", "0", "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=30)
     assert result.returncode != 0
     errors = [line for line in result.stderr.decode().splitlines() if "limits" in line]
     assert len(errors) == 1 and "limits.agents.shell: 'three' is not a count" in errors[0], result.stderr
