@@ -8,11 +8,11 @@ never write into a real workspace or publish to a real broker.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from disk_full_support import tmpfs
 from hypothesis import settings
 
 from brokers import BROKERS, RunningBroker
@@ -110,12 +110,5 @@ def broker(request: pytest.FixtureRequest) -> RunningBroker:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 512 KiB tmpfs to fill up (skips where mounting needs a root this test does not have)."""
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip()}); needs root or CAP_SYS_ADMIN")
-    try:
+    with tmpfs(tmp_path / "small-disk", "512k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import aiomqtt
 import anyio
 
+from mam.agents.outbox import Outbox
+
 
 class FakeClient:
     """Records publishes in call order; acknowledges each after a checkpoint; breaks at the `fail_at`-th."""
@@ -21,3 +23,14 @@ class FakeClient:
         if self.fail_at is not None and len(self.calls) >= self.fail_at:
             raise aiomqtt.MqttError("the broker went away")
         self.acked.append(payload)
+
+
+async def drain(outbox: Outbox) -> FakeClient:
+    """A fresh `FakeClient` after `outbox` sent it everything and emptied (within 5 s)."""
+    client = FakeClient()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.send, client)
+        with anyio.fail_after(5):
+            await outbox.drained()
+        tg.cancel_scope.cancel()
+    return client

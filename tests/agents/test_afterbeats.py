@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from runner_units_support import FakeClient
+from runner_units_support import drain
 
 from mam.agents.afterbeats import Afterbeats
 from mam.agents.job_setup import Settings
@@ -29,13 +29,7 @@ def record(status: Status) -> JobRecord:
 
 
 async def sent(outbox: Outbox) -> list[dict]:
-    client = FakeClient()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(outbox.send, client)
-        with anyio.fail_after(5):
-            await outbox.drained()
-        tg.cancel_scope.cancel()
-    return [json.loads(payload) for payload in client.calls]
+    return [json.loads(payload) for payload in (await drain(outbox)).calls]
 
 
 async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import anyio
 import msgspec
 import pytest
-from runner_units_support import FakeClient
+from runner_units_support import FakeClient, drain
 
 from mam.agents.outbox import Outbox
 from mam.agents.output import OutputStreamer
@@ -29,12 +29,7 @@ def filled(n: int) -> tuple[Outbox, list[str]]:
 
 async def test_the_outbox_sends_in_order_and_empties_once_everything_is_acknowledged() -> None:
     outbox, made = filled(50)
-    client = FakeClient()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(outbox.send, client)
-        with anyio.fail_after(5):
-            await outbox.drained()
-        tg.cancel_scope.cancel()
+    client = await drain(outbox)
     assert ids(client.calls) == made and len(outbox) == 0
 
 
