@@ -56,7 +56,8 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-_APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+"""How every appended file is opened (the audit logs, the refusal log, parked files, the journal's appends)."""
 
 
 class Appender:
@@ -95,7 +96,7 @@ class Appender:
     def open_at(self, key: str, directory: Dir, name: str) -> int:
         """`name` in `directory` (created if missing, never through a link), kept under `key`."""
         fd = self.cached(key)
-        return fd if fd is not None else self.adopt(key, directory.open(name, _APPEND_FLAGS))
+        return fd if fd is not None else self.adopt(key, directory.open(name, APPEND_FLAGS))
 
     def write(self, fd: int, data: bytes, plan: SyncPlan) -> None:
         """Append `data` whole or not at all; it joins the plan's barrier."""
@@ -113,7 +114,7 @@ class Appender:
         fd = self.cached(path)
         if fd is None:
             directory, name = os.path.split(path)
-            fd = self.adopt(path, Dir.open_path(directory).open(name, _APPEND_FLAGS))
+            fd = self.adopt(path, Dir.open_path(directory).open(name, APPEND_FLAGS))
         self.write(fd, data, plan)
 
     def forget(self, key: str) -> None:

@@ -223,7 +223,7 @@ class Batch:
             if not self._journaled:
                 journal.append(self._entry)
                 self._journaled = journal.pending = True
-            applier.apply(self._entry, {job_id: r for job_id, r in self.records.items()})
+            applier.apply(self._entry, self.records)
             journal.pending = False
         crash_point("apply")
 

@@ -33,6 +33,15 @@ MAX_BYTES = 64 << 20
 """A journal segment past this many bytes is checkpointed without waiting for the interval."""
 
 
+def make_durable(registry: Registry, log_: AuditLog) -> None:
+    """Everything written under the registry and log dirs, durable: one `syncfs` per filesystem they are on."""
+    plan = SyncPlan()
+    for directory in (registry.dir(create=True), log_.dir(create=True)):
+        if directory is not None:
+            plan.changed(directory)
+    plan.sync()
+
+
 class Checkpointer:
     def __init__(self, journal: Journal, log_: AuditLog, registry: Registry, *, interval: float = INTERVAL,
                  max_bytes: int = MAX_BYTES) -> None:
@@ -95,11 +104,7 @@ class Checkpointer:
                     return False
                 covered = journal.appended
                 sealed = journal.seal()
-            plan = SyncPlan()
-            for directory in (self.registry.dir(create=True), self.log.dir(create=True)):
-                if directory is not None:
-                    plan.changed(directory)
-            plan.sync()
+            make_durable(self.registry, self.log)
             crash_point("checkpoint")
             journal.trim(sealed, durably=durably)
             self._trimmed_lightly = not durably

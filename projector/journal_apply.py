@@ -26,7 +26,9 @@ import os
 from collections.abc import Iterable
 
 from mam.contract.record import JobRecord, decode_record
+from mam.projector.appender import APPEND_FLAGS, write_all
 from mam.projector.audit_log import EVENTS_FILE, AuditLog
+from mam.projector.checkpoint import make_durable
 from mam.projector.dirs import Dir, warn_once
 from mam.projector.durable import Staged, SyncPlan, replace_staged, stage_at
 from mam.projector.index_writer import IndexWriter
@@ -38,8 +40,6 @@ from mam.registry.nofollow import PathRefused
 from mam.registry.refusal_files import REJECTED_FILE
 
 log = logging.getLogger("mam.projector")
-
-_APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
 
 
 class Applier:
@@ -110,7 +110,7 @@ class Applier:
                 self._write_at(kept, op)
         else:
             directory, name = self._dir(op.root, op.path)
-            fd = directory.open(name, _APPEND_FLAGS)
+            fd = directory.open(name, APPEND_FLAGS)
             try:
                 self._write_at(fd, op)
             finally:
@@ -123,10 +123,8 @@ class Applier:
         elif size < op.offset:
             log.warning("%s holds %d bytes, fewer than the %d the journal's entry follows; appended at its end",
                         op.path, size, op.offset)
-        view = memoryview(op.data)
         try:
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, op.data)
         except OSError:
             os.ftruncate(fd, min(size, op.offset))
             raise
@@ -173,10 +171,6 @@ def recover(journal: Journal, applier: Applier) -> int:
         log.info("journal: %d batch(es) applied again (%d record(s)) that a stop left before a checkpoint",
                  count, len(jobs))
     if count or journal.segments():
-        plan = SyncPlan()
-        for directory in (applier.registry.dir(create=True), applier.log.dir(create=True)):
-            if directory is not None:
-                plan.changed(directory)
-        plan.sync()
+        make_durable(applier.registry, applier.log)
     journal.start()
     return count
