@@ -25,19 +25,14 @@ def runner_labels(workspace: Workspace) -> list[str]:
         return []
     import anyio
 
-    from mam.client.live import snapshot_agents
+    from mam.client.live import snapshot_agents_within
     from mam.contract.broker_list import parse_brokers
     from mam.contract.topics import Topics
 
-    async def ask() -> list[str]:
-        with anyio.move_on_after(BUDGET):
-            statuses = await snapshot_agents(parse_brokers(runtime.broker), Topics(workspace.id))
-            pairs = {(key, value) for status in statuses.values() if isinstance(status.labels, dict)
-                     for key, value in status.labels.items()}
-            return [f"{key}={value}" for key, value in sorted(pairs)]
-        return []
-
     try:
-        return anyio.run(ask)
+        statuses = anyio.run(snapshot_agents_within, parse_brokers(runtime.broker), Topics(workspace.id), BUDGET)
     except Exception:  # noqa: BLE001 - a broker that refuses, a login needed: nothing to offer, never a trace
         return []
+    pairs = {(key, value) for status in (statuses or {}).values() if isinstance(status.labels, dict)
+             for key, value in status.labels.items()}
+    return [f"{key}={value}" for key, value in sorted(pairs)]

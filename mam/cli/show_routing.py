@@ -13,12 +13,10 @@ from typing import Final
 
 import anyio
 
-from mam.client.live import snapshot_agents
+from mam.client.live import snapshot_agents_within
 from mam.contract import presence, routing
-from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
 from mam.contract.record import JobRecord, Status
-from mam.contract.status import AgentStatus
 from mam.contract.topics import Topics
 from mam.contract.workspace import Workspace
 from mam.process.options import broker_from_args
@@ -34,7 +32,7 @@ def queue_note(args: argparse.Namespace, workspace: Workspace, record: JobRecord
         return None
     try:
         broker = broker_from_args(args, workspace)
-        found = anyio.run(_runners, broker, Topics(workspace.id))
+        found = anyio.run(snapshot_agents_within, broker, Topics(workspace.id), PATIENCE)
     except (MamError, OSError):
         return None
     if found is None:
@@ -42,8 +40,3 @@ def queue_note(args: argparse.Namespace, workspace: Workspace, record: JobRecord
     return presence.waiting_reason(record.agent, found.values(), routing.required(record), job_id=record.job_id,
                                    parent=record.parent)
 
-
-async def _runners(broker: Brokers, topics: Topics) -> dict[str, AgentStatus] | None:
-    with anyio.move_on_after(PATIENCE):
-        return await snapshot_agents(broker, topics)
-    return None

@@ -178,6 +178,14 @@ async def snapshot_agents(broker: Brokers, topics: Topics) -> dict[str, AgentSta
         raise unreachable(broker, exc) from None
 
 
+async def snapshot_agents_within(broker: Brokers, topics: Topics, seconds: float) -> dict[str, AgentStatus] | None:
+    """`snapshot_agents`, or None when the broker has not answered within `seconds` (a view that goes on
+    without the runners: `mam show`'s queue note, `--require` completion)."""
+    with anyio.move_on_after(seconds):
+        return await snapshot_agents(broker, topics)
+    return None
+
+
 async def snapshot_job_ids(broker: Brokers, topics: Topics, *, exact: str | None = None) -> set[str] | None:
     """`retained_job_ids` on a connection of its own. With `exact`, that job's own state topic is
     asked too, so the id is in the set whenever the broker retains its state, even if a broker sent
@@ -205,6 +213,7 @@ __all__ = [
     "retained_job_ids",
     "retained_states",
     "snapshot_agents",
+    "snapshot_agents_within",
     "take_agent_status",
     "snapshot_job_ids",
 ]
