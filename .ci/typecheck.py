@@ -29,8 +29,11 @@ def package_dirs(setup_py: Path) -> dict[str, Path]:
     """Each mapped package's name and its folder in the checkout, e.g. `mam.projector`: `projector/` (setup.py's
     `ROOTS`, read without running setup.py)."""
     tree = ast.parse(setup_py.read_text())
-    (mapping,) = (ast.literal_eval(node.value) for node in tree.body
-                  if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ROOTS"])
+    (mapping,) = (
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ROOTS"]
+    )
     return {name: (setup_py.parent / folder).resolve() for name, folder in mapping.items()}
 
 

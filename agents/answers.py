@@ -31,8 +31,9 @@ def settles(record: JobRecord, question_id: str) -> bool:
     return record.question_id != question_id or record.status is not Status.WAITING
 
 
-async def wait_answer(pub: Publisher, job_id: str, question_id: str, *,
-                      first: Callable[[Any], Awaitable[JobRecord | None]] | None = None) -> JobRecord:
+async def wait_answer(
+    pub: Publisher, job_id: str, question_id: str, *, first: Callable[[Any], Awaitable[JobRecord | None]] | None = None
+) -> JobRecord:
     """The job's first state that settles the question `question_id` (`settles`); the caller bounds the wait.
 
     A broker or projector restart is ridden out (`Publisher.reconnecting`): the question stays in the job's

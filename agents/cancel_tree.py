@@ -65,8 +65,9 @@ async def cancel_tree(
     return list(watched.values())
 
 
-async def _under_finished(pub: Publisher, job_id: str, known: dict[str, JobRecord], event: ev.CancelRequested,
-                          timeout: float) -> None:
+async def _under_finished(
+    pub: Publisher, job_id: str, known: dict[str, JobRecord], event: ev.CancelRequested, timeout: float
+) -> None:
     """The tree cancel of a finished job: a tree cancel of each topmost unfinished job under it that has none
     yet, its reason naming the finished job; one that ended meanwhile is passed over (it is listed as it is)."""
     reason = tree_reason(job_id, event.reason)

@@ -48,9 +48,14 @@ def shows_recorded(record: JobRecord, event: ev.AnyEvent) -> bool:
     if record.last_event_id == event.id:
         return True
     if isinstance(event, ev.Submitted):
-        return (record.prompt == event.prompt and record.agent == event.agent and record.parent == event.parent
-                and record.role == event.role and record.agent_session == event.agent_session
-                and record.git_at_submit == event.git)
+        return (
+            record.prompt == event.prompt
+            and record.agent == event.agent
+            and record.parent == event.parent
+            and record.role == event.role
+            and record.agent_session == event.agent_session
+            and record.git_at_submit == event.git
+        )
     if isinstance(event, ev.InputRequested):
         return record.question_id == event.id
     if isinstance(event, ev.InputProvided | ev.InputWithdrawn):
@@ -84,14 +89,23 @@ class Delivery:
                 self.sends += 1
                 with anyio.move_on_after(RESEND_AFTER):
                     return await self._verdict()
-                log.info("job %s: no verdict %gs after publishing %s; sending it again", self.job_id, RESEND_AFTER,
-                         ev.event_type(self.event))
+                log.info(
+                    "job %s: no verdict %gs after publishing %s; sending it again",
+                    self.job_id,
+                    RESEND_AFTER,
+                    ev.event_type(self.event),
+                )
             except aiomqtt.MqttError as exc:
                 self.lost = exc
                 if not self.pub.can_reconnect:
                     raise
-                log.warning("lost the broker at %s: %s; sending job %s's %r event again once it is back",
-                            self.pub.broker.url, why(exc), self.job_id, ev.event_type(self.event))
+                log.warning(
+                    "lost the broker at %s: %s; sending job %s's %r event again once it is back",
+                    self.pub.broker.url,
+                    why(exc),
+                    self.job_id,
+                    ev.event_type(self.event),
+                )
                 await self._reconnect()
 
     async def _verdict(self) -> JobRecord:
@@ -101,8 +115,9 @@ class Delivery:
             topic, payload = str(message.topic), _payload(message)
             if topic == state_topic:
                 record = pub.states.record(topic, payload)
-                if record is not None and (record.last_event_id == event_id
-                                           or (self.sends > 1 and shows_recorded(record, self.event))):
+                if record is not None and (
+                    record.last_event_id == event_id or (self.sends > 1 and shows_recorded(record, self.event))
+                ):
                     return record
             elif topic == pub.topics.rejected:
                 refusal = pub.states.refusal(payload)

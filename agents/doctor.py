@@ -90,29 +90,53 @@ def profile_setups(root: Path, names: list[str], *, ceiling: str | None) -> tupl
         return fail("workspace.profiles", str(exc), f"fix {user}: every runner of this workspace refuses to start"), []
     builtin = builtin_profiles()
     changed = [name for name, profile in profiles.items() if builtin.get(name) != profile]
-    listed = ok("workspace.profiles", f"{len(profiles)} profiles: {', '.join(profiles)}"
-                + (f" ({user} adds or changes {', '.join(changed)})" if changed else ""))
+    listed = ok(
+        "workspace.profiles",
+        f"{len(profiles)} profiles: {', '.join(profiles)}"
+        + (f" ({user} adds or changes {', '.join(changed)})" if changed else ""),
+    )
     for name in names:
         if name not in profiles:
             hint = did_you_mean(name, profiles)
-            raise UsageError(f"--agent {name}: no profile {name!r}" + (f"; {hint}" if hint else "")
-                             + f" (known: {', '.join(sorted(profiles))}; a workspace adds its own in "
-                             f"{root / '.mam' / 'profiles.json'})")
+            raise UsageError(
+                f"--agent {name}: no profile {name!r}"
+                + (f"; {hint}" if hint else "")
+                + f" (known: {', '.join(sorted(profiles))}; a workspace adds its own in "
+                f"{root / '.mam' / 'profiles.json'})"
+            )
     chosen = names or [name for name, profile in profiles.items() if profile.alias is None]
     setups = []
     for name in chosen:
         profile: Profile = profiles[resolve(name, profiles)]
-        levels: dict[str, list[str]] | None = {level: list(args) for level, args in (profile.permissions or {}).items()} or None
-        job_env = ProfileEnv(always=dict(profile.env or {}),
-                             levels={k: dict(v) for k, v in (profile.permissions_env or {}).items()})
-        setups.append(AgentSetup(name, list(profile.argv), levels, (ceiling or DEFAULT_LEVEL) if levels else None,
-                                 strict=bool(names), worktree=profile.worktree, job_env=job_env,
-                                 mcp=profile.mcp))
+        levels: dict[str, list[str]] | None = {
+            level: list(args) for level, args in (profile.permissions or {}).items()
+        } or None
+        job_env = ProfileEnv(
+            always=dict(profile.env or {}), levels={k: dict(v) for k, v in (profile.permissions_env or {}).items()}
+        )
+        setups.append(
+            AgentSetup(
+                name,
+                list(profile.argv),
+                levels,
+                (ceiling or DEFAULT_LEVEL) if levels else None,
+                strict=bool(names),
+                worktree=profile.worktree,
+                job_env=job_env,
+                mcp=profile.mcp,
+            )
+        )
     return listed, setups
 
 
-def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bool | None = None,
-                 env: Mapping[str, str] | None = None) -> list[Check]:
+def agent_checks(
+    setup: AgentSetup,
+    *,
+    root: Path,
+    workspace_id: str,
+    in_git: bool | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[Check]:
     """The six checks of one agent (see the module); `in_git`: whether `root` is in a git work tree, when
     known (else asked of git when a check needs it)."""
     env = os.environ if env is None else env
@@ -123,13 +147,21 @@ def agent_checks(setup: AgentSetup, *, root: Path, workspace_id: str, in_git: bo
         if problem is None:
             first = ok(prefix + "cli", f"{program}: named per job, checked when each job starts")
         else:
-            fix = (f"install {cli.title}: {cli.install}" if cli else
-                   f"install {program}, or change the profile's argv in {root / '.mam' / 'profiles.json'}")
-            first = (fail(prefix + "cli", problem, fix) if setup.strict
-                     else skip(prefix + "cli", f"not installed: {problem}", fix))
+            fix = (
+                f"install {cli.title}: {cli.install}"
+                if cli
+                else f"install {program}, or change the profile's argv in {root / '.mam' / 'profiles.json'}"
+            )
+            first = (
+                fail(prefix + "cli", problem, fix)
+                if setup.strict
+                else skip(prefix + "cli", f"not installed: {problem}", fix)
+            )
         why = f"{program} is not installed" if problem else f"{program} is named per job"
-        return [first, *(skip(prefix + name, why) for name in ("version", "credentials", "workspace", "root",
-                                                                "delegation"))]
+        return [
+            first,
+            *(skip(prefix + name, why) for name in ("version", "credentials", "workspace", "root", "delegation")),
+        ]
     return [
         ok(prefix + "cli", f"{program} at {path}"),
         _version(prefix + "version", program, path, cli),
@@ -144,8 +176,13 @@ def probe_version(path: str, timeout: float = VERSION_TIMEOUT) -> tuple[str | No
     """(the version `path --version` prints, its first line), or (None, why not). Its stdin is empty; past
     `timeout` its whole process group is killed."""
     try:
-        proc = subprocess.Popen([path, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     except OSError as exc:
         return None, f"cannot run it: {exc.strerror or exc}"
     try:
@@ -174,12 +211,16 @@ def _version(name: str, program: str, path: str, cli: KnownCli | None) -> Check:
     tested = ", ".join(cli.tested)
     if version in cli.tested:
         return ok(name, f"{cli.title} {version}: tested with mam")
-    return warn(name, f"{cli.title} {version}: untested; mam was tested with {tested}",
-                f"{cli.install} (or keep {version}: mam runs it, untested)")
+    return warn(
+        name,
+        f"{cli.title} {version}: untested; mam was tested with {tested}",
+        f"{cli.install} (or keep {version}: mam runs it, untested)",
+    )
 
 
-def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env: Mapping[str, str], *,
-                 setup_strict: bool) -> Check:
+def _credentials(
+    name: str, program: str, cli: KnownCli | None, root: Path, env: Mapping[str, str], *, setup_strict: bool
+) -> Check:
     if cli is None:
         return skip(name, f"mam does not know where {program} keeps its credentials")
     provider = codex_provider(env) if os.path.basename(program) == "codex" else None
@@ -190,16 +231,20 @@ def _credentials(name: str, program: str, cli: KnownCli | None, root: Path, env:
     if found is not None:
         return ok(name, found)
     files = ", ".join(str(login.path(env, root)) for login in cli.logins)
-    fails = ("every job fails before it starts, naming the key: without one it would wait for a browser login"
-             if cli.key_required else "every job would fail to log in")
+    fails = (
+        "every job fails before it starts, naming the key: without one it would wait for a browser login"
+        if cli.key_required
+        else "every job would fail to log in"
+    )
     detail = f"none found: no {', '.join(cli.keys[:2])} or the like set, nothing in {files} ({fails})"
     if cli.key_required:  # no job can run without one (aider): a failure for a runner configured for it
         return failed_or_warned(name, detail, cli.login_how, strict=setup_strict)
     return warn(name, detail, cli.login_how)
 
 
-def _workspace(name: str, setup: AgentSetup, program: str, root: Path, env: Mapping[str, str], *,
-               in_git: bool | None) -> Check:
+def _workspace(
+    name: str, setup: AgentSetup, program: str, root: Path, env: Mapping[str, str], *, in_git: bool | None
+) -> Check:
     base = os.path.basename(program)
     env = setup.env_of(env)
     if base == "gemini":
@@ -226,23 +271,35 @@ def _root(name: str, setup: AgentSetup, program: str, env: Mapping[str, str]) ->
         return ok(name, "running as root with IS_SANDBOX=1: claude allows `full` (bypassPermissions)")
     if setup.ceiling == "full" or any(a in ROOT_FULL_ARGS for a in setup.argv):
         return failed_or_warned(
-            name, "running as root: claude refuses `full` (bypassPermissions) without IS_SANDBOX=1, so jobs at "
-            "`full` fail", "export IS_SANDBOX=1 for mam-agent (only in a container or VM you can lose), or run it as "
-            "another user, or with --permissions edit", strict=setup.strict)
+            name,
+            "running as root: claude refuses `full` (bypassPermissions) without IS_SANDBOX=1, so jobs at `full` fail",
+            "export IS_SANDBOX=1 for mam-agent (only in a container or VM you can lose), or run it as "
+            "another user, or with --permissions edit",
+            strict=setup.strict,
+        )
     return ok(name, f"running as root: `full` would need IS_SANDBOX=1; this runner allows at most {setup.ceiling}")
 
 
 def _delegation(name: str, setup: AgentSetup, program: str) -> Check:
     if setup.mcp is None:
-        return ok(name, f"{program}'s jobs are not given mam's MCP server (the profile has no \"mcp\"); they can "
-                  "still run `mam submit` and `mam ask`")
+        return ok(
+            name,
+            f"{program}'s jobs are not given mam's MCP server (the profile has no \"mcp\"); they can "
+            "still run `mam submit` and `mam ask`",
+        )
     mam = own_mam()
     if mam is None:
-        return warn(name, "no `mam` is installed beside this one, so jobs get no `mam` on their PATH and no "
-                    "MCP server", "install mam into the runner's environment (pip install -e .)")
-    return ok(name, f"each job's {program} gets mam's MCP server `{mam} mcp` as `{SERVER}`, for that job (its "
-              f"MAM_JOB_ID, workspace and broker login), its tools allowed at every level: {HOW[setup.mcp]} "
-              "(mam-agent --no-mcp gives none)")
+        return warn(
+            name,
+            "no `mam` is installed beside this one, so jobs get no `mam` on their PATH and no MCP server",
+            "install mam into the runner's environment (pip install -e .)",
+        )
+    return ok(
+        name,
+        f"each job's {program} gets mam's MCP server `{mam} mcp` as `{SERVER}`, for that job (its "
+        f"MAM_JOB_ID, workspace and broker login), its tools allowed at every level: {HOW[setup.mcp]} "
+        "(mam-agent --no-mcp gives none)",
+    )
 
 
 def git_check(root: Path, *, wanted: str | None) -> tuple[Check, bool]:
@@ -251,13 +308,19 @@ def git_check(root: Path, *, wanted: str | None) -> tuple[Check, bool]:
     info = git_info(root)
     if info is None:
         if wanted:
-            return fail("workspace.git", f"{root} is not in a git repository, which {wanted} needs",
-                        f"git init {root} and commit once, or run without --worktree"), False
+            return fail(
+                "workspace.git",
+                f"{root} is not in a git repository, which {wanted} needs",
+                f"git init {root} and commit once, or run without --worktree",
+            ), False
         return skip("workspace.git", f"{root} is not in a git repository (only mam-agent --worktree needs one)"), False
     if info.commit is None:
         make = fail if wanted else warn
-        return make("workspace.git", f"the git repository at {root} has no commit yet, which mam-agent --worktree "
-                    "needs", "commit once"), True
+        return make(
+            "workspace.git",
+            f"the git repository at {root} has no commit yet, which mam-agent --worktree needs",
+            "commit once",
+        ), True
     branch = f" on {info.branch}" if info.branch else " (detached HEAD)"
     return ok("workspace.git", f"a git work tree at {info.commit[:12]}{branch}"), True
 

@@ -36,8 +36,11 @@ async def run_until_drained(runner: Runner) -> None:
                     seen += 1
                     name = signal.Signals(signum).name
                     if seen == 1:
-                        log.info("%s: stopping; jobs that still run after %gs are released to the queue",
-                                 name, runner.drain_timeout)
+                        log.info(
+                            "%s: stopping; jobs that still run after %gs are released to the queue",
+                            name,
+                            runner.drain_timeout,
+                        )
                         runner.stop()
                     elif seen == 2:
                         log.info("%s again: releasing the running jobs to the queue now", name)

@@ -39,7 +39,7 @@ def gave_up(argv: Sequence[str], stdout_tail: str) -> str | None:
     found = list(EXCEPTION.finditer(text))
     if not found:
         return None
-    rest = text[found[-1].start():]
+    rest = text[found[-1].start() :]
     if RETRYING in rest:
         return None  # aider retries this call; it gave up only if a later call failed for good
     return " ".join(rest.split())

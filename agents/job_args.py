@@ -25,21 +25,30 @@ from mam.contract.record import JobRecord
 
 JobOption = Literal["model", "max_turns", "budget_usd", "resume"]
 SLOT: Final = "{options}"
-_PLACEHOLDER: Final[dict[str, str]] = {"model": "{model}", "max_turns": "{max_turns}", "budget_usd": "{budget_usd}",
-                                       "resume": "{session}"}
+_PLACEHOLDER: Final[dict[str, str]] = {
+    "model": "{model}",
+    "max_turns": "{max_turns}",
+    "budget_usd": "{budget_usd}",
+    "resume": "{session}",
+}
 OPTIONAL: Final = frozenset({"max_turns", "budget_usd"})
 """Left out where the CLI has no flag for them: mam enforces the budget itself, and a turn limit is a guard."""
 
 
 def wanted(record: JobRecord) -> list[tuple[str, str]]:
     """The options the job asks, in argv order, each with its value."""
-    values = (("model", given(record, "model")), ("max_turns", given(record, "max_turns")),
-              ("budget_usd", given(record, "budget_usd")), ("resume", given(record, "resume_session")))
+    values = (
+        ("model", given(record, "model")),
+        ("max_turns", given(record, "max_turns")),
+        ("budget_usd", given(record, "budget_usd")),
+        ("resume", given(record, "resume_session")),
+    )
     return [(name, str(value)) for name, value in values if value is not None]
 
 
-def job_arguments(record: JobRecord, options: dict[str, list[str]] | None, *, runner: str
-                  ) -> tuple[list[str], list[str]] | str:
+def job_arguments(
+    record: JobRecord, options: dict[str, list[str]] | None, *, runner: str
+) -> tuple[list[str], list[str]] | str:
     """The job's extra arguments and the options left out (a turn limit the CLI lacks); or why it cannot
     run on this runner."""
     extra: list[str] = []
@@ -51,8 +60,10 @@ def job_arguments(record: JobRecord, options: dict[str, list[str]] | None, *, ru
                 skipped.append(name)
                 continue
             what = f"model {value!r}" if name == "model" else f"to resume agent session {value}"
-            return (f"the job asks {what} but runner {runner}'s command cannot pass it (its profile has no "
-                    f"\"{name}\" option); serve it with a profile that has one (claude-code, codex, gemini)")
+            return (
+                f"the job asks {what} but runner {runner}'s command cannot pass it (its profile has no "
+                f'"{name}" option); serve it with a profile that has one (claude-code, codex, gemini)'
+            )
         extra += [arg.replace(_PLACEHOLDER[name], value) for arg in template]
     return extra, skipped
 
@@ -62,7 +73,7 @@ def with_options(argv: list[str], extra: list[str]) -> list[str]:
     if SLOT not in argv:
         return [*argv, *extra]
     at = argv.index(SLOT)
-    return [*argv[:at], *extra, *(arg for arg in argv[at + 1:] if arg != SLOT)]
+    return [*argv[:at], *extra, *(arg for arg in argv[at + 1 :] if arg != SLOT)]
 
 
 __all__ = ["SLOT", "JobOption", "job_arguments", "wanted", "with_options"]

@@ -58,8 +58,9 @@ class JobBroker:
         addresses = addresses_of(self.brokers)
         if self.scoped:
             username, password = user_of(job_id), mint(self.key, self.workspace_id, job_id, attempt)
-            return ",".join(dataclasses.replace(address, username=username, password=password).full_url
-                            for address in addresses)
+            return ",".join(
+                dataclasses.replace(address, username=username, password=password).full_url for address in addresses
+            )
         if self.mode == "none":
             bare = (dataclasses.replace(address, username=None, password=None) for address in addresses)
             return ",".join(address.url for address in bare)

@@ -73,8 +73,16 @@ def with_own_mam(path: str | None) -> str:
     return os.pathsep.join([place, *parts] if place else parts)
 
 
-def job_environment(*, base: dict[str, str], job_id: str, workspace_id: str, workspace_root: Path,
-                    broker_url: str | None, prompt: str, extra: dict[str, str]) -> tuple[dict[str, str], bool]:
+def job_environment(
+    *,
+    base: dict[str, str],
+    job_id: str,
+    workspace_id: str,
+    workspace_root: Path,
+    broker_url: str | None,
+    prompt: str,
+    extra: dict[str, str],
+) -> tuple[dict[str, str], bool]:
     """The agent's environment, and whether the prompt fit in `MAM_PROMPT`."""
     env = base | extra
     env |= {"MAM_JOB_ID": job_id, "MAM_WORKSPACE": workspace_id, "WORKSPACE_ROOT": str(workspace_root)}

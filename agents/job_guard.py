@@ -243,7 +243,7 @@ def main(args: list[str]) -> int:
 def _split(args: list[str]) -> tuple[dict[str, str], list[str]]:
     """`--name VALUE ... -- ARGV...` as ({name: value}, ARGV)."""
     end = args.index("--") if "--" in args else len(args)
-    return dict(zip(args[0:end:2], args[1:end:2], strict=True)), args[end + 1:]
+    return dict(zip(args[0:end:2], args[1:end:2], strict=True)), args[end + 1 :]
 
 
 if __name__ == "__main__":

@@ -63,8 +63,7 @@ STARTUP_TIMEOUT = 60
 
 def job_variables(env: dict[str, str]) -> dict[str, str]:
     """What `mam mcp` needs from the job's environment: mam's variables (not the prompt) and the root."""
-    return {k: v for k, v in env.items()
-            if (k.startswith("MAM_") and k != "MAM_PROMPT") or k == "WORKSPACE_ROOT"}
+    return {k: v for k, v in env.items() if (k.startswith("MAM_") and k != "MAM_PROMPT") or k == "WORKSPACE_ROOT"}
 
 
 @dataclass(frozen=True)
@@ -103,12 +102,14 @@ def _write_private(path: Path, data: object) -> None:
 def _claude(argv: list[str], env: dict[str, str], server: Server, job_id: str) -> Wired:
     place = _private_dir(job_id)
     config = place / "mcp-config.json"
-    entry = {"type": "stdio", "command": server.command, "args": server.args, "env": server.env,
-             "alwaysLoad": True}
+    entry = {"type": "stdio", "command": server.command, "args": server.args, "env": server.env, "alwaysLoad": True}
     _write_private(config, {"mcpServers": {SERVER: entry}})
     # appended: --allowedTools takes several values, and nothing follows it
-    return Wired([*argv, "--mcp-config", str(config), "--allowedTools", f"mcp__{SERVER}"],
-                 env | {"MCP_TOOL_TIMEOUT": env.get("MCP_TOOL_TIMEOUT", str(TOOL_TIMEOUT * 1000))}, place)
+    return Wired(
+        [*argv, "--mcp-config", str(config), "--allowedTools", f"mcp__{SERVER}"],
+        env | {"MCP_TOOL_TIMEOUT": env.get("MCP_TOOL_TIMEOUT", str(TOOL_TIMEOUT * 1000))},
+        place,
+    )
 
 
 def _toml(value: object) -> str:
@@ -118,9 +119,15 @@ def _toml(value: object) -> str:
 
 def _codex(argv: list[str], env: dict[str, str], server: Server, job_id: str) -> Wired:
     prefix = f"mcp_servers.{SERVER}"
-    settings = {"command": server.command, "args": server.args, "env_vars": sorted(server.env), "required": True,
-                "default_tools_approval_mode": "approve", "startup_timeout_sec": STARTUP_TIMEOUT,
-                "tool_timeout_sec": TOOL_TIMEOUT}
+    settings = {
+        "command": server.command,
+        "args": server.args,
+        "env_vars": sorted(server.env),
+        "required": True,
+        "default_tools_approval_mode": "approve",
+        "startup_timeout_sec": STARTUP_TIMEOUT,
+        "tool_timeout_sec": TOOL_TIMEOUT,
+    }
     overrides = [arg for key, value in settings.items() for arg in ("-c", f"{prefix}.{key}={_toml(value)}")]
     # the overrides go right after `exec` (before its `resume` and the trailing `-`)
     at = argv.index("exec") + 1 if "exec" in argv else 1
@@ -159,8 +166,13 @@ def _gemini(argv: list[str], env: dict[str, str], server: Server, job_id: str) -
         return Wired(argv, env)
     servers = settings.get("mcpServers")
     merged = dict(servers) if isinstance(servers, dict) else {}
-    merged[SERVER] = {"command": server.command, "args": server.args, "env": server.env, "trust": True,
-                      "timeout": TOOL_TIMEOUT * 1000}
+    merged[SERVER] = {
+        "command": server.command,
+        "args": server.args,
+        "env": server.env,
+        "trust": True,
+        "timeout": TOOL_TIMEOUT * 1000,
+    }
     place = _private_dir(job_id)
     job_dir = place / ".gemini"
     job_dir.mkdir()
@@ -181,7 +193,10 @@ HOW: dict[str, str] = {
 """How each wiring gives the server and allows its tools, as `mam doctor` says it."""
 
 WIRINGS: dict[str, Callable[[list[str], dict[str, str], Server, str], Wired]] = {
-    "claude-code": _claude, "codex": _codex, "gemini": _gemini}
+    "claude-code": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+}
 """How each CLI is given an MCP server for one run: a profile's `"mcp"` names one."""
 
 
@@ -198,8 +213,7 @@ def server_for(env: dict[str, str], workspace_root: Path) -> Server | None:
     return Server(command=command, args=["mcp", "--workspace", str(workspace_root)], env=job_variables(env))
 
 
-def give_mam(wiring: str | None, argv: list[str], env: dict[str, str], *, job_id: str,
-             workspace_root: Path) -> Wired:
+def give_mam(wiring: str | None, argv: list[str], env: dict[str, str], *, job_id: str, workspace_root: Path) -> Wired:
     """The job's command and environment with mam's MCP server given to its agent the way `wiring` says;
     unchanged for a command without one, or when no `mam` is found (logged)."""
     wire = WIRINGS.get(wiring) if wiring else None

@@ -84,8 +84,10 @@ def job_command(record: JobRecord, settings: Settings) -> tuple[list[str] | str,
         return refused, None
     levels = settings.permissions or {}
     if level is not None and level not in levels:
-        return (f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
-                f"level (it has: {', '.join(levels)})"), level
+        return (
+            f"the job asks permissions {level!r} but runner {settings.runner_id}'s profile has no such "
+            f"level (it has: {', '.join(levels)})"
+        ), level
     template = with_level(settings.argv, levels.get(level, []) if level else [])
     own = job_arguments(record, settings.options, runner=settings.runner_id)
     if isinstance(own, str):

@@ -46,8 +46,14 @@ class StartWatch:
         """Why `record`'s job cannot start now; None when it may (or is past that)."""
         if record.status is not Status.SUBMITTED:
             return None
-        return presence.cannot_start(record.job_id, record.agent, self.runners.values(), routing.required(record),
-                                     parent=record.parent, waiter=self.inside)
+        return presence.cannot_start(
+            record.job_id,
+            record.agent,
+            self.runners.values(),
+            routing.required(record),
+            parent=record.parent,
+            waiter=self.inside,
+        )
 
     def look(self, record: JobRecord) -> None:
         """Say why the job cannot start, once per reason; raise `CannotStart` when the slot it needs is held by
@@ -58,15 +64,24 @@ class StartWatch:
             return
         reason, holders = found
         if self.inside is not None and self.inside in holders:
-            raise CannotStart(f"{reason}; waiting here would never end: job {self.inside}, which this runs "
-                              "inside, holds that slot while it waits")
+            raise CannotStart(
+                f"{reason}; waiting here would never end: job {self.inside}, which this runs "
+                "inside, holds that slot while it waits"
+            )
         if self.said.get(record.job_id) != reason:
             self.said[record.job_id] = reason
             self.say(reason)
 
 
-async def wait_all(pub: Publisher, jobs: list[str], *, timeout: float, limit: float | None,
-                   watch: StartWatch, ended: Callable[[JobRecord], None]) -> list[JobRecord]:
+async def wait_all(
+    pub: Publisher,
+    jobs: list[str],
+    *,
+    timeout: float,
+    limit: float | None,
+    watch: StartWatch,
+    ended: Callable[[JobRecord], None],
+) -> list[JobRecord]:
     """Each job's final state, in the order given, once all have ended; `ended` is called with each in that
     order as soon as it and those before it have ended. `WaitTimeout` after `timeout` seconds (`limit`: the
     caller's whole limit, named in the error)."""
@@ -76,8 +91,9 @@ async def wait_all(pub: Publisher, jobs: list[str], *, timeout: float, limit: fl
 
     def take(record: JobRecord) -> None:
         last[record.job_id] = record
-        while len(done) < len(jobs) and (next_one := last.get(jobs[len(done)])) is not None \
-                and next_one.status.terminal:
+        while (
+            len(done) < len(jobs) and (next_one := last.get(jobs[len(done)])) is not None and next_one.status.terminal
+        ):
             done.append(next_one)
             ended(next_one)
 
@@ -119,8 +135,10 @@ async def wait_all(pub: Publisher, jobs: list[str], *, timeout: float, limit: fl
         now = f"; it is {record.status.value}" if record is not None else ""
         found = watch.why(record) if record is not None else None
         why = f" ({found[0]})" if found else ""
-        raise WaitTimeout(f"job {waiting!r} had not ended within {limit or timeout:g}s{now}{why}; "
-                          f"follow it with `mam logs -f {waiting}` or raise --timeout") from None
+        raise WaitTimeout(
+            f"job {waiting!r} had not ended within {limit or timeout:g}s{now}{why}; "
+            f"follow it with `mam logs -f {waiting}` or raise --timeout"
+        ) from None
 
 
 __all__ = ["CannotStart", "StartWatch", "wait_all"]

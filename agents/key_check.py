@@ -56,16 +56,19 @@ def missing_key(argv: Sequence[str], env: Mapping[str, str], root: Path) -> str 
     model = model_of(argv, env)
     if model is None:
         if credentials(cli, root, env) is None:
-            return (f"{name} has no API key: set {cli.keys[0]} (or {', '.join(cli.keys[1:4])}, ...) for the runner "
-                    f"or in the workspace's .env, or name a model and its key; without one {name} would offer "
-                    "OpenRouter's browser login and wait 5 minutes")
+            return (
+                f"{name} has no API key: set {cli.keys[0]} (or {', '.join(cli.keys[1:4])}, ...) for the runner "
+                f"or in the workspace's .env, or name a model and its key; without one {name} would offer "
+                "OpenRouter's browser login and wait 5 minutes"
+            )
         return None
     if env.get("AIDER_API_KEY"):
         return None  # `--api-key provider=key` in a variable: mam does not read which provider
     for prefix, keys in PROVIDER_KEYS.items():
         if model.startswith(prefix):
-            only = replace(cli, keys=keys, logins=tuple(replace(login, holds=keys) for login in cli.logins
-                                                          if login.holds))
+            only = replace(
+                cli, keys=keys, logins=tuple(replace(login, holds=keys) for login in cli.logins if login.holds)
+            )
             if credentials(only, root, env) is not None:
                 return None
             return f"{name} has no API key for model {model}: set {keys[0]} for the runner or in the workspace's .env"

@@ -79,7 +79,13 @@ class Entry:
 
 class Outbox:
     def __init__(
-        self, topics: Topics, *, by: str, window: int = WINDOW, max_bytes: int = MAX_BYTES, key: RunnerKey | None = None,
+        self,
+        topics: Topics,
+        *,
+        by: str,
+        window: int = WINDOW,
+        max_bytes: int = MAX_BYTES,
+        key: RunnerKey | None = None,
         receipts: Receipts | None = None,
     ) -> None:
         """`key`: the runner instance's key; every event put in is signed with it (`mam.contract.identity`).
@@ -127,9 +133,13 @@ class Outbox:
         signed = status.event_signatures == "workspace"
         if signed != self.workspace_signed:
             self.workspace_signed = signed
-            log.info("the projector %s: signing events %s", "checks signatures over the workspace" if signed else
-                     "is older (its status says nothing of event signatures)", "over the workspace and the job"
-                     if signed else "the old way, over the job alone")
+            log.info(
+                "the projector %s: signing events %s",
+                "checks signatures over the workspace"
+                if signed
+                else "is older (its status says nothing of event signatures)",
+                "over the workspace and the job" if signed else "the old way, over the job alone",
+            )
 
     def put(self, job_id: str, event: ev.AnyEvent, attempt: int | None = None) -> ev.AnyEvent:
         """Queue one event for the job; return it as it will be sent (with its id). With `attempt` (the

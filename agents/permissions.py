@@ -36,7 +36,7 @@ def with_level(argv: list[str], extra: list[str]) -> list[str]:
     if SLOT not in argv:
         return [*argv, *extra]
     at = argv.index(SLOT)
-    return [*argv[:at], *extra, *(arg for arg in argv[at + 1:] if arg != SLOT)]
+    return [*argv[:at], *extra, *(arg for arg in argv[at + 1 :] if arg != SLOT)]
 
 
 def job_level(asked: str | None, ceiling: str | None, *, runner: str) -> tuple[str | None, str | None]:
@@ -47,12 +47,16 @@ def job_level(asked: str | None, ceiling: str | None, *, runner: str) -> tuple[s
     if asked is None:
         return ceiling, None
     if ceiling is None:
-        return None, (f"the job asks permissions {asked!r} but runner {runner} runs a command without "
-                      "permission levels (a --command, or a profile without \"permissions\"); submit it "
-                      "without --permissions, or serve it with a profile that has levels")
+        return None, (
+            f"the job asks permissions {asked!r} but runner {runner} runs a command without "
+            'permission levels (a --command, or a profile without "permissions"); submit it '
+            "without --permissions, or serve it with a profile that has levels"
+        )
     if rank(asked) > rank(ceiling):
-        return None, (f"the job asks permissions {asked!r} but runner {runner} allows at most {ceiling!r}; "
-                      f"resubmit with --permissions {ceiling}, or serve it with `mam-agent --permissions {asked}`")
+        return None, (
+            f"the job asks permissions {asked!r} but runner {runner} allows at most {ceiling!r}; "
+            f"resubmit with --permissions {ceiling}, or serve it with `mam-agent --permissions {asked}`"
+        )
     return asked, None
 
 

@@ -135,8 +135,12 @@ class AgentProcess:
                 status = int(value)
         self._guard_gone.set()
         if status is None:  # the guard itself was killed (SIGKILL, the OOM killer): the agent died with it
-            log.warning("the guard (pid %d) of agent pid %d ended without reporting the agent's end; killing the "
-                        "agent's process group", self.guard_pid, self.pid)
+            log.warning(
+                "the guard (pid %d) of agent pid %d ended without reporting the agent's end; killing the "
+                "agent's process group",
+                self.guard_pid,
+                self.pid,
+            )
             self.signal_group(signal.SIGKILL)
         code = await self._guard.wait()
         self._code = code if status is None else os.waitstatus_to_exitcode(status)
@@ -187,8 +191,13 @@ class AgentProcess:
         with anyio.move_on_after(grace + GUARD_SLACK):
             await self._guard_gone.wait()
             return
-        log.warning("the guard (pid %d) of agent pid %d did not end %gs after SIGTERM; killing it and the agent's "
-                    "process group", self.guard_pid, self.pid, grace + GUARD_SLACK)
+        log.warning(
+            "the guard (pid %d) of agent pid %d did not end %gs after SIGTERM; killing it and the agent's "
+            "process group",
+            self.guard_pid,
+            self.pid,
+            grace + GUARD_SLACK,
+        )
         try:
             self._guard.kill()
         except ProcessLookupError:
@@ -208,8 +217,18 @@ async def spawn(argv: list[str], *, env: dict[str, str], cwd: Path, grace: float
     report = _Report(read_end)
     try:
         guard = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", str(GUARD), "--parent", str(os.getpid()), "--report", str(write_end),
-            "--grace", repr(grace), "--", *argv,
+            sys.executable,
+            "-I",
+            "-S",
+            str(GUARD),
+            "--parent",
+            str(os.getpid()),
+            "--report",
+            str(write_end),
+            "--grace",
+            repr(grace),
+            "--",
+            *argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

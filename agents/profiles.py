@@ -84,8 +84,10 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
         try:
             profiles |= _profiles.decode(user.read_bytes())
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise UsageError(f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}} '
-                             'or {"name": {"alias": "other-profile"}}') from None
+            raise UsageError(
+                f'{user}: {exc}; expected {{"name": {{"argv": [...], "doc": "..."}}}} '
+                'or {"name": {"alias": "other-profile"}}'
+            ) from None
         for name, chosen in profiles.items():
             _check(user, name, chosen, profiles)
     return profiles
@@ -94,9 +96,16 @@ def load_profiles(workspace_root: Path) -> dict[str, Profile]:
 def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile]) -> None:
     where = f"{path}: profile {name!r}"
     if chosen.alias is not None:
-        if (chosen.argv or chosen.format or chosen.permissions or chosen.options or chosen.env or chosen.permissions_env
-                or chosen.mcp):
-            raise UsageError(f"{where}: an alias has only \"alias\" (and \"doc\"); drop its other keys")
+        if (
+            chosen.argv
+            or chosen.format
+            or chosen.permissions
+            or chosen.options
+            or chosen.env
+            or chosen.permissions_env
+            or chosen.mcp
+        ):
+            raise UsageError(f'{where}: an alias has only "alias" (and "doc"); drop its other keys')
         target = profiles.get(chosen.alias)
         if target is None or target.alias is not None:
             hint = did_you_mean(chosen.alias, (k for k, p in profiles.items() if p.alias is None))
@@ -105,11 +114,15 @@ def _check(path: Path, name: str, chosen: Profile, profiles: dict[str, Profile])
     if not chosen.argv:
         raise UsageError(f'{where}: give "argv" (a list of arguments) or "alias" (another profile)')
     if chosen.mcp is not None and chosen.mcp not in WIRINGS:
-        raise UsageError(f"{where}: mcp {chosen.mcp!r} is not a way mam gives a CLI its MCP server "
-                         f"(known: {', '.join(sorted(WIRINGS))}); leave it out to give none")
+        raise UsageError(
+            f"{where}: mcp {chosen.mcp!r} is not a way mam gives a CLI its MCP server "
+            f"(known: {', '.join(sorted(WIRINGS))}); leave it out to give none"
+        )
     if chosen.format is not None and chosen.format not in FORMATS:
-        raise UsageError(f"{where}: format {chosen.format!r} is not one mam reads "
-                         f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command")
+        raise UsageError(
+            f"{where}: format {chosen.format!r} is not one mam reads "
+            f"(known: {', '.join(sorted(FORMATS))}); leave it out for a plain command"
+        )
 
 
 def resolve(name: str, profiles: dict[str, Profile]) -> str:
@@ -129,8 +142,10 @@ def unknown_profile(name: str, profiles: dict[str, Profile], *, flag: str) -> Us
     known = ", ".join(sorted(profiles))
     if hint:
         near = hint.split("'")[1]
-        how = (f"{hint} (`mam-agent --agent {near}`, or `--agent {name} --profile {near}` to serve jobs "
-               f"submitted for {name!r})")
+        how = (
+            f"{hint} (`mam-agent --agent {near}`, or `--agent {name} --profile {near}` to serve jobs "
+            f"submitted for {name!r})"
+        )
         return UsageError(f"{flag} {name}: no profile {name!r}; {how}; known: {known}")
     return UsageError(f"{flag} {name}: no profile {name!r} (known: {known}); pass --command or --profile")
 
@@ -167,8 +182,9 @@ def profile_format(*, command: str | None, profile: str | None, agent: str, work
     return chosen.format if chosen is not None else None
 
 
-def profile_permissions(*, command: str | None, profile: str | None, agent: str,
-                        workspace_root: Path) -> dict[str, list[str]] | None:
+def profile_permissions(
+    *, command: str | None, profile: str | None, agent: str, workspace_root: Path
+) -> dict[str, list[str]] | None:
     """The chosen profile's permission levels and their arguments (None for `--command`, or a profile
     without them)."""
     if command:
@@ -180,8 +196,9 @@ def profile_permissions(*, command: str | None, profile: str | None, agent: str,
     return {level: list(chosen.permissions[level]) for level in LEVELS if level in chosen.permissions}
 
 
-def profile_options(*, command: str | None, profile: str | None, agent: str,
-                    workspace_root: Path) -> dict[str, list[str]] | None:
+def profile_options(
+    *, command: str | None, profile: str | None, agent: str, workspace_root: Path
+) -> dict[str, list[str]] | None:
     """The chosen profile's job options (model, max_turns, resume) and their arguments (None for `--command`,
     or a profile without them)."""
     if command:
@@ -202,7 +219,9 @@ def profile_env(*, command: str | None, profile: str | None, agent: str, workspa
     chosen = profiles.get(resolve(profile or agent, profiles))
     if chosen is None or not (chosen.env or chosen.permissions_env):
         return None
-    return ProfileEnv(always=dict(chosen.env or {}), levels={k: dict(v) for k, v in (chosen.permissions_env or {}).items()})
+    return ProfileEnv(
+        always=dict(chosen.env or {}), levels={k: dict(v) for k, v in (chosen.permissions_env or {}).items()}
+    )
 
 
 def profile_mcp(*, command: str | None, profile: str | None, agent: str, workspace_root: Path) -> str | None:
@@ -258,6 +277,22 @@ def render(argv: list[str], *, job_id: str, workspace: str) -> list[str]:
     return [arg.replace("{job_id}", job_id).replace("{workspace}", workspace) for arg in argv]
 
 
-__all__ = ["Profile", "aliases_of", "builtin_profiles", "check_executable", "command_for", "command_source",
-           "find_executable", "load_profiles", "profile_env", "profile_format", "profile_mcp", "profile_options", "profile_permissions", "profile_wants_worktree", "render", "resolve",
-           "unknown_profile"]
+__all__ = [
+    "Profile",
+    "aliases_of",
+    "builtin_profiles",
+    "check_executable",
+    "command_for",
+    "command_source",
+    "find_executable",
+    "load_profiles",
+    "profile_env",
+    "profile_format",
+    "profile_mcp",
+    "profile_options",
+    "profile_permissions",
+    "profile_wants_worktree",
+    "render",
+    "resolve",
+    "unknown_profile",
+]

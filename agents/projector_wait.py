@@ -42,8 +42,13 @@ async def projector_online(pub: Publisher, timeout: float, *, longest: float | N
         return
     starting = read_runtime(pub.workspace) if longest is not None and longest > timeout else None
     if starting is not None and longest is not None:
-        log.warning("no projector is online for workspace %r yet; %s (pid %d) is starting it: waiting up to "
-                    "%gs", pub.workspace.id, starting.served_by, starting.pid, longest)
+        log.warning(
+            "no projector is online for workspace %r yet; %s (pid %d) is starting it: waiting up to %gs",
+            pub.workspace.id,
+            starting.served_by,
+            starting.pid,
+            longest,
+        )
         found = await _online_within(pub, max(began + longest - anyio.current_time(), 0))
         if found is True:
             return
@@ -69,11 +74,11 @@ async def _online_within(pub: Publisher, timeout: float) -> ProjectorStatus | bo
     return left_behind
 
 
-def _none_online(pub: Publisher, left_behind: ProjectorStatus | None, waited: float,
-                 starting: Runtime | None) -> NoProjector:
+def _none_online(
+    pub: Publisher, left_behind: ProjectorStatus | None, waited: float, starting: Runtime | None
+) -> NoProjector:
     if left_behind is not None:
-        said = (f"degraded ({left_behind.detail or 'no reason given'})" if left_behind.status == "degraded"
-                else "online")
+        said = f"degraded ({left_behind.detail or 'no reason given'})" if left_behind.status == "degraded" else "online"
         return NoProjector(
             f"the projector of workspace {pub.workspace.id!r} last said it was {said} "
             f"{describe_heartbeat(left_behind, utc_now())} on {left_behind.broker} (pid {left_behind.pid} on "

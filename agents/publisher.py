@@ -150,17 +150,33 @@ class Publisher:
     @overload
     async def submit(self, spec: JobSpec, /, *, wait: bool, wait_timeout: float = 30.0) -> str | JobRecord: ...
     @overload  # the keyword form (`spec` stays None: its type is what lets mypy check the overloads)
-    async def submit(self, spec: None = None, /, *, wait: Literal[False] = False, wait_timeout: float = 30.0,
-                     **options: Unpack[SubmitKeywords]) -> str: ...
+    async def submit(
+        self,
+        spec: None = None,
+        /,
+        *,
+        wait: Literal[False] = False,
+        wait_timeout: float = 30.0,
+        **options: Unpack[SubmitKeywords],
+    ) -> str: ...
     @overload
-    async def submit(self, spec: None = None, /, *, wait: Literal[True], wait_timeout: float = 30.0,
-                     **options: Unpack[SubmitKeywords]) -> JobRecord: ...
+    async def submit(
+        self,
+        spec: None = None,
+        /,
+        *,
+        wait: Literal[True],
+        wait_timeout: float = 30.0,
+        **options: Unpack[SubmitKeywords],
+    ) -> JobRecord: ...
     @overload
-    async def submit(self, spec: None = None, /, *, wait: bool, wait_timeout: float = 30.0,
-                     **options: Unpack[SubmitKeywords]) -> str | JobRecord: ...
+    async def submit(
+        self, spec: None = None, /, *, wait: bool, wait_timeout: float = 30.0, **options: Unpack[SubmitKeywords]
+    ) -> str | JobRecord: ...
 
-    async def submit(self, spec: JobSpec | None = None, /, *, wait: bool = False, wait_timeout: float = 30.0,
-                     **options: Any) -> str | JobRecord:
+    async def submit(
+        self, spec: JobSpec | None = None, /, *, wait: bool = False, wait_timeout: float = 30.0, **options: Any
+    ) -> str | JobRecord:
         """Submit a job: its id, or with `wait=True` the state that records it (a verdict within `wait_timeout`
         seconds, else `WaitTimeout`); the type checker knows which from `wait`.
 
@@ -174,8 +190,9 @@ class Publisher:
         elif not isinstance(spec, JobSpec):
             raise TypeError(f"Publisher.submit takes a JobSpec or keywords, not {type(spec).__name__}")
         elif options:
-            raise UsageError(f"Publisher.submit: give a JobSpec or keywords, not both (also given: "
-                             f"{', '.join(options)})")
+            raise UsageError(
+                f"Publisher.submit: give a JobSpec or keywords, not both (also given: {', '.join(options)})"
+            )
         job_id = spec.job_id or new_job_id()
         parent = default_parent(spec.parent, no_parent=bool(spec.no_parent))
         git = await anyio.to_thread.run_sync(submit_git, self.workspace.root, parent)
@@ -277,9 +294,7 @@ class Publisher:
         was = self.projector
         self.projector = status
         if status.status == "degraded" and (was is None or was.status != "degraded"):
-            log.warning(
-                "the projector is degraded: %s (waiting for its verdict)", status.detail or "no reason given"
-            )
+            log.warning("the projector is degraded: %s (waiting for its verdict)", status.detail or "no reason given")
 
     async def publish_served(self, job_id: str, event: ev.AnyEvent) -> ev.AnyEvent:
         """Publish once a projector serves the workspace; return when the broker has

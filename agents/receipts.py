@@ -115,8 +115,9 @@ class Kept:
 class Receipts:
     """The runner's kept events, by job, in the order they were made."""
 
-    def __init__(self, *, max_bytes: int = KEEP_MAX_BYTES, after: float = RESEND_AFTER,
-                 most: float = RESEND_MAX) -> None:
+    def __init__(
+        self, *, max_bytes: int = KEEP_MAX_BYTES, after: float = RESEND_AFTER, most: float = RESEND_MAX
+    ) -> None:
         self.max_bytes = max_bytes
         self.after = after
         self.most = most
@@ -223,9 +224,13 @@ class Receipts:
             if job_id in self._warned:
                 continue
             self._warned.add(job_id)
-            log.warning("job %s: forgot %d output event(s) the projector has not confirmed yet: over the %d MiB "
-                        "a runner keeps; a broker that forgets loses them (the record then names them missing)",
-                        job_id, count, self.max_bytes // (1024 * 1024))
+            log.warning(
+                "job %s: forgot %d output event(s) the projector has not confirmed yet: over the %d MiB "
+                "a runner keeps; a broker that forgets loses them (the record then names them missing)",
+                job_id,
+                count,
+                self.max_bytes // (1024 * 1024),
+            )
 
 
 __all__ = ["KEEP_MAX_BYTES", "RESEND_AFTER", "Awaits", "Kept", "Receipts", "awaits", "settled"]

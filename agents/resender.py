@@ -64,8 +64,11 @@ class Resender:
                     continue
                 sent = self.outbox.resend()
                 if sent:
-                    log.info("sent again %d event(s) the projector had not recorded %gs or more after the broker "
-                             "took them", sent, RESEND_AFTER)
+                    log.info(
+                        "sent again %d event(s) the projector had not recorded %gs or more after the broker took them",
+                        sent,
+                        RESEND_AFTER,
+                    )
 
 
 __all__ = ["CHECK_EVERY", "Resender"]

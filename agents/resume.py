@@ -19,16 +19,22 @@ def resume_fields(old: JobRecord | None, old_id: str, agent: str | None, root: P
     if old is None:
         raise Refused(f"--resume {old_id}: no such job is known in this workspace; check the id with `mam jobs`")
     if not old.status.terminal:
-        raise Refused(f"--resume {old_id}: the job is {old.status.value}; a session is continued once its job "
-                      f"has finished (`mam wait {old_id}`)")
+        raise Refused(
+            f"--resume {old_id}: the job is {old.status.value}; a session is continued once its job "
+            f"has finished (`mam wait {old_id}`)"
+        )
     if agent is not None and agent != old.agent:
-        raise UsageError(f"--resume {old_id} --agent {agent}: the job ran on {old.agent!r}; a session continues "
-                         f"on the same agent (drop --agent)")
+        raise UsageError(
+            f"--resume {old_id} --agent {agent}: the job ran on {old.agent!r}; a session continues "
+            f"on the same agent (drop --agent)"
+        )
     usage = usage_of(old)
     session = usage.agent_session_id if usage is not None else None
     if not session:
-        raise Refused(f"--resume {old_id}: its agent recorded no session id (a plain command, or a run that "
-                      "stopped before its stream named one); submit a new job instead")
+        raise Refused(
+            f"--resume {old_id}: its agent recorded no session id (a plain command, or a run that "
+            "stopped before its stream named one); submit a new job instead"
+        )
     from mam.agents.profiles import load_profiles, resolve  # the profiles: only once a resume is asked
 
     try:
@@ -37,8 +43,10 @@ def resume_fields(old: JobRecord | None, old_id: str, agent: str | None, root: P
         profiles = {}
     profile = profiles.get(resolve(old.agent, profiles))
     if profile is None or not profile.options or "resume" not in profile.options:
-        raise Refused(f"--resume {old_id}: agent {old.agent!r} has no profile that can resume a session "
-                      "(claude-code, codex and gemini can); submit a new job instead")
+        raise Refused(
+            f"--resume {old_id}: agent {old.agent!r} has no profile that can resume a session "
+            "(claude-code, codex and gemini can); submit a new job instead"
+        )
     return old.agent, {"resumes": old.job_id, "resume_session": session, **carried(old)}
 
 
@@ -50,9 +58,11 @@ def carried(old: JobRecord) -> dict[str, Any]:
     before = old.resume_usage if isinstance(old.resume_usage, Usage) else None
     own = usage_of(old)
     b, o = before or Usage(), own or Usage()
-    total = Usage(input_tokens=_plus(b.input_tokens, o.input_tokens),
-                  cached_input_tokens=_plus(b.cached_input_tokens, o.cached_input_tokens),
-                  output_tokens=_plus(b.output_tokens, o.output_tokens))
+    total = Usage(
+        input_tokens=_plus(b.input_tokens, o.input_tokens),
+        cached_input_tokens=_plus(b.cached_input_tokens, o.cached_input_tokens),
+        output_tokens=_plus(b.output_tokens, o.output_tokens),
+    )
     return {"resume_root": root, **({"resume_usage": total} if total != Usage() else {})}
 
 

@@ -21,18 +21,28 @@ def resubmission(record: JobRecord, git: GitInfo | None) -> ev.Submitted:
     labels and priority (`mam.contract.routing`), its parent_close policy, with
     `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
     return ev.Submitted(
-        prompt=record.prompt, agent=record.agent, agent_session=record.agent_session, role=record.role,
-        labels=record.labels, timeout=record.timeout, parent=record.parent, git=git,
-        retries=record.retries, retry_on=record.retry_on, backoff=record.backoff,  # type: ignore[arg-type]
-        retry_of=record.job_id, permissions=record.permissions,  # type: ignore[arg-type]
+        prompt=record.prompt,
+        agent=record.agent,
+        agent_session=record.agent_session,
+        role=record.role,
+        labels=record.labels,
+        timeout=record.timeout,
+        parent=record.parent,
+        git=git,
+        retries=record.retries,
+        retry_on=record.retry_on,  # type: ignore[arg-type]
+        backoff=record.backoff,
+        retry_of=record.job_id,
+        permissions=record.permissions,  # type: ignore[arg-type]
         **job_limits.of_record(record),  # type: ignore[arg-type]
         **routing.of_record(record),  # type: ignore[arg-type]
         **parent_close.of_record(record),  # type: ignore[arg-type]
     )
 
 
-async def retry_one(pub: Publisher, old_id: str, new_id: str, *, timeout: float,
-                    cancel_first: str) -> tuple[JobRecord, JobRecord]:
+async def retry_one(
+    pub: Publisher, old_id: str, new_id: str, *, timeout: float, cancel_first: str
+) -> tuple[JobRecord, JobRecord]:
     """Retry one job as `mam retry` does: its retained state must be known and finished, then its
     `resubmission` as `new_id` is published and the projector's verdict awaited. Returns (old, new).
     `cancel_first`: how the caller's face cancels a job, named in the refusal of an unfinished one."""
@@ -40,8 +50,10 @@ async def retry_one(pub: Publisher, old_id: str, new_id: str, *, timeout: float,
     if old is None:
         raise Refused(f"no job {old_id!r} is known in workspace {pub.workspace.id}: check the id with `mam jobs`")
     if not old.status.terminal:
-        raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                      f"({cancel_first} first to start it over)")
+        raise Refused(
+            f"job {old_id} is {old.status.value}; only a finished job can be retried "
+            f"({cancel_first} first to start it over)"
+        )
     git = await anyio.to_thread.run_sync(submit_git, pub.workspace.root, old.parent)
     return old, await pub.publish_and_wait(new_id, resubmission(old, git), timeout=timeout)
 

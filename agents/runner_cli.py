@@ -61,19 +61,22 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--command", metavar="TEMPLATE", help="argv template (split like a shell, never run by one)")
     how.add_argument("--profile", metavar="P", help="a built-in or workspace profile (default: the agent name)")
     parser.add_argument(
-        "--format", choices=sorted(FORMATS), metavar="FORMAT",
-        help="how the agent's stdout is read, as profiles name it: " + ", ".join(sorted(FORMATS))
+        "--format",
+        choices=sorted(FORMATS),
+        metavar="FORMAT",
+        help="how the agent's stdout is read, as profiles name it: "
+        + ", ".join(sorted(FORMATS))
         + " (default: the profile's; a --command's output is kept as it is)",
     )
     parser.add_argument(
-        "--permissions", choices=LEVELS, metavar="|".join(LEVELS),
+        "--permissions",
+        choices=LEVELS,
+        metavar="|".join(LEVELS),
         help=f"what the agents may do: read only, edit files in the job's directory, or all their CLI allows "
         f"(default {DEFAULT_LEVEL}); the most a job may ask for with mam submit --permissions. "
         "Only for profiles with permission levels (claude-code, codex, gemini, aider)",
     )
-    parser.add_argument(
-        "--concurrency", type=positive_int, default=1, metavar="N", help="jobs run at once (default 1)"
-    )
+    parser.add_argument("--concurrency", type=positive_int, default=1, metavar="N", help="jobs run at once (default 1)")
     parser.add_argument("--heartbeat", type=positive_seconds, default=5.0, metavar="SECONDS")
     parser.add_argument(
         "--kill-grace",
@@ -102,21 +105,34 @@ def build_parser() -> argparse.ArgumentParser:
         "a job waiting for an answer (mam ask) is not idle",
     )
     parser.add_argument("--agent-id", type=agent_name, metavar="ID", help="runner id (default: agent-host-pid)")
-    parser.add_argument("--label", action="append", metavar="KEY=VALUE",
-                        help="what this runner can do (repeatable), announced in its status: a job submitted "
-                        "with --require KEY=VALUE goes only to runners with that label")
-    parser.add_argument("--no-offers", dest="take_offers", action="store_false",
-                        help="claim every job from the states as runners before offers did, even when the "
-                        "projector offers jobs (for comparison; costs refused claims with many runners)")
     parser.add_argument(
-        "--job-login", choices=JOB_LOGIN_MODES, default=DEFAULT_JOB_LOGIN, metavar="|".join(JOB_LOGIN_MODES),
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="what this runner can do (repeatable), announced in its status: a job submitted "
+        "with --require KEY=VALUE goes only to runners with that label",
+    )
+    parser.add_argument(
+        "--no-offers",
+        dest="take_offers",
+        action="store_false",
+        help="claim every job from the states as runners before offers did, even when the "
+        "projector offers jobs (for comparison; costs refused claims with many runners)",
+    )
+    parser.add_argument(
+        "--job-login",
+        choices=JOB_LOGIN_MODES,
+        default=DEFAULT_JOB_LOGIN,
+        metavar="|".join(JOB_LOGIN_MODES),
         help="what each job gets as MAM_BROKER_URL: auto (default): a login of the job's own, allowed only to "
         "submit its children, ask and cancel within its tree, where the broker takes one (mam up with "
         "--password-file), else as runner; runner: this runner's broker URL, password included; none: the "
         "broker URL without user or password (docs/security.md, A job's credentials)",
     )
     parser.add_argument(
-        "--mcp", action=argparse.BooleanOptionalAction, default=True,
+        "--mcp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="give each job's agent mam's own MCP server for the job, its tools allowed at every level (default; "
         "claude-code, codex and gemini profiles: docs/agents.md, Delegating from a job); --no-mcp gives none",
     )
@@ -131,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="run each job in its own git worktree, on a new branch mam/<job_id> under .mam/worktrees "
-        "(default: the profile's \"worktree\" key, else off)",
+        '(default: the profile\'s "worktree" key, else off)',
     )
     parser.add_argument(
         "--keep-worktree",
@@ -170,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
         check_executable(command, source=source, workspace=workspace.id, cwd=workspace.root)
         levels, ceiling = permission_levels(args, workspace, source)
         job_env = profile_env(
-            command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root)
+            command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+        )
         report_checks(args.agent, command, levels, ceiling, workspace, job_env)
         output_format = args.format or profile_format(
             command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
@@ -194,7 +211,8 @@ def main(argv: list[str] | None = None) -> None:
             permissions=levels,
             ceiling=ceiling,
             options=profile_options(
-                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root),
+                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
+            ),
             profile_env=job_env,
             aliases=served_aliases(args.agent, workspace),
             follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
@@ -203,8 +221,9 @@ def main(argv: list[str] | None = None) -> None:
             take_offers=args.take_offers,
             job_login=args.job_login,
             idle_timeout=args.idle_timeout or None,
-            mcp=profile_mcp(command=args.command, profile=args.profile, agent=args.agent,
-                            workspace_root=workspace.root) if args.mcp else None,
+            mcp=profile_mcp(command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root)
+            if args.mcp
+            else None,
         )
         if endpoint is not None:
             runner_metrics.register(runner, registry)
@@ -225,20 +244,29 @@ def warn_unread_stream(argv: list[str]) -> None:
     if program in KNOWN_CLIS:
         logging.getLogger("mam.agent").warning(
             "warning: --command runs %s without --format: its output is kept as raw text, no result or usage is "
-            "read from it; add --format %s (with its stream output flags in the command)", program, KNOWN_CLIS[program]
+            "read from it; add --format %s (with its stream output flags in the command)",
+            program,
+            KNOWN_CLIS[program],
         )
 
 
-def report_checks(agent: str, argv: list[str], levels: dict[str, list[str]] | None, ceiling: str | None,
-                  workspace: Workspace, job_env: ProfileEnv | None = None) -> None:
+def report_checks(
+    agent: str,
+    argv: list[str],
+    levels: dict[str, list[str]] | None,
+    ceiling: str | None,
+    workspace: Workspace,
+    job_env: ProfileEnv | None = None,
+) -> None:
     """`mam doctor --agent AGENT`'s agent checks, run at start: one log line for each that is not ok (an
     untested CLI version, no credentials found, an untrusted folder, `full` as root). A missing CLI was
     refused before (`check_executable`); nothing here stops the runner."""
     from mam.agents.doctor import AgentSetup, agent_checks
 
     log = logging.getLogger("mam.agent")
-    for check in agent_checks(AgentSetup(agent, argv, levels, ceiling, job_env=job_env), root=workspace.root,
-                              workspace_id=workspace.id):
+    for check in agent_checks(
+        AgentSetup(agent, argv, levels, ceiling, job_env=job_env), root=workspace.root, workspace_id=workspace.id
+    ):
         if check.status in ("warn", "fail"):
             log.warning("doctor: %s %s: %s; fix: %s", check.name, check.status, check.detail, check.fix)
         else:
@@ -255,8 +283,10 @@ def permission_levels(
     )
     if levels is None:
         if args.permissions:
-            raise UsageError(f"--permissions {args.permissions}: {source} has no permission levels (it runs as it "
-                             "is); put the agent's own permission flags in --command, or use a profile that has them")
+            raise UsageError(
+                f"--permissions {args.permissions}: {source} has no permission levels (it runs as it "
+                "is); put the agent's own permission flags in --command, or use a profile that has them"
+            )
         return None, None
     ceiling = args.permissions or DEFAULT_LEVEL
     if ceiling not in levels:
@@ -293,8 +323,9 @@ def job_worktrees(args: argparse.Namespace, workspace: Workspace) -> Worktrees |
     except WorktreeError as exc:
         raise UsageError(str(exc)) from None
     if trees.push_to is not None:
-        logging.getLogger("mam.agent").info("jobs' branches are pushed to %s (%s)", trees.push_to.given,
-                                            trees.push_to.url)
+        logging.getLogger("mam.agent").info(
+            "jobs' branches are pushed to %s (%s)", trees.push_to.given, trees.push_to.url
+        )
     return trees
 
 

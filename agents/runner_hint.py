@@ -42,17 +42,23 @@ def no_runner(agent: str, job_id: str, root: Path, runners: Iterable[AgentStatus
         profiles = {}
     if agent in profiles:
         how = f"`mam-agent --agent {resolve(agent, profiles)}`"
-        return (f"no runner for {agent!r} is online: job {job_id} waits until one starts ({how}); "
-                f"{wording.runners} lists the runners")
+        return (
+            f"no runner for {agent!r} is online: job {job_id} waits until one starts ({how}); "
+            f"{wording.runners} lists the runners"
+        )
     online = {name for r in runners for name in (r.agent, *(r.aliases or ()))}
     hint = did_you_mean(agent, {*profiles, *online})
     if hint:
         near = hint.split("'")[1]
-        return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits; {hint} "
-                f"{wording.cancel.format(job_id=job_id)} and {wording.resubmit.format(agent=near)}, or serve this "
-                f"name: `mam-agent --agent {agent} --profile {near}`")
-    return (f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits until one "
-            f"starts (`mam-agent --agent {agent} --command ...`); {wording.runners} lists the runners")
+        return (
+            f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits; {hint} "
+            f"{wording.cancel.format(job_id=job_id)} and {wording.resubmit.format(agent=near)}, or serve this "
+            f"name: `mam-agent --agent {agent} --profile {near}`"
+        )
+    return (
+        f"no runner for {agent!r} is online and no profile has that name: job {job_id} waits until one "
+        f"starts (`mam-agent --agent {agent} --command ...`); {wording.runners} lists the runners"
+    )
 
 
 __all__ = ["CLI", "MCP", "Wording", "no_runner"]

@@ -81,8 +81,9 @@ class RunnerLifetime(RunnerLink):
             for file in taken:
                 file.release()  # those not sent nor kept in this runner's own file: for the next runner
 
-    async def _serve(self, stop: anyio.Event, taken: list[unsent.Taken],
-                     task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _serve(
+        self, stop: anyio.Event, taken: list[unsent.Taken], task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
         # Shielded: the caller's cancel only sets `stop`; the shutdown sequence below decides what ends when.
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as jobs:
@@ -113,8 +114,14 @@ class RunnerLifetime(RunnerLink):
         events = self.outbox.unsent()
         if events:
             path = unsent.write(self.workspace, self.agent_id, self.epoch, events)
-            log.warning("stopping with %d event(s) %s (job, events: %s): written to %s; the next mam-agent started "
-                        "in this workspace sends them", len(events), self._why_unsent(), unsent.by_job(events), path)
+            log.warning(
+                "stopping with %d event(s) %s (job, events: %s): written to %s; the next mam-agent started "
+                "in this workspace sends them",
+                len(events),
+                self._why_unsent(),
+                unsent.by_job(events),
+                path,
+            )
         for file in taken:
             file.done()
 
@@ -129,6 +136,7 @@ class RunnerLifetime(RunnerLink):
         """Run `wait()` for at most `timeout` seconds, and no longer than the runner stays connected."""
         with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as tg:
+
                 async def then_stop() -> None:
                     await wait()
                     tg.cancel_scope.cancel()
@@ -148,8 +156,12 @@ class RunnerLifetime(RunnerLink):
         self.alarm.cancel()
         self._status_changed()  # `draining`
         if self.active or self.claiming:
-            log.info("draining: claiming nothing more; %d running job(s) get %gs to finish, then are released to "
-                     "the queue (a second signal releases them now)", len(self.active), self.drain_timeout)
+            log.info(
+                "draining: claiming nothing more; %d running job(s) get %gs to finish, then are released to "
+                "the queue (a second signal releases them now)",
+                len(self.active),
+                self.drain_timeout,
+            )
             with anyio.move_on_after(self.drain_timeout):
                 await self._changed.until(lambda: self._release_asked or not (self.active or self.claiming))
         if self.active:

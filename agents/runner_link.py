@@ -132,7 +132,7 @@ class RunnerLink:
                         connected_once = True
                         task_status.started()
                         log.info("%s serving agent %r in workspace %s", self.agent_id, self.agent, self.workspace.id)
-                    elif (back := outage.back(self.rotation.where(), f"sending {len(self.outbox)} queued event(s)")):
+                    elif back := outage.back(self.rotation.where(), f"sending {len(self.outbox)} queued event(s)"):
                         log.info("%s", back)
                     delay = RETRY_MIN
                     async with anyio.create_task_group() as tg:
@@ -204,6 +204,7 @@ class RunnerLink:
         """Keep the retained online status current (the jobs it holds) on this connection."""
         published = self._status_version
         while True:
+
             def moved(seen: int = published) -> bool:
                 return self._status_version != seen
 

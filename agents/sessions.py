@@ -26,8 +26,13 @@ delegate in turn, submit jobs with `mam submit --parent <your job id>`.
 def briefing(workspace: Workspace, *, role: str, session: str, agent: str) -> str:
     path = workspace.root / ".mam" / "roles" / f"{role}.md"
     template = path.read_text(encoding="utf-8") if path.is_file() else GENERIC_BRIEFING
-    return template.replace("{role}", role).replace("{session}", session).replace("{agent}", agent).replace(
-        "{workspace}", workspace.id).replace("{root}", str(workspace.root))
+    return (
+        template.replace("{role}", role)
+        .replace("{session}", session)
+        .replace("{agent}", agent)
+        .replace("{workspace}", workspace.id)
+        .replace("{root}", str(workspace.root))
+    )
 
 
 @dataclass

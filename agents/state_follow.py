@@ -72,8 +72,10 @@ class StateFollow:
         if new:
             if not await self._subscribe(client, new) and self.qos == 1:
                 self.qos = 0
-                log.debug("the broker refuses this runner more QoS 1 subscriptions; following its jobs' states at "
-                         "QoS 0 (NATS: summed max_ack_pending)")
+                log.debug(
+                    "the broker refuses this runner more QoS 1 subscriptions; following its jobs' states at "
+                    "QoS 0 (NATS: summed max_ack_pending)"
+                )
                 if not await self._subscribe(client, new):
                     raise aiomqtt.MqttError(f"the broker refused the subscription to the state of job {new[0]!r}")
             self.jobs.update(new)

@@ -51,8 +51,9 @@ def run_limit(job_timeout: float | None, timeout: float | None) -> float | None:
         return job_timeout
     if job_timeout is not None and job_timeout != timeout:
         raise UsageError(f"timeout={timeout:g} is the old name of job_timeout={job_timeout:g}: give job_timeout only")
-    warnings.warn("Publisher.submit(timeout=...) is the job's run limit, now named job_timeout", DeprecationWarning,
-                  stacklevel=4)
+    warnings.warn(
+        "Publisher.submit(timeout=...) is the job's run limit, now named job_timeout", DeprecationWarning, stacklevel=4
+    )
     return timeout
 
 

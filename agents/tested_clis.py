@@ -63,44 +63,70 @@ class KnownCli:
         return self.package.format(version=self.tested[-1])
 
 
-_AIDER_DOTENV: Final = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY",
-                        "DEEPSEEK_API_KEY")
+_AIDER_DOTENV: Final = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+)
 """The keys aider takes from a `.env` (the workspace's, the home's; aider/main.py loads both, and the OpenRouter
 key its browser login saved in ~/.aider/oauth-keys.env)."""
 
 KNOWN: Final[dict[str, KnownCli]] = {
     "claude": KnownCli(
-        title="Claude Code", tested=("2.1.197",),
+        title="Claude Code",
+        tested=("2.1.197",),
         package="npm install -g @anthropic-ai/claude-code@{version}",
-        keys=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
-              "CLAUDE_CODE_USE_VERTEX"),
+        keys=(
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+        ),
         logins=(Login("CLAUDE_CONFIG_DIR", "~/.claude", ".credentials.json"),),
         login_how="export ANTHROPIC_API_KEY for the runner, or run `claude` once and log in (/login)",
     ),
     "codex": KnownCli(
-        title="Codex CLI", tested=("0.171.0",),
+        title="Codex CLI",
+        tested=("0.171.0",),
         package="npm install -g @openai/codex@{version}",
         keys=("OPENAI_API_KEY", "CODEX_API_KEY"),
         logins=(Login("CODEX_HOME", "~/.codex", "auth.json"),),
         login_how="export OPENAI_API_KEY for the runner, or run `codex login`",
     ),
     "gemini": KnownCli(
-        title="Gemini CLI", tested=("0.61.0",),
+        title="Gemini CLI",
+        tested=("0.61.0",),
         package="npm install -g @google/gemini-cli@{version}",
         keys=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
-        logins=(Login("GEMINI_CLI_HOME", "~", ".gemini/oauth_creds.json"),
-                Login("GEMINI_CLI_HOME", "~", ".gemini/.env", holds=("GEMINI_API_KEY", "GOOGLE_API_KEY"))),
+        logins=(
+            Login("GEMINI_CLI_HOME", "~", ".gemini/oauth_creds.json"),
+            Login("GEMINI_CLI_HOME", "~", ".gemini/.env", holds=("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+        ),
         login_how="export GEMINI_API_KEY for the runner, or run `gemini` once and sign in with Google",
     ),
     "aider": KnownCli(
-        title="aider", tested=("0.86.2",),
+        title="aider",
+        tested=("0.86.2",),
         package="python3 -m pip install aider-chat=={version}",
-        keys=("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY",
-              "AIDER_OPENAI_API_KEY", "AIDER_ANTHROPIC_API_KEY", "AIDER_API_KEY"),
-        logins=(*(Login(None, where, ".env", holds=_AIDER_DOTENV) for where in ("{workspace}", "~")),
-                Login(None, "~/.aider", "oauth-keys.env", holds=("OPENROUTER_API_KEY",))),
+        keys=(
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GEMINI_API_KEY",
+            "OPENROUTER_API_KEY",
+            "DEEPSEEK_API_KEY",
+            "AIDER_OPENAI_API_KEY",
+            "AIDER_ANTHROPIC_API_KEY",
+            "AIDER_API_KEY",
+        ),
+        logins=(
+            *(Login(None, where, ".env", holds=_AIDER_DOTENV) for where in ("{workspace}", "~")),
+            Login(None, "~/.aider", "oauth-keys.env", holds=("OPENROUTER_API_KEY",)),
+        ),
         login_how="export the model provider's key for the runner (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) or put "
-                  "it in the workspace's .env",
+        "it in the workspace's .env",
         key_required=True,
     ),
 }

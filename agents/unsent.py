@@ -60,8 +60,10 @@ def _line(event: Unsent) -> str:
         body = {"payload": event.payload.decode("utf-8")}
     except UnicodeDecodeError:  # never for JSON; the bytes are kept whatever they are
         body = {"payload_b64": base64.b64encode(event.payload).decode("ascii")}
-    return json.dumps({"topic": event.topic, "job_id": event.job_id, "event_id": event.event_id,
-                       "type": event.kind, **body}, ensure_ascii=False)
+    return json.dumps(
+        {"topic": event.topic, "job_id": event.job_id, "event_id": event.event_id, "type": event.kind, **body},
+        ensure_ascii=False,
+    )
 
 
 def _event(line: str) -> Unsent:

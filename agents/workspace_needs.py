@@ -88,9 +88,11 @@ def _folder_trust_enabled(settings: dict[str, object] | None) -> bool | None:
 
 
 def gemini_trust_fix(root: Path) -> str:
-    return (f"add {GEMINI_TRUST_FLAG} to the profile's argv in .mam/profiles.json, or export "
-            f"GEMINI_CLI_TRUST_WORKSPACE=true for mam-agent, or trust {root} in ~/.gemini/trustedFolders.json "
-            '({"' + str(root) + '": "TRUST_FOLDER"})')
+    return (
+        f"add {GEMINI_TRUST_FLAG} to the profile's argv in .mam/profiles.json, or export "
+        f"GEMINI_CLI_TRUST_WORKSPACE=true for mam-agent, or trust {root} in ~/.gemini/trustedFolders.json "
+        '({"' + str(root) + '": "TRUST_FOLDER"})'
+    )
 
 
 def codex_git(argv: list[str], root: Path, env: Mapping[str, str], *, in_git: bool) -> tuple[bool, str]:
@@ -131,13 +133,15 @@ def codex_provider(env: Mapping[str, str]) -> tuple[bool, str, str] | None:
         return True, f"model_provider {name} in {config} names no env_key: it is sent no key", ""
     if env.get(key):
         return True, f"{key} is set (the env_key of model_provider {name} in {config})", ""
-    return (False, f"{key} is not set: model_provider {name} in {config} takes its key from it (env_key)",
-            f"export {key} for the runner")
+    return (
+        False,
+        f"{key} is not set: model_provider {name} in {config} takes its key from it (env_key)",
+        f"export {key} for the runner",
+    )
 
 
 def codex_git_fix(root: Path) -> str:
-    return (f"git init {root} and commit once, or add {CODEX_GIT_FLAG} to the profile's argv in "
-            ".mam/profiles.json")
+    return f"git init {root} and commit once, or add {CODEX_GIT_FLAG} to the profile's argv in .mam/profiles.json"
 
 
 def credentials(cli: KnownCli, root: Path, env: Mapping[str, str]) -> str | None:
@@ -171,5 +175,13 @@ def _sets(path: Path, names: tuple[str, ...]) -> str | None:
     return None
 
 
-__all__ = ["CODEX_GIT_FLAG", "GEMINI_TRUST_FLAG", "codex_git", "codex_git_fix", "codex_provider", "credentials",
-           "gemini_trust", "gemini_trust_fix"]
+__all__ = [
+    "CODEX_GIT_FLAG",
+    "GEMINI_TRUST_FLAG",
+    "codex_git",
+    "codex_git_fix",
+    "codex_provider",
+    "credentials",
+    "gemini_trust",
+    "gemini_trust_fix",
+]

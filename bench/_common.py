@@ -49,8 +49,9 @@ def workspace_dir(prefix: str) -> Path:
 
 
 def add_keep(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the workspaces in $TMPDIR (their paths are printed at the end)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the workspaces in $TMPDIR (their paths are printed at the end)"
+    )
 
 
 @contextmanager

@@ -51,8 +51,9 @@ WS = "bench-cli"
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])}...: exit {done.returncode}: {done.stderr.decode()[-400:]}")
@@ -63,14 +64,28 @@ def _commands(root: Path, port: int, serial: list[int], before: Path | None) -> 
     """Each measured command: a name and a callable giving its argv (a new job id each run); with
     `before`, the `mam` commands of that bin dir as well ("before: mam ...")."""
     mine = _mam_commands(str(BIN / "mam"), root, port, serial)
-    theirs = {} if before is None else {f"before: {name}": argv
-                                         for name, argv in _mam_commands(str(before / "mam"), root, port, serial).items()}
+    theirs = (
+        {}
+        if before is None
+        else {f"before: {name}": argv for name, argv in _mam_commands(str(before / "mam"), root, port, serial).items()}
+    )
 
     def publish() -> list[str]:
         job = _next_id(serial, "pub")
         event = ev.encode_event(ev.Submitted(id=f"{job}-s", prompt="bench job", agent="bench"))
-        return ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t", Topics(WS).events(job),
-                "-m", event.decode()]
+        return [
+            "mosquitto_pub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-q",
+            "1",
+            "-t",
+            Topics(WS).events(job),
+            "-m",
+            event.decode(),
+        ]
 
     return {"python -c pass": lambda: [sys.executable, "-c", "pass"], "mosquitto_pub": publish, **mine, **theirs}
 
@@ -85,8 +100,18 @@ def _mam_commands(mam: str, root: Path, port: int, serial: list[int]) -> dict[st
     broker = ["--broker", f"mqtt://127.0.0.1:{port}"]
 
     def submit() -> list[str]:
-        return [mam, "submit", "--prompt", "bench job", "--agent", "bench", "--job-id", _next_id(serial, "cli"),
-                *where, *broker]
+        return [
+            mam,
+            "submit",
+            "--prompt",
+            "bench job",
+            "--agent",
+            "bench",
+            "--job-id",
+            _next_id(serial, "cli"),
+            *where,
+            *broker,
+        ]
 
     return {
         "mam --version": lambda: [mam, "--version"],
@@ -108,10 +133,30 @@ RATIOS = (
 def _start_runner(root: Path, port: int) -> subprocess.Popen[bytes]:
     """A runner for the bench's agent that takes one job and keeps it (`sleep`): it serves the agent, so no
     submit warns, and runs nothing beside the commands measured (the jobs wait in the queue)."""
-    return subprocess.Popen([str(BIN / "mam-agent"), "--agent", "bench", "--command", "sleep 600", "--concurrency", "1",
-                             "--drain-timeout", "0.1", "--kill-grace", "1", "--workspace", str(root),
-                             "--workspace-id", WS, "--broker", f"mqtt://127.0.0.1:{port}"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(BIN / "mam-agent"),
+            "--agent",
+            "bench",
+            "--command",
+            "sleep 600",
+            "--concurrency",
+            "1",
+            "--drain-timeout",
+            "0.1",
+            "--kill-grace",
+            "1",
+            "--workspace",
+            str(root),
+            "--workspace-id",
+            WS,
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def measure(rounds: int, importtime: bool, before: Path | None, runner: bool) -> None:
@@ -131,12 +176,14 @@ async def measure(rounds: int, importtime: bool, before: Path | None, runner: bo
             _timed(commands[name](), env)  # type: ignore[operator]
         times: dict[str, list[float]] = {name: [] for name in names}
         for n in range(rounds):
-            order = names[n % len(names):] + names[: n % len(names)]
+            order = names[n % len(names) :] + names[: n % len(names)]
             for name in order:
                 times[name].append(_timed(commands[name](), env))  # type: ignore[operator]
         median = {name: statistics.median(values) for name, values in times.items()}
-        print(f"median of {rounds} interleaved rounds (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-              f"{'a runner' if runner else 'no runner'} online for the jobs' agent)")
+        print(
+            f"median of {rounds} interleaved rounds (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+            f"{'a runner' if runner else 'no runner'} online for the jobs' agent)"
+        )
         for name in names:
             print(f"  {name:<28} {median[name] * 1000:7.1f} ms")
         for prefix in ("", "before: ") if before is not None else ("",):
@@ -165,18 +212,27 @@ def _where_submit_spends(argv: list[str], env: dict[str, str]) -> None:
     print("mam submit's imports, cumulative, the 15 largest:")
     for us, name in sorted(rows, reverse=True)[:15]:
         print(f"  {us / 1000:7.1f} ms {name}")
-    print(f"  (the top-level imports total {sum(us for us, n in rows if not n.startswith(' ')) / 1000:.1f} ms; "
-          f"largest {total / 1000:.1f} ms)")
+    print(
+        f"  (the top-level imports total {sum(us for us, n in rows if not n.startswith(' ')) / 1000:.1f} ms; "
+        f"largest {total / 1000:.1f} ms)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
     parser.add_argument("--importtime", action="store_true", help="then show where `mam submit`'s imports go")
-    parser.add_argument("--before", type=Path, metavar="BIN",
-                        help="a bin dir holding another build's `mam` (e.g. ../main/.venv/bin), measured alongside")
-    parser.add_argument("--no-runner", action="store_true",
-                        help="no runner online: each `mam submit` reads every runner's status to warn of that")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="BIN",
+        help="a bin dir holding another build's `mam` (e.g. ../main/.venv/bin), measured alongside",
+    )
+    parser.add_argument(
+        "--no-runner",
+        action="store_true",
+        help="no runner online: each `mam submit` reads every runner's status to warn of that",
+    )
     add_keep(parser)
     args = parser.parse_args()
     with cleaned_up(args.keep):

@@ -56,6 +56,7 @@ def cpu_seconds(pid: int) -> float:
 
 # ---- the runner host: several Runner instances in one process ------------------------------------------------
 
+
 async def _host(port: int, root: Path, ws: str, names: list[str], take_offers: bool) -> None:
     from mam.agents.profiles import command_for
     from mam.agents.runner import Runner
@@ -70,23 +71,40 @@ async def _host(port: int, root: Path, ws: str, names: list[str], take_offers: b
     brokers = parse_brokers(f"mqtt://127.0.0.1:{port}")
     async with anyio.create_task_group() as tg:
         for name in names:
-            runner = Runner(workspace, brokers, agent="shell", argv=argv, key=key, agent_id=name,
-                            heartbeat=5.0, drain_timeout=0, take_offers=take_offers)
+            runner = Runner(
+                workspace,
+                brokers,
+                agent="shell",
+                argv=argv,
+                key=key,
+                agent_id=name,
+                heartbeat=5.0,
+                drain_timeout=0,
+                take_offers=take_offers,
+            )
             await tg.start(runner.run)
         print("ready", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.read)  # until the parent closes our stdin
         tg.cancel_scope.cancel()
 
 
-def start_hosts(port: int, root: Path, ws: str, count: int, per_process: int, take_offers: bool,
-                stack: ExitStack) -> None:
+def start_hosts(
+    port: int, root: Path, ws: str, count: int, per_process: int, take_offers: bool, stack: ExitStack
+) -> None:
     names = [f"r{i:03d}" for i in range(count)]
     procs = []
     for start in range(0, count, per_process):
-        cmd = [sys.executable, __file__, "--host", str(port), str(root), ws, ",".join(names[start:start + per_process]),
-               "1" if take_offers else "0"]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                cwd=root)
+        cmd = [
+            sys.executable,
+            __file__,
+            "--host",
+            str(port),
+            str(root),
+            ws,
+            ",".join(names[start : start + per_process]),
+            "1" if take_offers else "0",
+        ]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=root)
         stack.callback(_stop_host, proc)
         procs.append(proc)
     for proc in procs:
@@ -108,6 +126,7 @@ def _stop_host(proc: subprocess.Popen[bytes]) -> None:
 
 # ---- the CPU burner ----------------------------------------------------------------------------------------------
 
+
 def start_burners(count: int, stack: ExitStack) -> None:
     """`count` processes spinning on the CPU until the stack closes (each stopped by its own PID)."""
     for _ in range(count):
@@ -121,6 +140,7 @@ def _stop_burner(proc: subprocess.Popen[bytes]) -> None:
 
 
 # ---- one run ----------------------------------------------------------------------------------------------------
+
 
 def _at(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -195,10 +215,13 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
         records, _ = anyio.run(burst, port, ws, args.jobs, prompt, 0)
         cpu = cpu_seconds(proc.pid) - cpu0
         _, idle = anyio.run(burst, port, ws, 0, prompt, args.idle)
-        claims = [r for r in refusal_files.every(root / ".mam" / "delegate_job_logs")  # rotated files too
-                  if '"type":"claimed"' in r.get("payload", "")]
+        claims = [
+            r
+            for r in refusal_files.every(root / ".mam" / "delegate_job_logs")  # rotated files too
+            if '"type":"claimed"' in r.get("payload", "")
+        ]
         refused = len(claims)
-        for claim in claims[:args.why]:
+        for claim in claims[: args.why]:
             print(f"  refused {claim['received_at']}: {claim['reason']} ({claim['payload'][:120]})", file=sys.stderr)
     started = [_at(r["started_at"]) for r in records.values() if r.get("started_at")]
     submitted = [_at(r["submitted_at"]) for r in records.values()]
@@ -210,10 +233,19 @@ def one_run(kind: str, mode: str, runners: int, args: argparse.Namespace) -> dic
             others[record["status"]] = others.get(record["status"], 0) + 1
     span = max(started) - min(submitted)
     ended = max(_at(r["finished_at"]) for r in records.values() if r.get("finished_at")) - min(submitted)
-    return {"rate": len(started) / span, "refused": refused / args.jobs, "p50": _pct(waits, 0.5),
-            "p99": _pct(waits, 0.99), "idle_p50": _pct(idle, 0.5), "idle_p99": _pct(idle, 0.99),
-            "cpu_ms": 1000 * cpu / args.jobs, "ok": ok, "span": span, "ended": ended,
-            "others": "".join(f", {n} {status}" for status, n in sorted(others.items()))}
+    return {
+        "rate": len(started) / span,
+        "refused": refused / args.jobs,
+        "p50": _pct(waits, 0.5),
+        "p99": _pct(waits, 0.99),
+        "idle_p50": _pct(idle, 0.5),
+        "idle_p99": _pct(idle, 0.99),
+        "cpu_ms": 1000 * cpu / args.jobs,
+        "ok": ok,
+        "span": span,
+        "ended": ended,
+        "others": "".join(f", {n} {status}" for status, n in sorted(others.items())),
+    }
 
 
 def main() -> None:
@@ -230,8 +262,13 @@ def main() -> None:
     parser.add_argument("--modes", default="offers,states")
     parser.add_argument("--why", type=int, default=0, metavar="N", help="print the first N refused claims' reasons")
     parser.add_argument("--idle", type=int, default=20, help="jobs submitted one at a time after the burst")
-    parser.add_argument("--burn", type=int, default=0, metavar="N",
-                        help="N processes spinning on the CPU beside the fleet (saturation; default none)")
+    parser.add_argument(
+        "--burn",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N processes spinning on the CPU beside the fleet (saturation; default none)",
+    )
     args = parser.parse_args()
     with ExitStack() as burners:
         start_burners(args.burn, burners)
@@ -242,10 +279,14 @@ def table(args: argparse.Namespace) -> None:
     counts = [int(n) for n in args.runners.split(",")]
     job = f"sleep {args.sleep:g}" if args.sleep else "true"
     burn = f"; {args.burn} CPU burner(s) beside it" if args.burn else ""
-    print(f"# {args.jobs} jobs `{job}` at once; runners of "
-          f"concurrency 1; idle: jobs one at a time after the burst{burn} (load {os.getloadavg()[0]:.1f})")
-    print("| broker | mode | runners | x 1 runner | refused claims/job | all started / all ended | jobs started/s | "
-          "submit-to-start p50 / p99 | idle p50 / p99 | projector CPU/job |")
+    print(
+        f"# {args.jobs} jobs `{job}` at once; runners of "
+        f"concurrency 1; idle: jobs one at a time after the burst{burn} (load {os.getloadavg()[0]:.1f})"
+    )
+    print(
+        "| broker | mode | runners | x 1 runner | refused claims/job | all started / all ended | jobs started/s | "
+        "submit-to-start p50 / p99 | idle p50 / p99 | projector CPU/job |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in args.broker.split(","):
         for mode in args.modes.split(","):
@@ -254,10 +295,12 @@ def table(args: argparse.Namespace) -> None:
                 r = one_run(kind, mode, n, args)
                 base = base or (r["rate"] if n == 1 else None)
                 ratio = f"{r['rate'] / base:.2f}" if base else "-"
-                print(f"| {kind} | {mode} | {n} | {ratio} | {r['refused']:.3f} | "
-                      f"{r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok{r['others']}) | {r['rate']:.1f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
-                      f"{1000 * r['idle_p50']:.0f} / {1000 * r['idle_p99']:.0f} ms | {r['cpu_ms']:.1f} ms |",
-                      flush=True)
+                print(
+                    f"| {kind} | {mode} | {n} | {ratio} | {r['refused']:.3f} | "
+                    f"{r['span']:.1f} / {r['ended']:.1f} s ({r['ok']} ok{r['others']}) | {r['rate']:.1f} | {r['p50']:.2f} / {r['p99']:.2f} s | "
+                    f"{1000 * r['idle_p50']:.0f} / {1000 * r['idle_p99']:.0f} ms | {r['cpu_ms']:.1f} ms |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -101,8 +101,11 @@ def job_id(n: int) -> str:
 def life(n: int, jobs: int) -> list[ev.AnyEvent]:
     """Job n's events: a finished life, or (the last OPEN_JOBS) an open one."""
     submitted = ev.Submitted(
-        id=f"{job_id(n)}-s", prompt=f"history job {n}: refactor module {n % 97} and add its tests",
-        agent=AGENTS[n % 3], agent_session=f"session-{n % 50}", labels={"team": "xy"[n % 2]},
+        id=f"{job_id(n)}-s",
+        prompt=f"history job {n}: refactor module {n % 97} and add its tests",
+        agent=AGENTS[n % 3],
+        agent_session=f"session-{n % 50}",
+        labels={"team": "xy"[n % 2]},
         parent=job_id(n - n % 10) if n % 10 else None,
     )
     if n >= jobs - OPEN_JOBS:
@@ -113,7 +116,10 @@ def life(n: int, jobs: int) -> list[ev.AnyEvent]:
         ev.Claimed(id=f"{job_id(n)}-c", runner="r1"),
         ev.Started(id=f"{job_id(n)}-r", runner="r1"),
         ev.Progress(id=f"{job_id(n)}-p", message="halfway", percent=50),
-        *(ev.Output(id=f"{job_id(n)}-o{i}", text=f"line {i} of the agent's output\n", seq=i) for i in range(OUTPUT_LINES)),
+        *(
+            ev.Output(id=f"{job_id(n)}-o{i}", text=f"line {i} of the agent's output\n", seq=i)
+            for i in range(OUTPUT_LINES)
+        ),
         ev.Succeeded(id=f"{job_id(n)}-ok", exit_code=0, result="done", usage=usage),
     ]
 
@@ -138,10 +144,13 @@ def build(jobs: int) -> Size:
         job_dir.mkdir()
         (job_dir / EVENTS_FILE).write_bytes(b"".join(lines))
     began = time.perf_counter()
-    subprocess.run([str(BIN / "mam"), "rebuild", "--json", "--workspace", str(root)], check=True,
-                   stdout=subprocess.DEVNULL)
-    print(f"  built {jobs} jobs ({events} events) in {root}; first rebuild {time.perf_counter() - began:.1f}s",
-          file=sys.stderr)
+    subprocess.run(
+        [str(BIN / "mam"), "rebuild", "--json", "--workspace", str(root)], check=True, stdout=subprocess.DEVNULL
+    )
+    print(
+        f"  built {jobs} jobs ({events} events) in {root}; first rebuild {time.perf_counter() - began:.1f}s",
+        file=sys.stderr,
+    )
     os.sync()  # written without fsync: the measured commands must not pay for flushing it
     return Size(jobs=jobs, root=root, ws_id=workspace.id, events=events)
 
@@ -151,8 +160,9 @@ def run_child(argv: list[str]) -> Measured:
     count its own size: `ru_maxrss` survives the exec)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         began = time.perf_counter()
-        done = subprocess.run([TIME, "-f", "%M", "-o", report.name, *argv], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, check=False)
+        done = subprocess.run(
+            [TIME, "-f", "%M", "-o", report.name, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+        )
         elapsed = time.perf_counter() - began
         if done.returncode != 0:
             raise RuntimeError(f"{argv} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -241,9 +251,17 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def projector_once(size: Size, port: int) -> Measured:
     began = time.perf_counter()
     proc = subprocess.Popen(
-        [str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace", str(size.root),
-         "--durability", "fsync"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(BIN / "mam-projector"),
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+            "--workspace",
+            str(size.root),
+            "--durability",
+            "fsync",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         return anyio.run(first_record, port, size.ws_id, proc, began)
@@ -264,7 +282,8 @@ def measure_up(size: Size) -> Measured:
     began = time.perf_counter()
     proc = subprocess.Popen(
         [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(size.root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port, proc)
@@ -351,8 +370,11 @@ def main() -> None:
                     size = build(jobs)
                     sizes.append(size)
                     measure_commands(size, args.repeat)
-                    attempt(size, "mam-projector start -> first new job recorded",
-                            partial(measure_projector, size, mosquitto.port))
+                    attempt(
+                        size,
+                        "mam-projector start -> first new job recorded",
+                        partial(measure_projector, size, mosquitto.port),
+                    )
                     attempt(size, "mam up start -> first new job recorded", partial(measure_up, size))
         finally:
             if sizes:

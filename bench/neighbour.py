@@ -233,10 +233,18 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2_000, help="submitted events, one job each (default 2000)")
     parser.add_argument("--window", type=int, default=20, help="QoS 1 publishes kept in flight (default 20)")
     parser.add_argument("--rounds", type=int, default=2, help="ABBA rounds (default 2)")
-    parser.add_argument("--neighbour-mb-per-s", type=float, default=0.0,
-                        help="the neighbour's write rate in MB/s (default 0: as fast as it can)")
-    parser.add_argument("--samples", type=int, default=50,
-                        help="fdatasync and syncfs samples per condition, each, over all rounds (default 50)")
+    parser.add_argument(
+        "--neighbour-mb-per-s",
+        type=float,
+        default=0.0,
+        help="the neighbour's write rate in MB/s (default 0: as fast as it can)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=50,
+        help="fdatasync and syncfs samples per condition, each, over all rounds (default 50)",
+    )
     add_keep(parser)
     args = parser.parse_args()
     if args.events < 1 or args.window < 1 or args.rounds < 1 or args.samples < 0 or args.neighbour_mb_per_s < 0:
@@ -248,9 +256,12 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     work = submitted(args.events)
     pace = f"{args.neighbour_mb_per_s:g} MB/s" if args.neighbour_mb_per_s else "as fast as it can"
-    print(f"mam up, {work.events} submitted events, 1 publisher, window {args.window}; "
-          f"neighbour: {NEIGHBOUR_FILE >> 20} MiB files, {NEIGHBOUR_FILE * NEIGHBOUR_KEEP >> 20} MiB kept, "
-          f"no fsync, {pace}", flush=True)
+    print(
+        f"mam up, {work.events} submitted events, 1 publisher, window {args.window}; "
+        f"neighbour: {NEIGHBOUR_FILE >> 20} MiB files, {NEIGHBOUR_FILE * NEIGHBOUR_KEEP >> 20} MiB kept, "
+        f"no fsync, {pace}",
+        flush=True,
+    )
     runs: dict[str, list[Run]] = {c: [] for c in CONDITIONS}
     flushes = {c: Flushes() for c in CONDITIONS}
     run = 0
@@ -275,15 +286,19 @@ def report(runs: dict[str, list[Run]], flushes: dict[str, Flushes]) -> None:
     mean = {c: statistics.fmean(r.rate for r in runs[c]) for c in CONDITIONS}
     written_ = statistics.fmean(r.neighbour_mb_s for r in runs["neighbour"])
     print(f"\nquiet     {mean['quiet']:6.0f} events/s (mean of {len(runs['quiet'])})")
-    print(f"neighbour {mean['neighbour']:6.0f} events/s (mean of {len(runs['neighbour'])}), "
-          f"the neighbour writing {written_:.0f} MB/s")
+    print(
+        f"neighbour {mean['neighbour']:6.0f} events/s (mean of {len(runs['neighbour'])}), "
+        f"the neighbour writing {written_:.0f} MB/s"
+    )
     ratio = mean["neighbour"] / mean["quiet"]
     print(f"neighbour/quiet {ratio:.2f}  (goal, issue 42: >= 0.8: {'met' if ratio >= 0.8 else 'not met'})")
     for c in CONDITIONS:
         f = flushes[c]
         if f.fdatasync and f.syncfs:
-            print(f"{c:9} flush, ms p50/p90 over {len(f.syncfs)}: fdatasync of a 200-byte line "
-                  f"{_ms(f.fdatasync)}, syncfs {_ms(f.syncfs)}")
+            print(
+                f"{c:9} flush, ms p50/p90 over {len(f.syncfs)}: fdatasync of a 200-byte line "
+                f"{_ms(f.fdatasync)}, syncfs {_ms(f.syncfs)}"
+            )
     print(flush=True)
 
 

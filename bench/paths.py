@@ -238,8 +238,11 @@ async def main() -> None:
                             side = table.setdefault((work.name, publishers, path), Side())
                             side.rates.append(rate)
                             side.cpu.append(cpu)
-                            print(f"{work.name} publishers={publishers} {path}: {rate:6.0f} events/s, "
-                                  f"{1e6 * cpu / work.events:5.0f} ms cpu/1k events", flush=True)
+                            print(
+                                f"{work.name} publishers={publishers} {path}: {rate:6.0f} events/s, "
+                                f"{1e6 * cpu / work.events:5.0f} ms cpu/1k events",
+                                flush=True,
+                            )
         finally:
             report(table, {w.name: w.events for w in workloads}, paths)
 

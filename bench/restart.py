@@ -63,9 +63,17 @@ def forget_key(size: Size) -> None:
 def start_projector(size: Size, port: int) -> Started:
     began = time.perf_counter()
     proc = subprocess.Popen(
-        [str(BIN / "mam-projector"), "--broker", f"mqtt://127.0.0.1:{port}", "--workspace", str(size.root),
-         "--durability", "fsync"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(BIN / "mam-projector"),
+            "--broker",
+            f"mqtt://127.0.0.1:{port}",
+            "--workspace",
+            str(size.root),
+            "--durability",
+            "fsync",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     return Started(proc, began, port)
 
@@ -75,7 +83,8 @@ def start_up(size: Size, _port: int) -> Started:
     began = time.perf_counter()
     proc = subprocess.Popen(
         [str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(size.root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     wait_for_port(port, proc)
     return Started(proc, began, port)
@@ -113,8 +122,7 @@ def median(runs: list[Measured]) -> Measured:
     return Measured(middle, max(r.rss_kib for r in runs), notes[len(notes) // 2] if notes else "")
 
 
-SERVERS: dict[str, Callable[[Size, int], Started]] = {"mam-projector (mosquitto)": start_projector,
-                                                        "mam up": start_up}
+SERVERS: dict[str, Callable[[Size, int], Started]] = {"mam-projector (mosquitto)": start_projector, "mam up": start_up}
 
 
 def measure(size: Size, port: int, repeat: int) -> None:
@@ -141,8 +149,10 @@ def table(small: Size, large: Size) -> list[str]:
         b = large.results[name]
         ratio = b.seconds / s.seconds
         notes = [f" ({m.note})" if m.note else "" for m in (s, b)]
-        lines.append(f"| {name} | {s.seconds:.2f} s{notes[0]} | {b.seconds:.2f} s{notes[1]} | {ratio:.2f}x | "
-                     f"{'met' if ratio <= 2 else 'MISSED'} |")
+        lines.append(
+            f"| {name} | {s.seconds:.2f} s{notes[0]} | {b.seconds:.2f} s{notes[1]} | {ratio:.2f}x | "
+            f"{'met' if ratio <= 2 else 'MISSED'} |"
+        )
     return lines
 
 

@@ -264,8 +264,9 @@ async def soak(kind: str, seconds: float, seed: int, args: argparse.Namespace) -
         stack.start_broker()
         stack.start_projector()
         pub = Publisher(stack.url, stack.ws)
-        run = Run(stack, random.Random(seed), seed, pub, Monitor(stack.url, stack.ws, pub),
-                  skipped=frozenset(args.skip_fault))
+        run = Run(
+            stack, random.Random(seed), seed, pub, Monitor(stack.url, stack.ws, pub), skipped=frozenset(args.skip_fault)
+        )
         async with anyio.create_task_group() as tg:
             await tg.start(run.mon.run)
             if not await run.mon.online(stack.projector_proc.pid, 60):

@@ -90,11 +90,23 @@ class Files:
         for entry in refusal_files.every(logs_dir):  # `_rejected.jsonl` and the files rotated out of it
             if entry.get("event_id"):
                 files.rejected.setdefault(entry["event_id"], entry.get("reason", ""))
-                files.refusals.append(Refusal(entry["event_id"], entry.get("job_id") or "",
-                                              refused_type(entry.get("payload", "")), entry.get("reason", "")))
+                files.refusals.append(
+                    Refusal(
+                        entry["event_id"],
+                        entry.get("job_id") or "",
+                        refused_type(entry.get("payload", "")),
+                        entry.get("reason", ""),
+                    )
+                )
             elif entry.get("suppressed"):  # refusals past the log's rate: counted, not written; their kinds unknown
-                files.refusals.append(Refusal(f"({entry['suppressed']} suppressed)", entry.get("job_id") or "",
-                                              "suppressed", entry.get("reason", "")))
+                files.refusals.append(
+                    Refusal(
+                        f"({entry['suppressed']} suppressed)",
+                        entry.get("job_id") or "",
+                        "suppressed",
+                        entry.get("reason", ""),
+                    )
+                )
         for path in (logs_dir / "_parked").glob("*.jsonl"):
             for line in path.read_bytes().splitlines():
                 try:
@@ -128,7 +140,12 @@ class Verdict:
 
 
 def check(
-    root: Path, ws: str, acks: dict[str, Ack], jobs: dict[str, RunnerJob], synthetic: list[str], in_order: list[str],
+    root: Path,
+    ws: str,
+    acks: dict[str, Ack],
+    jobs: dict[str, RunnerJob],
+    synthetic: list[str],
+    in_order: list[str],
     saw: dict[str, str] | None = None,
 ) -> Verdict:
     """The invariants over the workspace's files; `in_order`: synthetic jobs published in order; theirs and
@@ -177,11 +194,14 @@ def check(
     if v.open_jobs:
         v.failures.append(f"{len(v.open_jobs)} jobs left open, e.g. " + ", ".join(v.open_jobs[:5]))
     if v.runner_refused:
-        v.failures.append(f"{len(v.runner_refused)} events a runner published were refused, e.g. "
-                          + "; ".join(v.runner_refused[:3]))
+        v.failures.append(
+            f"{len(v.runner_refused)} events a runner published were refused, e.g. " + "; ".join(v.runner_refused[:3])
+        )
     if v.outcome_bad:
-        v.failures.append(f"{len(v.outcome_bad)} jobs recorded otherwise than their runner saw them end, e.g. "
-                          + "; ".join(v.outcome_bad[:3]))
+        v.failures.append(
+            f"{len(v.outcome_bad)} jobs recorded otherwise than their runner saw them end, e.g. "
+            + "; ".join(v.outcome_bad[:3])
+        )
     if v.rebuild:
         v.failures.append(f"mam rebuild --verify: {v.rebuild}")
     return v

@@ -58,27 +58,36 @@ BROKER_ATTRIBUTES: Attributes = {
     "_servers": dict,  # listening
     "_broadcast_queue": asyncio.Queue,  # the broadcasts `run_broadcast` takes
     "subscriptions": SubscriptionTable,  # public, but the table AmqttBroker installs as `_subscriptions`
-    "sessions": dict, "retained_messages": dict,  # public: mam reads them (spool delivery, metrics)
+    "sessions": dict,
+    "retained_messages": dict,  # public: mam reads them (spool delivery, metrics)
 }
 HANDLER_METHODS: Methods = {
     "_handle_message_flow": ("app_message",),
     "_handle_qos1_message_flow": ("app_message",),
     "_handle_qos2_message_flow": ("app_message",),
     "_send_packet": ("packet",),
-    "handle_publish": ("publish_packet",), "handle_puback": ("puback",),
-    "start": (), "stop": (),
+    "handle_publish": ("publish_packet",),
+    "handle_puback": ("puback",),
+    "start": (),
+    "stop": (),
 }
 HANDLER_ATTRIBUTES: Attributes = {"_puback_waiters": dict, "_reader_task": (asyncio.Task, type(None))}
 SESSION_ATTRIBUTES: Attributes = {
-    "inflight_out": dict, "next_packet_id": int, "delivered_message_queue": asyncio.Queue,
-    "retained_messages": asyncio.Queue, "keep_alive": int, "is_anonymous": bool,
+    "inflight_out": dict,
+    "next_packet_id": int,
+    "delivered_message_queue": asyncio.Queue,
+    "retained_messages": asyncio.Queue,
+    "keep_alive": int,
+    "is_anonymous": bool,
 }
 """Every private name of amqtt's `Broker` and `BrokerProtocolHandler` mam overrides, calls or reads, and
 the public ones whose overrides rely on amqtt calling them; `check` compares them with the release."""
 
 
 @functools.cache
-def check(broker_class: type[Broker] = Broker, handler_class: type[BrokerProtocolHandler] = BrokerProtocolHandler) -> None:
+def check(
+    broker_class: type[Broker] = Broker, handler_class: type[BrokerProtocolHandler] = BrokerProtocolHandler
+) -> None:
     """Raise `LibraryChanged` naming what the installed amqtt lacks of what mam's broker reaches into (once
     per process; the instances' tables: `check_broker`). The classes are parameters for the tests."""
     require("amqtt", method_problems(broker_class, BROKER_METHODS))
@@ -180,7 +189,9 @@ class AmqttBroker(Broker):
     async def _run_broadcast(self, running_tasks: deque[asyncio.Task[Any]]) -> None:
         await self.run_broadcast(running_tasks)
 
-    async def _publish_retained_messages_for_subscription(self, subscription: tuple[str, int], session: Session) -> None:
+    async def _publish_retained_messages_for_subscription(
+        self, subscription: tuple[str, int], session: Session
+    ) -> None:
         await self.replay_retained(subscription, session)
 
     async def _topic_filtering(self, session: Session, topic: str, action: Action) -> bool:

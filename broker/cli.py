@@ -60,9 +60,7 @@ def policy_from_args(
     """The access policy of `--acl-file` and `--password-file`; `workspace` and `projector_client`:
     `mam up`'s workspace and the client id of its in-process projector."""
     acl = load_acl(args.acl_file) if args.acl_file is not None else None
-    return Policy(
-        acl=acl, login=args.password_file is not None, workspace=workspace, projector_client=projector_client
-    )
+    return Policy(acl=acl, login=args.password_file is not None, workspace=workspace, projector_client=projector_client)
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:

@@ -292,8 +292,11 @@ class ClientHandler(AmqttHandler):
             # such limit: it stays in flight until its PUBACK comes late (`handle_puback`), or the session's
             # next connection sends it again.
             self._keep_for_redelivery(app_message)
-            log.debug("%s: no PUBACK for packet %s within amqtt's 5 s; kept in flight",
-                      self.session.client_id if self.session else "?", app_message.packet_id)
+            log.debug(
+                "%s: no PUBACK for packet %s within amqtt's 5 s; kept in flight",
+                self.session.client_id if self.session else "?",
+                app_message.packet_id,
+            )
 
     async def handle_puback(self, puback: PubackPacket) -> None:
         """amqtt's, and the late PUBACK of a message amqtt stopped waiting for (`acknowledged_flow`) ends its

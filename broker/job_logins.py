@@ -104,15 +104,16 @@ class JobLogins:
         if job_id is None or job_id not in self.live:
             return
         record = self._record(job_id)
-        if record is not None and record.status in LIVE and self.live[job_id] == (
-            attempt_of(record), record.runner_key
+        if (
+            record is not None
+            and record.status in LIVE
+            and self.live[job_id] == (attempt_of(record), record.runner_key)
         ):
             return
         del self.live[job_id]
         self._under = {pair: under for pair, under in self._under.items() if pair[0] != job_id}
         closed = self.disconnect(user_of(job_id)) if self.disconnect is not None else 0
-        log.info("job %s ended or moved on: its login is refused from now on (%d connection(s) closed)",
-                 job_id, closed)
+        log.info("job %s ended or moved on: its login is refused from now on (%d connection(s) closed)", job_id, closed)
 
     # --- topics -----------------------------------------------------------------------------------
 
@@ -177,8 +178,10 @@ class JobLogins:
         if isinstance(event, ev.Submitted):
             if event.parent == job_id:
                 return None
-            return (f"job {job_id}'s login submits only its own children: parent must be {job_id}, "
-                    f"not {event.parent or 'none (a root job)'}")
+            return (
+                f"job {job_id}'s login submits only its own children: parent must be {job_id}, "
+                f"not {event.parent or 'none (a root job)'}"
+            )
         if isinstance(event, ev.InputRequested | ev.InputWithdrawn):
             return None if target == job_id else f"job {job_id}'s login asks questions for job {job_id} only"
         if isinstance(event, ev.CancelRequested):
@@ -189,8 +192,10 @@ class JobLogins:
             if self._lies_under(target, job_id):
                 return None
             return f"job {job_id}'s login answers only the jobs under it, not {target}"
-        return (f"job {job_id}'s login may not publish {ev.event_type(event)}: only submitted (its children), "
-                "input_requested and input_withdrawn (its own), cancel_requested and input_provided (jobs under it)")
+        return (
+            f"job {job_id}'s login may not publish {ev.event_type(event)}: only submitted (its children), "
+            "input_requested and input_withdrawn (its own), cancel_requested and input_provided (jobs under it)"
+        )
 
     def _refuse(self, user: str, topic: str, target: str | None, event: ev.AnyEvent | None, reason: str) -> None:
         self.refused_sends(f"refused a publish of {user} on {topic}: {reason}")

@@ -98,4 +98,14 @@ def refusal_line(connect: Connect, peer: str) -> str:
     return f"refused {connect.version} client {who} from {peer}: {ADVICE}"
 
 
-__all__ = ["ADVICE", "BRIDGE_BIT", "CONNECT", "as_plain_3_1_1", "MQTT_3_1_1", "Connect", "bare_connect", "parse_connect", "refusal_line"]
+__all__ = [
+    "ADVICE",
+    "BRIDGE_BIT",
+    "CONNECT",
+    "as_plain_3_1_1",
+    "MQTT_3_1_1",
+    "Connect",
+    "bare_connect",
+    "parse_connect",
+    "refusal_line",
+]

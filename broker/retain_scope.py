@@ -53,7 +53,9 @@ class RetainScope:
             log.warning(
                 "client %r set retain on %r, which is not a topic mam retains (a job's state, the projector's or a "
                 "runner's status under %s/): delivered live, not kept (its later ones are not logged)",
-                client_id, topic, self.topics.prefix,
+                client_id,
+                topic,
+                self.topics.prefix,
             )
         return False
 
@@ -66,11 +68,18 @@ class ScopedRetains:
     retain_scope: RetainScope | None = None
 
     async def retain_message(
-        self, source_session: Session | None, topic_name: str | None, data: bytes | bytearray | None,
+        self,
+        source_session: Session | None,
+        topic_name: str | None,
+        data: bytes | bytearray | None,
         qos: int | None = None,
     ) -> None:
         scope = self.retain_scope
-        if scope is not None and source_session is not None and topic_name is not None and \
-                not scope.keeps(source_session.client_id or "", topic_name):
+        if (
+            scope is not None
+            and source_session is not None
+            and topic_name is not None
+            and not scope.keeps(source_session.client_id or "", topic_name)
+        ):
             return
         await super().retain_message(source_session, topic_name, data, qos)  # type: ignore[misc]

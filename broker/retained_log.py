@@ -100,7 +100,9 @@ class RetainedLog:
                 self._write(self._take_pending())
             os.fsync(self._fd)
         except OSError as exc:
-            log.error("spool: cannot write %s: %s; the retained messages since the last write are lost", self._shown, exc)
+            log.error(
+                "spool: cannot write %s: %s; the retained messages since the last write are lost", self._shown, exc
+            )
         os.close(self._fd)
         self._fd = -1
 

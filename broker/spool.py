@@ -241,7 +241,8 @@ class Spool:
                     failing = True
                     log.error(
                         "spool: cannot write %s: %s; holding those publishes' acknowledgements until it can",
-                        self.path, next(iter(failed.values())),
+                        self.path,
+                        next(iter(failed.values())),
                     )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MOST)

@@ -37,23 +37,33 @@ Answer = Annotated[str, Field(description="the answer; one of the question's cho
 Question = Annotated[str, Field(description="the question, as the person will read it")]
 Choices = Annotated[
     list[str] | None,
-    Field(description="the answers allowed (others are refused); default: any answer",
-          json_schema_extra={"maxItems": MOST_CHOICES}),
+    Field(
+        description="the answers allowed (others are refused); default: any answer",
+        json_schema_extra={"maxItems": MOST_CHOICES},
+    ),
 ]
 AskingJob = Annotated[
     str | None,
-    Field(description="the job that asks (its id, or a unique prefix or suffix); default: the job this server "
-          "runs inside ($MAM_JOB_ID)"),
+    Field(
+        description="the job that asks (its id, or a unique prefix or suffix); default: the job this server "
+        "runs inside ($MAM_JOB_ID)"
+    ),
 ]
 QuestionId = Annotated[
     str | None,
-    Field(description="keep waiting for the answer to the question an earlier call asked (its question_id); "
-          "nothing new is asked"),
+    Field(
+        description="keep waiting for the answer to the question an earlier call asked (its question_id); "
+        "nothing new is asked"
+    ),
 ]
 AskWait = Annotated[
     float,
-    Field(gt=0, le=LONGEST_WAIT, description="seconds to wait for the answer in this call (keep it under your "
-          "client's limit for a tool call); no answer by then: status waiting, call again with question_id"),
+    Field(
+        gt=0,
+        le=LONGEST_WAIT,
+        description="seconds to wait for the answer in this call (keep it under your "
+        "client's limit for a tool call); no answer by then: status waiting, call again with question_id",
+    ),
 ]
 
 
@@ -76,8 +86,9 @@ class Asked(TypedDict):
     """With status waiting: the call that keeps waiting."""
 
 
-async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: JobRecord | None,
-                       timeout: float, *, check: bool = False) -> JobRecord | None:
+async def _wait_answer(
+    pub: Publisher, job_id: str, question_id: str, current: JobRecord | None, timeout: float, *, check: bool = False
+) -> JobRecord | None:
     """`current` if it settles the question, else the first state of the job that does within `timeout`
     (`mam.agents.answers.wait_answer`, as `mam ask`); None if none does. `check`: the question is an earlier
     call's, checked against the job's state first (refused if it is not the job's)."""
@@ -91,8 +102,10 @@ async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: J
         if now is None:
             raise Refused(f"no state of job {job_id!r} on the broker: check the id with list_jobs")
         if now.question_id != question_id:
-            raise Refused(f"job {job_id} has no question {question_id!r}: its question is "
-                          f"{now.question if isinstance(now.question, str) else 'none'!r}")
+            raise Refused(
+                f"job {job_id} has no question {question_id!r}: its question is "
+                f"{now.question if isinstance(now.question, str) else 'none'!r}"
+            )
         return now if settles(now, question_id) else None
 
     with anyio.move_on_after(timeout):
@@ -102,17 +115,26 @@ async def _wait_answer(pub: Publisher, job_id: str, question_id: str, current: J
 
 def _asked(job_id: str, question_id: str, record: JobRecord | None, waited: float) -> Asked:
     if record is None:
-        return Asked(job_id=job_id, question_id=question_id, status="waiting",
-                     next=f"no answer within {waited:g}s; the person may answer later: call ask_person again with "
-                     f"the same question, job={job_id!r} and question_id={question_id!r} to keep waiting")
+        return Asked(
+            job_id=job_id,
+            question_id=question_id,
+            status="waiting",
+            next=f"no answer within {waited:g}s; the person may answer later: call ask_person again with "
+            f"the same question, job={job_id!r} and question_id={question_id!r} to keep waiting",
+        )
     return Asked(job_id=job_id, question_id=question_id, status="answered", answer=answer_of(record, question_id))
 
 
 def register(app: MCPServer, served: Served) -> None:
     @app.tool()
     @reported
-    async def ask_person(question: Question, choices: Choices = None, job: AskingJob = None,
-                         question_id: QuestionId = None, timeout: AskWait = DEFAULT_WAIT) -> Asked:
+    async def ask_person(
+        question: Question,
+        choices: Choices = None,
+        job: AskingJob = None,
+        question_id: QuestionId = None,
+        timeout: AskWait = DEFAULT_WAIT,
+    ) -> Asked:
         """Ask a person a question from inside a job (as `mam ask`): the job is waiting, the question in its
         record, until someone answers (`mam answer`, the dashboard, answer_job); its run limit does not count
         the wait. Returns the answer, or after timeout status waiting with the question_id: call again with
@@ -126,18 +148,22 @@ def register(app: MCPServer, served: Served) -> None:
         elif served.parent is not None:
             job_id = served.parent
         else:
-            raise UsageError("job: this server does not run inside a job (MAM_JOB_ID is not set); pass the job "
-                             "that asks")
+            raise UsageError(
+                "job: this server does not run inside a job (MAM_JOB_ID is not set); pass the job that asks"
+            )
         if question_id is not None:  # keep waiting, on channels opened by the wait (a restart is ridden out)
             channel = ChannelPublisher(served.workspace, served.broker, None, served.connection)
-            return _asked(job_id, question_id, await _wait_answer(channel, job_id, question_id, None, timeout,
-                                                                   check=True), timeout)
+            return _asked(
+                job_id,
+                question_id,
+                await _wait_answer(channel, job_id, question_id, None, timeout, check=True),
+                timeout,
+            )
         async with served.publisher() as pub:
             event = checked(ev.InputRequested(question=question, choices=choices or None))
             current = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
             question_id = current.question_id if isinstance(current.question_id, str) else ""
-            return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, current, timeout),
-                          timeout)
+            return _asked(job_id, question_id, await _wait_answer(pub, job_id, question_id, current, timeout), timeout)
 
     @app.tool()
     @reported
@@ -151,8 +177,11 @@ def register(app: MCPServer, served: Served) -> None:
             asked = current.question_id if current is not None and current.status is Status.WAITING else None
             event = checked(ev.InputProvided(answer=answer, question_id=asked if isinstance(asked, str) else None))
             record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-        return AnswerResult(job_id=record.job_id, status=record.status.value,
-                            job=brief_record(as_dict(record), full_hint(record.job_id)))
+        return AnswerResult(
+            job_id=record.job_id,
+            status=record.status.value,
+            job=brief_record(as_dict(record), full_hint(record.job_id)),
+        )
 
 
 __all__ = ["register"]

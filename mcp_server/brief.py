@@ -15,10 +15,21 @@ from typing import Any, Final
 TEXT_SHOWN: Final = 500
 """Characters of a prompt, result, error (any text) a brief answer shows."""
 
-BOOKKEEPING: Final = frozenset({
-    "workspace", "version", "last_event_id", "updated_at", "runner_epoch", "runner_key", "output_seqs",
-    "outputs_expected", "last_seen_at", "last_heartbeat_at", "question_id",
-})
+BOOKKEEPING: Final = frozenset(
+    {
+        "workspace",
+        "version",
+        "last_event_id",
+        "updated_at",
+        "runner_epoch",
+        "runner_key",
+        "output_seqs",
+        "outputs_expected",
+        "last_seen_at",
+        "last_heartbeat_at",
+        "question_id",
+    }
+)
 """Record keys for the projector and the runners, not for an agent reading a job (`full: true` has them)."""
 
 
@@ -45,8 +56,9 @@ def _brief(value: Any, path: str, cut: dict[str, int], limit: int) -> Any:
     return value
 
 
-def brief(value: dict[str, Any], more: str, *, limit: int = TEXT_SHOWN,
-          omit: frozenset[str] = frozenset()) -> dict[str, Any]:
+def brief(
+    value: dict[str, Any], more: str, *, limit: int = TEXT_SHOWN, omit: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """`value` without null fields or empty collections (at any depth) and without the keys in `omit`, each
     string cut to `limit` characters; when one was, `cut` names it (its key path and whole length) and
     `more` says how to get the rest."""

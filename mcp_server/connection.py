@@ -183,4 +183,5 @@ class SharedConnection:
                     except aiomqtt.MqttError:
                         pass  # the connection is going: its subscriptions go with it
 
+
 __all__ = ["Channel", "SharedConnection"]

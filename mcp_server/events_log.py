@@ -33,8 +33,10 @@ FromSeq = Annotated[int, Field(ge=0, description="start at this seq (the next_se
 Limit = Annotated[int, Field(ge=1, le=1000, description="at most this many events")]
 Types = Annotated[
     list[str] | None,
-    Field(description="only events of these types, e.g. [\"claimed\", \"failed\"]",
-          json_schema_extra={"items": {"enum": list(ev.EVENT_TYPES)}, "maxItems": MOST_EVENT_TYPES}),
+    Field(
+        description='only events of these types, e.g. ["claimed", "failed"]',
+        json_schema_extra={"items": {"enum": list(ev.EVENT_TYPES)}, "maxItems": MOST_EVENT_TYPES},
+    ),
 ]
 
 
@@ -67,8 +69,9 @@ def shown(entry: dict[str, Any], full: bool) -> dict[str, Any]:
     return row | fields
 
 
-def page(entries: list[dict[str, Any]], from_seq: int, limit: int, types: set[str] | None,
-         full: bool) -> tuple[list[dict[str, Any]], int, bool]:
+def page(
+    entries: list[dict[str, Any]], from_seq: int, limit: int, types: set[str] | None, full: bool
+) -> tuple[list[dict[str, Any]], int, bool]:
     """The entries of the page, the next page's from_seq, and whether the log holds more."""
     chosen: list[dict[str, Any]] = []
     next_seq = from_seq
@@ -90,8 +93,9 @@ def page(entries: list[dict[str, Any]], from_seq: int, limit: int, types: set[st
 def register(app: MCPServer, served: Served) -> None:
     @app.tool()
     @reported
-    async def job_events(job: JobRef, from_seq: FromSeq = 0, limit: Limit = DEFAULT_PAGE, types: Types = None,
-                         full: Full = False) -> Page:
+    async def job_events(
+        job: JobRef, from_seq: FromSeq = 0, limit: Limit = DEFAULT_PAGE, types: Types = None, full: Full = False
+    ) -> Page:
         """A job's audit log, as `mam events`: every event the projector applied to it (submitted, claimed,
         started, output, input_requested, failed, retrying, ...) with seq, time and sender, oldest first, a
         page at a time (pass next_seq as from_seq while more is true). In brief unless full: no null fields,

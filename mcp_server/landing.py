@@ -33,8 +33,15 @@ DEFAULT_DIFF: Final = 32 * 1024
 MOST_DIFF: Final = 1024 * 1024
 
 StatOnly = Annotated[bool, Field(description="only the diffstat and the files changed, no diff text")]
-MaxBytes = Annotated[int, Field(ge=1, le=MOST_DIFF, description="at most this many bytes of the diff, whole lines "
-                                "(`cut` then says the rest was left out: `mam diff JOB` has it all)")]
+MaxBytes = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MOST_DIFF,
+        description="at most this many bytes of the diff, whole lines "
+        "(`cut` then says the rest was left out: `mam diff JOB` has it all)",
+    ),
+]
 Squash = Annotated[bool, Field(description="one new commit holding the change instead of a merge")]
 
 T = TypeVar("T")
@@ -88,9 +95,13 @@ def _diff(work: JobWork, stat_only: bool, max_bytes: int) -> Diff:
         text: dict[str, object] = {"diff": "", "cut": False}
     else:
         text = diff_text(work, max_bytes)
-        answer = Diff(job_id=work.job_id, base=work.base, tip=str(text["tip"]), stat=str(text["stat"]),
-                      files=[FileChange(path=path, added=added, deleted=deleted)
-                             for path, added, deleted in diff_files(work)])
+        answer = Diff(
+            job_id=work.job_id,
+            base=work.base,
+            tip=str(text["tip"]),
+            stat=str(text["stat"]),
+            files=[FileChange(path=path, added=added, deleted=deleted) for path, added, deleted in diff_files(work)],
+        )
     if not stat_only:
         answer["diff"] = str(text["diff"])
         answer["cut"] = bool(text["cut"])
@@ -131,14 +142,19 @@ def register(app: MCPServer, served: Served) -> None:
 
         def land() -> Landed:
             record = read_record_or_pruned(workspace, job_id)  # an unknown job is named as such first
-            into = landing_into(workspace, job_id, served.parent,
-                                otherwise=f"a person lands it in the checkout: `mam merge {job_id}`")
+            into = landing_into(
+                workspace, job_id, served.parent, otherwise=f"a person lands it in the checkout: `mam merge {job_id}`"
+            )
             found = job_work(workspace.root, record)
             with _ONE_AT_A_TIME:
                 said = merge(found, squash=squash, into=into)
             where = into.directory if into is not None else found.top
-            return Landed(job_id=job_id, into=git(where, "symbolic-ref", "--quiet", "--short", "HEAD", check=False),
-                          head=git(where, "rev-parse", "HEAD"), said=said)
+            return Landed(
+                job_id=job_id,
+                into=git(where, "symbolic-ref", "--quiet", "--short", "HEAD", check=False),
+                head=git(where, "rev-parse", "HEAD"),
+                said=said,
+            )
 
         return await _in_thread(land)
 

@@ -22,8 +22,10 @@ DEFAULT_LIMIT = 20
 
 Statuses = Annotated[
     list[str] | None,
-    Field(description="only jobs with one of these statuses",
-          json_schema_extra={"items": {"enum": [s.value for s in Status]}, "maxItems": MOST_STATUSES}),
+    Field(
+        description="only jobs with one of these statuses",
+        json_schema_extra={"items": {"enum": [s.value for s in Status]}, "maxItems": MOST_STATUSES},
+    ),
 ]
 AgentName = Annotated[str | None, Field(description="only jobs for this agent")]
 Labels = Annotated[
@@ -35,8 +37,14 @@ Since = Annotated[str | None, Field(description="only jobs submitted since then:
 Limit = Annotated[int, Field(ge=1, le=1000, description="at most this many jobs, newest first")]
 
 
-def _filter(statuses: list[str] | None, agent: str | None, labels: dict[str, str] | None, parent: str | None,
-            since: str | None, known: list[str]) -> JobFilter:
+def _filter(
+    statuses: list[str] | None,
+    agent: str | None,
+    labels: dict[str, str] | None,
+    parent: str | None,
+    since: str | None,
+    known: list[str],
+) -> JobFilter:
     """The filter `mam jobs` builds from the same values (see `mam.cli.jobs.job_filter`)."""
     try:
         chosen = parse_statuses(statuses or [])
@@ -80,6 +88,7 @@ def register(app: MCPServer, served: Served) -> None:
         given must match."""
         at_most("status", status, MOST_STATUSES, "statuses")  # limits before any lookup
         at_most("labels", labels, MOST_LABELS, "labels")
+
         def read() -> JobList:
             where = _filter(status, agent, labels, parent, since, job_ids(served.workspace) if parent else [])
             with Jobs(served.workspace) as jobs:  # through the query index when it is current

@@ -17,8 +17,11 @@ DEFAULT_TAIL = 16 * 1024
 TailBytes = Annotated[int, Field(ge=1, description="at most this many bytes: the last ones")]
 FromSeq = Annotated[
     int | None,
-    Field(ge=0, description="only output recorded at or after this position in the job's audit log "
-          "(the next_seq of an earlier call)"),
+    Field(
+        ge=0,
+        description="only output recorded at or after this position in the job's audit log "
+        "(the next_seq of an earlier call)",
+    ),
 ]
 
 

@@ -104,8 +104,13 @@ class Output(TypedDict):
 
 def summary(record: JobRecord, full: dict[str, Any]) -> JobSummary:
     """A listing's line for a job (`full` is its record as a JSON object)."""
-    row = JobSummary(job_id=record.job_id, status=record.status.value, agent=record.agent,
-                     submitted_at=record.submitted_at, prompt=short(record.prompt, PROMPT_SHOWN))
+    row = JobSummary(
+        job_id=record.job_id,
+        status=record.status.value,
+        agent=record.agent,
+        submitted_at=record.submitted_at,
+        prompt=short(record.prompt, PROMPT_SHOWN),
+    )
     for key in ("role", "labels", "parent", "started_at", "finished_at", "exit_code"):
         value = getattr(record, key)
         if value is not None and value != {}:

@@ -40,14 +40,20 @@ def register(app: MCPServer, served: Served) -> None:
         old_id = await served.job_id_for_write(job, "retry")
         old = await served.record(old_id)
         if not old.status.terminal:
-            raise Refused(f"job {old_id} is {old.status.value}; only a finished job can be retried "
-                          "(cancel_job it first to start it over)")
+            raise Refused(
+                f"job {old_id} is {old.status.value}; only a finished job can be retried "
+                "(cancel_job it first to start it over)"
+            )
         git = await anyio.to_thread.run_sync(submit_git, served.workspace.root, old.parent)
         new_id = new_job_id()
         async with served.publisher() as pub:
             record = await pub.publish_and_wait(new_id, resubmission(old, git), timeout=VERDICT_WAIT)
-        result = Retried(job_id=record.job_id, retry_of=old_id, status=record.status.value,
-                         job=brief_record(as_dict(record), full_hint(record.job_id)))
+        result = Retried(
+            job_id=record.job_id,
+            retry_of=old_id,
+            status=record.status.value,
+            job=brief_record(as_dict(record), full_hint(record.job_id)),
+        )
         if record.parent:
             result["parent"] = record.parent
         return result

@@ -35,16 +35,19 @@ JobRef = Annotated[str, Field(description="the job's id, or any unique prefix or
 """A tool's job argument: resolved against the registry like `mam show`'s (`Served.job_id`)."""
 Full = Annotated[
     bool,
-    Field(description="the whole record, every key as the registry holds it; default: in brief (no null fields, "
-          "long texts cut, see `cut`)"),
+    Field(
+        description="the whole record, every key as the registry holds it; default: in brief (no null fields, "
+        "long texts cut, see `cut`)"
+    ),
 ]
 
 
 class ChannelPublisher(Publisher):
     """The Publisher (confirmed writes, waits) on a channel of the shared connection, not a connection of its own."""
 
-    def __init__(self, workspace: Workspace, broker: Brokers, channel: Channel | None,
-                 connection: SharedConnection | None = None) -> None:
+    def __init__(
+        self, workspace: Workspace, broker: Brokers, channel: Channel | None, connection: SharedConnection | None = None
+    ) -> None:
         super().__init__(workspace, broker, by=BY)
         self._channel = channel
         self._connection = connection
@@ -98,7 +101,8 @@ class Served:
         """`Publisher.wait_ended` on channels of the shared connection, each opened by its reconnecting
         wait (the first too: a wait asked for during a restart waits for the connection to come back)."""
         return await ChannelPublisher(self.workspace, self.broker, None, self.connection).wait_ended(
-            job_id, timeout=timeout)
+            job_id, timeout=timeout
+        )
 
     async def job_id(self, text: str) -> str:
         """The registry's one id that is `text` or starts or ends with it; `text` if none is (as `mam show`)."""

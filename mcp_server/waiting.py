@@ -38,8 +38,12 @@ RESULT_SHOWN = 4000
 
 Timeout = Annotated[
     float,
-    Field(gt=0, le=LONGEST_WAIT, description="seconds to wait at most (keep it under your client's limit for a tool "
-          "call); if the job has not ended by then, the error says so and its status: call wait_job again"),
+    Field(
+        gt=0,
+        le=LONGEST_WAIT,
+        description="seconds to wait at most (keep it under your client's limit for a tool "
+        "call); if the job has not ended by then, the error says so and its status: call wait_job again",
+    ),
 ]
 TailBytes = Annotated[int, Field(ge=0, description="bytes of the end of its output to include")]
 
@@ -47,8 +51,9 @@ TailBytes = Annotated[int, Field(ge=0, description="bytes of the end of its outp
 def ended(record: JobRecord, output: str, tail_bytes: int, *, full: bool = False) -> Ended:
     """How the job ended, without null fields; its result cut to `RESULT_SHOWN` characters unless `full`."""
     shown, _ = tail(output, tail_bytes) if tail_bytes else ("", False)
-    result = Ended(job_id=record.job_id, status=record.status.value, output_tail=shown,
-                   output_bytes=record.output_bytes)
+    result = Ended(
+        job_id=record.job_id, status=record.status.value, output_tail=shown, output_bytes=record.output_bytes
+    )
     if record.exit_code is not None:
         result["exit_code"] = record.exit_code
     if record.result is not None:
@@ -71,11 +76,15 @@ def still_running(job_id: str, waited: float, status: str | None, stuck: str | N
     that cannot start (`stuck`), why, and what would let it."""
     now = f"; it is {status}" if status else ""
     if stuck:
-        return (f"job {job_id!r} had not ended within {waited:g}s{now}: {stuck}. Waiting longer does not help "
-                f"until that changes (or cancel it with cancel_job)")
-    return (f"job {job_id!r} had not ended within {waited:g}s{now}. This is not an error in the job: call "
-            f"wait_job again with job={job_id!r} to keep waiting (as often as needed; job_output shows its "
-            "output so far)")
+        return (
+            f"job {job_id!r} had not ended within {waited:g}s{now}: {stuck}. Waiting longer does not help "
+            f"until that changes (or cancel it with cancel_job)"
+        )
+    return (
+        f"job {job_id!r} had not ended within {waited:g}s{now}. This is not an error in the job: call "
+        f"wait_job again with job={job_id!r} to keep waiting (as often as needed; job_output shows its "
+        "output so far)"
+    )
 
 
 async def cannot_start(served: Served, record: JobRecord) -> tuple[str, frozenset[str]] | None:
@@ -88,15 +97,22 @@ async def cannot_start(served: Served, record: JobRecord) -> tuple[str, frozense
             runners = await agent_statuses(channel, Topics(served.workspace.id))  # type: ignore[arg-type]
     except MamError:
         return None
-    return presence.cannot_start(record.job_id, record.agent, runners.values(), routing.required(record),
-                                 parent=record.parent, waiter=served.parent)
+    return presence.cannot_start(
+        record.job_id,
+        record.agent,
+        runners.values(),
+        routing.required(record),
+        parent=record.parent,
+        waiter=served.parent,
+    )
 
 
 def register(app: MCPServer, served: Served) -> None:
     @app.tool()
     @reported
-    async def wait_job(job: JobRef, timeout: Timeout = DEFAULT_WAIT, tail_bytes: TailBytes = DEFAULT_TAIL,
-                       full: Full = False) -> Ended:
+    async def wait_job(
+        job: JobRef, timeout: Timeout = DEFAULT_WAIT, tail_bytes: TailBytes = DEFAULT_TAIL, full: Full = False
+    ) -> Ended:
         """Wait until a job has ended (succeeded, failed, cancelled, timed out or lost) and return how: its
         status, result, exit code, error, usage (cost and tokens, when its agent reported them) and the end
         of its output. Not ended within timeout: an error saying so; call wait_job again."""
@@ -104,8 +120,10 @@ def register(app: MCPServer, served: Served) -> None:
         record = await served.record(job_id)
         stuck = await cannot_start(served, record)
         if stuck is not None and served.parent in stuck[1]:  # this server's own job holds the slot: no wait ends
-            raise MamError(f"{stuck[0]}; waiting would never end: job {served.parent}, which this runs inside, "
-                           "holds that slot while it waits (cancel it with cancel_job, or do the work yourself)")
+            raise MamError(
+                f"{stuck[0]}; waiting would never end: job {served.parent}, which this runs inside, "
+                "holds that slot while it waits (cancel it with cancel_job, or do the work yourself)"
+            )
         if not record.status.terminal:
             try:
                 record = await served.wait_ended(job_id, timeout)

@@ -36,8 +36,10 @@ VERDICT_WAIT = 30.0
 
 Wait = Annotated[
     bool,
-    Field(description="return once the projector has recorded the job (or refused it); false: once the broker "
-          "has the event"),
+    Field(
+        description="return once the projector has recorded the job (or refused it); false: once the broker "
+        "has the event"
+    ),
 ]
 Reason = Annotated[str | None, Field(description="why, recorded with the request")]
 
@@ -53,8 +55,9 @@ def waiting(record: JobRecord, runners: list[AgentStatus], root: Path, waiter: s
     parent or the job submitting it (`waiter`) holds every slot it could take, that it cannot start."""
     if not presence.serving(runners, record.agent):
         return f"queued: {no_runner(record.agent, record.job_id, root, runners, MCP)}"
-    return presence.waiting_reason(record.agent, runners, routing.required(record), record.job_id, record.parent,
-                                   waiter)
+    return presence.waiting_reason(
+        record.agent, runners, routing.required(record), record.job_id, record.parent, waiter
+    )
 
 
 def _agent(text: str) -> str:
@@ -75,11 +78,13 @@ async def _runners(pub: Publisher, served: Served) -> list[AgentStatus] | None:
 
 def _checked_value(name: str) -> Callable[[Any], Any]:
     """The job spec's check of one argument, its refusal in mam's words (`arguments.argument_errors` keeps them)."""
+
     def check(value: Any) -> Any:
         try:
             return job_spec.check_value(name, value, "mcp")
         except UsageError as exc:
             raise ValueError(str(exc)) from None
+
     return check
 
 
@@ -91,8 +96,10 @@ def _parameter(name: str) -> inspect.Parameter:
 
 
 SUBMIT_SIGNATURE = inspect.Signature(
-    [*(_parameter(name) for name in job_spec.names("mcp")),
-     inspect.Parameter("wait", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Wait)],
+    [
+        *(_parameter(name) for name in job_spec.names("mcp")),
+        inspect.Parameter("wait", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Wait),
+    ],
     return_annotation=SubmitResult,
 )
 """`submit_job`'s arguments: the job spec's options for MCP (`mam.contract.job_spec`), and `wait`."""
@@ -132,8 +139,13 @@ def register(app: MCPServer, served: Served) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(look)
                 record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-        result = SubmitResult(job_id=job_id, event_id=record.last_event_id or "", recorded=True,
-                              status=record.status.value, job=brief_record(as_dict(record), full_hint(job_id)))
+        result = SubmitResult(
+            job_id=job_id,
+            event_id=record.last_event_id or "",
+            recorded=True,
+            status=record.status.value,
+            job=brief_record(as_dict(record), full_hint(job_id)),
+        )
         if record.parent:
             result["parent"] = record.parent
         if runners is not None and record.status is Status.SUBMITTED:
@@ -153,8 +165,11 @@ def register(app: MCPServer, served: Served) -> None:
         job_id = await served.job_id_for_write(job, "cancel")
         async with served.publisher() as pub:
             record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
-        return CancelResult(job_id=record.job_id, status=record.status.value,
-                            job=brief_record(as_dict(record), full_hint(record.job_id)))
+        return CancelResult(
+            job_id=record.job_id,
+            status=record.status.value,
+            job=brief_record(as_dict(record), full_hint(record.job_id)),
+        )
 
 
 __all__ = ["SUBMIT_SIGNATURE", "VERDICT_WAIT", "checked", "register", "waiting"]

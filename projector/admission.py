@@ -99,8 +99,11 @@ class Admission(Holding):
         queued, self.prunes = self.prunes, []
         if queued and retention.links_refusal(self.log, self.registry) is not None:
             return []  # a link where pruning writes (said once): the next sweep tries again
-        return [(job_id, event) for job_id, event in queued
-                if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None]
+        return [
+            (job_id, event)
+            for job_id, event in queued
+            if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None
+        ]
 
     def _prune_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A `pruned` event for a finished job with an unfinished job under it."""

@@ -64,9 +64,11 @@ class AnswerHold:
 
     def unheard_reason(self, record: JobRecord, entry_parked_at: str) -> str:
         runner = f"its runner {record.runner}" if record.runner else "its runner"
-        return (f"job {record.job_id!r} waits for an answer, but {runner} has not been heard from since the "
-                f"answer came ({entry_parked_at}, {self.limits.lease:g}s): the answer is not taken, as no runner "
-                "would get it; the job ends lost")
+        return (
+            f"job {record.job_id!r} waits for an answer, but {runner} has not been heard from since the "
+            f"answer came ({entry_parked_at}, {self.limits.lease:g}s): the answer is not taken, as no runner "
+            "would get it; the job ends lost"
+        )
 
 
 __all__ = ["AnswerHold"]

@@ -206,8 +206,17 @@ class Batch:
         """Whether the batch prunes a job: committed with barriers (`commit`), not through the journal."""
         return bool(retention.pruned_ids(self.records))
 
-    def commit_journaled(self, log: AuditLog, registry: Registry, journal: Journal, applier: Applier, *,
-                         parked_dir: str, index: IndexWriter | None, before_rotation: Callable[[], None]) -> None:
+    def commit_journaled(
+        self,
+        log: AuditLog,
+        registry: Registry,
+        journal: Journal,
+        applier: Applier,
+        *,
+        parked_dir: str,
+        index: IndexWriter | None,
+        before_rotation: Callable[[], None],
+    ) -> None:
         """Write in docs/design/projector.md's order (Write order: one journal): the batch as one journal entry,
         appended and made durable with one `fdatasync` (`journal.py`), then applied to the records, logs and
         index with no flush (`journal_apply.py`); a checkpoint makes them durable later. Not for a batch that `prunes`.
@@ -227,8 +236,14 @@ class Batch:
             journal.pending = False
         crash_point("apply")
 
-    def _prepare(self, log: AuditLog, registry: Registry, parked_dir: str, index: IndexWriter | None,
-                 before_rotation: Callable[[], None]) -> Entry:
+    def _prepare(
+        self,
+        log: AuditLog,
+        registry: Registry,
+        parked_dir: str,
+        index: IndexWriter | None,
+        before_rotation: Callable[[], None],
+    ) -> Entry:
         """The batch as operations (`journal.py`): nothing is written but a new job's log dir and its
         empty `events.jsonl` (opened to refuse a link there, as `commit` does)."""
         plan = SyncPlan(durable=False)
@@ -287,10 +302,17 @@ class Batch:
             event, kind = entry.event, ev.event_type(entry.event)
             state.seen.discard(event.id or "")
             payload = ev.encode_event(event)
-            self.rejections.append(Rejection(
-                received_at=entry.received_at, topic=topic, reason=reason, job_id=job_id, event_id=event.id,
-                payload=excerpt(payload), payload_bytes=len(payload),
-            ))
+            self.rejections.append(
+                Rejection(
+                    received_at=entry.received_at,
+                    topic=topic,
+                    reason=reason,
+                    job_id=job_id,
+                    event_id=event.id,
+                    payload=excerpt(payload),
+                    payload_bytes=len(payload),
+                )
+            )
             self.accepted -= 1
             self.kinds[("accepted", kind)] = self.kinds.get(("accepted", kind), 1) - 1
             self.count("refused", kind)

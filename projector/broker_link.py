@@ -153,8 +153,11 @@ class ProjectorLink:
         """Also take publishes that miss a job's events topic, to refuse them with a reason;
         a broker that refuses such a filter costs only those refusals (said once)."""
         granted = await client.subscribe([(topic, 1) for topic in self.topics.malformed_events])
-        refused = [t for t, code in zip(self.topics.malformed_events, granted or [], strict=False)
-                   if getattr(code, "value", code) not in (0, 1, 2)]
+        refused = [
+            t
+            for t, code in zip(self.topics.malformed_events, granted or [], strict=False)
+            if getattr(code, "value", code) not in (0, 1, 2)
+        ]
         if refused:
             log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
 

@@ -43,8 +43,15 @@ def make_durable(registry: Registry, log_: AuditLog) -> None:
 
 
 class Checkpointer:
-    def __init__(self, journal: Journal, log_: AuditLog, registry: Registry, *, interval: float = INTERVAL,
-                 max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        log_: AuditLog,
+        registry: Registry,
+        *,
+        interval: float = INTERVAL,
+        max_bytes: int = MAX_BYTES,
+    ) -> None:
         self.journal = journal
         self.log = log_
         self.registry = registry

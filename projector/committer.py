@@ -127,14 +127,27 @@ class ProjectorCommitter(ProjectorLink):
         the journal (`--durability none`, no `syncfs`), with the barriers of `Batch.commit`, after a
         durable checkpoint (its writes go outside the journal)."""
         if self.journaling and not staged.prunes:
-            staged.commit_journaled(self.log, self.registry, self.journal, self.applier, parked_dir=self._parked_dir,
-                                    index=self.index, before_rotation=self.checkpointer.now)
+            staged.commit_journaled(
+                self.log,
+                self.registry,
+                self.journal,
+                self.applier,
+                parked_dir=self._parked_dir,
+                index=self.index,
+                before_rotation=self.checkpointer.now,
+            )
             self.checkpointer.committed()
             return
         if self.journaling:
             self.checkpointer.now()
-        staged.commit(self.log, self.registry, self.dirty, durable=self.durability == "fsync",
-                      parked_dir=self._parked_dir, index=self.index)
+        staged.commit(
+            self.log,
+            self.registry,
+            self.dirty,
+            durable=self.durability == "fsync",
+            parked_dir=self._parked_dir,
+            index=self.index,
+        )
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""

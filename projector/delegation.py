@@ -37,7 +37,7 @@ def load_limits(workspace_root: Path) -> DelegationLimits:
             max_children=int(data.get("max_children", default.max_children)),
         )
     except (OSError, ValueError, TypeError, AttributeError, OverflowError) as exc:
-        raise UsageError(f"{path}: {exc}; expected {{\"max_depth\": N, \"max_children\": N}}") from None
+        raise UsageError(f'{path}: {exc}; expected {{"max_depth": N, "max_children": N}}') from None
     if limits.max_depth < 1 or limits.max_children < 1:
         raise UsageError(f"{path}: max_depth and max_children must be at least 1")
     return limits
@@ -63,10 +63,11 @@ def check(
             return f"unknown parent job {current!r}: submit the parent first"
         chain.append(current)
         if len(chain) - 1 > limits.max_depth:
-            return (f"delegation too deep: {job_id!r} would be at depth {len(chain) - 1} under "
-                    f"{' -> '.join(reversed(chain[1:]))}; max_depth is {limits.max_depth}")
+            return (
+                f"delegation too deep: {job_id!r} would be at depth {len(chain) - 1} under "
+                f"{' -> '.join(reversed(chain[1:]))}; max_depth is {limits.max_depth}"
+            )
         current = record.parent
     if open_children >= limits.max_children:
-        return (f"parent {parent!r} already has {open_children} open children; max_children is "
-                f"{limits.max_children}")
+        return f"parent {parent!r} already has {open_children} open children; max_children is {limits.max_children}"
     return None

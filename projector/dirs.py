@@ -177,7 +177,9 @@ class Root:
             self.real = os.path.realpath(self.named)
             if self.real != self.named and self.named not in _announced:
                 _announced.add(self.named)
-                log.info("%s %s resolves to %s through a symlink; using that directory", self.label, self.named, self.real)
+                log.info(
+                    "%s %s resolves to %s through a symlink; using that directory", self.label, self.named, self.real
+                )
         return self.real
 
     def _open(self, create: bool) -> Dir | None:

@@ -161,8 +161,11 @@ class Dispatcher:
             self._assign(left, runners, spare, counts, now, made, prefetch=True)
         if free:  # a free slot takes a job prefetched to a busy runner, once it has waited there a while
             steal_after = STEAL_AFTER * self.current_lease() / self.lease  # longer when claims are slow
-            prefetched = [r for r in order if (p := self.offers.get(r.job_id)) is not None and p.prefetch
-                          and now - p.made >= steal_after]
+            prefetched = [
+                r
+                for r in order
+                if (p := self.offers.get(r.job_id)) is not None and p.prefetch and now - p.made >= steal_after
+            ]
             for record in prefetched:
                 if not free:
                     break
@@ -173,8 +176,17 @@ class Dispatcher:
                 self._offer(record, runner, free, now, made, prefetch=False)
         return made
 
-    def _assign(self, jobs: list[JobRecord], runners: Mapping[str, AgentStatus], room: dict[str, int],
-                counts: dict[str, int], now: float, made: list[Offer], *, prefetch: bool) -> list[JobRecord]:
+    def _assign(
+        self,
+        jobs: list[JobRecord],
+        runners: Mapping[str, AgentStatus],
+        room: dict[str, int],
+        counts: dict[str, int],
+        now: float,
+        made: list[Offer],
+        *,
+        prefetch: bool,
+    ) -> list[JobRecord]:
         """Offer `jobs` in order into `room`; the jobs left (no runner fits, a limit reached, no room)."""
         left: list[JobRecord] = []
         for record in jobs:
@@ -192,8 +204,16 @@ class Dispatcher:
             self._offer(record, runner, room, now, made, prefetch=prefetch)
         return left
 
-    def _offer(self, record: JobRecord, runner: AgentStatus, room: dict[str, int], now: float, made: list[Offer],
-               *, prefetch: bool) -> None:
+    def _offer(
+        self,
+        record: JobRecord,
+        runner: AgentStatus,
+        room: dict[str, int],
+        now: float,
+        made: list[Offer],
+        *,
+        prefetch: bool,
+    ) -> None:
         room[runner.agent_id] -= 1
         if room[runner.agent_id] <= 0:
             del room[runner.agent_id]
@@ -203,8 +223,17 @@ class Dispatcher:
         if not prefetch:  # a prefetched offer waits for a slot: its claim says nothing of the latency
             self.sent.setdefault(record.job_id, {}).setdefault((runner.agent_id, record.version), now)
         self.offered += 1
-        made.append(Offer(job_id=record.job_id, agent=record.agent, agent_id=runner.agent_id, epoch=runner.epoch,
-                          version=record.version, attempt=attempt_of(record), lease=lease))
+        made.append(
+            Offer(
+                job_id=record.job_id,
+                agent=record.agent,
+                agent_id=runner.agent_id,
+                epoch=runner.epoch,
+                version=record.version,
+                attempt=attempt_of(record),
+                lease=lease,
+            )
+        )
 
     def _expire(self, now: float) -> None:
         oldest = now - MAX_LEASE_FACTOR * self.lease
@@ -253,10 +282,15 @@ class Dispatcher:
         ranked.sort(key=lambda item: item[:3])
         return [item[3] for item in ranked]
 
-    def _choose(self, record: JobRecord, runners: Mapping[str, AgentStatus], free: dict[str, int]) -> AgentStatus | None:
+    def _choose(
+        self, record: JobRecord, runners: Mapping[str, AgentStatus], free: dict[str, int]
+    ) -> AgentStatus | None:
         require = routing.required(record)
-        fits = [runners[agent_id] for agent_id in free if serves(runners[agent_id], record.agent)
-                and not routing.missing(labels_of(runners[agent_id]), require)]
+        fits = [
+            runners[agent_id]
+            for agent_id in free
+            if serves(runners[agent_id], record.agent) and not routing.missing(labels_of(runners[agent_id]), require)
+        ]
         if not fits:
             return None
         tried = self.tried.get(record.job_id, set())
@@ -276,7 +310,10 @@ def group_of(record: JobRecord, root: Callable[[JobRecord], str]) -> str:
 
 
 def claim_refusal(
-    record: JobRecord, runner: str, runners: Mapping[str, AgentStatus], limits: FleetLimits,
+    record: JobRecord,
+    runner: str,
+    runners: Mapping[str, AgentStatus],
+    limits: FleetLimits,
     held: Callable[[], Iterable[JobRecord]],
 ) -> str | None:
     """Why a claim of a submitted job by `runner` is refused for routing: a label the job requires that the
@@ -289,8 +326,7 @@ def claim_refusal(
             has = "announces no labels" if status is None or not labels_of(status) else "lacks label " + missing[0]
             if status is not None and labels_of(status):
                 return f"runner {runner!r} {has}, which job {record.job_id!r} requires; claim refused"
-            return (f"runner {runner!r} {has}; job {record.job_id!r} requires {routing.describe(require)}; "
-                    "claim refused")
+            return f"runner {runner!r} {has}; job {record.job_id!r} requires {routing.describe(require)}; claim refused"
     if limits:
         reached = limits.reached(record, limits.count(held()))
         if reached:
@@ -298,4 +334,13 @@ def claim_refusal(
     return None
 
 
-__all__ = ["DEFAULT_LEASE", "LATENCY_FACTOR", "MAX_LEASE_FACTOR", "MAX_MISSES", "PREFETCH", "Dispatcher", "claim_refusal", "group_of"]
+__all__ = [
+    "DEFAULT_LEASE",
+    "LATENCY_FACTOR",
+    "MAX_LEASE_FACTOR",
+    "MAX_MISSES",
+    "PREFETCH",
+    "Dispatcher",
+    "claim_refusal",
+    "group_of",
+]

@@ -52,9 +52,23 @@ except ImportError:  # pragma: no cover - not POSIX
 PathArg = str | os.PathLike[str]
 
 __all__ = [
-    "Appender", "Dir", "PathArg", "Staged", "StorageLost", "SyncPlan", "atomic_write", "atomic_write_at",
-    "ensure_dir", "fsync_dir", "linux_libc_call", "rename_exchange", "replace_staged", "stage", "stage_at",
-    "stage_in", "write_all",
+    "Appender",
+    "Dir",
+    "PathArg",
+    "Staged",
+    "StorageLost",
+    "SyncPlan",
+    "atomic_write",
+    "atomic_write_at",
+    "ensure_dir",
+    "fsync_dir",
+    "linux_libc_call",
+    "rename_exchange",
+    "replace_staged",
+    "stage",
+    "stage_at",
+    "stage_in",
+    "write_all",
 ]
 
 

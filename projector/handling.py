@@ -78,8 +78,15 @@ class Folding:
     waits meanwhile (its acknowledgements go out in order, once it is recorded): at most 1.5 s a message, once,
     since a message set aside already (tried again at a start or by `mam set-aside --replay`) has one try."""
 
-    def __init__(self, projection: Projection, audit_log: AuditLog, index: IndexWriter, set_aside: SetAside,
-                 said: Callable[[], None], faults: Faults = NO_FAULTS) -> None:
+    def __init__(
+        self,
+        projection: Projection,
+        audit_log: AuditLog,
+        index: IndexWriter,
+        set_aside: SetAside,
+        said: Callable[[], None],
+        faults: Faults = NO_FAULTS,
+    ) -> None:
         self.projection = projection
         self.log = audit_log
         self.index = index
@@ -173,8 +180,12 @@ class Folding:
         messages = [(str(m.topic), payload_of(m)) for m in batch if id(m) not in self._aside]  # not those set aside
         settled = await anyio.to_thread.run_sync(self.set_aside.succeeded, messages)
         for entry in settled:
-            log.warning("a message set aside on %s at %s is handled now; %d remain set aside", entry.topic,
-                        entry.set_aside_at, self.set_aside.set_aside)
+            log.warning(
+                "a message set aside on %s at %s is handled now; %d remain set aside",
+                entry.topic,
+                entry.set_aside_at,
+                self.set_aside.set_aside,
+            )
         if settled:
             self.said()
 
@@ -188,8 +199,15 @@ class Folding:
             log.error("%s", failed, exc_info=failed.cause)
         if attempts < ATTEMPTS and not again:
             wait = BACKOFF[min(attempts, len(BACKOFF)) - 1]
-            log.error("handling a message on %s failed (attempt %d of %d): %s; folding its batch again from "
-                      "the state on disk in %gs", topic, attempts, ATTEMPTS, reason, wait)
+            log.error(
+                "handling a message on %s failed (attempt %d of %d): %s; folding its batch again from "
+                "the state on disk in %gs",
+                topic,
+                attempts,
+                ATTEMPTS,
+                reason,
+                wait,
+            )
             return wait
         await self._put_aside(topic, payload)
         return None
@@ -197,12 +215,24 @@ class Folding:
     async def _put_aside(self, topic: str, payload: bytes) -> None:
         entry = await anyio.to_thread.run_sync(self.set_aside.put_aside, topic, payload)
         if entry.tried_again:
-            log.error("a message set aside on %s at %s failed again (a projector bug, not a refusal): %s; kept "
-                      "in %s (tried again %d time(s)), and acknowledged", topic, entry.set_aside_at, entry.reason,
-                      self.set_aside.path, entry.tried_again)
+            log.error(
+                "a message set aside on %s at %s failed again (a projector bug, not a refusal): %s; kept "
+                "in %s (tried again %d time(s)), and acknowledged",
+                topic,
+                entry.set_aside_at,
+                entry.reason,
+                self.set_aside.path,
+                entry.tried_again,
+            )
         else:
-            log.error("set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
-                      "kept in %s, and acknowledged", topic, entry.attempts, entry.reason, self.set_aside.path)
+            log.error(
+                "set aside a message on %s after %d failed attempts (a projector bug, not a refusal): %s; "
+                "kept in %s, and acknowledged",
+                topic,
+                entry.attempts,
+                entry.reason,
+                self.set_aside.path,
+            )
         self.said()
 
 

@@ -49,8 +49,10 @@ def refusal(job_id: str, record: JobRecord, beat: ev.Heartbeat, last: Mark | Non
     new = mark_of(record, beat)
     if new.seq is None and new.ts is None:
         if isinstance(record.runner_key, str):
-            return (f"job {job_id!r}: a heartbeat of a job claimed with a key names its 'seq' (or at least its 'ts'), "
-                    "so that a replay can be told from a new one; this one has neither: not taken")
+            return (
+                f"job {job_id!r}: a heartbeat of a job claimed with a key names its 'seq' (or at least its 'ts'), "
+                "so that a replay can be told from a new one; this one has neither: not taken"
+            )
         return None
     if last is None or last.claim != record.claimed_at:
         return None
@@ -64,8 +66,10 @@ def refusal(job_id: str, record: JobRecord, beat: ev.Heartbeat, last: Mark | Non
         said = f"ts {new.ts.isoformat()} is not later than {last.ts.isoformat()}"
     else:
         return None
-    return (f"job {job_id!r}: heartbeat refused as a replay: its {said}, the last heartbeat taken for this claim; "
-            "it does not renew the lease")
+    return (
+        f"job {job_id!r}: heartbeat refused as a replay: its {said}, the last heartbeat taken for this claim; "
+        "it does not renew the lease"
+    )
 
 
 class HeartbeatOrder:

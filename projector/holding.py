@@ -103,12 +103,20 @@ class Holding(AnswerHold):
         signed = None if entry.signed is None else entry.signed.encode()
         if signed is None:
             return entry
-        if record is not None and isinstance(record.runner_key, str) and not record.status.terminal \
-                and ev.event_type(event) in ev.SIGNED_TYPES and _forged(record, job_id, entry, self.unsigned_runners,
-                                                                         self.signatures) is None:
+        if (
+            record is not None
+            and isinstance(record.runner_key, str)
+            and not record.status.terminal
+            and ev.event_type(event) in ev.SIGNED_TYPES
+            and _forged(record, job_id, entry, self.unsigned_runners, self.signatures) is None
+        ):
             return msgspec.structs.replace(entry, reserved=True)
-        if isinstance(event, ev.Claimed) and isinstance(event.runner_key, str) and claim_refusal(
-                job_id, event, signed, unsigned_runners=self.unsigned_runners, signatures=self.signatures) is None:
+        if (
+            isinstance(event, ev.Claimed)
+            and isinstance(event.runner_key, str)
+            and claim_refusal(job_id, event, signed, unsigned_runners=self.unsigned_runners, signatures=self.signatures)
+            is None
+        ):
             return msgspec.structs.replace(entry, source=f"runner key {event.runner_key}")
         return entry
 
@@ -130,8 +138,9 @@ class Holding(AnswerHold):
                 if forged := _forged(state.record, job_id, entry, self.unsigned_runners, self.signatures):
                     self._refuse_parked(staged, entry, forged, received_at)
                     continue
-                refusal = staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "",
-                                           received_at)
+                refusal = staged.add_event(
+                    state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
+                )
                 if refusal is not None:
                     self._refuse_parked(staged, entry, refusal.reason, received_at)
                 applied = True
@@ -167,17 +176,21 @@ class Holding(AnswerHold):
         runner was not heard from meanwhile (`answer_hold.py`)."""
         job_id = entry.event.job_id or ""
         state = self._known(job_id)
-        forged = _forged(state.record if state is not None else None, job_id, entry, self.unsigned_runners,
-                         self.signatures)
+        forged = _forged(
+            state.record if state is not None else None, job_id, entry, self.unsigned_runners, self.signatures
+        )
         if forged:
             self._refuse_parked(staged, entry, forged, received_at)
             return
         if state is not None and state.record is not None and self.answer_bound(state.record, entry.event):
             self._refuse_parked(staged, entry, self.unheard_reason(state.record, entry.parked_at), received_at)
             return
-        if state is not None and state.record is not None and staged.add_event(
-            state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
-        ) is None:
+        if (
+            state is not None
+            and state.record is not None
+            and staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at)
+            is None
+        ):
             return
         self._refuse_parked(staged, entry, self._expired_reason(entry), received_at)
 
@@ -195,9 +208,16 @@ class Holding(AnswerHold):
         )
 
 
-def _forged(record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool,
-            signatures: EventSignatures) -> str | None:
+def _forged(
+    record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool, signatures: EventSignatures
+) -> str | None:
     """Why a held event may not be applied: its job was claimed with a key that does not sign it, a claim
     without a key or not signed by it, a `started` for a job no runner holds (`projector/identity.py`)."""
-    return event_refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode(),
-                         unsigned_runners=unsigned_runners, signatures=signatures)
+    return event_refusal(
+        record,
+        job_id,
+        entry.event,
+        None if entry.signed is None else entry.signed.encode(),
+        unsigned_runners=unsigned_runners,
+        signatures=signatures,
+    )

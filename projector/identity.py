@@ -39,6 +39,7 @@ from mam.contract.status import AgentStatus
 
 log = logging.getLogger("mam.projector")
 
+
 class EventSignatures:
     """How a runner's event signature is checked (docs/design/runners.md, Runner identity): over the workspace and the
     job (`identity.event_context`), so a signed event captured in one workspace is no event in another. The old
@@ -72,18 +73,25 @@ class EventSignatures:
 
     def _old_form(self, key: str, runner: str) -> None:
         if not self.old_form:
-            raise BadSignature(f"is signed the old way, over the job alone and not the workspace (a runner older "
-                               f'than workspace signatures), which this workspace refuses (.mam/config.json: '
-                               f'"{OLD_SIGNATURES}": false)')
+            raise BadSignature(
+                f"is signed the old way, over the job alone and not the workspace (a runner older "
+                f"than workspace signatures), which this workspace refuses (.mam/config.json: "
+                f'"{OLD_SIGNATURES}": false)'
+            )
         if key in self._old:
             return
         if len(self._old) >= self.MOST:
             self._old.clear()
         self._old.add(key)
-        log.warning("runner %r (key %s) signs its events the old way, over the job and not the workspace (a "
-                    "mam-agent older than workspace signatures, or a script): taken during the transition, but such "
-                    "events could be replayed into another workspace; upgrade it, or refuse them with "
-                    '"%s": false in .mam/config.json (docs/security.md)', runner, key, OLD_SIGNATURES)
+        log.warning(
+            "runner %r (key %s) signs its events the old way, over the job and not the workspace (a "
+            "mam-agent older than workspace signatures, or a script): taken during the transition, but such "
+            "events could be replayed into another workspace; upgrade it, or refuse them with "
+            '"%s": false in .mam/config.json (docs/security.md)',
+            runner,
+            key,
+            OLD_SIGNATURES,
+        )
 
 
 NEED_A_HOLDER: Final = frozenset({"started", "cancelled"})
@@ -92,7 +100,12 @@ NEED_A_HOLDER: Final = frozenset({"started", "cancelled"})
 
 
 def event_refusal(
-    record: JobRecord | None, job_id: str, event: ev.AnyEvent, signed: bytes | None, *, unsigned_runners: bool = False,
+    record: JobRecord | None,
+    job_id: str,
+    event: ev.AnyEvent,
+    signed: bytes | None,
+    *,
+    unsigned_runners: bool = False,
     signatures: EventSignatures | None = None,
 ) -> str | None:
     """Why `event` may not be applied to `record`, or None: a claim that names no key (unless
@@ -109,20 +122,29 @@ def event_refusal(
         return unheld
     if record is None or not isinstance(record.runner_key, str) or ev.event_type(event) not in ev.SIGNED_TYPES:
         return None
-    if record.status.terminal and not output_accounting.fills_gap(record, event) \
-            and not inferred_start.is_late_start(record, event):
+    if (
+        record.status.terminal
+        and not output_accounting.fills_gap(record, event)
+        and not inferred_start.is_late_start(record, event)
+    ):
         return None
     kind = ev.event_type(event)
     try:
         _verify(signed, record.runner_key, job_id, record.runner or "?", signatures)
     except BadSignature as exc:
-        return (f"job {job_id!r} was claimed by runner {record.runner!r} with key {record.runner_key}: "
-                f"only that runner may publish its {kind!r}, and this one {exc}; not applied")
+        return (
+            f"job {job_id!r} was claimed by runner {record.runner!r} with key {record.runner_key}: "
+            f"only that runner may publish its {kind!r}, and this one {exc}; not applied"
+        )
     return None
 
 
 def claim_refusal(
-    job_id: str, claim: ev.Claimed, signed: bytes | None, *, unsigned_runners: bool,
+    job_id: str,
+    claim: ev.Claimed,
+    signed: bytes | None,
+    *,
+    unsigned_runners: bool,
     signatures: EventSignatures | None = None,
 ) -> str | None:
     """Why a claim is refused for who makes it: it names no key (and the workspace does not take unsigned
@@ -130,9 +152,11 @@ def claim_refusal(
     if not isinstance(claim.runner_key, str):
         if unsigned_runners:
             return None
-        return (f"job {job_id!r}: claim by {claim.runner!r} refused: it names no runner_key. A runner signs its claim "
-                "and events with a key of its own (mam-agent does; by hand: docs/remote-runners.md#a-runner-of-your-own), "
-                'or the workspace takes unsigned runners: "unsigned_runners": true in .mam/config.json')
+        return (
+            f"job {job_id!r}: claim by {claim.runner!r} refused: it names no runner_key. A runner signs its claim "
+            "and events with a key of its own (mam-agent does; by hand: docs/remote-runners.md#a-runner-of-your-own), "
+            'or the workspace takes unsigned runners: "unsigned_runners": true in .mam/config.json'
+        )
     try:
         _verify(signed, claim.runner_key, job_id, claim.runner, signatures)
     except BadSignature as exc:
@@ -154,17 +178,24 @@ def unclaimed_refusal(record: JobRecord | None, job_id: str, event: ev.AnyEvent)
     kind = ev.event_type(event)
     if record is None or kind not in NEED_A_HOLDER or record.status.terminal or record.status in HELD:
         return None
-    return (f"job {job_id!r} is {record.status.value}: no runner holds a claim on it, so its {kind!r} is refused; "
-            "a runner publishes 'claimed' (signed, naming its runner_key) and waits for the job's state to name it "
-            "before it starts the job")
+    return (
+        f"job {job_id!r} is {record.status.value}: no runner holds a claim on it, so its {kind!r} is refused; "
+        "a runner publishes 'claimed' (signed, naming its runner_key) and waits for the job's state to name it "
+        "before it starts the job"
+    )
 
 
 def verified_status(status: AgentStatus, payload: bytes, open_jobs: Iterable[JobRecord]) -> AgentStatus | str:
     """The status with `runner_key` set to the key of the runner's open jobs it verifies with (UNSET when
     none of its jobs has one: then only jobs claimed without a key may be ended by it), or why it is
     ignored: the instance holds jobs claimed with a key and the status is not signed by any of them."""
-    keys = sorted({r.runner_key for r in open_jobs if r.runner == status.agent_id and r.runner_epoch == status.epoch
-                   and isinstance(r.runner_key, str)})
+    keys = sorted(
+        {
+            r.runner_key
+            for r in open_jobs
+            if r.runner == status.agent_id and r.runner_epoch == status.epoch and isinstance(r.runner_key, str)
+        }
+    )
     if not keys:
         return replace(status, runner_key=UNSET, sig=UNSET)
     why = "it carries no signature"
@@ -175,8 +206,10 @@ def verified_status(status: AgentStatus, payload: bytes, open_jobs: Iterable[Job
             why = str(exc)
             continue
         return replace(status, runner_key=key, sig=UNSET)
-    return (f"runner {status.agent_id!r} (epoch {status.epoch}) holds jobs claimed with key "
-            f"{', '.join(keys)}; this {status.status!r} status {why} with it: ignored, its jobs run on")
+    return (
+        f"runner {status.agent_id!r} (epoch {status.epoch}) holds jobs claimed with key "
+        f"{', '.join(keys)}; this {status.status!r} status {why} with it: ignored, its jobs run on"
+    )
 
 
 def ends(record: JobRecord, will: AgentStatus) -> bool:
@@ -184,5 +217,8 @@ def ends(record: JobRecord, will: AgentStatus) -> bool:
     job's claim's (a will no key verified ends only jobs claimed without one)."""
     if record.runner != will.agent_id or record.runner_epoch != will.epoch:
         return False
-    return record.runner_key == will.runner_key if isinstance(record.runner_key, str) else \
-        not isinstance(will.runner_key, str)
+    return (
+        record.runner_key == will.runner_key
+        if isinstance(record.runner_key, str)
+        else not isinstance(will.runner_key, str)
+    )

@@ -149,5 +149,15 @@ def build_in(directory: Dir, records: Iterable[tuple[str, JobRecord]]) -> Positi
     return position
 
 
-__all__ = ["BUILD_CHUNK", "Builder", "build_in", "connect", "mark_read", "new_generation", "records_of", "refuse_links",
-           "remove_with_companions", "write_meta"]
+__all__ = [
+    "BUILD_CHUNK",
+    "Builder",
+    "build_in",
+    "connect",
+    "mark_read",
+    "new_generation",
+    "records_of",
+    "refuse_links",
+    "remove_with_companions",
+    "write_meta",
+]

@@ -60,8 +60,7 @@ log = logging.getLogger("mam.projector")
 TMP_NAME: Final = f"{INDEX_NAME}.tmp"
 _UPSERT: Final = (
     f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * len(JOB_COLUMNS))}) "
-    f"ON CONFLICT (job_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in JOB_COLUMNS[1:])
+    f"ON CONFLICT (job_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in JOB_COLUMNS[1:])
 )
 _UPDATE: Final = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in MUTABLE_COLUMNS)} WHERE job_id = ?"
 _TERMINAL: Final = tuple(s.value for s in Status if s.terminal)
@@ -192,7 +191,9 @@ class IndexWriter:
             conn.execute("BEGIN")
             conn.executemany(_UPSERT, [job_values(job_id, records[job_id]) for job_id in relabel])
             # A job submitted before this batch has its row: only what later events change is written.
-            if changed and conn.executemany(_UPDATE, [update_values(*item) for item in changed]).rowcount != len(changed):
+            if changed and conn.executemany(_UPDATE, [update_values(*item) for item in changed]).rowcount != len(
+                changed
+            ):
                 conn.executemany(_UPSERT, [job_values(*item) for item in changed])  # a row was missing
             gone = list(removed)
             if relabel or gone:
@@ -249,9 +250,11 @@ class IndexWriter:
         without a usable index."""
         if self.conn is None:
             return None
-        sql = ("WITH RECURSIVE below(job_id) AS (SELECT job_id FROM jobs WHERE parent = ? UNION "
-               "SELECT j.job_id FROM jobs j JOIN below b ON j.parent = b.job_id) "
-               "SELECT j.parent, j.job_id FROM jobs j JOIN below b ON j.job_id = b.job_id")
+        sql = (
+            "WITH RECURSIVE below(job_id) AS (SELECT job_id FROM jobs WHERE parent = ? UNION "
+            "SELECT j.job_id FROM jobs j JOIN below b ON j.parent = b.job_id) "
+            "SELECT j.parent, j.job_id FROM jobs j JOIN below b ON j.job_id = b.job_id"
+        )
         try:
             return list(self.conn.execute(sql, (root,)))
         except sqlite3.Error as exc:

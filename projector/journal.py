@@ -211,7 +211,7 @@ class Journal:
                     why = "a frame cut short"
                 else:
                     length, crc = _HEADER.unpack_from(data, offset)
-                    payload = data[offset + _HEADER.size: offset + _HEADER.size + length]
+                    payload = data[offset + _HEADER.size : offset + _HEADER.size + length]
                     if length > MAX_FRAME or len(payload) < length:
                         why = "a frame cut short"
                     elif zlib.crc32(payload) != crc:
@@ -222,8 +222,13 @@ class Journal:
                         except (msgspec.DecodeError, msgspec.ValidationError, JournalRefused) as exc:
                             why = f"an entry refused ({exc})"
                 if why is not None:
-                    log.warning("journal %s: %s at byte %d; the journal ends there (a write a crash cut short "
-                                "was never acknowledged)", directory.join(_segment_name(number)), why, offset)
+                    log.warning(
+                        "journal %s: %s at byte %d; the journal ends there (a write a crash cut short "
+                        "was never acknowledged)",
+                        directory.join(_segment_name(number)),
+                        why,
+                        offset,
+                    )
                     return
                 yield entry
                 offset += _HEADER.size + length
@@ -242,8 +247,9 @@ class Journal:
 
     def _create(self, number: int) -> int:
         directory = self.directory()
-        fd = directory.open(_segment_name(number), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
-                            file_modes.file_mode())
+        fd = directory.open(
+            _segment_name(number), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, file_modes.file_mode()
+        )
         os.fsync(directory.fd)  # the segment's name is durable before anything relies on it
         return fd
 
@@ -302,6 +308,17 @@ class Journal:
 
 
 __all__ = [
-    "JOURNAL_DIR", "Append", "Entry", "IndexRows", "Journal", "JournalRefused", "Op", "Remove", "Replace",
-    "check_path", "crash_point", "decode", "encode",
+    "JOURNAL_DIR",
+    "Append",
+    "Entry",
+    "IndexRows",
+    "Journal",
+    "JournalRefused",
+    "Op",
+    "Remove",
+    "Replace",
+    "check_path",
+    "crash_point",
+    "decode",
+    "encode",
 ]

@@ -90,7 +90,7 @@ class Applier:
 
     def _dir(self, root: str, path: str) -> tuple[Dir, str]:
         """The directory an operation's file is in (made if missing), and its name there."""
-        top = (self.registry.dir(create=True) if root == "registry" else self.log.dir(create=True))
+        top = self.registry.dir(create=True) if root == "registry" else self.log.dir(create=True)
         assert top is not None
         if "/" not in path:
             return top, path
@@ -121,8 +121,12 @@ class Applier:
         if size > op.offset:
             os.ftruncate(fd, op.offset)  # a try that got further: the same bytes again
         elif size < op.offset:
-            log.warning("%s holds %d bytes, fewer than the %d the journal's entry follows; appended at its end",
-                        op.path, size, op.offset)
+            log.warning(
+                "%s holds %d bytes, fewer than the %d the journal's entry follows; appended at its end",
+                op.path,
+                size,
+                op.offset,
+            )
         try:
             write_all(fd, op.data)
         except OSError:
@@ -168,8 +172,9 @@ def recover(journal: Journal, applier: Applier) -> int:
     count, jobs, first = replay(journal.read(), applier)
     if count:
         applier.dirty.mark(jobs, durable_=False, position=parse_position(first) if first else None)
-        log.info("journal: %d batch(es) applied again (%d record(s)) that a stop left before a checkpoint",
-                 count, len(jobs))
+        log.info(
+            "journal: %d batch(es) applied again (%d record(s)) that a stop left before a checkpoint", count, len(jobs)
+        )
     if count or journal.segments():
         make_durable(applier.registry, applier.log)
     journal.start()

@@ -28,9 +28,7 @@ def linux_libc_call(name: str, argtypes: list[type]) -> ctypes._CFuncPtr | None:
 
 
 syncfs = linux_libc_call("syncfs", [ctypes.c_int])
-_renameat2 = linux_libc_call(
-    "renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-)
+_renameat2 = linux_libc_call("renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint])
 HAS_RENAMEAT2: Final = _renameat2 is not None
 
 

@@ -95,7 +95,11 @@ class HeldWills:
 
     def due(self, now: datetime, limits: Limits) -> list[AgentStatus]:
         """Held wills to act on now: settled ones, and suspect ones whose grace is over."""
-        due = [status for status, seen in self.held.values() if self._age_needed(seen, limits) <= (now - seen).total_seconds()]
+        due = [
+            status
+            for status, seen in self.held.values()
+            if self._age_needed(seen, limits) <= (now - seen).total_seconds()
+        ]
         for status in due:
             del self.held[(status.agent_id, status.runner_key if isinstance(status.runner_key, str) else "")]
         return due
@@ -202,6 +206,10 @@ def on_clock(
         if fresh_since is not None and (alive_at is None or alive_at < fresh_since):
             alive_at = fresh_since
         if alive_at is not None and (now - alive_at).total_seconds() > limits.lease:
-            derived.append((job_id, ev.Lost(reason=f"no sign of life (heartbeat, progress, output) "
-                                                   f"for more than {limits.lease:g}s")))
+            derived.append(
+                (
+                    job_id,
+                    ev.Lost(reason=f"no sign of life (heartbeat, progress, output) for more than {limits.lease:g}s"),
+                )
+            )
     return derived

@@ -43,8 +43,9 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    def family(self, name: str, documentation: str, labels: tuple[str, ...] = (),
-               values: tuple[str, ...] = ()) -> HistogramMetricFamily:
+    def family(
+        self, name: str, documentation: str, labels: tuple[str, ...] = (), values: tuple[str, ...] = ()
+    ) -> HistogramMetricFamily:
         buckets: list[tuple[str, float]] = []
         running = 0
         for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
@@ -135,25 +136,32 @@ class ProjectorMetrics:
             histograms = [
                 self.batch_size.family("mam_projector_batch_size_messages", "Messages taken in one batch"),
                 self.commit.family("mam_projector_commit_seconds", "Time to commit one batch to disk"),
-                self.lag.family("mam_projector_publish_to_record_seconds",
-                                "From an event's ts to its commit (events that carry ts)"),
+                self.lag.family(
+                    "mam_projector_publish_to_record_seconds", "From an event's ts to its commit (events that carry ts)"
+                ),
             ]
             jobs = dict(self.jobs)
             cost = dict(self.cost)
             tokens = dict(self.tokens)
-        family = CounterMetricFamily("mam_projector_events", "Events by outcome (accepted, duplicate, parked, "
-                                     "refused) and event type", labels=["outcome", "type"])
+        family = CounterMetricFamily(
+            "mam_projector_events",
+            "Events by outcome (accepted, duplicate, parked, refused) and event type",
+            labels=["outcome", "type"],
+        )
         for (outcome, kind), count in sorted(events.items()):
             family.add_metric([outcome, kind], count)
         yield family
         yield CounterMetricFamily("mam_projector_batches", "Batches committed", value=batches)
         refusals = self.refusals
         if refusals is not None:
-            yield CounterMetricFamily("mam_projector_refusals_suppressed", "Refusals past the refusal log's rate "
-                                      "from one source: published and counted, not written one by one",
-                                      value=refusals.suppressed)
-            yield CounterMetricFamily("mam_projector_refusal_log_rotations", "Times _rejected.jsonl was rotated",
-                                      value=refusals.rotations)
+            yield CounterMetricFamily(
+                "mam_projector_refusals_suppressed",
+                "Refusals past the refusal log's rate from one source: published and counted, not written one by one",
+                value=refusals.suppressed,
+            )
+            yield CounterMetricFamily(
+                "mam_projector_refusal_log_rotations", "Times _rejected.jsonl was rotated", value=refusals.rotations
+            )
         yield from histograms
         gauge = GaugeMetricFamily("mam_jobs", "Jobs in the registry by status and agent", labels=["status", "agent"])
         for (status, agent), count in sorted(jobs.items()):
@@ -165,8 +173,11 @@ class ProjectorMetrics:
         for agent, value in sorted(cost.items()):
             family.add_metric([agent], value)
         yield family
-        family = CounterMetricFamily("mam_agent_tokens", "Tokens the agents reported, by agent and kind "
-                                     "(input counts cached_input too)", labels=["agent", "kind"])
+        family = CounterMetricFamily(
+            "mam_agent_tokens",
+            "Tokens the agents reported, by agent and kind (input counts cached_input too)",
+            labels=["agent", "kind"],
+        )
         for (agent, kind), value in sorted(tokens.items()):
             family.add_metric([agent, kind], value)
         yield family
@@ -177,15 +188,22 @@ class ProjectorMetrics:
         dispatcher = self.dispatcher
         if dispatcher is None:
             return
-        family = CounterMetricFamily("mam_projector_offers", "Offers of a job to one runner, by outcome (made: "
-                                     "published; expired: not claimed within the lease)", labels=["outcome"])
+        family = CounterMetricFamily(
+            "mam_projector_offers",
+            "Offers of a job to one runner, by outcome (made: published; expired: not claimed within the lease)",
+            labels=["outcome"],
+        )
         family.add_metric(["made"], dispatcher.offered)
         family.add_metric(["expired"], dispatcher.expired)
         yield family
-        yield GaugeMetricFamily("mam_projector_offers_outstanding", "Offers waiting for their claim",
-                                value=len(dispatcher.offers))
-        yield GaugeMetricFamily("mam_projector_queue_jobs", "Submitted jobs the dispatcher holds (claimable or not "
-                                "yet: not_before, no runner with room or labels)", value=len(dispatcher.queue))
+        yield GaugeMetricFamily(
+            "mam_projector_offers_outstanding", "Offers waiting for their claim", value=len(dispatcher.offers)
+        )
+        yield GaugeMetricFamily(
+            "mam_projector_queue_jobs",
+            "Submitted jobs the dispatcher holds (claimable or not yet: not_before, no runner with room or labels)",
+            value=len(dispatcher.queue),
+        )
 
 
 def _seconds(ts: datetime) -> float:

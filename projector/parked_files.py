@@ -116,7 +116,9 @@ def parked_ops(writes: ParkedWrites, parked_dir: str) -> list[Op]:
         ops.append(Append("logs", f"{PARKED_DIR}/{name}", size, b"".join(encode_entry(e) for e in entries)))
     for job_id, entries in writes.rewrites.items():
         path = f"{PARKED_DIR}/{job_id}{SUFFIX}"
-        ops.append(Replace("logs", path, b"".join(encode_entry(e) for e in entries)) if entries else Remove("logs", path))
+        ops.append(
+            Replace("logs", path, b"".join(encode_entry(e) for e in entries)) if entries else Remove("logs", path)
+        )
     return ops
 
 

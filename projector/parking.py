@@ -79,15 +79,23 @@ from mam.projector.parked_files import (  # the files' side, re-exported: its ca
 from mam.registry.nofollow import PathRefused, read_beneath
 
 PARKABLE: Final = frozenset(
-    {"claimed", "started", "progress", "output", "heartbeat", "succeeded", "failed", "cancelled", "timed_out",
-     "released"}
+    {
+        "claimed",
+        "started",
+        "progress",
+        "output",
+        "heartbeat",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "timed_out",
+        "released",
+    }
 )
 """What a runner publishes. A `cancel_requested` comes from a person waiting on the verdict:
 for an unknown job it is refused at once."""
 
-AFTER_A_CLAIM: Final = frozenset(
-    {"progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "released"}
-)
+AFTER_A_CLAIM: Final = frozenset({"progress", "output", "heartbeat", "succeeded", "failed", "timed_out", "released"})
 """What a runner publishes only once it has claimed (or started) the job."""
 NOT_CLAIMED: Final = frozenset({"submitted", "blocked", "retrying"})
 
@@ -351,6 +359,19 @@ def _overdue(held: _Held, now: datetime, fresh_since: datetime | None) -> bool:
 
 
 __all__ = [
-    "AFTER_A_CLAIM", "NOT_CLAIMED", "OUTCOMES", "PARKABLE", "PARKED_DIR", "SUFFIX", "ParkLimits", "ParkedEntry",
-    "ParkedWrites", "Parking", "commit_parked", "early", "encode_entry", "remove_released", "short_of_outputs",
+    "AFTER_A_CLAIM",
+    "NOT_CLAIMED",
+    "OUTCOMES",
+    "PARKABLE",
+    "PARKED_DIR",
+    "SUFFIX",
+    "ParkLimits",
+    "ParkedEntry",
+    "ParkedWrites",
+    "Parking",
+    "commit_parked",
+    "early",
+    "encode_entry",
+    "remove_released",
+    "short_of_outputs",
 ]

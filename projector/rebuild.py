@@ -95,8 +95,16 @@ class Report:
 
     @property
     def clean(self) -> bool:
-        return not (self.differing or self.missing or self.orphans or self.corrupt or self.links or self.index_differing
-                    or self.pruning or self.tombstones_differing)
+        return not (
+            self.differing
+            or self.missing
+            or self.orphans
+            or self.corrupt
+            or self.links
+            or self.index_differing
+            or self.pruning
+            or self.tombstones_differing
+        )
 
 
 @dataclass(frozen=True)
@@ -311,7 +319,9 @@ def _check(log: AuditLog, registry: Registry, workspace_id: str, job_id: str) ->
     except (CorruptLog, ValueError) as exc:
         return _read_record(registry, job_id, folded=None, corrupt=str(exc))
     except Exception as exc:  # noqa: BLE001 - whatever a log makes the fold raise: that job is reported, kept
-        return _read_record(registry, job_id, folded=None, corrupt=f"its log does not fold: {type(exc).__name__}: {exc}")
+        return _read_record(
+            registry, job_id, folded=None, corrupt=f"its log does not fold: {type(exc).__name__}: {exc}"
+        )
     if state.record is not None and is_pruned(state.record):
         return _read_record(registry, job_id, folded=None, events=len(entries), pruned=True)
     folded = record_bytes(state.record) if state.record is not None else None

@@ -78,10 +78,17 @@ def load_limits(workspace_root: Path) -> RefusalLimits:
             raise UsageError(f"{path}: refusal_log.{key} must be a number, not {value!r}")
         field: dict[str, Any] = {key: value if key == "window" else int(value)}  # a name checked above
         limits = replace(limits, **field)
-    if not (1024 <= limits.max_bytes <= 2**40 and 0 <= limits.keep <= 100 and limits.per_source >= 1
-            and limits.total >= 1 and 0 < limits.window <= 3600):
-        raise UsageError(f"{path}: refusal_log needs max_bytes >= 1024, keep 0-100, per_source and total >= 1, "
-                         f"window above 0 and at most 3600 (seconds); got {given}")
+    if not (
+        1024 <= limits.max_bytes <= 2**40
+        and 0 <= limits.keep <= 100
+        and limits.per_source >= 1
+        and limits.total >= 1
+        and 0 < limits.window <= 3600
+    ):
+        raise UsageError(
+            f"{path}: refusal_log needs max_bytes >= 1024, keep 0-100, per_source and total >= 1, "
+            f"window above 0 and at most 3600 (seconds); got {given}"
+        )
     return limits
 
 
@@ -133,8 +140,14 @@ class RefusalLog:
         """Refusals counted and not written, since start (`mam_projector_refusals_suppressed`)."""
         self.rotations = 0
 
-    def append(self, rejections: Sequence[msgspec.Struct], plan: SyncPlan, now: float | None = None, *,
-               write: Callable[[bytes], None] | None = None) -> set[int]:
+    def append(
+        self,
+        rejections: Sequence[msgspec.Struct],
+        plan: SyncPlan,
+        now: float | None = None,
+        *,
+        write: Callable[[bytes], None] | None = None,
+    ) -> set[int]:
         """Write the refusals the rate allows (after the summaries of a window that ended, if any),
         joining `plan`'s barrier (or hand their bytes to `write`: the journal's); the indices of those
         left out. All or nothing: if the write fails the counts are as before, so a retried commit
@@ -176,8 +189,14 @@ class RefusalLog:
             window.written += 1
             return True
         if source not in window.left_out and len(window.left_out) < SUMMARIES:  # said for the first few only
-            log.warning("refusals from %s past %d (or %d from all) in %g s: counted, not written to %s, "
-                        "until the window ends", source, limits.per_source, limits.total, limits.window, REJECTED_FILE)
+            log.warning(
+                "refusals from %s past %d (or %d from all) in %g s: counted, not written to %s, until the window ends",
+                source,
+                limits.per_source,
+                limits.total,
+                limits.window,
+                REJECTED_FILE,
+            )
         window.left_out[source] = window.left_out.get(source, 0) + 1
         window.topics[source] = topic
         return False
@@ -199,13 +218,28 @@ class RefusalLog:
         for source, count in shown:
             job_id = source.removeprefix("job ") if source.startswith("job ") else None
             reason = f"{count} more refusals from {source} suppressed ({per})"
-            lines.append(Suppressed(received_at=utc_now_iso(), topic=window.topics[source], reason=reason,
-                                    source=source, suppressed=count, job_id=job_id))
+            lines.append(
+                Suppressed(
+                    received_at=utc_now_iso(),
+                    topic=window.topics[source],
+                    reason=reason,
+                    source=source,
+                    suppressed=count,
+                    job_id=job_id,
+                )
+            )
         if rest:
             count = sum(n for _, n in rest)
             reason = f"{count} more refusals from {len(rest)} other sources suppressed ({per})"
-            lines.append(Suppressed(received_at=utc_now_iso(), topic=window.topics[rest[0][0]], reason=reason,
-                                    source=OTHERS, suppressed=count))
+            lines.append(
+                Suppressed(
+                    received_at=utc_now_iso(),
+                    topic=window.topics[rest[0][0]],
+                    reason=reason,
+                    source=OTHERS,
+                    suppressed=count,
+                )
+            )
         for line in lines:
             log.info("%s", line.reason)
         return [_encoder.encode(line) + b"\n" for line in lines]
@@ -269,5 +303,9 @@ class RefusalLog:
                 continue
         plan.changed(root)
         self.rotations += 1
-        log.info("rotated %s at %d bytes (keeping %d older file(s))", root.join(REJECTED_FILE),
-                 self.limits.max_bytes, self.limits.keep)
+        log.info(
+            "rotated %s at %d bytes (keeping %d older file(s))",
+            root.join(REJECTED_FILE),
+            self.limits.max_bytes,
+            self.limits.keep,
+        )

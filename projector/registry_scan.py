@@ -9,7 +9,9 @@ from mam.projector.registry import Registry
 
 
 def scan_registry(
-    registry: Registry, keep_all: bool, waits: list[JobRecord] | None = None,
+    registry: Registry,
+    keep_all: bool,
+    waits: list[JobRecord] | None = None,
     tree: dict[str, set[str]] | None = None,
 ) -> tuple[dict[str, JobRecord], dict[str, set[str]], list[JobRecord]]:
     """From the registry: claimed and running jobs (for liveness and timeouts),

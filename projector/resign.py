@@ -116,8 +116,10 @@ class Resign:
 
     def _say_begun(self, from_job: str) -> None:
         self.said = True
-        log.info("states signed with an older key (or none) are signed again in the background%s",
-                 f", from job {from_job}" if from_job else "")
+        log.info(
+            "states signed with an older key (or none) are signed again in the background%s",
+            f", from job {from_job}" if from_job else "",
+        )
 
     def rewind(self) -> None:
         """On every (re)connect: what was sent and not acknowledged may be lost; send it again."""
@@ -136,8 +138,11 @@ class Resign:
             return False
         return self.pending and sum(chunk.waiting() for chunk in self.chunks) <= IN_FLIGHT - CHUNK
 
-    async def step(self, read: Callable[[Callable[[], list[JobRecord]]], Awaitable[list[JobRecord]]],
-                   publish: Callable[[JobRecord], Awaitable[Sent]]) -> None:
+    async def step(
+        self,
+        read: Callable[[Callable[[], list[JobRecord]]], Awaitable[list[JobRecord]]],
+        publish: Callable[[JobRecord], Awaitable[Sent]],
+    ) -> None:
         """One chunk: read (`read` runs the blocking read in a thread), publish each state (`publish`
         signs it with the current key); the last call, with nothing left and all acknowledged, ends it."""
         if not self.ready:
@@ -191,11 +196,13 @@ class Resign:
             self.path.unlink(missing_ok=True)
             durable.fsync_dir(self.path.parent)
         except OSError as exc:
-            log.warning("cannot remove %s (the next start signs the states again): %s", self.path,
-                        exc.strerror or exc)
+            log.warning("cannot remove %s (the next start signs the states again): %s", self.path, exc.strerror or exc)
         if self.said:  # nothing to sign (a new workspace): nothing to say
-            log.info("signed the retained states of %d job(s) again with the current key in %.1fs",
-                     self.done_count, time.monotonic() - self.began)
+            log.info(
+                "signed the retained states of %d job(s) again with the current key in %.1fs",
+                self.done_count,
+                time.monotonic() - self.began,
+            )
         self.after = None
         return []
 

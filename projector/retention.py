@@ -85,7 +85,10 @@ def prepare(record: JobRecord, log_: AuditLog, registry: Registry, plan: SyncPla
 
 
 def stage(
-    records: Iterable[JobRecord], log_: AuditLog, registry: Registry, plan: SyncPlan,
+    records: Iterable[JobRecord],
+    log_: AuditLog,
+    registry: Registry,
+    plan: SyncPlan,
     prepared: Mapping[str, PruneDirs] | None = None,
 ) -> list[Staged]:
     """Each pruned job's archive (its live log, compressed) and tombstone, under temp names, in
@@ -248,6 +251,16 @@ def _subdir(directory: Dir | None, name: str, plan: SyncPlan) -> Dir:
 
 
 __all__ = [
-    "PruneDirs", "archived_state", "current_tombstones", "expected_tombstones", "finish", "links_refusal", "prepare",
-    "pruned_ids", "read_archive", "remove", "stage", "write_tombstones",
+    "PruneDirs",
+    "archived_state",
+    "current_tombstones",
+    "expected_tombstones",
+    "finish",
+    "links_refusal",
+    "prepare",
+    "pruned_ids",
+    "read_archive",
+    "remove",
+    "stage",
+    "write_tombstones",
 ]

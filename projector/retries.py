@@ -45,11 +45,16 @@ def on_retrying(records: Iterable[JobRecord], now: datetime, rng: random.Random)
         outcome = last[0].status.value if last else "ended"
         released = sum(1 for attempt in attempts_of(record) if attempt.released is True)  # none counts as a retry
         total = 1 + record.retries + released if isinstance(record.retries, int) else ended + 1
-        derived.append((record.job_id, ev.Retrying(
-            attempt=ended + 1,
-            not_before=_whole_milliseconds(now + timedelta(seconds=wait)),
-            reason=f"attempt {ended} {outcome}; attempt {ended + 1} of {total} in {wait:.3g}s",
-        )))
+        derived.append(
+            (
+                record.job_id,
+                ev.Retrying(
+                    attempt=ended + 1,
+                    not_before=_whole_milliseconds(now + timedelta(seconds=wait)),
+                    reason=f"attempt {ended} {outcome}; attempt {ended + 1} of {total} in {wait:.3g}s",
+                ),
+            )
+        )
     return derived
 
 

@@ -61,6 +61,7 @@ DURABILITY_MODES = ("fsync", "none")
 
 class Projector(ProjectorStart):
     """One workspace's projector. `run()` until cancelled."""
+
     def __init__(
         self,
         workspace: Workspace,
@@ -129,7 +130,12 @@ class Projector(ProjectorStart):
             raise ValueError("offer_lease must be 0 (no offers) or more")
         self.dispatcher = Dispatcher(lease=offer_lease) if offer_lease > 0 else None
         self.projection = Projection(
-            workspace, self.log, self.registry, self.limits, cache_max=max(20_000, 4 * batch_max), park=park,
+            workspace,
+            self.log,
+            self.registry,
+            self.limits,
+            cache_max=max(20_000, 4 * batch_max),
+            park=park,
             dispatcher=self.dispatcher,
         )
         self._parked_dir = os.fspath(self.projection.parking.dir)
@@ -146,8 +152,9 @@ class Projector(ProjectorStart):
         self.sweep = RetentionSweep.for_workspace(workspace)
         """The workspace's own `retention` (`.mam/config.json`), if it has one."""
         self.set_aside = SetAside(workspace.logs_dir, durable=durability == "fsync")
-        self.folding = Folding(self.projection, self.log, self.index, self.set_aside, self._said_aside,
-                               faults=Faults.from_env())  # the tests' MAM_TEST_FAIL, read once here
+        self.folding = Folding(
+            self.projection, self.log, self.index, self.set_aside, self._said_aside, faults=Faults.from_env()
+        )  # the tests' MAM_TEST_FAIL, read once here
         """Folds a batch; a message whose fold fails is counted across restarts, set aside after a few (`handling.py`)."""
         self.metrics = metrics
         self.job_logins = job_logins
@@ -287,11 +294,13 @@ class Projector(ProjectorStart):
         """Offer what the runners have room for (`dispatch.py`), each on its runner's offers topic, signed."""
         if self.dispatcher is None:
             return
-        offers = self.dispatcher.plan(time.monotonic(), utc_now(), self.projection.runners,
-                                      self.projection.open_jobs.values())
+        offers = self.dispatcher.plan(
+            time.monotonic(), utc_now(), self.projection.runners, self.projection.open_jobs.values()
+        )
         for offer in offers:
-            await self.views.publish(client, self.topics.agent_offers(offer.agent_id),
-                                     self.signer.signed(encode_offer(offer)), retain=False)
+            await self.views.publish(
+                client, self.topics.agent_offers(offer.agent_id), self.signer.signed(encode_offer(offer)), retain=False
+            )
         if offers:
             log.debug("offered %d job(s)", len(offers))
 
@@ -353,4 +362,3 @@ class Projector(ProjectorStart):
             self.resign.later = finished
             return unfinished
         return itertools.chain(unfinished, read_records(self.registry, finished))
-

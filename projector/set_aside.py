@@ -180,8 +180,13 @@ class SetAside:
         counted = self.counts.pop(key, None) or Attempts(attempts=ATTEMPTS, reason="unknown", first_at=utc_now_iso())
         before = self.entries.get(key)
         if before is not None:
-            entry = replace(before, reason=counted.reason, id=key, tried_again_at=utc_now_iso(),
-                            tried_again=(before.tried_again or 0) + 1)
+            entry = replace(
+                before,
+                reason=counted.reason,
+                id=key,
+                tried_again_at=utc_now_iso(),
+                tried_again=(before.tried_again or 0) + 1,
+            )
             self.entries[key] = entry
             self._rewrite()
         else:
@@ -231,8 +236,10 @@ class SetAside:
         """What `projector/status` says of it while messages are set aside."""
         if not self.entries:
             return None
-        return (f"{self.summary().describe()}; see {self.path}: `mam set-aside` lists them, `mam set-aside "
-                "--replay --all` tries them again")
+        return (
+            f"{self.summary().describe()}; see {self.path}: `mam set-aside` lists them, `mam set-aside "
+            "--replay --all` tries them again"
+        )
 
     def _rewrite(self) -> None:
         """The file as `entries` says, replaced atomically (durable before it returns)."""

@@ -72,8 +72,14 @@ def _sqlite_code(exc: sqlite3.Error) -> str:
     return "_".join(parts[:2])
 
 
-async def retried(stage: Callable[[], T], what: str, retry_delay: float, *,
-                  degraded: Callable[[str], None] | None = None, resumed: Callable[[], None] | None = None) -> T:
+async def retried(
+    stage: Callable[[], T],
+    what: str,
+    retry_delay: float,
+    *,
+    degraded: Callable[[str], None] | None = None,
+    resumed: Callable[[], None] | None = None,
+) -> T:
     """Run `stage` (blocking: in a worker thread) until the disk lets it through. Each refusal is one
     line naming it and the wait, no traceback; the first also calls `degraded` with the status's detail.
     Any other `OSError` stops the projector in one line (a `MamError`); other exceptions pass as they are."""
@@ -87,8 +93,9 @@ async def retried(stage: Callable[[], T], what: str, retry_delay: float, *,
             if trouble is None:
                 if isinstance(exc, OSError) and not isinstance(exc, StorageLost | PathRefused):
                     where = f": {exc.filename}" if exc.filename else ""
-                    raise MamError(f"{what}: {exc.strerror or exc}{where}; stopping: fix the cause and restart "
-                                   "the projector") from None
+                    raise MamError(
+                        f"{what}: {exc.strerror or exc}{where}; stopping: fix the cause and restart the projector"
+                    ) from None
                 raise
             detail = f"{trouble}; not acknowledging events until it can"
             log.error("%s: %s (retrying in %.1fs)", what, detail, delay)
@@ -157,8 +164,11 @@ class ProjectorStart(ProjectorCommitter):
             return
         again = self.set_aside.to_try_again()
         if not_tried := self.set_aside.set_aside - len(again):
-            log.warning("%d message(s) set aside are not tried again at this start: their bytes were not kept, or "
-                        "their last try stopped the projector (`mam set-aside` lists them)", not_tried)
+            log.warning(
+                "%d message(s) set aside are not tried again at this start: their bytes were not kept, or "
+                "their last try stopped the projector (`mam set-aside` lists them)",
+                not_tried,
+            )
         if again:
             log.info("trying again %d message(s) set aside", len(again))
         for topic, payload in again:
@@ -173,18 +183,22 @@ class ProjectorStart(ProjectorCommitter):
 
     async def _prepare(self, lock: ProjectorLock, client: aiomqtt.Client) -> None:
         """On the first connection, before `online`: write what serving needs, `degraded` meanwhile."""
+
         def degraded(detail: str) -> None:
             publish_nowait(client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True)
 
-        outcome = await retried(functools.partial(self._prepare_storage, lock), "at start", self.retry_delay,
-                                degraded=degraded)
+        outcome = await retried(
+            functools.partial(self._prepare_storage, lock), "at start", self.retry_delay, degraded=degraded
+        )
         if self._repaired:
             log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
         said = log.debug if outcome == CREATED else log.info if outcome == "current" else log.warning  # new: quiet
         said("query index: %s", outcome)
         if self.projection.unsigned_runners:
-            log.warning("this workspace takes claims without a runner key (.mam/config.json: unsigned_runners): "
-                        "such jobs are not protected, anyone who may publish their events speaks for them")
+            log.warning(
+                "this workspace takes claims without a runner key (.mam/config.json: unsigned_runners): "
+                "such jobs are not protected, anyone who may publish their events speaks for them"
+            )
         if self.metrics is not None:
             await anyio.to_thread.run_sync(self.metrics.start_from_index, self.workspace.registry_dir)
 
@@ -195,14 +209,31 @@ class ProjectorStart(ProjectorCommitter):
         # what an older mam made looser is tightened: the top dirs now, the rest in a thread beside the serving
         tightening = file_modes.start_tightening(workspace.root, workspace.registry_dir, workspace.logs_dir)
         if self._tightening is None:
-            self._tightening = threading.Thread(target=_tighten_rest, args=(tightening,), name="mam-tighten",
-                                                daemon=True)
+            self._tightening = threading.Thread(
+                target=_tighten_rest, args=(tightening,), name="mam-tighten", daemon=True
+            )
         ignore_in_git(workspace)
         host = socket.gethostname()
-        lock.describe({"pid": os.getpid(), "host": host, "broker": self.broker.url, "workspace": workspace.id,
-                       "started_at": self.started_at})
-        write_runtime(workspace, Runtime(broker=self.broker.url, pid=os.getpid(), host=host, workspace=workspace.id,
-                                         started_at=self.started_at, served_by=self.served_by))
+        lock.describe(
+            {
+                "pid": os.getpid(),
+                "host": host,
+                "broker": self.broker.url,
+                "workspace": workspace.id,
+                "started_at": self.started_at,
+            }
+        )
+        write_runtime(
+            workspace,
+            Runtime(
+                broker=self.broker.url,
+                pid=os.getpid(),
+                host=host,
+                workspace=workspace.id,
+                started_at=self.started_at,
+                served_by=self.served_by,
+            ),
+        )
         if self._journal_pending:  # once: what a stop left in the journal, applied before anything reads
             recover(self.journal, self.applier)
             self._journal_pending = False

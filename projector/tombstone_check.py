@@ -62,8 +62,11 @@ def _compare(log: AuditLog, registry: Registry, workspace_id: str) -> TombstoneR
     except PathRefused:
         return TombstoneReport(link=True)
     expected, problems = expected_tombstones(log, workspace_id)
-    differing = sorted(job_id for job_id in expected.keys() | current.keys()
-                       if job_id not in problems and expected.get(job_id) != current.get(job_id))
+    differing = sorted(
+        job_id
+        for job_id in expected.keys() | current.keys()
+        if job_id not in problems and expected.get(job_id) != current.get(job_id)
+    )
     return TombstoneReport(pruned=len(expected), differing=differing, corrupt=_named(problems))
 
 

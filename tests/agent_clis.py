@@ -64,8 +64,13 @@ class RealCli:
         return self.path
 
     def version(self) -> str:
-        done = subprocess.run([str(self.path), "--version"], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "HOME": "/nonexistent"})
+        done = subprocess.run(
+            [str(self.path), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": "/nonexistent"},
+        )
         return (done.stdout.strip().splitlines() or ["?"])[-1]
 
     def environment(self, home: Path, url: str) -> dict[str, str]:
@@ -109,7 +114,11 @@ def _aider(home: Path, url: str) -> dict[str, str]:
 
 
 SETUP: dict[str, Callable[[Path, str], dict[str, str]]] = {
-    "claude-code": _claude, "codex": _codex, "gemini": _gemini, "aider": _aider}
+    "claude-code": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+    "aider": _aider,
+}
 
 CLIS = {
     "claude-code": RealCli("claude-code", "claude", anthropic.app, "node_modules/.bin"),

@@ -27,8 +27,18 @@ scrub_environment(os.environ)  # type: ignore[arg-type]
 settings.register_profile("mam", database=None, deadline=None)
 settings.load_profile("mam")
 
-_CHECKOUT_SKIP = (".git", ".venv", ".venv-newest", "__pycache__", ".mam-ci", "build", ".ruff_cache", ".hypothesis", ".mypy_cache",
-                  ".pytest_cache")
+_CHECKOUT_SKIP = (
+    ".git",
+    ".venv",
+    ".venv-newest",
+    "__pycache__",
+    ".mam-ci",
+    "build",
+    ".ruff_cache",
+    ".hypothesis",
+    ".mypy_cache",
+    ".pytest_cache",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     config.addinivalue_line("markers", f"{UNSIGNED}: the test's workspace takes claims without a runner key")
     config.addinivalue_line(
-        "markers", "slow: a scenario that takes tens of seconds: left out of the default run; `pytest -m slow` and CI run it"
+        "markers",
+        "slow: a scenario that takes tens of seconds: left out of the default run; `pytest -m slow` and CI run it",
     )
 
 

@@ -42,17 +42,31 @@ class Api:
         responses = self.operation(method, path)["responses"]
         assert str(status) in responses, f"{method} {path}: status {status} is not described ({body})"
         schema = responses[str(status)]["content"]["application/json"]["schema"]
-        validator = Draft202012Validator({**schema, "components": self.spec["components"]},
-                                         format_checker=FormatChecker())
+        validator = Draft202012Validator(
+            {**schema, "components": self.spec["components"]}, format_checker=FormatChecker()
+        )
         errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
         assert not errors, f"{method} {path} ({status}) does not match its description: {errors[:5]}"
         self.checked += 1
 
-    async def call(self, method: str, path: str, payload: Any = None, *, status: int = 200,
-                   headers: dict[str, str] | None = None, raw: bytes | None = None) -> Any:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Any:
         data = raw if raw is not None else (json.dumps(payload).encode() if payload is not None else b"")
-        got, _, body = await request(self.page, method, path, body=data,
-                                     headers=headers if headers is not None else (JSON if method == "POST" else {}))
+        got, _, body = await request(
+            self.page,
+            method,
+            path,
+            body=data,
+            headers=headers if headers is not None else (JSON if method == "POST" else {}),
+        )
         answer = json.loads(body)
         assert got == status, f"{method} {path}: {got} {answer}"
         self.check(method, path, got, answer)
@@ -61,8 +75,7 @@ class Api:
     async def get(self, path: str, status: int = 200) -> Any:
         return await self.call("GET", path, status=status)
 
-    async def refused(self, path: str, *words: str, method: str = "GET", payload: Any = None,
-                      status: int = 400) -> str:
+    async def refused(self, path: str, *words: str, method: str = "GET", payload: Any = None, status: int = 400) -> str:
         """A bad request: `status`, and one line that names each of `words`."""
         message = (await self.call(method, path, payload, status=status))["error"]
         assert "\n" not in message and all(word in message for word in words), message

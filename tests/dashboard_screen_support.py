@@ -39,18 +39,34 @@ def old_refusal(logs: Path) -> None:
     """A refusal the projector logged two hours ago (`<logs>/_rejected.jsonl`, written before `mam up` starts)."""
     logs.mkdir(parents=True, exist_ok=True)
     at = (utc_now() - timedelta(hours=2)).isoformat().replace("+00:00", "Z")
-    line = {"received_at": at, "topic": "mam/ws/jobs/typo-1/events", "reason": OLD_REFUSAL_REASON,
-            "job_id": "typo-1", "event_id": None, "payload": '{"type":"sumbitted","agent":"shell"}',
-            "payload_bytes": 36}
+    line = {
+        "received_at": at,
+        "topic": "mam/ws/jobs/typo-1/events",
+        "reason": OLD_REFUSAL_REASON,
+        "job_id": "typo-1",
+        "event_id": None,
+        "payload": '{"type":"sumbitted","agent":"shell"}',
+        "payload_bytes": 36,
+    }
     (logs / "_rejected.jsonl").write_text(json.dumps(line) + "\n")
 
 
 async def busy_runner(url: str, topics: Topics) -> None:
     """A `shell` runner online with one slot, busy, labelled os=linux (retained, as `mam-agent` announces itself)."""
     now = utc_now().isoformat()
-    status = AgentStatus(status="online", agent="shell", agent_id=RUNNER, epoch="e18341", pid=18341,
-                         host="build-host", started_at=now, updated_at=now, concurrency=1, jobs=["busy-job"],
-                         labels={"os": "linux"})
+    status = AgentStatus(
+        status="online",
+        agent="shell",
+        agent_id=RUNNER,
+        epoch="e18341",
+        pid=18341,
+        host="build-host",
+        started_at=now,
+        updated_at=now,
+        concurrency=1,
+        jobs=["busy-job"],
+        labels={"os": "linux"},
+    )
     await publish(url, topics.agent_status(RUNNER), msgspec.json.encode(status), retain=True)
 
 
@@ -58,8 +74,12 @@ async def ran(pub: Publisher, job_id: str, prompt: str, *ending: ev.AnyEvent, sp
     """A `shell` job claimed and started by `RUNNER`, then `ending`, each event `spacing_ms` after the last."""
     t0 = utc_now() - timedelta(milliseconds=spacing_ms * (len(ending) + 3))
     at = lambda n: t0 + timedelta(milliseconds=spacing_ms * n)  # noqa: E731
-    events = [ev.Submitted(prompt=prompt, agent="shell"), ev.Claimed(runner=RUNNER, epoch="e18341"),
-              ev.Started(runner=RUNNER, pid=4242), *ending]
+    events = [
+        ev.Submitted(prompt=prompt, agent="shell"),
+        ev.Claimed(runner=RUNNER, epoch="e18341"),
+        ev.Started(runner=RUNNER, pid=4242),
+        *ending,
+    ]
     for n, event in enumerate(events):
         await pub.publish_and_wait(job_id, msgspec.structs.replace(event, ts=at(n)))
 
@@ -79,20 +99,39 @@ async def morning(pub: Publisher, url: str, topics: Topics) -> None:
     for n, prompt in enumerate(FILLERS * 4):
         await pub.submit(prompt=prompt, agent="nobody", job_id=f"filler-{n:02d}", labels={"team": "infra"})
     await busy_runner(url, topics)
-    await ran(pub, "timed-out", "Run the whole integration suite against staging",
-              ev.TimedOut(reason="timed out after 2s", exit_code=-15))
-    await ran(pub, "failed-1", "Bump the pinned requests version and run the tests",
-              ev.Failed(exit_code=1, error="exit code 1"))
+    await ran(
+        pub,
+        "timed-out",
+        "Run the whole integration suite against staging",
+        ev.TimedOut(reason="timed out after 2s", exit_code=-15),
+    )
+    await ran(
+        pub,
+        "failed-1",
+        "Bump the pinned requests version and run the tests",
+        ev.Failed(exit_code=1, error="exit code 1"),
+    )
     await ran(pub, "silent", "true", ev.Succeeded(exit_code=0))
     await crowded(pub, "crowded")
     await pub.submit(prompt=CODEX_PROMPT, agent="codex", job_id="queued-codex", wait=True)
-    await pub.submit(prompt="Train the ranking model on the new click logs", agent="shell", job_id="needs-gpu",
-                     require={"gpu": "yes"}, wait=True)
-    await pub.submit(prompt="Deploy the parser change once it is in", agent="shell", job_id="after-it",
-                     after=["queued-codex"], wait=True)
+    await pub.submit(
+        prompt="Train the ranking model on the new click logs",
+        agent="shell",
+        job_id="needs-gpu",
+        require={"gpu": "yes"},
+        wait=True,
+    )
+    await pub.submit(
+        prompt="Deploy the parser change once it is in",
+        agent="shell",
+        job_id="after-it",
+        after=["queued-codex"],
+        wait=True,
+    )
     await pub.submit(prompt="Tidy the imports in the web package", agent="shell", job_id="low-prio", wait=True)
-    await pub.submit(prompt="Hotfix: the login page returns 500", agent="shell", job_id="high-prio", priority=5,
-                     wait=True)
+    await pub.submit(
+        prompt="Hotfix: the login page returns 500", agent="shell", job_id="high-prio", priority=5, wait=True
+    )
     await pub.submit(prompt=READABLE_PROMPT, agent="shell", job_id="readable", priority=9, wait=True)
     # Refused: a claim for a job that has ended, and an event with a typo for its type.
     claim = {"type": "claimed", "runner": "worker-vm-13692", "epoch": "0284a9e5f1c34b7d9e2a6c8b0d4f1e3a"}

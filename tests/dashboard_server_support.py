@@ -19,16 +19,20 @@ async def dashboard(root: Path, url: str, **options: object) -> AsyncIterator[st
     """`serve_dashboard` in this process on a free port; yields its URL."""
     workspace = resolve(workspace=root, env={})
     async with anyio.create_task_group() as tg:
-        page = await tg.start(lambda task_status: serve_dashboard(
-            workspace, parse_broker_url(url), port=0, task_status=task_status, **options))
+        page = await tg.start(
+            lambda task_status: serve_dashboard(
+                workspace, parse_broker_url(url), port=0, task_status=task_status, **options
+            )
+        )
         try:
             yield page
         finally:
             tg.cancel_scope.cancel()
 
 
-async def request(page: str, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None
-                  ) -> tuple[int, dict[str, str], bytes]:
+async def request(
+    page: str, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """One HTTP/1.0 request (the body ends when the server closes)."""
     host, port = page.split("//")[1].rstrip("/").split(":")
     head = {"Host": f"{host}:{port}", "Content-Length": str(len(body)), **(headers or {})}

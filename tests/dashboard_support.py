@@ -24,8 +24,13 @@ from workspace_support import WorkspacePaths
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
 ]
 
 
@@ -55,8 +60,11 @@ async def browser_page(*, viewport: tuple[int, int] = (1280, 900), **context: ob
 
 
 @asynccontextmanager
-async def up_with_dashboard(ws: WorkspacePaths, *extra: str, env: dict[str, str] | None = None,
-                            ) -> AsyncIterator[tuple[str, str]]:
+async def up_with_dashboard(
+    ws: WorkspacePaths,
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[tuple[str, str]]:
     """`mam up --dashboard PORT` for the workspace (with `env` added to its environment: a test hook): yields
     (broker URL, dashboard URL) once both serve."""
     async with up_dashboard_process(ws, *extra, env=env) as (url, page, _):
@@ -72,9 +80,21 @@ async def up_dashboard_process(
     port, dashboard = free_port(), free_port()
     limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile is not None else []
     daemon = Daemon(
-        [*limit, str(BIN / "mam"), "up", "--port", str(port), "--workspace", str(ws.root), "--dashboard", str(dashboard),
-         *extra],
-        cwd=ws.elsewhere, env=child_env(**(env or {})), log=ws.root.parent / "up.log",
+        [
+            *limit,
+            str(BIN / "mam"),
+            "up",
+            "--port",
+            str(port),
+            "--workspace",
+            str(ws.root),
+            "--dashboard",
+            str(dashboard),
+            *extra,
+        ],
+        cwd=ws.elsewhere,
+        env=child_env(**(env or {})),
+        log=ws.root.parent / "up.log",
     )
     try:
         url = f"mqtt://127.0.0.1:{port}"

@@ -26,8 +26,9 @@ def fill(path: Path) -> None:
 def remount(mount: Path, *, read_only: bool) -> None:
     """Make a tmpfs the test mounted read-only (or writable again). As root, `chmod` stops no write: a
     read-only mount does (`EROFS`), for every user."""
-    subprocess.run(["mount", "-o", f"remount,{'ro' if read_only else 'rw'}", str(mount)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["mount", "-o", f"remount,{'ro' if read_only else 'rw'}", str(mount)], check=True, capture_output=True
+    )
 
 
 @contextmanager

@@ -20,9 +20,20 @@ from workspace_support import WorkspacePaths
 
 PROGRAMS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini", "aider": "aider"}
 AGENT_CHECKS = ("cli", "version", "credentials", "workspace", "root", "delegation")
-WORKSPACE_CHECKS = ("workspace.config", "workspace.dir", "workspace.files", "workspace.modes", "workspace.owner",
-                    "workspace.disk", "workspace.set_aside", "workspace.git", "workspace.profiles", "broker.reachable",
-                    "projector.online", "projector.key")
+WORKSPACE_CHECKS = (
+    "workspace.config",
+    "workspace.dir",
+    "workspace.files",
+    "workspace.modes",
+    "workspace.owner",
+    "workspace.disk",
+    "workspace.set_aside",
+    "workspace.git",
+    "workspace.profiles",
+    "broker.reachable",
+    "projector.online",
+    "projector.key",
+)
 SECRET = "sk-test-DO-NOT-PRINT-7f3a9c"
 
 
@@ -36,8 +47,12 @@ def agents_path(tmp: Path, *programs: str, scripts: dict[str, str] | None = None
     for name, text in (scripts or {}).items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    tools = (("node", shutil.which("node")), ("python3", sys.executable), ("git", shutil.which("git")),
-             ("sh", shutil.which("sh")))
+    tools = (
+        ("node", shutil.which("node")),
+        ("python3", sys.executable),
+        ("git", shutil.which("git")),
+        ("sh", shutil.which("sh")),
+    )
     for tool, found in tools:
         if found:
             (bin_dir / tool).symlink_to(found)
@@ -81,17 +96,21 @@ def fix_under(text: str, name: str) -> str:
     """The `fix:` line printed under check `name` in the checklist."""
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.split()[1:2] == [name])
-    assert lines[at + 1].strip().startswith("fix: "), lines[at:at + 2]
+    assert lines[at + 1].strip().startswith("fix: "), lines[at : at + 2]
     return lines[at + 1].strip().removeprefix("fix: ")
 
 
 BARE_PROFILES: Final = {
     "gemini": {"argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"},
     "codex": {"argv": ["codex", "exec", "--json", "-"], "format": "codex-json"},
-    "claude-code": {"argv": ["claude", "-p", "--output-format", "stream-json", "--verbose"],
-                    "format": "claude-stream-json",
-                    "permissions": {"edit": ["--permission-mode", "acceptEdits"],
-                                    "full": ["--permission-mode", "bypassPermissions"]}},
+    "claude-code": {
+        "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose"],
+        "format": "claude-stream-json",
+        "permissions": {
+            "edit": ["--permission-mode", "acceptEdits"],
+            "full": ["--permission-mode", "bypassPermissions"],
+        },
+    },
 }
 """Workspace profiles that replace the built-ins without what those give every job (gemini's trust variable,
 codex's --skip-git-repo-check, claude's IS_SANDBOX at full): what the checks find missing then."""

@@ -158,8 +158,10 @@ def write_job(ws: WorkspacePaths, job_id: str, *then: ev.Event) -> bytes:
     """A job's audit log (one submit, then the events `then`) and its record, written as the projector
     would; the record's bytes."""
     submitted = ev.Submitted(prompt="p", agent="a", id=f"{job_id}-s")
-    entries = [LogEntry(seq=seq, received_at="2026-01-01T00:00:00.000Z", event=event)
-               for seq, event in enumerate([submitted, *then], start=1)]
+    entries = [
+        LogEntry(seq=seq, received_at="2026-01-01T00:00:00.000Z", event=event)
+        for seq, event in enumerate([submitted, *then], start=1)
+    ]
     log = AuditLog(ws.logs)
     for entry in entries:
         log.append(job_id, encode_entry(entry), SyncPlan(durable=False))

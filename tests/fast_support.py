@@ -21,8 +21,10 @@ import pytest
 import mam.projector.libc  # noqa: F401
 
 FAST = "fast"
-MARKER_HELP = (f"{FAST}: pure in-process tests a developer runs on every change (`pytest -m fast`, under a minute); "
-               "they may start no process and open no socket connection")
+MARKER_HELP = (
+    f"{FAST}: pure in-process tests a developer runs on every change (`pytest -m fast`, under a minute); "
+    "they may start no process and open no socket connection"
+)
 
 
 class FastTestReachedOut(Exception):
@@ -30,8 +32,10 @@ class FastTestReachedOut(Exception):
 
 
 def _refuse(what: str, nodeid: str, seen: list[str]) -> NoReturn:
-    line = (f"{nodeid} is marked fast but {what}: fast tests start no process and open no connection; "
-            "take its `fast` mark off (`@pytest.mark.fast`, or its module's `pytestmark`)")
+    line = (
+        f"{nodeid} is marked fast but {what}: fast tests start no process and open no connection; "
+        "take its `fast` mark off (`@pytest.mark.fast`, or its module's `pytestmark`)"
+    )
     seen.append(line)
     raise FastTestReachedOut(line)
 

@@ -25,8 +25,9 @@ HELD = {"claimed", "running", "waiting"}
 
 def shell_runner(url: str, ws: WorkspacePaths, name: str, *extra: str, concurrency: int = 1):  # noqa: ANN201
     """`mam-agent --agent shell` (the job's prompt is its shell command), online when entered."""
-    return agent_runner(url, ws, "--profile", "shell", "--concurrency", str(concurrency), *extra, agent="shell",
-                        name=name)
+    return agent_runner(
+        url, ws, "--profile", "shell", "--concurrency", str(concurrency), *extra, agent="shell", name=name
+    )
 
 
 @asynccontextmanager

@@ -13,8 +13,14 @@ from worktrees_support import AGENT_GIT, git, runner_env
 from e2e import up_with_flags
 from workspace_support import WorkspacePaths
 
-NO_IDENTITY = {"GIT_CONFIG_NOSYSTEM": "1", "EMAIL": None, "GIT_AUTHOR_NAME": None, "GIT_AUTHOR_EMAIL": None,
-               "GIT_COMMITTER_NAME": None, "GIT_COMMITTER_EMAIL": None}
+NO_IDENTITY = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "EMAIL": None,
+    "GIT_AUTHOR_NAME": None,
+    "GIT_AUTHOR_EMAIL": None,
+    "GIT_COMMITTER_NAME": None,
+    "GIT_COMMITTER_EMAIL": None,
+}
 """No git identity from the environment: with a HOME of its own, a commit mam makes uses mam's own."""
 
 
@@ -38,9 +44,12 @@ def commit_script(*steps: str) -> str:
 
 def worktree_state(tree: Path) -> dict[str, str]:
     """A job's worktree as a landing could change it: HEAD, the branch, the index and the status."""
-    return {"head": git(tree, "rev-parse", "HEAD"), "branch": git(tree, "symbolic-ref", "HEAD"),
-            "index": git(tree, "ls-files", "--stage"),
-            "status": git(tree, "status", "--porcelain", "--untracked-files=all")}
+    return {
+        "head": git(tree, "rev-parse", "HEAD"),
+        "branch": git(tree, "symbolic-ref", "HEAD"),
+        "index": git(tree, "ls-files", "--stage"),
+        "status": git(tree, "status", "--porcelain", "--untracked-files=all"),
+    }
 
 
 @asynccontextmanager
@@ -51,11 +60,13 @@ async def gathering_rig(ws: WorkspacePaths, *, plain: bool = False) -> AsyncIter
     async with up_with_flags(ws) as (port, _up):
         url = f"mqtt://127.0.0.1:{port}"
         env = runner_env(ws.root.parent) | {"MAM_BROKER_URL": url}
-        async with agent_runner(url, ws, "--command", "sh -s", "--worktree", "--concurrency", "4", name="r-sh",
-                                agent="sh", env=env):
+        async with agent_runner(
+            url, ws, "--command", "sh -s", "--worktree", "--concurrency", "4", name="r-sh", agent="sh", env=env
+        ):
             if not plain:
                 yield url
                 return
-            async with agent_runner(url, ws, "--command", "sh -s", "--no-worktree", name="r-plain", agent="plain",
-                                    env=env):
+            async with agent_runner(
+                url, ws, "--command", "sh -s", "--no-worktree", name="r-plain", agent="plain", env=env
+            ):
                 yield url

@@ -48,13 +48,45 @@ FIELDS = {
 }
 
 _DIGITS = "12345678901234567890"
-SCALARS = st.sampled_from([
-    "NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1e-400", "-0", "0.0", "1E+308", "4.9e-324",
-    "18446744073709551616", "-9223372036854775809", "9007199254740993", _DIGITS * 50, "-" + _DIGITS * 250,
-    "true", "false", "null", '""', '"\\ud800"', '"\\udfff"', '"a\\ud800b"', '"\\ud800\\ud800"', '"\\u0000"',
-    '"\\udbff\\udfff"', '"x\\"y"', '"' + "x" * 70_000 + '"', '"2026-02-30T25:00:00Z"', '"0001-01-01T00:00:00"',
-    '"9999-12-31T23:59:59-23:59"', '"../../etc"', '"-rf"', '"_rejected.jsonl"', "[]", "{}",
-])
+SCALARS = st.sampled_from(
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "-0",
+        "0.0",
+        "1E+308",
+        "4.9e-324",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9007199254740993",
+        _DIGITS * 50,
+        "-" + _DIGITS * 250,
+        "true",
+        "false",
+        "null",
+        '""',
+        '"\\ud800"',
+        '"\\udfff"',
+        '"a\\ud800b"',
+        '"\\ud800\\ud800"',
+        '"\\u0000"',
+        '"\\udbff\\udfff"',
+        '"x\\"y"',
+        '"' + "x" * 70_000 + '"',
+        '"2026-02-30T25:00:00Z"',
+        '"0001-01-01T00:00:00"',
+        '"9999-12-31T23:59:59-23:59"',
+        '"../../etc"',
+        '"-rf"',
+        '"_rejected.jsonl"',
+        "[]",
+        "{}",
+    ]
+)
 """Numbers past every limit, non-finite ones, lone surrogates, strings past every length, odd dates and ids."""
 
 
@@ -66,8 +98,11 @@ def _nest(depth: int, kind: str) -> str:
     return '[{"k":' * (depth // 2) + "1" + "}]" * (depth // 2)
 
 
-DEEP = st.builds(_nest, st.sampled_from([63, 64, 65, 200, 1000, 3000, 10_000, 30_000]),
-                 st.sampled_from(["arrays", "objects", "mixed"]))
+DEEP = st.builds(
+    _nest,
+    st.sampled_from([63, 64, 65, 200, 1000, 3000, 10_000, 30_000]),
+    st.sampled_from(["arrays", "objects", "mixed"]),
+)
 """Nesting around the limit (64) and far past Python's recursion limit."""
 
 LEAVES = st.one_of(
@@ -109,43 +144,90 @@ def hostile_event(draw: st.DrawFn, types: list[str] | None = None) -> bytes:
     return ("{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in members) + "}").encode("utf-8", "surrogatepass")
 
 
-
-
-
 KEY = "A" * 42 + "E="
 EXTREMES: dict[str, list[Any]] = {
-    "ts": ["0001-01-01T00:00:00", "0001-01-01T00:00:00+23:59", "0001-01-01T00:00:00-23:59", "1970-01-01T00:00:00Z",
-           "2000-02-29 12:00:00.123456789", "2026-01-01T00:00:00+0100"],
+    "ts": [
+        "0001-01-01T00:00:00",
+        "0001-01-01T00:00:00+23:59",
+        "0001-01-01T00:00:00-23:59",
+        "1970-01-01T00:00:00Z",
+        "2000-02-29 12:00:00.123456789",
+        "2026-01-01T00:00:00+0100",
+    ],
     "id": ["a" * 128, ".", "..", "-", "::", "e1"],
     "expected_version": [0, 1, 2**53 - 1],
     "by": ["", "x" * 256, "\u202e\u0000"],
     "timeout": [5e-324, 31 * 24 * 3600],
     "labels": [{}, {f"k{i}": "v" * 256 for i in range(64)}, {"a/b.c-d_e": ""}],
     "priority": [-1000, 1000],
-    "retries": [0, 100], "retry_on": [["failed", "lost", "timed_out"], ["lost"]], "backoff": [0, 3600],
+    "retries": [0, 100],
+    "retry_on": [["failed", "lost", "timed_out"], ["lost"]],
+    "backoff": [0, 3600],
     "after": [[], ["known"], ["new"], ["done"], ["run"], ["a" + str(i) for i in range(64)]],
-    "parent": ["known", "done", "run", "new", "nope"], "retry_of": ["done", "known", "nope"],
-    "resumes": ["done", "known", "nope"], "resume_session": ["", "s" * 256], "resume_root": ["done", "a" * 128],
+    "parent": ["known", "done", "run", "new", "nope"],
+    "retry_of": ["done", "known", "nope"],
+    "resumes": ["done", "known", "nope"],
+    "resume_session": ["", "s" * 256],
+    "resume_root": ["done", "a" * 128],
     "resume_usage": [{"input_tokens": 2**53 - 1, "output_tokens": 0, "cached_input_tokens": 2**53 - 1}, {}],
-    "exit_code": [-(2**31), 2**31 - 1, None], "percent": [0, 100, 5e-324],
-    "seq": [0, 2**53 - 1], "outputs": [0, 2**53 - 1],
-    "usage": [{"cost_usd": 1e9, "input_tokens": 2**53 - 1, "output_tokens": 2**53 - 1, "cached_input_tokens": 2**53 - 1,
-               "turns": 2**53 - 1}, {}],
-    "git": [{"commit": "a" * 64, "branch": "x" * 256, "dirty": True, "base": "b" * 7, "files_changed": 2**53 - 1,
-             "remote": "r" * 1024, "push_error": "e" * 256}, {}],
-    "budget_tokens": [1, 2**53 - 1], "budget_usd": [5e-324, 1e9],
-    "tree_budget_tokens": [1, 2**53 - 1], "tree_budget_usd": [5e-324, 1e9],
-    "question": ["q" * 4096], "choices": [["c" * 256] * 32], "answer": ["", "a" * 65536],
-    "question_id": ["e1", "a" * 128], "reason": ["", "r" * 256],
-    "epoch": ["e" * 64, "0"], "runner_key": [KEY], "runner": ["r", "r" * 64, "other"],
-    "pid": [0, 2**31 - 1], "counts_outputs": [True, False], "message": ["m" * 65536],
-    "text": ["", "t" * 65536, "\u0000\ud7ff\ue000\U0010ffff"], "stream": ["stderr"],
-    "error": ["e" * 65536], "result": ["r" * 65536], "tree": [True],
-    "prompt": ["p" * 512 * 1024, "\U0001f600"], "agent": ["a" * 64, "0"], "agent_session": ["s" * 256],
-    "role": ["x" * 256], "permissions": ["read-only", "full"], "requeue": [False], "model": ["m" * 128, "a@b:c/d"],
-    "max_turns": [1, 10_000], "require": [{"k": "v"}, {f"k{i}": "v" for i in range(32)}],
+    "exit_code": [-(2**31), 2**31 - 1, None],
+    "percent": [0, 100, 5e-324],
+    "seq": [0, 2**53 - 1],
+    "outputs": [0, 2**53 - 1],
+    "usage": [
+        {
+            "cost_usd": 1e9,
+            "input_tokens": 2**53 - 1,
+            "output_tokens": 2**53 - 1,
+            "cached_input_tokens": 2**53 - 1,
+            "turns": 2**53 - 1,
+        },
+        {},
+    ],
+    "git": [
+        {
+            "commit": "a" * 64,
+            "branch": "x" * 256,
+            "dirty": True,
+            "base": "b" * 7,
+            "files_changed": 2**53 - 1,
+            "remote": "r" * 1024,
+            "push_error": "e" * 256,
+        },
+        {},
+    ],
+    "budget_tokens": [1, 2**53 - 1],
+    "budget_usd": [5e-324, 1e9],
+    "tree_budget_tokens": [1, 2**53 - 1],
+    "tree_budget_usd": [5e-324, 1e9],
+    "question": ["q" * 4096],
+    "choices": [["c" * 256] * 32],
+    "answer": ["", "a" * 65536],
+    "question_id": ["e1", "a" * 128],
+    "reason": ["", "r" * 256],
+    "epoch": ["e" * 64, "0"],
+    "runner_key": [KEY],
+    "runner": ["r", "r" * 64, "other"],
+    "pid": [0, 2**31 - 1],
+    "counts_outputs": [True, False],
+    "message": ["m" * 65536],
+    "text": ["", "t" * 65536, "\u0000\ud7ff\ue000\U0010ffff"],
+    "stream": ["stderr"],
+    "error": ["e" * 65536],
+    "result": ["r" * 65536],
+    "tree": [True],
+    "prompt": ["p" * 512 * 1024, "\U0001f600"],
+    "agent": ["a" * 64, "0"],
+    "agent_session": ["s" * 256],
+    "role": ["x" * 256],
+    "permissions": ["read-only", "full"],
+    "requeue": [False],
+    "model": ["m" * 128, "a@b:c/d"],
+    "max_turns": [1, 10_000],
+    "require": [{"k": "v"}, {f"k{i}": "v" for i in range(32)}],
     "parent_close": ["cancel", "abandon"],
-    "attempt": [2, 201], "not_before": ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"],
+    "attempt": [2, 201],
+    "not_before": ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"],
 }
 """Values at the edges of what the schema takes (each valid on its own): they pass the decoder and
 reach the fold, where a bug would show."""
@@ -160,4 +242,6 @@ def extreme_event(draw: st.DrawFn) -> bytes:
     for name in draw(st.lists(st.sampled_from(known), max_size=6, unique=True)) if known else []:
         body[name] = draw(st.sampled_from(EXTREMES[name]))
     return json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 __all__ = ["DEEP", "EXTREMES", "FIELDS", "TYPES", "VALID", "VALUES", "extreme_event", "hostile_event"]

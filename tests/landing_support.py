@@ -25,8 +25,9 @@ def user_repo(root: Path) -> str:
 
 
 def has_branch(root: Path, job: str) -> bool:
-    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"refs/heads/mam/{job}"],
-                         capture_output=True)
+    out = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"refs/heads/mam/{job}"], capture_output=True
+    )
     return out.returncode == 0
 
 
@@ -46,8 +47,7 @@ async def run_jobs(url: str, ws: WorkspacePaths, jobs: dict[str, str], status: s
         await submit(url, ws, job, script, agent="sh")
     records = {}
     for job in jobs:
-        records[job] = await wait_for_state(url, workspace_id(ws.root), job, lambda r: r["status"] in DONE,
-                                            timeout=60)
+        records[job] = await wait_for_state(url, workspace_id(ws.root), job, lambda r: r["status"] in DONE, timeout=60)
         assert records[job]["status"] == status, records[job]
         if status == "succeeded":
             tree = ws.root / ".mam" / "worktrees" / job

@@ -18,7 +18,9 @@ async def mcp_session(ws: WorkspacePaths, *args: str, **env: str | None) -> Asyn
     """`mam mcp` for `ws`, spawned by the SDK's stdio client from another directory; stopped when the client
     closes its stdin. Its stderr goes to a log beside the workspace."""
     server = StdioServerParameters(
-        command=str(BIN / "mam"), args=["mcp", "--workspace", str(ws.root), *args], env=child_env(**env),
+        command=str(BIN / "mam"),
+        args=["mcp", "--workspace", str(ws.root), *args],
+        env=child_env(**env),
         cwd=ws.elsewhere,
     )
     with open(ws.root.parent / "mcp-stderr.log", "a") as errlog:

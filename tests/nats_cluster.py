@@ -90,8 +90,9 @@ async def nats_cluster(tmp: Path) -> AsyncIterator[Cluster]:
             conf.write_text(node_conf(name, client=client, route=route, mqtt=mqtt, store=store, routes=others))
             log = tmp / f"nats-{name}.log"
             with open(log, "ab") as out:
-                proc = subprocess.Popen([binary, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                proc = subprocess.Popen(
+                    [binary, "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
             nodes.append(Node(name, mqtt, proc, log))
         for node in nodes:
             await anyio.to_thread.run_sync(wait_for_port, node.mqtt_port, node.proc)

@@ -36,8 +36,7 @@ class Harness:
         projection.load()
         return projection
 
-    def fold(self, *messages: tuple[str, bytes], judge_at: datetime | None = None,
-             fresh_since: datetime | None = None):  # noqa: ANN201 - a Batch
+    def fold(self, *messages: tuple[str, bytes], judge_at: datetime | None = None, fresh_since: datetime | None = None):  # noqa: ANN201 - a Batch
         """Fold and commit `messages`; `fresh_since` (and `judge_at`) as the projector passes them on a current
         view (`liveness.View`), None as while it is behind."""
         batch = [LocalMessage(f"mam/{self.workspace.id}/jobs/{job}/events", payload) for job, payload in messages]

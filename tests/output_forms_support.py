@@ -19,8 +19,14 @@ from workspace_support import WorkspacePaths
 def logged_job(ws: WorkspacePaths, job_id: str, at: str, *events: ev.AnyEvent) -> None:
     """A job's audit log and record as the projector writes them, its events received at `at` (+1 s each)."""
     start = datetime.fromisoformat(at)
-    entries = [LogEntry(seq=n + 1, received_at=(start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-                        event=msgspec.structs.replace(e, id=f"{job_id}-{n}", ts=None)) for n, e in enumerate(events)]
+    entries = [
+        LogEntry(
+            seq=n + 1,
+            received_at=(start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            event=msgspec.structs.replace(e, id=f"{job_id}-{n}", ts=None),
+        )
+        for n, e in enumerate(events)
+    ]
     log = AuditLog(ws.logs)
     for entry in entries:
         log.append(job_id, encode_entry(entry), SyncPlan(durable=False))

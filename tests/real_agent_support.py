@@ -33,12 +33,32 @@ class Rig:
 
     async def job(self, job_id: str, prompt: str, *flags: str, agent: str) -> dict:
         """Submit a job, wait until it ends, return its record (the file the projector wrote)."""
-        submitted = await run(mam("submit", "--prompt", prompt, "--agent", agent, "--job-id", job_id, "--wait",
-                                  "--broker", self.url, "--workspace", str(self.ws.root), *flags), cwd=self.ws.elsewhere)
+        submitted = await run(
+            mam(
+                "submit",
+                "--prompt",
+                prompt,
+                "--agent",
+                agent,
+                "--job-id",
+                job_id,
+                "--wait",
+                "--broker",
+                self.url,
+                "--workspace",
+                str(self.ws.root),
+                *flags,
+            ),
+            cwd=self.ws.elsewhere,
+        )
         assert submitted.returncode == 0, submitted.stderr
-        await wait_for_state(self.url, workspace_id(self.ws.root), job_id,
-                             lambda r: r["status"] in ("succeeded", "failed", "cancelled", "timed_out", "lost"),
-                             timeout=JOB_TIMEOUT)
+        await wait_for_state(
+            self.url,
+            workspace_id(self.ws.root),
+            job_id,
+            lambda r: r["status"] in ("succeeded", "failed", "cancelled", "timed_out", "lost"),
+            timeout=JOB_TIMEOUT,
+        )
         return json.loads((self.ws.jobs / f"{job_id}.json").read_text())
 
     async def mam(self, *args: str) -> str:
@@ -48,9 +68,16 @@ class Rig:
 
 
 @asynccontextmanager
-async def real_runner(cli: RealCli, url: str, ws: WorkspacePaths, script: Script, *runner_flags: str,
-                      name: str | None = None, agent: str | None = None,
-                      env: dict[str, str | None] | None = None) -> AsyncIterator[Served]:
+async def real_runner(
+    cli: RealCli,
+    url: str,
+    ws: WorkspacePaths,
+    script: Script,
+    *runner_flags: str,
+    name: str | None = None,
+    agent: str | None = None,
+    env: dict[str, str | None] | None = None,
+) -> AsyncIterator[Served]:
     """The model server for `cli` answering `script`, and `mam-agent --agent <agent or cli's>` on the broker at
     `url` with the CLI's settings in a temporary HOME of its own (the runner's environment, which its jobs
     inherit): for a test that starts `mam up` its own way, or runs more than one runner."""
@@ -63,8 +90,9 @@ async def real_runner(cli: RealCli, url: str, ws: WorkspacePaths, script: Script
 
 
 @asynccontextmanager
-async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_flags: str,
-                   env: dict[str, str | None] | None = None) -> AsyncIterator[Rig]:
+async def real_rig(
+    cli: RealCli, ws: WorkspacePaths, script: Script, *runner_flags: str, env: dict[str, str | None] | None = None
+) -> AsyncIterator[Rig]:
     """`mam up` for `ws`, the model server for `cli` answering `script`, and `mam-agent --agent <cli>`
     with the CLI's settings in a temporary HOME (the runner's environment, which its jobs inherit)."""
     cli.require()
@@ -73,6 +101,7 @@ async def real_rig(cli: RealCli, ws: WorkspacePaths, script: Script, *runner_fla
         async with up_with_flags(ws) as (port, _):
             url = f"mqtt://127.0.0.1:{port}"
             runner_env = child_env(**(cli.environment(home, server.url) | (env or {})))
-            async with agent_runner(url, ws, *runner_flags, agent=cli.agent, name=f"{cli.agent}-1",
-                                    env=runner_env) as runner:
+            async with agent_runner(
+                url, ws, *runner_flags, agent=cli.agent, name=f"{cli.agent}-1", env=runner_env
+            ) as runner:
                 yield Rig(ws=ws, url=url, server=server, home=home, runner=runner)

@@ -11,12 +11,25 @@ from hypothesis import strategies as st
 
 from mam.contract import job_spec
 
-NUMERIC = [name for name in job_spec.OPTIONS
-           if job_spec.option_schema(name).get("anyOf", [{}])[0].get("type") in ("integer", "number")]
+NUMERIC = [
+    name
+    for name in job_spec.OPTIONS
+    if job_spec.option_schema(name).get("anyOf", [{}])[0].get("type") in ("integer", "number")
+]
 """The job's numeric options: priority, retries, job_timeout, the budgets, ..."""
 
-LIBRARY_WORDS = ("Expected `", "Object missing required field", "Object contains unknown field", "Input should",
-                 "Value error", "validation error", "pydantic", "errors.pydantic.dev", "- at `$", "Invalid enum value")
+LIBRARY_WORDS = (
+    "Expected `",
+    "Object missing required field",
+    "Object contains unknown field",
+    "Input should",
+    "Value error",
+    "validation error",
+    "pydantic",
+    "errors.pydantic.dev",
+    "- at `$",
+    "Invalid enum value",
+)
 """msgspec's and pydantic's wording: none of it reaches a user."""
 
 
@@ -31,8 +44,13 @@ def _below(schema: dict[str, Any]) -> st.SearchStrategy[float]:
     if low is None:
         return st.nothing()
     top = low if "exclusiveMinimum" in schema else low - 1
-    floats = st.floats(max_value=low, exclude_max="exclusiveMinimum" not in schema, allow_nan=False,
-                       allow_infinity=False, min_value=-1e300)
+    floats = st.floats(
+        max_value=low,
+        exclude_max="exclusiveMinimum" not in schema,
+        allow_nan=False,
+        allow_infinity=False,
+        min_value=-1e300,
+    )
     return st.integers(min_value=-(10**30), max_value=math.floor(top)) | floats
 
 
@@ -45,8 +63,12 @@ def _above(schema: dict[str, Any]) -> st.SearchStrategy[float]:
 
 
 def _not_a_number(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
-    others: st.SearchStrategy[Any] = (st.text(max_size=20) | st.booleans() | st.lists(st.integers(), max_size=3)
-                                      | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+    others: st.SearchStrategy[Any] = (
+        st.text(max_size=20)
+        | st.booleans()
+        | st.lists(st.integers(), max_size=3)
+        | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)
+    )
     if schema["type"] == "integer":
         others = others | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer())
     return others

@@ -23,9 +23,11 @@ def ticking(fence: Path) -> str:
     """A shell runner job printing `tick 1` .. `tick 10`, then waiting for the file `fence` (the test makes
     it once the restart is under way), then printing `tick 11` .. `tick 25`, a line every 0.05 s: the job
     cannot end before the restart, and its later lines are printed while the broker is away."""
-    return (f"for i in $(seq 1 {BEFORE_FENCE}); do echo tick $i; sleep 0.05; done; "
-            f"until [ -e {shlex.quote(str(fence))} ]; do sleep 0.05; done; "
-            f"for i in $(seq {BEFORE_FENCE + 1} {TICKS}); do echo tick $i; sleep 0.05; done")
+    return (
+        f"for i in $(seq 1 {BEFORE_FENCE}); do echo tick $i; sleep 0.05; done; "
+        f"until [ -e {shlex.quote(str(fence))} ]; do sleep 0.05; done; "
+        f"for i in $(seq {BEFORE_FENCE + 1} {TICKS}); do echo tick $i; sleep 0.05; done"
+    )
 
 
 class Command:
@@ -73,8 +75,9 @@ class Command:
 def bytes_received(pid: int, port: int) -> int:
     """The most bytes one of process `pid`'s established TCP connections to `port` has received (the kernel's
     `tcp_info`, as `ss -ti` prints it; 0 if none)."""
-    listing = subprocess.run(["ss", "-tinpH", "state", "established", f"( dport = :{port} )"],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["ss", "-tinpH", "state", "established", f"( dport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
     most = 0
     lines = listing.splitlines()
     for line, info in zip(lines, lines[1:], strict=False):

@@ -58,8 +58,21 @@ def mock_command() -> tuple[str, str]:
 async def submit(url: str, ws: WorkspacePaths, job_id: str, prompt: str, *extra: str, agent: str = "mock") -> None:
     """`mam submit --wait`: returns once the projector recorded the job."""
     result = await run(
-        mam("submit", "--prompt", prompt, "--agent", agent, "--job-id", job_id, "--wait", "--broker", url,
-            "--workspace", str(ws.root), *extra),
+        mam(
+            "submit",
+            "--prompt",
+            prompt,
+            "--agent",
+            agent,
+            "--job-id",
+            job_id,
+            "--wait",
+            "--broker",
+            url,
+            "--workspace",
+            str(ws.root),
+            *extra,
+        ),
         cwd=ws.elsewhere,
     )
     assert result.returncode == 0, result.stderr

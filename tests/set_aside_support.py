@@ -44,8 +44,23 @@ async def online(broker: RunningBroker, ws: WorkspacePaths, hook: str | None = N
 
 async def submit_recorded(url: str, ws: WorkspacePaths, job_id: str) -> None:
     """`mam submit`, and the record it returned for."""
-    done = await run(mam("submit", "--prompt", "plain", "--agent", "a", "--job-id", job_id, "--broker", url,
-                         "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=60)
+    done = await run(
+        mam(
+            "submit",
+            "--prompt",
+            "plain",
+            "--agent",
+            "a",
+            "--job-id",
+            job_id,
+            "--broker",
+            url,
+            "--workspace",
+            str(ws.root),
+        ),
+        cwd=ws.elsewhere,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads((ws.jobs / f"{job_id}.json").read_bytes())["status"] == "submitted"
 

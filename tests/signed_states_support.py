@@ -18,8 +18,9 @@ def forged_state(ws_id: str, job_id: str, prompt: str, **fields: object) -> byte
 
 
 async def runner_epoch(url: str, ws_id: str, name: str) -> str:
-    _, payload = await wait_for_message(url, f"mam/{ws_id}/agents/{name}/status",
-                                        lambda _t, p: json.loads(p)["status"] == "online")
+    _, payload = await wait_for_message(
+        url, f"mam/{ws_id}/agents/{name}/status", lambda _t, p: json.loads(p)["status"] == "online"
+    )
     return json.loads(payload)["epoch"]
 
 

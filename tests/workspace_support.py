@@ -44,6 +44,10 @@ def served_workspace(checkout: Path) -> bool:
     test's. Read from the checkout's runtime file, as clients find the broker: a live pid on this host.
     Tests never reach that workspace: each resolves its own (`ws`, an empty cwd) and talks to no broker it
     did not start (`scrub_environment`)."""
-    workspace = Workspace(root=checkout, id="checkout", registry_dir=checkout / ".mam" / "jobs",
-                          logs_dir=checkout / ".mam" / "delegate_job_logs")
+    workspace = Workspace(
+        root=checkout,
+        id="checkout",
+        registry_dir=checkout / ".mam" / "jobs",
+        logs_dir=checkout / ".mam" / "delegate_job_logs",
+    )
     return read_runtime(workspace) is not None

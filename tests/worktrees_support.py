@@ -49,8 +49,16 @@ def runner_env(tmp: Path) -> dict[str, str]:
     """No git identity anywhere (no global or system config, no EMAIL): mam's own is used for leftovers."""
     home = tmp / "home"
     home.mkdir(exist_ok=True)
-    return child_env(HOME=str(home), XDG_CONFIG_HOME=str(home), GIT_CONFIG_NOSYSTEM="1", EMAIL=None,
-                     GIT_AUTHOR_NAME=None, GIT_AUTHOR_EMAIL=None, GIT_COMMITTER_NAME=None, GIT_COMMITTER_EMAIL=None)
+    return child_env(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        EMAIL=None,
+        GIT_AUTHOR_NAME=None,
+        GIT_AUTHOR_EMAIL=None,
+        GIT_COMMITTER_NAME=None,
+        GIT_COMMITTER_EMAIL=None,
+    )
 
 
 @asynccontextmanager

@@ -44,9 +44,11 @@ SubmitBody = job_spec.JobSpec
 """`POST /api/jobs`: the job spec (`mam.contract.job_spec`), `mam submit`'s and MCP `submit_job`'s options."""
 
 
-_FIELDS: Final = {"reason": Field("why, recorded with the request"),
-                   "tree": Field("true: cancel the job and every unfinished job under it"),
-                   "job_id": Field("the new job's id (default: generated)")}
+_FIELDS: Final = {
+    "reason": Field("why, recorded with the request"),
+    "tree": Field("true: cancel the job and every unfinished job under it"),
+    "job_id": Field("the new job's id (default: generated)"),
+}
 """The cancel and retry bodies' fields, as a refusal names them."""
 
 
@@ -114,6 +116,7 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
                 return JSONResponse({"error": "send the request as application/json"}, 415)
             except MamError as exc:
                 return JSONResponse({"error": str(exc)}, http_status(exc))
+
         return run
 
     def write_id(text: str, verb: str) -> str:
@@ -158,9 +161,20 @@ def action_routes(hub: Hub, broker: Brokers, resolve: Resolve) -> dict[str, Call
                 record = await pub.publish_and_wait(job_id, event, timeout=VERDICT_WAIT)
                 return JSONResponse({"job_id": record.job_id, "status": record.status.value})
             records = await cancel_tree(pub, job_id, event, timeout=VERDICT_WAIT, wait=False)
-        return JSONResponse({"job_id": records[0].job_id, "status": records[0].status.value,
-                             "tree": [{"job_id": r.job_id, "status": r.status.value,
-                                       "cancel_requested": r.cancel_requested_at is not None} for r in records]})
+        return JSONResponse(
+            {
+                "job_id": records[0].job_id,
+                "status": records[0].status.value,
+                "tree": [
+                    {
+                        "job_id": r.job_id,
+                        "status": r.status.value,
+                        "cancel_requested": r.cancel_requested_at is not None,
+                    }
+                    for r in records
+                ],
+            }
+        )
 
     return {"submit": written(submit), "retry": written(retry), "cancel": written(cancel)}
 

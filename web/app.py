@@ -62,8 +62,15 @@ SECURITY_HEADERS = {
 }
 
 
-def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: bool, streams: int = 768,
-              metrics: CollectorRegistry | None = None) -> Starlette:
+def build_app(
+    hub: Hub,
+    broker: Brokers,
+    *,
+    logins: Logins | None,
+    loopback: bool,
+    streams: int = 768,
+    metrics: CollectorRegistry | None = None,
+) -> Starlette:
     """`loopback`: served on a loopback address, so only loopback host names are answered
     (a page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). `streams`: at most
     this many event streams at once, then 503 with Retry-After. `metrics`: the registry of the
@@ -94,8 +101,10 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
             record = await full_record(hub, job_id)
         except MamError as exc:
             return JSONResponse({"error": str(exc)}, 404 if exc.exit_code != EXIT_USAGE else 400)
-        return Response(msgspec.json.encode({"job_id": job_id, "record": record, "waits": hub.waiting().note(record)}),
-                        media_type="application/json")
+        return Response(
+            msgspec.json.encode({"job_id": job_id, "record": record, "waits": hub.waiting().note(record)}),
+            media_type="application/json",
+        )
 
     async def log(request: Request) -> Response:
         """One page of the job's audit log: the whole lines that end at byte `before` (at the end without it)."""
@@ -129,8 +138,11 @@ def build_app(hub: Hub, broker: Brokers, *, logins: Logins | None, loopback: boo
         """`mam answer`: the answer to a waiting job's question (`{"answer": ..., "question_id": ...}`)."""
         return await publish(
             # The body's values as sent: `publish` decodes the event, so a missing or non-text answer is a 400.
-            request, lambda body: ev.InputProvided(answer=body.get("answer"),  # type: ignore[arg-type]
-                                                   question_id=body.get("question_id")),
+            request,
+            lambda body: ev.InputProvided(
+                answer=body.get("answer"),  # type: ignore[arg-type]
+                question_id=body.get("question_id"),
+            ),
         )
 
     actions = action_routes(hub, broker, _job)
@@ -216,7 +228,10 @@ class SecurityHeaders:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()),
+                ]
             await send(message)
 
         await self.app(scope, receive, send if scope["type"] != "http" else with_headers)

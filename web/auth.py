@@ -95,8 +95,10 @@ class LoopbackHosts:
             sent = Headers(scope=scope).get("host", "")
             if host_name(sent).lower() not in LOOPBACK_NAMES:
                 shown = sent if len(sent) <= 80 else sent[:77] + "..."
-                error = (f"host {shown!r} is not answered here: this dashboard listens on a loopback address and "
-                         "answers only 127.0.0.1, localhost and [::1] (open it as http://127.0.0.1:PORT/)")
+                error = (
+                    f"host {shown!r} is not answered here: this dashboard listens on a loopback address and "
+                    "answers only 127.0.0.1, localhost and [::1] (open it as http://127.0.0.1:PORT/)"
+                )
                 await JSONResponse({"error": error}, 400)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

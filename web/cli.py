@@ -28,7 +28,9 @@ def register(subparsers: Subparsers) -> None:
         "--port", type=port, default=DEFAULT_PORT, help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)"
     )
     dashboard.add_argument(
-        "--password-file", type=Path, metavar="F",
+        "--password-file",
+        type=Path,
+        metavar="F",
         help="ask for a login from this file (made with `mam passwd F USER`); needed off loopback",
     )
     add_workspace_args(dashboard)

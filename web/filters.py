@@ -24,8 +24,10 @@ def from_params(params: Mapping[str, str]) -> JobFilter:
     for name, most in (("status", len(Status)), ("label", MAX_LABELS)):
         given = params.get(name, "")
         if len(given) > MAX_PARAM or given.count(",") >= most:
-            raise UsageError(f"{name}={given[:40]!r}{'…' if len(given) > 40 else ''}: at most {most} "
-                             f"comma-separated values and {MAX_PARAM} characters")
+            raise UsageError(
+                f"{name}={given[:40]!r}{'…' if len(given) > 40 else ''}: at most {most} "
+                f"comma-separated values and {MAX_PARAM} characters"
+            )
     if len(params.get("agent", "")) > MAX_PARAM:
         raise UsageError(f"agent={params['agent'][:40]!r}…: at most {MAX_PARAM} characters")
     try:

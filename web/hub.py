@@ -154,8 +154,13 @@ class Hub:
         async with self.rotation.connect(lambda address: make_client(address, keepalive=30)) as client:
             # Presence and refusals at QoS 0: NATS caps a session's QoS 1 subscriptions (their summed
             # max_ack_pending), and a viewer that misses one still has the registry and the next change.
-            for topic, qos in ((t.all_states, 1), (t.all_events, 1), (t.projector_status, 0), (t.all_agent_status, 0),
-                               (t.rejected, 0)):
+            for topic, qos in (
+                (t.all_states, 1),
+                (t.all_events, 1),
+                (t.projector_status, 0),
+                (t.all_agent_status, 0),
+                (t.rejected, 0),
+            ):
                 granted = await client.subscribe(topic, qos=qos)
                 if any(getattr(code, "value", code) >= 0x80 for code in granted):  # a ReasonCode or a QoS int
                     log.warning("dashboard: the broker refused the subscription to %s (%s)", topic, granted)

@@ -77,7 +77,7 @@ def open_log(workspace: Workspace, job_id: str) -> tuple[LogFile, Callable[[], N
         raise MamError(f"{exc} (a tampered workspace?): remove it, then run `mam rebuild`") from None
     if fd is None:
         data = archived_log(workspace, job_id)
-        return LogFile(lambda at, n: data[at:at + n], len(data)), lambda: None
+        return LogFile(lambda at, n: data[at : at + n], len(data)), lambda: None
     return LogFile(lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size), lambda: os.close(fd)
 
 
@@ -153,7 +153,7 @@ def output_range(workspace: Workspace, job_id: str, offset: int = 0, limit: int 
         for piece in pieces:
             if at + piece.size > start and at < start + reach:
                 got = _text_at(log, piece)
-                wanted += got[max(start - at, 0):start + reach - at]
+                wanted += got[max(start - at, 0) : start + reach - at]
             at += piece.size
             if at >= start + reach:
                 break
@@ -169,8 +169,14 @@ def output_range(workspace: Workspace, job_id: str, offset: int = 0, limit: int 
         end = _whole(data[:4]) or len(data[:4])  # a limit smaller than one character: that character whole
     text = data[:end].decode("utf-8", errors="replace")
     next_offset = start + skip + end
-    return {"job_id": job_id, "offset": start + skip, "next_offset": next_offset, "total": total, "text": text,
-            "eof": next_offset >= total}
+    return {
+        "job_id": job_id,
+        "offset": start + skip,
+        "next_offset": next_offset,
+        "total": total,
+        "text": text,
+        "eof": next_offset >= total,
+    }
 
 
 def _whole(data: bytes) -> int:

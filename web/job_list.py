@@ -151,10 +151,16 @@ def parse_query(params: Any, now: datetime | None = None) -> JobsQuery:
         raise UsageError(f"sort={sort[:40]!r}: sort by {', '.join(SORT_KEYS)} (a leading - for descending)") from None
     q = _one(params, "q")
     return JobsQuery(
-        statuses=statuses, agents=frozenset(_many(params, "agent")), labels=labels,
-        parent=_one(params, "parent") or None, root=_one(params, "root") or None,
-        q=q.lower() if q else None, since=moment(params, "since", now), until=moment(params, "until", now),
-        sort=order.field, descending=order.is_descending(False),
+        statuses=statuses,
+        agents=frozenset(_many(params, "agent")),
+        labels=labels,
+        parent=_one(params, "parent") or None,
+        root=_one(params, "root") or None,
+        q=q.lower() if q else None,
+        since=moment(params, "since", now),
+        until=moment(params, "until", now),
+        sort=order.field,
+        descending=order.is_descending(False),
         limit=_number(params, "limit", DEFAULT_LIMIT, 1, MOST_LIMIT),
         offset=_number(params, "offset", 0, 0, MOST_OFFSET),
     )
@@ -243,8 +249,10 @@ def _sql(query: JobsQuery, now: datetime) -> tuple[str, list[Any], str, list[Any
         clauses.append("j.submitted_us <= ?")
         params.append(micros(query.until))
     if query.root is not None:
-        clauses.append("j.job_id IN (WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT c.job_id FROM jobs c "
-                       "JOIN tree t ON c.parent = t.id) SELECT id FROM tree)")
+        clauses.append(
+            "j.job_id IN (WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT c.job_id FROM jobs c "
+            "JOIN tree t ON c.parent = t.id) SELECT id FROM tree)"
+        )
         params.append(query.root)
     direction = "DESC" if query.descending else "ASC"
     order = f"{_ORDER[query.sort]} {direction}, j.submitted_at DESC, j.job_id DESC"
@@ -257,8 +265,13 @@ def _sql(query: JobsQuery, now: datetime) -> tuple[str, list[Any], str, list[Any
 Row = dict[str, Any]
 
 
-def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime, note: Note | None,
-             ) -> tuple[int, list[Row]]:
+def _indexed(
+    index: IndexReader,
+    jobs: Jobs,
+    query: JobsQuery,
+    now: datetime,
+    note: Note | None,
+) -> tuple[int, list[Row]]:
     """How many match, and the page's rows: each record is read, made a row and let go (a page of 500
     records of 512 KiB prompts is never held at once)."""
     condition, params, order, order_params = _sql(query, now)
@@ -269,9 +282,13 @@ def _indexed(index: IndexReader, jobs: Jobs, query: JobsQuery, now: datetime, no
 
     if query.q is None:
         total = int(conn.execute(f"SELECT count(*) FROM jobs j WHERE {condition}", params).fetchone()[0])
-        ids = [job_id for (job_id,) in conn.execute(
-            f"SELECT j.job_id FROM jobs j WHERE {condition} ORDER BY {order} LIMIT ? OFFSET ?",
-            [*params, *order_params, query.limit, query.offset])]
+        ids = [
+            job_id
+            for (job_id,) in conn.execute(
+                f"SELECT j.job_id FROM jobs j WHERE {condition} ORDER BY {order} LIMIT ? OFFSET ?",
+                [*params, *order_params, query.limit, query.offset],
+            )
+        ]
         return total, [row(record) for record in jobs.read(ids)]
     cursor = conn.execute(f"SELECT j.job_id FROM jobs j WHERE {condition} ORDER BY {order}", [*params, *order_params])
     total, page = 0, []
@@ -339,15 +356,19 @@ def _scanned(workspace: Workspace, query: JobsQuery, now: datetime, note: Note |
     else:
         chosen.sort(key=lambda c: (c[1], c[2]), reverse=True)  # newest first among equals (a stable sort)
         chosen.sort(key=lambda c: c[0], reverse=query.descending)
-    page_ids = [c[2] for c in chosen[query.offset:query.offset + query.limit]]
+    page_ids = [c[2] for c in chosen[query.offset : query.offset + query.limit]]
     return len(chosen), [job_row(r, _root_of(r.job_id, parents), now, note) for r in records_of(workspace, page_ids)]
 
 
 # -- the page ---------------------------------------------------------------------------------------
 
 
-def jobs_page(workspace: Workspace, query: JobsQuery, now: datetime | None = None, note: Note | None = None,
-              ) -> dict[str, Any]:
+def jobs_page(
+    workspace: Workspace,
+    query: JobsQuery,
+    now: datetime | None = None,
+    note: Note | None = None,
+) -> dict[str, Any]:
     """`{"total", "offset", "limit", "jobs": [row, ...]}` (blocking: run it in a thread); `note`, when given,
     says why each queued job waits (the row's `waits`)."""
     now = now or utc_now()

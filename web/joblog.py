@@ -38,7 +38,7 @@ def log_page(workspace: Workspace, job_id: str, before: int | None = None, budge
         fd = open_log_fd(workspace, job_id)
         if fd is None:
             data = archived_log(workspace, job_id)
-            return _page(lambda at, n: data[at:at + n], len(data), before, budget)
+            return _page(lambda at, n: data[at : at + n], len(data), before, budget)
         try:
             return _page(lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size, before, budget)
         finally:
@@ -59,7 +59,7 @@ def _page(read: Callable[[int, int], bytes], size: int, before: int | None, budg
             if cut < 0 and budget < 2 * MAX_PAYLOAD_BYTES:
                 budget *= 2  # one line longer than the page: read further back for its start
                 continue
-            chunk, start = chunk[cut + 1:], start + cut + 1
+            chunk, start = chunk[cut + 1 :], start + cut + 1
         break
     events = []
     for line in chunk.split(b"\n"):

@@ -63,8 +63,14 @@ async def diff(request: Request, hub: Hub, resolve: Any) -> Response:
 def _diff(hub: Hub, record: JobRecord) -> dict[str, object]:
     work = job_work(hub.workspace.root, record)
     if work.tip() is None and work.empty:
-        return {"job_id": work.job_id, "branch": None, "stat": "", "diff": "", "cut": False,
-                "note": f"job {work.job_id} changed nothing"}
+        return {
+            "job_id": work.job_id,
+            "branch": None,
+            "stat": "",
+            "diff": "",
+            "cut": False,
+            "note": f"job {work.job_id} changed nothing",
+        }
     return landing_diff(work)
 
 

@@ -104,7 +104,8 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, length: str) -> None:
         response = JSONResponse(
             {"error": f"a request body of {length[:20]} bytes is too large: the dashboard takes at most {self.most}"},
-            413, headers={"connection": "close"},
+            413,
+            headers={"connection": "close"},
         )
         await response(scope, receive, send)
 
@@ -126,5 +127,6 @@ class StreamCount:
             return None
         return JSONResponse(
             {"error": f"the dashboard serves at most {self.most} event streams at once: retry later"},
-            503, headers={"retry-after": RETRY_AFTER},
+            503,
+            headers={"retry-after": RETRY_AFTER},
         )

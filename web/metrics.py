@@ -29,8 +29,9 @@ def registry_for(hub: Hub, streams: StreamCount, shared: CollectorRegistry | Non
 
 
 def _streams(streams: StreamCount) -> Iterator[Any]:
-    yield GaugeMetricFamily("mam_dashboard_event_streams", "Event streams (pages) open on the dashboard",
-                            value=streams.open)
+    yield GaugeMetricFamily(
+        "mam_dashboard_event_streams", "Event streams (pages) open on the dashboard", value=streams.open
+    )
 
 
 def _seen_by_hub(hub: Hub, agent: Bounded) -> Iterator[Any]:

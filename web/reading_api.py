@@ -79,20 +79,35 @@ def runner_view(status: AgentStatus) -> dict[str, Any]:
 
 def _lean(record: JobRecord) -> JobRecord:
     """The record with only what a usage total reads (a result or a prompt may be 512 KiB)."""
-    return msgspec.structs.replace(record, prompt="", result=None, error=None, progress=None, git_at_submit=None,
-                                   git_at_finish=None, attempts=msgspec.UNSET, output_seqs=msgspec.UNSET)
+    return msgspec.structs.replace(
+        record,
+        prompt="",
+        result=None,
+        error=None,
+        progress=None,
+        git_at_submit=None,
+        git_at_finish=None,
+        attempts=msgspec.UNSET,
+        output_seqs=msgspec.UNSET,
+    )
 
 
 def usage_of(workspace: Any, since_at: datetime | None, by: str) -> dict[str, Any]:
     """`mam usage --json`'s groups and total (blocking). Records are read one at a time and kept lean."""
     where = JobFilter(since=since_at)
     with Jobs(workspace) as jobs:  # through the index when it is current, else a scan: one record at a time
-        found = jobs.select(where)[0] if jobs.indexed(where) else (r for r in iter_records(workspace)
-                                                                   if where.matches(r))
+        found = (
+            jobs.select(where)[0] if jobs.indexed(where) else (r for r in iter_records(workspace) if where.matches(r))
+        )
         chosen = sorted((_lean(r) for r in found), key=lambda r: r.job_id)
     groups = group(chosen, by)  # type: ignore[arg-type]
-    return {"by": by, "groups": [{"key": g.key, **g.totals.as_dict(), **({"depth": g.depth} if by == "parent" else {})}
-                                 for g in groups], "total": total(chosen).as_dict()}
+    return {
+        "by": by,
+        "groups": [
+            {"key": g.key, **g.totals.as_dict(), **({"depth": g.depth} if by == "parent" else {})} for g in groups
+        ],
+        "total": total(chosen).as_dict(),
+    }
 
 
 def read_routes(hub: Hub, resolve: Resolve) -> list[Route]:
@@ -102,6 +117,7 @@ def read_routes(hub: Hub, resolve: Resolve) -> list[Route]:
                 return await handler(request)
             except MamError as exc:
                 return error(exc)
+
         return run
 
     async def jobs(request: Request) -> Response:
@@ -109,8 +125,9 @@ def read_routes(hub: Hub, resolve: Resolve) -> list[Route]:
         parent = resolve(validate_job_id(query.parent), hub) if query.parent else None
         root = resolve(validate_job_id(query.root), hub) if query.root else None
         async with hub.reading:
-            page = await anyio.to_thread.run_sync(jobs_page, hub.workspace, query.with_ids(parent, root), None,
-                                                  hub.waiting().note)
+            page = await anyio.to_thread.run_sync(
+                jobs_page, hub.workspace, query.with_ids(parent, root), None, hub.waiting().note
+            )
         return JSONResponse(page)
 
     async def events(request: Request) -> Response:

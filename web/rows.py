@@ -17,8 +17,21 @@ from mam.contract.record import JobRecord
 PREVIEW = 200
 """Characters of a prompt (and of a `submitted` event's prompt) the stream carries."""
 LIST_FIELDS = (
-    "job_id", "status", "agent", "role", "labels", "parent", "submitted_at", "started_at", "finished_at",
-    "updated_at", "version", "usage", "question", "prompt", "denials",
+    "job_id",
+    "status",
+    "agent",
+    "role",
+    "labels",
+    "parent",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "version",
+    "usage",
+    "question",
+    "prompt",
+    "denials",
 )
 
 

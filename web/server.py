@@ -45,12 +45,18 @@ async def serve_dashboard(
     sock = _bind(host, port)
     hub = Hub(workspace, broker)
     cap = caps()
-    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host), streams=cap.streams,
-                    metrics=metrics)
+    app = build_app(hub, broker, logins=logins, loopback=is_loopback(host), streams=cap.streams, metrics=metrics)
     config = uvicorn.Config(
-        app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE, http=guarded_protocol(cap.connections, busy=BUSY, stall=WRITE_STALL),
-        limit_concurrency=cap.connections + 1, backlog=ACCEPT_BACKLOG,  # + 1: the protocol refuses the connections
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        http=guarded_protocol(cap.connections, busy=BUSY, stall=WRITE_STALL),
+        limit_concurrency=cap.connections + 1,
+        backlog=ACCEPT_BACKLOG,  # + 1: the protocol refuses the connections
     )
     server = QuietServer(config)
     async with anyio.create_task_group() as tg:

@@ -47,7 +47,10 @@ def parse_window(params: Any) -> tuple[int, int]:
         if name not in PARAMS:
             raise UsageError(f"unknown parameter {name[:40]!r}: use {', '.join(PARAMS)}")
     values = {}
-    for name, default, most in (("minutes", DEFAULT_MINUTES, MOST_MINUTES), ("bucket", DEFAULT_BUCKET, MOST_MINUTES * 60)):
+    for name, default, most in (
+        ("minutes", DEFAULT_MINUTES, MOST_MINUTES),
+        ("bucket", DEFAULT_BUCKET, MOST_MINUTES * 60),
+    ):
         text = params.get(name)
         if text is None:
             values[name] = default
@@ -57,8 +60,10 @@ def parse_window(params: Any) -> tuple[int, int]:
             values[name] = int(text)
     buckets = math.ceil(values["minutes"] * 60 / values["bucket"])
     if buckets > MOST_BUCKETS:
-        raise UsageError(f"minutes={values['minutes']} in buckets of {values['bucket']} s is {buckets} buckets: "
-                         f"at most {MOST_BUCKETS} (raise bucket)")
+        raise UsageError(
+            f"minutes={values['minutes']} in buckets of {values['bucket']} s is {buckets} buckets: "
+            f"at most {MOST_BUCKETS} (raise bucket)"
+        )
     return values["minutes"], values["bucket"]
 
 
@@ -68,7 +73,9 @@ def _indexed(jobs: Jobs, start: str) -> Iterator[Times] | None:
         return None
     cursor = jobs.index.conn.execute(
         "SELECT submitted_at, started_at, finished_at, status, agent, cost_usd FROM jobs "
-        "WHERE finished_at IS NULL OR finished_at >= ?", (start,))
+        "WHERE finished_at IS NULL OR finished_at >= ?",
+        (start,),
+    )
 
     def rows() -> Iterator[Times]:
         while chunk := cursor.fetchmany(512):
@@ -141,8 +148,10 @@ class Buckets:
             "agents": agents,
             "finished": [{"t": moment(self.start + k * self.size), **self.finished[k]} for k in range(self.count)],
             "queue": queue,
-            "cost": [{"t": moment(self.start + k * self.size), **{a: self.cost[k].get(a, 0.0) for a in agents}}
-                     for k in range(self.count)],
+            "cost": [
+                {"t": moment(self.start + k * self.size), **{a: self.cost[k].get(a, 0.0) for a in agents}}
+                for k in range(self.count)
+            ],
         }
 
 

@@ -86,9 +86,14 @@ async def detail(hub: Hub, job_id: str) -> dict[str, Any]:
         page = await anyio.to_thread.run_sync(log_page, hub.workspace, job_id)
     except MamError as exc:
         problem = problem or str(exc)
-    return {"job_id": job_id, "record": detail_record(record) if record is not None else None,
-            "waits": hub.waiting().note(record) if record is not None else None,
-            "events": page["events"], "log_start": page["start"], "problem": problem}
+    return {
+        "job_id": job_id,
+        "record": detail_record(record) if record is not None else None,
+        "waits": hub.waiting().note(record) if record is not None else None,
+        "events": page["events"],
+        "log_start": page["start"],
+        "problem": problem,
+    }
 
 
 def shown(change: Change, chosen: JobFilter, job_id: str | None, hub: Hub) -> list[tuple[str, Any]]:

@@ -22,8 +22,11 @@ from mam.contract.library_check import Attributes, Methods, attribute_problems, 
 
 PROTOCOL_METHODS: Methods = {
     "__init__": ("config", "server_state", "app_state", "_loop"),
-    "connection_made": ("transport",), "data_received": ("data",), "connection_lost": ("exc",),
-    "pause_writing": (), "resume_writing": (),
+    "connection_made": ("transport",),
+    "data_received": ("data",),
+    "connection_lost": ("exc",),
+    "pause_writing": (),
+    "resume_writing": (),
 }
 PROTOCOL_ATTRIBUTES: Attributes = {"connections": set, "loop": asyncio.AbstractEventLoop, "transport": object}
 SERVER_METHODS: Methods = {"capture_signals": ()}
@@ -33,7 +36,9 @@ SERVER_METHODS: Methods = {"capture_signals": ()}
 def check(protocol_class: type[H11Protocol] = H11Protocol, server_class: type[uvicorn.Server] = uvicorn.Server) -> None:
     """Raise `LibraryChanged` naming what the installed uvicorn lacks of what the dashboard relies on. Runs
     in the event loop (a sample protocol needs one); the classes are parameters for the tests."""
-    require("uvicorn", method_problems(protocol_class, PROTOCOL_METHODS) + method_problems(server_class, SERVER_METHODS))
+    require(
+        "uvicorn", method_problems(protocol_class, PROTOCOL_METHODS) + method_problems(server_class, SERVER_METHODS)
+    )
     config = uvicorn.Config(_no_app, log_config=None, lifespan="off", ws="none")
     sample = protocol_class(config, ServerState(), {}, _loop=asyncio.get_running_loop())
     require("uvicorn", attribute_problems(sample, PROTOCOL_ATTRIBUTES))

@@ -39,8 +39,10 @@ EXCEPTION: Final = re.compile(r"^litellm\.[A-Z]\w*: ", re.MULTILINE)
 """How aider prints a failed model call: `str()` of litellm's exception (`litellm.<Name>: ...`)."""
 RETRYING: Final = "Retrying in "
 _COUNT: Final = r"(\d+(?:\.\d+)?k?)"
-TOKENS: Final = re.compile(rf"^Tokens: {_COUNT} sent(?:, {_COUNT} cache write)?(?:, {_COUNT} cache hit)?, "
-                           rf"{_COUNT} received\.(?P<cost> Cost: .*)?$")
+TOKENS: Final = re.compile(
+    rf"^Tokens: {_COUNT} sent(?:, {_COUNT} cache write)?(?:, {_COUNT} cache hit)?, "
+    rf"{_COUNT} received\.(?P<cost> Cost: .*)?$"
+)
 COST: Final = re.compile(r"^Cost: \$(\d+(?:\.\d+)?) message, \$(?P<session>\d+(?:\.\d+)?) session\.$")
 BANNER: Final = "Aider v"
 _ERROR_LINES: Final = 20
@@ -115,8 +117,16 @@ class AiderText(StreamParser):
         self._reply, self._reply_chars = [], 0
 
     def outcome(self) -> Outcome:
-        usage = make_usage(cost_usd=self._cost, input_tokens=self._sent, output_tokens=self._received,
-                           cached_input_tokens=self._hit) if self._answer is not None else None
+        usage = (
+            make_usage(
+                cost_usd=self._cost,
+                input_tokens=self._sent,
+                output_tokens=self._received,
+                cached_input_tokens=self._hit,
+            )
+            if self._answer is not None
+            else None
+        )
         if self._failure is not None:
             return Outcome(complete=True, result=self._answer or None, error=" ".join(self._failure), usage=usage)
         if self._answer is None:

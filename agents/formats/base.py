@@ -99,8 +99,19 @@ def first_line(text: str, width: int = SHORT) -> str:
 def tool_summary(arguments: object) -> str:
     """A tool call's arguments in a few words: the argument that says most, else compact JSON."""
     if isinstance(arguments, dict):
-        for key in ("command", "cmd", "file_path", "path", "dir_path", "absolute_path", "pattern", "url", "query",
-                    "description", "prompt"):
+        for key in (
+            "command",
+            "cmd",
+            "file_path",
+            "path",
+            "dir_path",
+            "absolute_path",
+            "pattern",
+            "url",
+            "query",
+            "description",
+            "prompt",
+        ):
             value = arguments.get(key)
             if isinstance(value, str) and value.strip():
                 return one_line(value)

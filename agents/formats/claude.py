@@ -204,8 +204,9 @@ class ClaudeStream(StreamParser):
             self._calls[event.message.id] = event.message.usage or TokenUsage()
         elif event.type == "message_delta" and event.usage is not None and self._streaming in self._calls:
             known = self._calls[self._streaming]
-            given = {f: getattr(event.usage, f) for f in event.usage.__struct_fields__
-                     if getattr(event.usage, f) is not None}
+            given = {
+                f: getattr(event.usage, f) for f in event.usage.__struct_fields__ if getattr(event.usage, f) is not None
+            }
             self._calls[self._streaming] = msgspec.structs.replace(known, **given)
 
     def _message(self, message: Message) -> str:
@@ -254,8 +255,12 @@ class ClaudeStream(StreamParser):
         for message_id, usage in self._lines.items():
             if message_id not in self._calls:
                 used.add(usage)
-        return make_usage(input_tokens=used.input, output_tokens=used.output, cached_input_tokens=used.read,
-                          agent_session_id=self._session)
+        return make_usage(
+            input_tokens=used.input,
+            output_tokens=used.output,
+            cached_input_tokens=used.read,
+            agent_session_id=self._session,
+        )
 
     def outcome(self) -> Outcome:
         line = self._result
@@ -282,9 +287,14 @@ def _all_models(models: dict[str, ModelUsage]) -> _Tokens:
     in `modelUsage`)."""
     tokens = _Tokens()
     for model in models.values():
-        tokens.add(TokenUsage(input_tokens=model.inputTokens, output_tokens=model.outputTokens,
-                              cache_read_input_tokens=model.cacheReadInputTokens,
-                              cache_creation_input_tokens=model.cacheCreationInputTokens))
+        tokens.add(
+            TokenUsage(
+                input_tokens=model.inputTokens,
+                output_tokens=model.outputTokens,
+                cache_read_input_tokens=model.cacheReadInputTokens,
+                cache_creation_input_tokens=model.cacheCreationInputTokens,
+            )
+        )
     return tokens
 
 
@@ -293,7 +303,9 @@ def _retry(line: Line) -> str:
     retry 1 of 10 in 0.6 s`. Claude Code 2.1.197 writes one before each retry of a failed API call
     ({attempt, max_retries, retry_delay_ms, error_status, error}; code.claude.com/docs/en/headless,
     Stream responses), up to `CLAUDE_CODE_MAX_RETRIES` (default 10) of them, ~192 s in all."""
-    status = f"API error {line.error_status:g}" if isinstance(line.error_status, int | float) else "no response from the API"
+    status = (
+        f"API error {line.error_status:g}" if isinstance(line.error_status, int | float) else "no response from the API"
+    )
     kind = f" ({one_line(line.error, 60)})" if isinstance(line.error, str) and line.error else ""
     count = f" {line.attempt:g}" if isinstance(line.attempt, int | float) else ""
     of = f" of {line.max_retries:g}" if isinstance(line.max_retries, int | float) else ""
@@ -305,8 +317,10 @@ def _retry(line: Line) -> str:
 def _denials(line: Line) -> tuple[str, ...]:
     """The result's `permission_denials` (Claude Code 2.1.197: {tool_name, tool_use_id, tool_input}), one line
     each: a Write refused under plan is `Write /w/notes.md`."""
-    return tuple(one_line(f"{d.tool_name or 'tool'} {tool_summary(d.tool_input)}".rstrip())
-                 for d in line.permission_denials or [])
+    return tuple(
+        one_line(f"{d.tool_name or 'tool'} {tool_summary(d.tool_input)}".rstrip())
+        for d in line.permission_denials or []
+    )
 
 
 __all__ = ["ClaudeStream"]

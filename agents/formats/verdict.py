@@ -31,7 +31,9 @@ def fit(text: str | None, limit: int = MAX_TEXT) -> str | None:
     return text[:limit] + f"\n… [cut: {len(text) - limit} more characters]"
 
 
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]"
+)
 """Terminal escape sequences (CSI colours, OSC titles and links, two-byte escapes) and other control characters."""
 
 
@@ -68,15 +70,21 @@ def _failure(outcome: Outcome, *, program: str, code: int, said: str) -> str:
 
 
 def verdict(
-    outcome: Outcome, *, program: str, code: int, stderr: str, git: GitInfo | None,
+    outcome: Outcome,
+    *,
+    program: str,
+    code: int,
+    stderr: str,
+    git: GitInfo | None,
     outputs: int | UnsetType = UNSET,
 ) -> ev.Succeeded | ev.Failed:
     """`outputs`: how many output events the attempt published (the terminal event's count)."""
     usage = usage_of(outcome)
     denials = [d[:256] for d in outcome.denials[:64]] or UNSET
     if outcome.complete and outcome.error is None and code == 0:
-        return ev.Succeeded(exit_code=0, result=fit(outcome.result), git=git, usage=usage, outputs=outputs,
-                            denials=denials)
+        return ev.Succeeded(
+            exit_code=0, result=fit(outcome.result), git=git, usage=usage, outputs=outputs, denials=denials
+        )
     error = fit(failure(outcome, program=program, code=code, stderr=stderr))
     return ev.Failed(exit_code=code, error=error, git=git, usage=usage, outputs=outputs, denials=denials)
 

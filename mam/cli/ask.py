@@ -46,12 +46,28 @@ def register(subparsers: Subparsers) -> None:
         "(the question is then withdrawn and the job runs on).",
     )
     complete(ask.add_argument("question", metavar="QUESTION", help="the question, as the person will read it"), "free")
-    complete(ask.add_argument("--choice", action="append", default=[], metavar="C",
-                     help="an allowed answer (repeatable); other answers are refused"), "free")
-    complete(ask.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
-                     help="give up waiting after this long (default: wait until answered)"), "free")
-    complete(ask.add_argument("--job", type=job_id, metavar="JOB", help="the job that asks (default: $MAM_JOB_ID)"),
-             "job")
+    complete(
+        ask.add_argument(
+            "--choice",
+            action="append",
+            default=[],
+            metavar="C",
+            help="an allowed answer (repeatable); other answers are refused",
+        ),
+        "free",
+    )
+    complete(
+        ask.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            metavar="SECONDS",
+            help="give up waiting after this long (default: wait until answered)",
+        ),
+        "free",
+    )
+    complete(
+        ask.add_argument("--job", type=job_id, metavar="JOB", help="the job that asks (default: $MAM_JOB_ID)"), "job"
+    )
     add_workspace_args(ask)
     add_broker_arg(ask)
     ask.set_defaults(handler=run_ask)
@@ -62,11 +78,26 @@ def register(subparsers: Subparsers) -> None:
         description="Answer a waiting job's question. Exit 0 once recorded (the job runs on), 1 if refused "
         "(the job is not waiting, or the answer is not one of the question's choices).",
     )
-    complete(answer.add_argument("job_id", type=job_id, metavar="JOB",
-                        help="the job's id, or any unique prefix or suffix of it among the states the broker retains"), "job")
+    complete(
+        answer.add_argument(
+            "job_id",
+            type=job_id,
+            metavar="JOB",
+            help="the job's id, or any unique prefix or suffix of it among the states the broker retains",
+        ),
+        "job",
+    )
     complete(answer.add_argument("text", metavar="TEXT", help="the answer"), "free")
-    complete(answer.add_argument("--timeout", type=positive_seconds, default=VERDICT_TIMEOUT, metavar="SECONDS",
-                        help="how long to wait for the verdict (default 30); no verdict in time exits 3"), "free")
+    complete(
+        answer.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            default=VERDICT_TIMEOUT,
+            metavar="SECONDS",
+            help="how long to wait for the verdict (default 30); no verdict in time exits 3",
+        ),
+        "free",
+    )
     answer.add_argument("--json", action="store_true", help="print the recorded state as JSON")
     add_workspace_args(answer)
     add_broker_arg(answer)
@@ -90,8 +121,10 @@ def run_ask(args: argparse.Namespace) -> int:
     repeated = sorted({c for c in args.choice if args.choice.count(c) > 1})
     if repeated:
         raise UsageError(f"--choice {repeated[0]!r} is given twice")
-    event = check_event(ev.InputRequested(question=args.question, choices=args.choice or None),
-                        {"question": "QUESTION", "choices": "--choice"})
+    event = check_event(
+        ev.InputRequested(question=args.question, choices=args.choice or None),
+        {"question": "QUESTION", "choices": "--choice"},
+    )
     workspace = workspace_from_args(args)
     broker = broker_from_args(args, workspace)
 

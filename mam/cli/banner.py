@@ -45,8 +45,10 @@ def mqtt_example(topics: Topics, target: str, job_id: str | None = None) -> str:
     marker = "JOB"
     events, state = (topics.events(marker).replace(marker, "$job"), topics.state(marker).replace(marker, "$job"))
     payload = f'{{"type":"submitted","prompt":"{EXAMPLE_SCRIPT}","agent":"{EXAMPLE_AGENT}"}}'.replace('"', '\\"')
-    script = (f"job={job_id or SHELL_JOB_ID}; mosquitto_pub {target} -q 1 -t \"{events}\" -m \"{payload}\" "
-              f"&& mosquitto_sub {target} -C 1 -v -t \"{state}\"")
+    script = (
+        f'job={job_id or SHELL_JOB_ID}; mosquitto_pub {target} -q 1 -t "{events}" -m "{payload}" '
+        f'&& mosquitto_sub {target} -C 1 -v -t "{state}"'
+    )
     return f"sh -c '{script}'"
 
 
@@ -74,7 +76,9 @@ def next_steps(workspace: Workspace, *, argv0: str | None = None) -> tuple[str, 
     cwd, the same cwd finds it again."""
     where = f" --workspace {shlex.quote(str(workspace.root))}" if workspace.rule in (RULE_FLAG, RULE_ENV) else ""
     runner = f"{command('mam-agent', argv0)} --agent {EXAMPLE_AGENT}{where}"
-    submit = f"{command('mam', argv0)} submit --agent {EXAMPLE_AGENT} --prompt {shlex.quote(EXAMPLE_SCRIPT)} --follow{where}"
+    submit = (
+        f"{command('mam', argv0)} submit --agent {EXAMPLE_AGENT} --prompt {shlex.quote(EXAMPLE_SCRIPT)} --follow{where}"
+    )
     return runner, submit
 
 
@@ -129,7 +133,12 @@ def banner(
     lines += [
         f"mam up: next, a runner:  {runner}",
         f"mam up: then a job:      {submit}",
-        "mam up: Ctrl-C stops both." + ("" if verbose else "  (mam up -v: listeners, paths, an MQTT example; "
-                                        "it speaks MQTT 3.1.1, MQTT 5: docs/brokers.md#interop)"),
+        "mam up: Ctrl-C stops both."
+        + (
+            ""
+            if verbose
+            else "  (mam up -v: listeners, paths, an MQTT example; "
+            "it speaks MQTT 3.1.1, MQTT 5: docs/brokers.md#interop)"
+        ),
     ]
     return "\n".join(lines)

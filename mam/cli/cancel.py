@@ -32,14 +32,25 @@ def register_cancel(subparsers: Subparsers) -> None:
         "(exit 0) or refused it (exit 1: unknown or finished job); --wait also waits until the job has ended. "
         "With --tree a finished job is no refusal: the unfinished jobs under it are cancelled.",
     )
-    complete(cancel.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
-                        help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
-                        "states the broker retains; several may be given"), "job")
+    complete(
+        cancel.add_argument(
+            "job_ids",
+            type=job_id,
+            nargs="*",
+            metavar="JOB",
+            help="the job's id, or a unique prefix or suffix of it (at least 4 characters) among the "
+            "states the broker retains; several may be given",
+        ),
+        "job",
+    )
     add_selector_args(cancel, "cancel")
     complete(cancel.add_argument("--reason", metavar="R"), "free")
-    cancel.add_argument("--tree", action="store_true",
-                        help="also cancel every unfinished job delegated under it (each with a reason naming it), "
-                        "also when the job itself has ended; lists them all, the job first")
+    cancel.add_argument(
+        "--tree",
+        action="store_true",
+        help="also cancel every unfinished job delegated under it (each with a reason naming it), "
+        "also when the job itself has ended; lists them all, the job first",
+    )
     add_wait_args(
         cancel,
         wait_help="also wait until the job has ended, and print its final status",
@@ -124,8 +135,11 @@ def _print_tree(records: list[JobRecord], as_json: bool) -> None:
         print(f"{record.job_id} {record.status.value}{pending}")
     root = records[0]
     if len(records) == 1 and root.status.terminal and root.cancel_requested_at is None:
-        print(f"mam: job {root.job_id} had already ended {root.status.value} and nothing under it is unfinished: "
-              "nothing to cancel", file=sys.stderr)
+        print(
+            f"mam: job {root.job_id} had already ended {root.status.value} and nothing under it is unfinished: "
+            "nothing to cancel",
+            file=sys.stderr,
+        )
 
 
 __all__ = ["register_cancel", "run_cancel"]

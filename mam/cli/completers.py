@@ -211,12 +211,26 @@ COMPLETERS: Final[dict[str, Completer]] = {
 """By kind: what `complete(action, kind)` attaches."""
 
 BELOW: Final[dict[str, str]] = {
-    "--workspace": "dir", "--registry-dir": "dir", "--logs-dir": "dir", "--workspace-id": "workspace-id",
-    "--broker": "broker", "--cafile": "file", "--certfile": "file", "--keyfile": "file",
-    "--password-file": "file", "--acl-file": "file",
-    "--host": "free", "--port": "free", "--ws-port": "free", "--tls-port": "free", "--metrics-port": "free",
-    "--metrics-host": "free", "--max-connections": "free", "--connect-timeout": "free",
-    "--settle-outputs": "free", "--offer-lease": "free",
+    "--workspace": "dir",
+    "--registry-dir": "dir",
+    "--logs-dir": "dir",
+    "--workspace-id": "workspace-id",
+    "--broker": "broker",
+    "--cafile": "file",
+    "--certfile": "file",
+    "--keyfile": "file",
+    "--password-file": "file",
+    "--acl-file": "file",
+    "--host": "free",
+    "--port": "free",
+    "--ws-port": "free",
+    "--tls-port": "free",
+    "--metrics-port": "free",
+    "--metrics-host": "free",
+    "--max-connections": "free",
+    "--connect-timeout": "free",
+    "--settle-outputs": "free",
+    "--offer-lease": "free",
 }
 """The kind of each flag declared below the command line (mam/process/options.py, mam/client/tls.py,
 broker/, projector/cli.py, mam/process/metrics.py, web/cli.py), by name: one meaning wherever it appears."""

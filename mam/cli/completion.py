@@ -32,7 +32,8 @@ HOW = {
 
 def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
-        "completion", help="print the shell completion script for bash, zsh or fish",
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
         description="Print the script that completes mam's commands and flags. " + "; ".join(HOW.values()),
     )
     parser.add_argument("shell", choices=SHELLS, metavar="|".join(SHELLS))

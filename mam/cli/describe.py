@@ -88,8 +88,11 @@ def describe(record: JobRecord, related: Related, now: datetime, paint: Paint = 
     put("Progress", _progress(record) if not record.status.terminal else None)
     put("Result", (record.result or "").rstrip("\n"), layout=True)
     _question(record, put)
-    put("Denied", "\n".join(safe(d, keep_layout=False) for d in record.denials) if isinstance(record.denials, list)
-        else None, layout=True)
+    put(
+        "Denied",
+        "\n".join(safe(d, keep_layout=False) for d in record.denials) if isinstance(record.denials, list) else None,
+        layout=True,
+    )
     attempts = record.attempts if isinstance(record.attempts, list) else []
     if any(a.attempt != attempt_of(record) for a in attempts):  # not only the one the lines above describe
         put("Attempts", "\n".join(part.attempt_line(a) for a in attempts), layout=True)
@@ -134,10 +137,14 @@ def _reason(record: JobRecord, related: Related, now: datetime) -> str | None:
         until = record.not_before if isinstance(record.not_before, str) else None
         backoff = parse_time(until)
         if backoff is not None and backoff > now:
-            return (f"retry backoff: no runner takes it before {part.local_time(until)} "
-                    f"(in {span((backoff - now).total_seconds())})")
-        return related.queue_note or (f"queued: waiting for a runner for {record.agent!r} (no broker answered, so "
-                                      "which runners are online is not known; `mam agents` lists them)")
+            return (
+                f"retry backoff: no runner takes it before {part.local_time(until)} "
+                f"(in {span((backoff - now).total_seconds())})"
+            )
+        return related.queue_note or (
+            f"queued: waiting for a runner for {record.agent!r} (no broker answered, so "
+            "which runners are online is not known; `mam agents` lists them)"
+        )
     return None
 
 
@@ -154,8 +161,10 @@ def _settings(record: JobRecord, put: Callable[..., None]) -> None:
         limits.append(f"runs at most {span(record.timeout)}")
     if isinstance(record.max_turns, int):
         limits.append(f"at most {record.max_turns} turns")
-    for name, tokens, usd in (("budget", record.budget_tokens, record.budget_usd),
-                              ("tree budget", record.tree_budget_tokens, record.tree_budget_usd)):
+    for name, tokens, usd in (
+        ("budget", record.budget_tokens, record.budget_usd),
+        ("tree budget", record.tree_budget_tokens, record.tree_budget_usd),
+    ):
         if isinstance(tokens, int):
             limits.append(f"{name} {tokens:,} tokens")
         if isinstance(usd, float | int):
@@ -173,8 +182,10 @@ def _times(record: JobRecord, now: datetime, put: Callable[..., None]) -> None:
         queued = part.took(record.submitted_at, record.started_at)
         running = [] if record.finished_at else [f"running for {between(record.started_at, None, now)}"]
         inferred = ["inferred from its output"] if record.start_inferred is True else []
-        put("Started", part.when(record.started_at, None, *([f"queued {queued}"] if queued else []), *running,
-                                 *inferred))
+        put(
+            "Started",
+            part.when(record.started_at, None, *([f"queued {queued}"] if queued else []), *running, *inferred),
+        )
     if record.finished_at:
         ran = part.took(record.started_at, record.finished_at)
         waited = record.waited if isinstance(record.waited, float | int) and record.waited >= 1 else 0
@@ -199,7 +210,9 @@ def _question(record: JobRecord, put: Callable[..., None]) -> None:
 def _tree(record: JobRecord, related: Related, put: Callable[..., None], out: list[str], paint: Paint) -> None:
     """The delegation tree around the job: its parent, the jobs it waits for or continues, its children."""
     if record.parent:
-        close = "; it runs on if its parent ends first (--parent-close abandon)" if record.parent_close == "abandon" else ""
+        close = (
+            "; it runs on if its parent ends first (--parent-close abandon)" if record.parent_close == "abandon" else ""
+        )
         put("Parent", f"{record.parent} ({related.parent or 'unknown'}){close}")
     put("Retry of", record.retry_of if isinstance(record.retry_of, str) else None)
     put("Resumes", record.resumes if isinstance(record.resumes, str) else None)
@@ -213,8 +226,11 @@ def _tree(record: JobRecord, related: Related, put: Callable[..., None], out: li
     rows = [(c.job_id, c.status.value, c.agent, short(c.prompt, 60)) for c in related.children]
     widths = [max(len(safe(row[i], keep_layout=False)) for row in rows) for i in range(3)]
     for child_id, status, agent, prompt in rows:
-        cells = [safe(child_id, keep_layout=False).ljust(widths[0]),
-                 paint(status) + " " * (widths[1] - len(status)), safe(agent, keep_layout=False).ljust(widths[2])]
+        cells = [
+            safe(child_id, keep_layout=False).ljust(widths[0]),
+            paint(status) + " " * (widths[1] - len(status)),
+            safe(agent, keep_layout=False).ljust(widths[2]),
+        ]
         out.append(f"  {'  '.join(cells)}  {prompt}".rstrip())
 
 

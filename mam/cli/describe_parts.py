@@ -96,8 +96,10 @@ def retry_policy(record: JobRecord) -> str | None:
     if not isinstance(record.retries, int):
         return None
     backoff = record.backoff if isinstance(record.backoff, float | int) else 1
-    return (f"up to {record.retries} more on {', '.join(retry_on(record))} (backoff {span(backoff)}, doubling); "
-            f"attempt {attempt_of(record)} of at most {record.retries + 1}")
+    return (
+        f"up to {record.retries} more on {', '.join(retry_on(record))} (backoff {span(backoff)}, doubling); "
+        f"attempt {attempt_of(record)} of at most {record.retries + 1}"
+    )
 
 
 def usage_line(usage: Usage) -> str:
@@ -146,22 +148,44 @@ def worktree_lines(git: GitInfo, job: str) -> list[str]:
         return []
     foreign = foreign_branch(job, git.branch)
     if foreign is not None:  # what a client sent: review and landing refuse it (mam.git.job_ref)
-        return [safe(f"branch {foreign[:80]}: not the job's own branch {own_branch(job)}; mam diff, merge and "
-                     "discard refuse it", keep_layout=False)]
+        return [
+            safe(
+                f"branch {foreign[:80]}: not the job's own branch {own_branch(job)}; mam diff, merge and "
+                "discard refuse it",
+                keep_layout=False,
+            )
+        ]
     if git.commit == git.base:  # nothing committed: the runner deleted the empty branch
         return ["no changes: the job committed nothing (no branch kept)"]
     files, plus, minus = git.files_changed or 0, git.insertions or 0, git.deletions or 0
-    stat = f"{files} file{'s' * (files != 1)} changed, {plus} insertion{'s' * (plus != 1)}(+), " \
+    stat = (
+        f"{files} file{'s' * (files != 1)} changed, {plus} insertion{'s' * (plus != 1)}(+), "
         f"{minus} deletion{'s' * (minus != 1)}(-)"
+    )
     branch = f"branch {safe(git.branch or '(detached)', keep_layout=False)}: {stat}"
     land = f"land: mam merge {job} (or --squash), or mam discard {job}; mam diff {job} shows it"
     if git.remote:  # run on another machine: the branch is on its remote until mam diff/merge fetch it
         if git.push_error:
-            return [branch, safe(f"not pushed to {git.remote}: {git.push_error}"[:200], keep_layout=False),
-                    "its work stays in the runner's clone"]
+            return [
+                branch,
+                safe(f"not pushed to {git.remote}: {git.push_error}"[:200], keep_layout=False),
+                "its work stays in the runner's clone",
+            ]
         return [branch, safe(f"pushed to {git.remote}; review: mam diff {job} (fetches it)", keep_layout=False), land]
     return [branch, f"review: git diff {git.base}..{git.commit}", land]
 
 
-__all__ = ["attempt_line", "exit_line", "exit_phrase", "git_lines", "git_state", "local_time", "outcome_reason",
-           "retry_policy", "took", "usage_line", "when", "worktree_lines"]
+__all__ = [
+    "attempt_line",
+    "exit_line",
+    "exit_phrase",
+    "git_lines",
+    "git_state",
+    "local_time",
+    "outcome_reason",
+    "retry_policy",
+    "took",
+    "usage_line",
+    "when",
+    "worktree_lines",
+]

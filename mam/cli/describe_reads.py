@@ -15,8 +15,9 @@ from mam.registry.query import JobFilter
 from mam.registry.reading import NotFound, read_record_or_pruned
 
 
-def gather(workspace: Workspace, record: JobRecord, *, queue_note: str | None = None,
-           archived_log: Path | None = None) -> Related:
+def gather(
+    workspace: Workspace, record: JobRecord, *, queue_note: str | None = None, archived_log: Path | None = None
+) -> Related:
     """The `Related` of `record`: every read that fails says so in its place, none stops the view."""
     children, total = _children(workspace, record.job_id)
     output, lines, note = _output_tail(workspace, record)

@@ -1,4 +1,4 @@
-""""Did you mean": a mistyped command, flag or choice gets the nearest known one, in the same one line.
+""" "Did you mean": a mistyped command, flag or choice gets the nearest known one, in the same one line.
 
 `mam job` -> `mam: error: COMMAND: invalid choice: 'job'; did you mean 'jobs'? (see mam --help)`;
 `mam jobs --stauts running` -> `mam jobs: error: --stauts: no such flag; did you mean --status? (see mam

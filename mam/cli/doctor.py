@@ -35,20 +35,39 @@ _LABEL = {"ok": "ok", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 
 def register(sub: Subparsers) -> None:
     doctor = sub.add_parser(
-        "doctor", help="check whether mam will work here: workspace files, broker, projector, agent CLIs",
+        "doctor",
+        help="check whether mam will work here: workspace files, broker, projector, agent CLIs",
         description="Check the workspace's files (modes, links, disk space), the broker and the projector (reachable, "
         "online, key) and each agent profile's CLI (installed, version, credentials, what the workspace and root "
         "need), with a one-line fix per failed item. Exit 0 when nothing failed, 1 when something did.",
     )
-    complete(doctor.add_argument("--agent", action="append", default=[], metavar="NAME",
-                        help="check this agent as its runner needs it (repeatable): its CLI missing or a need unmet "
-                        "fails (default: list every profile; an absent CLI shows as not installed)"), "agent")
-    doctor.add_argument("--permissions", choices=LEVELS, metavar="|".join(LEVELS),
-                        help="the ceiling the runners would have, as mam-agent --permissions (default edit)")
-    doctor.add_argument("--worktree", action="store_true",
-                        help="the runners would use --worktree: the workspace must be a git repository with a commit")
-    doctor.add_argument("--json", action="store_true",
-                        help="print {workspace, workspace_id, ok, counts, checks: [{name, status, detail, fix}]}")
+    complete(
+        doctor.add_argument(
+            "--agent",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="check this agent as its runner needs it (repeatable): its CLI missing or a need unmet "
+            "fails (default: list every profile; an absent CLI shows as not installed)",
+        ),
+        "agent",
+    )
+    doctor.add_argument(
+        "--permissions",
+        choices=LEVELS,
+        metavar="|".join(LEVELS),
+        help="the ceiling the runners would have, as mam-agent --permissions (default edit)",
+    )
+    doctor.add_argument(
+        "--worktree",
+        action="store_true",
+        help="the runners would use --worktree: the workspace must be a git repository with a commit",
+    )
+    doctor.add_argument(
+        "--json",
+        action="store_true",
+        help="print {workspace, workspace_id, ok, counts, checks: [{name, status, detail, fix}]}",
+    )
     add_workspace_args(doctor)
     add_broker_arg(doctor)
     doctor.set_defaults(handler=cmd_doctor)
@@ -58,8 +77,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     workspace = workspace_from_args(args)
     checks = run_checks(workspace, args)
     if args.json:
-        print(json.dumps({"workspace": str(workspace.root), "workspace_id": workspace.id, "ok": not any_failed(checks),
-                          "counts": counts(checks), "checks": [_as_dict(c) for c in checks]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "workspace": str(workspace.root),
+                    "workspace_id": workspace.id,
+                    "ok": not any_failed(checks),
+                    "counts": counts(checks),
+                    "checks": [_as_dict(c) for c in checks],
+                },
+                indent=2,
+            )
+        )
     else:
         print_checklist(workspace, checks)
     return EXIT_FAILED if any_failed(checks) else EXIT_OK
@@ -75,12 +104,17 @@ def run_checks(workspace: Workspace, args: argparse.Namespace) -> list[Check]:
 
     listed, setups = profile_setups(workspace.root, args.agent, ceiling=args.permissions)  # first: a usage error
     brokers, source = broker_choice(args, workspace)
-    wanted = "--worktree" if args.worktree else next(
-        (f"profile {s.name} (\"worktree\": true)" for s in setups if s.strict and s.worktree), None)
+    wanted = (
+        "--worktree"
+        if args.worktree
+        else next((f'profile {s.name} ("worktree": true)' for s in setups if s.strict and s.worktree), None)
+    )
     git, in_git = git_check(workspace.root, wanted=wanted)
     with ThreadPoolExecutor(max_workers=4) as pool:  # each CLI's --version takes about a second: at once
-        agents = [pool.submit(agent_checks, setup, root=workspace.root, workspace_id=workspace.id, in_git=in_git)
-                  for setup in setups]
+        agents = [
+            pool.submit(agent_checks, setup, root=workspace.root, workspace_id=workspace.id, in_git=in_git)
+            for setup in setups
+        ]
         checks = [*workspace_checks(workspace), git, listed, *anyio.run(broker_checks, workspace, brokers, source)]
         for future in agents:
             checks.extend(future.result())
@@ -94,7 +128,9 @@ def _as_dict(check: Check) -> dict[str, str | None]:
 def print_checklist(workspace: Workspace, checks: list[Check]) -> None:
     """One line per check (`FAIL  name  detail`), its fix under it. An agent's skipped checks other than
     its CLI's are left out (they follow from an absent CLI, or mam knows nothing to check); `--json` has them."""
-    shown = [c for c in checks if not (c.status == "skip" and c.name.startswith("agent.") and not c.name.endswith(".cli"))]
+    shown = [
+        c for c in checks if not (c.status == "skip" and c.name.startswith("agent.") and not c.name.endswith(".cli"))
+    ]
     width = max(len(c.name) for c in shown)
     out = sys.stdout
     print(f"mam doctor: workspace {safe(str(workspace.root))} (id {workspace.id})", file=out)

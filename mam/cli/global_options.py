@@ -33,7 +33,11 @@ def add_global(parser: argparse.ArgumentParser) -> None:
     """The global options on the top parser, with the defaults the subcommands had."""
     add_workspace_args(parser)
     add_broker_arg(parser)
-    parser.add_argument("--json", action="store_true", help="JSON output, for the commands that have it (on a listing, the same as -o json)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON output, for the commands that have it (on a listing, the same as -o json)",
+    )
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

@@ -29,16 +29,19 @@ def wide_cells(record: JobRecord) -> list[str]:
 def with_wide(header: list[str], rows: list[list[str]], wide: list[list[str]]) -> tuple[list[str], list[list[str]]]:
     """The wide columns (each row's `wide_cells`) inserted before PROMPT."""
     at = header.index("PROMPT")
-    return ([*header[:at], *WIDE_HEADER, *header[at:]],
-            [[*row[:at], *cells, *row[at:]] for row, cells in zip(rows, wide, strict=True)])
+    return (
+        [*header[:at], *WIDE_HEADER, *header[at:]],
+        [[*row[:at], *cells, *row[at:]] for row, cells in zip(rows, wide, strict=True)],
+    )
 
 
 def sorted_by(records: Iterable[JobRecord], order: SortOrder, now: datetime) -> list[JobRecord]:
     """In `order`; a bare field: times and durations newest or longest first, status and agent A to Z
     (newest first within equal values, whichever the direction)."""
     newest = sorted(records, key=lambda r: (r.submitted_at, r.job_id), reverse=True)
-    return sorted(newest, key=lambda r: sort_key(r, order.field, now),
-                  reverse=order.is_descending(order.field in NEWEST_FIRST))
+    return sorted(
+        newest, key=lambda r: sort_key(r, order.field, now), reverse=order.is_descending(order.field in NEWEST_FIRST)
+    )
 
 
 __all__ = ["SORT_FIELDS", "WIDE_HEADER", "sorted_by", "wide_cells", "with_wide"]

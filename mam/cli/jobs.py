@@ -52,20 +52,49 @@ from mam.registry.reading import resolve_id, resolve_known
 
 def add_filter_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("filters (all given must match)")
-    complete(group.add_argument("--status", action="append", default=[], metavar="S[,S...]",
-                                help="only jobs with one of these statuses (repeatable, or a comma list)"), "status")
+    complete(
+        group.add_argument(
+            "--status",
+            action="append",
+            default=[],
+            metavar="S[,S...]",
+            help="only jobs with one of these statuses (repeatable, or a comma list)",
+        ),
+        "status",
+    )
     complete(group.add_argument("--agent", metavar="NAME", help="only jobs for this agent"), "agent")
     complete(group.add_argument("--session", metavar="S", help="only jobs of this agent session"), "session")
-    complete(group.add_argument("--label", action="append", default=[], metavar="K=V",
-                                help="only jobs with this label (repeatable)"), "label")
-    complete(group.add_argument("--parent", type=job_id, metavar="JOB",
-                                help="only jobs delegated by JOB (any unique prefix or suffix; an unknown job exits 1)"),
-             "job")
-    complete(group.add_argument("--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"),
-             "free")
-    complete(group.add_argument("--limit", type=positive_int, metavar="N",
-                       help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or with -o "
-                       "json|yaml|name)"), "free")
+    complete(
+        group.add_argument(
+            "--label", action="append", default=[], metavar="K=V", help="only jobs with this label (repeatable)"
+        ),
+        "label",
+    )
+    complete(
+        group.add_argument(
+            "--parent",
+            type=job_id,
+            metavar="JOB",
+            help="only jobs delegated by JOB (any unique prefix or suffix; an unknown job exits 1)",
+        ),
+        "job",
+    )
+    complete(
+        group.add_argument(
+            "--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"
+        ),
+        "free",
+    )
+    complete(
+        group.add_argument(
+            "--limit",
+            type=positive_int,
+            metavar="N",
+            help="at most N jobs, newest first (default: a screenful on a terminal, all when piped or with -o "
+            "json|yaml|name)",
+        ),
+        "free",
+    )
     group.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
 
 
@@ -93,8 +122,9 @@ def job_filter(args: argparse.Namespace, workspace: Workspace) -> JobFilter:
     parent = None
     if args.parent:
         parent = resolve_known(workspace, args.parent, "--parent")  # a typo is said, not an empty list
-    return JobFilter(statuses=statuses, agent=args.agent, session=args.session, labels=labels, parent=parent,
-                     since=since)
+    return JobFilter(
+        statuses=statuses, agent=args.agent, session=args.session, labels=labels, parent=parent, since=since
+    )
 
 
 WATCH_HELP = (
@@ -113,8 +143,9 @@ def _print_tree(roots: Iterable[JobRecord], children: Callable[[str], list[JobRe
         branch = "" if root else ("`-- " if last else "|-- ")
         after = after_of(record)
         waits = f"  (after {', '.join(after)})" if after else ""
-        print(f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}"
-              f"{waits}")
+        print(
+            f"{prefix}{branch}{record.job_id} [{record.status.value}] {record.agent}: {short(record.prompt, 40)}{waits}"
+        )
         kids = children(record.job_id)
         for index, kid in enumerate(kids):
             draw(kid, prefix + ("" if root else ("    " if last else "|   ")), index == len(kids) - 1, False)
@@ -125,8 +156,12 @@ def _print_tree(roots: Iterable[JobRecord], children: Callable[[str], list[JobRe
 
 def _tree_item(record: JobRecord) -> dict[str, object]:
     """A job as `mam jobs tree --json` lists it: where it sits in the tree."""
-    return {"job_id": record.job_id, "parent": record.parent, "status": record.status.value,
-            "after": list(after_of(record))}
+    return {
+        "job_id": record.job_id,
+        "parent": record.parent,
+        "status": record.status.value,
+        "after": list(after_of(record)),
+    }
 
 
 def _job_name(record: JobRecord) -> str:
@@ -141,6 +176,7 @@ def _print_subtree(workspace: Workspace, jobs: Jobs, where: JobFilter, text: str
         raise NoSuchJob(f"no job {text!r}: check the id with `mam jobs`")
     _, children = jobs.tree(where)
     if form:
+
         def walk(record: JobRecord) -> Iterator[JobRecord]:
             yield record
             for kid in children(record.job_id):
@@ -166,7 +202,9 @@ def _tree(args: argparse.Namespace, workspace: Workspace, jobs: Jobs, where: Job
     return 0
 
 
-def _chosen(jobs: Jobs, where: JobFilter, order: SortOrder | None, limit: int | None) -> tuple[Iterator[JobRecord], int]:
+def _chosen(
+    jobs: Jobs, where: JobFilter, order: SortOrder | None, limit: int | None
+) -> tuple[Iterator[JobRecord], int]:
     """The records to list, in `order` (None: newest first), and how many match."""
     if order is None or (order.field == "submitted" and order.descending is not False):
         return jobs.select(where, limit)  # the index's own order: only the shown records are read
@@ -245,8 +283,15 @@ def _watch(args: argparse.Namespace, workspace: Workspace, where: JobFilter, job
     shown, matching = jobs.select(where, first)
     initial = list(shown)
     jobs.close()
-    return watch_jobs(workspace, broker_from_args(args, workspace), where, initial, as_json=as_json,
-                      limit=args.limit, matching=matching)
+    return watch_jobs(
+        workspace,
+        broker_from_args(args, workspace),
+        where,
+        initial,
+        as_json=as_json,
+        limit=args.limit,
+        matching=matching,
+    )
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
@@ -281,26 +326,45 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def register(sub: Subparsers) -> None:
     for watching in (False, True):
         if watching:
-            parser = sub.add_parser("watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)",
-                                    description=WATCH_HELP)
+            parser = sub.add_parser(
+                "watch", help="the workspace's jobs, live (the same as `mam jobs --watch`)", description=WATCH_HELP
+            )
             parser.set_defaults(view="list", watch=True, root=None, output=None, sort_by=None)
         else:
             parser = sub.add_parser(
                 "jobs", help="list the workspace's jobs, newest first; `mam jobs tree` draws the delegation tree"
             )
             parser.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
-            complete(parser.add_argument("root", nargs="?", type=job_id, metavar="ROOT",
-                                         help="with `tree`: draw only this job and the jobs under it"), "job")
+            complete(
+                parser.add_argument(
+                    "root",
+                    nargs="?",
+                    type=job_id,
+                    metavar="ROOT",
+                    help="with `tree`: draw only this job and the jobs under it",
+                ),
+                "job",
+            )
             add_output_arg(parser, wide="also exit code, error, runner, attempt, parent and labels", name="job/<id>")
-            complete(parser.add_argument(
-                "--sort-by", type=sort_order, metavar="[-|+]FIELD",
-                help=f"order by {', '.join(SORT_FIELDS)}: -FIELD descending, +FIELD ascending; a bare FIELD keeps its "
-                "order (submitted, updated, duration: newest or longest first; status, agent: A to Z) "
-                "(default: submitted, newest first)"), "sort")
-            parser.add_argument("-w", "--watch", action="store_true",
-                                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0). "
-                                     "Piped: a line per status change, starting with its time in ISO 8601 UTC; "
-                                     "a lost broker is reconnected")
+            complete(
+                parser.add_argument(
+                    "--sort-by",
+                    type=sort_order,
+                    metavar="[-|+]FIELD",
+                    help=f"order by {', '.join(SORT_FIELDS)}: -FIELD descending, +FIELD ascending; a bare FIELD keeps its "
+                    "order (submitted, updated, duration: newest or longest first; status, agent: A to Z) "
+                    "(default: submitted, newest first)",
+                ),
+                "sort",
+            )
+            parser.add_argument(
+                "-w",
+                "--watch",
+                action="store_true",
+                help="keep showing the jobs as their states change (Ctrl-C stops; exit 0). "
+                "Piped: a line per status change, starting with its time in ISO 8601 UTC; "
+                "a lost broker is reconnected",
+            )
         add_filter_args(parser)
         add_workspace_args(parser)
         add_broker_arg(parser)

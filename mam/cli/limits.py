@@ -40,13 +40,16 @@ def _count(flag: str, limit: int) -> Any:
         if not 1 <= value <= limit:
             raise argparse.ArgumentTypeError(f"{text!r} is out of range (1 to {limit})")
         return value
+
     return parse
 
 
 def _model(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a model name: up to 128 letters, digits and . _ : / @ -, "
-                                         "not starting with - (e.g. opus, gpt-5-codex)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a model name: up to 128 letters, digits and . _ : / @ -, "
+            "not starting with - (e.g. opus, gpt-5-codex)"
+        )
     return text
 
 
@@ -61,25 +64,69 @@ def _dollars(text: str) -> float:
 
 
 def add_limit_args(parser: argparse.ArgumentParser) -> None:
-    complete(parser.add_argument("--resume", type=job_id, metavar="JOB",
-                        help="continue JOB's agent session (claude --resume, codex exec resume, gemini --resume) "
-                        "with this prompt, as a new job on the same agent; a worktree job starts from JOB's branch"),
-             "job")
-    complete(parser.add_argument("--model", type=_model, metavar="NAME", help="the model the agent uses (passed as its CLI's --model)"),
-             "model")
-    complete(parser.add_argument("--max-turns", type=_count("--max-turns", MAX_TURNS), metavar="N",
-                        help="the agent's turn limit, where its CLI has one (claude --max-turns)"), "free")
-    complete(parser.add_argument("--budget-tokens", type=_count("--budget-tokens", 2**53 - 1), metavar="N",
-                        help="stop the job, failed, once its agent reports more tokens (input + output) than N"),
-             "free")
-    complete(parser.add_argument("--budget-usd", type=_dollars, metavar="X",
-                        help="stop the job, failed, once its agent reports a cost above X dollars"), "free")
-    complete(parser.add_argument("--tree-budget-tokens", type=_count("--tree-budget-tokens", 2**53 - 1), metavar="N",
-                        help="for the jobs under this one: once they recorded N tokens, refuse new ones and cancel "
-                        "the running ones"), "free")
-    complete(parser.add_argument("--tree-budget-usd", type=_dollars, metavar="X",
-                        help="for the jobs under this one: once they recorded X dollars, refuse new ones and "
-                        "cancel the running ones"), "free")
+    complete(
+        parser.add_argument(
+            "--resume",
+            type=job_id,
+            metavar="JOB",
+            help="continue JOB's agent session (claude --resume, codex exec resume, gemini --resume) "
+            "with this prompt, as a new job on the same agent; a worktree job starts from JOB's branch",
+        ),
+        "job",
+    )
+    complete(
+        parser.add_argument(
+            "--model", type=_model, metavar="NAME", help="the model the agent uses (passed as its CLI's --model)"
+        ),
+        "model",
+    )
+    complete(
+        parser.add_argument(
+            "--max-turns",
+            type=_count("--max-turns", MAX_TURNS),
+            metavar="N",
+            help="the agent's turn limit, where its CLI has one (claude --max-turns)",
+        ),
+        "free",
+    )
+    complete(
+        parser.add_argument(
+            "--budget-tokens",
+            type=_count("--budget-tokens", 2**53 - 1),
+            metavar="N",
+            help="stop the job, failed, once its agent reports more tokens (input + output) than N",
+        ),
+        "free",
+    )
+    complete(
+        parser.add_argument(
+            "--budget-usd",
+            type=_dollars,
+            metavar="X",
+            help="stop the job, failed, once its agent reports a cost above X dollars",
+        ),
+        "free",
+    )
+    complete(
+        parser.add_argument(
+            "--tree-budget-tokens",
+            type=_count("--tree-budget-tokens", 2**53 - 1),
+            metavar="N",
+            help="for the jobs under this one: once they recorded N tokens, refuse new ones and cancel "
+            "the running ones",
+        ),
+        "free",
+    )
+    complete(
+        parser.add_argument(
+            "--tree-budget-usd",
+            type=_dollars,
+            metavar="X",
+            help="for the jobs under this one: once they recorded X dollars, refuse new ones and "
+            "cancel the running ones",
+        ),
+        "free",
+    )
 
 
 def limit_fields(args: argparse.Namespace) -> dict[str, Any]:

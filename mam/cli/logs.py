@@ -18,13 +18,22 @@ from mam.registry.reading import read_record_or_pruned, resolve_id
 
 def register(sub: Subparsers) -> None:
     logs = sub.add_parser("logs", help="print a job's output; -f follows it live until the job ends")
-    complete(logs.add_argument("job_id", type=job_id, metavar="JOB",
-                               help="the job's id, or any unique prefix or suffix of it"), "job")
-    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded")
-    complete(logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output"),
-             "free")
-    logs.add_argument("--timestamps", action="store_true",
-                      help="start each line with the time its output was recorded (ISO 8601 UTC)")
+    complete(
+        logs.add_argument(
+            "job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it"
+        ),
+        "job",
+    )
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="follow until the job ends; exit 0 only if it succeeded"
+    )
+    complete(
+        logs.add_argument("--tail", type=non_negative_int, metavar="N", help="only the last N lines of the output"),
+        "free",
+    )
+    logs.add_argument(
+        "--timestamps", action="store_true", help="start each line with the time its output was recorded (ISO 8601 UTC)"
+    )
     add_workspace_args(logs)
     add_broker_arg(logs)
     logs.set_defaults(handler=cmd_logs)
@@ -38,8 +47,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     record = read_record_or_pruned(workspace, job)
     following = args.follow and not record.status.terminal
     if following and args.timestamps:
-        raise UsageError(f"--timestamps prints what is logged so far; job {job} is {record.status.value}: "
-                         f"follow it with `mam logs -f {job}` (--tail N may go with it)")
+        raise UsageError(
+            f"--timestamps prints what is logged so far; job {job} is {record.status.value}: "
+            f"follow it with `mam logs -f {job}` (--tail N may go with it)"
+        )
     if not following and (args.tail is not None or args.timestamps):
         _print_lines(workspace, job, args.tail, args.timestamps)
     elif following:

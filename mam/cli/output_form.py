@@ -32,8 +32,13 @@ def add_output_arg(parser: argparse.ArgumentParser, *, wide: str | None, name: s
     `name` what `-o name` prints (`job/<id>`)."""
     forms = FORMS if wide else FORMS[:3]
     said = f"; wide: {wide}" if wide else ""
-    parser.add_argument("-o", "--output", choices=forms, metavar="|".join(forms),
-                        help=f"json (the same as --json), yaml, name ({name} a line){said}")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=forms,
+        metavar="|".join(forms),
+        help=f"json (the same as --json), yaml, name ({name} a line){said}",
+    )
 
 
 def output_form(args: argparse.Namespace) -> str | None:
@@ -51,8 +56,7 @@ def is_document(form: str | None) -> bool:
     return form in ("json", "yaml")
 
 
-def print_items(items: Iterable[T], form: str, *, document: Callable[[T], object],
-                name: Callable[[T], str]) -> None:
+def print_items(items: Iterable[T], form: str, *, document: Callable[[T], object], name: Callable[[T], str]) -> None:
     """A listing in `form` (json, yaml or name), one item at a time."""
     if form == "name":
         for item in items:
@@ -99,5 +103,13 @@ def _yaml(value: object) -> str:
     return str(yaml.dump(value, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1_000_000))
 
 
-__all__ = ["FORMS", "add_output_arg", "is_document", "output_form", "print_document", "print_items", "print_json",
-           "print_yaml"]
+__all__ = [
+    "FORMS",
+    "add_output_arg",
+    "is_document",
+    "output_form",
+    "print_document",
+    "print_items",
+    "print_json",
+    "print_yaml",
+]

@@ -57,14 +57,37 @@ def register(sub: Subparsers) -> None:
         "nothing unfinished under it), and wait for the projector's verdicts: exit 0 when all were pruned, 1 when "
         "some were refused, 3 when no projector serves the workspace or no verdict came in time.",
     )
-    complete(prune.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
-                       help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)"),
-             "free")
-    complete(prune.add_argument("--status", action="append", default=[], metavar="S[,S...]",
-                       help="only jobs that ended so (repeatable, or a comma list; default: every finished status)"), "status")
+    complete(
+        prune.add_argument(
+            "--older-than",
+            required=True,
+            type=duration,
+            metavar="DURATION",
+            help="only jobs that finished at least this long ago: 30d, 12h, 1h30m (0s: any finished job)",
+        ),
+        "free",
+    )
+    complete(
+        prune.add_argument(
+            "--status",
+            action="append",
+            default=[],
+            metavar="S[,S...]",
+            help="only jobs that ended so (repeatable, or a comma list; default: every finished status)",
+        ),
+        "status",
+    )
     prune.add_argument("--dry-run", action="store_true", help="list what would be pruned; publish nothing")
-    complete(prune.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
-                       help="how long to wait for the verdicts (default 60); no verdict in time exits 3"), "free")
+    complete(
+        prune.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            default=60.0,
+            metavar="SECONDS",
+            help="how long to wait for the verdicts (default 60); no verdict in time exits 3",
+        ),
+        "free",
+    )
     add_output_arg(prune, wide=None, name="job/<id> (pruned, or with --dry-run would be)")
     prune.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(prune)
@@ -128,8 +151,9 @@ def _clean_branches(workspace: Workspace, pruned: list[str]) -> tuple[list[str],
     return clean(found)
 
 
-def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, workspace: Workspace,
-                form: str | None) -> None:
+def _print_plan(
+    selection: Selection, policy: Policy, args: argparse.Namespace, workspace: Workspace, form: str | None
+) -> None:
     """`--dry-run`, or nothing to prune: what would go, and what an unfinished job keeps."""
     ids = [brief.job_id for brief in selection.chosen]
     if form in ("json", "yaml"):
@@ -145,8 +169,7 @@ def _print_plan(selection: Selection, policy: Policy, args: argparse.Namespace, 
         print(f"{brief.job_id:<{width}}  {brief.status.value:<9}  finished {ago(brief.finished_at, now)}")
     _say_kept(selection)
     if args.dry_run:
-        print(f"mam: would prune {len(ids)} job(s) {policy.describe()} (--dry-run: nothing published)",
-              file=sys.stderr)
+        print(f"mam: would prune {len(ids)} job(s) {policy.describe()} (--dry-run: nothing published)", file=sys.stderr)
     else:
         print(f"mam: nothing to prune: no job in {workspace.registry_dir} {policy.describe()}", file=sys.stderr)
 
@@ -167,7 +190,7 @@ async def _prune(
         try:
             with anyio.fail_after(timeout):
                 for start in range(0, len(job_ids), ROUND):
-                    await _round(pub, job_ids[start:start + ROUND], event, pruned, refused, first=start == 0)
+                    await _round(pub, job_ids[start : start + ROUND], event, pruned, refused, first=start == 0)
         except TimeoutError:
             missing = len(job_ids) - len(pruned) - len(refused)
             raise WaitTimeout(

@@ -61,16 +61,44 @@ def job_ids(text: str) -> list[str]:
 
 def add_policy_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("retries and dependencies")
-    complete(group.add_argument("--retries", type=retries, metavar="N",
-                       help="retry up to N more times when an attempt ends in an outcome of --retry-on"), "free")
-    complete(group.add_argument("--retry-on", type=outcomes, metavar="OUTCOME[,OUTCOME...]",
-                       help=f"the outcomes that retry: {', '.join(RETRY_OUTCOMES)} (default failed,lost)"), "outcome")
-    complete(group.add_argument("--backoff", type=backoff_seconds, metavar="SECONDS",
-                       help="wait before the first retry (default 1), doubling each time, with jitter, "
-                       "at most 600 s"), "free")
-    complete(group.add_argument("--after", type=job_ids, action="append", default=[], metavar="JOB[,JOB...]",
-                       help="blocked until these jobs have all succeeded; cancelled if one ends otherwise "
-                       "(repeatable)"), "jobs")
+    complete(
+        group.add_argument(
+            "--retries",
+            type=retries,
+            metavar="N",
+            help="retry up to N more times when an attempt ends in an outcome of --retry-on",
+        ),
+        "free",
+    )
+    complete(
+        group.add_argument(
+            "--retry-on",
+            type=outcomes,
+            metavar="OUTCOME[,OUTCOME...]",
+            help=f"the outcomes that retry: {', '.join(RETRY_OUTCOMES)} (default failed,lost)",
+        ),
+        "outcome",
+    )
+    complete(
+        group.add_argument(
+            "--backoff",
+            type=backoff_seconds,
+            metavar="SECONDS",
+            help="wait before the first retry (default 1), doubling each time, with jitter, at most 600 s",
+        ),
+        "free",
+    )
+    complete(
+        group.add_argument(
+            "--after",
+            type=job_ids,
+            action="append",
+            default=[],
+            metavar="JOB[,JOB...]",
+            help="blocked until these jobs have all succeeded; cancelled if one ends otherwise (repeatable)",
+        ),
+        "jobs",
+    )
 
 
 def policy_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -104,14 +132,38 @@ def register(subparsers: Subparsers) -> None:
         "timeout, parent and retry policy; the new record's retry_of names the old job. Prints the new job's id "
         "once the projector has recorded it (exit 0); exit 1 if the job is unknown or has not finished.",
     )
-    complete(retry.add_argument("job_ids", type=job_id, nargs="*", metavar="JOB",
-                       help="the finished job's id, or a unique prefix or suffix of it (at least 4 characters) "
-                       "among the retained states; several may be given"), "job")
+    complete(
+        retry.add_argument(
+            "job_ids",
+            type=job_id,
+            nargs="*",
+            metavar="JOB",
+            help="the finished job's id, or a unique prefix or suffix of it (at least 4 characters) "
+            "among the retained states; several may be given",
+        ),
+        "job",
+    )
     add_selector_args(retry, "retry")
-    complete(retry.add_argument("--job-id", dest="new_job_id", type=job_id, metavar="ID",
-                       help="the new job's id (default: generated; only when one job is retried)"), "free")
-    complete(retry.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-                       help="how long to wait for the verdict (default 30); no verdict in time exits 3"), "free")
+    complete(
+        retry.add_argument(
+            "--job-id",
+            dest="new_job_id",
+            type=job_id,
+            metavar="ID",
+            help="the new job's id (default: generated; only when one job is retried)",
+        ),
+        "free",
+    )
+    complete(
+        retry.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            default=30.0,
+            metavar="SECONDS",
+            help="how long to wait for the verdict (default 30); no verdict in time exits 3",
+        ),
+        "free",
+    )
     retry.add_argument("--json", action="store_true", help="print the new job's recorded state as JSON")
     add_workspace_args(retry)
     add_broker_arg(retry)

@@ -22,48 +22,69 @@ from mam.registry.reading import read_record_or_pruned, resolve_id
 
 
 def _job_arg(parser: argparse.ArgumentParser) -> None:
-    complete(parser.add_argument("job_id", type=job_id, metavar="JOB",
-                                 help="the job's id, or any unique prefix or suffix of it"), "job")
+    complete(
+        parser.add_argument(
+            "job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it"
+        ),
+        "job",
+    )
 
 
 def register(sub: Subparsers) -> None:
-    diff = sub.add_parser("diff", help="show a worktree job's change against the commit it started from",
-                          description="git diff BASE mam/JOB in the workspace's repository: the job's change. "
-                          "Paged as git pages when the output is a terminal, plain otherwise.")
+    diff = sub.add_parser(
+        "diff",
+        help="show a worktree job's change against the commit it started from",
+        description="git diff BASE mam/JOB in the workspace's repository: the job's change. "
+        "Paged as git pages when the output is a terminal, plain otherwise.",
+    )
     _job_arg(diff)
     diff.add_argument("--stat", action="store_true", help="only the diffstat (git diff --stat)")
     add_workspace_args(diff)
     diff.set_defaults(handler=cmd_diff)
 
-    land = sub.add_parser("merge", help="land a worktree job's branch on the checkout's current branch",
-                          description="Fast-forward when possible, else a merge commit (--squash: one commit "
-                          "naming the job and its prompt's first line). Refused in one line, with nothing done, "
-                          "when the checkout has uncommitted changes to tracked files or the merge would conflict. "
-                          "Then the job's worktree and branch are removed. Inside a job ($MAM_JOB_ID, in a "
-                          "worktree of its own) it lands a job that job delegated on that job's own branch, in its "
-                          "worktree, never in the checkout; inside a job without a worktree it is refused.")
+    land = sub.add_parser(
+        "merge",
+        help="land a worktree job's branch on the checkout's current branch",
+        description="Fast-forward when possible, else a merge commit (--squash: one commit "
+        "naming the job and its prompt's first line). Refused in one line, with nothing done, "
+        "when the checkout has uncommitted changes to tracked files or the merge would conflict. "
+        "Then the job's worktree and branch are removed. Inside a job ($MAM_JOB_ID, in a "
+        "worktree of its own) it lands a job that job delegated on that job's own branch, in its "
+        "worktree, never in the checkout; inside a job without a worktree it is refused.",
+    )
     _job_arg(land)
     land.add_argument("--squash", action="store_true", help="squash the job's commits into one new commit")
     land.add_argument("--keep-branch", action="store_true", help="keep the job's branch (and worktree) after merging")
-    land.add_argument("--into-checkout", action="store_true",
-                      help="inside a job too, land on the checkout's current branch as outside any job ($MAM_JOB_ID "
-                      "ignored)")
+    land.add_argument(
+        "--into-checkout",
+        action="store_true",
+        help="inside a job too, land on the checkout's current branch as outside any job ($MAM_JOB_ID ignored)",
+    )
     add_workspace_args(land)
     land.set_defaults(handler=cmd_merge)
 
-    drop = sub.add_parser("discard", help="remove a finished worktree job's branch and worktree (its work is lost)",
-                          description="Remove a finished worktree job's branch and worktree; its work is lost. Inside "
-                          "a job ($MAM_JOB_ID), only a job that job delegated (or one below those).")
+    drop = sub.add_parser(
+        "discard",
+        help="remove a finished worktree job's branch and worktree (its work is lost)",
+        description="Remove a finished worktree job's branch and worktree; its work is lost. Inside "
+        "a job ($MAM_JOB_ID), only a job that job delegated (or one below those).",
+    )
     _job_arg(drop)
     add_workspace_args(drop)
     drop.set_defaults(handler=cmd_discard)
 
-    trees = sub.add_parser("worktrees", help="list the jobs' branches and worktrees; --clean removes spent ones",
-                           description="Each mam/<job> branch and .mam/worktrees/<job> directory with its job's "
-                           "status and whether the branch is merged, empty or unmerged. --clean removes those of "
-                           "finished jobs whose branch is merged, empty or gone; unmerged work is kept.")
-    trees.add_argument("--clean", action="store_true",
-                       help="remove the worktrees and branches of finished jobs that were merged, discarded or empty")
+    trees = sub.add_parser(
+        "worktrees",
+        help="list the jobs' branches and worktrees; --clean removes spent ones",
+        description="Each mam/<job> branch and .mam/worktrees/<job> directory with its job's "
+        "status and whether the branch is merged, empty or unmerged. --clean removes those of "
+        "finished jobs whose branch is merged, empty or gone; unmerged work is kept.",
+    )
+    trees.add_argument(
+        "--clean",
+        action="store_true",
+        help="remove the worktrees and branches of finished jobs that were merged, discarded or empty",
+    )
     add_output_arg(trees, wide="also each branch's name and tip commit", name="job/<id>")
     trees.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(trees)
@@ -92,7 +113,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     record = read_record_or_pruned(workspace, resolve_id(workspace, args.job_id))  # a branch may outlive its record
     job = record.job_id
     inside = None if args.into_checkout else enclosing()
-    into = landing_into(workspace, job, inside, otherwise=f"`mam merge --into-checkout {job}` lands it there on purpose")
+    into = landing_into(
+        workspace, job, inside, otherwise=f"`mam merge --into-checkout {job}` lands it there on purpose"
+    )
     work = job_work(workspace.root, record)
     print(safe(merge(work, squash=args.squash, keep_branch=args.keep_branch, into=into)))
     return 0
@@ -139,6 +162,7 @@ def cmd_worktrees(args: argparse.Namespace) -> int:
 
 def _table(found: list[Leftover], *, wide: bool = False) -> None:
     """JOB, STATUS, BRANCH (its state), WORKTREE and `cleanable`; `wide`: the branch's name and tip before WORKTREE."""
+
     def cells(item: Leftover) -> tuple[str, ...]:
         more = (item.branch or "-", item.tip[:12] if item.tip else "-") if wide else ()
         return (item.job_id, item.status, item.state, *more, item.tree or "-", "cleanable" if item.cleanable else "")
@@ -147,8 +171,11 @@ def _table(found: list[Leftover], *, wide: bool = False) -> None:
     rows = [header, *(cells(item) for item in found)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     for row in rows:
-        print(safe("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
-              .rstrip())
+        print(
+            safe(
+                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+            ).rstrip()
+        )
 
 
 __all__ = ["register"]

@@ -33,6 +33,10 @@ def runner_labels(workspace: Workspace) -> list[str]:
         statuses = anyio.run(snapshot_agents_within, parse_brokers(runtime.broker), Topics(workspace.id), BUDGET)
     except Exception:  # noqa: BLE001 - a broker that refuses, a login needed: nothing to offer, never a trace
         return []
-    pairs = {(key, value) for status in (statuses or {}).values() if isinstance(status.labels, dict)
-             for key, value in status.labels.items()}
+    pairs = {
+        (key, value)
+        for status in (statuses or {}).values()
+        if isinstance(status.labels, dict)
+        for key, value in status.labels.items()
+    }
     return [f"{key}={value}" for key, value in sorted(pairs)]

@@ -10,9 +10,13 @@ from mam.process.argparse_internals import Subparsers
 
 
 def register(sub: Subparsers) -> None:
-    schema = sub.add_parser("schema", help="print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json")
-    complete(schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)"),
-             "event-type")
+    schema = sub.add_parser(
+        "schema", help="print the events' JSON Schema (draft 2020-12), as in docs/events.schema.json"
+    )
+    complete(
+        schema.add_argument("--type", metavar="TYPE", help="only this event type's schema (self-contained)"),
+        "event-type",
+    )
     schema.set_defaults(handler=cmd_schema)
 
 

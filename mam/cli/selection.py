@@ -67,8 +67,10 @@ async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
             await pub.wait_projector(3.0)  # the same check its publish makes
         except aiomqtt.MqttError as exc:
             raise unreachable(pub.broker, exc) from None
-        raise Refused(f"no job {text!r} in workspace {pub.workspace.id} (no id is, starts or ends with it): "
-                      "check the id with `mam jobs`") from None
+        raise Refused(
+            f"no job {text!r} in workspace {pub.workspace.id} (no id is, starts or ends with it): "
+            "check the id with `mam jobs`"
+        ) from None
     check_write_id(text, found, verb)
     if found != text:
         print(f"mam: {text} is job {found}", file=sys.stderr)
@@ -77,12 +79,33 @@ async def resolve_for_write(pub: Publisher, text: str, verb: str) -> str:
 
 def add_selector_args(parser: argparse.ArgumentParser, verb: str) -> None:
     """`JOB...`, `-l key=value`, `--status S`, `--yes`."""
-    complete(parser.add_argument("-l", "--selector", action="append", default=[], metavar="K=V",
-                        help=f"{verb} every job with this label (repeatable: all must match)"), "label")
-    complete(parser.add_argument("--status", dest="select_status", action="append", default=[], metavar="S[,S...]",
-                        help=f"{verb} every job with one of these statuses (with -l: both must match)"), "status")
-    parser.add_argument("--yes", action="store_true",
-                        help=f"{verb} more than {CONFIRM_ABOVE} jobs (without it, the command lists them and stops)")
+    complete(
+        parser.add_argument(
+            "-l",
+            "--selector",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help=f"{verb} every job with this label (repeatable: all must match)",
+        ),
+        "label",
+    )
+    complete(
+        parser.add_argument(
+            "--status",
+            dest="select_status",
+            action="append",
+            default=[],
+            metavar="S[,S...]",
+            help=f"{verb} every job with one of these statuses (with -l: both must match)",
+        ),
+        "status",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"{verb} more than {CONFIRM_ABOVE} jobs (without it, the command lists them and stops)",
+    )
 
 
 def _selectors(args: argparse.Namespace) -> tuple[dict[str, str], frozenset[Status]]:
@@ -101,8 +124,7 @@ def has_selectors(args: argparse.Namespace) -> bool:
     return bool(args.selector or args.select_status)
 
 
-async def select(pub: Publisher, args: argparse.Namespace, verb: str,
-                 fits: Callable[[JobRecord], bool]) -> list[str]:
+async def select(pub: Publisher, args: argparse.Namespace, verb: str, fits: Callable[[JobRecord], bool]) -> list[str]:
     """The ids typed (each resolved, in the order typed) then the retained jobs the selectors match
     and `fits` takes (oldest first); each once. Refused when nothing is selected."""
     chosen: list[str] = []
@@ -118,15 +140,21 @@ async def select(pub: Publisher, args: argparse.Namespace, verb: str,
         except aiomqtt.MqttError as exc:
             raise unreachable(pub.broker, exc) from None
         matching = sorted(
-            (r for r in states.values()
-             if all(r.labels.get(k) == v for k, v in labels.items())
-             and (not statuses or r.status in statuses) and fits(r)),
+            (
+                r
+                for r in states.values()
+                if all(r.labels.get(k) == v for k, v in labels.items())
+                and (not statuses or r.status in statuses)
+                and fits(r)
+            ),
             key=lambda r: (r.submitted_at or "", r.job_id),
         )
         chosen.extend(r.job_id for r in matching if r.job_id not in chosen)
         if not chosen:
-            raise Refused(f"no job matches {_described(args)} that can be {_FORMS[verb][0]}: nothing done "
-                          "(`mam jobs` lists the jobs)")
+            raise Refused(
+                f"no job matches {_described(args)} that can be {_FORMS[verb][0]}: nothing done "
+                "(`mam jobs` lists the jobs)"
+            )
     return chosen
 
 
@@ -141,10 +169,19 @@ def confirm(jobs: list[str], verb: str, yes: bool) -> None:
         return
     shown = ", ".join(jobs[:20]) + (f" and {len(jobs) - 20} more" if len(jobs) > 20 else "")
     if len(jobs) > CONFIRM_ABOVE and not yes:
-        raise UsageError(f"this would {verb} {len(jobs)} jobs ({shown}): add --yes to {verb} more than "
-                         f"{CONFIRM_ABOVE}; nothing done")
+        raise UsageError(
+            f"this would {verb} {len(jobs)} jobs ({shown}): add --yes to {verb} more than {CONFIRM_ABOVE}; nothing done"
+        )
     print(f"mam: {_FORMS[verb][1]} {len(jobs)} jobs: {shown}", file=sys.stderr)
 
 
-__all__ = ["CONFIRM_ABOVE", "MIN_WRITE_CHARS", "add_selector_args", "confirm", "has_selectors", "resolve_retained",
-           "resolve_for_write", "select"]
+__all__ = [
+    "CONFIRM_ABOVE",
+    "MIN_WRITE_CHARS",
+    "add_selector_args",
+    "confirm",
+    "has_selectors",
+    "resolve_retained",
+    "resolve_for_write",
+    "select",
+]

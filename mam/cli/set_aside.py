@@ -30,19 +30,35 @@ MIN_ID = 6
 
 def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
-        "set-aside", help="list the messages the projector failed to handle and set aside; --replay tries them again",
+        "set-aside",
+        help="list the messages the projector failed to handle and set aside; --replay tries them again",
         description="List the messages the projector failed to handle (a projector fault, not a refusal) and set "
         "aside in <logs>/_set_aside.jsonl; the projector tries each again at every start. --replay publishes them "
         "again now, as they came, and prints what the projector made of each: handled (recorded, a duplicate, or "
         "refused with a reason), or still set aside with the new reason. Exit 1 when one is still set aside.",
     )
-    complete(parser.add_argument("ids", nargs="*", metavar="ID", help="only these (an id or its first 6 characters or more)"),
-             "set-aside")
-    parser.add_argument("--replay", action="store_true",
-                        help="publish the messages named (or every one, with --all) again, and wait for the verdicts")
+    complete(
+        parser.add_argument(
+            "ids", nargs="*", metavar="ID", help="only these (an id or its first 6 characters or more)"
+        ),
+        "set-aside",
+    )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="publish the messages named (or every one, with --all) again, and wait for the verdicts",
+    )
     parser.add_argument("--all", action="store_true", help="with --replay: every message set aside")
-    complete(parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-                        help="with --replay: wait this long for the projector's verdicts (default 30)"), "free")
+    complete(
+        parser.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            default=30.0,
+            metavar="SECONDS",
+            help="with --replay: wait this long for the projector's verdicts (default 30)",
+        ),
+        "free",
+    )
     add_output_arg(parser, wide=None, name="set-aside/<id>")
     parser.add_argument("--json", action="store_true", help="the same as -o json")
     add_workspace_args(parser)
@@ -72,8 +88,10 @@ def cmd_set_aside(args: argparse.Namespace) -> int:
         print("nothing set aside")
     else:
         print("\n".join(render([_row(entry) for entry in chosen], HEADER)))
-        print(f"{summary(chosen).describe()}; `mam set-aside --replay ID` or `--replay --all` tries them again",
-              file=sys.stderr)
+        print(
+            f"{summary(chosen).describe()}; `mam set-aside --replay ID` or `--replay --all` tries them again",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -83,8 +101,9 @@ def _chosen(entries: list[SetAsideEntry], ids: list[str]) -> list[SetAsideEntry]
     chosen: list[SetAsideEntry] = []
     for given in ids:
         if len(given) < MIN_ID:
-            raise UsageError(f"id {safe(given)!r} is too short: give at least {MIN_ID} characters (`mam set-aside` "
-                             "lists them)")
+            raise UsageError(
+                f"id {safe(given)!r} is too short: give at least {MIN_ID} characters (`mam set-aside` lists them)"
+            )
         found = [entry for entry in entries if entry_id(entry).startswith(given.lower())]
         if not found:
             raise UsageError(f"no message set aside has id {safe(given)!r} (`mam set-aside` lists them)")
@@ -106,9 +125,12 @@ def _replay(args: argparse.Namespace, workspace: Workspace, chosen: list[SetAsid
     brokers = broker_from_args(args, workspace)
     outcomes = anyio.run(lambda: replay(brokers, workspace.logs_dir, chosen, timeout=args.timeout))
     if form is not None:
-        print_items(outcomes, form, document=lambda o: {"id": o.id, "topic": o.topic, "verdict": o.verdict,
-                                                        "reason": o.reason},
-                    name=lambda o: f"set-aside/{o.id[:SHORT_ID]}")
+        print_items(
+            outcomes,
+            form,
+            document=lambda o: {"id": o.id, "topic": o.topic, "verdict": o.verdict, "reason": o.reason},
+            name=lambda o: f"set-aside/{o.id[:SHORT_ID]}",
+        )
     else:
         for outcome in outcomes:
             why = f": {outcome.reason}" if outcome.reason else ""
@@ -123,8 +145,14 @@ def _job(topic: str) -> str:
 
 
 def _row(entry: SetAsideEntry) -> list[str]:
-    return [entry_id(entry)[:SHORT_ID], entry.set_aside_at, _job(entry.topic), str(entry.payload_bytes),
-            str(entry.tried_again or 0), short(entry.reason, 80)]
+    return [
+        entry_id(entry)[:SHORT_ID],
+        entry.set_aside_at,
+        _job(entry.topic),
+        str(entry.payload_bytes),
+        str(entry.tried_again or 0),
+        short(entry.reason, 80),
+    ]
 
 
 def _document(entry: SetAsideEntry) -> dict[str, Any]:

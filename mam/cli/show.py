@@ -24,23 +24,39 @@ from mam.registry.reading import NotFound, read_events, read_pruned, read_record
 
 
 def register(sub: Subparsers) -> None:
-    show = sub.add_parser("show", help="show one job's record", description=(
-        "Describe one job for a person, as kubectl describe: status and why, agent, runner, times, outcome, "
-        "result, git, usage, its delegation tree and the last lines of its output. -o json|yaml prints the "
-        "record whole, every key as stored."))
-    complete(show.add_argument("job_id", type=job_id, metavar="JOB",
-                               help="the job's id, or any unique prefix or suffix of it"), "job")
+    show = sub.add_parser(
+        "show",
+        help="show one job's record",
+        description=(
+            "Describe one job for a person, as kubectl describe: status and why, agent, runner, times, outcome, "
+            "result, git, usage, its delegation tree and the last lines of its output. -o json|yaml prints the "
+            "record whole, every key as stored."
+        ),
+    )
+    complete(
+        show.add_argument(
+            "job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it"
+        ),
+        "job",
+    )
     add_output_arg(show, wide=None, name="job/<id>")
     show.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
-    show.add_argument("--no-color", action="store_true",
-                      help="no colour in the view (also when NO_COLOR is set, or stdout is not a terminal)")
+    show.add_argument(
+        "--no-color",
+        action="store_true",
+        help="no colour in the view (also when NO_COLOR is set, or stdout is not a terminal)",
+    )
     add_workspace_args(show)
     add_broker_arg(show)
     show.set_defaults(handler=cmd_show)
 
     events = sub.add_parser("events", help="show one job's audit log")
-    complete(events.add_argument("job_id", type=job_id, metavar="JOB",
-                                 help="the job's id, or any unique prefix or suffix of it"), "job")
+    complete(
+        events.add_argument(
+            "job_id", type=job_id, metavar="JOB", help="the job's id, or any unique prefix or suffix of it"
+        ),
+        "job",
+    )
     add_output_arg(events, wide="also each event's id, and its fields uncut", name="event/<id>")
     events.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(events)
@@ -86,8 +102,12 @@ def _describe(args: argparse.Namespace, workspace: Workspace, record: JobRecord,
 
         note = queue_note(args, workspace, record)
     colour = use_colour(sys.stdout) and not args.no_color
-    lines = describe(record, gather(workspace, record, queue_note=note, archived_log=archived), utc_now(),
-                     paint if colour else lambda status: status)
+    lines = describe(
+        record,
+        gather(workspace, record, queue_note=note, archived_log=archived),
+        utc_now(),
+        paint if colour else lambda status: status,
+    )
     sys.stdout.write("".join(f"{line}\n" for line in lines))
 
 
@@ -99,8 +119,9 @@ def cmd_events(args: argparse.Namespace) -> int:
         print(json.dumps(entries, indent=2))
         return 0
     if form in ("yaml", "name"):
-        print_items(entries, form, document=lambda entry: entry,
-                    name=lambda entry: f"event/{entry.get('event', {}).get('id')}")
+        print_items(
+            entries, form, document=lambda entry: entry, name=lambda entry: f"event/{entry.get('event', {}).get('id')}"
+        )
         return 0
     for entry in entries:
         event = entry.get("event", {})

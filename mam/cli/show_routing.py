@@ -37,6 +37,6 @@ def queue_note(args: argparse.Namespace, workspace: Workspace, record: JobRecord
         return None
     if found is None:
         return None
-    return presence.waiting_reason(record.agent, found.values(), routing.required(record), job_id=record.job_id,
-                                   parent=record.parent)
-
+    return presence.waiting_reason(
+        record.agent, found.values(), routing.required(record), job_id=record.job_id, parent=record.parent
+    )

@@ -51,37 +51,76 @@ def register(subparsers: Subparsers) -> None:
         "verdict came in time.",
     )
     complete(submit.add_argument("--prompt", required=True, help="the job's prompt; '-' reads it from stdin"), "free")
-    complete(submit.add_argument("--agent", type=agent_name,
-                        help="agent that should run it, e.g. claude-code (required, except with --resume)"), "agent")
+    complete(
+        submit.add_argument(
+            "--agent",
+            type=agent_name,
+            help="agent that should run it, e.g. claude-code (required, except with --resume)",
+        ),
+        "agent",
+    )
     complete(submit.add_argument("--agent-session", metavar="S", help="the agent session it belongs to"), "session")
     complete(submit.add_argument("--role", metavar="R"), "role")
-    complete(submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)"),
-             "label")
+    complete(
+        submit.add_argument("--label", action="append", default=[], metavar="K=V", help="a label (repeatable)"), "label"
+    )
     complete(submit.add_argument("--job-id", type=job_id, metavar="ID", help="job id (default: generated)"), "free")
     tree = submit.add_mutually_exclusive_group()
-    complete(tree.add_argument("--parent", type=job_id, metavar="JOB",
-                      help="the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID)"), "job")
-    tree.add_argument("--no-parent", action="store_true",
-                      help="submit a root job even inside a job (no parent from $MAM_JOB_ID)")
-    complete(submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS",
-                                 help="how long the job may run"), "free")
-    submit.add_argument("--no-requeue", action="store_true",
-                        help="if its runner stops (SIGTERM) before the job finished, end it failed instead of "
-                        "releasing it to the queue for another runner")
+    complete(
+        tree.add_argument(
+            "--parent",
+            type=job_id,
+            metavar="JOB",
+            help="the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID)",
+        ),
+        "job",
+    )
+    tree.add_argument(
+        "--no-parent", action="store_true", help="submit a root job even inside a job (no parent from $MAM_JOB_ID)"
+    )
+    complete(
+        submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run"),
+        "free",
+    )
     submit.add_argument(
-        "--permissions", choices=LEVELS, metavar="|".join(LEVELS),
+        "--no-requeue",
+        action="store_true",
+        help="if its runner stops (SIGTERM) before the job finished, end it failed instead of "
+        "releasing it to the queue for another runner",
+    )
+    submit.add_argument(
+        "--permissions",
+        choices=LEVELS,
+        metavar="|".join(LEVELS),
         help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
         "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
     )
-    complete(submit.add_argument("--require", action="append", metavar="KEY=VALUE",
-                        help="a runner label the job needs (repeatable): only runners started with "
-                        "--label KEY=VALUE get it"), "require")
-    complete(submit.add_argument("--priority", type=_whole, metavar="N",
-                        help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
-                        "default 0); equal priorities take turns across delegation trees and sessions"), "free")
-    submit.add_argument("--parent-close", choices=("cancel", "abandon"), metavar="cancel|abandon",
-                        help="what becomes of this job if its parent ends first: cancel (the default: it is "
-                        "asked to cancel, with the jobs under it) or abandon (it runs on)")
+    complete(
+        submit.add_argument(
+            "--require",
+            action="append",
+            metavar="KEY=VALUE",
+            help="a runner label the job needs (repeatable): only runners started with --label KEY=VALUE get it",
+        ),
+        "require",
+    )
+    complete(
+        submit.add_argument(
+            "--priority",
+            type=_whole,
+            metavar="N",
+            help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
+            "default 0); equal priorities take turns across delegation trees and sessions",
+        ),
+        "free",
+    )
+    submit.add_argument(
+        "--parent-close",
+        choices=("cancel", "abandon"),
+        metavar="cancel|abandon",
+        help="what becomes of this job if its parent ends first: cancel (the default: it is "
+        "asked to cancel, with the jobs under it) or abandon (it runs on)",
+    )
     add_policy_args(submit)
     add_limit_args(submit)
     add_wait_args(
@@ -91,8 +130,11 @@ def register(subparsers: Subparsers) -> None:
         "is looked for first (the projector's session on the broker keeps it while the projector is away); "
         "`mam show JOB` says whether it was recorded",
     )
-    submit.add_argument("--follow", action="store_true",
-                        help="then stream the job's output and exit with its outcome (0 only if it succeeded)")
+    submit.add_argument(
+        "--follow",
+        action="store_true",
+        help="then stream the job's output and exit with its outcome (0 only if it succeeded)",
+    )
     add_workspace_args(submit)
     add_broker_arg(submit)
     submit.set_defaults(handler=run_submit)
@@ -146,9 +188,15 @@ def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobS
     """`mam submit`'s flags as the job spec: an option per flag of the same name, and the repeatable ones joined;
     a value out of bounds is refused naming the flag (`mam.contract.value_words`)."""
     given = {name: getattr(args, name, None) for name in job_spec.names("cli")}
-    given.update(prompt=prompt, agent=agent, labels=_labels(args.label) or None,
-                 require=parse_pairs(args.require, "--require") or None, requeue=False if args.no_requeue else None,
-                 no_parent=args.no_parent or None, **policy_fields(args))
+    given.update(
+        prompt=prompt,
+        agent=agent,
+        labels=_labels(args.label) or None,
+        require=parse_pairs(args.require, "--require") or None,
+        requeue=False if args.no_requeue else None,
+        no_parent=args.no_parent or None,
+        **policy_fields(args),
+    )
     return job_spec.convert(given, front="cli")
 
 
@@ -197,14 +245,16 @@ def run_submit(args: argparse.Namespace) -> int:
                 agent = record.agent
                 if runners is not None and not presence.serving(runners, agent):
                     print(f"mam: warning: {safe(no_runner(agent, job_id, workspace.root, runners))}", file=sys.stderr)
-                elif runners is not None and (unmatched := presence.no_label_match(
-                        agent, routing.required(record), runners)):
+                elif runners is not None and (
+                    unmatched := presence.no_label_match(agent, routing.required(record), runners)
+                ):
                     print(f"mam: warning: {safe(unmatched, keep_layout=False)}: job {job_id} waits", file=sys.stderr)
                 return 0
             recorded = True
             print(job_id, file=sys.stderr)
-            final = await follow(workspace, broker, job_id, from_log=False, client=pub.client,
-                                 followed=Followed(seen={event_id(record)}))
+            final = await follow(
+                workspace, broker, job_id, from_log=False, client=pub.client, followed=Followed(seen={event_id(record)})
+            )
             print(f"mam: {outcome_line(final)}", file=sys.stderr)
             return outcome_code(final.status)
 
@@ -237,8 +287,12 @@ def run_session_create(args: argparse.Namespace) -> int:
     prompt = briefing(workspace, role=args.role, session=args.session, agent=args.agent)
     event = check_event(
         ev.Submitted(
-            prompt=prompt, agent=args.agent, agent_session=args.session, role=args.role,
-            labels=dict([ONBOARDING_LABEL]), git=git_info(workspace.root),
+            prompt=prompt,
+            agent=args.agent,
+            agent_session=args.session,
+            role=args.role,
+            labels=dict([ONBOARDING_LABEL]),
+            git=git_info(workspace.root),
         )
     )
 
@@ -256,9 +310,18 @@ def run_session_list(args: argparse.Namespace) -> int:
     form = output_form(args)
     found = sessions(iter_records(workspace_from_args(args)))
     if form in ("json", "yaml", "name"):
-        print_items(found, form, name=lambda s: f"session/{s.name}", document=lambda s: {
-            "session": s.name, "agent": s.agent, "role": s.role, "onboarding": s.onboarding,
-            "jobs": [{"job_id": j.job_id, "status": j.status.value} for j in s.jobs]})
+        print_items(
+            found,
+            form,
+            name=lambda s: f"session/{s.name}",
+            document=lambda s: {
+                "session": s.name,
+                "agent": s.agent,
+                "role": s.role,
+                "onboarding": s.onboarding,
+                "jobs": [{"job_id": j.job_id, "status": j.status.value} for j in s.jobs],
+            },
+        )
         return 0
     for s in found:
         counts: dict[str, int] = {}

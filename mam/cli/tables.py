@@ -60,7 +60,9 @@ def job_row(record: JobRecord, now: datetime) -> list[str]:
     ]
 
 
-def with_cost(header: Sequence[str], rows: list[list[str]], records: Sequence[JobRecord]) -> tuple[list[str], list[list[str]]]:
+def with_cost(
+    header: Sequence[str], rows: list[list[str]], records: Sequence[JobRecord]
+) -> tuple[list[str], list[list[str]]]:
     """A COST column before PROMPT, only when one of `records` (the rows' jobs, in order) has a reported cost."""
     return with_costs(header, rows, [cost_of(record) for record in records])
 
@@ -72,8 +74,10 @@ def with_costs(
     if all(cost is None for cost in costs):
         return list(header), rows
     at = list(header).index("PROMPT")
-    return ([*header[:at], "COST", *header[at:]],
-            [[*row[:at], money(cost), *row[at:]] for row, cost in zip(rows, costs, strict=True)])
+    return (
+        [*header[:at], "COST", *header[at:]],
+        [[*row[:at], money(cost), *row[at:]] for row, cost in zip(rows, costs, strict=True)],
+    )
 
 
 def denied_count(record: JobRecord) -> int:
@@ -89,8 +93,10 @@ def with_denials(
     if not any(counts):
         return list(header), rows
     at = list(header).index("STATUS") + 1
-    return ([*header[:at], "DENIED", *header[at:]],
-            [[*row[:at], str(n) if n else "-", *row[at:]] for row, n in zip(rows, counts, strict=True)])
+    return (
+        [*header[:at], "DENIED", *header[at:]],
+        [[*row[:at], str(n) if n else "-", *row[at:]] for row, n in zip(rows, counts, strict=True)],
+    )
 
 
 def agent_row(status: AgentStatus, now: datetime, *, labels: bool = False) -> list[str]:
@@ -112,7 +118,9 @@ AGENT_WIDE_HEADER: Final = ["PID", "STARTED", "ALIASES"]
 """The columns `mam agents -o wide` adds before LABELS (which it always shows)."""
 
 
-def agent_table(statuses: Sequence[AgentStatus], now: datetime, *, wide: bool = False) -> tuple[list[str], list[list[str]]]:
+def agent_table(
+    statuses: Sequence[AgentStatus], now: datetime, *, wide: bool = False
+) -> tuple[list[str], list[list[str]]]:
     """The header and rows of `mam agents`: a LABELS column only when a runner shown has labels (or `wide`), so
     the table of a fleet without them keeps its columns; `wide` adds each runner's pid, start and aliases."""
     labelled = wide or any(s.labels for s in statuses)
@@ -158,5 +166,20 @@ def line(row: Sequence[str]) -> str:
     return "  ".join(safe(str(cell), keep_layout=False) for cell in row)
 
 
-__all__ = ["AGENT_HEADER", "AGENT_WIDE_HEADER", "JOB_HEADER", "agent_row", "agent_table", "denied_count", "job_row", "line", "render",
-           "paint", "short", "use_colour", "with_cost", "with_costs", "with_denials"]
+__all__ = [
+    "AGENT_HEADER",
+    "AGENT_WIDE_HEADER",
+    "JOB_HEADER",
+    "agent_row",
+    "agent_table",
+    "denied_count",
+    "job_row",
+    "line",
+    "render",
+    "paint",
+    "short",
+    "use_colour",
+    "with_cost",
+    "with_costs",
+    "with_denials",
+]

@@ -19,8 +19,10 @@ from mam.process.running import run_cli, setup_logging
 PROG = "mam"
 DESCRIPTION = "`mam`: submit, inspect and serve jobs of a workspace."
 
-EPILOG = ("Use `mam COMMAND --help` for a command's flags. The listings (jobs, agents, worktrees, usage, events, "
-          "session list) take -o json|yaml|name|wide; --json is -o json.")
+EPILOG = (
+    "Use `mam COMMAND --help` for a command's flags. The listings (jobs, agents, worktrees, usage, events, "
+    "session list) take -o json|yaml|name|wide; --json is -o json."
+)
 
 
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
@@ -30,8 +32,9 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mam {__version__}")
     add_verbose(parser, top=True)
     add_global(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=LazyCommands,
-                                parser_class=SuggestingParser)  # the commands' own help is not grouped
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", action=LazyCommands, parser_class=SuggestingParser
+    )  # the commands' own help is not grouped
     assert isinstance(sub, LazyCommands)  # argparse's stubs type the action= class away
     if lazy:
         sub.add_placeholders()

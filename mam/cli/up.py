@@ -75,17 +75,27 @@ def add_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--allow-anonymous", action="store_true", help=ALLOW_ANONYMOUS_HELP)
     add_acl_flag(up)
     add_listener_flags(up)
-    complete(up.add_argument(
-        "--dashboard", nargs="?", type=port, const=DASHBOARD_PORT, metavar="PORT",
-        help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
-        "off loopback it needs --password-file, whose users log in to it",
-    ), "free")
+    complete(
+        up.add_argument(
+            "--dashboard",
+            nargs="?",
+            type=port,
+            const=DASHBOARD_PORT,
+            metavar="PORT",
+            help=f"also serve the web dashboard on --host, port PORT (default {DASHBOARD_PORT}; 0 picks a free one); "
+            "off loopback it needs --password-file, whose users log in to it",
+        ),
+        "free",
+    )
     add_settle_outputs(up)
     add_offer_lease(up)
     add_limit_flags(up)
     add_metrics_args(up)
-    add_verbose(up, help="the full banner (listeners, paths, an MQTT example) and mam's debug logging on stderr "
-                "(-vv: the libraries' too)")
+    add_verbose(
+        up,
+        help="the full banner (listeners, paths, an MQTT example) and mam's debug logging on stderr "
+        "(-vv: the libraries' too)",
+    )
     add_workspace_args(up)
 
 
@@ -126,17 +136,26 @@ async def _serve(args: argparse.Namespace, workspace: Workspace, login: BrokerAd
         broker_metrics.register(embedded, registry)
     endpoint = serve_from_args(args, registry, "mam up") if registry is not None else None
     try:
-        await _serve_with(args, workspace, login, embedded, intake, projector_client, metrics, registry, why,
-                          job_logins)
+        await _serve_with(
+            args, workspace, login, embedded, intake, projector_client, metrics, registry, why, job_logins
+        )
     finally:
         if endpoint is not None:
             endpoint.close()
 
 
-async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: BrokerAddress | None,
-                      embedded: EmbeddedBroker, intake: LocalIntake, projector_client: str,
-                      metrics: ProjectorMetrics | None, registry: CollectorRegistry | None, why: str | None,
-                      job_logins: UpJobLogins | None = None) -> None:
+async def _serve_with(
+    args: argparse.Namespace,
+    workspace: Workspace,
+    login: BrokerAddress | None,
+    embedded: EmbeddedBroker,
+    intake: LocalIntake,
+    projector_client: str,
+    metrics: ProjectorMetrics | None,
+    registry: CollectorRegistry | None,
+    why: str | None,
+    job_logins: UpJobLogins | None = None,
+) -> None:
     from mam.projector.parking import ParkLimits
     from mam.projector.service import Projector
 
@@ -172,8 +191,15 @@ async def _serve_with(args: argparse.Namespace, workspace: Workspace, login: Bro
         if args.dashboard is not None:
             from mam.web.server import serve_dashboard
 
-            serve = partial(serve_dashboard, workspace, address, host=args.host, port=args.dashboard,
-                            password_file=args.password_file, metrics=registry)
+            serve = partial(
+                serve_dashboard,
+                workspace,
+                address,
+                host=args.host,
+                port=args.dashboard,
+                password_file=args.password_file,
+                metrics=registry,
+            )
             print(f"mam up: dashboard {await tg.start(serve)}", flush=True)
 
 

@@ -78,13 +78,19 @@ class UpJobLogins:
         task_status.started()
         async with self._receive:
             async for refusal in self._receive:
-                rejection = Rejection(received_at=utc_now_iso(), topic=refusal.topic, reason=refusal.reason,
-                                      job_id=refusal.job_id, event_id=refusal.event_id)
+                rejection = Rejection(
+                    received_at=utc_now_iso(),
+                    topic=refusal.topic,
+                    reason=refusal.reason,
+                    job_id=refusal.job_id,
+                    event_id=refusal.event_id,
+                )
                 try:
                     await publish(self.topics.rejected, sign(encode(rejection)), False)
                 except Exception as exc:  # noqa: BLE001 - a refusal not said is no reason to stop the broker
-                    log.warning("cannot publish the refusal of %s's publish on %s: %s", refusal.login, refusal.topic,
-                                exc)
+                    log.warning(
+                        "cannot publish the refusal of %s's publish on %s: %s", refusal.login, refusal.topic, exc
+                    )
 
 
 __all__ = ["UpJobLogins", "job_record"]

@@ -30,8 +30,16 @@ def count(value: int | None) -> str:
 
 
 def _cells(key: str, sums: Totals) -> list[str]:
-    return [key, str(sums.jobs), str(sums.reporting), money(sums.cost_usd), count(sums.input_tokens),
-            count(sums.cached_input_tokens), count(sums.output_tokens), count(sums.turns)]
+    return [
+        key,
+        str(sums.jobs),
+        str(sums.reporting),
+        money(sums.cost_usd),
+        count(sums.input_tokens),
+        count(sums.cached_input_tokens),
+        count(sums.output_tokens),
+        count(sums.turns),
+    ]
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
@@ -43,8 +51,15 @@ def cmd_usage(args: argparse.Namespace) -> int:
     groups = group(records, args.by)
     overall = total(records)
     if form in ("json", "yaml"):
-        print_document({"by": args.by, "since": args.since, "groups": [_json(g, args.by) for g in groups],
-                        "total": overall.as_dict()}, form)
+        print_document(
+            {
+                "by": args.by,
+                "since": args.since,
+                "groups": [_json(g, args.by) for g in groups],
+                "total": overall.as_dict(),
+            },
+            form,
+        )
         return 0
     if form == "name":  # `agent/claude-code`, `session/s1`, `job/<id>` (a delegation tree by its job)
         kind = "job" if args.by == "parent" else args.by
@@ -60,8 +75,10 @@ def cmd_usage(args: argparse.Namespace) -> int:
     if form == "wide":  # what a job cost on average, of those that reported a cost
         header.append("COST/JOB")
         sums = [*(g.totals for g in groups), overall]
-        rows = [[*row, money(t.cost_usd / t.reporting) if t.cost_usd is not None and t.reporting else "-"]
-                for row, t in zip(rows, sums, strict=True)]
+        rows = [
+            [*row, money(t.cost_usd / t.reporting) if t.cost_usd is not None and t.reporting else "-"]
+            for row, t in zip(rows, sums, strict=True)
+        ]
     for line in render(rows, header):
         print(line)
     return 0
@@ -78,12 +95,22 @@ def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "usage", help="total the cost and tokens the agents reported, by agent, session or delegation tree"
     )
-    complete(parser.add_argument("--since", metavar="DURATION|TIME",
-                        help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"), "free")
-    parser.add_argument("--by", choices=BY, default="agent",
-                        help="one row per agent (default), per session (the job's agent_session), or per "
-                        "delegation tree: each root and each job that delegated, with all its descendants")
-    add_output_arg(parser, wide="also the cost per job that reported one", name="agent/<name>, session/<name> or job/<id>")
+    complete(
+        parser.add_argument(
+            "--since", metavar="DURATION|TIME", help="only jobs submitted since then: 30m, 2h, 1d, or an ISO time"
+        ),
+        "free",
+    )
+    parser.add_argument(
+        "--by",
+        choices=BY,
+        default="agent",
+        help="one row per agent (default), per session (the job's agent_session), or per "
+        "delegation tree: each root and each job that delegated, with all its descendants",
+    )
+    add_output_arg(
+        parser, wide="also the cost per job that reported one", name="agent/<name>, session/<name> or job/<id>"
+    )
     parser.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     add_workspace_args(parser)
     parser.set_defaults(handler=cmd_usage)

@@ -32,7 +32,8 @@ FOREVER = 10.0**9
 
 def register(subparsers: Subparsers) -> None:
     wait = subparsers.add_parser(
-        "wait", help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
+        "wait",
+        help="wait until the jobs have finished; exit 0 if all succeeded, 1 if one did not",
         description="Wait until each job has finished, printing its outcome as each ends (`job ID succeeded (exit 0) "
         "in 12s`, the line `mam logs -f` and `mam submit --follow` end with). Exit 0 when every "
         "job succeeded, 1 when one ended otherwise (failed, cancelled, lost, ...), 3 when --timeout ran out "
@@ -40,10 +41,25 @@ def register(subparsers: Subparsers) -> None:
         "(no runner for its agent, or its only runner is full with its parent) is said on stderr; inside a job "
         "that holds the only slot it needs, exit 3 at once.",
     )
-    complete(wait.add_argument("job_ids", type=job_id, nargs="+", metavar="JOB",
-                      help="the job's id, or a unique prefix or suffix of it among the retained states"), "job")
-    complete(wait.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
-                      help="give up after this long, for all the jobs together (exit 3; default: no limit)"), "free")
+    complete(
+        wait.add_argument(
+            "job_ids",
+            type=job_id,
+            nargs="+",
+            metavar="JOB",
+            help="the job's id, or a unique prefix or suffix of it among the retained states",
+        ),
+        "job",
+    )
+    complete(
+        wait.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            metavar="SECONDS",
+            help="give up after this long, for all the jobs together (exit 3; default: no limit)",
+        ),
+        "free",
+    )
     wait.add_argument("--json", action="store_true", help="print the final records as a JSON array")
     add_workspace_args(wait)
     add_broker_arg(wait)
@@ -58,6 +74,7 @@ def run_wait(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with Publisher(workspace, broker, by="mam-cli") as pub:
+
             async def known(_: object) -> list[str]:
                 jobs = [await resolve_retained(pub, text) for text in args.job_ids]
                 for job in jobs:  # an unknown job would never end: refused before any waiting
@@ -72,15 +89,19 @@ def run_wait(args: argparse.Namespace) -> int:
                 if not args.json:
                     print(outcome_line(record), flush=True)
 
-            watch = StartWatch(lambda line: print(f"mam: {safe(line, keep_layout=False)}", file=sys.stderr, flush=True),
-                               inside)
+            watch = StartWatch(
+                lambda line: print(f"mam: {safe(line, keep_layout=False)}", file=sys.stderr, flush=True), inside
+            )
             ended = await wait_all(pub, jobs, timeout=limit, limit=args.timeout, watch=watch, ended=said)
         if args.json:
             print(json.dumps([msgspec.to_builtins(record) for record in ended], indent=2))
         failed = [record for record in ended if outcome_code(record.status) != 0]
         if failed:
-            print(f"mam: {len(failed)} of {len(ended)} jobs did not succeed: "
-                  + ", ".join(f"{r.job_id} {r.status.value}" for r in failed), file=sys.stderr)
+            print(
+                f"mam: {len(failed)} of {len(ended)} jobs did not succeed: "
+                + ", ".join(f"{r.job_id} {r.status.value}" for r in failed),
+                file=sys.stderr,
+            )
             return outcome_code(failed[0].status)
         return 0
 

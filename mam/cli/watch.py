@@ -127,8 +127,9 @@ def watch_jobs(
         room = max(rows - 2, 1)  # the header, and the line that says how many more there are
         shown, total = select(known.values(), where, min(room, limit or room))
         # a DENIED column as `mam jobs` has, when a shown job's agent was refused a tool call
-        header, table = with_denials(JOB_HEADER, [job_row(r, utc_now()) for r in shown],
-                                     [denied_count(r) for r in shown])
+        header, table = with_denials(
+            JOB_HEADER, [job_row(r, utc_now()) for r in shown], [denied_count(r) for r in shown]
+        )
         lines = render(table, header, colour=colour, width=columns)
         total = max(total, matching)
         if total > len(shown):
@@ -144,8 +145,9 @@ def watch_jobs(
                 emit(record)
 
     async def follow() -> None:
-        async for change in following(broker, topics, states, jobs=True, subscribed=first_screen,
-                                      notice=screen.notice if tty else None):
+        async for change in following(
+            broker, topics, states, jobs=True, subscribed=first_screen, notice=screen.notice if tty else None
+        ):
             if not isinstance(change, JobChange):
                 continue
             record = change.record
@@ -183,8 +185,9 @@ def watch_agents(
     screen = _Screen(out, f"mam agents --watch: workspace {workspace.id}", frame)
 
     async def follow() -> None:
-        async for change in following(broker, topics, StateReader(workspace.id, None), jobs=False,
-                                      notice=screen.notice if tty else None):
+        async for change in following(
+            broker, topics, StateReader(workspace.id, None), jobs=False, notice=screen.notice if tty else None
+        ):
             if not isinstance(change, AgentChange) or change.status is None:
                 continue
             if known.get(change.agent_id) == change.status:

@@ -63,8 +63,11 @@ def cmd_workspace(args: argparse.Namespace) -> int:
             elif key == "served_by":
                 value = f"{value['process']} (pid {value['pid']}) on {value['broker']}" if value else "nothing running"
             elif key == "projector_status":
-                value = "unknown: the broker cannot be reached" if unreachable_why else describe_announced(
-                    announced, utc_now())
+                value = (
+                    "unknown: the broker cannot be reached"
+                    if unreachable_why
+                    else describe_announced(announced, utc_now())
+                )
             print(f"{key:<{width}}{value}")
     return 0
 

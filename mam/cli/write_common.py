@@ -23,10 +23,16 @@ def add_wait_args(parser: argparse.ArgumentParser, *, wait_help: str, no_wait_he
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help=wait_help)
     mode.add_argument("--no-wait", action="store_true", help=no_wait_help)
-    complete(parser.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-        help="how long to wait for the verdict (default 30); no verdict in time exits 3",
-    ), "free")
+    complete(
+        parser.add_argument(
+            "--timeout",
+            type=positive_seconds,
+            default=30.0,
+            metavar="SECONDS",
+            help="how long to wait for the verdict (default 30); no verdict in time exits 3",
+        ),
+        "free",
+    )
     parser.add_argument("--json", action="store_true", help="print the recorded state as JSON")
 
 
@@ -54,8 +60,10 @@ def check_event(event: E, flags: Mapping[str, str] = _FLAG_OF_FIELD) -> E:
     the flag named (`--role 'rrr...' is too long: 300 characters, at most 256 (...)`); `flags`: the flag or
     argument that gives each field (default: `mam submit`'s and `mam cancel`'s)."""
     options = job_spec.OPTIONS
-    fields = {name: Field(options[name].help if name in options else "", flag, job_spec.UNITS.get(name, ""))
-              for name, flag in flags.items()}
+    fields = {
+        name: Field(options[name].help if name in options else "", flag, job_spec.UNITS.get(name, ""))
+        for name, flag in flags.items()
+    }
     return checked_event(event, "cli", fields)
 
 

@@ -73,14 +73,18 @@ AIOMQTT_ATTRIBUTES: Attributes = {
 }
 PAHO_METHODS: Methods = {
     "loop_read": ("max_packets",),  # _read_burst
-    "_packet_read": (), "_loop_rc_handle": ("rc",),  # _read_burst
-    "_handle_pubackcomp": ("cmd",), "_do_on_publish": ("mid", "reason_code", "properties"),  # _lean_pubacks
+    "_packet_read": (),
+    "_loop_rc_handle": ("rc",),  # _read_burst
+    "_handle_pubackcomp": ("cmd",),
+    "_do_on_publish": ("mid", "reason_code", "properties"),  # _lean_pubacks
     "_easy_log": ("level", "fmt", "args"),  # log_unless_debug
     "_packet_queue": ("command", "packet", "mid", "qos", "info"),  # ack_all
 }
 PAHO_ATTRIBUTES: Attributes = {
     "_sock": object,  # _read_burst (None until connected)
-    "_in_packet": dict, "_out_messages": dict, "_out_message_mutex": type(threading.RLock()),  # _lean_pubacks
+    "_in_packet": dict,
+    "_out_messages": dict,
+    "_out_message_mutex": type(threading.RLock()),  # _lean_pubacks
     "_on_message_filtered": MQTTMatcher,  # _NoFilteredCallbacks
     "_logger": (logging.Logger, type(None)),  # log_unless_debug
 }
@@ -297,7 +301,9 @@ def patches_applied(client: aiomqtt.Client) -> dict[str, bool]:
         "read_burst": _made_by(inner.loop_read, _read_burst),
         "lean_pubacks": _made_by(inner._handle_pubackcomp, _lean_pubacks) and _made_by(inner.on_publish, _lean_pubacks),
         "no_filtered_callbacks": type(inner._on_message_filtered) is _NoFilteredCallbacks,
-        "log_unless_debug": _made_by(inner._easy_log, streamline) or logger is None or logger.isEnabledFor(logging.DEBUG),
+        "log_unless_debug": _made_by(inner._easy_log, streamline)
+        or logger is None
+        or logger.isEnabledFor(logging.DEBUG),
     }
 
 

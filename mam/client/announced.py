@@ -72,5 +72,7 @@ def describe(status: ProjectorStatus | None, now: datetime) -> str:
             "the projector, or the broker node it was connected to, is gone"
         )
     detail = f", {status.detail}" if status.detail else ""
-    beat = f", heartbeat {describe_heartbeat(status, now)}" if status.heartbeat_at and status.status != "offline" else ""
+    beat = (
+        f", heartbeat {describe_heartbeat(status, now)}" if status.heartbeat_at and status.status != "offline" else ""
+    )
     return f"{status.status} {where}{detail}{beat}"

@@ -40,13 +40,26 @@ async def broker_checks(workspace: Workspace, brokers: Brokers, source: str) -> 
             async with connect(brokers) as client:
                 status = await read_status(client, Topics(workspace.id))
     except (aiomqtt.MqttError, TimeoutError) as exc:
-        raw = (str(exc) or type(exc).__name__) if isinstance(exc, aiomqtt.MqttError) else f"no answer in {CONNECT_TIMEOUT:g}s"
+        raw = (
+            (str(exc) or type(exc).__name__)
+            if isinstance(exc, aiomqtt.MqttError)
+            else f"no answer in {CONNECT_TIMEOUT:g}s"
+        )
         gone = f"the broker {brokers.url} cannot be reached"
-        return [fail("broker.reachable", f"{brokers.url} (from {source}) cannot be reached: {raw}",
-                     _unreachable_fix(brokers, raw, up)),
-                skip("projector.online", gone), _key(workspace, None, reached=False)]
-    return [_reachable(workspace, brokers, source), _online(workspace, status, brokers, up),
-            _key(workspace, status, reached=True)]
+        return [
+            fail(
+                "broker.reachable",
+                f"{brokers.url} (from {source}) cannot be reached: {raw}",
+                _unreachable_fix(brokers, raw, up),
+            ),
+            skip("projector.online", gone),
+            _key(workspace, None, reached=False),
+        ]
+    return [
+        _reachable(workspace, brokers, source),
+        _online(workspace, status, brokers, up),
+        _key(workspace, status, reached=True),
+    ]
 
 
 def _unreachable_fix(brokers: Brokers, raw: str, up: str) -> str:
@@ -62,29 +75,41 @@ def _unreachable_fix(brokers: Brokers, raw: str, up: str) -> str:
 def _reachable(workspace: Workspace, brokers: Brokers, source: str) -> Check:
     runtime = read_runtime(workspace)
     if runtime is not None and not overlap(parse_brokers(runtime.broker), brokers):
-        return warn("broker.reachable",
-                    f"{brokers.url} (from {source}) answers, but {runtime.served_by} (pid {runtime.pid}) serves this "
-                    f"workspace on {runtime.broker}: what is published on {brokers.url} is not recorded here",
-                    f"unset MAM_BROKER_URL, or pass --broker {runtime.broker}")
+        return warn(
+            "broker.reachable",
+            f"{brokers.url} (from {source}) answers, but {runtime.served_by} (pid {runtime.pid}) serves this "
+            f"workspace on {runtime.broker}: what is published on {brokers.url} is not recorded here",
+            f"unset MAM_BROKER_URL, or pass --broker {runtime.broker}",
+        )
     return ok("broker.reachable", f"{brokers.url} (from {source}) answers")
 
 
 def _online(workspace: Workspace, status: ProjectorStatus | None, brokers: Brokers, up: str) -> Check:
     now = utc_now()
     if status is None:
-        return fail("projector.online", f"no projector announces workspace {workspace.id} on {brokers.url}: "
-                    "jobs are not recorded", f"start it: {up} (or mam-projector --workspace {workspace.root})")
+        return fail(
+            "projector.online",
+            f"no projector announces workspace {workspace.id} on {brokers.url}: jobs are not recorded",
+            f"start it: {up} (or mam-projector --workspace {workspace.root})",
+        )
     where = f"pid {status.pid} on {status.host}"
     if status.status == "offline":
-        return fail("projector.online", f"the projector ({where}) announced offline: it stopped",
-                    f"start it again: {up}")
+        return fail(
+            "projector.online", f"the projector ({where}) announced offline: it stopped", f"start it again: {up}"
+        )
     if stale(status, now):
-        return fail("projector.online", f"{status.status} ({where}) but stale: last heartbeat "
-                    f"{describe_heartbeat(status, now)}; it, or the broker node it used, is gone",
-                    f"restart it: {up}")
+        return fail(
+            "projector.online",
+            f"{status.status} ({where}) but stale: last heartbeat "
+            f"{describe_heartbeat(status, now)}; it, or the broker node it used, is gone",
+            f"restart it: {up}",
+        )
     if status.status == "degraded":
-        return warn("projector.online", f"degraded ({where}): {status.detail or 'no reason given'}",
-                    "fix what the reason names (a full disk, a read-only dir): the projector resumes by itself")
+        return warn(
+            "projector.online",
+            f"degraded ({where}): {status.detail or 'no reason given'}",
+            "fix what the reason names (a full disk, a read-only dir): the projector resumes by itself",
+        )
     beat = f", heartbeat {describe_heartbeat(status, now)}" if status.heartbeat_at else ""
     return ok("projector.online", f"online ({where}{beat})")
 
@@ -98,19 +123,28 @@ def _key(workspace: Workspace, status: ProjectorStatus | None, *, reached: bool)
     announced = _announced_key(status)
     if local is None:
         if announced is not None:
-            return warn("projector.key", f"{path} does not exist here; the projector announces {fingerprint(announced)}",
-                        f"give runners on this machine --projector-key {fingerprint(announced)}")
-        return fail("projector.key", f"{path} does not exist: runners here refuse to start without it",
-                    f"start the workspace's projector once (mam up --workspace {workspace.root}), or give "
-                    "runners --projector-key FILE|sha256:FINGERPRINT")
+            return warn(
+                "projector.key",
+                f"{path} does not exist here; the projector announces {fingerprint(announced)}",
+                f"give runners on this machine --projector-key {fingerprint(announced)}",
+            )
+        return fail(
+            "projector.key",
+            f"{path} does not exist: runners here refuse to start without it",
+            f"start the workspace's projector once (mam up --workspace {workspace.root}), or give "
+            "runners --projector-key FILE|sha256:FINGERPRINT",
+        )
     if announced is None:
         why = "no projector announces one" if reached else "the broker cannot be reached"
         return ok("projector.key", f"{fingerprint(local)} in {path} (not compared: {why})")
     if fingerprint(announced) != fingerprint(local):
-        return fail("projector.key", f"the projector announces {fingerprint(announced)}, but {path} holds "
-                    f"{fingerprint(local)}: runners here would ignore every state it signs",
-                    "point this workspace at the broker its projector uses, or restart mam up here so the file "
-                    "and the announced key agree")
+        return fail(
+            "projector.key",
+            f"the projector announces {fingerprint(announced)}, but {path} holds "
+            f"{fingerprint(local)}: runners here would ignore every state it signs",
+            "point this workspace at the broker its projector uses, or restart mam up here so the file "
+            "and the announced key agree",
+        )
     return ok("projector.key", f"{fingerprint(local)}: {path} is the key the projector announces")
 
 

@@ -110,7 +110,7 @@ class Rotation:
 
     def order(self) -> list[BrokerAddress]:
         """The brokers in the order the next connection tries them."""
-        return [*self.addresses[self._start:], *self.addresses[: self._start]]
+        return [*self.addresses[self._start :], *self.addresses[: self._start]]
 
     async def open(self, client_for: ClientFor) -> aiomqtt.Client:
         """Connect to the first broker of `order()` that answers; it becomes `current`."""

@@ -92,8 +92,9 @@ async def follow(
         else:
             followed = Followed(seen=logged_ids(workspace, job_id))
         kept[:] = [followed]
-        return await follow_on(client, topics, job_id, followed, write, states=states, say=say, waiting=waiting,
-                               workspace=workspace)
+        return await follow_on(
+            client, topics, job_id, followed, write, states=states, say=say, waiting=waiting, workspace=workspace
+        )
 
     return await (link or Reconnecting(broker)).run(on, client=client)
 
@@ -171,8 +172,9 @@ async def follow_on(
     if final is not None:
         followed.show(followed.order.release(), write)  # the grace ran out: what is held, gaps and all
         missing = final.output_bytes - followed.printed
-        print(f"mam: {missing} bytes of output did not arrive in time; `mam logs {job_id}` has them all",
-              file=sys.stderr)
+        print(
+            f"mam: {missing} bytes of output did not arrive in time; `mam logs {job_id}` has them all", file=sys.stderr
+        )
         return final
     raise aiomqtt.MqttError(f"the broker closed the connection while following {job_id!r}")
 

@@ -79,8 +79,10 @@ def client_inbox(client: aiomqtt.Client) -> Inbox[aiomqtt.Message]:
     a client with another queue cannot be read without losing a message, and is refused."""
     queue = message_queue(client)
     if not isinstance(queue, Inbox):
-        raise TypeError(f"cannot read a {type(queue).__name__} safely: make the client with "
-                        "mam.client.mqtt.make_client (queue_type=Inbox)")
+        raise TypeError(
+            f"cannot read a {type(queue).__name__} safely: make the client with "
+            "mam.client.mqtt.make_client (queue_type=Inbox)"
+        )
     return queue
 
 

@@ -88,7 +88,10 @@ async def changes(
 
 
 async def read_retained(
-    client: aiomqtt.Client, topics: Topics, wildcard: str, *,
+    client: aiomqtt.Client,
+    topics: Topics,
+    wildcard: str,
+    *,
     on_message: Callable[[aiomqtt.Message], None] | None = None,
 ) -> tuple[list[aiomqtt.Message], bool]:
     """The retained messages on `wildcard`, once the broker has delivered them, and whether that
@@ -119,8 +122,9 @@ async def read_retained(
     return taken, not limit.cancelled_caught
 
 
-def take_agent_status(found: dict[str, AgentStatus], topics: Topics, states: StateReader,
-                      message: aiomqtt.Message) -> bool:
+def take_agent_status(
+    found: dict[str, AgentStatus], topics: Topics, states: StateReader, message: aiomqtt.Message
+) -> bool:
     """Apply `message` to `found` (runner id -> status) if it is a runner's status (cleared: removed);
     whether it was one."""
     change = decode_change(topics, states, message)

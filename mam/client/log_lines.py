@@ -25,8 +25,10 @@ def logged_lines(workspace: Workspace, job_id: str) -> list[Line]:
     """The job's logged output split into lines, per stream, in its runner's order (`in_seq_order`)."""
     entries = read_events(workspace, job_id)
     recorded = {e.get("event", {}).get("id"): e.get("received_at", "") for e in entries}
-    return lines_of((event.get("stream", "stdout"), event.get("text", ""), recorded.get(event.get("id"), ""))
-                    for event in in_seq_order(entry.get("event", {}) for entry in entries))
+    return lines_of(
+        (event.get("stream", "stdout"), event.get("text", ""), recorded.get(event.get("id"), ""))
+        for event in in_seq_order(entry.get("event", {}) for entry in entries)
+    )
 
 
 def lines_of(chunks: Iterable[tuple[str, str, str]]) -> list[Line]:

@@ -136,5 +136,17 @@ def in_seq_order(events: Iterable[dict]) -> list[dict]:
     return ordered
 
 
-__all__ = ["Followed", "Say", "Write", "catch_up", "in_seq_order", "logged_ids", "next_seq", "outcome_code", "print_logged",
-           "say_on_stderr", "stopped_following", "write_output"]
+__all__ = [
+    "Followed",
+    "Say",
+    "Write",
+    "catch_up",
+    "in_seq_order",
+    "logged_ids",
+    "next_seq",
+    "outcome_code",
+    "print_logged",
+    "say_on_stderr",
+    "stopped_following",
+    "write_output",
+]

@@ -32,8 +32,12 @@ class LibraryChatter(logging.Filter):
       the process says once, in mam's words, as it rides it out.
     """
 
-    CHATTER = ("Unexpected message ID", "There are %d pending publish calls", "failed to receive on socket",
-               "timeout on socket")
+    CHATTER = (
+        "Unexpected message ID",
+        "There are %d pending publish calls",
+        "failed to receive on socket",
+        "timeout on socket",
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not str(record.msg).startswith(self.CHATTER):

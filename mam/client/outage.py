@@ -105,7 +105,7 @@ def _words(exc: BaseException) -> str:
             return _BY_ERRNO[value]
         if value < 0:  # getaddrinfo's (EAI_*): the name did not resolve
             return _NAME_LOOKUP
-        return os.strerror(value).lower() if value > 0 else text[number.end():].strip() or "the connection failed"
+        return os.strerror(value).lower() if value > 0 else text[number.end() :].strip() or "the connection failed"
     return LIBRARY_TEXTS.get(text.lower(), text)
 
 

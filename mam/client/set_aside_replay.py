@@ -49,8 +49,13 @@ async def replay(brokers: Brokers, logs_dir: Path, entries: list[SetAsideEntry],
             for entry in entries:
                 key, payload = entry_id(entry), payload_of(entry)
                 if payload is None:
-                    outcomes[key] = Replayed(key, entry.topic, "not kept", "its bytes were not kept (the file had "
-                                             "passed 64 MiB): publish it again by hand from its excerpt")
+                    outcomes[key] = Replayed(
+                        key,
+                        entry.topic,
+                        "not kept",
+                        "its bytes were not kept (the file had "
+                        "passed 64 MiB): publish it again by hand from its excerpt",
+                    )
                     continue
                 await client.publish(entry.topic, payload, qos=1)
                 sent[key] = entry
@@ -71,8 +76,13 @@ async def replay(brokers: Brokers, logs_dir: Path, entries: list[SetAsideEntry],
             if sent:
                 await anyio.sleep(LOOK_EVERY)
     for key, entry in sent.items():
-        outcomes[key] = Replayed(key, entry.topic, "no verdict", f"the projector said nothing within {timeout:g}s "
-                                 "(is it running? `mam workspace`); it tries the message at its next start")
+        outcomes[key] = Replayed(
+            key,
+            entry.topic,
+            "no verdict",
+            f"the projector said nothing within {timeout:g}s "
+            "(is it running? `mam workspace`); it tries the message at its next start",
+        )
     return [outcomes[entry_id(entry)] for entry in entries]
 
 

@@ -51,8 +51,11 @@ def client_context(env: Mapping[str, str] | None = None) -> ssl.SSLContext:
         if certfile is not None:
             context.load_cert_chain(certfile, keyfile)
     except ssl.SSLError as exc:
-        which = f"--cafile {cafile!r}" if cafile is not None and "verify" in str(exc).lower() else (
-            f"--certfile {certfile!r}" + (f" / --keyfile {keyfile!r}" if keyfile else ""))
+        which = (
+            f"--cafile {cafile!r}"
+            if cafile is not None and "verify" in str(exc).lower()
+            else (f"--certfile {certfile!r}" + (f" / --keyfile {keyfile!r}" if keyfile else ""))
+        )
         raise UsageError(f"{which}: not a usable PEM file ({exc.reason or exc})") from None
     return context
 
@@ -62,14 +65,20 @@ def describe_failure(detail: str, url: str) -> str | None:
     (aiomqtt re-raises the `ssl` error as text only); None if it is no TLS failure."""
     lowered = detail.lower()
     if "hostname mismatch" in lowered or "ip address mismatch" in lowered:
-        return (f"TLS to {url}: the broker's certificate does not name that host ({detail}): connect by a name "
-                "the certificate holds")
+        return (
+            f"TLS to {url}: the broker's certificate does not name that host ({detail}): connect by a name "
+            "the certificate holds"
+        )
     if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
-        return (f"TLS to {url}: the broker's certificate is signed by a CA this machine does not trust ({detail}): "
-                f"pass --cafile FILE or set ${ENV_CAFILE} to the CA's PEM")
+        return (
+            f"TLS to {url}: the broker's certificate is signed by a CA this machine does not trust ({detail}): "
+            f"pass --cafile FILE or set ${ENV_CAFILE} to the CA's PEM"
+        )
     if "certificate_required" in lowered or "alert_bad_certificate" in lowered or "unknown_ca" in lowered:
-        return (f"TLS to {url}: the broker refused this client's certificate or asked for one ({detail}): pass "
-                f"--certfile/--keyfile or set ${ENV_CERTFILE}/${ENV_KEYFILE}")
+        return (
+            f"TLS to {url}: the broker refused this client's certificate or asked for one ({detail}): pass "
+            f"--certfile/--keyfile or set ${ENV_CERTFILE}/${ENV_KEYFILE}"
+        )
     if "wrong_version_number" in lowered or "[ssl" in lowered:
         return f"TLS to {url} failed ({detail}): is it a TLS port? mqtts:// is for TLS listeners only"
     return None
@@ -78,8 +87,13 @@ def describe_failure(detail: str, url: str) -> str | None:
 class _TlsFile(argparse.Action):
     """`--cafile` and co.: checked as read, and kept as the environment variable (see the module)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         path = str(values)
         if not os.path.isfile(path) or not os.access(path, os.R_OK):
             raise argparse.ArgumentError(self, f"{path!r}: no such readable file")
@@ -93,8 +107,9 @@ def add_tls_args(parser: argparse.ArgumentParser) -> None:
         ("--certfile", ENV_CERTFILE, "present this client certificate (PEM) to mqtts:// brokers (mTLS)"),
         ("--keyfile", ENV_KEYFILE, "the private key of --certfile, if it is not in that file"),
     ):
-        parser.add_argument(flag, metavar="PEM", action=_TlsFile, const=env, default=argparse.SUPPRESS,
-                            help=f"{what} (default: ${env})")
+        parser.add_argument(
+            flag, metavar="PEM", action=_TlsFile, const=env, default=argparse.SUPPRESS, help=f"{what} (default: ${env})"
+        )
 
 
 __all__ = ["ENV_CAFILE", "ENV_CERTFILE", "ENV_KEYFILE", "add_tls_args", "client_context", "describe_failure"]

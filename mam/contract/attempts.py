@@ -102,11 +102,26 @@ def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
     if event.attempt != expected:
         return f"job {state.job_id!r} would retry as attempt {expected}, not {event.attempt}"
     return replace(
-        state, status=Status.SUBMITTED, attempt=expected, not_before=iso(event.not_before),
-        runner=None, runner_epoch=None, claimed_at=None, started_at=None, finished_at=None,
-        exit_code=None, result=None, error=None, progress=None, percent=None,
-        last_heartbeat_at=None, last_seen_at=None, git_at_finish=None,
-        output_seqs=UNSET, outputs_expected=UNSET, outputs_missing=UNSET,  # seq counts from 0 again
+        state,
+        status=Status.SUBMITTED,
+        attempt=expected,
+        not_before=iso(event.not_before),
+        runner=None,
+        runner_epoch=None,
+        claimed_at=None,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        result=None,
+        error=None,
+        progress=None,
+        percent=None,
+        last_heartbeat_at=None,
+        last_seen_at=None,
+        git_at_finish=None,
+        output_seqs=UNSET,
+        outputs_expected=UNSET,
+        outputs_missing=UNSET,  # seq counts from 0 again
         start_inferred=UNSET,
         runner_key=UNSET,  # the next claim names its own
     )
@@ -118,8 +133,10 @@ def too_early(state: JobRecord, received_at: str) -> str | None:
         return None
     if _parse(received_at) >= _parse(state.not_before):
         return None
-    return (f"job {state.job_id!r} is waiting for attempt {attempt_of(state)}'s backoff until "
-            f"{state.not_before}; claim it from then on")
+    return (
+        f"job {state.job_id!r} is waiting for attempt {attempt_of(state)}'s backoff until "
+        f"{state.not_before}; claim it from then on"
+    )
 
 
 def _parse(at: str) -> datetime:

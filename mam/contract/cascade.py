@@ -72,8 +72,11 @@ def closes(record: JobRecord) -> bool:
 
 
 def descendants(
-    roots: Iterable[str], children: Mapping[str, Iterable[str]], parent_of: ParentOf,
-    stops: Callable[[str], bool] | None = None, piercing: Iterable[str] = (),
+    roots: Iterable[str],
+    children: Mapping[str, Iterable[str]],
+    parent_of: ParentOf,
+    stops: Callable[[str], bool] | None = None,
+    piercing: Iterable[str] = (),
 ) -> list[tuple[str, str]]:
     """The unfinished jobs under any of `roots`, each with the topmost of those roots above it, nearest
     first (by depth, then id).
@@ -111,8 +114,12 @@ def descendants(
         while current is not None and current != job and current not in chain:
             chain.append(current)
             current = up(current)
-        tops = [depth for depth, ancestor in enumerate(chain, 1) if ancestor in wanted and (
-            ancestor in pierce or not any(stops_at(between) for between in [job, *chain[:depth - 1]]))]
+        tops = [
+            depth
+            for depth, ancestor in enumerate(chain, 1)
+            if ancestor in wanted
+            and (ancestor in pierce or not any(stops_at(between) for between in [job, *chain[: depth - 1]]))
+        ]
         if tops:
             found.append((tops[-1], job, chain[tops[-1] - 1]))
     return [(job, root) for _, job, root in sorted(found)]
@@ -128,8 +135,9 @@ def below(root: str, children: Mapping[str, Iterable[str]], lookup: Lookup) -> l
     while level:
         found += level
         seen.update(level)
-        level = sorted({kid for job in level for kid in children.get(job, ())
-                        if kid not in seen and not abandons(lookup(kid))})
+        level = sorted(
+            {kid for job in level for kid in children.get(job, ()) if kid not in seen and not abandons(lookup(kid))}
+        )
     return found
 
 
@@ -138,14 +146,17 @@ def end_reason(record: JobRecord) -> str:
     return f"{record.job_id} ended {record.status.value} (parent_close: cancel)"
 
 
-def derive(changed: Iterable[JobRecord], children: Mapping[str, Iterable[str]], lookup: Lookup
-           ) -> list[tuple[str, ev.AnyEvent]]:
+def derive(
+    changed: Iterable[JobRecord], children: Mapping[str, Iterable[str]], lookup: Lookup
+) -> list[tuple[str, ev.AnyEvent]]:
     """The cancel requests the `changed` records call for: one for each unfinished job under a job that
     cascades (see `cascades`) or closes (see `closes`) and has no cancel request yet."""
     changed = list(changed)
     roots = {record.job_id: record for record in changed if cascades(record)}
-    ended = sorted((record for record in changed if record.job_id not in roots and closes(record)),
-                   key=lambda record: record.job_id)
+    ended = sorted(
+        (record for record in changed if record.job_id not in roots and closes(record)),
+        key=lambda record: record.job_id,
+    )
     derived: list[tuple[str, ev.AnyEvent]] = []
     asked: set[str] = set()
 

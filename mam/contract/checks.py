@@ -62,5 +62,4 @@ def any_failed(checks: Iterable[Check]) -> bool:
     return any(check.status == "fail" for check in checks)
 
 
-__all__ = ["STATUSES", "Check", "CheckStatus", "any_failed", "counts", "fail", "failed_or_warned", "ok", "skip",
-           "warn"]
+__all__ = ["STATUSES", "Check", "CheckStatus", "any_failed", "counts", "fail", "failed_or_warned", "ok", "skip", "warn"]

@@ -58,8 +58,12 @@ class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 Outputs = Annotated[
     int,
-    Meta(ge=0, le=2**53 - 1, description="The number of `output` events the runner published for this attempt "
-         "(seq 0 .. outputs-1); the projector records which of them its log lacks."),
+    Meta(
+        ge=0,
+        le=2**53 - 1,
+        description="The number of `output` events the runner published for this attempt "
+        "(seq 0 .. outputs-1); the projector records which of them its log lacks.",
+    ),
 ]
 """`outputs` on a terminal event a runner publishes. UNSET (left out) when not known, so the other
 events keep their bytes."""
@@ -67,8 +71,11 @@ events keep their bytes."""
 
 Denials = Annotated[
     list[ShortText],
-    Meta(max_length=64, description="The tool calls the agent's CLI refused at the job's permission level, one "
-         "line each (tool and target, e.g. 'Write /w/notes.md'), as its own result listed them."),
+    Meta(
+        max_length=64,
+        description="The tool calls the agent's CLI refused at the job's permission level, one "
+        "line each (tool and target, e.g. 'Write /w/notes.md'), as its own result listed them.",
+    ),
 ]
 """`denials` on `succeeded` and `failed`: UNSET (left out) when the agent reported none."""
 

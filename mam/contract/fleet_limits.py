@@ -37,8 +37,11 @@ class FleetLimits:
     def keys_of(self, record: JobRecord) -> list[str]:
         """The limits a job counts against, by their config path (`limits.agents.shell`, `limits.labels.gpu=a100`)."""
         keys = [f"limits.agents.{record.agent}"] if record.agent in self.agents else []
-        keys += [f"limits.labels.{pair}" for key, value in sorted(routing.required(record).items())
-                 if (pair := f"{key}={value}") in self.labels]
+        keys += [
+            f"limits.labels.{pair}"
+            for key, value in sorted(routing.required(record).items())
+            if (pair := f"{key}={value}") in self.labels
+        ]
         return keys
 
     def limit(self, key: str) -> int:

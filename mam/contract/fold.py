@@ -66,12 +66,18 @@ def apply(state: JobRecord | None, event: ev.AnyEvent, ctx: Context) -> JobRecor
     if inferred_start.is_late_start(state, event):  # its runner's own `started`, after the inferred one
         return replace(state, version=state.version + 1, last_event_id=ctx.event_id, updated_at=ctx.received_at)
     if isinstance(event, ev.Submitted):  # a reused id, the job finished or not: say so in the user's words
-        return Refusal(f"job id {ctx.job_id!r} is taken: that job was already submitted and is {state.status.value}; "
-                       "pick a new job id (or leave --job-id out for a generated one)")
+        return Refusal(
+            f"job id {ctx.job_id!r} is taken: that job was already submitted and is {state.status.value}; "
+            "pick a new job id (or leave --job-id out for a generated one)"
+        )
     if state.status.terminal:
-        return Refusal(waiting.too_late(state, event) or (
-            f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "
-            f"(refused {ev.event_type(event)!r})"))
+        return Refusal(
+            waiting.too_late(state, event)
+            or (
+                f"job {ctx.job_id!r} is {state.status.value}; a finished job never changes "
+                f"(refused {ev.event_type(event)!r})"
+            )
+        )
     result = _transition(state, event, ctx)
     if isinstance(result, Refusal):
         return result
@@ -111,14 +117,21 @@ def _prune(state: JobRecord, ctx: Context) -> JobRecord | Refusal:
     """Only a finished job is pruned; its record then carries `pruned_at` (the projector archives it)."""
     if not state.status.terminal:
         return Refusal(f"job {ctx.job_id!r} is {state.status.value}; only a finished job can be pruned")
-    return replace(state, pruned_at=ctx.received_at, version=state.version + 1, last_event_id=ctx.event_id,
-                   updated_at=ctx.received_at)
+    return replace(
+        state,
+        pruned_at=ctx.received_at,
+        version=state.version + 1,
+        last_event_id=ctx.event_id,
+        updated_at=ctx.received_at,
+    )
 
 
 def pruned_reason(state: JobRecord) -> str:
     """Why any event for a pruned job is refused: its id is never taken again."""
-    return (f"job {state.job_id!r} was pruned on {str(state.pruned_at)[:10]}; its id is not reused "
-            f"(its log is archived: `mam events {state.job_id}`)")
+    return (
+        f"job {state.job_id!r} was pruned on {str(state.pruned_at)[:10]}; its id is not reused "
+        f"(its log is archived: `mam events {state.job_id}`)"
+    )
 
 
 def _illegal(state: JobRecord, event: ev.AnyEvent, allowed: str) -> Refusal:
@@ -142,8 +155,15 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return Refusal(f"job {state.job_id!r} is already {state.status.value}{holder}; claim refused")
             if early := attempts.too_early(state, now):
                 return Refusal(early)
-            return replace(state, status=Status.CLAIMED, runner=runner, runner_epoch=epoch, claimed_at=now,
-                           last_seen_at=now, runner_key=runner_key)
+            return replace(
+                state,
+                status=Status.CLAIMED,
+                runner=runner,
+                runner_epoch=epoch,
+                claimed_at=now,
+                last_seen_at=now,
+                runner_key=runner_key,
+            )
         case ev.Started(runner=runner):
             if state.status not in _OPEN_BEFORE_RUN:
                 return _illegal(state, event, "submitted or claimed")
@@ -151,8 +171,9 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return Refusal(f"job {state.job_id!r} is claimed by {state.runner!r}, not {runner!r}")
             if state.status is Status.SUBMITTED and (early := attempts.too_early(state, now)):
                 return Refusal(early)
-            started = replace(state, status=Status.RUNNING, runner=state.runner or runner, started_at=now,
-                              last_seen_at=now)
+            started = replace(
+                state, status=Status.RUNNING, runner=state.runner or runner, started_at=now, last_seen_at=now
+            )
             return replace(started, start_inferred=True) if event.inferred is True else started
         case ev.Progress(message=message, percent=percent):
             if state.status not in _ACTIVE:
@@ -169,13 +190,32 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
         case ev.Succeeded(exit_code=code, result=result, git=git, usage=usage, denials=denials):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
-            return _with_denials(_with_usage(replace(state, status=Status.SUCCEEDED, exit_code=code, result=result,
-                                                     finished_at=now, git_at_finish=git), usage), denials)
+            return _with_denials(
+                _with_usage(
+                    replace(
+                        state,
+                        status=Status.SUCCEEDED,
+                        exit_code=code,
+                        result=result,
+                        finished_at=now,
+                        git_at_finish=git,
+                    ),
+                    usage,
+                ),
+                denials,
+            )
         case ev.Failed(exit_code=code, error=error, git=git, usage=usage, denials=denials):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
-            return _with_denials(_with_usage(replace(state, status=Status.FAILED, exit_code=code, error=error,
-                                                     finished_at=now, git_at_finish=git), usage), denials)
+            return _with_denials(
+                _with_usage(
+                    replace(
+                        state, status=Status.FAILED, exit_code=code, error=error, finished_at=now, git_at_finish=git
+                    ),
+                    usage,
+                ),
+                denials,
+            )
         case ev.CancelRequested(reason=reason, tree=tree):
             requested = replace(state, cancel_requested_at=now, cancel_reason=reason)
             if tree is True:  # `mam cancel --tree`: the projector cancels the jobs under it (mam.contract.cascade)
@@ -184,13 +224,24 @@ def _transition(state: JobRecord, event: ev.AnyEvent, ctx: Context) -> JobRecord
                 return replace(requested, status=Status.CANCELLED, finished_at=now)
             return requested
         case ev.Cancelled(reason=reason, usage=usage):
-            return _with_usage(replace(state, status=Status.CANCELLED, finished_at=now,
-                                       cancel_reason=reason or state.cancel_reason), usage)
+            return _with_usage(
+                replace(state, status=Status.CANCELLED, finished_at=now, cancel_reason=reason or state.cancel_reason),
+                usage,
+            )
         case ev.TimedOut(reason=reason, exit_code=code, git=git, usage=usage):
             if state.status not in _ACTIVE:
                 return _illegal(state, event, _ACTIVE_WORDS)
-            return _with_usage(replace(state, status=Status.TIMED_OUT, exit_code=code, error=reason or "timed out",
-                                       finished_at=now, git_at_finish=git), usage)
+            return _with_usage(
+                replace(
+                    state,
+                    status=Status.TIMED_OUT,
+                    exit_code=code,
+                    error=reason or "timed out",
+                    finished_at=now,
+                    git_at_finish=git,
+                ),
+                usage,
+            )
         case ev.Lost(reason=reason):
             return replace(state, status=Status.LOST, finished_at=now, error=reason or "runner lost")
         case ev.Retrying():

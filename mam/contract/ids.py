@@ -39,8 +39,7 @@ def validate_workspace_id(value: str) -> str:
     """Return `value` if it is a legal workspace id, else raise `InvalidId`."""
     if not _WORKSPACE_ID.fullmatch(value):
         raise InvalidId(
-            f"invalid workspace id {_shown(value)}: use 1-64 of A-Z a-z 0-9 . _ - , {ID_RULE} "
-            "(no '/', no wildcards)"
+            f"invalid workspace id {_shown(value)}: use 1-64 of A-Z a-z 0-9 . _ - , {ID_RULE} (no '/', no wildcards)"
         )
     return value
 

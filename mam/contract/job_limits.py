@@ -17,8 +17,18 @@ from mam.contract import events as ev
 from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 
-FIELDS: Final = ("resumes", "resume_session", "resume_root", "resume_usage", "model", "max_turns", "budget_tokens", "budget_usd",
-                 "tree_budget_tokens", "tree_budget_usd")
+FIELDS: Final = (
+    "resumes",
+    "resume_session",
+    "resume_root",
+    "resume_usage",
+    "model",
+    "max_turns",
+    "budget_tokens",
+    "budget_usd",
+    "tree_budget_tokens",
+    "tree_budget_usd",
+)
 """The `submitted` fields the record keeps under the same names."""
 
 

@@ -77,50 +77,91 @@ class Option:
 
 OPTIONS: Final[dict[str, Option]] = {
     "prompt": Option("what the job should do; the agent gets it on stdin", "--prompt"),
-    "agent": Option("the agent that should run it (a runner `mam-agent --agent NAME` claims it), e.g. claude-code",
-                    "--agent"),
+    "agent": Option(
+        "the agent that should run it (a runner `mam-agent --agent NAME` claims it), e.g. claude-code", "--agent"
+    ),
     "job_id": Option("the new job's id (default: generated)", "--job-id"),
     "agent_session": Option("the agent session it belongs to (`mam session create`)", "--agent-session"),
     "role": Option("the role the agent plays in it, e.g. reviewer", "--role"),
-    "labels": Option("labels to find it by later, e.g. {\"ticket\": \"12\"} (`--label ticket=12`)", "--label"),
-    "parent": Option("the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID; none "
-                     "from the dashboard)", "--parent"),
-    "no_parent": Option("true: a root job even inside a job (no parent from $MAM_JOB_ID)", "--no-parent",
-                        frozenset({"cli", "python", "mcp"}), default=False),
-    "job_timeout": Option("seconds the job may run before its runner stops it (its run limit); time spent waiting "
-                          "for a person does not count", "--job-timeout"),
-    "timeout": Option("deprecated: the old name of job_timeout (the run limit, not a wait); give job_timeout",
-                      None, frozenset({"python", "api", "mcp"}), deprecated=True),
-    "requeue": Option("false (`--no-requeue`): if its runner stops before the job finished, end it failed instead "
-                      "of releasing it to the queue", "--no-requeue", default=True),
-    "permissions": Option("what the job's agent may do: read-only, edit (files in its directory) or full; default "
-                          "its runner's level, which is also the most it may ask (more fails the job)",
-                          "--permissions"),
+    "labels": Option('labels to find it by later, e.g. {"ticket": "12"} (`--label ticket=12`)', "--label"),
+    "parent": Option(
+        "the job that delegates this one (default: the job this runs inside, $MAM_JOB_ID; none from the dashboard)",
+        "--parent",
+    ),
+    "no_parent": Option(
+        "true: a root job even inside a job (no parent from $MAM_JOB_ID)",
+        "--no-parent",
+        frozenset({"cli", "python", "mcp"}),
+        default=False,
+    ),
+    "job_timeout": Option(
+        "seconds the job may run before its runner stops it (its run limit); time spent waiting "
+        "for a person does not count",
+        "--job-timeout",
+    ),
+    "timeout": Option(
+        "deprecated: the old name of job_timeout (the run limit, not a wait); give job_timeout",
+        None,
+        frozenset({"python", "api", "mcp"}),
+        deprecated=True,
+    ),
+    "requeue": Option(
+        "false (`--no-requeue`): if its runner stops before the job finished, end it failed instead "
+        "of releasing it to the queue",
+        "--no-requeue",
+        default=True,
+    ),
+    "permissions": Option(
+        "what the job's agent may do: read-only, edit (files in its directory) or full; default "
+        "its runner's level, which is also the most it may ask (more fails the job)",
+        "--permissions",
+    ),
     "retries": Option("retry policy: at most this many further attempts", "--retries"),
     "retry_on": Option("the outcomes that retry (default: failed and lost); needs retries", "--retry-on"),
-    "backoff": Option("seconds before the first retry, doubling each time, with jitter (default 1); needs retries",
-                      "--backoff"),
-    "after": Option("jobs (ids, or unique prefixes or suffixes) that must all succeed before this one runs; it is "
-                    "blocked until then, and cancelled if one of them ends otherwise", "--after"),
-    "resume": Option("a finished job whose agent session this one continues with the new prompt (claude --resume, "
-                     "codex exec resume, gemini --resume), on the same agent", "--resume"),
+    "backoff": Option(
+        "seconds before the first retry, doubling each time, with jitter (default 1); needs retries", "--backoff"
+    ),
+    "after": Option(
+        "jobs (ids, or unique prefixes or suffixes) that must all succeed before this one runs; it is "
+        "blocked until then, and cancelled if one of them ends otherwise",
+        "--after",
+    ),
+    "resume": Option(
+        "a finished job whose agent session this one continues with the new prompt (claude --resume, "
+        "codex exec resume, gemini --resume), on the same agent",
+        "--resume",
+    ),
     "model": Option("the model the agent uses (its CLI's --model), e.g. opus", "--model"),
     "max_turns": Option("the agent's turn limit, where its CLI has one (claude --max-turns)", "--max-turns"),
-    "budget_tokens": Option("stop the job, failed, once its agent reports more tokens (input + output) than this",
-                            "--budget-tokens"),
-    "budget_usd": Option("stop the job, failed, once its agent reports a cost above this many dollars",
-                         "--budget-usd"),
-    "tree_budget_tokens": Option("for the jobs under this one: once they recorded this many tokens, new ones are "
-                                 "refused and running ones cancelled", "--tree-budget-tokens"),
-    "tree_budget_usd": Option("for the jobs under this one: the same, in dollars of recorded cost",
-                              "--tree-budget-usd"),
-    "require": Option("runner labels the job needs, e.g. {\"gpu\": \"a100\"} (`--require gpu=a100`): only a runner "
-                      "started with `mam-agent --label gpu=a100` gets it", "--require"),
-    "priority": Option(f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
-                       "take turns across delegation trees and sessions", "--priority", default=0),
-    "parent_close": Option("what becomes of this job if its parent ends first, however the parent ends: cancel "
-                           "(it is asked to cancel, with the jobs under it) or abandon (it runs on)", "--parent-close",
-                           default="cancel"),
+    "budget_tokens": Option(
+        "stop the job, failed, once its agent reports more tokens (input + output) than this", "--budget-tokens"
+    ),
+    "budget_usd": Option("stop the job, failed, once its agent reports a cost above this many dollars", "--budget-usd"),
+    "tree_budget_tokens": Option(
+        "for the jobs under this one: once they recorded this many tokens, new ones are "
+        "refused and running ones cancelled",
+        "--tree-budget-tokens",
+    ),
+    "tree_budget_usd": Option(
+        "for the jobs under this one: the same, in dollars of recorded cost", "--tree-budget-usd"
+    ),
+    "require": Option(
+        'runner labels the job needs, e.g. {"gpu": "a100"} (`--require gpu=a100`): only a runner '
+        "started with `mam-agent --label gpu=a100` gets it",
+        "--require",
+    ),
+    "priority": Option(
+        f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
+        "take turns across delegation trees and sessions",
+        "--priority",
+        default=0,
+    ),
+    "parent_close": Option(
+        "what becomes of this job if its parent ends first, however the parent ends: cancel "
+        "(it is asked to cancel, with the jobs under it) or abandon (it runs on)",
+        "--parent-close",
+        default="cancel",
+    ),
 }
 REQUIRED: Final = ("prompt", "agent")
 
@@ -135,8 +176,11 @@ def option_schema(name: str) -> dict[str, Any]:
     schema = _schemas()[name]
     out: dict[str, Any] = {**schema, "description": OPTIONS[name].help}
     if name not in REQUIRED:
-        out = {"anyOf": [schema, {"type": "null"}], "description": OPTIONS[name].help,
-               "default": None}  # null: the option's default (its help says which)
+        out = {
+            "anyOf": [schema, {"type": "null"}],
+            "description": OPTIONS[name].help,
+            "default": None,
+        }  # null: the option's default (its help says which)
     if OPTIONS[name].deprecated:
         out["deprecated"] = True
     return out
@@ -144,8 +188,12 @@ def option_schema(name: str) -> dict[str, Any]:
 
 def request_schema(front: Front) -> dict[str, Any]:
     """The JSON Schema of a `front`'s whole request: its options, `prompt` and `agent` required, no others."""
-    return {"type": "object", "properties": {name: option_schema(name) for name in names(front)},
-            "required": list(REQUIRED), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {name: option_schema(name) for name in names(front)},
+        "required": list(REQUIRED),
+        "additionalProperties": False,
+    }
 
 
 def _schemas() -> dict[str, dict[str, Any]]:
@@ -161,9 +209,17 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 _COUNTED: Final = {"after": "jobs", "labels": "labels"}
 """What a list option's items are called in its refusal (`after: 10000 jobs given; the limit is 64`)."""
-UNITS: Final = {"job_timeout": "seconds", "timeout": "seconds", "backoff": "seconds", "retries": "further attempts",
-                "max_turns": "turns", "budget_tokens": "tokens", "tree_budget_tokens": "tokens",
-                "budget_usd": "dollars", "tree_budget_usd": "dollars"}
+UNITS: Final = {
+    "job_timeout": "seconds",
+    "timeout": "seconds",
+    "backoff": "seconds",
+    "retries": "further attempts",
+    "max_turns": "turns",
+    "budget_tokens": "tokens",
+    "tree_budget_tokens": "tokens",
+    "budget_usd": "dollars",
+    "tree_budget_usd": "dollars",
+}
 """What each numeric option counts, for the range in its refusal (`give more than 0 and at most 2,678,400 seconds`)."""
 
 
@@ -196,8 +252,9 @@ def check_value(name: str, value: object, front: Front = "python") -> object:
     if name not in OPTIONS:
         raise UsageError(unknown([name], OPTIONS, kind="option"))
     if isinstance(value, list | dict) and name in _most():  # by count first: 10,000 ids are not echoed
-        at_most(fields()[name].flag or name if front == "cli" else name, value, _most()[name],
-                _COUNTED.get(name, "items"))
+        at_most(
+            fields()[name].flag or name if front == "cli" else name, value, _most()[name], _COUNTED.get(name, "items")
+        )
     try:
         return msgspec.convert(value, type=_field_types()[name])
     except msgspec.ValidationError:
@@ -230,8 +287,10 @@ _KIND: Final[dict[Front, str]] = {"cli": "option", "python": "keyword", "api": "
 def run_limit(spec: JobSpec) -> float | None:
     """The run limit: `job_timeout`, or `timeout` (its old name); both given must agree."""
     if spec.timeout is not None and spec.job_timeout is not None and spec.timeout != spec.job_timeout:
-        raise UsageError(f"timeout: {spec.timeout:g} is the old name of job_timeout, which is "
-                         f"{spec.job_timeout:g}: give job_timeout only")
+        raise UsageError(
+            f"timeout: {spec.timeout:g} is the old name of job_timeout, which is "
+            f"{spec.job_timeout:g}: give job_timeout only"
+        )
     return spec.job_timeout if spec.job_timeout is not None else spec.timeout
 
 
@@ -264,7 +323,10 @@ def _number(value: float) -> str:
 
 def table() -> str:
     """The docs' table of the options (docs/api.md): name, flag, values, front ends, help."""
-    rows = ["| option | `mam submit` | takes | HTTP | MCP | Python | what it does |", "| --- | --- | --- | :-: | :-: | :-: | --- |"]
+    rows = [
+        "| option | `mam submit` | takes | HTTP | MCP | Python | what it does |",
+        "| --- | --- | --- | :-: | :-: | :-: | --- |",
+    ]
     for name, option in OPTIONS.items():
         marks = " | ".join("yes" if front in option.fronts else "-" for front in ("api", "mcp", "python"))
         flag = f"`{option.flag}`" if option.flag else "-"
@@ -279,31 +341,60 @@ def _given(value: T | None) -> T | UnsetType:
     return UNSET if value is None else value
 
 
-def submitted(spec: JobSpec, *, parent: str | None, git: GitInfo | None,
-              after: list[str] | None = None) -> ev.Submitted:
+def submitted(
+    spec: JobSpec, *, parent: str | None, git: GitInfo | None, after: list[str] | None = None
+) -> ev.Submitted:
     """The `submitted` event for `spec`: an option left out stays UNSET, so the event has the bytes it had before
     the option existed. `parent` and `after` are as the front end resolved them (the job it runs inside, short
     ids); `resume` is resolved by the caller (`mam.cli.limits.resume_fields`), it needs the old job."""
     if spec.retries is None and (spec.retry_on is not None or spec.backoff is not None):
-        raise UsageError(f"{'retry_on' if spec.retry_on is not None else 'backoff'}: needs retries (how many more "
-                         "attempts)")
+        raise UsageError(
+            f"{'retry_on' if spec.retry_on is not None else 'backoff'}: needs retries (how many more attempts)"
+        )
     depends = after if after is not None else spec.after
     return ev.Submitted(
-        prompt=spec.prompt, agent=spec.agent, agent_session=spec.agent_session, role=spec.role,
-        labels=spec.labels or {}, timeout=run_limit(spec), parent=parent, git=git,
+        prompt=spec.prompt,
+        agent=spec.agent,
+        agent_session=spec.agent_session,
+        role=spec.role,
+        labels=spec.labels or {},
+        timeout=run_limit(spec),
+        parent=parent,
+        git=git,
         retries=_given(spec.retries),
         retry_on=_given(list(dict.fromkeys(spec.retry_on)) if spec.retry_on else None),
         backoff=_given(spec.backoff),
         after=_given(list(dict.fromkeys(depends)) if depends else None),
         permissions=_given(spec.permissions),
         requeue=UNSET if spec.requeue is None or spec.requeue else False,
-        model=_given(spec.model), max_turns=_given(spec.max_turns),
-        budget_tokens=_given(spec.budget_tokens), budget_usd=_given(spec.budget_usd),
-        tree_budget_tokens=_given(spec.tree_budget_tokens), tree_budget_usd=_given(spec.tree_budget_usd),
+        model=_given(spec.model),
+        max_turns=_given(spec.max_turns),
+        budget_tokens=_given(spec.budget_tokens),
+        budget_usd=_given(spec.budget_usd),
+        tree_budget_tokens=_given(spec.tree_budget_tokens),
+        tree_budget_usd=_given(spec.tree_budget_usd),
         require=_given(dict(sorted(spec.require.items())) if spec.require else None),
-        priority=_given(spec.priority or None), parent_close=_given(spec.parent_close),
+        priority=_given(spec.priority or None),
+        parent_close=_given(spec.parent_close),
     )
 
 
-__all__ = ["FRONTS", "OPTIONS", "REQUIRED", "UNITS", "Front", "JobSpec", "Option", "check_value", "convert", "decode",
-           "fields", "names", "option_schema", "request_schema", "run_limit", "submitted", "table"]
+__all__ = [
+    "FRONTS",
+    "OPTIONS",
+    "REQUIRED",
+    "UNITS",
+    "Front",
+    "JobSpec",
+    "Option",
+    "check_value",
+    "convert",
+    "decode",
+    "fields",
+    "names",
+    "option_schema",
+    "request_schema",
+    "run_limit",
+    "submitted",
+    "table",
+]

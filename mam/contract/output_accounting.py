@@ -96,8 +96,9 @@ def fill_gap(record: JobRecord, event: ev.Output) -> JobRecord:
     history = attempts_of(record)
     if history and history[-1].attempt == attempt_of(record):  # the ended attempt's copy of its accounting
         history = [*history[:-1], replace(history[-1], outputs_missing=missing)]
-    filled = replace(record, output_seqs=seqs, outputs_missing=missing,
-                     output_bytes=record.output_bytes + len(event.text.encode()))
+    filled = replace(
+        record, output_seqs=seqs, outputs_missing=missing, output_bytes=record.output_bytes + len(event.text.encode())
+    )
     return replace(filled, attempts=history) if history else filled
 
 

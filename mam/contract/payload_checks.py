@@ -27,7 +27,9 @@ def ignored_note(payload: bytes, fields: Mapping[str, frozenset[str]]) -> str:
     if not isinstance(value, dict) or value.get("type") not in fields:
         return ""
     unknown = [key for key in value if key not in fields[value["type"]]]
-    return f" (fields this release does not read, ignored: {', '.join(f'`{k}`' for k in unknown[:5])})" if unknown else ""
+    return (
+        f" (fields this release does not read, ignored: {', '.join(f'`{k}`' for k in unknown[:5])})" if unknown else ""
+    )
 
 
 class _DuplicateKey(ValueError):

@@ -90,16 +90,24 @@ def no_label_match(agent: str, require: Mapping[str, str], statuses: Iterable[Ag
     online = serving(statuses, agent)
     if not require or not online or satisfying(online, require):
         return None
-    return (f"no runner online for {agent!r} has {routing.describe(require)} ({len(online)} online without "
-            f"it; start one with `mam-agent --agent {agent} --label ...`)")
+    return (
+        f"no runner online for {agent!r} has {routing.describe(require)} ({len(online)} online without "
+        f"it; start one with `mam-agent --agent {agent} --label ...`)"
+    )
 
 
 def free_slots(status: AgentStatus) -> int:
     return max(status.concurrency - len(status.jobs), 0)
 
 
-def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None,
-                   job_id: str | None = None, parent: str | None = None, waiter: str | None = None) -> str:
+def waiting_reason(
+    agent: str,
+    statuses: Iterable[AgentStatus],
+    require: Mapping[str, str] | None = None,
+    job_id: str | None = None,
+    parent: str | None = None,
+    waiter: str | None = None,
+) -> str:
     """What a submitted (unclaimed) job waits for, in words: `queued: no runner for 'codex' is online`. With
     `job_id`, its `parent` and the job waiting for it (`waiter`): `queued: job X cannot start: ...` when
     those hold every slot it could take (`held_by_above`)."""
@@ -117,8 +125,9 @@ def waiting_reason(agent: str, statuses: Iterable[AgentStatus], require: Mapping
     return f"queued: waiting for a runner for {agent!r} to claim it ({len(online)} online)"
 
 
-def held_by_above(job_id: str, agent: str, runners: list[AgentStatus], parent: str | None,
-                  waiter: str | None = None) -> tuple[str, frozenset[str]] | None:
+def held_by_above(
+    job_id: str, agent: str, runners: list[AgentStatus], parent: str | None, waiter: str | None = None
+) -> tuple[str, frozenset[str]] | None:
     """When every one of `runners` (those that could take the job) is full with the job's `parent` or the job
     waiting for it (`waiter`): neither frees its slot before this job has run (a parent's unfinished children
     are cancelled when it ends, unless it abandons them), so why it cannot start, in one line, and which of
@@ -136,23 +145,33 @@ def held_by_above(job_id: str, agent: str, runners: list[AgentStatus], parent: s
     return f"job {job_id} cannot start: {where} running {named}; start another runner or raise --concurrency", holders
 
 
-def cannot_start(job_id: str, agent: str, statuses: Iterable[AgentStatus], require: Mapping[str, str] | None = None,
-                 parent: str | None = None, waiter: str | None = None) -> tuple[str, frozenset[str]] | None:
+def cannot_start(
+    job_id: str,
+    agent: str,
+    statuses: Iterable[AgentStatus],
+    require: Mapping[str, str] | None = None,
+    parent: str | None = None,
+    waiter: str | None = None,
+) -> tuple[str, frozenset[str]] | None:
     """Why a submitted job cannot start with the runners online now, in one line, and the jobs holding the
     slots it needs (`held_by_above`; empty when no runner could take it at all); None when one may."""
     statuses = list(statuses)
     online = serving(statuses, agent)
     if not online:
-        return (f"job {job_id} cannot start: no runner for {agent!r} is online (start one with "
-                f"`mam-agent --agent {agent}`)", frozenset())
+        return (
+            f"job {job_id} cannot start: no runner for {agent!r} is online (start one with "
+            f"`mam-agent --agent {agent}`)",
+            frozenset(),
+        )
     unmatched = no_label_match(agent, require or {}, statuses)
     if unmatched:
         return f"job {job_id} cannot start: {unmatched}", frozenset()
     return held_by_above(job_id, agent, satisfying(online, require or {}), parent, waiter)
 
 
-def queue_note(record: JobRecord, statuses: Iterable[AgentStatus], *, waiter: str | None = None,
-               higher: int = 0) -> str | None:
+def queue_note(
+    record: JobRecord, statuses: Iterable[AgentStatus], *, waiter: str | None = None, higher: int = 0
+) -> str | None:
     """What a job no runner has claimed yet waits for, in words, as `mam logs -f` and the dashboard say it: the
     jobs it runs `--after` (blocked), else the runners (`waiting_reason`) and, given `higher` (how many queued
     jobs for its agent have a higher priority), that those go first; None for a job past waiting."""
@@ -169,6 +188,21 @@ def queue_note(record: JobRecord, statuses: Iterable[AgentStatus], *, waiter: st
     return note
 
 
-__all__ = ["DRAINING", "STALE_AFTER", "cannot_start", "free_slots", "held_by_above", "labels_of", "no_label_match",
-           "queue_note", "satisfying", "serves", "serving", "shown_status", "since", "visible",
-           "waiting_reason", "last_heard"]
+__all__ = [
+    "DRAINING",
+    "STALE_AFTER",
+    "cannot_start",
+    "free_slots",
+    "held_by_above",
+    "labels_of",
+    "no_label_match",
+    "queue_note",
+    "satisfying",
+    "serves",
+    "serving",
+    "shown_status",
+    "since",
+    "visible",
+    "waiting_reason",
+    "last_heard",
+]

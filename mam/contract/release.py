@@ -34,11 +34,12 @@ def released_count(record: JobRecord) -> int:
 def release(state: JobRecord, event: ev.Released, now: str) -> JobRecord | str:
     """The job submitted again as its next attempt, or a reason to refuse the release."""
     if state.status not in HELD:
-        return (f"illegal transition: 'released' is allowed only when the job is claimed or running (or waiting "
-                f"for an answer); job {state.job_id!r} is {state.status.value}")
+        return (
+            f"illegal transition: 'released' is allowed only when the job is claimed or running (or waiting "
+            f"for an answer); job {state.job_id!r} is {state.status.value}"
+        )
     if released_count(state) >= ev.MAX_RELEASES:
-        return (f"job {state.job_id!r} was released {ev.MAX_RELEASES} times already; its runner must end it "
-                "instead")
+        return f"job {state.job_id!r} was released {ev.MAX_RELEASES} times already; its runner must end it instead"
     if state.cancel_requested_at is not None:  # the request stands, and nothing runs the job any more
         return replace(state, status=Status.CANCELLED, finished_at=now)
     seqs, outputs = state.output_seqs, event.outputs
@@ -57,10 +58,25 @@ def release(state: JobRecord, event: ev.Released, now: str) -> JobRecord | str:
         released=True,
     )
     return replace(
-        state, status=Status.SUBMITTED, attempt=attempt_of(state) + 1, attempts=[*attempts_of(state), ended],
-        runner=None, runner_epoch=None, claimed_at=None, started_at=None, finished_at=None,
-        exit_code=None, result=None, error=None, progress=None, percent=None,
-        last_heartbeat_at=None, last_seen_at=None, git_at_finish=None,
-        output_seqs=UNSET, outputs_expected=UNSET, outputs_missing=UNSET,  # the next attempt counts from 0
+        state,
+        status=Status.SUBMITTED,
+        attempt=attempt_of(state) + 1,
+        attempts=[*attempts_of(state), ended],
+        runner=None,
+        runner_epoch=None,
+        claimed_at=None,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        result=None,
+        error=None,
+        progress=None,
+        percent=None,
+        last_heartbeat_at=None,
+        last_seen_at=None,
+        git_at_finish=None,
+        output_seqs=UNSET,
+        outputs_expected=UNSET,
+        outputs_missing=UNSET,  # the next attempt counts from 0
         runner_key=UNSET,  # the next claim names its own
     )

@@ -29,8 +29,10 @@ def resume_refusal(event: ev.AnyEvent, record_of: Callable[[str], JobRecord | No
     if old is None:
         return f"resumes {event.resumes!r}: no such job is known in this workspace"
     if not old.status.terminal:
-        return (f"resumes {event.resumes!r}: the job is {old.status.value}; a session is continued once its job "
-                "has finished")
+        return (
+            f"resumes {event.resumes!r}: the job is {old.status.value}; a session is continued once its job "
+            "has finished"
+        )
     began = old.resume_root if isinstance(old.resume_root, str) else old.job_id
     if not isinstance(event.resume_root, UnsetType) and event.resume_root != began:
         return f"resume_root {event.resume_root!r}: the conversation {old.job_id} continues began with {began!r}"

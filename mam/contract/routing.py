@@ -29,8 +29,10 @@ def parse_pairs(values: Iterable[str] | None, flag: str) -> dict[str, str]:
     for value in values or ():
         key, sep, val = value.partition("=")
         if not sep or not KEY_PATTERN.fullmatch(key) or len(val) > 256:
-            raise UsageError(f"{flag} {value!r}: expected key=value, a key of letters, digits and ._/- "
-                             "(at most 64) and a value of at most 256 characters")
+            raise UsageError(
+                f"{flag} {value!r}: expected key=value, a key of letters, digits and ._/- "
+                "(at most 64) and a value of at most 256 characters"
+            )
         if key in pairs and pairs[key] != val:
             raise UsageError(f"{flag} {value!r}: {key!r} is already given as {key}={pairs[key]}")
         pairs[key] = val
@@ -86,5 +88,15 @@ def describe(pairs: Mapping[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(pairs.items()))
 
 
-__all__ = ["FIELDS", "check_priority", "describe", "from_submit", "missing", "of_record", "parse_pairs",
-           "priority", "required", "submit_fields"]
+__all__ = [
+    "FIELDS",
+    "check_priority",
+    "describe",
+    "from_submit",
+    "missing",
+    "of_record",
+    "parse_pairs",
+    "priority",
+    "required",
+    "submit_fields",
+]

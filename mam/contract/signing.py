@@ -212,8 +212,9 @@ class StateReader:
         except UsageError as exc:
             on_disk, why = None, str(exc)
         else:
-            why = f"{public_key_path(workspace)} " + ("does not exist" if on_disk is None else
-                                                      f"holds key {fingerprint(on_disk)}")
+            why = f"{public_key_path(workspace)} " + (
+                "does not exist" if on_disk is None else f"holds key {fingerprint(on_disk)}"
+            )
         if on_disk is None or raw_public(on_disk) != raw_public(key):
             if seen in self._refused_keys or len(self._refused_keys) >= MAX_WARNED:
                 return False, None

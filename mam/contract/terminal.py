@@ -40,4 +40,3 @@ def short(text: str | None, width: int = 48) -> str:
     """`text` on one line, made `safe`, cut to `width` characters with `...` (a listing's cell)."""
     text = safe(" ".join((text or "").split()), keep_layout=False)
     return text if len(text) <= width else text[: width - 3] + "..."
-

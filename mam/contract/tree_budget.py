@@ -92,8 +92,7 @@ def reached(root: JobRecord, used: Spent) -> str | None:
 def refusal(job_id: str, parent: str | None, tree_of: TreeOf, lookup: Lookup) -> str | None:
     """The reason to refuse a submit of `job_id` under `parent`, or None."""
     for ancestor in ancestors(parent, lookup):
-        if budgeted(ancestor) and (why := reached(ancestor, spent(ancestor.job_id, tree_of(ancestor.job_id),
-                                                                  lookup))):
+        if budgeted(ancestor) and (why := reached(ancestor, spent(ancestor.job_id, tree_of(ancestor.job_id), lookup))):
             return f"{why}; no new jobs under it (job {job_id!r} refused)"[:REASON_MAX]
     return None
 
@@ -113,8 +112,10 @@ def derive(changed: Iterable[JobRecord], tree_of: TreeOf, lookup: Lookup) -> lis
             children = tree_of(ancestor.job_id)
             why = reached(ancestor, spent(ancestor.job_id, children, lookup))
             if why is not None:
-                derived += [(job, ev.CancelRequested(reason=why[:REASON_MAX]))
-                            for job in _unfinished_under(ancestor.job_id, children, lookup)]
+                derived += [
+                    (job, ev.CancelRequested(reason=why[:REASON_MAX]))
+                    for job in _unfinished_under(ancestor.job_id, children, lookup)
+                ]
     return derived
 
 

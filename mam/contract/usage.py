@@ -158,5 +158,4 @@ def group(records: Iterable[JobRecord], by: By) -> list[Group]:
     return by_key(records, lambda r: r.agent)
 
 
-__all__ = ["BY", "By", "Group", "Totals", "by_key", "by_tree", "cost_of", "group", "money", "total",
-           "usage_of"]
+__all__ = ["BY", "By", "Group", "Totals", "by_key", "by_tree", "cost_of", "group", "money", "total", "usage_of"]

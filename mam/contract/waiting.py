@@ -28,11 +28,20 @@ def ask(state: JobRecord, event: ev.InputRequested, event_id: str, now: str) -> 
     if state.status is Status.WAITING:
         return f"job {state.job_id!r} is already waiting for an answer to {state.question!r}; one question at a time"
     if state.status is not Status.RUNNING:
-        return (f"illegal transition: 'input_requested' is allowed only when the job is running; "
-                f"job {state.job_id!r} is {state.status.value}")
+        return (
+            f"illegal transition: 'input_requested' is allowed only when the job is running; "
+            f"job {state.job_id!r} is {state.status.value}"
+        )
     choices = list(dict.fromkeys(event.choices)) if event.choices else UNSET
-    return replace(state, status=Status.WAITING, question=event.question, choices=choices, question_id=event_id,
-                   asked_at=now, answer=UNSET)
+    return replace(
+        state,
+        status=Status.WAITING,
+        question=event.question,
+        choices=choices,
+        question_id=event_id,
+        asked_at=now,
+        answer=UNSET,
+    )
 
 
 def answer(state: JobRecord, event: ev.InputProvided) -> JobRecord | str:
@@ -58,17 +67,20 @@ def too_late(state: JobRecord, event: ev.AnyEvent) -> str | None:
     if not isinstance(event, ev.InputProvided) or not state.status.terminal:
         return None
     why = state.error or state.cancel_reason
-    return (f"job {state.job_id!r} is {state.status.value}{f' ({why})' if why else ''}: nothing waits for an "
-            "answer any more, so the answer is not taken (refused 'input_provided')")
+    return (
+        f"job {state.job_id!r} is {state.status.value}{f' ({why})' if why else ''}: nothing waits for an "
+        "answer any more, so the answer is not taken (refused 'input_provided')"
+    )
 
 
 def _not_waiting(state: JobRecord, kind: str, question_id: str | None) -> str | None:
     if state.status is not Status.WAITING:
-        return (f"job {state.job_id!r} is {state.status.value}, not waiting for an answer "
-                f"(refused {kind!r})")
+        return f"job {state.job_id!r} is {state.status.value}, not waiting for an answer (refused {kind!r})"
     if question_id is not None and question_id != state.question_id:
-        return (f"job {state.job_id!r} now asks another question ({state.question!r}, id {state.question_id}); "
-                f"{kind!r} names question {question_id}")
+        return (
+            f"job {state.job_id!r} now asks another question ({state.question!r}, id {state.question_id}); "
+            f"{kind!r} names question {question_id}"
+        )
     return None
 
 

@@ -31,18 +31,22 @@ def take_over(path: Path, *, job_id: str, branch: str, base: str, continues: str
     its (device, inode). `WorktreeError` when it is not that job's clean worktree."""
     st = os.stat(path, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
-        raise WorktreeError(f"job {job_id}: its conversation's directory {path} is not a directory; remove it, "
-                            f"then mam retry {job_id}")
+        raise WorktreeError(
+            f"job {job_id}: its conversation's directory {path} is not a directory; remove it, then mam retry {job_id}"
+        )
     on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False)
     expected = f"refs/heads/mam/{continues}"
     if not continues or on != expected:
         raise WorktreeError(
             f"job {job_id}: its conversation's directory {path} holds a worktree on {on or 'a detached HEAD'}, "
             f"not on mam/{continues} (the job it continues): another job of the conversation runs or was kept "
-            f"there; once it has ended, remove it (git worktree remove {path}), then mam retry {job_id}")
+            f"there; once it has ended, remove it (git worktree remove {path}), then mam retry {job_id}"
+        )
     if git(path, "status", "--porcelain", "--untracked-files=all"):
-        raise WorktreeError(f"job {job_id}: its conversation's directory {path} has changes not committed to "
-                            f"mam/{continues}; commit or remove them, then mam retry {job_id}")
+        raise WorktreeError(
+            f"job {job_id}: its conversation's directory {path} has changes not committed to "
+            f"mam/{continues}; commit or remove them, then mam retry {job_id}"
+        )
     git(path, "checkout", "--quiet", "-b", branch, base)
     return st.st_dev, st.st_ino
 

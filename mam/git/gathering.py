@@ -62,8 +62,10 @@ def check_in_tree(workspace: Workspace, job_id: str, inside: str, verb: str) -> 
     """Refuse, in one line, acting on `job_id` from inside job `inside` unless `job_id` is in its delegation
     tree (below it: its child, a child's child, ...)."""
     if job_id == inside:
-        raise Refused(f"job {job_id} is the job this runs inside ({ENV}): it cannot {verb} its own branch; "
-                      f"once it has ended a person does (`mam merge {job_id}`); nothing was done")
+        raise Refused(
+            f"job {job_id} is the job this runs inside ({ENV}): it cannot {verb} its own branch; "
+            f"once it has ended a person does (`mam merge {job_id}`); nothing was done"
+        )
     seen: set[str] = set()
     current: str | None = job_id
     while current is not None and current not in seen and len(seen) < _MOST_HOPS:
@@ -72,8 +74,10 @@ def check_in_tree(workspace: Workspace, job_id: str, inside: str, verb: str) -> 
         current = record.parent if record is not None else None
         if current == inside:
             return
-    raise Refused(f"job {job_id} is not in the delegation tree of job {inside}, the job this runs inside "
-                  f"({ENV}): from inside a job only the work of the jobs it delegated is its to {verb}; nothing was done")
+    raise Refused(
+        f"job {job_id} is not in the delegation tree of job {inside}, the job this runs inside "
+        f"({ENV}): from inside a job only the work of the jobs it delegated is its to {verb}; nothing was done"
+    )
 
 
 def landing_into(workspace: Workspace, job_id: str, inside: str | None, *, otherwise: str) -> Into | None:
@@ -85,17 +89,23 @@ def landing_into(workspace: Workspace, job_id: str, inside: str | None, *, other
         return None
     record = _record(workspace, inside)
     if record is None:
-        raise Refused(f"{ENV}={inside} names no job of workspace {workspace.id}: refusing to land job {job_id} "
-                      f"from inside an unknown job; nothing was done ({otherwise})")
+        raise Refused(
+            f"{ENV}={inside} names no job of workspace {workspace.id}: refusing to land job {job_id} "
+            f"from inside an unknown job; nothing was done ({otherwise})"
+        )
     if record.status.terminal:
-        raise Refused(f"job {inside}, the job this runs inside ({ENV}), has ended ({record.status.value}): "
-                      f"nothing lands in its branch now; nothing was done ({otherwise})")
+        raise Refused(
+            f"job {inside}, the job this runs inside ({ENV}), has ended ({record.status.value}): "
+            f"nothing lands in its branch now; nothing was done ({otherwise})"
+        )
     resume_root = record.resume_root if isinstance(record.resume_root, str) else None
     tree = live_tree(workspace.root, inside, resume_root)
     if tree is None:
-        raise Refused(f"job {inside}, the job this runs inside ({ENV}), has no worktree of its own (its runner "
-                      f"runs without --worktree): landing job {job_id} would change the person's checkout from "
-                      f"inside an agent; refused, nothing was done ({otherwise})")
+        raise Refused(
+            f"job {inside}, the job this runs inside ({ENV}), has no worktree of its own (its runner "
+            f"runs without --worktree): landing job {job_id} would change the person's checkout from "
+            f"inside an agent; refused, nothing was done ({otherwise})"
+        )
     check_in_tree(workspace, job_id, inside, "land")
     return Into(tree.path, f"job {inside}'s worktree at {tree.path}", job_id=inside)
 

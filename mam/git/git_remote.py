@@ -66,8 +66,9 @@ def resolve_push(top: Path, given: str) -> PushTarget:
     if not url:
         names = git(top, "remote", check=False).split()
         have = f"it has: {', '.join(names)}" if names else "it has none"
-        raise WorktreeError(f"--push {given}: the clone at {top} has no remote named {given} ({have}); "
-                            "pass a remote's name or a URL")
+        raise WorktreeError(
+            f"--push {given}: the clone at {top} has no remote named {given} ({have}); pass a remote's name or a URL"
+        )
     return PushTarget(given=given, url=recorded_url(top, url))
 
 
@@ -137,5 +138,14 @@ def fetch_branch(top: Path, url: str, branch: str) -> None:
         raise RemoteError(reason(out))
 
 
-__all__ = ["PushTarget", "RemoteError", "fetch_branch", "fetch_commit", "has_commit", "push_branch",
-           "reason", "recorded_url", "resolve_push"]
+__all__ = [
+    "PushTarget",
+    "RemoteError",
+    "fetch_branch",
+    "fetch_commit",
+    "has_commit",
+    "push_branch",
+    "reason",
+    "recorded_url",
+    "resolve_push",
+]

@@ -52,8 +52,15 @@ class Leftover:
         return self.finished and self.work is not None and not self.state.startswith("unmerged")
 
     def as_dict(self) -> dict[str, object]:
-        return {"job_id": self.job_id, "status": self.status, "branch": self.branch, "tip": self.tip,
-                "worktree": self.tree, "state": self.state, "cleanable": self.cleanable}
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "branch": self.branch,
+            "tip": self.tip,
+            "worktree": self.tree,
+            "state": self.state,
+            "cleanable": self.cleanable,
+        }
 
 
 def inventory(workspace: Workspace, only: set[str] | None = None) -> list[Leftover]:
@@ -75,7 +82,7 @@ def inventory(workspace: Workspace, only: set[str] | None = None) -> list[Leftov
 def _branches(top: Path) -> list[tuple[str, str]]:
     out = git(top, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX)
     pairs = (line.split(" ", 1) for line in out.splitlines() if " " in line)
-    return [(ref[len(PREFIX):], tip) for ref, tip in pairs]
+    return [(ref[len(PREFIX) :], tip) for ref, tip in pairs]
 
 
 def _tree_names(directory: Path) -> set[str]:
@@ -94,17 +101,25 @@ def _record(workspace: Workspace, job_id: str) -> tuple[JobRecord | None, str]:
         return (pruned[0], "pruned") if pruned else (None, "no record")
 
 
-def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, tip: str | None, has_dir: bool
-              ) -> Leftover:
+def _leftover(
+    workspace: Workspace, top: Path, trees: Worktrees, job_id: str, tip: str | None, has_dir: bool
+) -> Leftover:
     record, status = _record(workspace, job_id)
     finish = record.git_at_finish if record is not None else None
     base = finish.base if finish is not None and isinstance(finish.base, str) else ""
     finished = record is not None and (status == "pruned" or record.status.terminal)
     work = None
     if record is not None:
-        work = JobWork(job_id=job_id, top=top, branch=own_branch(job_id), base=base,
-                       recorded=(finish.commit if finish is not None else None) or "", prompt=record.prompt,
-                       trees=trees, directory=record.resume_root if isinstance(record.resume_root, str) else None)
+        work = JobWork(
+            job_id=job_id,
+            top=top,
+            branch=own_branch(job_id),
+            base=base,
+            recorded=(finish.commit if finish is not None else None) or "",
+            prompt=record.prompt,
+            trees=trees,
+            directory=record.resume_root if isinstance(record.resume_root, str) else None,
+        )
     if tip is None:
         state = "no branch"
     elif tip == base:
@@ -114,8 +129,16 @@ def _leftover(workspace: Workspace, top: Path, trees: Worktrees, job_id: str, ti
     else:
         count = git(top, "rev-list", "--count", tip, "--not", "HEAD", check=False) or "?"
         state = f"unmerged, {count} commit{'s' * (count != '1')}"
-    return Leftover(job_id=job_id, status=status, branch=own_branch(job_id) if tip else None, tip=tip,
-                    tree=str(trees.dir / job_id) if has_dir else None, state=state, finished=finished, work=work)
+    return Leftover(
+        job_id=job_id,
+        status=status,
+        branch=own_branch(job_id) if tip else None,
+        tip=tip,
+        tree=str(trees.dir / job_id) if has_dir else None,
+        state=state,
+        finished=finished,
+        work=work,
+    )
 
 
 def _in_head(top: Path, tip: str) -> bool:

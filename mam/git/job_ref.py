@@ -66,15 +66,21 @@ def check_own_work(job_id: str, branch: str | None, base: str, commit: str) -> N
     whose commits are not commit ids: what a record says reaches git only when it is one of those."""
     foreign = foreign_branch(job_id, branch)
     if foreign is not None:
-        raise ForeignBranch(f"job {job_id}'s record names branch {_shown(foreign)}, not its own "
-                            f"{own_branch(job_id)}: refused, nothing was done (mam reviews and lands only a "
-                            "job's own branch)")
+        raise ForeignBranch(
+            f"job {job_id}'s record names branch {_shown(foreign)}, not its own "
+            f"{own_branch(job_id)}: refused, nothing was done (mam reviews and lands only a "
+            "job's own branch)"
+        )
     if not branch_ok(job_id):
-        raise ForeignBranch(f"job {job_id}: {own_branch(job_id)} is not a name git takes for a branch, so no "
-                            "runner made one: nothing to review or land")
+        raise ForeignBranch(
+            f"job {job_id}: {own_branch(job_id)} is not a name git takes for a branch, so no "
+            "runner made one: nothing to review or land"
+        )
     if not (is_object_id(base) and is_object_id(commit)):
-        raise ForeignBranch(f"job {job_id}'s record names commits that are not commit ids ({_shown(base)}, "
-                            f"{_shown(commit)}): refused, nothing was done")
+        raise ForeignBranch(
+            f"job {job_id}'s record names commits that are not commit ids ({_shown(base)}, "
+            f"{_shown(commit)}): refused, nothing was done"
+        )
 
 
 def _shown(value: str) -> str:

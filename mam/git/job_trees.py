@@ -53,15 +53,16 @@ def worktree_branches(top: Path, timeout: float = GIT_TIMEOUT) -> dict[str, str]
     path = None
     for line in out.stdout.splitlines() if out.returncode == 0 else []:
         if line.startswith("worktree "):
-            path = line[len("worktree "):]
+            path = line[len("worktree ") :]
             found[path] = ""
         elif line.startswith("branch ") and path is not None:
-            found[path] = line[len("branch "):]
+            found[path] = line[len("branch ") :]
     return found
 
 
-def live_tree(root: Path, job_id: str, directory: str | None = None, *,
-              timeout: float = GIT_TIMEOUT) -> LiveTree | None:
+def live_tree(
+    root: Path, job_id: str, directory: str | None = None, *, timeout: float = GIT_TIMEOUT
+) -> LiveTree | None:
     """The worktree job `job_id` works in, or None: no worktree on its branch under `<root>/.mam/worktrees/`
     (it ran without `--worktree`, or its worktree is gone), or `root` not in a git repository. `directory`:
     the name the job's record says its worktree has (`resume_root`), when the caller read the record."""

@@ -75,8 +75,10 @@ class JobWork:
 
     def tip(self) -> str | None:
         """The branch's commit now, or None when the branch is gone."""
-        return git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{self.branch}^{{commit}}",
-                   check=False) or None
+        return (
+            git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{self.branch}^{{commit}}", check=False)
+            or None
+        )
 
 
 def repo_top(root: Path) -> Path:
@@ -98,17 +100,29 @@ def job_work(root: Path, record: JobRecord) -> JobWork:
     job = record.job_id
     finish = record.git_at_finish
     if not record.status.terminal:
-        raise MamError(f"job {job} is {record.status.value}: its work is on branch {own_branch(job)} once it "
-                       f"ends; try again then (`mam wait {job}`)")
+        raise MamError(
+            f"job {job} is {record.status.value}: its work is on branch {own_branch(job)} once it "
+            f"ends; try again then (`mam wait {job}`)"
+        )
     if finish is None or not isinstance(finish.base, str) or not finish.commit:
-        raise UsageError(f"job {job} did not run in a worktree of its own: it has no branch to review or land "
-                         "(run jobs under `mam-agent --worktree` for that)")
+        raise UsageError(
+            f"job {job} did not run in a worktree of its own: it has no branch to review or land "
+            "(run jobs under `mam-agent --worktree` for that)"
+        )
     check_own_work(job, finish.branch, finish.base, finish.commit)
     top = repo_top(root)
     pushed = finish.remote if isinstance(finish.remote, str) and not finish.push_error else None
-    work = JobWork(job_id=job, top=top, branch=own_branch(job), base=finish.base,
-                   recorded=finish.commit, prompt=record.prompt, trees=Worktrees(root, top), remote=pushed,
-                   directory=record.resume_root if isinstance(record.resume_root, str) else None)
+    work = JobWork(
+        job_id=job,
+        top=top,
+        branch=own_branch(job),
+        base=finish.base,
+        recorded=finish.commit,
+        prompt=record.prompt,
+        trees=Worktrees(root, top),
+        remote=pushed,
+        directory=record.resume_root if isinstance(record.resume_root, str) else None,
+    )
     _fetch_if_missing(work, record)
     return work
 
@@ -121,23 +135,28 @@ def _fetch_if_missing(work: JobWork, record: JobRecord) -> None:
         return
     if isinstance(finish.push_error, str):
         where = f"runner {record.runner}'s clone" if record.runner else "its runner's clone"
-        raise MamError(f"job {work.job_id}'s branch {work.branch} is only in {where}: its push to "
-                       f"{safe(str(finish.remote))} failed ({safe(finish.push_error)}); push it from there "
-                       f"(git push REMOTE {work.branch}), then `mam merge {work.job_id}`")
+        raise MamError(
+            f"job {work.job_id}'s branch {work.branch} is only in {where}: its push to "
+            f"{safe(str(finish.remote))} failed ({safe(finish.push_error)}); push it from there "
+            f"(git push REMOTE {work.branch}), then `mam merge {work.job_id}`"
+        )
     if work.remote is None:
         return
     try:
         fetch_branch(work.top, work.remote, work.branch)
     except RemoteError as exc:
-        raise MamError(f"job {work.job_id}'s branch {work.branch} is on {safe(work.remote)}, where its runner "
-                       f"pushed it, but this clone cannot fetch it (git fetch: {safe(str(exc))})") from None
+        raise MamError(
+            f"job {work.job_id}'s branch {work.branch} is on {safe(work.remote)}, where its runner "
+            f"pushed it, but this clone cannot fetch it (git fetch: {safe(str(exc))})"
+        ) from None
 
 
 def gone(work: JobWork) -> MamError:
     if work.empty:
         return MamError(f"job {work.job_id} changed nothing: it left no branch (nothing to review or land)")
-    return MamError(f"job {work.job_id}'s branch {work.branch} is gone (merged, discarded or deleted): "
-                    "nothing to review or land")
+    return MamError(
+        f"job {work.job_id}'s branch {work.branch} is gone (merged, discarded or deleted): nothing to review or land"
+    )
 
 
 def named(files: list[str]) -> str:
@@ -153,8 +172,17 @@ def diff_argv(work: JobWork, *, stat_only: bool, pager: bool) -> list[str]:
     tip = work.tip()
     if tip is None:
         raise gone(work)
-    return ["git", *([] if pager else ["--no-pager"]), "-C", str(work.top), "diff",
-            *(["--stat"] if stat_only else []), work.base, tip, "--"]
+    return [
+        "git",
+        *([] if pager else ["--no-pager"]),
+        "-C",
+        str(work.top),
+        "diff",
+        *(["--stat"] if stat_only else []),
+        work.base,
+        tip,
+        "--",
+    ]
 
 
 def diff_text(work: JobWork, cap: int = DIFF_CAP) -> dict[str, object]:
@@ -163,12 +191,20 @@ def diff_text(work: JobWork, cap: int = DIFF_CAP) -> dict[str, object]:
     if tip is None:
         raise gone(work)
     summary = git(work.top, "diff", "--shortstat", work.base, tip)
-    data, cut = read_capped(work.top, "diff", "--no-color", "--no-ext-diff", work.base, tip, "--", cap=cap,
-                            options=("--no-pager",))
+    data, cut = read_capped(
+        work.top, "diff", "--no-color", "--no-ext-diff", work.base, tip, "--", cap=cap, options=("--no-pager",)
+    )
     if cut:
         data = data[: data.rfind(b"\n", 0, cap) + 1]
-    return {"job_id": work.job_id, "branch": work.branch, "base": work.base, "tip": tip,
-            "stat": summary.strip(), "diff": data.decode("utf-8", "replace"), "cut": cut}
+    return {
+        "job_id": work.job_id,
+        "branch": work.branch,
+        "base": work.base,
+        "tip": tip,
+        "stat": summary.strip(),
+        "diff": data.decode("utf-8", "replace"),
+        "cut": cut,
+    }
 
 
 def diff_files(work: JobWork) -> list[tuple[str, int | None, int | None]]:
@@ -200,8 +236,11 @@ def discard(work: JobWork) -> str:
     if kept:
         raise MamError(f"job {work.job_id}: {kept}")
     removed = " and ".join(part for part, there in (("worktree", had_tree), (f"branch {work.branch}", tip)) if there)
-    return f"discarded job {work.job_id}: removed its {removed}" + (f" (was at {tip[:12]})" if tip else "") \
+    return (
+        f"discarded job {work.job_id}: removed its {removed}"
+        + (f" (was at {tip[:12]})" if tip else "")
         + remote_copy(work)
+    )
 
 
 def remote_copy(work: JobWork) -> str:
@@ -256,5 +295,19 @@ def remove_tree(work: JobWork, found: os.stat_result, *, force: bool) -> str | N
     return None
 
 
-__all__ = ["DIFF_CAP", "Conflict", "ForeignBranch", "JobWork", "diff_argv", "diff_files", "diff_text", "discard", "gone",
-           "job_work", "named", "remote_copy", "remove_job", "repo_top"]
+__all__ = [
+    "DIFF_CAP",
+    "Conflict",
+    "ForeignBranch",
+    "JobWork",
+    "diff_argv",
+    "diff_files",
+    "diff_text",
+    "discard",
+    "gone",
+    "job_work",
+    "named",
+    "remote_copy",
+    "remove_job",
+    "repo_top",
+]

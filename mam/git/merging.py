@@ -44,8 +44,10 @@ class Into:
         """`-c` options for a commit there: in a job's worktree, mam's own identity when git's config names
         nobody (as the runner commits a job's leftovers, `Worktrees._commit`; `GIT_AUTHOR_*` still win);
         in the checkout nothing: the user's identity and hooks apply."""
-        if self.job_id is None or (git(self.directory, "config", "user.name", check=False)
-                                   and git(self.directory, "config", "user.email", check=False)):
+        if self.job_id is None or (
+            git(self.directory, "config", "user.name", check=False)
+            and git(self.directory, "config", "user.email", check=False)
+        ):
             return ()
         return ("-c", f"user.name={IDENTITY[0]}", "-c", f"user.email={IDENTITY[1]}")
 
@@ -55,19 +57,27 @@ def _ready(work: JobWork, into: Into, action: str) -> str:
     top, what = into.directory, into.what
     current = git(top, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if not current:
-        raise MamError(f"{what} is on no branch (detached HEAD): check out the branch to land "
-                       f"job {work.job_id} on, then `mam {action} {work.job_id}`")
+        raise MamError(
+            f"{what} is on no branch (detached HEAD): check out the branch to land "
+            f"job {work.job_id} on, then `mam {action} {work.job_id}`"
+        )
     if current == work.branch:
-        raise MamError(f"{what} is on the job's own branch {work.branch}: check out the branch "
-                       f"to land it on, then `mam {action} {work.job_id}`")
+        raise MamError(
+            f"{what} is on the job's own branch {work.branch}: check out the branch "
+            f"to land it on, then `mam {action} {work.job_id}`"
+        )
     for marker in ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD"):
         if git(top, "rev-parse", "--verify", "--quiet", marker, check=False):
-            raise MamError(f"{what} is in the middle of a {marker.split('_')[0].lower()}: "
-                           f"finish or abort it, then `mam {action} {work.job_id}`")
+            raise MamError(
+                f"{what} is in the middle of a {marker.split('_')[0].lower()}: "
+                f"finish or abort it, then `mam {action} {work.job_id}`"
+            )
     changed = git(top, "diff", "--name-only", "HEAD").splitlines()  # staged or not: what a merge could clobber
     if changed:
-        raise MamError(f"{what} has uncommitted changes ({named(changed)}): commit or stash "
-                       f"them, then `mam {action} {work.job_id}`; nothing was done")
+        raise MamError(
+            f"{what} has uncommitted changes ({named(changed)}): commit or stash "
+            f"them, then `mam {action} {work.job_id}`; nothing was done"
+        )
     return current
 
 
@@ -98,12 +108,16 @@ def merge(work: JobWork, *, squash: bool = False, keep_branch: bool = False, int
     current = _ready(work, into, "merge")
     top = into.directory
     if tip == work.base or _is_ancestor(top, tip, "HEAD"):
-        said = f"job {work.job_id} changed nothing" if tip == work.base else f"job {work.job_id} is already in {current}"
+        said = (
+            f"job {work.job_id} changed nothing" if tip == work.base else f"job {work.job_id} is already in {current}"
+        )
         return said + ": nothing to merge" + _after(work, keep_branch)
     conflicts = _conflicts(top, tip)
     if conflicts:
-        raise Conflict(f"job {work.job_id} conflicts with {current} in {named(conflicts)}: nothing was changed; "
-                       f"merge by hand (git merge {work.branch}) or `mam discard {work.job_id}`")
+        raise Conflict(
+            f"job {work.job_id} conflicts with {current} in {named(conflicts)}: nothing was changed; "
+            f"merge by hand (git merge {work.branch}) or `mam discard {work.job_id}`"
+        )
     before = git(top, "rev-parse", "HEAD")
     if squash:
         how = _squash(work, tip, current, into)
@@ -134,9 +148,11 @@ def _merge(work: JobWork, tip: str, current: str, before: str, into: Into | None
         if git(top, "rev-parse", "--verify", "--quiet", "MERGE_HEAD", check=False):
             git(top, "merge", "--abort", check=False)
         if conflicted:
-            raise Conflict(f"job {work.job_id} conflicts with {current} in {named(conflicted)}: the merge was "
-                           f"undone (git merge --abort); merge by hand (git merge {work.branch}) or "
-                           f"`mam discard {work.job_id}`")
+            raise Conflict(
+                f"job {work.job_id} conflicts with {current} in {named(conflicted)}: the merge was "
+                f"undone (git merge --abort); merge by hand (git merge {work.branch}) or "
+                f"`mam discard {work.job_id}`"
+            )
         raise MamError(f"git merge {work.branch} failed: {_last_line(out)}; {into.what} is as it was")
     after = git(top, "rev-parse", "HEAD")
     kind = "fast-forward" if after == tip else "merge commit"
@@ -155,8 +171,9 @@ def _squash(work: JobWork, tip: str, current: str, into: Into | None = None) -> 
     done = run(top, "commit", "--quiet", "-m", _message(work, squash=True), options=into.options())
     if done.returncode != 0:
         git(top, "reset", "--merge", check=False)
-        raise MamError(f"git commit of the squashed job {work.job_id} failed: {_last_line(done)}; "
-                       f"{into.what} is as it was")
+        raise MamError(
+            f"git commit of the squashed job {work.job_id} failed: {_last_line(done)}; {into.what} is as it was"
+        )
     after = git(top, "rev-parse", "HEAD")
     return f"merged job {work.job_id} into {current}: squashed into {after[:12]}"
 

@@ -38,8 +38,14 @@ def git_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in _ENV_DROPPED}
 
 
-def run(directory: Path, *args: str, timeout: float = GIT_TIMEOUT, env: Mapping[str, str] | None = None,
-        options: tuple[str, ...] = (), missing: str = "git is not on PATH") -> subprocess.CompletedProcess[str]:
+def run(
+    directory: Path,
+    *args: str,
+    timeout: float = GIT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    options: tuple[str, ...] = (),
+    missing: str = "git is not on PATH",
+) -> subprocess.CompletedProcess[str]:
     """Run `git [options] -C directory args` to the end; its completed process whatever the exit code.
 
     `GitError` only when git did not run to an exit code: `missing` when git is
@@ -49,8 +55,15 @@ def run(directory: Path, *args: str, timeout: float = GIT_TIMEOUT, env: Mapping[
     (a hook, an alias, a credential helper) together."""
     argv = ["git", *options, "-C", str(directory), *args]
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                text=True, env=git_env() if env is None else dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=git_env() if env is None else dict(env),
+            start_new_session=True,
+        )
     except FileNotFoundError:
         raise GitError(missing) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument
@@ -74,8 +87,9 @@ def _stop_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def git(directory: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT,
-        missing: str = "git is not on PATH") -> str:
+def git(
+    directory: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT, missing: str = "git is not on PATH"
+) -> str:
     """Run `git -C directory args`; its stdout stripped ("" on a non-zero exit when not `check`), or
     `GitError` with git's own last line."""
     out = run(directory, *args, timeout=timeout, missing=missing)
@@ -94,14 +108,21 @@ def last_line(out: subprocess.CompletedProcess[str]) -> str:
     return (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[-1]
 
 
-def read_capped(directory: Path, *args: str, cap: int, timeout: float = GIT_TIMEOUT,
-                options: tuple[str, ...] = ()) -> tuple[bytes, bool]:
+def read_capped(
+    directory: Path, *args: str, cap: int, timeout: float = GIT_TIMEOUT, options: tuple[str, ...] = ()
+) -> tuple[bytes, bool]:
     """The first `cap` bytes `git [options] -C directory args` writes (git is stopped past them), and whether
     it wrote more; `GitError` naming the command if it did not run or outlived `timeout`."""
     argv = ["git", *options, "-C", str(directory), *args]
     try:  # a session of its own: a timeout or the cap stops git and whatever it started (an alias, a filter)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                env=git_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=git_env(),
+            start_new_session=True,
+        )
     except FileNotFoundError:
         raise GitError("git is not on PATH") from None
     except (OSError, ValueError) as exc:

@@ -32,8 +32,10 @@ def make_job_dir(mam_dir: Path, worktrees: Path, job_id: str, path: Path) -> tup
         except (NotADirectoryError, OSError) as exc:
             if isinstance(exc, FileNotFoundError) or not os.path.islink(mam_dir):
                 raise WorktreeError(f"cannot make a worktree for job {job_id}: {mam_dir}: {exc.strerror}") from None
-            raise WorktreeError(f"cannot make a worktree for job {job_id}: refusing to write through a symlink "
-                                f"at {mam_dir} (it appeared after the runner started)") from None
+            raise WorktreeError(
+                f"cannot make a worktree for job {job_id}: refusing to write through a symlink "
+                f"at {mam_dir} (it appeared after the runner started)"
+            ) from None
         try:
             try:
                 os.mkdir("worktrees", file_modes.dir_mode(), dir_fd=mam_fd)

@@ -58,15 +58,21 @@ def check(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser)
     sample = parser_class(prog="check", add_help=False)
     sub = sample.add_subparsers()
     group = sample.add_argument_group("check")
-    problems = (method_problems(parser_class, PARSER_METHODS) + attribute_problems(sample, PARSER_ATTRIBUTES)
-                + attribute_problems(group, GROUP_ATTRIBUTES) + attribute_problems(sub, SUBPARSERS_ATTRIBUTES))
+    problems = (
+        method_problems(parser_class, PARSER_METHODS)
+        + attribute_problems(sample, PARSER_ATTRIBUTES)
+        + attribute_problems(group, GROUP_ATTRIBUTES)
+        + attribute_problems(sub, SUBPARSERS_ATTRIBUTES)
+    )
     if not isinstance(sub, argparse._SubParsersAction):
         problems.append(f"add_subparsers() as a _SubParsersAction (now {type(sub).__name__})")
     elif not problems and sub._name_parser_map is not sub.choices:
         problems.append("_SubParsersAction._name_parser_map as its choices")
     if problems:
-        raise LibraryChanged(f"Python {platform.python_version()}'s argparse lacks {', '.join(problems)}: "
-                             "mam runs on the Python releases in pyproject.toml's requires-python")
+        raise LibraryChanged(
+            f"Python {platform.python_version()}'s argparse lacks {', '.join(problems)}: "
+            "mam runs on the Python releases in pyproject.toml's requires-python"
+        )
 
 
 def actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -137,6 +143,22 @@ def format_grouped_help(parser: argparse.ArgumentParser, sections: list[tuple[st
     return formatter.format_help()
 
 
-__all__ = ["GROUP_ATTRIBUTES", "PARSER_ATTRIBUTES", "PARSER_METHODS", "SUBPARSERS_ATTRIBUTES", "Subparsers",
-           "SubparsersAction", "actions", "check", "command_lines", "defaults_of", "forget_commands",
-           "format_grouped_help", "is_subparsers", "option_strings", "sort_commands", "subcommands", "subparsers_of"]
+__all__ = [
+    "GROUP_ATTRIBUTES",
+    "PARSER_ATTRIBUTES",
+    "PARSER_METHODS",
+    "SUBPARSERS_ATTRIBUTES",
+    "Subparsers",
+    "SubparsersAction",
+    "actions",
+    "check",
+    "command_lines",
+    "defaults_of",
+    "forget_commands",
+    "format_grouped_help",
+    "is_subparsers",
+    "option_strings",
+    "sort_commands",
+    "subcommands",
+    "subparsers_of",
+]

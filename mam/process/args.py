@@ -59,7 +59,9 @@ def seconds_from_zero(zero_means: str | None = None) -> Callable[[str], float]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"{typed(text)} is not a number of seconds") from None
         if not value >= 0 or not math.isfinite(value) or value > MAX_DURATION:
-            raise argparse.ArgumentTypeError(f"{typed(text)} must be a number of seconds from {lowest} to {MAX_DURATION}")
+            raise argparse.ArgumentTypeError(
+                f"{typed(text)} must be a number of seconds from {lowest} to {MAX_DURATION}"
+            )
         return value
 
     return seconds
@@ -86,7 +88,8 @@ def whole_number(least: int, most: int = MOST_WHOLE) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{typed(text)} is not a whole number") from None
         if value < least:
             raise argparse.ArgumentTypeError(
-                f"{typed(text)} must be at least 1" if least == 1 else f"{typed(text)} must be {least} or more")
+                f"{typed(text)} must be at least 1" if least == 1 else f"{typed(text)} must be {least} or more"
+            )
         if value > most:
             raise argparse.ArgumentTypeError(f"{typed(text)} is too large: at most {most:,}")
         return value
@@ -143,8 +146,12 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False,
-                help: str = "mam's debug logging on stderr (-vv: the libraries' too)") -> None:
+def add_verbose(
+    parser: argparse.ArgumentParser,
+    *,
+    top: bool = False,
+    help: str = "mam's debug logging on stderr (-vv: the libraries' too)",
+) -> None:
     """`-v/--verbose`, accepted in any position: on the top parser and on every subcommand; a count
     (`-vv` is 2), so `args.verbose` is truthy for any `-v`.
 
@@ -160,5 +167,18 @@ def add_verbose(parser: argparse.ArgumentParser, *, top: bool = False,
     )
 
 
-__all__ = ["MOST_WHOLE", "Parser", "add_verbose", "agent_name", "job_id", "non_negative_int", "port", "positive_int",
-           "positive_seconds", "seconds_from_zero", "sort_order", "typed", "whole_number"]
+__all__ = [
+    "MOST_WHOLE",
+    "Parser",
+    "add_verbose",
+    "agent_name",
+    "job_id",
+    "non_negative_int",
+    "port",
+    "positive_int",
+    "positive_seconds",
+    "seconds_from_zero",
+    "sort_order",
+    "typed",
+    "whole_number",
+]

@@ -76,8 +76,9 @@ def runner_families(runners: dict[str, AgentStatus], agent: Callable[[str], str]
     for name, count in sorted(online.items()):
         family.add_metric([name], count)
     yield family
-    family = GaugeMetricFamily("mam_runners_busy", "Online runners running at least one job, by agent",
-                               labels=["agent"])
+    family = GaugeMetricFamily(
+        "mam_runners_busy", "Online runners running at least one job, by agent", labels=["agent"]
+    )
     for name, count in sorted(busy.items()):
         family.add_metric([name], count)
     yield family
@@ -96,11 +97,15 @@ def copied(mapping: dict[Any, Any]) -> dict[Any, Any]:
 def add_metrics_args(parser: argparse.ArgumentParser) -> None:
     """`--metrics-port` and `--metrics-host`, on every long-running command."""
     parser.add_argument(
-        "--metrics-port", type=port, metavar="PORT",
+        "--metrics-port",
+        type=port,
+        metavar="PORT",
         help="serve Prometheus metrics on http://HOST:PORT/metrics (0 picks a free port; default: none)",
     )
     parser.add_argument(
-        "--metrics-host", default=DEFAULT_HOST, metavar="HOST",
+        "--metrics-host",
+        default=DEFAULT_HOST,
+        metavar="HOST",
         help=f"address the metrics endpoint listens on (default {DEFAULT_HOST})",
     )
 
@@ -138,5 +143,13 @@ def serve_from_args(args: argparse.Namespace, registry: CollectorRegistry, prog:
     return server
 
 
-__all__ = ["AGENT_LABELS_MAX", "Bounded", "MetricsServer", "Snapshot", "add_metrics_args", "copied",
-           "new_registry", "serve_from_args"]
+__all__ = [
+    "AGENT_LABELS_MAX",
+    "Bounded",
+    "MetricsServer",
+    "Snapshot",
+    "add_metrics_args",
+    "copied",
+    "new_registry",
+    "serve_from_args",
+]

@@ -33,8 +33,13 @@ class _JoinBrokers(argparse.Action):
     Each value is checked as it is read, so `mam jobs --broker http://foo` is a usage error (exit 2)
     even for a command that reads only files."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         try:
             parse_broker_urls(str(values))
         except UsageError as exc:
@@ -76,9 +81,7 @@ def broker_choice(
     return choose_broker(workspace if discover else None, explicit=explicit)
 
 
-def broker_from_args(
-    args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True
-) -> Brokers:
+def broker_from_args(args: argparse.Namespace, workspace: Workspace | None = None, *, discover: bool = True) -> Brokers:
     """The broker, or brokers of one cluster, to use (see `broker_choice`); connect with
     `mam.client.failover.connect` / `open_client`, or a `Rotation` for a client that stays connected."""
     return broker_choice(args, workspace, discover=discover)[0]

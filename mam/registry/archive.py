@@ -193,8 +193,21 @@ def archived_record(workspace: Workspace, job_id: str) -> tuple[JobRecord, Path]
 
 
 __all__ = [
-    "ARCHIVE_DIR", "ARCHIVE_SUFFIX", "TOMBSTONES_DIR", "ArchiveError", "Tombstone", "archive_parts", "archived_record",
+    "ARCHIVE_DIR",
+    "ARCHIVE_SUFFIX",
+    "TOMBSTONES_DIR",
+    "ArchiveError",
+    "Tombstone",
+    "archive_parts",
+    "archived_record",
     "compress",
-    "decode_tombstone", "decompress", "encode_tombstone", "find_archive", "month_of", "read_archived_log",
-    "read_tombstone", "tombstone_ids", "tombstone_of",
+    "decode_tombstone",
+    "decompress",
+    "encode_tombstone",
+    "find_archive",
+    "month_of",
+    "read_archived_log",
+    "read_tombstone",
+    "tombstone_ids",
+    "tombstone_of",
 ]

@@ -39,8 +39,13 @@ DISK_WARN: Final = 1024 * 1024 * 1024
 INODES_FAIL: Final = 1000
 SHOWN: Final = 3
 """Paths a check names; past that it says how many more."""
-_KINDS: Final = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket",
-                 stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+_KINDS: Final = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a fifo",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
 
 
 @dataclass
@@ -77,13 +82,19 @@ def set_aside(workspace: Workspace) -> Check:
     try:
         entries = read_entries(workspace.logs_dir)
     except OSError as exc:
-        return warn("workspace.set_aside", f"cannot read {path}: {exc.strerror or exc}",
-                    f"make {path} a file this user may read (the projector writes it)")
+        return warn(
+            "workspace.set_aside",
+            f"cannot read {path}: {exc.strerror or exc}",
+            f"make {path} a file this user may read (the projector writes it)",
+        )
     if not entries:
         return ok("workspace.set_aside", "no message set aside")
-    return warn("workspace.set_aside", f"{summary(entries).describe()}; in {path}",
-                "once the cause is fixed: mam set-aside --replay --all (`mam set-aside` lists them; the projector "
-                "also tries each again at its next start)")
+    return warn(
+        "workspace.set_aside",
+        f"{summary(entries).describe()}; in {path}",
+        "once the cause is fixed: mam set-aside --replay --all (`mam set-aside` lists them; the projector "
+        "also tries each again at its next start)",
+    )
 
 
 def _config(workspace: Workspace) -> Check:
@@ -105,14 +116,23 @@ def _modes_or_private(workspace: Workspace) -> Modes:
 
 def _dir(mam_dir: Path) -> Check:
     if not os.path.lexists(mam_dir):
-        return warn("workspace.dir", f"{mam_dir} does not exist yet",
-                    f"start the workspace once: mam up --workspace {mam_dir.parent}")
+        return warn(
+            "workspace.dir",
+            f"{mam_dir} does not exist yet",
+            f"start the workspace once: mam up --workspace {mam_dir.parent}",
+        )
     if not mam_dir.is_dir():
-        return fail("workspace.dir", f"{mam_dir} is not a directory",
-                    f"move it away ({mam_dir} holds mam's registry), then mam up")
+        return fail(
+            "workspace.dir",
+            f"{mam_dir} is not a directory",
+            f"move it away ({mam_dir} holds mam's registry), then mam up",
+        )
     if not os.access(mam_dir, os.W_OK | os.X_OK):
-        return fail("workspace.dir", f"{mam_dir} is not writable by this user (uid {os.geteuid()})",
-                    f"run mam as its owner (uid {mam_dir.stat().st_uid}), or chown -R {os.geteuid()} {mam_dir}")
+        return fail(
+            "workspace.dir",
+            f"{mam_dir} is not writable by this user (uid {os.geteuid()})",
+            f"run mam as its owner (uid {mam_dir.stat().st_uid}), or chown -R {os.geteuid()} {mam_dir}",
+        )
     linked = f", a link to {os.path.realpath(mam_dir)}" if mam_dir.is_symlink() else ""
     return ok("workspace.dir", f"{mam_dir}: a directory this user may write{linked}")
 
@@ -189,8 +209,12 @@ def _files(found: Found, mam_dir: Path) -> Check:
         return ok("workspace.files", f"no link, fifo, socket or device among {found.seen} entries under {mam_dir}")
     named = _some([f"{path} is {kind}" for path, kind in found.odd])
     first = found.odd[0][0]
-    return fail("workspace.files", f"{named}: mam never makes one there (the projector refuses to go through it: "
-                "that job's events are refused, or it stops)", f"remove what was planted (rm {shlex.quote(str(first))}), then restart mam up")
+    return fail(
+        "workspace.files",
+        f"{named}: mam never makes one there (the projector refuses to go through it: "
+        "that job's events are refused, or it stops)",
+        f"remove what was planted (rm {shlex.quote(str(first))}), then restart mam up",
+    )
 
 
 def _loose(found: Found, modes: Modes, mam_dir: Path, key: Path) -> Check:
@@ -199,15 +223,20 @@ def _loose(found: Found, modes: Modes, mam_dir: Path, key: Path) -> Check:
     except OSError:
         key_mode = 0
     if key_mode & 0o077:
-        return fail("workspace.modes", f"the projector's signing key {key} is {key_mode:04o}: whoever else reads it "
-                    "can sign the job states runners act on (the projector refuses to start)",
-                    f"chmod 600 {key}; if others did read it, remove it and {key.with_name(PUBLIC_NAME)} and "
-                    "restart mam up for a new key pair (runners then need the new key)")
+        return fail(
+            "workspace.modes",
+            f"the projector's signing key {key} is {key_mode:04o}: whoever else reads it "
+            "can sign the job states runners act on (the projector refuses to start)",
+            f"chmod 600 {key}; if others did read it, remove it and {key.with_name(PUBLIC_NAME)} and "
+            "restart mam up for a new key pair (runners then need the new key)",
+        )
     if not found.loose:
         return ok("workspace.modes", f"nothing under {mam_dir} grants more than {modes.describe()}")
     named = _some([f"{path} is {mode:04o}" for path, mode in found.loose])
-    fix = (f"chmod -R go-rwx {mam_dir} (mam up takes the extra bits at its start; to share with a group, set "
-           f"file_mode and dir_mode in {mam_dir / file_modes.CONFIG_NAME})")
+    fix = (
+        f"chmod -R go-rwx {mam_dir} (mam up takes the extra bits at its start; to share with a group, set "
+        f"file_mode and dir_mode in {mam_dir / file_modes.CONFIG_NAME})"
+    )
     return warn("workspace.modes", f"{named}: more than {modes.describe()} allows", fix)
 
 
@@ -217,8 +246,11 @@ def _owner(found: Found, mam_dir: Path) -> Check:
     if not found.others:
         return ok("workspace.owner", f"everything under {mam_dir} belongs to this user (uid {os.geteuid()})")
     named = _some([f"{path} (uid {uid})" for path, uid in found.others])
-    return warn("workspace.owner", f"{named} belong to another user: this user's projector cannot write them",
-                f"chown -R {os.geteuid()} {mam_dir} (as root), or run mam as that user")
+    return warn(
+        "workspace.owner",
+        f"{named} belong to another user: this user's projector cannot write them",
+        f"chown -R {os.geteuid()} {mam_dir} (as root), or run mam as that user",
+    )
 
 
 def disk(path: Path) -> Check:

@@ -79,10 +79,10 @@ def use(modes: Modes) -> None:
 def _mode(path: Path, key: str, value: object, *, need: int, allowed: int, what: str) -> int:
     text = value if isinstance(value, str) else None
     if text is None or not _OCTAL.fullmatch(text):
-        raise UsageError(f"{path}: {key} {value!r}: expected an octal mode as a string, such as \"{need | 0o040:04o}\"")
+        raise UsageError(f'{path}: {key} {value!r}: expected an octal mode as a string, such as "{need | 0o040:04o}"')
     mode = int(text, 8)
     if mode & need != need or mode & ~allowed:
-        raise UsageError(f"{path}: {key} {text!r}: {what}, e.g. \"{need | 0o040:04o}\"")
+        raise UsageError(f'{path}: {key} {text!r}: {what}, e.g. "{need | 0o040:04o}"')
     return mode
 
 
@@ -106,12 +106,24 @@ def load(root: Path) -> Modes:
         return PRIVATE  # delegation and retention say what is wrong with the file as a whole
     file = PRIVATE.file
     if "file_mode" in data:
-        file = _mode(path, "file_mode", data["file_mode"], need=0o600, allowed=0o666,
-                     what="files need the owner's read and write bits and no execute bit")
+        file = _mode(
+            path,
+            "file_mode",
+            data["file_mode"],
+            need=0o600,
+            allowed=0o666,
+            what="files need the owner's read and write bits and no execute bit",
+        )
     directory = PRIVATE.dir
     if "dir_mode" in data:
-        directory = _mode(path, "dir_mode", data["dir_mode"], need=0o700, allowed=0o777,
-                          what="directories need the owner's read, write and search bits")
+        directory = _mode(
+            path,
+            "dir_mode",
+            data["dir_mode"],
+            need=0o700,
+            allowed=0o777,
+            what="directories need the owner's read, write and search bits",
+        )
     return Modes(file=file, dir=directory)
 
 
@@ -121,8 +133,14 @@ class Tightened:
     dirs: int = 0
 
 
-def tighten(top: Path, modes: Modes, *, skip_inside: frozenset[str] = frozenset(), depth: int | None = None,
-            done: Tightened | None = None) -> Tightened:
+def tighten(
+    top: Path,
+    modes: Modes,
+    *,
+    skip_inside: frozenset[str] = frozenset(),
+    depth: int | None = None,
+    done: Tightened | None = None,
+) -> Tightened:
     """Take from everything in `top` (and `top` itself) the group and other bits `modes` does not
     grant. `top` may be a link the user chose; nothing inside it is followed. `depth`: how many levels
     below `top` (0: `top` alone; None: all)."""
@@ -215,9 +233,15 @@ class Tightening:
             tighten(top, self.modes, skip_inside=SKIP_INSIDE if top == self.mam_dir else frozenset(), done=self.done)
         if self.done.files or self.done.dirs:
             where = ", ".join(str(t) for t in self.tops)
-            log.info("tightened %d file(s) and %d dir(s) in %s to at most %s (set file_mode and dir_mode in %s to "
-                     "share them)", self.done.files, self.done.dirs, where, self.modes.describe(),
-                     self.mam_dir / CONFIG_NAME)
+            log.info(
+                "tightened %d file(s) and %d dir(s) in %s to at most %s (set file_mode and dir_mode in %s to "
+                "share them)",
+                self.done.files,
+                self.done.dirs,
+                where,
+                self.modes.describe(),
+                self.mam_dir / CONFIG_NAME,
+            )
         return self.done
 
 
@@ -249,4 +273,16 @@ def _within(path: Path, top: Path) -> bool:
     return path == top or top in path.parents
 
 
-__all__ = ["PRIVATE", "Modes", "Tightening", "apply_at_start", "dir_mode", "file_mode", "load", "make_dirs", "start_tightening", "tighten", "use"]
+__all__ = [
+    "PRIVATE",
+    "Modes",
+    "Tightening",
+    "apply_at_start",
+    "dir_mode",
+    "file_mode",
+    "load",
+    "make_dirs",
+    "start_tightening",
+    "tighten",
+    "use",
+]

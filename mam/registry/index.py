@@ -92,7 +92,10 @@ def connect_read_only(path: Path, *, immutable: bool = False) -> sqlite3.Connect
     mode = "ro&immutable=1" if immutable else "ro"
     try:
         conn = sqlite3.connect(
-            f"file:{quote(os.fspath(path))}?mode={mode}", uri=True, timeout=READ_TIMEOUT, isolation_level=None,
+            f"file:{quote(os.fspath(path))}?mode={mode}",
+            uri=True,
+            timeout=READ_TIMEOUT,
+            isolation_level=None,
             check_same_thread=False,
         )
     except sqlite3.Error:
@@ -221,8 +224,10 @@ class IndexReader:
         parent_condition, parent_params = filter_sql(where, "p")
         matched_parent = f"EXISTS (SELECT 1 FROM jobs p WHERE p.job_id = j.parent AND {parent_condition})"
         children: dict[str, list[str]] = {}
-        sql = (f"SELECT j.parent, j.job_id FROM jobs j WHERE j.parent IS NOT NULL AND {condition} "
-               f"AND {matched_parent} {_OLDEST}")
+        sql = (
+            f"SELECT j.parent, j.job_id FROM jobs j WHERE j.parent IS NOT NULL AND {condition} "
+            f"AND {matched_parent} {_OLDEST}"
+        )
         for parent, job_id in _stream(self.conn.execute(sql, [*params, *parent_params])):
             children.setdefault(parent, []).append(job_id)
         roots_sql = f"SELECT j.job_id FROM jobs j WHERE {condition} AND NOT {matched_parent} {_OLDEST}"
@@ -231,25 +236,38 @@ class IndexReader:
 
     def ids_like(self, text: str) -> list[str]:
         """The ids that are `text`, start with it or end with it (for id resolution)."""
-        found = [job_id for (job_id,) in self.conn.execute(
-            "SELECT job_id FROM jobs WHERE job_id >= ? AND job_id < ?", (text, text + "\U0010ffff")
-        )]
-        found += [job_id for (job_id,) in self.conn.execute(
-            "SELECT job_id FROM jobs WHERE substr(job_id, -?) = ? AND job_id != ?", (len(text), text, text)
-        ) if job_id not in found]
+        found = [
+            job_id
+            for (job_id,) in self.conn.execute(
+                "SELECT job_id FROM jobs WHERE job_id >= ? AND job_id < ?", (text, text + "\U0010ffff")
+            )
+        ]
+        found += [
+            job_id
+            for (job_id,) in self.conn.execute(
+                "SELECT job_id FROM jobs WHERE substr(job_id, -?) = ? AND job_id != ?", (len(text), text, text)
+            )
+            if job_id not in found
+        ]
         return found
 
     def distinct(self, column: str) -> list[str]:
         """The values `column` (`agent` or `agent_session`) takes, A to Z (shell completion)."""
         if column not in ("agent", "agent_session"):
             raise ValueError(f"no distinct values of {column!r}")
-        return [value for (value,) in self.conn.execute(
-            f"SELECT DISTINCT {column} FROM jobs WHERE {column} IS NOT NULL ORDER BY {column}")]
+        return [
+            value
+            for (value,) in self.conn.execute(
+                f"SELECT DISTINCT {column} FROM jobs WHERE {column} IS NOT NULL ORDER BY {column}"
+            )
+        ]
 
     def label_pairs(self) -> list[tuple[str, str]]:
         """Every label `key=value` a job has, by key then value (shell completion)."""
-        return [(key, value) for key, value in self.conn.execute(
-            "SELECT DISTINCT key, value FROM job_labels ORDER BY key, value")]
+        return [
+            (key, value)
+            for key, value in self.conn.execute("SELECT DISTINCT key, value FROM job_labels ORDER BY key, value")
+        ]
 
     def unfinished(self) -> Iterator[JobRow]:
         """Every job that is not terminal (submitted, claimed, running), oldest first."""
@@ -259,9 +277,12 @@ class IndexReader:
 
     def recently_finished(self, limit: int) -> list[str]:
         """The ids of the `limit` jobs that finished last, most recent first."""
-        return [job_id for (job_id,) in self.conn.execute(
-            "SELECT job_id FROM jobs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?", (limit,)
-        )]
+        return [
+            job_id
+            for (job_id,) in self.conn.execute(
+                "SELECT job_id FROM jobs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?", (limit,)
+            )
+        ]
 
     def all_values(self) -> Iterator[tuple[tuple[Any, ...], list[tuple[str, str, str]]]]:
         """Every row as stored, by id, with its labels (for `rebuild --verify`)."""

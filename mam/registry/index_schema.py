@@ -16,8 +16,19 @@ PROMPT_HEAD: Final = 160
 """Characters of a job's prompt (whitespace collapsed) kept for tables; more than any column shows."""
 
 JOB_COLUMNS: Final = (
-    "job_id", "status", "agent", "agent_session", "parent", "submitted_at", "submitted_us", "started_at",
-    "finished_at", "updated_at", "version", "cost_usd", "prompt_head",
+    "job_id",
+    "status",
+    "agent",
+    "agent_session",
+    "parent",
+    "submitted_at",
+    "submitted_us",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "version",
+    "cost_usd",
+    "prompt_head",
 )
 
 SCHEMA: Final = """
@@ -91,9 +102,19 @@ def job_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
     """The `jobs` row of a record, in `JOB_COLUMNS` order."""
     submitted = parse_time(record.submitted_at)
     return (
-        job_id, record.status.value, record.agent, record.agent_session, record.parent, record.submitted_at,
-        micros(submitted) if submitted is not None else None, record.started_at, record.finished_at,
-        record.updated_at, record.version, cost_of(record), prompt_head(record.prompt),
+        job_id,
+        record.status.value,
+        record.agent,
+        record.agent_session,
+        record.parent,
+        record.submitted_at,
+        micros(submitted) if submitted is not None else None,
+        record.started_at,
+        record.finished_at,
+        record.updated_at,
+        record.version,
+        cost_of(record),
+        prompt_head(record.prompt),
     )
 
 
@@ -104,8 +125,15 @@ sets them only there; `rebuild --verify` would show a row that drifted)."""
 
 def update_values(job_id: str, record: JobRecord) -> tuple[Any, ...]:
     """The `MUTABLE_COLUMNS` of a record, then its id (an `UPDATE ... WHERE job_id = ?`)."""
-    return (record.status.value, record.started_at, record.finished_at, record.updated_at, record.version,
-            cost_of(record), job_id)
+    return (
+        record.status.value,
+        record.started_at,
+        record.finished_at,
+        record.updated_at,
+        record.version,
+        cost_of(record),
+        job_id,
+    )
 
 
 def label_values(job_id: str, record: JobRecord) -> list[tuple[str, str, str]]:

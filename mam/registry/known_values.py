@@ -84,5 +84,13 @@ def _some_records(workspace: Workspace) -> Iterator[JobRecord]:
     return islice(iter_records(workspace), MOST_READ)
 
 
-__all__ = ["MOST_READ", "known_agents", "known_job_ids", "known_labels", "known_models", "known_requirements",
-           "known_roles", "known_sessions"]
+__all__ = [
+    "MOST_READ",
+    "known_agents",
+    "known_job_ids",
+    "known_labels",
+    "known_models",
+    "known_requirements",
+    "known_roles",
+    "known_sessions",
+]

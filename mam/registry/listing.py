@@ -108,15 +108,20 @@ class Jobs:
             except sqlite3.DatabaseError:
                 self._damaged()
             else:
-                return self._or_scan(self.read(self.index.ids(where, limit)),
-                                     lambda: iter(select(self.scanned(), where, limit)[0])), count
+                return self._or_scan(
+                    self.read(self.index.ids(where, limit)), lambda: iter(select(self.scanned(), where, limit)[0])
+                ), count
         shown, total = select(self.scanned(), where, limit)
         return iter(shown), total
 
     def oldest_first(self, where: JobFilter) -> Iterator[JobRecord]:
         """Every matching record, oldest first (by submit time, then id), streamed."""
-        scan = lambda: iter(sorted((r for r in self.scanned() if where.matches(r)),  # noqa: E731
-                                   key=lambda r: (r.submitted_at, r.job_id)))
+
+        def scan() -> Iterator[JobRecord]:
+            return iter(
+                sorted((r for r in self.scanned() if where.matches(r)), key=lambda r: (r.submitted_at, r.job_id))
+            )
+
         if self.index is not None and can_serve(where):
             return self._or_scan(self.read(row.job_id for row in self.index.rows(where, oldest_first=True)), scan)
         return scan()
@@ -169,8 +174,9 @@ class Jobs:
         fd = self._registry_fd()
         if fd is None:
             return
-        yield from records_at(fd, Path(self.workspace.registry_dir), (f"{job_id}.json" for job_id in job_ids),
-                              self._passed_over)
+        yield from records_at(
+            fd, Path(self.workspace.registry_dir), (f"{job_id}.json" for job_id in job_ids), self._passed_over
+        )
 
     def _registry_fd(self) -> int | None:
         if self._dir_fd is None:

@@ -66,9 +66,7 @@ def is_link_at(dir_fd: int, name: str) -> bool:
         return False
 
 
-def open_at(
-    dir_fd: int, name: str, flags: int, mode: int | None = None, *, shown: str, action: str = "write"
-) -> int:
+def open_at(dir_fd: int, name: str, flags: int, mode: int | None = None, *, shown: str, action: str = "write") -> int:
     """`os.open(name, flags | O_NOFOLLOW, dir_fd=dir_fd)`: a link raises `SymlinkRefused`, and a
     name that is not a directory (with `O_DIRECTORY`) or not a regular file `PathRefused`,
     each naming `shown`. A file it creates gets `mode`, by default `file_modes.file_mode()`."""

@@ -37,10 +37,11 @@ class SortOrder:
 def parse_sort(text: str) -> SortOrder:
     """`field`, `-field` or `+field` (a field of `SORT_FIELDS`); ValueError naming what was typed."""
     sign = text[:1] if text[:1] in ("-", "+") else ""
-    name = text[len(sign):]
+    name = text[len(sign) :]
     if name not in SORT_FIELDS:
-        raise ValueError(f"{text[:40]!r}: sort by {', '.join(SORT_FIELDS)} (a leading - for descending, "
-                         "+ for ascending)")
+        raise ValueError(
+            f"{text[:40]!r}: sort by {', '.join(SORT_FIELDS)} (a leading - for descending, + for ascending)"
+        )
     return SortOrder(name, {"-": True, "+": False}.get(sign))
 
 
@@ -62,8 +63,12 @@ def sort_key(record: JobRecord, field: str, now: datetime) -> str | float:
     if field == "duration":
         seconds = run_seconds(record, now)
         return -1.0 if seconds is None else float(math.floor(seconds * 1000 + 0.5))
-    return {"submitted": record.submitted_at, "updated": record.updated_at, "status": record.status.value,
-            "agent": record.agent}[field]
+    return {
+        "submitted": record.submitted_at,
+        "updated": record.updated_at,
+        "status": record.status.value,
+        "agent": record.agent,
+    }[field]
 
 
 __all__ = ["NEWEST_FIRST", "SORT_FIELDS", "SortOrder", "parse_sort", "run_seconds", "sort_key"]

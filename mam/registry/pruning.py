@@ -168,7 +168,7 @@ def parse_policy(entry: object, *, where: str) -> Policy:
     if isinstance(statuses, str):
         statuses = [statuses]
     if not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses):
-        raise PolicyError(f"{where}.status: expected a list of statuses, e.g. [\"succeeded\", \"cancelled\"]")
+        raise PolicyError(f'{where}.status: expected a list of statuses, e.g. ["succeeded", "cancelled"]')
     known = {s.value: s for s in Status}
     for name in statuses:
         if name not in known:
@@ -182,7 +182,7 @@ def parse_policy(entry: object, *, where: str) -> Policy:
 
 def _duration(value: object, where: str) -> float:
     if not isinstance(value, str):
-        raise PolicyError(f"{where}: expected a duration such as \"30d\", got {value!r}")
+        raise PolicyError(f'{where}: expected a duration such as "30d", got {value!r}')
     try:
         return parse_duration(value)
     except ValueError as exc:
@@ -197,6 +197,15 @@ def _words(seconds: float) -> str:
 
 
 __all__ = [
-    "Brief", "Policy", "PolicyError", "Selection", "finished_statuses", "is_pruned", "load_policy", "parse_policy",
-    "select", "unfinished_below", "workspace_briefs",
+    "Brief",
+    "Policy",
+    "PolicyError",
+    "Selection",
+    "finished_statuses",
+    "is_pruned",
+    "load_policy",
+    "parse_policy",
+    "select",
+    "unfinished_below",
+    "workspace_briefs",
 ]

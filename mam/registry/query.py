@@ -126,8 +126,10 @@ def check_write_id(text: str, found: str, verb: str) -> None:
     from mam.contract.errors import UsageError
 
     if found != text and len(text) < MIN_WRITE_CHARS:
-        raise UsageError(f"{text!r} is too short to {verb} a job: type its whole id ({found}) or at least "
-                         f"{MIN_WRITE_CHARS} characters of its start or end")
+        raise UsageError(
+            f"{text!r} is too short to {verb} a job: type its whole id ({found}) or at least "
+            f"{MIN_WRITE_CHARS} characters of its start or end"
+        )
 
 
 __all__ = [

@@ -138,8 +138,9 @@ def records_of(workspace: Workspace, ids: Iterable[str]) -> Iterator[JobRecord]:
     return _registry_records(workspace, lambda _fd: (f"{job_id}.json" for job_id in ids))
 
 
-def _registry_records(workspace: Workspace, names: Callable[[int], Iterable[str]],
-                      damaged: Damaged | None = None) -> Iterator[JobRecord]:
+def _registry_records(
+    workspace: Workspace, names: Callable[[int], Iterable[str]], damaged: Damaged | None = None
+) -> Iterator[JobRecord]:
     """The records named by `names(fd)`, read beneath the registry directory opened once as `fd`."""
     root = workspace.registry_dir
     try:
@@ -220,9 +221,7 @@ def _archived_log(workspace: Workspace, job_id: str) -> bytes:
     except ArchiveError as exc:
         raise MamError(f"{exc}: `mam rebuild --verify` lists what is damaged") from None
     if found is None:
-        raise NotFound(
-            f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`"
-        )
+        raise NotFound(f"no audit log for job {job_id!r} in {workspace.logs_dir}: check the id with `mam jobs`")
     return found[0]
 
 

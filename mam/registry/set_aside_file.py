@@ -113,8 +113,9 @@ class Summary:
 
     def describe(self) -> str:
         """`2 message(s) set aside (a projector fault, not a refusal): REASON (2)`."""
-        return (f"{self.count} message(s) set aside (a projector fault, not a refusal): "
-                + "; ".join(self.reasons_text()))
+        return f"{self.count} message(s) set aside (a projector fault, not a refusal): " + "; ".join(
+            self.reasons_text()
+        )
 
 
 def summary(entries: list[SetAsideEntry]) -> Summary:
@@ -122,5 +123,16 @@ def summary(entries: list[SetAsideEntry]) -> Summary:
     return Summary(len(entries), reasons)
 
 
-__all__ = ["REASONS_SHOWN", "SET_ASIDE_FILE", "SHORT_ID", "SetAsideEntry", "Summary", "decode_lines", "digest",
-           "entry_id", "payload_of", "read_entries", "summary"]
+__all__ = [
+    "REASONS_SHOWN",
+    "SET_ASIDE_FILE",
+    "SHORT_ID",
+    "SetAsideEntry",
+    "Summary",
+    "decode_lines",
+    "digest",
+    "entry_id",
+    "payload_of",
+    "read_entries",
+    "summary",
+]

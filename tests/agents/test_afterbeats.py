@@ -24,8 +24,17 @@ pytestmark = pytest.mark.fast
 
 
 def record(status: Status) -> JobRecord:
-    return JobRecord(job_id="j", workspace="ws", status=status, agent="a", prompt="p", submitted_at="t",
-                     updated_at="t", version=5, runner="r1")
+    return JobRecord(
+        job_id="j",
+        workspace="ws",
+        status=status,
+        agent="a",
+        prompt="p",
+        submitted_at="t",
+        updated_at="t",
+        version=5,
+        runner="r1",
+    )
 
 
 async def sent(outbox: Outbox) -> list[dict]:
@@ -34,8 +43,15 @@ async def sent(outbox: Outbox) -> list[dict]:
 
 async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) -> None:
     outbox = Outbox(Topics("ws"), by="r1")
-    settings = Settings(workspace=resolve(workspace=tmp_path, env={}), runner_id="r1", argv=["true"], heartbeat=5.0,
-                        kill_grace=1.0, put=outbox.put, room=outbox.room)
+    settings = Settings(
+        workspace=resolve(workspace=tmp_path, env={}),
+        runner_id="r1",
+        argv=["true"],
+        heartbeat=5.0,
+        kill_grace=1.0,
+        put=outbox.put,
+        room=outbox.room,
+    )
     job = Supervisor(record(Status.RUNNING), settings)
     for _ in range(3):
         job.beat()  # as its supervisor did while the agent ran
@@ -50,7 +66,13 @@ async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) 
     afterbeats.beat_due(now + 10.2)
     events = await sent(outbox)
     assert [(e["type"], e.get("seq")) for e in events] == [
-        ("heartbeat", 1), ("heartbeat", 2), ("heartbeat", 3), ("succeeded", None), ("heartbeat", 4), ("heartbeat", 5)]
+        ("heartbeat", 1),
+        ("heartbeat", 2),
+        ("heartbeat", 3),
+        ("succeeded", None),
+        ("heartbeat", 4),
+        ("heartbeat", 5),
+    ]
     assert events[-1]["runner"] == "r1"
     outbox.settle(record(Status.SUCCEEDED))
     afterbeats.beat_due(now + 20.0)

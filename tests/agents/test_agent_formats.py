@@ -75,17 +75,32 @@ def test_claude_stream_reads_as_a_transcript_and_its_result_object_is_the_outcom
         "[claude done: 3 turns, $0.0045]",
     ]
     cost = json.loads(CLAUDE_LINES[-1])["total_cost_usd"]
-    assert outcome == Outcome(complete=True, result="Two files: a.txt and b.txt.", usage=ev.Usage(
-        cost_usd=cost, input_tokens=520 + 200, output_tokens=72, cached_input_tokens=200, turns=3,
-        agent_session_id=session))
+    assert outcome == Outcome(
+        complete=True,
+        result="Two files: a.txt and b.txt.",
+        usage=ev.Usage(
+            cost_usd=cost,
+            input_tokens=520 + 200,
+            output_tokens=72,
+            cached_input_tokens=200,
+            turns=3,
+            agent_session_id=session,
+        ),
+    )
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize(("stream", "error"), [
-    ("claude-api-error", "Prompt is too long · this conversation is a single exchange and cannot be compacted — the "
-                         "request size comes mostly from system prompt, tool definitions, or attachments."),
-    ("claude-max-turns", "Reached maximum number of turns (1)"),
-])
+@pytest.mark.parametrize(
+    ("stream", "error"),
+    [
+        (
+            "claude-api-error",
+            "Prompt is too long · this conversation is a single exchange and cannot be compacted — the "
+            "request size comes mostly from system prompt, tool definitions, or attachments.",
+        ),
+        ("claude-max-turns", "Reached maximum number of turns (1)"),
+    ],
+)
 def test_claude_reports_an_error_by_is_error_or_by_an_error_subtype(stream: str, error: str) -> None:
     """A 400 from the API: a result with is_error; --max-turns 1 reached: subtype error_max_turns."""
     lines = recorded(stream)
@@ -101,8 +116,9 @@ def test_a_claude_stream_cut_short_is_incomplete_and_keeps_the_session_id() -> N
     shown, outcome = read("claude-stream-json", [*cut, '{"type":"assistant","mess'])
     assert not outcome.complete and outcome.result is None and outcome.error is None
     # The tokens its stream reported before the cut are kept (the API call's message_start/delta), no cost.
-    assert outcome.usage == ev.Usage(agent_session_id=session_of(CLAUDE_LINES), input_tokens=120, output_tokens=45,
-                                     cached_input_tokens=0)
+    assert outcome.usage == ev.Usage(
+        agent_session_id=session_of(CLAUDE_LINES), input_tokens=120, output_tokens=45, cached_input_tokens=0
+    )
     assert shown.endswith('{"type":"assistant","mess\n'), "the torn last line is shown as it came"
 
 
@@ -118,9 +134,17 @@ def test_codex_events_read_as_a_transcript_usage_summed_over_turns_answer_the_la
         "← exit 0: a.txt (+1 lines)",
         "Two files: a.txt and b.txt.",
     ]
-    assert outcome == Outcome(complete=True, result="Two files: a.txt and b.txt.", usage=ev.Usage(
-        input_tokens=3000, cached_input_tokens=2300, output_tokens=120, turns=1,
-        agent_session_id=session_of(CODEX_LINES)))
+    assert outcome == Outcome(
+        complete=True,
+        result="Two files: a.txt and b.txt.",
+        usage=ev.Usage(
+            input_tokens=3000,
+            cached_input_tokens=2300,
+            output_tokens=120,
+            turns=1,
+            agent_session_id=session_of(CODEX_LINES),
+        ),
+    )
 
 
 @pytest.mark.fast
@@ -146,8 +170,13 @@ def test_gemini_deltas_join_into_lines_and_the_answer_is_the_text_after_the_last
         "[gemini done]",
     ]
     # two scripted calls (1200 + 1300 in, 30 + 20 out, 11 thinking) and its model router's side call (10 in, 5 out)
-    assert outcome == Outcome(complete=True, result="Two files: a.txt and b.txt.", usage=ev.Usage(
-        input_tokens=2510, output_tokens=66, cached_input_tokens=800, agent_session_id=session_of(GEMINI_LINES)))
+    assert outcome == Outcome(
+        complete=True,
+        result="Two files: a.txt and b.txt.",
+        usage=ev.Usage(
+            input_tokens=2510, output_tokens=66, cached_input_tokens=800, agent_session_id=session_of(GEMINI_LINES)
+        ),
+    )
 
 
 @pytest.mark.fast
@@ -155,9 +184,12 @@ def test_gemini_result_with_status_error_is_the_error() -> None:
     lines = recorded("gemini-api-error")
     _, outcome = read("gemini-stream-json", lines)
     assert outcome.complete
-    assert outcome.error == '[API Error: {"error":{"code":400,"message":"bad request here","status":"INVALID_ARGUMENT"}}]'
-    assert outcome.usage == ev.Usage(input_tokens=10, output_tokens=5, cached_input_tokens=0,
-                                     agent_session_id=session_of(lines))
+    assert (
+        outcome.error == '[API Error: {"error":{"code":400,"message":"bad request here","status":"INVALID_ARGUMENT"}}]'
+    )
+    assert outcome.usage == ev.Usage(
+        input_tokens=10, output_tokens=5, cached_input_tokens=0, agent_session_id=session_of(lines)
+    )
 
 
 JSON_FORMATS = sorted(set(FORMATS) - {"aider-text"})
@@ -209,8 +241,10 @@ def test_a_last_line_without_its_newline_is_still_read() -> None:
 @pytest.mark.fast
 def test_usage_keeps_only_values_within_its_bounds() -> None:
     assert make_usage() is None
-    assert make_usage(cost_usd=float("nan"), input_tokens=-1, output_tokens=True, turns=2**60,
-                      agent_session_id="x" * 300) is None
+    assert (
+        make_usage(cost_usd=float("nan"), input_tokens=-1, output_tokens=True, turns=2**60, agent_session_id="x" * 300)
+        is None
+    )
     assert make_usage(cost_usd=1, input_tokens=5.0, cached_input_tokens=2.5) == ev.Usage(cost_usd=1.0, input_tokens=5)
 
 
@@ -223,7 +257,8 @@ USAGE = ev.Usage(cost_usd=0.5, turns=3)
 def test_only_a_complete_stream_without_error_and_exit_0_succeeds_with_the_agents_answer() -> None:
     done = Outcome(complete=True, result="the answer", usage=USAGE)
     assert verdict(done, program="claude", code=0, stderr="noise", git=None) == ev.Succeeded(
-        exit_code=0, result="the answer", usage=USAGE)
+        exit_code=0, result="the answer", usage=USAGE
+    )
     failed = verdict(done, program="claude", code=3, stderr="boom\n", git=None)
     assert isinstance(failed, ev.Failed) and failed.exit_code == 3 and failed.usage == USAGE
     assert failed.error == "claude reported a result but exited with code 3; stderr: boom"
@@ -234,11 +269,17 @@ def test_only_a_complete_stream_without_error_and_exit_0_succeeds_with_the_agent
 
 @pytest.mark.fast
 def test_a_stream_cut_short_fails_with_the_exit_code_what_the_agent_said_and_the_end_of_stderr() -> None:
-    cut = verdict(Outcome(complete=False, error="Reconnecting... 5/5"), program="codex", code=-9,
-                  stderr="x" * 1000 + "fatal: reset", git=None)
+    cut = verdict(
+        Outcome(complete=False, error="Reconnecting... 5/5"),
+        program="codex",
+        code=-9,
+        stderr="x" * 1000 + "fatal: reset",
+        git=None,
+    )
     assert isinstance(cut, ev.Failed) and cut.exit_code == -9
     assert cut.error is not None and cut.error.startswith(
-        "codex stopped before it reported a result (exit code -9): Reconnecting... 5/5; stderr: xxx")
+        "codex stopped before it reported a result (exit code -9): Reconnecting... 5/5; stderr: xxx"
+    )
     assert cut.error.endswith("fatal: reset") and len(cut.error) < 600
 
 
@@ -257,11 +298,28 @@ def test_a_long_answer_is_cut_to_fit_an_event() -> None:
 def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() -> None:
     profiles = builtin_profiles()
     assert {name: p.format for name, p in profiles.items() if p.format} == {
-        "claude-code": "claude-stream-json", "codex": "codex-json", "gemini": "gemini-stream-json",
-        "aider": "aider-text"}
-    assert profiles["claude-code"].argv == ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                                            "--include-partial-messages"]
-    assert profiles["codex"].argv == ["codex", "exec", "--json", "--skip-git-repo-check", "{permissions}", "{options}", "-"]
+        "claude-code": "claude-stream-json",
+        "codex": "codex-json",
+        "gemini": "gemini-stream-json",
+        "aider": "aider-text",
+    }
+    assert profiles["claude-code"].argv == [
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    ]
+    assert profiles["codex"].argv == [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "{permissions}",
+        "{options}",
+        "-",
+    ]
     assert profiles["gemini"].argv == ["gemini", "--output-format", "stream-json"]
     assert profiles["shell"].format is None
 
@@ -270,32 +328,61 @@ def test_builtin_agent_profiles_name_a_format_mam_reads_and_plain_ones_none() ->
 def test_a_workspace_profile_without_format_is_a_plain_command_and_a_bad_format_is_refused(tmp_path: Path) -> None:
     (tmp_path / ".mam").mkdir()
     path = tmp_path / ".mam" / "profiles.json"
-    path.write_text(json.dumps({"claude-code": {"argv": ["my-claude"]}, "mine": {"argv": ["x"], "format": "codex-json"}}))
+    path.write_text(
+        json.dumps({"claude-code": {"argv": ["my-claude"]}, "mine": {"argv": ["x"], "format": "codex-json"}})
+    )
     assert profile_format(command=None, profile=None, agent="claude-code", workspace_root=tmp_path) is None
     assert profile_format(command=None, profile="mine", agent="x", workspace_root=tmp_path) == "codex-json"
     assert profile_format(command="claude -p", profile=None, agent="codex", workspace_root=tmp_path) is None
     path.write_text(json.dumps({"mine": {"argv": ["x"], "format": "jsonl"}}))
-    with pytest.raises(UsageError, match=r"profile 'mine': format 'jsonl' is not one mam reads \(known: aider-text, claude-stream"):
+    with pytest.raises(
+        UsageError, match=r"profile 'mine': format 'jsonl' is not one mam reads \(known: aider-text, claude-stream"
+    ):
         load_profiles(tmp_path)
 
 
 # --- the real CLIs through the built-in profiles, mam up and mam-agent -----------------------------------
 
 ANSWER = "The repo has two files."
-LOOK = {"claude-code": Turn(text="Let me look.", tool="Bash", args={"command": "ls", "description": "list"},
-                            input_tokens=1000, output_tokens=40, cached_tokens=500),
-        "codex": Turn(text="Let me look.", tool="exec_command", args={"cmd": "ls"}, input_tokens=1000,
-                      output_tokens=40, cached_tokens=500),
-        "gemini": Turn(text="Let me look.", tool="list_directory", args={"dir_path": "."}, input_tokens=1000,
-                       output_tokens=40, cached_tokens=500)}
+LOOK = {
+    "claude-code": Turn(
+        text="Let me look.",
+        tool="Bash",
+        args={"command": "ls", "description": "list"},
+        input_tokens=1000,
+        output_tokens=40,
+        cached_tokens=500,
+    ),
+    "codex": Turn(
+        text="Let me look.",
+        tool="exec_command",
+        args={"cmd": "ls"},
+        input_tokens=1000,
+        output_tokens=40,
+        cached_tokens=500,
+    ),
+    "gemini": Turn(
+        text="Let me look.",
+        tool="list_directory",
+        args={"dir_path": "."},
+        input_tokens=1000,
+        output_tokens=40,
+        cached_tokens=500,
+    ),
+}
 """The model's first turn in a job: a tool call that reads the workspace (allowed at every level)."""
 TOOL_LINE = {"claude-code": "→ Bash ls", "codex": "$ /bin/bash -lc ls", "gemini": "→ list_directory ."}
-REPORTED = {"claude-code": "API Error: 400 bad request here",
-            "codex": '{"error":{"message":"bad request here","type":"invalid_request_error","code":"server_error"}}',
-            "gemini": '[API Error: {"error":{"code":400,"message":"bad request here","status":"INVALID_ARGUMENT"}}]'}
+REPORTED = {
+    "claude-code": "API Error: 400 bad request here",
+    "codex": '{"error":{"message":"bad request here","type":"invalid_request_error","code":"server_error"}}',
+    "gemini": '[API Error: {"error":{"code":400,"message":"bad request here","status":"INVALID_ARGUMENT"}}]',
+}
 """The error each CLI reports for a model call refused with 400 (not retried)."""
-STOPPED_USAGE = {"claude-code": {"input_tokens": 1500, "output_tokens": 40, "cached_input_tokens": 500},
-                 "codex": {}, "gemini": {}}
+STOPPED_USAGE = {
+    "claude-code": {"input_tokens": 1500, "output_tokens": 40, "cached_input_tokens": 500},
+    "codex": {},
+    "gemini": {},
+}
 """What a job stopped before the agent's result records: the usage its stream reported until then (claude's per
 API call; codex's and gemini's come only at a turn's or the run's end)."""
 
@@ -310,20 +397,42 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
     the CLI reports; `stopped` is cancelled while its model call hangs, after a tool call. (A CLI killed mid-line
     is read on recorded lines: test_a_stream_cut_short_fails_with_the_exit_code_...; a real one cannot be made
     to.)"""
-    script = Script([LOOK[agent], Turn(text=ANSWER, input_tokens=2000, output_tokens=70, cached_tokens=1500),
-                     Turn(status=400, error="bad request here"), LOOK[agent], Turn(stall=True)])
+    script = Script(
+        [
+            LOOK[agent],
+            Turn(text=ANSWER, input_tokens=2000, output_tokens=70, cached_tokens=1500),
+            Turn(status=400, error="bad request here"),
+            LOOK[agent],
+            Turn(stall=True),
+        ]
+    )
     async with real_rig(CLIS[agent], ws, script) as rig:
         ok = await rig.job("ok", "summarise the repo", agent=agent)
         reported = (script.input_tokens, script.output_tokens)
         fail = await rig.job("fail", "fail on purpose", agent=agent)
         async with Watch(rig.url, f"mam/{workspace_id(ws.root)}/jobs/stopped/events") as events:
-            submitted = await run(mam("submit", "--prompt", "hang on purpose", "--agent", agent, "--job-id", "stopped",
-                                      "--broker", rig.url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+            submitted = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "hang on purpose",
+                    "--agent",
+                    agent,
+                    "--job-id",
+                    "stopped",
+                    "--broker",
+                    rig.url,
+                    "--workspace",
+                    str(ws.root),
+                ),
+                cwd=ws.elsewhere,
+            )
             assert submitted.returncode == 0, submitted.stderr
             await events.json(lambda e: e.get("type") == "output" and "←" in e.get("text", ""), timeout=JOB_TIMEOUT)
         await rig.mam("cancel", "stopped")
-        stopped = await wait_for_state(rig.url, workspace_id(ws.root), "stopped",
-                                       lambda r: r["status"] == "cancelled", timeout=JOB_TIMEOUT)
+        stopped = await wait_for_state(
+            rig.url, workspace_id(ws.root), "stopped", lambda r: r["status"] == "cancelled", timeout=JOB_TIMEOUT
+        )
         logs = await rig.mam("logs", "ok")
         verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
 
@@ -353,9 +462,17 @@ async def test_a_builtin_profile_runs_its_cli_and_records_the_agents_result_usag
 async def test_a_profile_with_the_cli_missing_from_path_is_refused_before_any_job(ws: WorkspacePaths) -> None:
     env = child_env(PATH=str(Path(sys.executable).parent))
     result = await run(
-        [str(BIN / "mam-agent"), "--agent", "claude-code", "--workspace", str(ws.root),
-         "--broker", f"mqtt://127.0.0.1:{free_port()}"],
-        cwd=ws.elsewhere, env=env,
+        [
+            str(BIN / "mam-agent"),
+            "--agent",
+            "claude-code",
+            "--workspace",
+            str(ws.root),
+            "--broker",
+            f"mqtt://127.0.0.1:{free_port()}",
+        ],
+        cwd=ws.elsewhere,
+        env=env,
     )
     assert result.returncode == 2
     assert b"--agent claude-code: command 'claude' is not on PATH" in result.stderr

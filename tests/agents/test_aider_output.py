@@ -20,8 +20,13 @@ from support import TESTS
 
 pytestmark = pytest.mark.fast
 
-BANNER = ["Aider v0.86.2", "Model: openai/mam-test-model with whole edit format", "Git repo: none",
-          "Repo-map: disabled", ""]
+BANNER = [
+    "Aider v0.86.2",
+    "Model: openai/mam-test-model with whole edit format",
+    "Git repo: none",
+    "Repo-map: disabled",
+    "",
+]
 
 
 def recorded(name: str) -> str:
@@ -42,10 +47,14 @@ def test_the_reply_is_the_result_and_the_usage_line_the_usage_not_the_warnings_b
     shown, parser = read(text)
     assert shown == text, "every line is shown as aider printed it"
     outcome = parser.outcome()
-    assert outcome == Outcome(complete=True, result="Two files: a.txt and b.txt.\n\n- **a.txt** says hello",
-                              usage=ev.Usage(input_tokens=596, output_tokens=17, cached_input_tokens=0))
+    assert outcome == Outcome(
+        complete=True,
+        result="Two files: a.txt and b.txt.\n\n- **a.txt** says hello",
+        usage=ev.Usage(input_tokens=596, output_tokens=17, cached_input_tokens=0),
+    )
     assert verdict(outcome, program="aider", code=0, stderr="", git=None) == ev.Succeeded(
-        exit_code=0, result=outcome.result, usage=outcome.usage)
+        exit_code=0, result=outcome.result, usage=outcome.usage
+    )
 
 
 def test_a_retried_call_is_notices_and_the_answer_after_it_is_the_result() -> None:
@@ -66,18 +75,30 @@ def test_a_call_aider_gives_up_on_is_the_error_though_it_exits_0() -> None:
 def test_usage_lines_with_cache_parts_and_cost_are_summed_over_the_calls_and_the_last_reply_is_the_result() -> None:
     """Two model calls (an edit, then aider's reflection on a lint error): the format strings of
     `calculate_and_show_tokens_and_cost`, cost on the same line or, with both cache parts, the next."""
-    lines = [*BANNER, "First reply.", "", "Tokens: 1.2k sent, 45 received. Cost: $0.0012 message, $0.0012 session.",
-             "Applied edit to a.py", "Second reply,", "on two lines.", "",
-             "Tokens: 12k sent, 300 cache write, 10k cache hit, 345 received.",
-             "Cost: $0.0123 message, $0.0135 session."]
+    lines = [
+        *BANNER,
+        "First reply.",
+        "",
+        "Tokens: 1.2k sent, 45 received. Cost: $0.0012 message, $0.0012 session.",
+        "Applied edit to a.py",
+        "Second reply,",
+        "on two lines.",
+        "",
+        "Tokens: 12k sent, 300 cache write, 10k cache hit, 345 received.",
+        "Cost: $0.0123 message, $0.0135 session.",
+    ]
     outcome = read("".join(f"{line}\n" for line in lines))[1].outcome()
     assert outcome.usage == ev.Usage(cost_usd=0.0135, input_tokens=13200, output_tokens=390, cached_input_tokens=10000)
     assert outcome.result == "Applied edit to a.py\nSecond reply,\non two lines.", "after the usage line before it"
 
 
 def test_a_usage_line_rich_wrapped_at_80_columns_is_read_whole() -> None:
-    lines = [*BANNER, "The reply.", "Tokens: 12k sent, 10k cache hit, 345 received. Cost: $0.0123 message, $0.0456",
-             "session."]
+    lines = [
+        *BANNER,
+        "The reply.",
+        "Tokens: 12k sent, 10k cache hit, 345 received. Cost: $0.0123 message, $0.0456",
+        "session.",
+    ]
     outcome = read("\n".join(lines))[1].outcome()
     assert outcome.usage == ev.Usage(cost_usd=0.0456, input_tokens=12000, output_tokens=345, cached_input_tokens=10000)
     assert outcome.result == "The reply."
@@ -101,5 +122,5 @@ def test_how_the_pipe_cuts_the_output_changes_nothing() -> None:
     whole, parser = read(text)
     for size in (1, 7, 80, 1000):
         transcript = Transcript(parser_for("aider-text"))
-        shown = "".join(transcript.feed(text[i:i + size]) for i in range(0, len(text), size)) + transcript.end()
+        shown = "".join(transcript.feed(text[i : i + size]) for i in range(0, len(text), size)) + transcript.end()
         assert shown == whole and transcript.parser.outcome() == parser.outcome(), size

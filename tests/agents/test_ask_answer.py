@@ -55,7 +55,12 @@ def _asked(choices: list[str] | None = None) -> JobRecord:
 def test_a_question_puts_the_question_and_its_choices_in_the_record() -> None:
     asked = _asked(["yes", "no"])
     assert asked.status is Status.WAITING
-    assert (asked.question, asked.choices, asked.question_id, asked.asked_at) == ("Proceed?", ["yes", "no"], "q1", _at(1))
+    assert (asked.question, asked.choices, asked.question_id, asked.asked_at) == (
+        "Proceed?",
+        ["yes", "no"],
+        "q1",
+        _at(1),
+    )
 
 
 @pytest.mark.fast
@@ -104,20 +109,35 @@ def test_a_record_that_never_asked_keeps_its_bytes() -> None:
 @pytest.mark.fast
 def test_the_projector_judges_the_lease_of_a_waiting_job_but_not_its_timeout() -> None:
     long_ago = iso(utc_now() - timedelta(minutes=10))
-    record = JobRecord(job_id="j", workspace="w", status=Status.WAITING, agent="a", prompt="p", submitted_at=long_ago,
-                       started_at=long_ago, last_seen_at=long_ago, updated_at=long_ago, timeout=60, asked_at=long_ago)
+    record = JobRecord(
+        job_id="j",
+        workspace="w",
+        status=Status.WAITING,
+        agent="a",
+        prompt="p",
+        submitted_at=long_ago,
+        started_at=long_ago,
+        last_seen_at=long_ago,
+        updated_at=long_ago,
+        timeout=60,
+        asked_at=long_ago,
+    )
     assert [type(e).__name__ for _, e in on_clock({"j": record}, utc_now(), Limits(lease=30, timeout_grace=1))] == [
-        "Lost"], "its runner heartbeats while it waits: none for 10 minutes is a lost runner"
+        "Lost"
+    ], "its runner heartbeats while it waits: none for 10 minutes is a lost runner"
     beating = replace(record, last_seen_at=iso(utc_now() - timedelta(seconds=5)))
     assert on_clock({"j": beating}, utc_now(), Limits(lease=30, timeout_grace=1)) == [], (
-        "a timeout of 60 s, 10 minutes after its start: the wait does not count")
+        "a timeout of 60 s, 10 minutes after its start: the wait does not count"
+    )
     just_now = iso(utc_now() - timedelta(seconds=5))
     resumed = replace(record, status=Status.RUNNING, resumed_at=just_now, waited=590.0)
     assert on_clock({"j": resumed}, utc_now(), Limits(lease=30, timeout_grace=1)) == [], (
-        "after the answer the lease counts from it, and the timeout without the wait")
+        "after the answer the lease counts from it, and the timeout without the wait"
+    )
     overdue = replace(resumed, waited=500.0)
     assert [type(e).__name__ for _, e in on_clock({"j": overdue}, utc_now(), Limits(lease=30, timeout_grace=1))] == [
-        "TimedOut"]
+        "TimedOut"
+    ]
 
 
 # --- end to end -----------------------------------------------------------------------------------------------
@@ -138,8 +158,9 @@ async def test_a_question_asked_inside_a_job_is_answered_and_the_job_goes_on(ws:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     script = f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 9\necho "answer: $a"\n'
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=_runner_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=_runner_env()),
     ):
         async with watching(ws.elsewhere, "jobs", "--watch", "--broker", url, "--workspace", str(ws.root)) as watch:
             await submit(url, ws, "job-ask", script, "--job-timeout", "2", agent="shell")
@@ -178,8 +199,9 @@ async def test_ask_gives_up_after_its_timeout_and_the_job_runs_on(ws: WorkspaceP
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     script = f'{BIN}/mam ask "Anyone?" --timeout 1; echo "ask exited $?"\n'
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", env=_runner_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", env=_runner_env()),
     ):
         await submit(url, ws, "job-alone", script, agent="shell")
         done = await wait_for_state(url, ws_id, "job-alone", lambda r: r["status"] == "succeeded", timeout=30)
@@ -212,8 +234,10 @@ async def test_a_waiting_job_is_not_timed_out_while_it_waits_but_its_lease_runs(
 
     start = ({"type": "claimed", "runner": "by-hand"}, {"type": "started"})
     asked = {"type": "input_requested", "question": "Proceed?"}
-    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", "2", "--timeout-grace", "0.5")), \
-            anyio.create_task_group() as tg:
+    async with (
+        projector_process(amqtt, ws.root, ws.elsewhere, extra=("--lease", "2", "--timeout-grace", "0.5")),
+        anyio.create_task_group() as tg,
+    ):
         await send("job-w", {"type": "submitted", "prompt": "p", "agent": "hand", "timeout": 1}, *start, asked)
         tg.start_soon(beat)
         await send("job-q", {"type": "submitted", "prompt": "p", "agent": "hand"}, *start, asked)
@@ -228,8 +252,10 @@ async def test_a_waiting_job_is_not_timed_out_while_it_waits_but_its_lease_runs(
         ended = await wait_for_state(amqtt.url, ws_id, "job-w", lambda r: r["status"] == "timed_out", timeout=20)
         tg.cancel_scope.cancel()
     assert "no sign of life" in quiet["error"] and quiet["waited"] > 1.5, quiet
-    ran_after_answer = (datetime.fromisoformat(ended["finished_at"].replace("Z", "+00:00"))
-                        - datetime.fromisoformat(ended["resumed_at"].replace("Z", "+00:00"))).total_seconds()
+    ran_after_answer = (
+        datetime.fromisoformat(ended["finished_at"].replace("Z", "+00:00"))
+        - datetime.fromisoformat(ended["resumed_at"].replace("Z", "+00:00"))
+    ).total_seconds()
     assert ran_after_answer > 1.4, "its timeout (1 s + 0.5 s grace) counted from the answer, not from its start"
     assert ended["waited"] > 2
     verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
@@ -241,9 +267,11 @@ async def test_the_dashboard_shows_the_question_and_answers_it(ws: WorkspacePath
     from playwright.async_api import expect
 
     script = f'a=$({BIN}/mam ask "Deploy to staging?" --choice yes --choice no) || exit 9\necho "got $a"\n'
-    async with up_with_dashboard(ws) as (url, page_url), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", env=_runner_env()
-    ), browser_page() as page:
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", env=_runner_env()),
+        browser_page() as page,
+    ):
         await page.goto(page_url)
         await expect(page.locator("#projector")).to_contain_text("projector online", timeout=15_000)
         await submit(url, ws, "job-web", script, agent="shell")
@@ -267,9 +295,11 @@ async def test_an_mcp_client_answers_with_answer_job(ws: WorkspacePaths) -> None
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     script = f'a=$({BIN}/mam ask "Which?" --choice left --choice right) || exit 9\necho "took $a"\n'
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", env=_runner_env()
-    ), mcp_session(ws, "--broker", url) as session:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", env=_runner_env()),
+        mcp_session(ws, "--broker", url) as session,
+    ):
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert tools["answer_job"].input_schema["required"] == ["job", "answer"]
         await submit(url, ws, "job-mcp", script, agent="shell")
@@ -297,8 +327,9 @@ async def test_a_job_gets_its_runners_broker_so_mam_inside_it_reaches_the_same_o
     (and `mam submit`, `mam mcp`) inside the job need no runtime file on the job's host."""
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", env=_runner_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", env=_runner_env()),
     ):
         await submit(url, ws, "job-env", 'echo "broker=$MAM_BROKER_URL"\n', agent="shell")
         done = await wait_for_state(url, ws_id, "job-env", lambda r: r["status"] == "succeeded", timeout=30)

@@ -21,20 +21,32 @@ from workspace_support import WorkspacePaths
 
 
 def _job(job_id: str, status: Status = Status.RUNNING, parent: str | None = None, **extra: object) -> JobRecord:
-    return JobRecord(job_id=job_id, workspace="ws", status=status, agent="a", prompt="p", parent=parent,
-                     submitted_at="t", updated_at="t", **extra)  # type: ignore[arg-type]
+    return JobRecord(
+        job_id=job_id,
+        workspace="ws",
+        status=status,
+        agent="a",
+        prompt="p",
+        parent=parent,
+        submitted_at="t",
+        updated_at="t",
+        **extra,
+    )  # type: ignore[arg-type]
 
 
-TREE = {r.job_id: r for r in [
-    _job("root"),
-    _job("c1", parent="root"),
-    _job("g1", parent="c1"),
-    _job("c2", Status.SUCCEEDED, parent="root"),
-    _job("g2", Status.SUBMITTED, parent="c2"),
-    _job("g3", Status.FAILED, parent="c2"),
-    _job("other"),
-    _job("o1", parent="other"),
-]}
+TREE = {
+    r.job_id: r
+    for r in [
+        _job("root"),
+        _job("c1", parent="root"),
+        _job("g1", parent="c1"),
+        _job("c2", Status.SUCCEEDED, parent="root"),
+        _job("g2", Status.SUBMITTED, parent="c2"),
+        _job("g3", Status.FAILED, parent="c2"),
+        _job("other"),
+        _job("o1", parent="other"),
+    ]
+}
 
 
 @pytest.mark.fast
@@ -50,7 +62,8 @@ def test_a_cancelled_job_or_a_tree_request_derives_a_cancel_request_for_each_job
     tree_asked = replace(TREE["root"], cancel_requested_at="t", cancel_reason="stop", cancel_tree=True)
     derived = cascade.derive([tree_asked], children, TREE.get)
     assert [(job, type(e), e.reason) for job, e in derived] == [  # type: ignore[attr-defined]
-        (job, ev.CancelRequested, "cancelled with tree of root: stop") for job in ("c1", "g1", "g2")]
+        (job, ev.CancelRequested, "cancelled with tree of root: stop") for job in ("c1", "g1", "g2")
+    ]
     plain = replace(TREE["root"], cancel_requested_at="t", cancel_reason="stop")
     assert cascade.derive([plain], children, TREE.get) == [], "a plain request waits for the job to end cancelled"
     ended = replace(plain, status=Status.CANCELLED, finished_at="t")
@@ -88,8 +101,9 @@ async def test_cancel_tree_over_three_levels_cancels_each_running_job_with_a_rea
     def running(job: str):  # noqa: ANN202
         return wait_for_state(url, ws_id, job, lambda r: r["status"] == "running", timeout=30)
 
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "4", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "4", agent="shell", env=child_env()),
     ):
         await submit(url, ws, "root", LONG, agent="shell")
         await submit(url, ws, "c1", LONG, "--parent", "root", agent="shell")
@@ -126,8 +140,9 @@ async def test_cancel_tree_over_three_levels_cancels_each_running_job_with_a_rea
 async def test_a_job_that_ends_cancelled_takes_its_running_children_along(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()),
     ):
         await submit(url, ws, "parent", LONG, agent="shell")
         await submit(url, ws, "child", LONG, "--parent", "parent", agent="shell")
@@ -155,5 +170,7 @@ async def test_cancel_tree_of_queued_jobs_replies_with_each_as_json(ws: Workspac
     assert [(r["job_id"], r["status"]) for r in records] == [("top", "cancelled"), ("under", "cancelled")]
     assert records[1]["cancel_reason"] == "cancelled with tree of top"
     assert again_code == 0 and again_out == "top cancelled\n" and again_err == "", (
-        "the tree of a finished job with nothing unfinished under it: done, the job listed as it ended", again_err)
+        "the tree of a finished job with nothing unfinished under it: done, the job listed as it ended",
+        again_err,
+    )
     assert plain_code == 1 and "a finished job never changes" in plain_err and plain_err.count("\n") == 1

@@ -15,17 +15,21 @@ from e2e import up_process, workspace_id
 from support import BIN, child_env, mam, run, wait_for_state
 from workspace_support import WorkspacePaths
 
-STUCK = ("job kid cannot start: the only runner for 'shell' (shell-1, 1 slot) is running its parent parent; "
-         "start another runner or raise --concurrency")
+STUCK = (
+    "job kid cannot start: the only runner for 'shell' (shell-1, 1 slot) is running its parent parent; "
+    "start another runner or raise --concurrency"
+)
 
 
 def _parent(gate: Path) -> str:
     """Delegate `kid` to its own agent, wait for the test's go, then wait for `kid` and say how that went."""
-    return "\n".join([
-        f"{BIN}/mam submit --agent shell --prompt 'echo kid ran' --job-id kid || exit 11",
-        f"until [ -e {shlex.quote(str(gate))} ]; do sleep 0.05; done",
-        f'out=$({BIN}/mam wait kid 2>&1); echo "wait exited $?: $out"',
-    ])
+    return "\n".join(
+        [
+            f"{BIN}/mam submit --agent shell --prompt 'echo kid ran' --job-id kid || exit 11",
+            f"until [ -e {shlex.quote(str(gate))} ]; do sleep 0.05; done",
+            f'out=$({BIN}/mam wait kid 2>&1); echo "wait exited $?: $out"',
+        ]
+    )
 
 
 async def test_a_job_waiting_on_a_child_its_own_slot_blocks_is_told_so(ws: WorkspacePaths, tmp_path: Path) -> None:
@@ -33,8 +37,9 @@ async def test_a_job_waiting_on_a_child_its_own_slot_blocks_is_told_so(ws: Works
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     gate = tmp_path / "go"
     where = ("--broker", url, "--workspace", str(ws.root))
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", name="shell-1", env=child_env(MAM_BROKER_URL=None)
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="shell-1", env=child_env(MAM_BROKER_URL=None)),
     ):
         await submit(url, ws, "parent", _parent(gate), agent="shell")
         await wait_for_state(url, ws_id, "kid", lambda r: r["status"] == "submitted", timeout=30)
@@ -53,6 +58,8 @@ async def test_a_job_waiting_on_a_child_its_own_slot_blocks_is_told_so(ws: Works
     assert STUCK in slice_ended and "Waiting longer does not help" in slice_ended, slice_ended
     assert f"wait_job: {STUCK}; waiting would never end: job parent" in at_once, at_once
     assert queued["waiting"] == "queued: " + STUCK.replace("kid", "kid-2", 1), queued
-    assert parent["result"] == (f"kid\nwait exited 3: mam: error: {STUCK}; waiting here would never end: job "
-                                "parent, which this runs inside, holds that slot while it waits\n"), parent
+    assert parent["result"] == (
+        f"kid\nwait exited 3: mam: error: {STUCK}; waiting here would never end: job "
+        "parent, which this runs inside, holds that slot while it waits\n"
+    ), parent
     assert kid["cancel_reason"] == "cancelled with tree of parent: parent ended succeeded (parent_close: cancel)"

@@ -39,9 +39,18 @@ def signed(key: RunnerKey, job_id: str, body: dict) -> bytes:
 
 
 def held(**fields: object) -> JobRecord:
-    base = {"job_id": "j", "workspace": "ws", "status": Status.RUNNING, "agent": "a", "prompt": "p",
-            "submitted_at": "2026-01-01T00:00:00Z", "version": 3, "last_event_id": "e",
-            "updated_at": "2026-01-01T00:00:00Z", "claimed_at": "2026-01-01T00:00:01Z"}
+    base = {
+        "job_id": "j",
+        "workspace": "ws",
+        "status": Status.RUNNING,
+        "agent": "a",
+        "prompt": "p",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "version": 3,
+        "last_event_id": "e",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "claimed_at": "2026-01-01T00:00:01Z",
+    }
     return JobRecord(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -57,10 +66,12 @@ def test_a_claim_needs_a_key_that_signs_it_unless_the_workspace_takes_unsigned_r
     keyed = ev.Claimed(runner="r", epoch="e1", runner_key=key.public)
     payload = ev.encode_event(keyed)
     assert "carries no signature" in (claim_refusal("j", keyed, None, unsigned_runners=True) or "")
-    assert "does not verify" in (claim_refusal("j", keyed, RunnerKey().sign_event("j", payload),
-                                               unsigned_runners=False) or "")
-    assert "does not verify" in (claim_refusal("j", keyed, key.sign_event("other-job", payload),
-                                               unsigned_runners=False) or ""), "signed for another job"
+    assert "does not verify" in (
+        claim_refusal("j", keyed, RunnerKey().sign_event("j", payload), unsigned_runners=False) or ""
+    )
+    assert "does not verify" in (
+        claim_refusal("j", keyed, key.sign_event("other-job", payload), unsigned_runners=False) or ""
+    ), "signed for another job"
     assert claim_refusal("j", keyed, key.sign_event("j", payload), unsigned_runners=False) is None
 
 
@@ -108,8 +119,12 @@ def test_a_resent_started_of_a_job_released_since_is_a_duplicate_not_a_refusal(t
     h, key = Harness(tmp_path), RunnerKey()
     claim = {"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public}
     started = signed(key, "j", {"type": "started", "id": "st", "runner": "r"})
-    h.fold(("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'), ("j", signed(key, "j", claim)),
-           ("j", started), ("j", signed(key, "j", {"type": "released", "id": "rel", "reason": "stopping"})))
+    h.fold(
+        ("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'),
+        ("j", signed(key, "j", claim)),
+        ("j", started),
+        ("j", signed(key, "j", {"type": "released", "id": "rel", "reason": "stopping"})),
+    )
     assert h.logged("j")[-1] == ("released", "rel")
     again = h.fold(("j", started))
     assert again.duplicates == 1 and not again.rejections
@@ -120,10 +135,15 @@ def test_a_resent_started_of_a_job_released_since_is_a_duplicate_not_a_refusal(t
 @pytest.mark.fast
 def test_after_a_restart_a_heartbeat_not_newer_than_the_last_logged_one_is_refused(tmp_path: Path) -> None:
     h, key = Harness(tmp_path), RunnerKey()
-    life = [{"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public},
-            {"type": "started", "id": "st", "runner": "r"}, {"type": "heartbeat", "id": "hb5", "seq": 5}]
-    h.fold(("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'),
-           *[("j", signed(key, "j", body)) for body in life])
+    life = [
+        {"type": "claimed", "id": "c", "runner": "r", "epoch": "e1", "runner_key": key.public},
+        {"type": "started", "id": "st", "runner": "r"},
+        {"type": "heartbeat", "id": "hb5", "seq": 5},
+    ]
+    h.fold(
+        ("j", b'{"type":"submitted","id":"s","prompt":"p","agent":"a"}'),
+        *[("j", signed(key, "j", body)) for body in life],
+    )
     assert h.logged("j")[-1] == ("heartbeat", "hb5")
     h.projection = h.fresh()  # a restart: nothing in memory, the log says seq 5
     old = h.fold(("j", signed(key, "j", {"type": "heartbeat", "id": "hb3", "seq": 3})))
@@ -155,16 +175,26 @@ async def test_a_bare_started_and_unsigned_claims_are_refused_and_a_real_runner_
         await submit(url, ws, job, "stream 3")
         async with Watch(url, f"mam/{ws_id}/rejected") as rejected:
             stranger = RunnerKey()
-            keyed = {"type": "claimed", "id": "keyed-unsigned", "runner": "evil", "epoch": "e1",
-                     "runner_key": stranger.public}
+            keyed = {
+                "type": "claimed",
+                "id": "keyed-unsigned",
+                "runner": "evil",
+                "epoch": "e1",
+                "runner_key": stranger.public,
+            }
             await publish(url, topic, b'{"type":"started","id":"bare-started","runner":"evil"}')
             await publish(url, topic, b'{"type":"claimed","id":"unsigned-claim","runner":"evil","epoch":"e1"}')
             await publish(url, topic, json.dumps(keyed).encode())
             await publish(url, topic, signed(stranger, "job-other", {**keyed, "id": "signed-for-another"}))
-            await publish(url, f"mam/{ws_id}/agents/evil/status", json.dumps(
-                {"status": "offline", "agent": "mock", "agent_id": "evil", "epoch": "e1"}).encode(), retain=True)
-            reasons = await _refusals(rejected, {"bare-started", "unsigned-claim", "keyed-unsigned",
-                                                 "signed-for-another"})
+            await publish(
+                url,
+                f"mam/{ws_id}/agents/evil/status",
+                json.dumps({"status": "offline", "agent": "mock", "agent_id": "evil", "epoch": "e1"}).encode(),
+                retain=True,
+            )
+            reasons = await _refusals(
+                rejected, {"bare-started", "unsigned-claim", "keyed-unsigned", "signed-for-another"}
+            )
         assert "no runner holds a claim" in reasons["bare-started"], reasons
         assert "names no runner_key" in reasons["unsigned-claim"] and "unsigned_runners" in reasons["unsigned-claim"]
         assert "carries no signature" in reasons["keyed-unsigned"], reasons
@@ -172,8 +202,9 @@ async def test_a_bare_started_and_unsigned_claims_are_refused_and_a_real_runner_
         still = await wait_for_state(url, ws_id, job)
         assert still["status"] == "submitted" and still["version"] == 1, still
         async with agent_runner(url, ws, "--command", MOCK):
-            done = await wait_for_state(url, ws_id, job, lambda r: r["status"] not in ("submitted", "claimed",
-                                                                                     "running"), timeout=30)
+            done = await wait_for_state(
+                url, ws_id, job, lambda r: r["status"] not in ("submitted", "claimed", "running"), timeout=30
+            )
     assert done["status"] == "succeeded" and done["runner"] == "r1" and done["runner_key"], done
     logged = {e["id"] for e in log_events(ws, job)}
     assert not logged & {"bare-started", "unsigned-claim", "keyed-unsigned", "signed-for-another"}
@@ -191,9 +222,13 @@ async def test_a_workspace_that_takes_unsigned_runners_takes_a_claim_without_a_k
             await publish(url, topic, b'{"type":"started","id":"too-early","runner":"old"}')
             reasons = await _refusals(rejected, {"too-early"})
         assert "no runner holds a claim" in reasons["too-early"], "a claim comes first, key or not"
-        for n, body in enumerate([{"type": "claimed", "runner": "old", "epoch": "e1"},
-                                  {"type": "started", "runner": "old"},
-                                  {"type": "succeeded", "exit_code": 0, "result": "done"}]):
+        for n, body in enumerate(
+            [
+                {"type": "claimed", "runner": "old", "epoch": "e1"},
+                {"type": "started", "runner": "old"},
+                {"type": "succeeded", "exit_code": 0, "result": "done"},
+            ]
+        ):
             await publish(url, topic, json.dumps({"id": f"old-{n}", **body}).encode())
         done = await wait_for_state(url, ws_id, job, lambda r: r["status"] == "succeeded")
     assert done["runner"] == "old" and "runner_key" not in done
@@ -224,9 +259,13 @@ async def test_a_replayed_heartbeat_is_refused_and_the_job_is_lost_when_its_leas
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--lease", "3")):
         await publish(url, topic, b'{"type":"submitted","id":"s","prompt":"p","agent":"nobody"}')
         await wait_for_state(url, ws_id, job)
-        life = [{"type": "claimed", "runner": "r", "epoch": "e1", "runner_key": key.public, "expected_version": 1},
-                {"type": "started", "runner": "r"}, {"type": "heartbeat", "runner": "r", "seq": 1},
-                {"type": "heartbeat", "runner": "r", "seq": 2}, {"type": "heartbeat", "runner": "r", "seq": 3}]
+        life = [
+            {"type": "claimed", "runner": "r", "epoch": "e1", "runner_key": key.public, "expected_version": 1},
+            {"type": "started", "runner": "r"},
+            {"type": "heartbeat", "runner": "r", "seq": 1},
+            {"type": "heartbeat", "runner": "r", "seq": 2},
+            {"type": "heartbeat", "runner": "r", "seq": 3},
+        ]
         sent = [signed(key, job, {"id": f"life-{n}", **body}) for n, body in enumerate(life)]
         async with _client(url) as client:
             for payload in sent:

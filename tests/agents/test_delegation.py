@@ -16,14 +16,27 @@ from workspace_support import WorkspacePaths
 
 
 def record(job_id: str, parent: str | None) -> JobRecord:
-    return JobRecord(job_id=job_id, workspace="w", status=Status.SUBMITTED, agent="a", prompt="p", parent=parent,
-                     submitted_at="t", updated_at="t")
+    return JobRecord(
+        job_id=job_id,
+        workspace="w",
+        status=Status.SUBMITTED,
+        agent="a",
+        prompt="p",
+        parent=parent,
+        submitted_at="t",
+        updated_at="t",
+    )
 
 
 @pytest.mark.fast
 def test_cycle_depth_and_fanout_rules() -> None:
-    jobs = {"a": record("a", None), "b": record("b", "a"), "c": record("c", "b"), "x": record("x", "y"),
-            "y": record("y", "x")}
+    jobs = {
+        "a": record("a", None),
+        "b": record("b", "a"),
+        "c": record("c", "b"),
+        "x": record("x", "y"),
+        "y": record("y", "x"),
+    }
     limits = DelegationLimits(max_depth=2, max_children=1)
     assert check("d", "a", jobs.get, 0, limits) is None
     assert "too deep" in (check("d", "c", jobs.get, 0, limits) or "")
@@ -37,10 +50,27 @@ async def test_projector_refuses_deep_wide_and_orphan_delegation(amqtt: RunningB
     (ws.root / ".mam").mkdir()
     (ws.root / ".mam" / "config.json").write_text(json.dumps({"max_depth": 2, "max_children": 2}))
     async with projector_process(amqtt, ws.root, ws.elsewhere):
+
         async def submit(job: str, parent: str | None = None) -> tuple[int, str]:
             extra = ["--parent", parent] if parent else []
-            result = await run(mam("submit", "--prompt", f"do {job}", "--agent", "a", "--job-id", job, "--wait",
-                                   "--broker", amqtt.url, "--workspace", str(ws.root), *extra), cwd=ws.elsewhere)
+            result = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    f"do {job}",
+                    "--agent",
+                    "a",
+                    "--job-id",
+                    job,
+                    "--wait",
+                    "--broker",
+                    amqtt.url,
+                    "--workspace",
+                    str(ws.root),
+                    *extra,
+                ),
+                cwd=ws.elsewhere,
+            )
             return result.returncode, result.stderr.decode()
 
         assert (await submit("root"))[0] == 0

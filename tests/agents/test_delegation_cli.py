@@ -30,11 +30,13 @@ def _script(workspace: str) -> str:
     """The parent job: three children through `mam submit` as an agent's shell tool would run it, one root
     (`--no-parent`), then it stays running."""
     submit_child = f"{BIN / 'mam'} submit --agent mock --prompt hang --workspace {workspace}"
-    return "\n".join([
-        *(f"{submit_child} --job-id child-{n} || exit 1" for n in range(3)),
-        f"{submit_child} --job-id a-root --no-parent || exit 1",
-        "sleep 60",
-    ])
+    return "\n".join(
+        [
+            *(f"{submit_child} --job-id child-{n} || exit 1" for n in range(3)),
+            f"{submit_child} --job-id a-root --no-parent || exit 1",
+            "sleep 60",
+        ]
+    )
 
 
 async def test_children_submitted_from_a_shell_job_are_its_tree_and_cancel_tree_ends_them(
@@ -43,15 +45,18 @@ async def test_children_submitted_from_a_shell_job_are_its_tree_and_cancel_tree_
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     children = [f"child-{n}" for n in range(3)]
-    async with up_process(ws.root, ws.elsewhere, port), \
-            agent_runner(url, ws, "--profile", "shell", agent="shell", name="sh", env=child_env(MAM_BROKER_URL=url)), \
-            agent_runner(url, ws, *mock_command(), "--concurrency", "4", name="hanger"):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="sh", env=child_env(MAM_BROKER_URL=url)),
+        agent_runner(url, ws, *mock_command(), "--concurrency", "4", name="hanger"),
+    ):
         await submit(url, ws, "parent", _script(str(ws.root)), agent="shell")
         for job in [*children, "a-root"]:
             running = await wait_for_state(url, ws_id, job, lambda r: r["status"] == "running", timeout=30)
             assert running["parent"] == (None if job == "a-root" else "parent"), running
-        cancel = await run(mam("cancel", "parent", "--tree", "--wait", "--broker", url, "--workspace", str(ws.root)),
-                           cwd=ws.elsewhere)
+        cancel = await run(
+            mam("cancel", "parent", "--tree", "--wait", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert cancel.returncode == 0, cancel.stderr
         assert cancel.stdout.decode().splitlines() == [f"{job} cancelled" for job in ["parent", *children]]
         for job in children:

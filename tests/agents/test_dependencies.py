@@ -43,7 +43,9 @@ async def test_a_job_after_others_starts_only_once_they_all_succeeded(ws: Worksp
             assert final["status"] == "succeeded", final
             await verify_clean(ws)
     a, b, c = record(ws, "job-a"), record(ws, "job-b"), record(ws, "job-c")
-    assert c["claimed_at"] >= max(a["finished_at"], b["finished_at"]), "the dependent started before its dependencies ended"
+    assert c["claimed_at"] >= max(a["finished_at"], b["finished_at"]), (
+        "the dependent started before its dependencies ended"
+    )
     kinds = [e["type"] for e in log_events(ws, "job-c")]
     assert kinds[:3] == ["submitted", "unblocked", "claimed"]
     unblocked = log_events(ws, "job-c")[1]
@@ -78,9 +80,25 @@ async def test_a_job_after_one_already_ended_is_decided_at_submit(ws: WorkspaceP
             await submit(url, ws, "job-next", "echo next", "--after", "job-ok", agent="shell")
             done = await wait_for_state(url, ws_id, "job-next", lambda r: r["status"] in DONE, timeout=30)
             assert done["status"] == "succeeded"
-            result = await run(mam("submit", "--prompt", "p", "--agent", "shell", "--job-id", "job-doomed", "--json",
-                                   "--after", "job-ok,job-bad", "--broker", url, "--workspace", str(ws.root)),
-                               cwd=ws.elsewhere)
+            result = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "p",
+                    "--agent",
+                    "shell",
+                    "--job-id",
+                    "job-doomed",
+                    "--json",
+                    "--after",
+                    "job-ok,job-bad",
+                    "--broker",
+                    url,
+                    "--workspace",
+                    str(ws.root),
+                ),
+                cwd=ws.elsewhere,
+            )
             assert result.returncode == 0, result.stderr.decode()
             assert json.loads(result.stdout)["status"] == "blocked", "the verdict: the state that names the submit"
             doomed = await wait_for_state(url, ws_id, "job-doomed", lambda r: r["status"] in DONE, timeout=10)
@@ -92,14 +110,45 @@ async def test_a_job_after_one_already_ended_is_decided_at_submit(ws: WorkspaceP
 async def test_an_unknown_after_id_is_refused_and_nothing_is_recorded(ws: WorkspacePaths) -> None:
     async with up_with_flags(ws) as (port, _):
         url = f"mqtt://127.0.0.1:{port}"
-        result = await run(mam("submit", "--prompt", "p", "--agent", "shell", "--job-id", "job-x",
-                               "--after", "job-nowhere", "--broker", url, "--workspace", str(ws.root)),
-                           cwd=ws.elsewhere)
+        result = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "shell",
+                "--job-id",
+                "job-x",
+                "--after",
+                "job-nowhere",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         err = result.stderr.decode()
         assert result.returncode == 1 and err.count("\n") == 1, err
         assert "unknown job 'job-nowhere' in after" in err
-        itself = await run(mam("submit", "--prompt", "p", "--agent", "shell", "--job-id", "job-y",
-                               "--after", "job-y", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        itself = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "shell",
+                "--job-id",
+                "job-y",
+                "--after",
+                "job-y",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         assert itself.returncode == 1 and "cannot run after itself" in itself.stderr.decode()
     assert not (ws.jobs / "job-x.json").exists() and not (ws.jobs / "job-y.json").exists()
     rejected = (ws.logs / "_rejected.jsonl").read_text()
@@ -126,8 +175,24 @@ async def test_following_a_blocked_job_says_what_it_waits_for(ws: WorkspacePaths
         url = f"mqtt://127.0.0.1:{port}"
         base = ["--broker", url, "--workspace", str(ws.root)]
         await submit(url, ws, "job-a", "p", agent="nobody")
-        follower = Daemon(mam("submit", "--prompt", "p", "--agent", "nobody", "--job-id", "job-b", "--after", "job-a",
-                              "--follow", *base), cwd=ws.elsewhere, env=child_env(), log=ws.elsewhere / "follow.log")
+        follower = Daemon(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "nobody",
+                "--job-id",
+                "job-b",
+                "--after",
+                "job-a",
+                "--follow",
+                *base,
+            ),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=ws.elsewhere / "follow.log",
+        )
         try:
             with anyio.fail_after(15):
                 while "blocked until job-a succeeded" not in follower.output():

@@ -31,8 +31,11 @@ async def test_a_healthy_workspace_served_by_mam_up_passes_and_absent_clis_are_n
     assert "runtime.json" in checks["broker.reachable"]["detail"], "found as a client finds it: the runtime file"
     assert f"pid {up.pid}" in checks["projector.online"]["detail"]
     assert checks["agent.claude-code.version"] == {
-        "name": "agent.claude-code.version", "status": "ok", "detail": "Claude Code 2.1.197: tested with mam",
-        "fix": None}
+        "name": "agent.claude-code.version",
+        "status": "ok",
+        "detail": "Claude Code 2.1.197: tested with mam",
+        "fix": None,
+    }
     assert checks["agent.claude-code.credentials"]["detail"] == "ANTHROPIC_API_KEY is set"
     for absent in ("codex", "gemini", "aider"):
         cli = checks[f"agent.{absent}.cli"]
@@ -42,7 +45,10 @@ async def test_a_healthy_workspace_served_by_mam_up_passes_and_absent_clis_are_n
     assert "skip  agent.gemini.cli" in text and "agent.gemini.version" not in text, "the text shows what matters"
     counted = report["counts"]
     assert counted["fail"] == counted["warn"] == 0
-    assert text.splitlines()[-1] == f"0 failed, 0 warnings, {counted['ok']} ok, {counted['skip']} skipped: mam will work here"
+    assert (
+        text.splitlines()[-1]
+        == f"0 failed, 0 warnings, {counted['ok']} ok, {counted['skip']} skipped: mam will work here"
+    )
     assert SECRET not in text and SECRET not in json.dumps(report)
 
 
@@ -56,8 +62,9 @@ async def test_the_broker_down_fails_with_a_fix_line_and_the_projector_is_not_as
     assert code == 1 and report["ok"] is False
     assert checks["broker.reachable"]["status"] == "fail"
     assert f"mqtt://127.0.0.1:{port} (from --broker) cannot be reached" in checks["broker.reachable"]["detail"]
-    assert fix_under(text, "broker.reachable").startswith(f"start the workspace's broker and projector: mam up "
-                                                          f"--workspace {ws.root}")
+    assert fix_under(text, "broker.reachable").startswith(
+        f"start the workspace's broker and projector: mam up --workspace {ws.root}"
+    )
     assert checks["projector.online"]["status"] == "skip"
     assert checks["projector.key"]["status"] == "ok" and "not compared" in checks["projector.key"]["detail"]
     assert [c["name"] for c in report["checks"] if c["status"] == "fail"] == ["broker.reachable"]
@@ -110,8 +117,9 @@ async def test_loose_modes_warn_and_a_readable_signing_key_fails(ws: WorkspacePa
 
 
 async def test_a_worktree_runner_needs_a_git_repository(ws: WorkspacePaths) -> None:
-    code, report, text = await doctor(ws, doctor_env(ws, agents_path(ws.root.parent)), "--worktree",
-                                      "--broker", DEAD_BROKER)
+    code, report, text = await doctor(
+        ws, doctor_env(ws, agents_path(ws.root.parent)), "--worktree", "--broker", DEAD_BROKER
+    )
     git = by_name(report)["workspace.git"]
     assert code == 1 and git["status"] == "fail" and "--worktree" in git["detail"]
     assert fix_under(text, "workspace.git") == f"git init {ws.root} and commit once, or run without --worktree"
@@ -119,22 +127,28 @@ async def test_a_worktree_runner_needs_a_git_repository(ws: WorkspacePaths) -> N
 
 async def test_json_lists_every_check_in_a_stable_order_each_failure_with_a_fix(ws: WorkspacePaths) -> None:
     (ws.root / ".mam").mkdir()
-    (ws.root / ".mam" / "profiles.json").write_text(json.dumps({
-        "reviewer": {"argv": ["no-such-reviewer", "--strict"]}, "claude": {"alias": "claude-code"}}))
+    (ws.root / ".mam" / "profiles.json").write_text(
+        json.dumps({"reviewer": {"argv": ["no-such-reviewer", "--strict"]}, "claude": {"alias": "claude-code"}})
+    )
     env = doctor_env(ws, agents_path(ws.root.parent, "claude"))
     code, report, _ = await doctor(ws, env, "--broker", DEAD_BROKER)
     profiles = ("claude-code", "codex", "gemini", "aider", "shell", "reviewer")  # built-ins, then the workspace's
     assert [c["name"] for c in report["checks"]] == [
-        *WORKSPACE_CHECKS, *(f"agent.{p}.{c}" for p in profiles for c in AGENT_CHECKS)]
+        *WORKSPACE_CHECKS,
+        *(f"agent.{p}.{c}" for p in profiles for c in AGENT_CHECKS),
+    ]
     assert report["workspace"] == str(ws.root) and report["ok"] is (code == 0) is False
     for check in report["checks"]:
         assert set(check) == {"name", "status", "detail", "fix"} and check["status"] in ("ok", "warn", "fail", "skip")
         assert check["detail"] and "\n" not in check["detail"]
         if check["status"] in ("warn", "fail"):
             assert check["fix"] and "\n" not in check["fix"], check
-    assert report["counts"] == {s: sum(c["status"] == s for c in report["checks"]) for s in ("ok", "warn", "fail", "skip")}
+    assert report["counts"] == {
+        s: sum(c["status"] == s for c in report["checks"]) for s in ("ok", "warn", "fail", "skip")
+    }
     assert by_name(report)["agent.reviewer.cli"]["fix"] == (
-        f"install no-such-reviewer, or change the profile's argv in {ws.root / '.mam' / 'profiles.json'}")
+        f"install no-such-reviewer, or change the profile's argv in {ws.root / '.mam' / 'profiles.json'}"
+    )
 
 
 async def test_a_broken_profiles_file_fails_with_the_reason_and_no_agent_is_checked(ws: WorkspacePaths) -> None:

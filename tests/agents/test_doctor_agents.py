@@ -27,27 +27,36 @@ async def test_a_missing_cli_fails_doctor_agent_with_its_install_line(ws: Worksp
     code, report, text = await doctor(ws, env, "--agent", "gemini", "--broker", DEAD_BROKER)
     checks = by_name(report)
     assert code == 1
-    assert checks["agent.gemini.cli"] == {"name": "agent.gemini.cli", "status": "fail",
-                                          "detail": "command 'gemini' is not on PATH",
-                                          "fix": "install Gemini CLI: npm install -g @google/gemini-cli@0.61.0"}
+    assert checks["agent.gemini.cli"] == {
+        "name": "agent.gemini.cli",
+        "status": "fail",
+        "detail": "command 'gemini' is not on PATH",
+        "fix": "install Gemini CLI: npm install -g @google/gemini-cli@0.61.0",
+    }
     assert [name for name in checks if name.startswith("agent.")] == [f"agent.gemini.{c}" for c in AGENT_CHECKS]
     assert "FAIL  agent.gemini.cli" in text
     assert fix_under(text, "agent.gemini.cli") == "install Gemini CLI: npm install -g @google/gemini-cli@0.61.0"
 
 
 async def test_an_unknown_agent_is_a_one_line_usage_error(ws: WorkspacePaths) -> None:
-    result = await run(mam("doctor", "--workspace", str(ws.root), "--agent", "gemeni"), cwd=ws.elsewhere,
-                       env=doctor_env(ws, agents_path(ws.root.parent)))
+    result = await run(
+        mam("doctor", "--workspace", str(ws.root), "--agent", "gemeni"),
+        cwd=ws.elsewhere,
+        env=doctor_env(ws, agents_path(ws.root.parent)),
+    )
     assert result.returncode == 2 and result.stdout == b""
     assert result.stderr.decode().count("\n") == 1
     assert result.stderr.decode().startswith("mam: error: --agent gemeni: no profile 'gemeni'; did you mean 'gemini'?")
 
 
 async def test_an_untested_or_silent_version_warns_with_the_tested_one(ws: WorkspacePaths) -> None:
-    path = agents_path(ws.root.parent, scripts={
-        "claude": "#!/bin/sh\necho '2.0.3 (Claude Code)'\n",
-        "codex": "#!/bin/sh\necho 'no such option' >&2\nexit 2\n",
-    })
+    path = agents_path(
+        ws.root.parent,
+        scripts={
+            "claude": "#!/bin/sh\necho '2.0.3 (Claude Code)'\n",
+            "codex": "#!/bin/sh\necho 'no such option' >&2\nexit 2\n",
+        },
+    )
     env = doctor_env(ws, path)
     code, report, text = await doctor(ws, env, "--agent", "claude-code", "--agent", "codex", "--broker", DEAD_BROKER)
     checks = by_name(report)
@@ -55,7 +64,9 @@ async def test_an_untested_or_silent_version_warns_with_the_tested_one(ws: Works
     assert checks["agent.claude-code.version"]["detail"] == "Claude Code 2.0.3: untested; mam was tested with 2.1.197"
     assert fix_under(text, "agent.claude-code.version").startswith("npm install -g @anthropic-ai/claude-code@2.1.197")
     codex = checks["agent.codex.version"]
-    assert codex["status"] == "warn" and codex["detail"] == "codex --version printed no version (exit 2: no such option)"
+    assert (
+        codex["status"] == "warn" and codex["detail"] == "codex --version printed no version (exit 2: no such option)"
+    )
 
 
 async def test_a_version_that_never_answers_is_given_up_with_its_process_group(tmp_path: Path) -> None:
@@ -78,8 +89,9 @@ async def test_credentials_are_named_and_their_values_never_printed(ws: Workspac
     gemini_dir = Path(env["HOME"]) / ".gemini"
     gemini_dir.mkdir()
     (gemini_dir / ".env").write_text(f"# a comment\nexport GEMINI_API_KEY='{SECRET}'\n")
-    code, report, text = await doctor(ws, env, "--agent", "claude-code", "--agent", "gemini", "--agent", "codex",
-                                      "--broker", DEAD_BROKER)
+    code, report, text = await doctor(
+        ws, env, "--agent", "claude-code", "--agent", "gemini", "--agent", "codex", "--broker", DEAD_BROKER
+    )
     checks = by_name(report)
     assert checks["agent.codex.credentials"]["detail"] == "OPENAI_API_KEY is set"
     assert checks["agent.gemini.credentials"]["detail"] == f"GEMINI_API_KEY in {gemini_dir / '.env'}"
@@ -101,19 +113,26 @@ async def test_codex_with_a_model_provider_of_its_own_counts_that_providers_key(
     config.write_text(CODEX_CONFIG.format(url="http://127.0.0.1:9"), encoding="utf-8")
     _, report, text = await doctor(ws, env, "--agent", "codex", "--broker", DEAD_BROKER)
     key = by_name(report)["agent.codex.credentials"]
-    assert key == {"name": "agent.codex.credentials", "status": "ok", "fix": None,
-                   "detail": f"MAM_TEST_MODEL_KEY is set (the env_key of model_provider mamtest in {config})"}, key
+    assert key == {
+        "name": "agent.codex.credentials",
+        "status": "ok",
+        "fix": None,
+        "detail": f"MAM_TEST_MODEL_KEY is set (the env_key of model_provider mamtest in {config})",
+    }, key
     env.pop("MAM_TEST_MODEL_KEY")
     _, report, text = await doctor(ws, env | {"OPENAI_API_KEY": SECRET}, "--agent", "codex", "--broker", DEAD_BROKER)
     key = by_name(report)["agent.codex.credentials"]
     assert key["status"] == "warn", "OpenAI's key is not the one this provider is sent"
-    assert key["detail"] == f"MAM_TEST_MODEL_KEY is not set: model_provider mamtest in {config} takes its key from it " \
-                            "(env_key)"
+    assert (
+        key["detail"] == f"MAM_TEST_MODEL_KEY is not set: model_provider mamtest in {config} takes its key from it "
+        "(env_key)"
+    )
     assert fix_under(text, "agent.codex.credentials") == "export MAM_TEST_MODEL_KEY for the runner"
     elsewhere = ws.root.parent / "codex-home"
     elsewhere.mkdir()
-    (elsewhere / "config.toml").write_text('model_provider = "local"\n[model_providers.local]\n'
-                                           'base_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
+    (elsewhere / "config.toml").write_text(
+        'model_provider = "local"\n[model_providers.local]\nbase_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8"
+    )
     _, report, _ = await doctor(ws, env | {"CODEX_HOME": str(elsewhere)}, "--agent", "codex", "--broker", DEAD_BROKER)
     assert by_name(report)["agent.codex.credentials"]["status"] == "ok", "$CODEX_HOME's provider without env_key"
     assert SECRET not in text and SECRET not in json.dumps(report)
@@ -131,13 +150,22 @@ async def test_aider_without_a_key_fails_where_a_runner_is_configured_for_it(ws:
     assert by_name(report)["agent.aider.credentials"]["status"] == "warn", "no aider runner asked about: a warning"
 
 
-async def test_the_built_in_gemini_and_codex_profiles_run_in_an_untrusted_folder_outside_git(ws: WorkspacePaths) -> None:
+async def test_the_built_in_gemini_and_codex_profiles_run_in_an_untrusted_folder_outside_git(
+    ws: WorkspacePaths,
+) -> None:
     env = doctor_env(ws, agents_path(ws.root.parent, "gemini", "codex"))
     _, report, _ = await doctor(ws, env, "--agent", "gemini", "--agent", "codex", "--broker", DEAD_BROKER)
     checks = by_name(report)
-    assert checks["agent.gemini.workspace"] == {"name": "agent.gemini.workspace", "status": "ok",
-                                                "detail": f"{ws.root}: GEMINI_CLI_TRUST_WORKSPACE=true", "fix": None}
-    assert checks["agent.codex.workspace"]["status"] == "ok" and "--skip-git-repo-check" in checks["agent.codex.workspace"]["detail"]
+    assert checks["agent.gemini.workspace"] == {
+        "name": "agent.gemini.workspace",
+        "status": "ok",
+        "detail": f"{ws.root}: GEMINI_CLI_TRUST_WORKSPACE=true",
+        "fix": None,
+    }
+    assert (
+        checks["agent.codex.workspace"]["status"] == "ok"
+        and "--skip-git-repo-check" in checks["agent.codex.workspace"]["detail"]
+    )
 
 
 @pytest.mark.slow
@@ -149,21 +177,37 @@ async def test_gemini_needs_a_trusted_folder_and_codex_a_git_repository(ws: Work
     assert checks["agent.gemini.workspace"]["status"] == "warn" and checks["agent.codex.workspace"]["status"] == "warn"
     code, report, text = await doctor(ws, env, "--agent", "gemini", "--agent", "codex", "--broker", DEAD_BROKER)
     checks = by_name(report)
-    assert checks["agent.gemini.workspace"]["status"] == "fail" and "not trusted" in checks["agent.gemini.workspace"]["detail"]
+    assert (
+        checks["agent.gemini.workspace"]["status"] == "fail"
+        and "not trusted" in checks["agent.gemini.workspace"]["detail"]
+    )
     assert "--skip-trust" in fix_under(text, "agent.gemini.workspace")
     assert checks["agent.codex.workspace"]["status"] == "fail"
     assert fix_under(text, "agent.codex.workspace").startswith(f"git init {ws.root} and commit once")
 
     (Path(env["HOME"]) / ".gemini").mkdir(exist_ok=True)  # the real gemini made it, answering --version
     (Path(env["HOME"]) / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(ws.root): "TRUST_FOLDER"}))
-    git = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    git = {
+        **env,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", str(ws.root)], check=True, env=git)
     subprocess.run(["git", "-C", str(ws.root), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=git)
     _, report, _ = await doctor(ws, env, "--agent", "gemini", "--agent", "codex", "--worktree", "--broker", DEAD_BROKER)
     checks = by_name(report)
-    assert checks["agent.gemini.workspace"]["status"] == "ok" and "TRUST_FOLDER" in checks["agent.gemini.workspace"]["detail"]
-    assert checks["agent.codex.workspace"] == {"name": "agent.codex.workspace", "status": "ok",
-                                               "detail": f"{ws.root}: a git work tree", "fix": None}
+    assert (
+        checks["agent.gemini.workspace"]["status"] == "ok"
+        and "TRUST_FOLDER" in checks["agent.gemini.workspace"]["detail"]
+    )
+    assert checks["agent.codex.workspace"] == {
+        "name": "agent.codex.workspace",
+        "status": "ok",
+        "detail": f"{ws.root}: a git work tree",
+        "fix": None,
+    }
     assert checks["workspace.git"]["status"] == "ok"
 
 
@@ -186,11 +230,16 @@ async def test_full_as_root_needs_is_sandbox_for_claude(ws: WorkspacePaths) -> N
 
 
 async def test_mam_agent_refuses_a_missing_cli_in_one_line_with_its_install_line(ws: WorkspacePaths) -> None:
-    result = await run([str(BIN / "mam-agent"), "--agent", "gemini", "--workspace", str(ws.root), "--broker",
-                        DEAD_BROKER], cwd=ws.elsewhere, env=doctor_env(ws, agents_path(ws.root.parent, "claude")))
+    result = await run(
+        [str(BIN / "mam-agent"), "--agent", "gemini", "--workspace", str(ws.root), "--broker", DEAD_BROKER],
+        cwd=ws.elsewhere,
+        env=doctor_env(ws, agents_path(ws.root.parent, "claude")),
+    )
     assert result.returncode == 2
-    assert result.stderr.decode() == ("mam-agent: error: --agent gemini: command 'gemini' is not on PATH; install Gemini "
-                                      "CLI 0.61.0 (npm install -g @google/gemini-cli@0.61.0), or pass --command/--profile\n")
+    assert result.stderr.decode() == (
+        "mam-agent: error: --agent gemini: command 'gemini' is not on PATH; install Gemini "
+        "CLI 0.61.0 (npm install -g @google/gemini-cli@0.61.0), or pass --command/--profile\n"
+    )
 
 
 async def test_mam_agent_reports_its_checks_at_start_and_serves(ws: WorkspacePaths) -> None:
@@ -198,8 +247,20 @@ async def test_mam_agent_reports_its_checks_at_start_and_serves(ws: WorkspacePat
     bare_profiles(ws)  # a gemini profile without the trust variable: the folder is untrusted
     env = doctor_env(ws, agents_path(ws.root.parent, "gemini"))
     async with up_process(ws.root, ws.elsewhere, port):
-        runner = Daemon([str(BIN / "mam-agent"), "--agent", "gemini", "--workspace", str(ws.root), "--broker",
-                         f"mqtt://127.0.0.1:{port}"], cwd=ws.elsewhere, env=env, log=ws.root.parent / "runner.log")
+        runner = Daemon(
+            [
+                str(BIN / "mam-agent"),
+                "--agent",
+                "gemini",
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                f"mqtt://127.0.0.1:{port}",
+            ],
+            cwd=ws.elsewhere,
+            env=env,
+            log=ws.root.parent / "runner.log",
+        )
         try:
             output = await runner.wait_for_output("serving", timeout=30)
         finally:
@@ -220,7 +281,7 @@ def test_docs_agents_lists_the_tested_versions_of_the_table() -> None:
 
 
 async def test_doctor_says_what_mcp_server_each_job_of_an_agent_gets_and_how_its_tools_are_allowed(
-    ws: WorkspacePaths
+    ws: WorkspacePaths,
 ) -> None:
     """`agent.NAME.delegation`: the runner's own `mam mcp` for each job, given the CLI's way (agents/job_mcp.py);
     a profile without `"mcp"` (shell) says its jobs get none."""
@@ -228,8 +289,11 @@ async def test_doctor_says_what_mcp_server_each_job_of_an_agent_gets_and_how_its
     _, report, _ = await doctor(ws, env, "--broker", DEAD_BROKER)
     checks = by_name(report)
     own = str(BIN / "mam")
-    for agent, how in (("claude-code", "--allowedTools mcp__mam"), ("codex", "default_tools_approval_mode=approve"),
-                       ("gemini", "GEMINI_CLI_HOME")):
+    for agent, how in (
+        ("claude-code", "--allowedTools mcp__mam"),
+        ("codex", "default_tools_approval_mode=approve"),
+        ("gemini", "GEMINI_CLI_HOME"),
+    ):
         check = checks[f"agent.{agent}.delegation"]
         assert check["status"] == "ok" and f"`{own} mcp` as `mam`" in check["detail"] and how in check["detail"], check
     assert checks["agent.shell.delegation"]["status"] == "ok"

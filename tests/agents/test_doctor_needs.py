@@ -40,18 +40,22 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(home / "no-system.json"), **extra}
 
 
-@pytest.mark.parametrize(("rules", "trusted"), [
-    ({}, False),
-    ({"{project}": "TRUST_FOLDER"}, True),
-    ({"{project}/sub": "TRUST_FOLDER"}, False),  # a rule for a folder inside does not trust its parent
-    ({"{projects}": "TRUST_FOLDER"}, True),  # a trusted folder trusts what is inside it
-    ({"{project}": "TRUST_PARENT"}, True),  # trusts the rule's parent, and so its subfolders
-    ({"{projects}/other": "TRUST_PARENT"}, True),  # the parent of a sibling: projects/, holding app/
-    ({"{projects}": "TRUST_FOLDER", "{project}": "DO_NOT_TRUST"}, False),  # the longest rule decides
-    ({"{projects}": "DO_NOT_TRUST", "{project}": "TRUST_FOLDER"}, True),
-])
-def test_gemini_trust_follows_the_longest_matching_rule(home: Path, project: Path, rules: dict[str, str],
-                                                        trusted: bool) -> None:
+@pytest.mark.parametrize(
+    ("rules", "trusted"),
+    [
+        ({}, False),
+        ({"{project}": "TRUST_FOLDER"}, True),
+        ({"{project}/sub": "TRUST_FOLDER"}, False),  # a rule for a folder inside does not trust its parent
+        ({"{projects}": "TRUST_FOLDER"}, True),  # a trusted folder trusts what is inside it
+        ({"{project}": "TRUST_PARENT"}, True),  # trusts the rule's parent, and so its subfolders
+        ({"{projects}/other": "TRUST_PARENT"}, True),  # the parent of a sibling: projects/, holding app/
+        ({"{projects}": "TRUST_FOLDER", "{project}": "DO_NOT_TRUST"}, False),  # the longest rule decides
+        ({"{projects}": "DO_NOT_TRUST", "{project}": "TRUST_FOLDER"}, True),
+    ],
+)
+def test_gemini_trust_follows_the_longest_matching_rule(
+    home: Path, project: Path, rules: dict[str, str], trusted: bool
+) -> None:
     _rules(home, {k.format(project=project, projects=project.parent): v for k, v in rules.items()})
     assert gemini_trust(ARGV, project, _env(home))[0] is trusted
 
@@ -63,8 +67,9 @@ def test_gemini_trust_by_flag_variable_or_settings_and_forced_off(home: Path, pr
     assert gemini_trust(ARGV, project, _env(home, GEMINI_CLI_TRUST_WORKSPACE="false"))[0] is False
     assert gemini_trust(ARGV, project, _env(home, GEMINI_RESTRICTED_MODE="true"))[0] is False
     _rules(home, {})
-    (home / ".gemini" / "settings.json").write_text('// comments are allowed\n{"security": {"folderTrust": '
-                                                    '{"enabled": false}}}')
+    (home / ".gemini" / "settings.json").write_text(
+        '// comments are allowed\n{"security": {"folderTrust": {"enabled": false}}}'
+    )
     assert gemini_trust(ARGV, project, _env(home))[0] is True
     system = home / "system.json"
     system.write_text('{"security": {"folderTrust": {"enabled": true}}}')  # the system's settings win
@@ -87,16 +92,24 @@ def test_a_dotenv_counts_only_when_it_sets_a_key_and_its_value_is_never_returned
     env = {"HOME": str(home)}
     (project / ".env").write_text("OPENAI_API_KEY=\nOTHER=sk-elsewhere\n")
     assert credentials(aider, project, env) is None, "an empty value is no key"
-    (project / ".env").write_text("export ANTHROPIC_API_KEY=\"sk-secret-value\"\n")
+    (project / ".env").write_text('export ANTHROPIC_API_KEY="sk-secret-value"\n')
     assert credentials(aider, project, env) == f"ANTHROPIC_API_KEY in {project / '.env'}"
     assert credentials(aider, project, {**env, "OPENAI_API_KEY": "sk-secret", "GEMINI_API_KEY": "x"}) == (
-        "OPENAI_API_KEY is set (and GEMINI_API_KEY)")
+        "OPENAI_API_KEY is set (and GEMINI_API_KEY)"
+    )
     assert credentials(aider, project, {**env, "OPENAI_API_KEY": ""}) is not None  # the .env still holds one
 
 
-@pytest.mark.parametrize(("output", "version"), [
-    ("2.1.197 (Claude Code)\n", "2.1.197"), ("codex-cli 0.171.0\n", "0.171.0"), ("0.61.0\n", "0.61.0"),
-    ("aider 0.86.2\n", "0.86.2"), ("0.62.0-nightly.20260101\n", "0.62.0-nightly.20260101"), ("usage: x\n", None),
-])
+@pytest.mark.parametrize(
+    ("output", "version"),
+    [
+        ("2.1.197 (Claude Code)\n", "2.1.197"),
+        ("codex-cli 0.171.0\n", "0.171.0"),
+        ("0.61.0\n", "0.61.0"),
+        ("aider 0.86.2\n", "0.86.2"),
+        ("0.62.0-nightly.20260101\n", "0.62.0-nightly.20260101"),
+        ("usage: x\n", None),
+    ],
+)
 def test_versions_are_read_as_each_cli_prints_them(output: str, version: str | None) -> None:
     assert parse_version(output) == version

@@ -81,8 +81,10 @@ async def test_mosquitto_without_persistence_restarted_three_times_loses_no_line
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
     with mosquitto_broker(tmp_path / "forgetful", persistence=False) as broker:
-        async with projector_process(broker, ws.root, ws.elsewhere), \
-                agent_runner(broker.url, ws, "--profile", "shell", "-v", agent="shell") as runner:
+        async with (
+            projector_process(broker, ws.root, ws.elsewhere),
+            agent_runner(broker.url, ws, "--profile", "shell", "-v", agent="shell") as runner,
+        ):
             await start_job(broker.url, ws)
             for line in (2, 5, 8):
                 await line_recorded(ws, line)
@@ -102,8 +104,10 @@ async def test_projector_back_after_the_runner_on_a_forgetful_broker_loses_no_li
     lines to a broker where nobody subscribes; the projector, continued, reconnects last."""
     ws_id = workspace_id(ws.root)
     with mosquitto_broker(tmp_path / "forgetful", persistence=False) as broker:
-        async with projector_process(broker, ws.root, ws.elsewhere) as projector, \
-                agent_runner(broker.url, ws, "--profile", "shell", agent="shell") as runner:
+        async with (
+            projector_process(broker, ws.root, ws.elsewhere) as projector,
+            agent_runner(broker.url, ws, "--profile", "shell", agent="shell") as runner,
+        ):
             await start_job(broker.url, ws)
             await line_recorded(ws, 2)
             os.kill(projector.pid, signal.SIGSTOP)
@@ -151,8 +155,10 @@ async def test_a_stopping_runner_waits_for_the_projector_to_record_its_jobs_end(
     ws_id, go = workspace_id(ws.root), tmp_path / "go"
     script = f"while [ ! -e {go} ]; do sleep 0.1; done; echo one; echo two"
     with mosquitto_broker(tmp_path / "forgetful", persistence=False) as broker:
-        async with projector_process(broker, ws.root, ws.elsewhere) as projector, \
-                agent_runner(broker.url, ws, "--profile", "shell", agent="shell") as runner:
+        async with (
+            projector_process(broker, ws.root, ws.elsewhere) as projector,
+            agent_runner(broker.url, ws, "--profile", "shell", agent="shell") as runner,
+        ):
             await submit(broker.url, ws, JOB, script, agent="shell")
             await wait_for_state(broker.url, ws_id, JOB, lambda r: r["status"] == "running", timeout=30)
             os.kill(projector.pid, signal.SIGSTOP)

@@ -10,15 +10,18 @@ from mam.agents.gave_up import gave_up
 
 pytestmark = pytest.mark.fast
 
-REFUSED = ("Aider v0.86.2\nModel: openai/mam-test-model with whole edit format\n\n"
-           "\x1b[31mlitellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect \n"
-           "API key provided\x1b[0m\nThe API provider is not able to authenticate you. Check your API key.\n\n")
+REFUSED = (
+    "Aider v0.86.2\nModel: openai/mam-test-model with whole edit format\n\n"
+    "\x1b[31mlitellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect \n"
+    "API key provided\x1b[0m\nThe API provider is not able to authenticate you. Check your API key.\n\n"
+)
 
 
 def test_aider_giving_up_after_an_api_error_is_one_plain_line() -> None:
     assert gave_up(["/opt/aider/bin/aider", "--yes-always"], REFUSED) == (
         "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided "
-        "The API provider is not able to authenticate you. Check your API key.")
+        "The API provider is not able to authenticate you. Check your API key."
+    )
 
 
 def test_a_retried_error_an_answer_or_another_command_is_not_giving_up() -> None:

@@ -36,16 +36,18 @@ SECRET = "runner-secret-pw-29"
 def _script(signals: Path) -> str:
     """The job: its environment, two children through `mam submit` (one it cancels), a question through
     `mam ask`, then its broker URL in a file and a wait until the test says go."""
-    return "\n".join([
-        "env | sort",
-        f'{BIN}/mam submit --agent nobody --prompt "a child" --job-id "$MAM_JOB_ID-child" || exit 11',
-        f'{BIN}/mam submit --agent nobody --prompt "another" --job-id "$MAM_JOB_ID-child-2" || exit 11',
-        f'{BIN}/mam cancel "$MAM_JOB_ID-child-2" || exit 13',
-        f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 12',
-        'echo "answer: $a"',
-        f'printf %s "$MAM_BROKER_URL" > {signals}/job-url',
-        f"while [ ! -e {signals}/go ]; do sleep 0.05; done",
-    ])
+    return "\n".join(
+        [
+            "env | sort",
+            f'{BIN}/mam submit --agent nobody --prompt "a child" --job-id "$MAM_JOB_ID-child" || exit 11',
+            f'{BIN}/mam submit --agent nobody --prompt "another" --job-id "$MAM_JOB_ID-child-2" || exit 11',
+            f'{BIN}/mam cancel "$MAM_JOB_ID-child-2" || exit 13',
+            f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 12',
+            'echo "answer: $a"',
+            f'printf %s "$MAM_BROKER_URL" > {signals}/job-url',
+            f"while [ ! -e {signals}/go ]; do sleep 0.05; done",
+        ]
+    )
 
 
 def _granted(result: object) -> list[int]:
@@ -74,8 +76,9 @@ async def test_a_job_gets_its_own_login_delegates_and_asks_with_it_and_nothing_m
             await submit(url, ws, "victim", "someone else's job", agent="nobody")
             await submit(url, ws, "job-a", _script(signals), agent="shell")
             await wait_for_state(url, ws_id, "job-a", lambda r: r["status"] == "waiting", timeout=30)
-            answered = await run(mam("answer", "job-a", "yes", "--broker", url, "--workspace", str(ws.root)),
-                                 cwd=ws.elsewhere)
+            answered = await run(
+                mam("answer", "job-a", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert answered.returncode == 0, answered.stderr
             with anyio.fail_after(30):
                 while not (signals / "job-url").exists():
@@ -88,8 +91,11 @@ async def test_a_job_gets_its_own_login_delegates_and_asks_with_it_and_nothing_m
             cancelled = await wait_for_state(url, ws_id, "job-a-child-2")
             assert cancelled["parent"] == "job-a" and cancelled["status"] == "cancelled", cancelled
 
-            async with Watch(url, topics.rejected) as refusals, Watch(url, topics.events("victim")) as victim_events, \
-                    make_client(login) as job:
+            async with (
+                Watch(url, topics.rejected) as refusals,
+                Watch(url, topics.events("victim")) as victim_events,
+                make_client(login) as job,
+            ):
                 assert _granted(await job.subscribe(topics.state("job-a"), qos=1)) == [1]
                 assert _granted(await job.subscribe(topics.state("job-a-child"), qos=1)) == [1]
                 assert _granted(await job.subscribe(topics.all_states, qos=1)) == [0x80], "no wildcards"

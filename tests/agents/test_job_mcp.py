@@ -31,9 +31,17 @@ def job_env(tmp: Path, **extra: str) -> dict[str, str]:
     if not mam.exists():
         mam.write_text("#!/bin/sh\n")
         mam.chmod(0o755)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp / "home"), "MAM_JOB_ID": "job-1",
-            "MAM_WORKSPACE": "ws-1", "WORKSPACE_ROOT": str(tmp), "MAM_BROKER_URL": "mqtt://job:pw@127.0.0.1:1",
-            "MAM_PROMPT": "a long prompt", "SECRET_ELSEWHERE": "x", **extra}
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(tmp / "home"),
+        "MAM_JOB_ID": "job-1",
+        "MAM_WORKSPACE": "ws-1",
+        "WORKSPACE_ROOT": str(tmp),
+        "MAM_BROKER_URL": "mqtt://job:pw@127.0.0.1:1",
+        "MAM_PROMPT": "a long prompt",
+        "SECRET_ELSEWHERE": "x",
+        **extra,
+    }
 
 
 def test_claude_gets_a_private_config_with_the_job_s_variables_and_mam_s_tools_allowed(ws: WorkspacePaths) -> None:
@@ -91,11 +99,17 @@ def test_a_profile_without_wiring_or_a_job_without_mam_is_left_as_it_is(ws: Work
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
-                         st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                                      lambda inner: st.lists(inner, max_size=3)
-                                      | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                                      max_leaves=8).map(lambda v: json.dumps(v).encode())))
+@given(
+    content=st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=200).map(str.encode),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+            max_leaves=8,
+        ).map(lambda v: json.dumps(v).encode()),
+    )
+)
 def test_any_user_settings_file_gives_gemini_the_server_or_leaves_the_job_as_it_was(
     ws: WorkspacePaths, content: bytes
 ) -> None:

@@ -35,7 +35,9 @@ class Writer:
         session), then wait until the test has seen it write (`gate` exists)."""
         trap = "trap '' TERM; " if ignore_term else ""
         tmp = f"{self.pid_file}.tmp"
-        loop = f"{trap}echo $$ > {tmp} && mv {tmp} {self.pid_file}; while :; do echo tick >> {self.out}; sleep 0.05; done"
+        loop = (
+            f"{trap}echo $$ > {tmp} && mv {tmp} {self.pid_file}; while :; do echo tick >> {self.out}; sleep 0.05; done"
+        )
         return f"( setsid sh -c '{loop}' & )\nwhile [ ! -e {self.gate} ]; do sleep 0.01; done\necho launched\n"
 
     async def started(self, timeout: float = 20) -> tuple[int, int]:
@@ -72,9 +74,12 @@ def alive(pidfd: int) -> bool:
 async def shell_rig(ws: WorkspacePaths, *runner_args: str) -> AsyncIterator[tuple[str, Daemon]]:
     """`mam up` and a runner of the `shell` profile (kill grace 1 s); yields the broker URL and the runner."""
     url = f"mqtt://127.0.0.1:{(port := free_port())}"
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", *runner_args, agent="shell", env=child_env(MAM_BROKER_URL=None)
-    ) as runner:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(
+            url, ws, "--profile", "shell", *runner_args, agent="shell", env=child_env(MAM_BROKER_URL=None)
+        ) as runner,
+    ):
         yield url, runner
 
 
@@ -98,8 +103,9 @@ async def test_a_launcher_that_exits_ends_its_job_and_what_it_left_running(ws: W
         await submit(url, ws, "job-left", w.script(), agent="shell")
         pid, fd = await w.started()
         async with stopped_at_end(fd):
-            record = await wait_for_state(url, workspace_id(ws.root), "job-left",
-                                          lambda rec: rec["status"] in TERMINAL, timeout=20)
+            record = await wait_for_state(
+                url, workspace_id(ws.root), "job-left", lambda rec: rec["status"] in TERMINAL, timeout=20
+            )
             assert not alive(fd), f"writer {pid} outlived its job"
     assert record["status"] == "succeeded" and record["result"] == "launched\n", record
 
@@ -113,8 +119,10 @@ async def test_cancel_stops_what_left_the_agents_process_group(ws: WorkspacePath
         await submit(url, ws, "job-cancel", w.script(ignore_term=True) + "exec sleep 600\n", agent="shell")
         pid, fd = await w.started()
         async with stopped_at_end(fd):
-            cancelled = await run(mam("cancel", "job-cancel", "--wait", "--timeout", "15", "--broker", url,
-                                      "--workspace", str(ws.root)), cwd=ws.elsewhere)
+            cancelled = await run(
+                mam("cancel", "job-cancel", "--wait", "--timeout", "15", "--broker", url, "--workspace", str(ws.root)),
+                cwd=ws.elsewhere,
+            )
             assert cancelled.returncode == 0, cancelled.stderr
             assert not alive(fd), f"writer {pid} outlived its cancelled job"
         record = await wait_for_state(url, workspace_id(ws.root), "job-cancel")
@@ -125,12 +133,14 @@ async def test_a_job_timeout_stops_what_left_the_agents_process_group(ws: Worksp
     """The job's own timeout, likewise: `timed_out`, the exit code the agent's SIGTERM gave (-15), writer gone."""
     w = writer(ws, "slow")
     async with shell_rig(ws) as (url, runner):
-        await submit(url, ws, "job-slow", w.script(ignore_term=True) + "exec sleep 600\n", "--job-timeout", "2",
-                     agent="shell")
+        await submit(
+            url, ws, "job-slow", w.script(ignore_term=True) + "exec sleep 600\n", "--job-timeout", "2", agent="shell"
+        )
         pid, fd = await w.started()
         async with stopped_at_end(fd):
-            record = await wait_for_state(url, workspace_id(ws.root), "job-slow",
-                                          lambda rec: rec["status"] in TERMINAL, timeout=20)
+            record = await wait_for_state(
+                url, workspace_id(ws.root), "job-slow", lambda rec: rec["status"] in TERMINAL, timeout=20
+            )
             assert not alive(fd), f"writer {pid} outlived its timed-out job"
     assert record["status"] == "timed_out" and record["exit_code"] == -15, record
     assert record["error"] == "timed out after 2s", record

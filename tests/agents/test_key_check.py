@@ -26,7 +26,8 @@ def test_a_named_model_needs_its_providers_key(tmp_path: Path) -> None:
     env = {"ANTHROPIC_API_KEY": "k"}
     assert missing_key([*ARGV, "--model", "openrouter/x/y"], env, tmp_path) == (
         "aider has no API key for model openrouter/x/y: set OPENROUTER_API_KEY for the runner or in the "
-        "workspace's .env")
+        "workspace's .env"
+    )
     assert missing_key([*ARGV, "--model=anthropic/claude-x"], env, tmp_path) is None
     assert missing_key(ARGV, {**env, "AIDER_MODEL": "gpt-5"}, tmp_path) is not None
     assert missing_key([*ARGV, "--model", "ollama/llama3"], {}, tmp_path) is None, "a provider mam cannot judge"

@@ -60,7 +60,9 @@ def test_a_runner_attempt_whose_every_output_is_logged_is_complete() -> None:
 @pytest.mark.fast
 def test_outputs_lost_on_the_way_are_named_by_seq_whatever_order_the_rest_came_in() -> None:
     arrived = [0, 1, 2, 3, 5, 6, 9, 8]  # 4 and 7 never came; 9 overtook 8
-    record = fold(ev.Submitted(prompt="p", agent="a"), *started(), *outputs(arrived), ev.Failed(exit_code=1, outputs=10))
+    record = fold(
+        ev.Submitted(prompt="p", agent="a"), *started(), *outputs(arrived), ev.Failed(exit_code=1, outputs=10)
+    )
     assert record.output_seqs == [(0, 3), (5, 6), (8, 9)] and record.outputs_missing == [(4, 4), (7, 7)]
     assert incomplete_lines(record) == [MISSING_4_7]
     # The missing tail counts too: an attempt said 12, the log holds 0..9 without 4 and 7.
@@ -73,8 +75,12 @@ def test_an_output_named_missing_that_comes_after_the_outcome_fills_its_gap_and_
     """A broker's redelivery (NATS after ack_wait) can bring an output after the outcome that counts it
     was applied at the settle bound: the finished record takes it (seq, bytes) and names only what is
     still missing; its status, times and result stay; an output not named missing is still refused."""
-    ended = fold(ev.Submitted(prompt="p", agent="a", retries=1), *started(), *outputs([0, 1, 3]),
-                 ev.Succeeded(outputs=5, result="done"))
+    ended = fold(
+        ev.Submitted(prompt="p", agent="a", retries=1),
+        *started(),
+        *outputs([0, 1, 3]),
+        ev.Succeeded(outputs=5, result="done"),
+    )
     assert ended.outputs_missing == [(2, 2), (4, 4)] and ended.attempts[-1].outputs_missing == [(2, 2), (4, 4)]
     ctx = Context(job_id="job-1", workspace="ws", event_id="late", received_at="2026-01-01T00:01:00.000Z")
     filled = apply(ended, ev.Output(text="line 4\n", seq=4), ctx)
@@ -97,7 +103,10 @@ def test_each_attempt_numbers_its_output_from_0_and_keeps_its_own_accounting() -
     assert retried.output_seqs is UNSET and retried.outputs_expected is UNSET and retried.outputs_missing is UNSET
     record = fold(*first, retry, *started(), *outputs(range(2)), ev.Succeeded(outputs=2))
     assert isinstance(record.attempts, list)
-    assert [(a.attempt, a.outputs_expected, a.outputs_missing) for a in record.attempts] == [(1, 3, [(1, 1)]), (2, 2, [])]
+    assert [(a.attempt, a.outputs_expected, a.outputs_missing) for a in record.attempts] == [
+        (1, 3, [(1, 1)]),
+        (2, 2, []),
+    ]
     assert incomplete_lines(record) == ["attempt 1: output incomplete: 1 of 3 output events missing (seq 1)"]
 
 
@@ -105,8 +114,13 @@ def test_each_attempt_numbers_its_output_from_0_and_keeps_its_own_accounting() -
 def test_a_log_from_before_these_keys_folds_to_the_bytes_it_had() -> None:
     """A runner of the release before numbered its output but said neither `counts_outputs` nor `outputs`:
     its jobs' logs fold to records without the new keys, so `mam rebuild --verify` still reproduces them."""
-    old_runner = [ev.Submitted(prompt="p", agent="a"), ev.Claimed(runner="r1"), ev.Started(runner="r1", pid=7),
-                  *outputs([0, 2]), ev.Succeeded()]
+    old_runner = [
+        ev.Submitted(prompt="p", agent="a"),
+        ev.Claimed(runner="r1"),
+        ev.Started(runner="r1", pid=7),
+        *outputs([0, 2]),
+        ev.Succeeded(),
+    ]
     data = encode_record(fold(*old_runner))
     assert b"output_seqs" not in data and b"outputs_" not in data
     assert encode_record(decode_record(data)) == data
@@ -118,8 +132,10 @@ def test_a_log_from_before_these_keys_folds_to_the_bytes_it_had() -> None:
 
 @pytest.mark.fast
 def test_a_field_this_release_does_not_know_is_read_and_ignored_but_a_newer_v_is_refused() -> None:
-    event = ev.decode_event(b'{"type":"succeeded","outputs":3,"from_the_future":{"x":[1]},'
-                            b'"git":{"commit":"abcdef0","also_new":true},"usage":{"turns":2,"new_unit":1}}')
+    event = ev.decode_event(
+        b'{"type":"succeeded","outputs":3,"from_the_future":{"x":[1]},'
+        b'"git":{"commit":"abcdef0","also_new":true},"usage":{"turns":2,"new_unit":1}}'
+    )
     assert isinstance(event, ev.Succeeded) and event.outputs == 3 and event.usage == ev.Usage(turns=2)
     assert b"from_the_future" not in ev.encode_event(event)
     with pytest.raises(ev.EventError, match=r"reads events of v 1"):
@@ -140,7 +156,11 @@ async def publish_gapped_job(url: str, ws_id: str, job_id: str) -> None:
         {"type": "submitted", "prompt": "p", "agent": "a", "id": "s"},
         {"type": "claimed", "runner": "r1", "id": "c"},
         {"type": "started", "runner": "r1", "counts_outputs": True, "id": "st"},
-        *({"type": "output", "text": f"line {seq}\n", "seq": seq, "id": f"o{seq}"} for seq in range(10) if seq not in (4, 7)),
+        *(
+            {"type": "output", "text": f"line {seq}\n", "seq": seq, "id": f"o{seq}"}
+            for seq in range(10)
+            if seq not in (4, 7)
+        ),
         {"type": "succeeded", "outputs": 10, "id": "end", "from_the_future": {"note": "ignored"}},
     ]
     for payload in payloads:

@@ -47,15 +47,19 @@ async def test_a_parent_that_fails_has_the_jobs_under_it_cancelled_once_also_acr
                 await _running(url, ws_id, job)
             gate.touch()
             parent = await wait_for_state(url, ws_id, "parent", lambda r: r["status"] == "failed", timeout=30)
-            ended = {job: await wait_for_state(url, ws_id, job, lambda r: r["status"] == "cancelled", timeout=30)
-                     for job in ("child", "grandchild")}
+            ended = {
+                job: await wait_for_state(url, ws_id, job, lambda r: r["status"] == "cancelled", timeout=30)
+                for job in ("child", "grandchild")
+            }
             bystander = await wait_for_state(url, ws_id, "bystander")
     async with up_process(ws.root, ws.elsewhere, port):  # restarted: it derives nothing again
         code, out, err = await _mam(ws, url, "jobs", "--status", "cancelled", "-o", "name")
     assert "parent_close" not in parent, "the default is not written into the record"
     for job, record in ended.items():
         assert record["cancel_reason"] == "cancelled with tree of parent: parent ended failed (parent_close: cancel)", (
-            job, record)
+            job,
+            record,
+        )
         asked = [e for e in log_events(ws, job) if e["type"] == "cancel_requested"]
         assert len(asked) == 1 and asked[0]["by"] == "mam-projector", asked
     assert bystander["status"] == "running", "a job outside the tree runs on"
@@ -70,12 +74,22 @@ async def test_a_child_that_abandons_its_parent_runs_on_when_the_parent_ends_and
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     parent_gate, child_gate = tmp_path / "parent-done", tmp_path / "child-done"
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()),
     ):
         await submit(url, ws, "parent", gated(parent_gate, "exit 0"), agent="shell")
-        await submit(url, ws, "child", gated(child_gate, "echo finished"), "--parent", "parent",
-                     "--parent-close", "abandon", agent="shell")
+        await submit(
+            url,
+            ws,
+            "child",
+            gated(child_gate, "echo finished"),
+            "--parent",
+            "parent",
+            "--parent-close",
+            "abandon",
+            agent="shell",
+        )
         for job in ("parent", "child"):
             await _running(url, ws_id, job)
         parent_gate.touch()
@@ -93,8 +107,9 @@ async def test_cancel_tree_of_a_failed_job_cancels_the_jobs_it_left_running(ws: 
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     gate = tmp_path / "fail-now"
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "4", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "4", agent="shell", env=child_env()),
     ):
         await submit(url, ws, "parent", gated(gate, "exit 3"), agent="shell")
         for child in ("c1", "c2"):
@@ -112,7 +127,8 @@ async def test_cancel_tree_of_a_failed_job_cancels_the_jobs_it_left_running(ws: 
     assert code == 0, err
     assert out.splitlines() == ["parent failed", "c1 cancelled", "c2 cancelled", "g1 cancelled"], (out, err)
     assert records["parent"]["status"] == "failed" and records["parent"]["cancel_requested_at"] is None, (
-        "the finished job stays as it was recorded")
+        "the finished job stays as it was recorded"
+    )
     for job in ("c1", "c2", "g1"):
         assert records[job]["status"] == "cancelled", records[job]
         assert records[job]["cancel_reason"] == "cancelled with tree of parent: clean up", records[job]

@@ -29,8 +29,10 @@ def write(name: str, said: str) -> list[Turn]:
 
 async def finished(url: str, ws: WorkspacePaths, *jobs: str) -> dict[str, dict]:
     ws_id = workspace_id(ws.root)
-    return {job: await wait_for_state(url, ws_id, job, lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT)
-            for job in jobs}
+    return {
+        job: await wait_for_state(url, ws_id, job, lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT)
+        for job in jobs
+    }
 
 
 async def test_a_builtin_profile_edits_by_default_and_refuses_more_than_its_runner(ws: WorkspacePaths) -> None:
@@ -45,8 +47,10 @@ async def test_a_builtin_profile_edits_by_default_and_refuses_more_than_its_runn
     assert (ws.root / "notes.md").read_text().strip() == "notes.md"
     assert "permissions" not in edit, "a job that asked no level records none"
     assert wide["status"] == "failed" and wide["exit_code"] is None
-    assert wide["error"] == (f"the job asks permissions 'full' but runner {agent}-1 allows at most 'edit'; resubmit "
-                             "with --permissions edit, or serve it with `mam-agent --permissions full`")
+    assert wide["error"] == (
+        f"the job asks permissions 'full' but runner {agent}-1 allows at most 'edit'; resubmit "
+        "with --permissions edit, or serve it with `mam-agent --permissions full`"
+    )
 
 
 async def test_the_runners_permissions_are_its_jobs_default_and_ceiling_and_a_job_may_ask_less(
@@ -59,14 +63,26 @@ async def test_the_runners_permissions_are_its_jobs_default_and_ceiling_and_a_jo
     async with (
         up_process(ws.root, ws.elsewhere, port),
         real_runner(CLAUDE, url, ws, wide_model, "--permissions", "full", name="wide"),
-        real_runner(CLAUDE, url, ws, narrow_model, "--profile", "claude-code", "--permissions", "read-only",
-                    agent="reader", name="narrow"),
+        real_runner(
+            CLAUDE,
+            url,
+            ws,
+            narrow_model,
+            "--profile",
+            "claude-code",
+            "--permissions",
+            "read-only",
+            agent="reader",
+            name="narrow",
+        ),
     ):
         await submit(url, ws, "ro-default", "write ro-default.txt", agent="reader")
         await submit(url, ws, "ro-asks-more", "write it", "--permissions", "edit", agent="reader")
         await submit(url, ws, "full-default", "write full-default.txt", agent="claude-code")
         records = await finished(url, ws, "full-default")  # one job at a time, in its model's order
-        await submit(url, ws, "full-asks-less", "write asks-less.txt", "--permissions", "read-only", agent="claude-code")
+        await submit(
+            url, ws, "full-asks-less", "write asks-less.txt", "--permissions", "read-only", agent="claude-code"
+        )
         records |= await finished(url, ws, "full-asks-less", "ro-default", "ro-asks-more")
 
     assert records["full-default"]["result"] == "wrote it", records["full-default"]["error"]
@@ -113,8 +129,18 @@ async def test_a_command_with_format_is_read_as_its_stream_and_without_it_the_ru
     command = "claude -p --output-format stream-json --verbose --permission-mode acceptEdits"
     async with (
         up_process(ws.root, ws.elsewhere, port),
-        real_runner(CLAUDE, url, ws, Script(write("notes.md", "edited notes.md")), "--command", command,
-                    "--format", "claude-stream-json", agent="cc2", name="cc2"),
+        real_runner(
+            CLAUDE,
+            url,
+            ws,
+            Script(write("notes.md", "edited notes.md")),
+            "--command",
+            command,
+            "--format",
+            "claude-stream-json",
+            agent="cc2",
+            name="cc2",
+        ),
         real_runner(CLAUDE, url, ws, Script([Turn(text="a summary")]), "--command", command, agent="cc3", name="cc3"),
     ):
         await submit(url, ws, "formatted", "please edit the notes", agent="cc2")
@@ -127,9 +153,11 @@ async def test_a_command_with_format_is_read_as_its_stream_and_without_it_the_ru
     assert (ws.root / "notes.md").read_text() == "notes.md\n"
     assert raw["status"] == "succeeded" and '"type":"result"' in raw["result"] and raw.get("usage") is None
     warned = [line for line in (ws.root.parent / "runner-cc3.log").read_text().splitlines() if "warning" in line]
-    assert warned == ["mam-agent: warning: --command runs claude without --format: its output is kept as raw text, "
-                      "no result or usage is read from it; add --format claude-stream-json (with its stream output "
-                      "flags in the command)"]
+    assert warned == [
+        "mam-agent: warning: --command runs claude without --format: its output is kept as raw text, "
+        "no result or usage is read from it; add --format claude-stream-json (with its stream output "
+        "flags in the command)"
+    ]
     assert "warning" not in (ws.root.parent / "runner-cc2.log").read_text()
 
 
@@ -137,32 +165,67 @@ async def test_wrong_agent_names_get_the_nearest_one_and_an_alias_serves_a_stran
     env = child_env()
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
-    agent = await run([str(BIN / "mam-agent"), "--agent", "claude", "--workspace",
-                       str(ws.root), "--broker", url], cwd=ws.elsewhere, env=env)
+    agent = await run(
+        [str(BIN / "mam-agent"), "--agent", "claude", "--workspace", str(ws.root), "--broker", url],
+        cwd=ws.elsewhere,
+        env=env,
+    )
     assert agent.returncode == 2
     assert agent.stderr.decode().splitlines() == [
         "mam-agent: error: --agent claude: no profile 'claude'; did you mean 'claude-code'? (`mam-agent --agent "
         "claude-code`, or `--agent claude --profile claude-code` to serve jobs submitted for 'claude'); known: "
-        "aider, claude-code, codex, gemini, shell"]
+        "aider, claude-code, codex, gemini, shell"
+    ]
 
     async with up_process(ws.root, ws.elsewhere, port):
-        stranded = await run(mam("submit", "--prompt", "summarise", "--agent", "claude", "--job-id", "stranded",
-                                 "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        stranded = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "summarise",
+                "--agent",
+                "claude",
+                "--job-id",
+                "stranded",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         assert stranded.returncode == 0, stranded.stderr
         assert stranded.stderr.decode().splitlines() == [
             "mam: warning: no runner for 'claude' is online and no profile has that name: job stranded waits; did "
             "you mean 'claude-code'? `mam cancel stranded` and submit with --agent claude-code, or serve this name: "
-            "`mam-agent --agent claude --profile claude-code`"]
+            "`mam-agent --agent claude --profile claude-code`"
+        ]
 
         (ws.root / ".mam" / "profiles.json").write_text('{"claude": {"alias": "claude-code"}}')
         model = Script([Turn(text="summarised"), Turn(text="summarised again")])
         async with real_runner(CLAUDE, url, ws, model, name="r1"):
-            rescued = await wait_for_state(url, workspace_id(ws.root), "stranded",
-                                           lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT)
-            again = await run(mam("submit", "--prompt", "summarise again", "--agent", "claude", "--job-id",
-                                  "served", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
-            served = await wait_for_state(url, workspace_id(ws.root), "served",
-                                          lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT)
+            rescued = await wait_for_state(
+                url, workspace_id(ws.root), "stranded", lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT
+            )
+            again = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "summarise again",
+                    "--agent",
+                    "claude",
+                    "--job-id",
+                    "served",
+                    "--broker",
+                    url,
+                    "--workspace",
+                    str(ws.root),
+                ),
+                cwd=ws.elsewhere,
+            )
+            served = await wait_for_state(
+                url, workspace_id(ws.root), "served", lambda r: r["status"] in TERMINAL, timeout=JOB_TIMEOUT
+            )
     assert rescued["status"] == "succeeded" and rescued["runner"] == "r1" and rescued["agent"] == "claude"
     assert again.returncode == 0 and again.stderr == b"", "a runner serving the alias is online: no warning"
     assert served["status"] == "succeeded" and served["result"] == "summarised again"

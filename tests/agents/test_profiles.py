@@ -43,7 +43,13 @@ def test_a_levels_arguments_go_in_the_permissions_slot_or_at_the_end() -> None:
     from mam.agents.permissions import with_level
 
     assert with_level(["codex", "exec", "--json", "{permissions}", "-"], ["--sandbox", "read-only"]) == [
-        "codex", "exec", "--json", "--sandbox", "read-only", "-"]
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "read-only",
+        "-",
+    ]
     assert with_level(["claude", "-p"], ["--permission-mode", "plan"]) == ["claude", "-p", "--permission-mode", "plan"]
     assert with_level(["x", "{permissions}"], []) == ["x"]
 

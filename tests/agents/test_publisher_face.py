@@ -87,7 +87,7 @@ def _typecheck_module() -> ModuleType:
     return module
 
 
-TYPED = '''
+TYPED = """
 from typing import assert_type
 
 from mam import JobRecord, Publisher
@@ -102,8 +102,8 @@ async def typed(pub: Publisher, spec: JobSpec, flag: bool) -> None:
     assert_type(await pub.submit(prompt="p", agent="a"), str)
     assert_type(await pub.submit(prompt="p", agent="a", max_turns=2, wait=True, wait_timeout=5.0), JobRecord)
     assert_type(await pub.submit(prompt="p", agent="a", wait=flag), str | JobRecord)
-'''
-WRONG = '''
+"""
+WRONG = """
 from mam import Publisher
 from mam.contract.job_spec import JobSpec
 
@@ -113,7 +113,7 @@ async def wrong(pub: Publisher, spec: JobSpec) -> None:
     await pub.submit(agent="a")
     await pub.submit(spec, prompt="p")
     (await pub.submit(spec)).status
-'''
+"""
 
 
 @pytest.mark.timeout(300)
@@ -126,11 +126,26 @@ def test_mypy_knows_what_submit_returns_from_wait(tmp_path: Path) -> None:
     tree = tmp_path / "installed"  # mam laid out as installed, as .ci/typecheck.py does for `-p mam`
     typecheck.lay_out(typecheck.package_dirs(CHECKOUT / "setup.py"), tree)
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(CHECKOUT / "pyproject.toml"), "--cache-dir",
-         str(tmp_path / "cache"), str(typed), str(wrong)],
-        cwd=tree, env={**os.environ, "MYPYPATH": str(tree)}, capture_output=True, text=True, timeout=280, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(CHECKOUT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(typed),
+            str(wrong),
+        ],
+        cwd=tree,
+        env={**os.environ, "MYPYPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
     )
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert not [line for line in errors if "typed_submit.py" in line], done.stdout + done.stderr
     assert {int(line.split(":")[1]) for line in errors if "wrong_submit.py" in line} == {7, 8, 9, 10}, (
-        done.stdout + done.stderr)
+        done.stdout + done.stderr
+    )

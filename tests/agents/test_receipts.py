@@ -23,9 +23,21 @@ from mam.contract.workspace import resolve
 pytestmark = pytest.mark.fast
 
 
-def record(status: Status = Status.RUNNING, *, version: int = 5, attempt: int | None = None, **fields: object) -> JobRecord:
-    return JobRecord(job_id="j", workspace="ws", status=status, agent="a", prompt="p", submitted_at="t",
-                     updated_at="t", version=version, **({"attempt": attempt} if attempt else {}), **fields)  # type: ignore[arg-type]
+def record(
+    status: Status = Status.RUNNING, *, version: int = 5, attempt: int | None = None, **fields: object
+) -> JobRecord:
+    return JobRecord(
+        job_id="j",
+        workspace="ws",
+        status=status,
+        agent="a",
+        prompt="p",
+        submitted_at="t",
+        updated_at="t",
+        version=version,
+        **({"attempt": attempt} if attempt else {}),
+        **fields,
+    )  # type: ignore[arg-type]
 
 
 def test_heartbeats_and_progress_are_never_kept() -> None:
@@ -42,15 +54,19 @@ def test_a_claim_is_settled_once_the_job_moved_past_the_version_it_claimed() -> 
     assert settled(want, record(Status.CLAIMED, version=4, runner="someone-else")), "lost the race: moot"
 
 
-@pytest.mark.parametrize(("seqs", "status", "missing", "expected"), [
-    ([(0, 4)], Status.RUNNING, None, True),
-    ([(0, 2), (4, 4)], Status.RUNNING, None, False),
-    ([], Status.RUNNING, None, False),
-    ([(0, 2)], Status.SUCCEEDED, [(3, 3)], False),  # named missing: a resend fills the gap
-    ([(0, 2)], Status.LOST, None, True),  # ended elsewhere without counting: moot
-])
-def test_an_output_is_settled_by_its_seq_in_the_state(seqs: list, status: Status, missing: list | None,
-                                                     expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("seqs", "status", "missing", "expected"),
+    [
+        ([(0, 4)], Status.RUNNING, None, True),
+        ([(0, 2), (4, 4)], Status.RUNNING, None, False),
+        ([], Status.RUNNING, None, False),
+        ([(0, 2)], Status.SUCCEEDED, [(3, 3)], False),  # named missing: a resend fills the gap
+        ([(0, 2)], Status.LOST, None, True),  # ended elsewhere without counting: moot
+    ],
+)
+def test_an_output_is_settled_by_its_seq_in_the_state(
+    seqs: list, status: Status, missing: list | None, expected: bool
+) -> None:
     extra = {"output_seqs": seqs} | ({"outputs_missing": missing, "outputs_expected": 5} if missing else {})
     assert settled(Awaits("output", 1, seq=3), record(status, **extra)) is expected
 
@@ -145,17 +161,20 @@ async def test_the_outbox_sends_a_kept_event_again_byte_for_byte_until_its_state
 def test_after_a_resend_a_state_counts_as_the_verdict_when_it_shows_the_events_effect() -> None:
     submitted = ev.Submitted(prompt="p", agent="a", id="s1")
     assert shows_recorded(record(Status.CLAIMED, last_event_id="c1"), submitted), "a runner claimed it since"
-    assert not shows_recorded(record(Status.CLAIMED, last_event_id="c1"), ev.Submitted(prompt="other", agent="a",
-                                                                                        id="s2")), "another job's"
+    assert not shows_recorded(
+        record(Status.CLAIMED, last_event_id="c1"), ev.Submitted(prompt="other", agent="a", id="s2")
+    ), "another job's"
     asked = ev.InputRequested(question="q", id="q1")
     assert shows_recorded(record(Status.RUNNING, question_id="q1", last_event_id="x"), asked)
     answer = ev.InputProvided(answer="yes", question_id="q1", id="a1")
     assert shows_recorded(record(Status.RUNNING, question_id="q1", answer="yes", last_event_id="x"), answer)
     assert not shows_recorded(record(Status.WAITING, question_id="q1", last_event_id="x"), answer)
     assert not shows_recorded(record(Status.LOST, question_id="q1", last_event_id="x"), answer), (
-        "a job lost while it waited was not answered: the resent answer's verdict is the projector's refusal")
-    assert shows_recorded(record(Status.RUNNING, cancel_requested_at="t", last_event_id="x"),
-                          ev.CancelRequested(id="k1"))
+        "a job lost while it waited was not answered: the resent answer's verdict is the projector's refusal"
+    )
+    assert shows_recorded(
+        record(Status.RUNNING, cancel_requested_at="t", last_event_id="x"), ev.CancelRequested(id="k1")
+    )
     assert not shows_recorded(record(Status.RUNNING, last_event_id="x"), ev.Progress(message="m", id="p1"))
 
 
@@ -163,17 +182,28 @@ async def test_what_a_runner_stops_with_is_every_unsent_and_every_unconfirmed_ev
     """`Outbox.unsent()` (what a stopping runner writes for the next one, `unsent.py`): the events the broker took
     but the projector has not recorded, then those the broker never took, each once, in the order made."""
     outbox = Outbox(Topics("ws"), by="r1", window=8)
-    made = [outbox.put("job-a", event, 1) for event in (
-        ev.Claimed(runner="r1", epoch="e", expected_version=1), ev.Started(runner="r1"),
-        ev.Output(stream="stdout", text="one\n", seq=0), ev.Heartbeat(runner="r1", seq=1))]
+    made = [
+        outbox.put("job-a", event, 1)
+        for event in (
+            ev.Claimed(runner="r1", epoch="e", expected_version=1),
+            ev.Started(runner="r1"),
+            ev.Output(stream="stdout", text="one\n", seq=0),
+            ev.Heartbeat(runner="r1", seq=1),
+        )
+    ]
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.send, FakeClient())
         with anyio.fail_after(5):
             await outbox.drained()  # the broker took them all; the projector recorded none
         tg.cancel_scope.cancel()
-    later = [outbox.put("job-a", event, 1) for event in (
-        ev.Output(stream="stdout", text="two\n", seq=1), ev.Heartbeat(runner="r1", seq=2),
-        ev.Released(reason="stopped", outputs=2))]
+    later = [
+        outbox.put("job-a", event, 1)
+        for event in (
+            ev.Output(stream="stdout", text="two\n", seq=1),
+            ev.Heartbeat(runner="r1", seq=2),
+            ev.Released(reason="stopped", outputs=2),
+        )
+    ]
     outbox.resend(everything=True)  # the kept ones queued again: still said once each
     kept = outbox.unsent()
     assert [event.event_id for event in kept] == [e.id for e in (made[1], made[2], later[0], later[2])]
@@ -184,8 +214,10 @@ async def test_what_a_runner_stops_with_is_every_unsent_and_every_unconfirmed_ev
 
 def test_a_file_of_unsent_events_is_taken_by_one_runner_at_a_time_and_reads_back_byte_for_byte(tmp_path: Path) -> None:
     workspace = resolve(workspace=tmp_path, env={})
-    events = [Unsent(f"mam/{workspace.id}/jobs/job-a/events", payload, "job-a", f"e{n}", "output")
-              for n, payload in enumerate([b'{"type":"output","text":"\xc3\xa9\\n"}', b"\xff not text"])]
+    events = [
+        Unsent(f"mam/{workspace.id}/jobs/job-a/events", payload, "job-a", f"e{n}", "output")
+        for n, payload in enumerate([b'{"type":"output","text":"\xc3\xa9\\n"}', b"\xff not text"])
+    ]
     path = unsent.write(workspace, "r1", "0123456789abcdef", events)
     assert path == tmp_path / ".mam" / "unsent" / "r1-0123456789ab.jsonl"
     assert path.stat().st_mode & 0o777 == 0o600

@@ -68,8 +68,10 @@ def commit_in_a(machines: Machines, name: str, text: str, *, push: bool) -> str:
 
 
 def has_commit(root: Path, sha: str) -> bool:
-    return subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}^{{commit}}"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True).returncode
+        == 0
+    )
 
 
 async def workspace_info(ws: WorkspacePaths) -> dict:
@@ -80,14 +82,35 @@ async def workspace_info(ws: WorkspacePaths) -> dict:
 
 
 @asynccontextmanager
-async def runner_on_b(url: str, ws: WorkspacePaths, machines: Machines, push: str, *, clone: Path | None = None,
-                      name: str = "far-runner") -> AsyncIterator[Daemon]:
+async def runner_on_b(
+    url: str, ws: WorkspacePaths, machines: Machines, push: str, *, clone: Path | None = None, name: str = "far-runner"
+) -> AsyncIterator[Daemon]:
     """`mam-agent --agent shell --push PUSH` in clone B (or `clone`) for A's workspace and broker, once online."""
     info = await workspace_info(ws)
     clone = clone or machines.b
-    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--push", push, "--broker", url,
-           "--workspace", str(clone), "--workspace-id", info["id"], "--projector-key", info["projector_key"],
-           "--agent-id", name, "--heartbeat", "0.5", "--kill-grace", "1", "--drain-timeout", "0"]
+    cmd = [
+        str(BIN / "mam-agent"),
+        "--agent",
+        "shell",
+        "--push",
+        push,
+        "--broker",
+        url,
+        "--workspace",
+        str(clone),
+        "--workspace-id",
+        info["id"],
+        "--projector-key",
+        info["projector_key"],
+        "--agent-id",
+        name,
+        "--heartbeat",
+        "0.5",
+        "--kill-grace",
+        "1",
+        "--drain-timeout",
+        "0",
+    ]
     log = clone.parent / f"{name}.log"
     daemon = Daemon(cmd, cwd=clone.parent, env=runner_env(clone.parent), log=log)
     try:
@@ -107,8 +130,9 @@ async def mam_in_a(ws: WorkspacePaths, *args: str) -> subprocess.CompletedProces
 
 
 def ls_remote(bare: Path, branch: str) -> str:
-    out = subprocess.run(["git", "ls-remote", str(bare), f"refs/heads/{branch}"], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        ["git", "ls-remote", str(bare), f"refs/heads/{branch}"], capture_output=True, text=True, check=True
+    ).stdout.split()
     return out[0] if out else ""
 
 
@@ -172,8 +196,10 @@ async def test_a_remote_runner_fetches_the_commit_pushes_the_branch_and_the_work
         assert gone.returncode == 1 and gone.stdout == b""
         line = gone.stderr.decode()
         assert line.count("\n") == 1, line
-        assert f"job far-3's branch mam/far-3 is on {machines.bare}, where its runner pushed it, but this clone " \
-               "cannot fetch it (git fetch: " in line, line
+        assert (
+            f"job far-3's branch mam/far-3 is on {machines.bare}, where its runner pushed it, but this clone "
+            "cannot fetch it (git fetch: " in line
+        ), line
 
 
 async def test_a_push_that_fails_is_recorded_and_the_outcome_kept_and_a_commit_it_cannot_fetch_fails_the_job(
@@ -204,31 +230,50 @@ async def test_a_push_that_fails_is_recorded_and_the_outcome_kept_and_a_commit_i
     assert merge.returncode == 1
     line = merge.stderr.decode()
     assert line.count("\n") == 1, line
-    assert "job near-1's branch mam/near-1 is only in runner far-runner's clone: its push to " \
-           f"{unreachable} failed" in line, line
+    assert (
+        f"job near-1's branch mam/near-1 is only in runner far-runner's clone: its push to {unreachable} failed" in line
+    ), line
 
     assert stranded["status"] == "failed", stranded
     error = stranded["error"]
     assert "\n" not in error
-    assert error.startswith(f"the commit recorded at submit ({unpushed[:12]}) is not in the runner's clone "
-                            f"{machines.b} and fetching it failed: git fetch {unreachable} {unpushed[:12]}: "), error
+    assert error.startswith(
+        f"the commit recorded at submit ({unpushed[:12]}) is not in the runner's clone "
+        f"{machines.b} and fetching it failed: git fetch {unreachable} {unpushed[:12]}: "
+    ), error
     assert error.endswith(f"push that commit to {unreachable}, then mam retry the job"), error
-    assert subprocess.run(["git", "-C", str(machines.b), "rev-parse", "--verify", "--quiet", "mam/near-2"],
-                          capture_output=True).returncode != 0, "no branch is made for a job that cannot start"
+    assert (
+        subprocess.run(
+            ["git", "-C", str(machines.b), "rev-parse", "--verify", "--quiet", "mam/near-2"], capture_output=True
+        ).returncode
+        != 0
+    ), "no branch is made for a job that cannot start"
 
 
 async def test_push_names_a_remote_the_clone_lacks_refused_at_start(ws: WorkspacePaths, tmp_path: Path) -> None:
     machines = two_clones(ws, tmp_path)
-    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--push", "upstream", "--workspace", str(machines.b),
-           "--projector-key", "sha256:" + "0" * 64]
+    cmd = [
+        str(BIN / "mam-agent"),
+        "--agent",
+        "shell",
+        "--push",
+        "upstream",
+        "--workspace",
+        str(machines.b),
+        "--projector-key",
+        "sha256:" + "0" * 64,
+    ]
     result = await run(cmd, cwd=ws.elsewhere)
     assert result.returncode == 2
-    assert result.stderr.decode() == (f"mam-agent: error: --push upstream: the clone at {machines.b} has no remote "
-                                      "named upstream (it has: origin); pass a remote's name or a URL\n")
+    assert result.stderr.decode() == (
+        f"mam-agent: error: --push upstream: the clone at {machines.b} has no remote "
+        "named upstream (it has: origin); pass a remote's name or a URL\n"
+    )
     no_tree = await run([*cmd[:5], "--no-worktree", *cmd[5:]], cwd=ws.elsewhere)
     assert no_tree.returncode == 2
-    assert no_tree.stderr.decode() == ("mam-agent: error: --push upstream: jobs run without a worktree; "
-                                       "add --worktree\n")
+    assert no_tree.stderr.decode() == (
+        "mam-agent: error: --push upstream: jobs run without a worktree; add --worktree\n"
+    )
 
 
 async def test_a_later_attempt_on_another_machine_goes_on_from_the_branch_the_first_pushed(
@@ -246,8 +291,9 @@ async def test_a_later_attempt_on_another_machine_goes_on_from_the_branch_the_fi
         url = f"mqtt://127.0.0.1:{port}"
         async with runner_on_b(url, ws, machines, "origin"):
             async with Watch(url, f"mam/{ws_id}/jobs/again-1/events") as events:
-                await submit(url, ws, "again-1", script, "--retries", "1", "--backoff", "1", "--no-requeue",
-                             agent="shell")
+                await submit(
+                    url, ws, "again-1", script, "--retries", "1", "--backoff", "1", "--no-requeue", agent="shell"
+                )
                 await events.json(lambda e: e.get("type") == "output" and "ready" in e.get("text", ""), timeout=30)
         retried = await wait_for_state(url, ws_id, "again-1", lambda r: r.get("attempt") == 2, timeout=30)
         first = ls_remote(machines.bare, "mam/again-1")
@@ -287,8 +333,9 @@ def test_a_recorded_remote_is_never_an_option_or_a_control_character() -> None:
     from mam.contract.events import EventError, decode_event
 
     def finished(remote: str) -> bytes:
-        return json.dumps({"type": "succeeded", "git": {"commit": "a" * 40, "base": "b" * 40, "branch": "mam/j",
-                                                        "remote": remote}}).encode()
+        return json.dumps(
+            {"type": "succeeded", "git": {"commit": "a" * 40, "base": "b" * 40, "branch": "mam/j", "remote": remote}}
+        ).encode()
 
     assert decode_event(finished("/srv/git/project.git")).git.remote == "/srv/git/project.git"  # type: ignore[union-attr]
     for bad in ("--upload-pack=touch /tmp/x", "/srv/a\nb", ""):
@@ -311,8 +358,11 @@ def doc_block(name: str) -> str:
 
 def as_on_this_machine(block: str, port: int, bare: Path) -> str:
     """The doc's placeholders for what this machine has: a free port, loopback, the bare repository."""
-    for placeholder, here in (("1883", str(port)), ("machine-a.example", "127.0.0.1"),
-                              ("git@example.com:team/project.git", str(bare))):
+    for placeholder, here in (
+        ("1883", str(port)),
+        ("machine-a.example", "127.0.0.1"),
+        ("git@example.com:team/project.git", str(bare)),
+    ):
         block = block.replace(placeholder, here)
     return block
 
@@ -338,8 +388,12 @@ async def test_the_two_machine_setup_in_the_docs_runs_as_written(tmp_path: Path)
     git(clone_a, "add", "a.txt")
     git(clone_a, "commit", "-q", "-m", "one")  # not pushed: the doc's first block pushes it
     port = free_port()
-    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-                "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    identity = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
     path = f"{BIN}:{child_env()['PATH']}"
     on_a = child_env(HOME=str(home_a), PATH=path, MAM_BROKER_URL=None, **identity)
     on_b = child_env(HOME=str(home_b), PATH=path, MAM_BROKER_URL=None, **identity)
@@ -352,16 +406,18 @@ async def test_the_two_machine_setup_in_the_docs_runs_as_written(tmp_path: Path)
         wait_for_port(port, up.proc, timeout=60)  # two argon2 hashes (mam passwd) come first
         ws_id = workspace_id(clone_a)
         await wait_projector_online(login, ws_id, pid=up.pid, timeout=30)
-        ids = await run(["bash", "-c", "set -e\n" + as_on_this_machine(doc_block("a-ids"), port, bare)],
-                        cwd=clone_a, env=on_a)
+        ids = await run(
+            ["bash", "-c", "set -e\n" + as_on_this_machine(doc_block("a-ids"), port, bare)], cwd=clone_a, env=on_a
+        )
         assert ids.returncode == 0, ids.stderr
         printed_id, printed_key = ids.stdout.decode().split()
         assert printed_id == ws_id and printed_key.startswith("sha256:")
         start = as_on_this_machine(doc_block("b-runner"), port, bare)
         start = start.replace("project-3f2a9c1e", printed_id).replace("sha256:6c1d...e04b", printed_key)
         async with Watch(login, f"mam/{ws_id}/agents/+/status") as status:
-            runner = Daemon(["bash", "-c", exec_last(start, "mam-agent")], cwd=tmp_path, env=on_b,
-                            log=tmp_path / "runner.log")
+            runner = Daemon(
+                ["bash", "-c", exec_last(start, "mam-agent")], cwd=tmp_path, env=on_b, log=tmp_path / "runner.log"
+            )
             await status.json(lambda s: s["status"] == "online" and s["pid"] == runner.pid, timeout=30)
         land = as_on_this_machine(doc_block("a-land"), port, bare)
         result = await run(["bash", "-c", "set -euo pipefail\n" + land], cwd=tmp_path, env=on_a, timeout=90)

@@ -34,12 +34,8 @@ CALL_TOKENS = 1000 + 100
 LS = Turn(tool="Bash", args={"command": "ls", "description": "list"}, input_tokens=1000, output_tokens=40)
 
 
-
-
 def stdout_of(ws: WorkspacePaths, job_id: str) -> str:
     return "".join(e["text"] for e in log_events(ws, job_id) if e["type"] == "output" and e["stream"] == "stdout")
-
-
 
 
 async def test_resume_continues_the_claude_session_with_model_and_turn_limit(ws: WorkspacePaths) -> None:
@@ -53,8 +49,20 @@ async def test_resume_continues_the_claude_session_with_model_and_turn_limit(ws:
         assert first["status"] == "succeeded", first
         session = first["usage"]["agent_session_id"]
 
-        code, _, err = await submit_out(url, ws, "--resume", "first", "--prompt", "now fix it", "--job-id", "second",
-                                        "--model", "mam-test-model", "--max-turns", "5")
+        code, _, err = await submit_out(
+            url,
+            ws,
+            "--resume",
+            "first",
+            "--prompt",
+            "now fix it",
+            "--job-id",
+            "second",
+            "--model",
+            "mam-test-model",
+            "--max-turns",
+            "5",
+        )
         assert code == 0, err
         second = await wait_for_state(url, ws_id, "second", done, timeout=JOB_TIMEOUT)
         # claude got `--resume <session of the first job>` (an unknown id fails it) and sent the conversation on.
@@ -104,8 +112,12 @@ async def test_a_claude_job_gets_its_dollar_budget_and_fails_naming_it(ws: Works
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     ws_id = workspace_id(ws.root)
-    script = Script([Turn(tool="Bash", args={"command": "ls", "description": "list"}, input_tokens=20_000),
-                     Turn(text="never reached")])
+    script = Script(
+        [
+            Turn(tool="Bash", args={"command": "ls", "description": "list"}, input_tokens=20_000),
+            Turn(text="never reached"),
+        ]
+    )
     async with up_process(ws.root, ws.elsewhere, port), real_runner(CLAUDE, url, ws, script, name="r1"):
         await submit(url, ws, "dear", "a costly question", "--budget-usd", "0.01", agent="claude-code")
         record = await wait_for_state(url, ws_id, "dear", done, timeout=JOB_TIMEOUT)
@@ -127,11 +139,13 @@ async def test_a_tree_budget_refuses_the_next_child_and_cancels_a_running_one(ws
         up_process(ws.root, ws.elsewhere, port),
         real_runner(CLAUDE, url, ws, Script([ONE_CALL]), name="quick"),
         # the slow child on a runner of its own, its model's next call never answered after a tool call
-        real_runner(CLAUDE, url, ws, Script([LS, Turn(stall=True)]), "--profile", "claude-code", agent="slowpoke",
-                    name="slow"),
+        real_runner(
+            CLAUDE, url, ws, Script([LS, Turn(stall=True)]), "--profile", "claude-code", agent="slowpoke", name="slow"
+        ),
     ):
-        await submit(url, ws, "root", "plan the work", "--no-parent", "--tree-budget-tokens", str(budget),
-                     agent="planner")
+        await submit(
+            url, ws, "root", "plan the work", "--no-parent", "--tree-budget-tokens", str(budget), agent="planner"
+        )
         child = ("--parent", "root")
         async with Watch(url, f"mam/{ws_id}/jobs/slow/events") as events:
             await submit(url, ws, "slow", "hang on a long tool call", *child, agent="slowpoke")
@@ -148,8 +162,9 @@ async def test_a_tree_budget_refuses_the_next_child_and_cancels_a_running_one(ws
         assert slow["status"] == "cancelled" and slow["cancel_reason"] == reason, slow
         assert (slow["usage"]["input_tokens"], slow["usage"]["output_tokens"]) == (1000, 40), "its stream's so far"
 
-        code, _, err = await submit_out(url, ws, "--prompt", "third part", "--agent", "claude-code", "--parent",
-                                        "root", "--job-id", "three")
+        code, _, err = await submit_out(
+            url, ws, "--prompt", "third part", "--agent", "claude-code", "--parent", "root", "--job-id", "three"
+        )
         spent = 2 * CALL_TOKENS + 1040  # the cancelled child's partial usage counts too
         assert code == 1 and err.count("\n") == 1, err
         assert f"tree budget of root reached: {spent} of {budget} tokens used; no new jobs under it" in err, err
@@ -168,8 +183,15 @@ async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
     ):
         first = await call(session, "submit_job", prompt="look around", agent="claude-code")
         assert (await call(session, "wait_job", job=first["job_id"], timeout=JOB_TIMEOUT))["status"] == "succeeded"
-        second = await call(session, "submit_job", prompt="carry on", agent="claude-code", resume=first["job_id"],
-                            model="sonnet", budget_tokens=100_000)
+        second = await call(
+            session,
+            "submit_job",
+            prompt="carry on",
+            agent="claude-code",
+            resume=first["job_id"],
+            model="sonnet",
+            budget_tokens=100_000,
+        )
         done_ = await call(session, "wait_job", job=second["job_id"], timeout=JOB_TIMEOUT)
         assert done_["status"] == "succeeded" and done_["result"] == "carried on", done_
         assert "look around" in json.dumps(script.requests[-1]), "the session went on: its first prompt was sent"
@@ -178,8 +200,14 @@ async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
 
         # The Python API takes the same.
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            api = await pub.submit(prompt="and again", agent="claude-code", resume=second["job_id"], max_turns=9,
-                                   budget_tokens=50_000, wait=True)
+            api = await pub.submit(
+                prompt="and again",
+                agent="claude-code",
+                resume=second["job_id"],
+                max_turns=9,
+                budget_tokens=50_000,
+                wait=True,
+            )
         assert isinstance(api, JobRecord) and api.resumes == second["job_id"] and api.max_turns == 9
         assert api.resume_session == done_["usage"]["agent_session_id"] and api.budget_tokens == 50_000
 

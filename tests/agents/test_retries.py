@@ -33,8 +33,10 @@ def record(ws: WorkspacePaths, job_id: str) -> dict:
 
 def counting_script(counter: Path, succeed_at: int) -> str:
     """A shell job that fails (exit 1) until its `succeed_at`-th run."""
-    return (f'n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; '
-            f'if [ $n -lt {succeed_at} ]; then echo "run $n fails" >&2; exit 1; fi; echo "run $n ok"')
+    return (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+        f'if [ $n -lt {succeed_at} ]; then echo "run $n fails" >&2; exit 1; fi; echo "run $n ok"'
+    )
 
 
 async def verify_clean(ws: WorkspacePaths) -> None:
@@ -53,7 +55,10 @@ async def test_a_job_failing_twice_then_succeeding_is_retried_after_its_backoff(
     done = record(ws, "job-r")
     assert done["attempt"] == 3 and done["retries"] == 2 and done["backoff"] == 0.2
     assert [(a["attempt"], a["status"], a["exit_code"]) for a in done["attempts"]] == [
-        (1, "failed", 1), (2, "failed", 1), (3, "succeeded", 0)]
+        (1, "failed", 1),
+        (2, "failed", 1),
+        (3, "succeeded", 0),
+    ]
     assert "run 1 fails" in done["attempts"][0]["error"]
     entries = log_entries(ws, "job-r")
     retries = [(n, e) for n, e in enumerate(entries) if e["event"]["type"] == "retrying"]
@@ -79,8 +84,10 @@ async def test_spent_retries_end_the_job_failed_with_every_attempt_kept(ws: Work
         assert final["status"] == "failed" and final["exit_code"] == 3
         await verify_clean(ws)
     done = record(ws, "job-x")
-    assert [(a["attempt"], a["status"], a["exit_code"]) for a in done["attempts"]] == [(1, "failed", 3),
-                                                                                       (2, "failed", 3)]
+    assert [(a["attempt"], a["status"], a["exit_code"]) for a in done["attempts"]] == [
+        (1, "failed", 3),
+        (2, "failed", 3),
+    ]
     assert done["finished_at"] is not None
     kinds = [e["event"]["type"] for e in log_entries(ws, "job-x")]
     assert kinds.count("retrying") == 1 and kinds[-1] == "failed"
@@ -102,10 +109,12 @@ async def test_a_job_whose_runner_is_killed_is_retried_by_another_runner(ws: Wor
     async with up_with_flags(ws) as (port, _):
         url = f"mqtt://127.0.0.1:{port}"
         async with agent_runner(url, ws, agent="shell", name="r1") as first:
-            await submit(url, ws, "job-l", script, "--retries", "1", "--retry-on", "lost", "--backoff", "0.1",
-                         agent="shell")
-            await wait_for_state(url, ws_id, "job-l", lambda r: r["status"] == "running" and r["runner"] == "r1",
-                                 timeout=30)
+            await submit(
+                url, ws, "job-l", script, "--retries", "1", "--retry-on", "lost", "--backoff", "0.1", agent="shell"
+            )
+            await wait_for_state(
+                url, ws_id, "job-l", lambda r: r["status"] == "running" and r["runner"] == "r1", timeout=30
+            )
             async with agent_runner(url, ws, agent="shell", name="r2"):
                 first.kill9()
                 final = await wait_for_state(url, ws_id, "job-l", lambda r: r["status"] in DONE, timeout=40)
@@ -129,7 +138,9 @@ async def test_mam_retry_resubmits_a_finished_job_as_a_new_one(ws: WorkspacePath
 
         running = await run(mam("retry", "job-p", *base), cwd=ws.elsewhere)
         assert running.returncode == 1
-        assert running.stderr.decode().count("\n") == 1 and "only a finished job can be retried" in running.stderr.decode()
+        assert (
+            running.stderr.decode().count("\n") == 1 and "only a finished job can be retried" in running.stderr.decode()
+        )
         unknown = await run(mam("retry", "job-nope", *base), cwd=ws.elsewhere)
         assert unknown.returncode == 1 and "no job 'job-nope'" in unknown.stderr.decode()
 
@@ -137,7 +148,13 @@ async def test_mam_retry_resubmits_a_finished_job_as_a_new_one(ws: WorkspacePath
         assert again.returncode == 0, again.stderr.decode()
         new = json.loads(again.stdout)
         assert (new["job_id"], new["retry_of"], new["prompt"], new["agent"], new["labels"], new["parent"]) == (
-            "job-f2", "job-f", "exit 5", "shell", {"team": "x"}, "job-p")
+            "job-f2",
+            "job-f",
+            "exit 5",
+            "shell",
+            {"team": "x"},
+            "job-p",
+        )
         final = await wait_for_state(url, ws_id, "job-f2", lambda r: r["status"] in DONE, timeout=30)
         assert final["status"] == "failed"
         cancel = await run(mam("cancel", "job-p", *base), cwd=ws.elsewhere)
@@ -156,7 +173,20 @@ async def test_bad_retry_flags_are_refused_naming_the_flag(ws: WorkspacePaths) -
         ("--after", "bad id"): "--after: invalid job id 'bad id'",
     }
     for flags, message in cases.items():
-        result = await run(mam("submit", "--prompt", "p", "--agent", "a", *flags, "--workspace", str(ws.root),
-                               "--broker", "mqtt://127.0.0.1:1"), cwd=ws.elsewhere)
+        result = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "a",
+                *flags,
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                "mqtt://127.0.0.1:1",
+            ),
+            cwd=ws.elsewhere,
+        )
         err = result.stderr.decode()
         assert result.returncode == 2 and message in err and err.count("\n") == 1, (flags, err)

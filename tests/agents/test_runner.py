@@ -15,12 +15,6 @@ from workspace_support import WorkspacePaths
 MOCK = TESTS / "mock_agent.py"
 
 
-
-
-
-
-
-
 async def test_submitted_job_is_run_and_succeeds_with_its_output_in_the_audit_log(
     amqtt: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -127,18 +121,36 @@ async def test_runner_usage_errors_are_one_line(bad: list[str], ws: WorkspacePat
     assert result.returncode == 2 and result.stderr.count(b"\n") == 1 and b"Traceback" not in result.stderr
 
 
-async def test_logs_prints_and_follows_output_and_exits_with_the_outcome(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_logs_prints_and_follows_output_and_exits_with_the_outcome(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere), runner_process(amqtt, ws):
-        followed = await run(mam("submit", "--prompt", "stream 5 fail 3", "--agent", "mock", "--job-id", "job-l",
-                                 "--wait", "--follow", "--broker", amqtt.url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        followed = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "stream 5 fail 3",
+                "--agent",
+                "mock",
+                "--job-id",
+                "job-l",
+                "--wait",
+                "--follow",
+                "--broker",
+                amqtt.url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         assert followed.returncode == 1, followed.stderr
         assert followed.stdout.decode().splitlines() == [f"line {i}" for i in range(5)]
         assert b"something broke" in followed.stderr and b"job job-l failed" in followed.stderr
         await submit(amqtt, ws, "job-m", "stream 20")
-        live = await run(mam("logs", "job-m", "-f", "--broker", amqtt.url, "--workspace", str(ws.root)),
-                         cwd=ws.elsewhere)
+        live = await run(
+            mam("logs", "job-m", "-f", "--broker", amqtt.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert live.returncode == 0, live.stderr
         assert live.stdout.decode().splitlines() == [f"line {i}" for i in range(20)]
         await wait_for_state(amqtt.url, ws_id, "job-m", lambda r: r["status"] == "succeeded")

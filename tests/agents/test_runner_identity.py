@@ -70,8 +70,10 @@ async def _forged_changes_nothing(url: str, ws: WorkspacePaths) -> None:
     script.write_text(AGENT)
     command = f"{sys.executable} {script} {BIN / 'mam'}"
     job, topic = "job-forged", f"mam/{ws_id}/jobs/job-forged/events"
-    async with agent_runner(url, ws, "--command", command, name="r1", env=child_env(MAM_BROKER_URL=url)), \
-            Watch(url, f"mam/{ws_id}/jobs/{job}/events") as events:
+    async with (
+        agent_runner(url, ws, "--command", command, name="r1", env=child_env(MAM_BROKER_URL=url)),
+        Watch(url, f"mam/{ws_id}/jobs/{job}/events") as events,
+    ):
         await submit(url, ws, job, str(box))
         await wait_for_state(url, ws_id, job, lambda r: r["status"] == "waiting", timeout=30)  # `mam ask` works
         pid = int((box / "pid").read_text())
@@ -100,18 +102,19 @@ async def _forged_changes_nothing(url: str, ws: WorkspacePaths) -> None:
         assert set(refused) == {*forgeries, f"mam/{ws_id}/agents/r1/status"}, refused
         assert all("signature" in why for why in refused.values()), refused
         assert "its jobs run on" in refused[f"mam/{ws_id}/agents/r1/status"]
-        answered = await run(mam("answer", job, "yes", "--broker", url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        answered = await run(mam("answer", job, "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert answered.returncode == 0, answered.stderr  # `mam answer` works
         # Well past the will's settle time, the agent's own output still arrives for a running job.
         later = iso(forged_at + timedelta(seconds=1.5))
         alive = await wait_for_state(
-            url, ws_id, job, lambda r: r["status"] == "running" and r["updated_at"] > later, timeout=20)
+            url, ws_id, job, lambda r: r["status"] == "running" and r["updated_at"] > later, timeout=20
+        )
         assert alive["runner_key"] and alive["runner_key"] == online["runner_key"]
         os.kill(pid, 0)  # the agent was never touched
         (box / "release").write_text("")
-        done = await wait_for_state(url, ws_id, job, lambda r: r["status"] in {"succeeded", "failed", "lost"},
-                                    timeout=20)
+        done = await wait_for_state(
+            url, ws_id, job, lambda r: r["status"] in {"succeeded", "failed", "lost"}, timeout=20
+        )
     assert done["status"] == "succeeded", done
     assert done["answer"] == "yes" and "finished" in (done["result"] or "")
     logged = {e["id"] for e in log_events(ws, job)}
@@ -140,9 +143,13 @@ async def test_a_plain_mosquitto_pub_submit_still_works(
         port = url.rsplit(":", 1)[1]
         ws_id = workspace_id(ws.root)
         body = '{"type":"submitted","prompt":"by hand","agent":"nobody"}'
-        await anyio.to_thread.run_sync(lambda: subprocess.run(
-            [pub, "-h", "127.0.0.1", "-p", port, "-q", "1", "-t", f"mam/{ws_id}/jobs/job-pub/events", "-m", body],
-            check=True, timeout=10))
+        await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [pub, "-h", "127.0.0.1", "-p", port, "-q", "1", "-t", f"mam/{ws_id}/jobs/job-pub/events", "-m", body],
+                check=True,
+                timeout=10,
+            )
+        )
         record = await wait_for_state(url, ws_id, "job-pub", timeout=15)
     assert record["status"] == "submitted" and "runner_key" not in record
 

@@ -17,8 +17,9 @@ EXPECTED = "".join(f"{i}\n" for i in range(1, LINES + 1)) + "END-MARKER\n"
 async def _run_big_job(url: str, ws: WorkspacePaths) -> dict:
     async with agent_runner(url, ws, "--profile", "shell", agent="shell"):
         await submit(url, ws, "job-big", SCRIPT, agent="shell")
-        return await wait_for_state(url, workspace_id(ws.root), "job-big", lambda r: r["status"] in TERMINAL,
-                                    timeout=60)
+        return await wait_for_state(
+            url, workspace_id(ws.root), "job-big", lambda r: r["status"] in TERMINAL, timeout=60
+        )
 
 
 async def test_several_mb_of_output_end_up_whole_in_the_audit_log_under_mam_up(ws: WorkspacePaths) -> None:

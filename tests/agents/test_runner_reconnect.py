@@ -17,6 +17,7 @@ from workspace_support import WorkspacePaths
 
 LINES = 80  # the mock prints one every 0.05 s: the job runs for about 4 s
 
+
 async def wait_for_text(path: Path, text: str, *, timeout: float) -> None:
     """Return once `text` is in the file at `path` (a daemon's log)."""
     with anyio.fail_after(timeout):
@@ -30,7 +31,10 @@ async def test_a_broker_outage_mid_job_loses_and_doubles_nothing(kind: str, ws: 
     # A broker of this test's own, persistent (as tests/brokers.py configures them):
     # restarting a session-wide one would disturb the other tests.
     with BROKERS[kind](tmp_path / f"own-{kind}") as broker:
-        async with projector_process(broker, ws.root, ws.elsewhere), agent_runner(broker.url, ws, *mock_command(), "-v") as r:
+        async with (
+            projector_process(broker, ws.root, ws.elsewhere),
+            agent_runner(broker.url, ws, *mock_command(), "-v") as r,
+        ):
             await submit(broker.url, ws, "job-r", f"stream {LINES}")
             await wait_for_state(broker.url, ws_id, "job-r", lambda rec: rec["output_bytes"] > 0, timeout=30)
             broker.kill()
@@ -38,8 +42,7 @@ async def test_a_broker_outage_mid_job_loses_and_doubles_nothing(kind: str, ws: 
             # a debug line (-v); the outage itself is said once, when it begins.
             await wait_for_text(r.log, "still no broker", timeout=20)
             broker.restart()
-            record = await wait_for_state(broker.url, ws_id, "job-r", lambda rec: rec["status"] in TERMINAL,
-                                          timeout=60)
+            record = await wait_for_state(broker.url, ws_id, "job-r", lambda rec: rec["status"] in TERMINAL, timeout=60)
             log = r.output()
     assert log.count("lost the broker") == 1, log
     queued = re.search(r"reconnected to \S+ after \S+s; sending (\d+) queued event\(s\)", log)

@@ -41,7 +41,9 @@ async def test_a_job_that_cannot_start_fails_with_the_reason_and_the_queue_goes_
     missing, noexec, runs = (records[job] for job in jobs)
     assert missing["status"] == "failed" and missing["exit_code"] is None
     assert missing["error"] == f"cannot start '{programs}/job-missing': No such file or directory"
-    assert noexec["status"] == "failed" and noexec["error"] == f"cannot start '{programs}/job-noexec': Permission denied"
+    assert (
+        noexec["status"] == "failed" and noexec["error"] == f"cannot start '{programs}/job-noexec': Permission denied"
+    )
     assert runs["status"] == "succeeded" and "prompt=echo" in runs["result"]
     log = r.output()
     assert log.count("start failed: cannot start") == 2 and "job job-runs: exited with code 0" in log
@@ -51,16 +53,24 @@ async def test_a_job_that_cannot_start_fails_with_the_reason_and_the_queue_goes_
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--agent", "claude-code"],
-         "--agent claude-code: command 'claude' is not on PATH; install Claude Code 2.1.197 (npm install -g "
-         "@anthropic-ai/claude-code@2.1.197), or pass --command/--profile"),
-        (["-v", "--profile", "codex", "--agent", "x"],
-         "--profile codex: command 'codex' is not on PATH; install Codex CLI 0.171.0 (npm install -g "
-         "@openai/codex@0.171.0), or pass --command/--profile"),
-        (["--agent", "x", "--command", "no-such-tool --flag", "-v"],
-         "--command: command 'no-such-tool' is not on PATH; install it, or pass --command/--profile"),
-        (["--agent", "x", "--command", "./tools/agent"],
-         "--command: command './tools/agent' is not an executable file; fix the path, or pass --command/--profile"),
+        (
+            ["--agent", "claude-code"],
+            "--agent claude-code: command 'claude' is not on PATH; install Claude Code 2.1.197 (npm install -g "
+            "@anthropic-ai/claude-code@2.1.197), or pass --command/--profile",
+        ),
+        (
+            ["-v", "--profile", "codex", "--agent", "x"],
+            "--profile codex: command 'codex' is not on PATH; install Codex CLI 0.171.0 (npm install -g "
+            "@openai/codex@0.171.0), or pass --command/--profile",
+        ),
+        (
+            ["--agent", "x", "--command", "no-such-tool --flag", "-v"],
+            "--command: command 'no-such-tool' is not on PATH; install it, or pass --command/--profile",
+        ),
+        (
+            ["--agent", "x", "--command", "./tools/agent"],
+            "--command: command './tools/agent' is not an executable file; fix the path, or pass --command/--profile",
+        ),
     ],
 )
 async def test_runner_refuses_to_start_when_its_command_is_not_installed(
@@ -83,7 +93,10 @@ async def test_a_relative_command_is_found_from_the_workspace_root(amqtt: Runnin
     (tools / "agent").write_text(f"#!/bin/sh\nexec {sys.executable} {MOCK}\n")
     (tools / "agent").chmod(0o755)
     ws_id = workspace_id(ws.root)
-    async with projector_process(amqtt, ws.root, ws.elsewhere), agent_runner(amqtt.url, ws, "--command", "./tools/agent"):
+    async with (
+        projector_process(amqtt, ws.root, ws.elsewhere),
+        agent_runner(amqtt.url, ws, "--command", "./tools/agent"),
+    ):
         await submit(amqtt.url, ws, "job-rel", "echo")
         record = await wait_for_state(amqtt.url, ws_id, "job-rel", lambda r: r["status"] in TERMINAL, timeout=30)
     assert record["status"] == "succeeded", record
@@ -96,8 +109,20 @@ async def test_a_prompt_too_long_for_an_environment_variable_still_reaches_the_a
     ws_id = workspace_id(ws.root)
     async with projector_process(amqtt, ws.root, ws.elsewhere), agent_runner(amqtt.url, ws, *mock_command()) as r:
         submitted = await run(
-            mam("submit", "--prompt", "-", "--agent", "mock", "--job-id", "job-long", "--wait", "--broker", amqtt.url,
-                "--workspace", str(ws.root)),
+            mam(
+                "submit",
+                "--prompt",
+                "-",
+                "--agent",
+                "mock",
+                "--job-id",
+                "job-long",
+                "--wait",
+                "--broker",
+                amqtt.url,
+                "--workspace",
+                str(ws.root),
+            ),
             cwd=ws.elsewhere,
             input=prompt.encode(),
         )

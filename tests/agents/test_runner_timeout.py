@@ -38,18 +38,30 @@ async def test_the_idle_timeout_ends_a_silent_job_timed_out_and_spares_one_waiti
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     ask = f'a=$({BIN}/mam ask "Proceed?") || exit 9\necho "answer: $a"\n'
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", "--idle-timeout", "5", agent="shell",
-        env=child_env(MAM_BROKER_URL=None),
-    ) as r:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(
+            url,
+            ws,
+            "--profile",
+            "shell",
+            "--concurrency",
+            "2",
+            "--idle-timeout",
+            "5",
+            agent="shell",
+            env=child_env(MAM_BROKER_URL=None),
+        ) as r,
+    ):
         await submit(url, ws, "job-ask", ask, agent="shell")
         await wait_for_state(url, ws_id, "job-ask", lambda rec: rec["status"] == "waiting", timeout=30)
         await submit(url, ws, "job-quiet", "echo started; sleep 60", agent="shell")
         quiet = await wait_for_state(url, ws_id, "job-quiet", lambda rec: rec["status"] in TERMINAL, timeout=30)
         still = await wait_for_state(url, ws_id, "job-ask")
         assert still["status"] == "waiting", still
-        answered = await run(mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        answered = await run(
+            mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert answered.returncode == 0, answered.stderr
         done = await wait_for_state(url, ws_id, "job-ask", lambda rec: rec["status"] in TERMINAL, timeout=30)
     assert quiet["status"] == "timed_out" and quiet["error"] == "no progress for 5s (mam-agent --idle-timeout)", quiet

@@ -35,8 +35,9 @@ async def test_a_runner_stopped_while_the_broker_is_down_keeps_what_it_could_not
     ws_id, gate = workspace_id(ws.root), ws.elsewhere / "go"
     with BROKERS["mosquitto"](tmp_path / "own") as broker:
         async with projector_process(broker, ws.root, ws.elsewhere) as projector:
-            async with agent_runner(broker.url, ws, "--profile", "shell", "--drain-timeout", f"{DRAIN:g}",
-                                    agent="shell", name="r1") as r1:
+            async with agent_runner(
+                broker.url, ws, "--profile", "shell", "--drain-timeout", f"{DRAIN:g}", agent="shell", name="r1"
+            ) as r1:
                 await submit(broker.url, ws, JOB, chatty(gate), agent="shell")
                 await wait_for_state(broker.url, ws_id, JOB, lambda rec: rec["output_bytes"] > 0, timeout=30)
                 broker.kill()
@@ -51,19 +52,24 @@ async def test_a_runner_stopped_while_the_broker_is_down_keeps_what_it_could_not
             broker.restart()
             async with agent_runner(broker.url, ws, "--profile", "shell", agent="shell", name="r2") as r2:
                 await r2.wait_for_output(f"sent the {len(kept)} event(s) of {file}; removed it", timeout=30)
-                await wait_for_state(broker.url, ws_id, JOB, lambda rec: rec["status"] == "running"
-                                     and rec["runner"] == "r2", timeout=30)
+                await wait_for_state(
+                    broker.url, ws_id, JOB, lambda rec: rec["status"] == "running" and rec["runner"] == "r2", timeout=30
+                )
                 gate.touch()
-                done = await wait_for_state(broker.url, ws_id, JOB, lambda rec: rec["status"] == "succeeded",
-                                            timeout=30)
+                done = await wait_for_state(
+                    broker.url, ws_id, JOB, lambda rec: rec["status"] == "succeeded", timeout=30
+                )
                 started_log = r2.output()
             projector_log = projector.output()
 
     assert code == 0, stopped_log
     assert took < DRAIN + 5, f"one SIGINT took {took:.1f}s to stop the runner: {stopped_log}"
     said = [line for line in stopped_log.splitlines() if "stopping with" in line]
-    assert len(said) == 1 and f"stopping with {len(kept)} event(s) unsent: the broker at {broker.url} is away" \
-        in said[0] and f"written to {file}; the next mam-agent started in this workspace sends them" in said[0], said
+    assert (
+        len(said) == 1
+        and f"stopping with {len(kept)} event(s) unsent: the broker at {broker.url} is away" in said[0]
+        and f"written to {file}; the next mam-agent started in this workspace sends them" in said[0]
+    ), said
     assert stopped_log.count("lost the broker") == 1 and "still no broker" not in stopped_log, stopped_log
     assert "handing it back failed" not in stopped_log, stopped_log
     types = [entry["type"] for entry in kept]

@@ -17,8 +17,10 @@ from support import TESTS, Watch, mam, run, wait_for_state
 from workspace_support import WorkspacePaths
 
 RECORDED = (TESTS / "agent_streams" / "gemini-retries.stderr").read_text(encoding="utf-8")
-RETRY = ('Attempt {n} failed with status 500. Retrying with backoff... _ApiError: {{"error":{{"code":500,'
-         '"message":"overloaded","status":"INTERNAL"}}}}')
+RETRY = (
+    'Attempt {n} failed with status 500. Retrying with backoff... _ApiError: {{"error":{{"code":500,'
+    '"message":"overloaded","status":"INTERNAL"}}}}'
+)
 
 
 @pytest.mark.fast
@@ -56,16 +58,33 @@ async def test_gemini_retrying_a_failing_api_shows_one_line_per_retry_in_mam_log
     per retry (before: 14 lines each, verbatim). The job is cancelled once its first retry is in its output."""
     async with real_rig(CLIS["gemini"], ws, Script([Turn(status=500, error="overloaded")])) as rig:
         async with Watch(rig.url, f"mam/{workspace_id(ws.root)}/jobs/job-retrying/events") as events:
-            submitted = await run(mam("submit", "--prompt", "say hello", "--agent", "gemini", "--job-id", "job-retrying",
-                                      "--broker", rig.url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+            submitted = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "say hello",
+                    "--agent",
+                    "gemini",
+                    "--job-id",
+                    "job-retrying",
+                    "--broker",
+                    rig.url,
+                    "--workspace",
+                    str(ws.root),
+                ),
+                cwd=ws.elsewhere,
+            )
             assert submitted.returncode == 0, submitted.stderr
-            await events.json(lambda e: e.get("type") == "output" and "Attempt 1 failed" in e.get("text", ""),
-                              timeout=JOB_TIMEOUT)
+            await events.json(
+                lambda e: e.get("type") == "output" and "Attempt 1 failed" in e.get("text", ""), timeout=JOB_TIMEOUT
+            )
         await rig.mam("cancel", "job-retrying")
-        await wait_for_state(rig.url, workspace_id(ws.root), "job-retrying", lambda r: r["status"] == "cancelled",
-                             timeout=JOB_TIMEOUT)
-        done = await run(mam("logs", "job-retrying", "--broker", rig.url, "--workspace", str(ws.root)),
-                         cwd=ws.elsewhere)
+        await wait_for_state(
+            rig.url, workspace_id(ws.root), "job-retrying", lambda r: r["status"] == "cancelled", timeout=JOB_TIMEOUT
+        )
+        done = await run(
+            mam("logs", "job-retrying", "--broker", rig.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
     logs = done.stderr.decode()  # `mam logs` writes the job's stderr to its own
     assert RETRY.format(n=1) in logs.splitlines(), logs
     assert "    at " not in logs and "  status: 500" not in logs, logs

@@ -14,10 +14,14 @@ from mam.agents.idle import IdleClock, Progress
 pytestmark = pytest.mark.fast
 
 CLAUDE_INIT = '{"type":"system","subtype":"init","cwd":"/w","session_id":"s-1","tools":[],"model":"claude-opus-4-8"}'
-CLAUDE_RETRY = ('{"type":"system","subtype":"api_retry","attempt":%d,"max_retries":10,"retry_delay_ms":577.36,'
-                '"error_status":401,"error":"authentication_failed","session_id":"s-1","uuid":"u-%d"}')
-CLAUDE_RESULT = ('{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"num_turns":1,'
-                 '"result":"Invalid API key · Fix external API key","session_id":"s-1","total_cost_usd":0}')
+CLAUDE_RETRY = (
+    '{"type":"system","subtype":"api_retry","attempt":%d,"max_retries":10,"retry_delay_ms":577.36,'
+    '"error_status":401,"error":"authentication_failed","session_id":"s-1","uuid":"u-%d"}'
+)
+CLAUDE_RESULT = (
+    '{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"num_turns":1,'
+    '"result":"Invalid API key · Fix external API key","session_id":"s-1","total_cost_usd":0}'
+)
 
 
 def test_claudes_api_retry_lines_are_shown_one_line_each_and_counted_as_notices() -> None:
@@ -36,10 +40,14 @@ def test_claudes_api_retry_lines_are_shown_one_line_each_and_counted_as_notices(
 
 def test_a_retry_without_a_response_or_with_odd_values_is_still_one_line() -> None:
     parser = parser_for("claude-stream-json")
-    assert parser.line('{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":500}') \
+    assert (
+        parser.line('{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":500}')
         == "! claude: no response from the API, retry 1 of 1 in 0.5 s\n"
-    assert parser.line('{"type":"system","subtype":"api_retry","error":"a\\nb","retry_delay_ms":-1}') \
+    )
+    assert (
+        parser.line('{"type":"system","subtype":"api_retry","error":"a\\nb","retry_delay_ms":-1}')
         == "! claude: no response from the API (a b), retry\n"
+    )
     assert parser.notices == 2
 
 
@@ -54,8 +62,10 @@ async def test_notices_do_not_reset_the_idle_clock_and_the_last_one_is_in_the_re
     shown = watched.feed('{"type":"error","message":"Reconnecting... 1/5 (high demand)"}\n')
     assert shown == "! codex: Reconnecting... 1/5 (high demand)\n"
     assert clock.last == -1.0
-    assert clock.reason() == ("no progress for 600s (mam-agent --idle-timeout); the agent's last notice: "
-                              "! codex: Reconnecting... 1/5 (high demand)")
+    assert clock.reason() == (
+        "no progress for 600s (mam-agent --idle-timeout); the agent's last notice: "
+        "! codex: Reconnecting... 1/5 (high demand)"
+    )
     watched.feed('{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"hi"}}\n')
     assert clock.last > -1.0 and clock.notice is None
     assert clock.reason() == "no progress for 600s (mam-agent --idle-timeout)"

@@ -38,8 +38,9 @@ def _workspace(tmp_path: Path, name: str) -> WorkspacePaths:
 async def _one_line_a_second(url: str, ws: WorkspacePaths, results: dict[str, list[dict]]) -> None:
     async with agent_runner(url, ws, "--profile", "shell", "--heartbeat", "5", agent="shell"):
         await submit(url, ws, "trickle", SCRIPT, agent="shell")
-        record = await wait_for_state(url, workspace_id(ws.root), "trickle", lambda r: r["status"] in TERMINAL,
-                                      timeout=LINES + 30)
+        record = await wait_for_state(
+            url, workspace_id(ws.root), "trickle", lambda r: r["status"] in TERMINAL, timeout=LINES + 30
+        )
     assert record["status"] == "succeeded", record
     results[str(ws.root)] = log_events(ws, "trickle")
 

@@ -35,13 +35,19 @@ from workspace_support import WorkspacePaths
 
 def _run(runner: SignedRunner) -> list[tuple[str, bytes]]:
     job = runner.job_id
-    return [(job, runner.submitted()), (job, runner.claimed()), (job, runner.started()), (job, runner.output(0)),
-            (job, runner.succeeded(1))]
+    return [
+        (job, runner.submitted()),
+        (job, runner.claimed()),
+        (job, runner.started()),
+        (job, runner.output(0)),
+        (job, runner.succeeded(1)),
+    ]
 
 
 @pytest.mark.fast
-def test_events_signed_over_this_workspace_are_taken_and_over_another_refused(tmp_path: Path,
-                                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_events_signed_over_this_workspace_are_taken_and_over_another_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     h = Harness(tmp_path)
     here = h.fold(*_run(SignedRunner("j", h.workspace.id)))
     assert here.rejections == [] and here.records["j"].status.value == "succeeded"
@@ -99,8 +105,17 @@ def test_a_runner_signs_the_old_way_only_for_a_projector_that_does_not_read_the_
 
     outbox.put("j", ev.Heartbeat(runner="r1", seq=1))
     assert signed_over("ws1") and not signed_over(None), "before any status: the new form"
-    status = dict(status="online", workspace="ws1", pid=1, host="h", version="0", started_at="t", registry_dir="r",
-                  logs_dir="l", broker="b")
+    status = dict(
+        status="online",
+        workspace="ws1",
+        pid=1,
+        host="h",
+        version="0",
+        started_at="t",
+        registry_dir="r",
+        logs_dir="l",
+        broker="b",
+    )
     outbox.sign_for(ProjectorStatus(**status))  # type: ignore[arg-type]
     outbox.put("j", ev.Heartbeat(runner="r1", seq=2))
     assert signed_over(None) and not signed_over("ws1"), "an older projector: the old form"

@@ -118,8 +118,14 @@ def test_projector_topics_are_state_rejected_projector_status_and_offers() -> No
     assert projector_topic("mam/ws1/rejected") == "ws1"
     assert projector_topic("mam/ws1/projector/status") == "ws1"
     assert projector_topic("mam/ws1/agents/r/offers") == "ws1"
-    for other in ("mam/ws1/jobs/j/events", "mam/ws1/agents/r/status", "other/ws1/rejected", "mam/ws1/jobs/j/state/x",
-                  "mam/ws1/agents/r/offers/x", "mam/ws1/jobs/j/offers"):
+    for other in (
+        "mam/ws1/jobs/j/events",
+        "mam/ws1/agents/r/status",
+        "other/ws1/rejected",
+        "mam/ws1/jobs/j/state/x",
+        "mam/ws1/agents/r/offers/x",
+        "mam/ws1/jobs/j/offers",
+    ):
         assert projector_topic(other) is None
 
 
@@ -139,7 +145,9 @@ def test_the_default_policies() -> None:
     assert not up.may("write", "u", "c", "mam/ws2/jobs/j/events")
     assert not up.may("write", "projector-ws1", "mam-projector-ws1", "mam/ws1/jobs/j/state")
     assert up.may("write", "u", "secret", "mam/ws1/jobs/j/state")
-    assert not up.may("write", "u", "c", "mam/ws1/agents/r/offers") and up.may("write", "u", "secret", "mam/ws1/agents/r/offers")
+    assert not up.may("write", "u", "c", "mam/ws1/agents/r/offers") and up.may(
+        "write", "u", "secret", "mam/ws1/agents/r/offers"
+    )
     assert up.may("read", "u", "c", "mam/ws1/#") and not up.may("read", "u", "c", "mam/#")
 
     shared = Policy(login=True)

@@ -70,16 +70,21 @@ def _has_ipv6_loopback() -> bool:
 
 @pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 on lo here (ip -6 addr show lo lists no ::1)")
 async def test_mam_up_listens_on_ipv6_loopback_and_clients_take_a_bracketed_url(ws: WorkspacePaths) -> None:
-    daemon = Daemon(mam("up", "--host", "::1", "--port", "0", "--workspace", str(ws.root)), cwd=ws.elsewhere,
-                    env=child_env(), log=ws.root.parent / "up6.log")
+    daemon = Daemon(
+        mam("up", "--host", "::1", "--port", "0", "--workspace", str(ws.root)),
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=ws.root.parent / "up6.log",
+    )
     try:
         banner = await daemon.wait_for_output("mam up: broker", 20)
         url = re.search(r"mam up: broker +(mqtt://\[::1\]:\d+)", banner)
         assert url is not None, banner
         where = ("--broker", url.group(1), "--workspace", str(ws.root))
         await wait_projector_online(url.group(1), workspace_id(ws.root), pid=daemon.pid)
-        submitted = await run(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-v6", *where),
-                              cwd=ws.elsewhere)
+        submitted = await run(
+            mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-v6", *where), cwd=ws.elsewhere
+        )
         assert submitted.returncode == 0, submitted.stderr.decode()
         cancelled = await run(mam("cancel", "job-v6", "--wait", *where), cwd=ws.elsewhere)
         assert cancelled.returncode == 0 and b"cancelled" in cancelled.stdout, cancelled.stderr.decode()
@@ -103,15 +108,31 @@ async def test_a_mosquitto_bridge_with_default_settings_connects_and_forwards(tm
             await watcher.subscribe("mam/#", qos=1)
             local = free_port()
             conf = tmp_path / "bridge.conf"
-            conf.write_text(f"user {getpass.getuser()}\nlistener {local} 127.0.0.1\nallow_anonymous true\n"
-                            f"connection tomam\naddress 127.0.0.1:{port}\ntopic mam/# both 1\n")
+            conf.write_text(
+                f"user {getpass.getuser()}\nlistener {local} 127.0.0.1\nallow_anonymous true\n"
+                f"connection tomam\naddress 127.0.0.1:{port}\ntopic mam/# both 1\n"
+            )
             with open(tmp_path / "bridge.log", "ab") as out:
-                mosquitto = subprocess.Popen([require_binary("mosquitto"), "-c", str(conf)], stdout=out,
-                                             stderr=subprocess.STDOUT)
+                mosquitto = subprocess.Popen(
+                    [require_binary("mosquitto"), "-c", str(conf)], stdout=out, stderr=subprocess.STDOUT
+                )
             try:
                 wait_for_port(local, mosquitto)
-                published = subprocess.run([require_binary("mosquitto_pub"), "-p", str(local), "-q", "1", "-r",
-                                            "-t", "mam/bridged", "-m", "over the bridge"], timeout=10)
+                published = subprocess.run(
+                    [
+                        require_binary("mosquitto_pub"),
+                        "-p",
+                        str(local),
+                        "-q",
+                        "1",
+                        "-r",
+                        "-t",
+                        "mam/bridged",
+                        "-m",
+                        "over the bridge",
+                    ],
+                    timeout=10,
+                )
                 assert published.returncode == 0
                 with anyio.fail_after(10):
                     message = await anext(aiter(watcher.messages))
@@ -135,8 +156,9 @@ async def test_an_mqtt_5_client_submits_through_mosquitto_run_with_the_documente
     where = ["-V", "5", "-h", "127.0.0.1", "-p", str(mosquitto.port)]
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         payload = '{"type":"submitted","prompt":"from a v5 client","agent":"shell"}'
-        published = await run([pub, *where, "-q", "1", "-t", f"mam/{ws_id}/jobs/job-v5/events", "-m", payload],
-                              cwd=ws.elsewhere)
+        published = await run(
+            [pub, *where, "-q", "1", "-t", f"mam/{ws_id}/jobs/job-v5/events", "-m", payload], cwd=ws.elsewhere
+        )
         assert published.returncode == 0, published.stderr.decode()
         await wait_for_state(mosquitto.url, ws_id, "job-v5")
         got = await run([sub, *where, "-t", f"mam/{ws_id}/jobs/job-v5/state", "-C", "1", "-W", "10"], cwd=ws.elsewhere)

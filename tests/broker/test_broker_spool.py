@@ -83,7 +83,9 @@ async def test_a_broker_restart_keeps_unacknowledged_events_and_retained_states(
             await publish(broker.url, f"mam/{ws_id}/jobs/before/events", submit("before", "b0"))
             recorded = await wait_for_state(broker.url, ws_id, "before")
         await publish(broker.url, "elsewhere/retained", b"kept", retain=True)
-        await publish_all(broker.url, broker.port, ws_id, [(f"away-{n}", submit(f"away-{n}", f"a{n}")) for n in range(20)])
+        await publish_all(
+            broker.url, broker.port, ws_id, [(f"away-{n}", submit(f"away-{n}", f"a{n}")) for n in range(20)]
+        )
         restart(broker, how)
         # The projector's state and an unrelated retained message, as they were.
         assert await first_message(broker.url, "elsewhere/retained") == b"kept"

@@ -19,8 +19,6 @@ from workspace_support import WorkspacePaths
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-
-
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto", "nats"])
 async def test_unacknowledged_event_is_redelivered_after_reconnect(kind: str, request: pytest.FixtureRequest) -> None:
     """To the projector's session: on mam-broker its spool redelivers (amqtt itself would not, issue #401)."""

@@ -24,7 +24,9 @@ from workspace_support import WorkspacePaths
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])  # mosquitto: the reference broker
 @pytest.mark.parametrize("qos", [0, 1])
 @pytest.mark.parametrize("count", [3, 775])
-async def test_messages_arrive_in_the_order_sent(kind: str, qos: int, count: int, request: pytest.FixtureRequest) -> None:
+async def test_messages_arrive_in_the_order_sent(
+    kind: str, qos: int, count: int, request: pytest.FixtureRequest
+) -> None:
     broker: RunningBroker = request.getfixturevalue(kind)
     await _published_and_read(broker.url, f"mam/order-{uuid.uuid4().hex[:8]}/jobs/j/events", qos, count)
 
@@ -44,8 +46,21 @@ async def _published_and_read(url: str, topic: str, qos: int, count: int) -> Non
     async with reader:
         await reader.subscribe(topic, qos=qos)
         sent = await anyio.run_process(
-            [require_binary("mosquitto_pub"), "-h", address.host, "-p", str(address.port), "-t", topic, "-q", "1",
-             "-l"], input="\n".join(lines).encode(), check=False)
+            [
+                require_binary("mosquitto_pub"),
+                "-h",
+                address.host,
+                "-p",
+                str(address.port),
+                "-t",
+                topic,
+                "-q",
+                "1",
+                "-l",
+            ],
+            input="\n".join(lines).encode(),
+            check=False,
+        )
         assert sent.returncode == 0, sent.stderr
         got: list[str] = []
         with anyio.fail_after(30):

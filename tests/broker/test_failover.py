@@ -89,32 +89,66 @@ async def test_a_malformed_url_in_a_broker_list_is_a_one_line_usage_error_naming
 
 async def test_bad_url_in_mam_broker_url_names_it(ws: WorkspacePaths) -> None:
     env = child_env(MAM_BROKER_URL="mqtt://127.0.0.1:9,ftp://nope")
-    result = await run(mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root)), cwd=ws.elsewhere,
-                       env=env)
+    result = await run(
+        mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root)), cwd=ws.elsewhere, env=env
+    )
     assert result.returncode == 2 and "'ftp://nope'" in result.stderr.decode(), result.stderr
 
 
 async def test_clients_connect_to_the_first_broker_that_answers(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
     brokers = f"{DEAD_BROKER},{mosquitto.url}"
-    projector = Daemon([str(BIN / "mam-projector"), "--workspace", str(ws.root)], cwd=ws.elsewhere,
-                       env=child_env(MAM_BROKER_URL=brokers), log=ws.root.parent / "projector.log")
+    projector = Daemon(
+        [str(BIN / "mam-projector"), "--workspace", str(ws.root)],
+        cwd=ws.elsewhere,
+        env=child_env(MAM_BROKER_URL=brokers),
+        log=ws.root.parent / "projector.log",
+    )
     try:
         status = await wait_projector_online(mosquitto.url, workspace_id(ws.root), pid=projector.pid)
         assert status["broker"] == mosquitto.url  # the one it is connected to, not the list
         result = await run(
-            mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-listed", "--wait", "--workspace",
-                str(ws.root), "--broker", DEAD_BROKER, "--broker", mosquitto.url),
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "a",
+                "--job-id",
+                "job-listed",
+                "--wait",
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                DEAD_BROKER,
+                "--broker",
+                mosquitto.url,
+            ),
             cwd=ws.elsewhere,
         )
         assert result.returncode == 0, result.stderr
         assert json.loads((ws.jobs / "job-listed.json").read_bytes())["status"] == "submitted"
         # A runner given the list claims and runs jobs; a follower given the list sees it end.
-        runner = Daemon([str(BIN / "mam-agent"), "--agent", "mock", *mock_command(), "--workspace", str(ws.root),
-                         "--broker", brokers], cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "runner.log")
+        runner = Daemon(
+            [
+                str(BIN / "mam-agent"),
+                "--agent",
+                "mock",
+                *mock_command(),
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                brokers,
+            ],
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=ws.root.parent / "runner.log",
+        )
         try:
             result = await run(
                 mam("submit", "--prompt", "echo listed", "--agent", "mock", "--follow", "--workspace", str(ws.root)),
-                cwd=ws.elsewhere, env=child_env(MAM_BROKER_URL=brokers), timeout=60,
+                cwd=ws.elsewhere,
+                env=child_env(MAM_BROKER_URL=brokers),
+                timeout=60,
             )
             assert result.returncode == 0, (result.stderr, runner.output())
             assert b"prompt=echo listed" in result.stdout
@@ -126,8 +160,19 @@ async def test_clients_connect_to_the_first_broker_that_answers(mosquitto: Runni
 
 async def test_no_broker_of_a_list_answering_names_them_all(ws: WorkspacePaths) -> None:
     result = await run(
-        mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root),
-            "--broker", "mqtt://127.0.0.1:9", "--broker", "mqtt://127.0.0.1:7"),
+        mam(
+            "submit",
+            "--prompt",
+            "p",
+            "--agent",
+            "a",
+            "--workspace",
+            str(ws.root),
+            "--broker",
+            "mqtt://127.0.0.1:9",
+            "--broker",
+            "mqtt://127.0.0.1:7",
+        ),
         cwd=ws.elsewhere,
     )
     err = result.stderr.decode()
@@ -141,11 +186,21 @@ async def test_no_broker_of_a_list_answering_names_them_all(ws: WorkspacePaths) 
 def _left_behind_online(ws_id: str, seconds_ago: float, every: float = 1.0) -> bytes:
     """The retained `online` a projector leaves when its broker node dies with its will."""
     at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - seconds_ago))
-    return json.dumps({
-        "status": "online", "workspace": ws_id, "pid": 999999, "host": "gone", "version": "0",
-        "started_at": at, "registry_dir": "/nowhere", "logs_dir": "/nowhere", "broker": "mqtt://dead-node:1883",
-        "heartbeat_at": at, "heartbeat_every": every,
-    }).encode()
+    return json.dumps(
+        {
+            "status": "online",
+            "workspace": ws_id,
+            "pid": 999999,
+            "host": "gone",
+            "version": "0",
+            "started_at": at,
+            "registry_dir": "/nowhere",
+            "logs_dir": "/nowhere",
+            "broker": "mqtt://dead-node:1883",
+            "heartbeat_at": at,
+            "heartbeat_every": every,
+        }
+    ).encode()
 
 
 async def test_submit_says_so_when_the_online_status_is_stale_and_publishes_nothing(
@@ -158,19 +213,36 @@ async def test_submit_says_so_when_the_online_status_is_stale_and_publishes_noth
         async with _client(mosquitto.url) as watcher:
             await watcher.subscribe(topics.all_events, qos=1)
             result = await run(
-                mam("submit", "--prompt", "p", "--agent", "a", "--wait", "--broker", mosquitto.url,
-                    "--workspace", str(ws.root)),
+                mam(
+                    "submit",
+                    "--prompt",
+                    "p",
+                    "--agent",
+                    "a",
+                    "--wait",
+                    "--broker",
+                    mosquitto.url,
+                    "--workspace",
+                    str(ws.root),
+                ),
                 cwd=ws.elsewhere,
             )
             err = result.stderr.decode()
             assert result.returncode == 3, err
-            assert re.search(r"last said it was online 6\ds ago \(heartbeat every 1s\) on mqtt://dead-node:1883", err), err
+            assert re.search(
+                r"last said it was online 6\ds ago \(heartbeat every 1s\) on mqtt://dead-node:1883", err
+            ), err
             assert "nothing published" in err
             with anyio.move_on_after(0.5) as quiet:  # a publish would already be here
                 await anext(aiter(watcher.messages))
             assert quiet.cancelled_caught, "a submit was published without a live projector"
-        described = json.loads((await run(mam("workspace", "--json", "--broker", mosquitto.url, "--workspace",
-                                              str(ws.root)), cwd=ws.elsewhere)).stdout)
+        described = json.loads(
+            (
+                await run(
+                    mam("workspace", "--json", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+                )
+            ).stdout
+        )
         assert described["projector_status"]["stale"] is True
         assert described["projector_status"]["broker"] == "mqtt://dead-node:1883"
     finally:
@@ -184,8 +256,10 @@ async def test_a_live_projector_refreshes_its_status_and_is_not_stale(
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=("--heartbeat", "2")) as projector:
         first = await wait_projector_online(mosquitto.url, ws_id, pid=projector.pid)
         _, later = await wait_for_message(
-            mosquitto.url, Topics(ws_id).projector_status,
-            lambda _t, p: json.loads(p).get("heartbeat_at", "") > first["heartbeat_at"], timeout=10,
+            mosquitto.url,
+            Topics(ws_id).projector_status,
+            lambda _t, p: json.loads(p).get("heartbeat_at", "") > first["heartbeat_at"],
+            timeout=10,
         )
         assert json.loads(later)["status"] == "online" and json.loads(later)["heartbeat_every"] == 2
         result = await run(mam("workspace", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
@@ -204,8 +278,9 @@ async def _publish_all(urls: list[str], items: list[tuple[str, bytes]], topics: 
     attempt = 0
     while pending:
         try:
-            async with _client(urls[attempt % len(urls)], timeout=5, max_inflight_messages=window,
-                               logger=QUIET) as client:
+            async with _client(
+                urls[attempt % len(urls)], timeout=5, max_inflight_messages=window, logger=QUIET
+            ) as client:
                 async with anyio.create_task_group() as tg:
                     limiter = anyio.CapacityLimiter(window)
                     for i, (job_id, payload) in sorted(pending.items()):
@@ -215,8 +290,14 @@ async def _publish_all(urls: list[str], items: list[tuple[str, bytes]], topics: 
             await anyio.sleep(0.2)  # reconnect backoff while the cluster elects new leaders
 
 
-async def _publish_one(client: aiomqtt.Client, limiter: anyio.CapacityLimiter, topic: str, payload: bytes,
-                       pending: dict[int, tuple[str, bytes]], i: int) -> None:
+async def _publish_one(
+    client: aiomqtt.Client,
+    limiter: anyio.CapacityLimiter,
+    topic: str,
+    payload: bytes,
+    pending: dict[int, tuple[str, bytes]],
+    i: int,
+) -> None:
     async with limiter:
         await client.publish(topic, payload, qos=1)
     del pending[i]
@@ -264,9 +345,18 @@ async def test_killing_the_projectors_nats_node_fails_over_without_losing_or_dou
         home, other, third = cluster.nodes
         # Repeated and comma-separated: the projector takes the first node that answers.
         projector = Daemon(
-            [str(BIN / "mam-projector"), "--broker", home.url, "--broker", f"{other.url},{third.url}",
-             "--workspace", str(ws.root)],
-            cwd=ws.elsewhere, env=child_env(), log=tmp_path / "projector.log",
+            [
+                str(BIN / "mam-projector"),
+                "--broker",
+                home.url,
+                "--broker",
+                f"{other.url},{third.url}",
+                "--workspace",
+                str(ws.root),
+            ],
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=tmp_path / "projector.log",
         )
         try:
             status = await wait_projector_online(other.url, ws_id, pid=projector.pid, timeout=30)
@@ -311,7 +401,9 @@ async def test_twenty_workspaces_on_one_broker_each_record_only_their_own_jobs(
 
     async def serve(space: WorkspacePaths, ready: anyio.Event) -> None:
         # 40 processes start at once: on a loaded 2-core machine the 20 s a single projector gets is short.
-        async with projector_process(mosquitto, space.root, space.elsewhere, log_dir=space.elsewhere, online_within=120):
+        async with projector_process(
+            mosquitto, space.root, space.elsewhere, log_dir=space.elsewhere, online_within=120
+        ):
             async with agent_runner(mosquitto.url, space, *mock_command(), name=f"r-{space.root.name}"):
                 ready.set()
                 await anyio.sleep_forever()

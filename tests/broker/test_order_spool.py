@@ -32,10 +32,6 @@ async def publish_in_order(client: aiomqtt.Client, ws_id: str, payloads: list[tu
             tg.start_soon(client.publish, f"mam/{ws_id}/jobs/{job_id}/events", payload, 1)
 
 
-
-
-
-
 async def test_one_ordered_publisher_is_recorded_in_its_order_on_mam_broker_spool(
     amqtt: RunningBroker, ws: WorkspacePaths, tmp_path: Path
 ) -> None:

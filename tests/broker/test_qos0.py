@@ -29,7 +29,9 @@ async def publish_qos0(port: int, ws: WorkspacePaths, prefix: str) -> dict[str, 
     sent = {f"{prefix}-{n}": f"{prefix}-e{n}" for n in range(SUBMITS)}
     for job_id, event_id in sent.items():
         topic = f"mam/{ws_id}/jobs/{job_id}/events"
-        result = await run([tool, "-p", str(port), "-t", topic, "-m", submit(job_id, event_id).decode()], cwd=ws.elsewhere)
+        result = await run(
+            [tool, "-p", str(port), "-t", topic, "-m", submit(job_id, event_id).decode()], cwd=ws.elsewhere
+        )
         assert result.returncode == 0, result.stderr
     return sent
 

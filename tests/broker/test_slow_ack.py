@@ -30,7 +30,9 @@ def _subscriber(port: int, client_id: str) -> aiomqtt.Client:
 
 
 async def _publish(port: int, topic: str, payload: bytes) -> None:
-    async with make_client(parse_broker_url(f"mqtt://127.0.0.1:{port}"), identifier=f"pub-{uuid.uuid4().hex[:6]}") as pub:
+    async with make_client(
+        parse_broker_url(f"mqtt://127.0.0.1:{port}"), identifier=f"pub-{uuid.uuid4().hex[:6]}"
+    ) as pub:
         await pub.publish(topic, payload, qos=1)
 
 

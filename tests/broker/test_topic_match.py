@@ -22,7 +22,9 @@ class _AmqttSelf:
 @settings(max_examples=3000)
 @given(st.lists(FILTER_LEVELS, min_size=1, max_size=5), st.lists(TOPIC_LEVELS, min_size=1, max_size=5))
 @pytest.mark.slow
-def test_a_compiled_filter_matches_exactly_what_amqtt_matches(filter_levels: list[str], topic_levels: list[str]) -> None:
+def test_a_compiled_filter_matches_exactly_what_amqtt_matches(
+    filter_levels: list[str], topic_levels: list[str]
+) -> None:
     a_filter, topic = "/".join(filter_levels), "/".join(topic_levels)
     assert matches(topic, a_filter) == Broker._matches(_AmqttSelf(), topic, a_filter), (topic, a_filter)  # type: ignore[arg-type]  # noqa: SLF001
 

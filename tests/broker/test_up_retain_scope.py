@@ -24,8 +24,13 @@ async def test_a_clients_retained_message_outside_mams_topics_is_delivered_live_
     ws: WorkspacePaths,
 ) -> None:
     ws_id = workspace_id(ws.root)
-    foreign = ["elsewhere/a", "elsewhere/b", f"mam/other-{ws_id[:8]}/agents/r1/status", f"mam/{ws_id}/jobs/j/events",
-               f"mam/{ws_id}/notes/x"]
+    foreign = [
+        "elsewhere/a",
+        "elsewhere/b",
+        f"mam/other-{ws_id[:8]}/agents/r1/status",
+        f"mam/{ws_id}/jobs/j/events",
+        f"mam/{ws_id}/notes/x",
+    ]
     runner = f"mam/{ws_id}/agents/r1/status"
     client_id = f"retainer-{uuid.uuid4().hex[:6]}"
     async with up_process(ws) as (daemon, port):

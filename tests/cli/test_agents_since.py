@@ -36,13 +36,29 @@ async def test_since_is_when_the_status_began_for_online_stopped_and_killed_runn
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         async with agent_runner(url, ws, *mock_command(), name="stops"):
             pass  # stopped by SIGTERM: it says offline itself
-        async with Watch(url, f"mam/{ws_id}/agents/r1/status") as status, \
-                agent_runner(url, ws, *mock_command(), name="r1") as runner:
+        async with (
+            Watch(url, f"mam/{ws_id}/agents/r1/status") as status,
+            agent_runner(url, ws, *mock_command(), name="r1") as runner,
+        ):
             online = await status.json(lambda s: s["status"] == "online")
             came = online["online_since"]
             assert came and "will" not in online, online
-            submitted = await run(mam("submit", "--prompt", "hang", "--agent", "mock", "--job-id", "job-h",
-                                      "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+            submitted = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "hang",
+                    "--agent",
+                    "mock",
+                    "--job-id",
+                    "job-h",
+                    "--broker",
+                    url,
+                    "--workspace",
+                    str(ws.root),
+                ),
+                cwd=ws.elsewhere,
+            )
             assert submitted.returncode == 0, submitted.stderr
             await wait_for_state(url, ws_id, "job-h", lambda r: r["status"] == "running")
             busy = await status.json(lambda s: s["jobs"] == ["job-h"])

@@ -16,8 +16,11 @@ from workspace_support import WorkspacePaths
 async def test_agents_counts_a_waiting_job_in_slots_and_jobs(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
     url, root, ws_id = mosquitto.url, str(ws.root), workspace_id(ws.root)
     script = f'a=$({BIN}/mam ask "Proceed?") || exit 9\necho "answer: $a"\n'
-    async with projector_process(mosquitto, ws.root, ws.elsewhere), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env(MAM_BROKER_URL=None)
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere),
+        agent_runner(
+            url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env(MAM_BROKER_URL=None)
+        ),
     ):
         async with Watch(url, f"mam/{ws_id}/agents/r1/status") as status:
             await submit(url, ws, "job-asks", script, agent="shell")

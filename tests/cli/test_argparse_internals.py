@@ -42,8 +42,9 @@ class _ParserWithOtherGroups(argparse.ArgumentParser):
         (_ParserWithOtherGroups, r"lacks _ParserWithOtherGroups\._mutually_exclusive_groups as list \(now tuple\)"),
     ],
 )
-def test_an_argparse_without_a_touched_name_is_refused_by_name(parser_class: type[argparse.ArgumentParser],
-                                                                named: str) -> None:
+def test_an_argparse_without_a_touched_name_is_refused_by_name(
+    parser_class: type[argparse.ArgumentParser], named: str
+) -> None:
     with pytest.raises(LibraryChanged, match=r"^Python 3\.\d+\.\d+'s argparse " + named):
         internals.check(parser_class)
 

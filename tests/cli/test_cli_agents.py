@@ -28,14 +28,30 @@ async def test_agents_lists_an_online_runner_and_its_jobs_then_offline_after_kil
     url, root = mosquitto.url, str(ws.root)
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         async with agent_runner(url, ws, *mock_command(), name="r1") as runner:
-            submitted = await run(mam("submit", "--prompt", "hang", "--agent", "mock", "--job-id", "job-h",
-                                      "--broker", url, "--workspace", root), cwd=ws.elsewhere)
+            submitted = await run(
+                mam(
+                    "submit",
+                    "--prompt",
+                    "hang",
+                    "--agent",
+                    "mock",
+                    "--job-id",
+                    "job-h",
+                    "--broker",
+                    url,
+                    "--workspace",
+                    root,
+                ),
+                cwd=ws.elsewhere,
+            )
             assert submitted.returncode == 0, submitted.stderr
             assert b"no runner" not in submitted.stderr, "a runner serves mock: no warning"
             await wait_for_state(url, workspace_id(ws.root), "job-h", lambda r: r["status"] == "running")
             status = f"mam/{workspace_id(ws.root)}/agents/r1/status"
-            async with Watch(url, status) as watch, \
-                    watching(ws.elsewhere, "agents", "--watch", "--json", "--broker", url, "--workspace", root) as live:
+            async with (
+                Watch(url, status) as watch,
+                watching(ws.elsewhere, "agents", "--watch", "--json", "--broker", url, "--workspace", root) as live,
+            ):
                 await watch.json(lambda s: s["jobs"] == ["job-h"])
                 await live.record(lambda s: s["agent_id"] == "r1" and s["jobs"] == ["job-h"])
                 [listed] = await _agents(url, ws)
@@ -57,8 +73,22 @@ async def test_agents_lists_an_online_runner_and_its_jobs_then_offline_after_kil
 
 async def test_submit_warns_on_stderr_when_no_runner_serves_the_agent(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     async with projector_process(amqtt, ws.root, ws.elsewhere):
-        result = await run(mam("submit", "--prompt", "p", "--agent", "codex", "--job-id", "job-w",
-                               "--broker", amqtt.url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        result = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "codex",
+                "--job-id",
+                "job-w",
+                "--broker",
+                amqtt.url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         assert await _agents(amqtt.url, ws) == []
     assert result.returncode == 0 and result.stdout.decode().strip() == "job-w", "recorded all the same"
     err = result.stderr.decode()
@@ -94,8 +124,7 @@ async def test_followers_say_what_they_wait_for_and_how_to_resume_after_ctrl_c(
     waits = "queued: no runner for 'nobody' is online"
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         submit = mam("submit", "--prompt", "p", "--agent", "nobody", "--job-id", "job-q", "--follow", *where)
-        async with await anyio.open_process(submit, cwd=ws.elsewhere, env=child_env(),
-                                            stderr=subprocess.PIPE) as proc:
+        async with await anyio.open_process(submit, cwd=ws.elsewhere, env=child_env(), stderr=subprocess.PIPE) as proc:
             await _stderr_until(proc, waits)
             said = await _interrupted(proc)
         assert "job job-q keeps running: `mam logs -f job-q` follows it again" in said

@@ -27,9 +27,20 @@ from workspace_support import WorkspacePaths
 
 @pytest.fixture
 def known(ws: WorkspacePaths) -> WorkspacePaths:
-    logged_job(ws, "kid-job", "2026-01-01T00:00:00",
-               ev.Submitted(prompt="p", agent="zeta-agent", labels={"team": "x"}, agent_session="s1", role="reviewer",
-                            model="opus-4", require={"gpu": "yes"}))
+    logged_job(
+        ws,
+        "kid-job",
+        "2026-01-01T00:00:00",
+        ev.Submitted(
+            prompt="p",
+            agent="zeta-agent",
+            labels={"team": "x"},
+            agent_session="s1",
+            role="reviewer",
+            model="opus-4",
+            require={"gpu": "yes"},
+        ),
+    )
     logged_job(ws, "other-job", "2026-01-01T00:01:00", ev.Submitted(prompt="p", agent="codex"), ev.Cancelled())
     for job in ("job-20260101-000200-5732ef", "job-20260101-000300-57a1b2"):  # generated ids: by their short id
         logged_job(ws, job, "2026-01-01T00:02:00", ev.Submitted(prompt="p", agent="codex"))
@@ -96,9 +107,11 @@ def bash_probe(line: str) -> str:
     """A bash script that asks `mam completion bash`'s function for `line`, as TAB at its end would, and prints
     each offer on a line."""
     words = line.split() + ([""] if line.endswith(" ") else [])
-    return (f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
-            f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
-            '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"')
+    return (
+        f"source <(mam completion bash); COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}; "
+        f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+        '_python_argcomplete mam; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
 
 
 @pytest.mark.slow
@@ -110,37 +123,53 @@ async def test_bash_completes_ids_statuses_agents_labels_and_never_file_names(kn
         assert done.returncode == 0, done.stderr
         assert sorted(done.stdout.decode().split()) == expected, line
     # registered without `-o default`: nothing offered is not readline's file names
-    done = await run(["bash", "-c", "source <(mam completion bash); complete -p mam"], cwd=known.elsewhere,
-                     env=_env(known))
-    assert done.stdout.decode().split()[:-1] == ["complete", "-o", "bashdefault", "-o", "nospace", "-F",
-                                                  "_python_argcomplete"]
+    done = await run(
+        ["bash", "-c", "source <(mam completion bash); complete -p mam"], cwd=known.elsewhere, env=_env(known)
+    )
+    assert done.stdout.decode().split()[:-1] == [
+        "complete",
+        "-o",
+        "bashdefault",
+        "-o",
+        "nospace",
+        "-F",
+        "_python_argcomplete",
+    ]
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None and os.environ.get("CI") != "true", reason="zsh is not installed (CI installs it)")
+@pytest.mark.skipif(
+    shutil.which("zsh") is None and os.environ.get("CI") != "true", reason="zsh is not installed (CI installs it)"
+)
 async def test_zsh_completes_through_its_script(known: WorkspacePaths) -> None:
     """The zsh script's own function, run by zsh, with `_describe` (the completion system's, which needs a
     terminal) replaced by one printing what it was handed."""
     for line, expected in SOME:
         words = line.split() + ([""] if line.endswith(" ") else [])
-        probe = ("autoload() { :; }; compdef() { :; }; is-at-least() { return 0; }; "
-                 '_describe() { print -rl -- "${(@P)2}"; }; source <(mam completion zsh); '
-                 f"BUFFER={shlex.quote(line)}; CURSOR=${{#BUFFER}}; words=({' '.join(shlex.quote(w) for w in words)}); "
-                 "_python_argcomplete")
+        probe = (
+            "autoload() { :; }; compdef() { :; }; is-at-least() { return 0; }; "
+            '_describe() { print -rl -- "${(@P)2}"; }; source <(mam completion zsh); '
+            f"BUFFER={shlex.quote(line)}; CURSOR=${{#BUFFER}}; words=({' '.join(shlex.quote(w) for w in words)}); "
+            "_python_argcomplete"
+        )
         done = await run(["zsh", "-f", "-c", probe], cwd=known.elsewhere, env=_env(known))
         assert done.returncode == 0, done.stderr
-        offered = sorted(entry.split(":", 1)[0].removeprefix("--sort-by=") for entry in done.stdout.decode().split("\n")
-                         if entry)  # zsh completes the whole word `--sort-by=-duration`
+        offered = sorted(
+            entry.split(":", 1)[0].removeprefix("--sort-by=") for entry in done.stdout.decode().split("\n") if entry
+        )  # zsh completes the whole word `--sort-by=-duration`
         assert offered == expected, line
 
 
-@pytest.mark.skipif(shutil.which("fish") is None and os.environ.get("CI") != "true", reason="fish is not installed (CI installs it)")
+@pytest.mark.skipif(
+    shutil.which("fish") is None and os.environ.get("CI") != "true", reason="fish is not installed (CI installs it)"
+)
 async def test_fish_completes_through_its_script(known: WorkspacePaths) -> None:
     for line, expected in SOME:
         probe = f"mam completion fish | source; complete -C {shlex.quote(line)}"
         done = await run(["fish", "--no-config", "-c", probe], cwd=known.elsewhere, env=_env(known))
         assert done.returncode == 0, done.stderr
-        offered = sorted(entry.split("\t", 1)[0].removeprefix("--sort-by=") for entry in done.stdout.decode().split("\n")
-                         if entry)
+        offered = sorted(
+            entry.split("\t", 1)[0].removeprefix("--sort-by=") for entry in done.stdout.decode().split("\n") if entry
+        )
         assert offered == expected, line
 
 
@@ -158,14 +187,19 @@ TYPED = [
 
 SHELLS = {
     "bash": (["bash", "--noprofile", "--rcfile", "{rc}", "-i"], 'source <(mam completion bash)\nPS1="READY> "\n', ""),
-    "zsh": (["zsh", "-f", "-i"], "", "autoload -U compinit; compinit -u; source <(mam completion zsh); PS1='READY''> '\r"),
+    "zsh": (
+        ["zsh", "-f", "-i"],
+        "",
+        "autoload -U compinit; compinit -u; source <(mam completion zsh); PS1='READY''> '\r",
+    ),
 }
 """How each shell starts interactive with mam's completion: its argv, an rc file ({rc}), what is typed first."""
 
 
 @pytest.mark.parametrize("shell", sorted(SHELLS))
 async def test_tab_at_an_interactive_shell_completes_in_place_and_never_offers_file_names(
-    known: WorkspacePaths, shell: str,
+    known: WorkspacePaths,
+    shell: str,
 ) -> None:
     """As a user types: TAB at an interactive bash (readline on a terminal, the script registered with
     `-o bashdefault`, which may fall back to bash's own completions) and zsh (its completion system, compinit).
@@ -179,8 +213,9 @@ async def test_tab_at_an_interactive_shell_completes_in_place_and_never_offers_f
     rc.write_text(rc_text)
     env = {**_env(known), "TERM": "dumb", "INPUTRC": "/dev/null", "HOME": str(known.elsewhere)}
     master, slave = pty.openpty()
-    proc = await anyio.open_process([arg.format(rc=rc) for arg in argv], cwd=known.elsewhere,
-                                    stdin=slave, stdout=slave, stderr=slave, env=env)
+    proc = await anyio.open_process(
+        [arg.format(rc=rc) for arg in argv], cwd=known.elsewhere, stdin=slave, stdout=slave, stderr=slave, env=env
+    )
     screen = _Screen(master)
     try:
         os.write(master, first.encode())

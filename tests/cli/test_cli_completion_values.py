@@ -22,8 +22,9 @@ from mam.registry.set_aside_file import SET_ASIDE_FILE, SHORT_ID, digest
 
 from workspace_support import WorkspacePaths
 
-_GENERATED = st.builds(lambda day, hexes: f"job-202601{day:02d}-120000-{hexes}",
-                       st.integers(1, 28), st.text("a5f", min_size=6, max_size=6))
+_GENERATED = st.builds(
+    lambda day, hexes: f"job-202601{day:02d}-120000-{hexes}", st.integers(1, 28), st.text("a5f", min_size=6, max_size=6)
+)
 """Generated ids from a 3-letter alphabet, so short ids collide often."""
 _NAMED = st.text("a5f-j", min_size=1, max_size=8).filter(lambda t: t[0] != "-")
 """Hand-named ids (`--job-id`), some of them starting with (or being) another job's short id."""
@@ -33,8 +34,13 @@ IDS = st.lists(st.one_of(_GENERATED, _NAMED), min_size=1, max_size=12, unique=Tr
 @pytest.mark.fast
 @given(IDS, st.data())
 def test_every_offer_starts_with_the_word_and_resolves_to_its_job(ids: list[str], data: st.DataObject) -> None:
-    typed = data.draw(st.one_of(st.text("a5fj-", max_size=4), st.sampled_from(ids).map(lambda i: i[: len(i) // 2]),
-                                st.sampled_from(ids).map(lambda i: i[-6:-3])))
+    typed = data.draw(
+        st.one_of(
+            st.text("a5fj-", max_size=4),
+            st.sampled_from(ids).map(lambda i: i[: len(i) // 2]),
+            st.sampled_from(ids).map(lambda i: i[-6:-3]),
+        )
+    )
     offers = id_forms(ids, typed)
     for offer, whole in offers.items():
         assert offer.startswith(typed)
@@ -74,7 +80,9 @@ def test_short_ids_are_what_every_message_shows_and_a_shared_one_falls_back_to_t
     assert id_forms(twins, "5732") == {}  # `mam show 5732ef` would be ambiguous
     assert id_forms(twins, "") == {twins[0]: "", twins[1]: ""}
     assert id_forms(["job-20260101-000100-5732ef", "5732ef-notes"], "") == {
-        "job-20260101-000100-5732ef": "", "5732ef-notes": ""}  # the id that starts with it would win
+        "job-20260101-000100-5732ef": "",
+        "5732ef-notes": "",
+    }  # the id that starts with it would win
 
 
 @pytest.mark.fast
@@ -93,8 +101,15 @@ def test_set_aside_ids_complete_by_the_short_id_mam_set_aside_shows(ws: Workspac
     complete = COMPLETERS["set-aside"]
     assert complete(prefix="", parsed_args=_args(ws)) == []  # no file yet
     ws.logs.mkdir(parents=True, exist_ok=True)
-    entry = {"set_aside_at": "2026-01-01T00:00:00Z", "topic": "mam/w/jobs/j/events", "reason": "RuntimeError: x",
-             "attempts": 1, "first_at": "2026-01-01T00:00:00Z", "payload_bytes": 2, "payload": "{}"}
+    entry = {
+        "set_aside_at": "2026-01-01T00:00:00Z",
+        "topic": "mam/w/jobs/j/events",
+        "reason": "RuntimeError: x",
+        "attempts": 1,
+        "first_at": "2026-01-01T00:00:00Z",
+        "payload_bytes": 2,
+        "payload": "{}",
+    }
     full = digest("mam/w/jobs/j/events", b"{}")
     (ws.logs / SET_ASIDE_FILE).write_text(json.dumps({**entry, "id": full}) + "\nnot json\n")
     assert complete(prefix="", parsed_args=_args(ws)) == [full[:SHORT_ID]]
@@ -108,8 +123,18 @@ def test_broker_offers_the_workspace_s_broker_without_its_password_and_the_defau
     assert complete(prefix="", parsed_args=_args(ws)) == [DEFAULT_BROKER_URL]
     runtime = ws.root / ".mam" / "runtime.json"
     runtime.parent.mkdir(parents=True, exist_ok=True)
-    runtime.write_text(json.dumps({"broker": "mqtt://127.0.0.1:28830", "pid": 1, "host": "elsewhere", "workspace": "w",
-                                   "started_at": "2026-01-01T00:00:00Z", "served_by": "mam up"}))
+    runtime.write_text(
+        json.dumps(
+            {
+                "broker": "mqtt://127.0.0.1:28830",
+                "pid": 1,
+                "host": "elsewhere",
+                "workspace": "w",
+                "started_at": "2026-01-01T00:00:00Z",
+                "served_by": "mam up",
+            }
+        )
+    )
     assert complete(prefix="", parsed_args=_args(ws)) == ["mqtt://127.0.0.1:28830", DEFAULT_BROKER_URL]
     assert complete(prefix="mqtt://127.0.0.1:2", parsed_args=_args(ws)) == ["mqtt://127.0.0.1:28830"]
     runtime.write_text("{damaged")
@@ -138,6 +163,8 @@ def test_free_values_offer_nothing_and_paths_offer_names(tmp_path: Path) -> None
     (tmp_path / "notes").write_text("")
     (tmp_path / "nested").mkdir()
     assert COMPLETERS["free"](prefix=str(tmp_path / "n")) == []
-    assert sorted(COMPLETERS["file"](prefix=str(tmp_path / "n"))) == [str(tmp_path / "nested") + "/",
-                                                                     str(tmp_path / "notes")]
+    assert sorted(COMPLETERS["file"](prefix=str(tmp_path / "n"))) == [
+        str(tmp_path / "nested") + "/",
+        str(tmp_path / "notes"),
+    ]
     assert COMPLETERS["dir"](prefix=str(tmp_path / "n")) == [str(tmp_path / "nested") + "/"]

@@ -25,8 +25,15 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def _record(job_id: str, **fields: object) -> JobRecord:
-    base: dict = {"job_id": job_id, "workspace": "w", "status": Status.SUBMITTED, "agent": "a", "prompt": "p",
-                  "submitted_at": "2026-05-01T11:00:00.000Z", "updated_at": "2026-05-01T11:00:00.000Z"}
+    base: dict = {
+        "job_id": job_id,
+        "workspace": "w",
+        "status": Status.SUBMITTED,
+        "agent": "a",
+        "prompt": "p",
+        "submitted_at": "2026-05-01T11:00:00.000Z",
+        "updated_at": "2026-05-01T11:00:00.000Z",
+    }
     return JobRecord(**(base | fields))
 
 
@@ -43,11 +50,18 @@ def test_spans_ages_and_since_read_like_people_write_them() -> None:
 
 @pytest.mark.fast
 def test_filter_parts_must_all_match() -> None:
-    job = _record("j", status=Status.RUNNING, agent="codex", agent_session="s1", labels={"team": "core", "x": "1"},
-                  parent="root")
+    job = _record(
+        "j", status=Status.RUNNING, agent="codex", agent_session="s1", labels={"team": "core", "x": "1"}, parent="root"
+    )
     assert JobFilter().matches(job)
-    assert JobFilter(statuses=parse_statuses(["failed,running"]), agent="codex", session="s1",
-                     labels={"team": "core"}, parent="root", since=NOW - timedelta(hours=2)).matches(job)
+    assert JobFilter(
+        statuses=parse_statuses(["failed,running"]),
+        agent="codex",
+        session="s1",
+        labels={"team": "core"},
+        parent="root",
+        since=NOW - timedelta(hours=2),
+    ).matches(job)
     assert not JobFilter(labels={"team": "core", "x": "2"}).matches(job)
     assert not JobFilter(since=NOW - timedelta(minutes=30)).matches(job)
     assert not JobFilter(agent="codex", session="other").matches(job)
@@ -80,8 +94,15 @@ async def test_jobs_filters_combine_newest_first(amqtt: RunningBroker, ws: Works
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
             recorded = {}
             for job_id, agent, session, labels, parent in jobs:
-                record = await pub.submit(prompt=f"do {job_id}", agent=agent, job_id=job_id, agent_session=session,
-                                          labels=labels, parent=parent, wait=True)
+                record = await pub.submit(
+                    prompt=f"do {job_id}",
+                    agent=agent,
+                    job_id=job_id,
+                    agent_session=session,
+                    labels=labels,
+                    parent=parent,
+                    wait=True,
+                )
                 recorded[job_id] = record
         topic = f"mam/{workspace_id(ws.root)}/jobs/job-kid1/events"
         await publish(url, topic, event("claimed", "c1", runner="r"))
@@ -97,7 +118,10 @@ async def test_jobs_filters_combine_newest_first(amqtt: RunningBroker, ws: Works
     assert await listed("--status", "running") == ["job-kid1"]
     assert await listed("--status", "running,submitted", "--agent", "claude") == ["job-kid2"]
     assert await listed("--status", "running", "--status", "submitted", "--agent", "codex") == [
-        "job-late", "job-kid1", "job-root"]
+        "job-late",
+        "job-kid1",
+        "job-root",
+    ]
     assert await listed("--session", "s1") == ["job-kid1", "job-root"]
     assert await listed("--label", "team=core") == ["job-late", "job-kid1", "job-root"]
     assert await listed("--label", "team=core", "--label", "area=db") == ["job-kid1"]
@@ -134,7 +158,7 @@ async def test_every_reading_command_takes_a_unique_prefix_or_suffix(amqtt: Runn
         lines = shown.stdout.decode().splitlines()
         assert lines[0].split() == ["Job:", ids[1]]
         at = next(i for i, line in enumerate(lines) if line.startswith("Prompt:"))
-        assert lines[at:at + 3] == [f"{'Prompt:':<14}line one", f"{'':<14}line two", f"{'':<14}    indented"]
+        assert lines[at : at + 3] == [f"{'Prompt:':<14}line one", f"{'':<14}line two", f"{'':<14}    indented"]
         assert any(line.startswith("Submitted:") and line.endswith(("ago)", "(just now)")) for line in lines)
 
         for command in ("show", "events", "logs"):

@@ -109,11 +109,14 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     base = ("--broker", url, "--workspace", str(ws.root))
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "2", agent="shell", env=child_env()),
     ):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            await pub.submit(prompt="printf 'one\\ntwo\\nthree\\n'; sleep 0.3", agent="shell", job_id="ok-job", wait=True)
+            await pub.submit(
+                prompt="printf 'one\\ntwo\\nthree\\n'; sleep 0.3", agent="shell", job_id="ok-job", wait=True
+            )
             await pub.submit(prompt="sleep 0.3; exit 7", agent="shell", job_id="bad-job", wait=True)
             await pub.submit(prompt="x", agent="nobody", job_id="queued-job", wait=True)
             await pub.submit(prompt="sleep 30", agent="shell", job_id="long-run", wait=True)
@@ -124,11 +127,16 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
         # -f --tail 1: the last logged line, then what comes live (the job goes on once it was shown)
         go = ws.elsewhere / "go"
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            await pub.submit(prompt=f"printf 'a\\nb\\nc\\n'; while [ ! -e {go} ]; do sleep 0.05; done; echo d",
-                             agent="shell", job_id="tail-job", wait=True)
+            await pub.submit(
+                prompt=f"printf 'a\\nb\\nc\\n'; while [ ! -e {go} ]; do sleep 0.05; done; echo d",
+                agent="shell",
+                job_id="tail-job",
+                wait=True,
+            )
         await wait_for_state(url, workspace_id(ws.root), "tail-job", lambda r: r["output_bytes"] >= 6, timeout=30)
-        async with await anyio.open_process(mam("logs", "tail-job", "-f", "--tail", "1", *base),
-                                            cwd=ws.elsewhere, env=child_env()) as logs:
+        async with await anyio.open_process(
+            mam("logs", "tail-job", "-f", "--tail", "1", *base), cwd=ws.elsewhere, env=child_env()
+        ) as logs:
             assert logs.stdout is not None
             with anyio.fail_after(20):
                 shown = b""
@@ -144,7 +152,9 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
         code, out, err = await _mam(ws, "--json", "wait", "ok-job", "bad", *base)  # a read: any unique suffix
         assert code == 1, err
         assert [(r["job_id"], r["status"], r["exit_code"]) for r in json.loads(out)] == [
-            ("ok-job", "succeeded", 0), ("bad-job", "failed", 7)]
+            ("ok-job", "succeeded", 0),
+            ("bad-job", "failed", 7),
+        ]
         assert "1 of 2 jobs did not succeed: bad-job failed" in err
         code, out, err = await _mam(ws, "wait", "queued-job", "--timeout", "0.5", *base)
         assert code == 3 and "had not ended within 0.5s; it is submitted" in err, err
@@ -163,10 +173,15 @@ async def test_wait_exits_with_the_jobs_outcome_and_logs_tail_with_timestamps(ws
 
 async def test_jobs_wide_sort_by_and_the_tree_under_a_root(ws: WorkspacePaths) -> None:
     logged_job(ws, "root-job", "2026-01-01T00:00:00", ev.Submitted(prompt="top", agent="claude"))
-    logged_job(ws, "kid-job", "2026-01-01T00:01:00",
-                ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"}),
-                ev.Claimed(runner="r1"), ev.Started(runner="r1"),
-                ev.Failed(exit_code=7, error="boom: the build broke " + "x" * 80))
+    logged_job(
+        ws,
+        "kid-job",
+        "2026-01-01T00:01:00",
+        ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"}),
+        ev.Claimed(runner="r1"),
+        ev.Started(runner="r1"),
+        ev.Failed(exit_code=7, error="boom: the build broke " + "x" * 80),
+    )
     logged_job(ws, "grandkid", "2026-01-01T00:02:00", ev.Submitted(prompt="deep", agent="aider", parent="kid-job"))
     logged_job(ws, "other-root", "2026-01-01T00:03:00", ev.Submitted(prompt="alone", agent="bash"))
     root = ("--workspace", str(ws.root))
@@ -196,13 +211,22 @@ async def test_jobs_wide_sort_by_and_the_tree_under_a_root(ws: WorkspacePaths) -
 
     code, out, err = await _mam(ws, "jobs", "tree", "kid-job", *root)
     assert code == 0 and out.splitlines() == [
-        "kid-job [failed] codex: under", "`-- grandkid [submitted] aider: deep"], err
+        "kid-job [failed] codex: under",
+        "`-- grandkid [submitted] aider: deep",
+    ], err
     code, out, _ = await _mam(ws, "jobs", "tree", *root)
-    assert out.splitlines() == ["root-job [submitted] claude: top", "`-- kid-job [failed] codex: under",
-                                "    `-- grandkid [submitted] aider: deep", "other-root [submitted] bash: alone"]
+    assert out.splitlines() == [
+        "root-job [submitted] claude: top",
+        "`-- kid-job [failed] codex: under",
+        "    `-- grandkid [submitted] aider: deep",
+        "other-root [submitted] bash: alone",
+    ]
     code, out, _ = await _mam(ws, "--json", "jobs", "tree", "root-j", *root)  # a read: a unique prefix will do
     assert [(r["job_id"], r["status"]) for r in json.loads(out)] == [
-        ("root-job", "submitted"), ("kid-job", "failed"), ("grandkid", "submitted")]
+        ("root-job", "submitted"),
+        ("kid-job", "failed"),
+        ("grandkid", "submitted"),
+    ]
     code, _, err = await _mam(ws, "jobs", "tree", "nosuch", *root)
     assert code == 1 and "no job 'nosuch'" in err
 
@@ -221,11 +245,15 @@ async def test_completion_scripts_for_bash_zsh_and_fish_complete_commands_and_ch
     assert code == 2 and "'tcsh'" in err
     # the bash script, sourced in a real bash, completes a command and a flag's choices through mam itself
     env = child_env(PATH=f"{BIN}:/usr/bin:/bin")
-    for line, words, expected in (("mam can", "mam can", ["cancel"]),
-                                  ("mam jobs --sort-by d", "mam jobs --sort-by d", ["duration"])):
-        probe = (f'source <(mam completion bash); COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; '
-                 f"COMP_WORDS=({words}); COMP_CWORD={len(words.split()) - 1}; _python_argcomplete mam; "
-                 'printf "%s\\n" "${COMPREPLY[@]}"')
+    for line, words, expected in (
+        ("mam can", "mam can", ["cancel"]),
+        ("mam jobs --sort-by d", "mam jobs --sort-by d", ["duration"]),
+    ):
+        probe = (
+            f'source <(mam completion bash); COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; '
+            f"COMP_WORDS=({words}); COMP_CWORD={len(words.split()) - 1}; _python_argcomplete mam; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
         done = await run(["bash", "-c", probe], cwd=ws.elsewhere, env=env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.decode().split() == expected
@@ -243,8 +271,12 @@ async def test_prune_dry_run_lines_up_every_id(ws: WorkspacePaths) -> None:
 
 async def test_show_prints_git_and_labels_in_words(ws: WorkspacePaths) -> None:
     git = ev.GitInfo(commit="abc1234", branch="main", dirty=True)
-    logged_job(ws, "show-job", "2026-01-01T00:00:00",
-                ev.Submitted(prompt="p", agent="x", labels={"team": "x", "k": "v"}, git=git))
+    logged_job(
+        ws,
+        "show-job",
+        "2026-01-01T00:00:00",
+        ev.Submitted(prompt="p", agent="x", labels={"team": "x", "k": "v"}, git=git),
+    )
     code, out, err = await _mam(ws, "show", "show-job", "--workspace", str(ws.root))
     assert code == 0, err
     lines = out.splitlines()
@@ -257,17 +289,21 @@ async def test_logs_follow_of_a_job_queued_behind_a_busy_runner_says_so_first(ws
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     go = ws.elsewhere / "go"
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--concurrency", "1", agent="shell", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(url, ws, "--profile", "shell", "--concurrency", "1", agent="shell", env=child_env()),
     ):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            await pub.submit(prompt=f"while [ ! -e {go} ]; do sleep 0.05; done", agent="shell", job_id="busy-job",
-                             wait=True)
-            await wait_for_state(url, workspace_id(ws.root), "busy-job", lambda r: r["status"] == "running",
-                                 timeout=30)
+            await pub.submit(
+                prompt=f"while [ ! -e {go} ]; do sleep 0.05; done", agent="shell", job_id="busy-job", wait=True
+            )
+            await wait_for_state(url, workspace_id(ws.root), "busy-job", lambda r: r["status"] == "running", timeout=30)
             await pub.submit(prompt="echo done", agent="shell", job_id="next-job", wait=True)
-        async with await anyio.open_process(mam("logs", "next-job", "-f", "--broker", url, "--workspace", str(ws.root)),
-                                            cwd=ws.elsewhere, env=child_env()) as logs:
+        async with await anyio.open_process(
+            mam("logs", "next-job", "-f", "--broker", url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+        ) as logs:
             assert logs.stderr is not None and logs.stdout is not None
             with anyio.fail_after(20):
                 said = b""
@@ -287,5 +323,7 @@ def test_a_reused_job_id_is_refused_as_taken_whether_the_job_finished_or_not() -
     for status in (Status.SUCCEEDED, Status.RUNNING):
         refused = apply(msgspec.structs.replace(first, status=status), ev.Submitted(prompt="q", agent="a"), ctx)
         assert isinstance(refused, Refusal)
-        assert refused.reason == (f"job id 'build1' is taken: that job was already submitted and is {status.value}; "
-                                  "pick a new job id (or leave --job-id out for a generated one)")
+        assert refused.reason == (
+            f"job id 'build1' is taken: that job was already submitted and is {status.value}; "
+            "pick a new job id (or leave --job-id out for a generated one)"
+        )

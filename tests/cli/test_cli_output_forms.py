@@ -26,8 +26,6 @@ async def _mam(ws: WorkspacePaths, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-
-
 def _ran(seconds: int) -> tuple[ev.AnyEvent, ...]:
     """Claimed, started and succeeded `seconds` apart (the log's entries are 1 s apart: pad with outputs)."""
     pads = tuple(ev.Output(text=f"line {n}\n", seq=n) for n in range(seconds - 1))
@@ -38,20 +36,35 @@ def _ran(seconds: int) -> tuple[ev.AnyEvent, ...]:
 def jobs(ws: WorkspacePaths) -> WorkspacePaths:
     """Four jobs: a tree (root-job > kid-job > grandkid) and one alone; kid-job ran 5 s, other-root 2 s."""
     logged_job(ws, "root-job", "2026-01-01T00:00:00", ev.Submitted(prompt="top", agent="claude-code"))
-    logged_job(ws, "kid-job", "2026-01-01T00:01:00",
-               ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"},
-                            agent_session="s1"), *_ran(5))
+    logged_job(
+        ws,
+        "kid-job",
+        "2026-01-01T00:01:00",
+        ev.Submitted(prompt="under", agent="codex", parent="root-job", labels={"team": "x"}, agent_session="s1"),
+        *_ran(5),
+    )
     logged_job(ws, "grandkid", "2026-01-01T00:02:00", ev.Submitted(prompt="deep", agent="aider", parent="kid-job"))
-    logged_job(ws, "other-root", "2026-01-01T00:03:00",
-               ev.Submitted(prompt="alone \x1b[31mred", agent="shell", agent_session="s1"), *_ran(2))
+    logged_job(
+        ws,
+        "other-root",
+        "2026-01-01T00:03:00",
+        ev.Submitted(prompt="alone \x1b[31mred", agent="shell", agent_session="s1"),
+        *_ran(2),
+    )
     return ws
 
 
 async def _forms(ws: WorkspacePaths, *command: str) -> dict[str, str]:
     """`command` printed in each form, and with --json; each exits 0."""
     printed = {}
-    for name, flags in (("table", ()), ("json", ("-o", "json")), ("--json", ("--json",)), ("yaml", ("-o", "yaml")),
-                        ("name", ("-o", "name")), ("wide", ("-o", "wide"))):
+    for name, flags in (
+        ("table", ()),
+        ("json", ("-o", "json")),
+        ("--json", ("--json",)),
+        ("yaml", ("-o", "yaml")),
+        ("name", ("-o", "name")),
+        ("wide", ("-o", "wide")),
+    ):
         code, out, err = await _mam(ws, *command, *flags)
         assert code == 0, (command, flags, err)
         printed[name] = out
@@ -126,8 +139,11 @@ async def test_usage_events_sessions_and_show_list_in_every_form(jobs: Workspace
 
 async def test_worktrees_lists_in_every_form(jobs: WorkspacePaths) -> None:
     def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(jobs.root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(jobs.root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+        )
 
     git("init", "-q", "-b", "main")
     (jobs.root / ".gitignore").write_text(".mam/\n")
@@ -159,9 +175,18 @@ async def test_sort_by_takes_a_sign_for_the_direction(jobs: WorkspacePaths) -> N
 
 
 async def test_an_unknown_id_exits_non_zero_for_every_command_that_reads_one(jobs: WorkspacePaths) -> None:
-    commands = [("jobs", "--parent", "nosuch"), ("jobs", "tree", "nosuch"), ("jobs", "--parent", "nosuch", "-o", "name"),
-                ("show", "nosuch"), ("events", "nosuch"), ("logs", "nosuch"), ("diff", "nosuch"),
-                ("merge", "nosuch"), ("discard", "nosuch"), ("show", "nosuch", "-o", "yaml")]
+    commands = [
+        ("jobs", "--parent", "nosuch"),
+        ("jobs", "tree", "nosuch"),
+        ("jobs", "--parent", "nosuch", "-o", "name"),
+        ("show", "nosuch"),
+        ("events", "nosuch"),
+        ("logs", "nosuch"),
+        ("diff", "nosuch"),
+        ("merge", "nosuch"),
+        ("discard", "nosuch"),
+        ("show", "nosuch", "-o", "yaml"),
+    ]
     for command in commands:
         code, out, err = await _mam(jobs, *command)
         assert code == 1 and out == "" and "'nosuch'" in err and err.count("\n") == 1, (command, code, err)
@@ -190,8 +215,11 @@ async def test_help_groups_the_commands_as_kubectl_does(ws: WorkspacePaths) -> N
 async def test_agents_list_in_every_form_and_writes_to_unknown_jobs_exit_1(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
-    async with up_process(ws.root, ws.elsewhere, port), agent_runner(
-        url, ws, "--profile", "shell", "--label", "gpu=a100", agent="shell", name="runner-one", env=child_env()
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        agent_runner(
+            url, ws, "--profile", "shell", "--label", "gpu=a100", agent="shell", name="runner-one", env=child_env()
+        ),
     ):
         printed = await _forms(ws, "agents", "--broker", url)
         assert printed["name"] == "runner/runner-one\n"
@@ -203,9 +231,18 @@ async def test_agents_list_in_every_form_and_writes_to_unknown_jobs_exit_1(ws: W
         assert code == 0 and "Traceback" not in err, err
         code, _, err = await _mam(ws, "jobs", "--limit", "99999999999999999999999")
         assert code == 2 and err.count("\n") == 1 and "--limit" in err, err
-        for command in (("cancel", "nosuch"), ("retry", "nosuch"), ("answer", "nosuch", "yes"), ("wait", "nosuch"),
-                        ("logs", "nosuch", "-f"), ("submit", "--prompt", "p", "--agent", "shell", "--parent", "nosuch"),
-                        ("submit", "--prompt", "p", "--agent", "shell", "--after", "nosuch")):
-            code, out, err = await _mam(ws, *command, "--broker", url, "--timeout", "10") if command[0] != "logs" \
+        for command in (
+            ("cancel", "nosuch"),
+            ("retry", "nosuch"),
+            ("answer", "nosuch", "yes"),
+            ("wait", "nosuch"),
+            ("logs", "nosuch", "-f"),
+            ("submit", "--prompt", "p", "--agent", "shell", "--parent", "nosuch"),
+            ("submit", "--prompt", "p", "--agent", "shell", "--after", "nosuch"),
+        ):
+            code, out, err = (
+                await _mam(ws, *command, "--broker", url, "--timeout", "10")
+                if command[0] != "logs"
                 else await _mam(ws, *command, "--broker", url)
+            )
             assert code == 1 and "nosuch" in err and "Traceback" not in err, (command, code, err)

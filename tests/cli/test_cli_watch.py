@@ -23,10 +23,6 @@ from workspace_support import WorkspacePaths
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-
-
-
-
 async def test_watch_json_emits_a_line_per_new_job_and_status_change_and_ctrl_c_exits_0(
     amqtt: RunningBroker, ws: WorkspacePaths
 ) -> None:
@@ -36,16 +32,21 @@ async def test_watch_json_emits_a_line_per_new_job_and_status_change_and_ctrl_c_
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
             await pub.submit(prompt="before", agent="a", job_id="job-old", wait=True)
-            async with watching(ws.elsewhere, "jobs", "--watch", "--json", *where) as everything, \
-                    watching(ws.elsewhere, "watch", "--agent", "b", *where) as only_b:
+            async with (
+                watching(ws.elsewhere, "jobs", "--watch", "--json", *where) as everything,
+                watching(ws.elsewhere, "watch", "--agent", "b", *where) as only_b,
+            ):
                 first = await everything.record(lambda r: True)
                 assert (first["job_id"], first["status"]) == ("job-old", "submitted")
 
                 await pub.submit(prompt="after", agent="a", job_id="job-new", wait=True)
                 new = await everything.record(lambda r: r["job_id"] == "job-new")
                 assert new["status"] == "submitted" and new["submitted_at"].endswith("Z"), "ISO 8601 UTC"
-                for kind, fields, status in (("claimed", {"runner": "r"}, "claimed"), ("started", {}, "running"),
-                                             ("succeeded", {"result": "ok"}, "succeeded")):
+                for kind, fields, status in (
+                    ("claimed", {"runner": "r"}, "claimed"),
+                    ("started", {}, "running"),
+                    ("succeeded", {"result": "ok"}, "succeeded"),
+                ):
                     await publish(url, topic, event(kind, f"e-{kind}", **fields))
                     changed = await everything.record(lambda r: r["job_id"] == "job-new")
                     assert changed["status"] == status
@@ -64,12 +65,11 @@ async def test_watch_of_an_unreachable_broker_is_one_line_exit_3(ws: WorkspacePa
     from brokers import free_port
     from support import run
 
-    result = await run(mam("watch", "--broker", f"mqtt://127.0.0.1:{free_port()}", "--workspace", str(ws.root)),
-                       cwd=ws.elsewhere)
+    result = await run(
+        mam("watch", "--broker", f"mqtt://127.0.0.1:{free_port()}", "--workspace", str(ws.root)), cwd=ws.elsewhere
+    )
     assert result.returncode == 3 and b"cannot reach the MQTT broker" in result.stderr
     assert result.stderr.count(b"\n") == 1, result.stderr
-
-
 
 
 async def test_on_a_terminal_the_table_is_redrawn_in_place_coloured_unless_no_color(
@@ -85,8 +85,9 @@ async def test_on_a_terminal_the_table_is_redrawn_in_place_coloured_unless_no_co
             for no_color, coloured in ((None, True), ("1", False)):
                 master, slave = pty.openpty()
                 try:
-                    proc = await anyio.open_process(mam("watch", *where), cwd=ws.elsewhere, stdout=slave,
-                                                    env=child_env(NO_COLOR=no_color))
+                    proc = await anyio.open_process(
+                        mam("watch", *where), cwd=ws.elsewhere, stdout=slave, env=child_env(NO_COLOR=no_color)
+                    )
                     async with proc:
                         first = await _read_until(master, b"Ctrl-C to stop")
                         assert b"\x1b[H\x1b[2J" in first and b"job-t1" in first
@@ -115,8 +116,13 @@ async def test_a_watch_outlives_a_mam_up_restart_and_shows_a_job_submitted_after
     async with up_process(ws.root, ws.elsewhere, port):
         async with Publisher(workspace, parse_broker_url(url)) as pub:
             await pub.submit(prompt="before", agent="a", job_id="job-before", wait=True)
-        proc = await anyio.open_process(mam("watch", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere,
-                                        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = await anyio.open_process(
+            mam("watch", "--broker", url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         watch = Lines(proc)
         await watch.next(lambda line: "job-before" in line)
     try:
@@ -149,8 +155,10 @@ async def test_piped_watch_lines_are_a_jobs_status_changes_with_their_times(
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
             await pub.submit(prompt="ten lines", agent="a", job_id="job-ten", wait=True)
-            async with watching(ws.elsewhere, "watch", *where) as piped, \
-                    watching(ws.elsewhere, "watch", "--json", *where) as records:
+            async with (
+                watching(ws.elsewhere, "watch", *where) as piped,
+                watching(ws.elsewhere, "watch", "--json", *where) as records,
+            ):
                 await piped.next()
                 await records.next()
                 await publish(amqtt.url, topic, event("claimed", "e-claimed", runner="r"))

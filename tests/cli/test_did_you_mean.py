@@ -1,4 +1,4 @@
-""""Did you mean": a mistyped command, flag or choice names the nearest known one in its one-line error
+""" "Did you mean": a mistyped command, flag or choice names the nearest known one in its one-line error
 (exit 2), as `mam` is run; generated typos of every command and of every flag of `mam jobs` (hypothesis),
 each answered in one line without a traceback (issue 43, part 5)."""
 
@@ -21,21 +21,39 @@ from workspace_support import WorkspacePaths
 COMMANDS = [name for _, names in HELP_GROUPS for name in names]
 
 
-@pytest.mark.parametrize(("typed", "said"), [
-    (["job"], "mam: error: COMMAND: invalid choice: 'job'; did you mean 'jobs'? (see mam --help)"),
-    (["jobs", "--stauts", "running"],
-     "mam jobs: error: --stauts: no such flag; did you mean --status? (see mam jobs --help)"),
-    (["submit", "--agnet", "shell", "--prompt", "p"],
-     "mam submit: error: --agnet: no such flag; did you mean --agent? (see mam submit --help)"),
-    (["jobs", "-o", "jsn"], "mam jobs: error: -o: invalid choice: 'jsn' (choose from 'json', 'yaml', 'name', "
-                            "'wide'); did you mean 'json'? (see mam jobs --help)"),
-    (["jobs", "tre"], "mam jobs: error: view: invalid choice: 'tre' (choose from 'list', 'tree'); did you mean "
-                      "'tree'? (see mam jobs --help)"),
-    (["--wrkspace", ".", "jobs"], "mam: error: --wrkspace: no such flag; did you mean --workspace? (see mam --help)"),
-    (["session", "create", "--rloe", "r"],  # a nested command's flags are its own
-     "mam session create: error: --rloe: no such flag; did you mean --role? (see mam session create --help)"),
-    (["jobs", "--frobnicate"], "mam jobs: error: --frobnicate: no such flag (see mam jobs --help)"),
-])
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (["job"], "mam: error: COMMAND: invalid choice: 'job'; did you mean 'jobs'? (see mam --help)"),
+        (
+            ["jobs", "--stauts", "running"],
+            "mam jobs: error: --stauts: no such flag; did you mean --status? (see mam jobs --help)",
+        ),
+        (
+            ["submit", "--agnet", "shell", "--prompt", "p"],
+            "mam submit: error: --agnet: no such flag; did you mean --agent? (see mam submit --help)",
+        ),
+        (
+            ["jobs", "-o", "jsn"],
+            "mam jobs: error: -o: invalid choice: 'jsn' (choose from 'json', 'yaml', 'name', "
+            "'wide'); did you mean 'json'? (see mam jobs --help)",
+        ),
+        (
+            ["jobs", "tre"],
+            "mam jobs: error: view: invalid choice: 'tre' (choose from 'list', 'tree'); did you mean "
+            "'tree'? (see mam jobs --help)",
+        ),
+        (
+            ["--wrkspace", ".", "jobs"],
+            "mam: error: --wrkspace: no such flag; did you mean --workspace? (see mam --help)",
+        ),
+        (
+            ["session", "create", "--rloe", "r"],  # a nested command's flags are its own
+            "mam session create: error: --rloe: no such flag; did you mean --role? (see mam session create --help)",
+        ),
+        (["jobs", "--frobnicate"], "mam jobs: error: --frobnicate: no such flag (see mam jobs --help)"),
+    ],
+)
 async def test_a_typo_names_the_nearest_command_flag_or_choice(typed: list[str], said: str, ws: WorkspacePaths) -> None:
     done = await run(mam(*typed), cwd=ws.elsewhere)
     assert done.returncode == 2, done.stderr
@@ -50,16 +68,33 @@ async def test_what_argparse_already_took_still_works(ws: WorkspacePaths) -> Non
     assert done.returncode == 0 and b"no jobs in" in done.stderr, done.stderr
     done = await run(mam("jobs", "--json", "--workspace", root), cwd=ws.elsewhere)
     assert done.returncode == 0 and done.stdout.strip() == b"[]", done.stderr
-    done = await run(mam("submit", "--agent", "a", "--prompt", "p", "--priority", "-5", "--broker",
-                         "mqtt://127.0.0.1:9", "--workspace", root), cwd=ws.elsewhere)
+    done = await run(
+        mam(
+            "submit",
+            "--agent",
+            "a",
+            "--prompt",
+            "p",
+            "--priority",
+            "-5",
+            "--broker",
+            "mqtt://127.0.0.1:9",
+            "--workspace",
+            root,
+        ),
+        cwd=ws.elsewhere,
+    )
     assert done.returncode == 3 and b"no such flag" not in done.stderr, done.stderr  # parsed; no broker there
 
 
 def _refusal(argv: list[str]) -> tuple[int, str]:
     """The exit code and stderr of parsing `argv` as `mam` does (the lazy parser, each command on demand)."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
-            pytest.raises(SystemExit) as stopped:
+    with (
+        contextlib.redirect_stderr(err),
+        contextlib.redirect_stdout(io.StringIO()),
+        pytest.raises(SystemExit) as stopped,
+    ):
         build_parser(lazy=True).parse_args(argv)
     return int(stopped.value.code or 0), err.getvalue()
 
@@ -67,8 +102,11 @@ def _refusal(argv: list[str]) -> tuple[int, str]:
 def _typos(word: str) -> st.SearchStrategy[str]:
     """`word` with one letter dropped, doubled or swapped with the next."""
     at = st.integers(0, len(word) - 2)
-    return st.one_of(at.map(lambda i: word[:i] + word[i + 1:]), at.map(lambda i: word[:i] + word[i] + word[i:]),
-                     at.map(lambda i: word[:i] + word[i + 1] + word[i] + word[i + 2:]))
+    return st.one_of(
+        at.map(lambda i: word[:i] + word[i + 1 :]),
+        at.map(lambda i: word[:i] + word[i] + word[i:]),
+        at.map(lambda i: word[:i] + word[i + 1] + word[i] + word[i + 2 :]),
+    )
 
 
 @pytest.mark.fast
@@ -86,8 +124,19 @@ def test_a_generated_typo_of_a_command_is_one_line_naming_a_real_command(pair: t
         assert suggested in COMMANDS, err
 
 
-JOBS_FLAGS = ["--status", "--agent", "--session", "--label", "--parent", "--since", "--limit", "--sort-by",
-              "--watch", "--workspace", "--broker"]
+JOBS_FLAGS = [
+    "--status",
+    "--agent",
+    "--session",
+    "--label",
+    "--parent",
+    "--since",
+    "--limit",
+    "--sort-by",
+    "--watch",
+    "--workspace",
+    "--broker",
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -95,8 +144,19 @@ JOBS_FLAGS = ["--status", "--agent", "--session", "--label", "--parent", "--sinc
 def test_a_generated_typo_of_a_flag_is_one_line_naming_a_flag_of_the_command(pair: tuple[str, str]) -> None:
     flag, typo = pair
     typed = f"--{typo}"
-    if any(known.startswith(typed) for known in [*JOBS_FLAGS, "--json", "--registry-dir", "--logs-dir",
-                                                   "--workspace-id", "--verbose", "--output", "--help"]):
+    if any(
+        known.startswith(typed)
+        for known in [
+            *JOBS_FLAGS,
+            "--json",
+            "--registry-dir",
+            "--logs-dir",
+            "--workspace-id",
+            "--verbose",
+            "--output",
+            "--help",
+        ]
+    ):
         return  # still a flag, or the start of one (argparse takes that)
     code, err = _refusal(["jobs", typed, "x"])
     assert code == 2 and err.count("\n") == 1, err

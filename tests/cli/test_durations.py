@@ -48,8 +48,11 @@ async def test_an_overlong_retention_in_the_config_is_refused_at_start_in_one_li
     config = ws.root / ".mam" / "config.json"
     config.parent.mkdir()
     config.write_text(json.dumps({"retention": {"older_than": "30d", "every": "1h"} | {key: OVERLONG}}))
-    argv = (mam("up", "--port", "0") if command == "mam up"
-            else [str(BIN / "mam-projector"), "--broker", "mqtt://127.0.0.1:9"])
+    argv = (
+        mam("up", "--port", "0")
+        if command == "mam up"
+        else [str(BIN / "mam-projector"), "--broker", "mqtt://127.0.0.1:9"]
+    )
     result = await run([*argv, "--workspace", str(ws.root)], cwd=ws.elsewhere, env=child_env(), timeout=20)
     assert result.returncode == 2, result.stderr
     line = one_line(result.stderr)

@@ -24,6 +24,7 @@ def _outcome(stderr: str) -> str:
     [line] = [line for line in stderr.splitlines() if line.startswith("mam: job ")]
     return line.removeprefix("mam: ")
 
+
 Restart = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]
 """Take the service down; bring it back on the same port."""
 
@@ -67,8 +68,20 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
     async with served(kind, ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"):
         where = ("--broker", url, "--workspace", str(ws.root))
         fence = tmp_path / "restarting"
-        follow = Command("submit", "submit", "--agent", "shell", "--prompt", ticking(fence), "--job-id", "job-tick",
-                         "--follow", *where, cwd=ws.elsewhere, logs=tmp_path)
+        follow = Command(
+            "submit",
+            "submit",
+            "--agent",
+            "shell",
+            "--prompt",
+            ticking(fence),
+            "--job-id",
+            "job-tick",
+            "--follow",
+            *where,
+            cwd=ws.elsewhere,
+            logs=tmp_path,
+        )
         await follow.said("job-tick\n")  # recorded
         logs = Command("logs", "logs", "-f", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
         wait = Command("wait", "wait", "job-tick", *where, cwd=ws.elsewhere, logs=tmp_path)
@@ -102,24 +115,32 @@ async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answe
 ) -> None:
     ws_id = workspace_id(ws.root)
     script = f'a=$({BIN}/mam ask "Proceed?" --choice yes --choice no) || exit 9\necho "answer: $a"\n'
-    async with served("mam-up", ws, tmp_path) as (url, (down, up)), agent_runner(
-        url, ws, "--profile", "shell", agent="shell", env=child_env(MAM_BROKER_URL=None)  # the job gets --broker
-    ) as runner:
+    async with (
+        served("mam-up", ws, tmp_path) as (url, (down, up)),
+        agent_runner(
+            url,
+            ws,
+            "--profile",
+            "shell",
+            agent="shell",
+            env=child_env(MAM_BROKER_URL=None),  # the job gets --broker
+        ) as runner,
+    ):
         await submit(url, ws, "job-ask", script, agent="shell")
         await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] == "waiting", timeout=30)
         await down()
         await up()
         still = await wait_for_state(url, ws_id, "job-ask")
         assert still["status"] == "waiting", still
-        answered = await run(mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        answered = await run(
+            mam("answer", "job-ask", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         # taken once the job's runner is heard from again (projector/answer_hold.py): on a loaded machine its
         # reconnect can take longer than `mam answer`'s 10 s before it sends again, and the verdict then found
         # the job already past its answer
         assert answered.returncode == 0, answered.stderr
         assert answered.stdout in (b"job-ask running\n", b"job-ask succeeded\n"), answered
-        done = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] in ("succeeded", "failed"),
-                                    timeout=30)
+        done = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] in ("succeeded", "failed"), timeout=30)
     assert done["status"] == "succeeded" and done["result"] == "answer: yes\n", (done, runner.output())
     assert done["answer"] == "yes"
 
@@ -138,8 +159,11 @@ async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_p
     from mcp_support import call, mcp_session
 
     ws_id = workspace_id(ws.root)
-    async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
-            mcp_session(ws, "--broker", url) as session:
+    async with (
+        served("mam-up", ws, tmp_path) as (url, (down, up)),
+        shell_runner(url, ws, "r1"),
+        mcp_session(ws, "--broker", url) as session,
+    ):
         ended: dict = {}
 
         async def wait_job() -> None:
@@ -149,8 +173,9 @@ async def test_mcp_wait_job_rides_out_a_mam_up_restart(ws: WorkspacePaths, tmp_p
         await submit(url, ws, "job-tick", ticking(fence), agent="shell")
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait_job)
-            await wait_for_state(url, ws_id, "job-tick", lambda r: r["output_bytes"] >= len("tick 1\ntick 2\n"),
-                                 timeout=30)
+            await wait_for_state(
+                url, ws_id, "job-tick", lambda r: r["output_bytes"] >= len("tick 1\ntick 2\n"), timeout=30
+            )
             await down()
             fence.touch()
             await up()
@@ -164,8 +189,11 @@ async def test_mcp_ask_person_keeps_waiting_across_a_mam_up_restart_and_gets_the
     import anyio
     from mcp_support import call, mcp_session
 
-    async with served("mam-up", ws, tmp_path) as (url, (down, up)), shell_runner(url, ws, "r1"), \
-            mcp_session(ws, "--broker", url) as session:
+    async with (
+        served("mam-up", ws, tmp_path) as (url, (down, up)),
+        shell_runner(url, ws, "r1"),
+        mcp_session(ws, "--broker", url) as session,
+    ):
         await submit(url, ws, "job-q", "sleep 20", agent="shell")
         await wait_for_state(url, workspace_id(ws.root), "job-q", lambda r: r["status"] == "running", timeout=30)
         first = await call(session, "ask_person", question="Go?", job="job-q", timeout=0.5)
@@ -173,15 +201,23 @@ async def test_mcp_ask_person_keeps_waiting_across_a_mam_up_restart_and_gets_the
         answered: dict = {}
 
         async def keep_waiting() -> None:
-            answered.update(await call(session, "ask_person", question="Go?", job="job-q",
-                                       question_id=first["question_id"], timeout=90))
+            answered.update(
+                await call(
+                    session, "ask_person", question="Go?", job="job-q", question_id=first["question_id"], timeout=90
+                )
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(keep_waiting)
             await down()
             await up()
-            answer = await run(mam("answer", "job-q", "yes", "--broker", url, "--workspace", str(ws.root)),
-                               cwd=ws.elsewhere)
+            answer = await run(
+                mam("answer", "job-q", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert answer.returncode == 0, answer.stderr
-    assert answered == {"job_id": "job-q", "question_id": first["question_id"], "status": "answered",
-                        "answer": "yes"}, answered
+    assert answered == {
+        "job_id": "job-q",
+        "question_id": first["question_id"],
+        "status": "answered",
+        "answer": "yes",
+    }, answered

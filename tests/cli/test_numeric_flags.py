@@ -56,19 +56,35 @@ def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[tu
             yield path, action
 
 
-PROGRAMS = {"mam": mam_parser, "mam-agent": agent_parser, "mam-broker": broker_parser,
-            "mam-projector": projector_parser}
-FLAGS = [(program, path, action.option_strings[-1], action)
-         for program, build in PROGRAMS.items() for path, action in _walk(build(), ())]
+PROGRAMS = {
+    "mam": mam_parser,
+    "mam-agent": agent_parser,
+    "mam-broker": broker_parser,
+    "mam-projector": projector_parser,
+}
+FLAGS = [
+    (program, path, action.option_strings[-1], action)
+    for program, build in PROGRAMS.items()
+    for path, action in _walk(build(), ())
+]
 IDS = [" ".join((program, *path, flag)) for program, path, flag, _ in FLAGS]
 
 
 @pytest.mark.fast
 def test_the_walk_finds_the_numeric_flags() -> None:
     found = set(IDS)
-    for expected in ("mam jobs --limit", "mam logs --tail", "mam up --port", "mam submit --job-timeout",
-                     "mam retry --timeout", "mam session create --timeout", "mam-agent --concurrency",
-                     "mam-broker --max-connections", "mam-projector --lease", "mam submit --max-turns"):
+    for expected in (
+        "mam jobs --limit",
+        "mam logs --tail",
+        "mam up --port",
+        "mam submit --job-timeout",
+        "mam retry --timeout",
+        "mam session create --timeout",
+        "mam-agent --concurrency",
+        "mam-broker --max-connections",
+        "mam-projector --lease",
+        "mam submit --max-turns",
+    ):
         assert expected in found
     assert len(found) > 30
 
@@ -112,10 +128,19 @@ def test_a_numeric_flag_takes_a_bounded_number_or_refuses_in_one_line(
 @pytest.mark.slow
 def test_real_commands_take_any_integer_without_a_traceback(ws: WorkspacePaths, number: int) -> None:
     """`mam jobs --limit`, `mam logs --tail` and `mam submit --priority` as processes (no broker answers)."""
-    for argv in (["jobs", "--limit", str(number)], ["logs", "nosuch", "--tail", str(number)],
-                 ["submit", "--prompt", "p", "--agent", "a", "--priority", str(number), "--broker", DEAD_BROKER]):
-        done = subprocess.run(mam(*argv, "--workspace", str(ws.root)), cwd=ws.elsewhere, env=child_env(),
-                              capture_output=True, timeout=60, check=False)
+    for argv in (
+        ["jobs", "--limit", str(number)],
+        ["logs", "nosuch", "--tail", str(number)],
+        ["submit", "--prompt", "p", "--agent", "a", "--priority", str(number), "--broker", DEAD_BROKER],
+    ):
+        done = subprocess.run(
+            mam(*argv, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         err = done.stderr.decode()
         assert "Traceback" not in err and done.returncode in (0, 1, 2, 3), (argv, err)
         if done.returncode == 2:

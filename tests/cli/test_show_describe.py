@@ -20,8 +20,18 @@ from e2e import up_with_flags, workspace_id
 from support import child_env, mam, run, wait_for_state
 from workspace_support import WorkspacePaths
 
-PLUMBING = ("version", "last_event_id", "runner_epoch", "output_seqs", "outputs_expected", "runner_key",
-            "last_seen_at", "updated_at", "claimed_at", "output_bytes")
+PLUMBING = (
+    "version",
+    "last_event_id",
+    "runner_epoch",
+    "output_seqs",
+    "outputs_expected",
+    "runner_key",
+    "last_seen_at",
+    "updated_at",
+    "claimed_at",
+    "output_bytes",
+)
 """Record keys a person has no use for: `-o json` has them, the view never names them."""
 ENDED = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 LOCAL = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z+\-0-9]+")
@@ -33,8 +43,9 @@ def sections(text: str) -> dict[str, str]:
 
 
 async def show(ws: WorkspacePaths, url: str, job: str, *more: str, **env: str | None) -> str:
-    done = await run(mam("show", job, "--broker", url, "--workspace", str(ws.root), *more), cwd=ws.elsewhere,
-                     env=child_env(**env))
+    done = await run(
+        mam("show", job, "--broker", url, "--workspace", str(ws.root), *more), cwd=ws.elsewhere, env=child_env(**env)
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stderr == b"", done.stderr.decode()
     return done.stdout.decode()
@@ -57,8 +68,10 @@ async def test_show_describes_jobs_in_every_state_and_keeps_the_plumbing_for_jso
         await submit(url, ws, "kid-waits", "echo later", "--parent", "queued", agent="nobody")
         for job in ("ok", "bad", "slow", "killed", "stop", "kid-ran"):
             await wait_for_state(url, ws_id, job, lambda r: r["status"] in ENDED, timeout=30)
-        shown = {job: await show(ws, url, job)
-                 for job in ("ok", "bad", "slow", "killed", "stop", "queued", "kid-ran", "kid-waits")}
+        shown = {
+            job: await show(ws, url, job)
+            for job in ("ok", "bad", "slow", "killed", "stop", "queued", "kid-ran", "kid-waits")
+        }
         as_json = {job: await show(ws, url, job, "-o", "json") for job in shown}
         in_india = await show(ws, url, "ok", TZ="Asia/Kolkata")
 
@@ -103,7 +116,10 @@ async def test_show_describes_jobs_in_every_state_and_keeps_the_plumbing_for_jso
     assert not {"Runner", "Started", "Finished", "Output", "Exit"} & set(queued)
     assert queued["Children"] == "2 (the whole tree: mam jobs tree queued)"
     rows = [line.split() for line in shown["queued"].splitlines() if line.startswith("  kid-")]
-    assert rows == [["kid-ran", "succeeded", "shell", "echo", "child"], ["kid-waits", "submitted", "nobody", "echo", "later"]]
+    assert rows == [
+        ["kid-ran", "succeeded", "shell", "echo", "child"],
+        ["kid-waits", "submitted", "nobody", "echo", "later"],
+    ]
     assert sections(shown["kid-ran"])["Parent"] == "queued (submitted)"
     assert sections(shown["kid-waits"])["Reason"].startswith("queued: no runner for 'nobody' is online")
     assert "\x1b[" not in "".join(shown.values()), "no colour when piped"

@@ -20,8 +20,13 @@ async def test_no_wait_publishes_without_a_projector_and_the_projector_records_i
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         pass  # it served once: the broker keeps its session (and what comes for it) while it is away
     async with Watch(url, f"mam/{ws_id}/jobs/job-nw/events") as events:
-        done = await run(mam("submit", "--agent", "shell", "--prompt", "echo hi", "--job-id", "job-nw", "--no-wait",
-                             "--json", *where), cwd=ws.elsewhere, timeout=20)
+        done = await run(
+            mam(
+                "submit", "--agent", "shell", "--prompt", "echo hi", "--job-id", "job-nw", "--no-wait", "--json", *where
+            ),
+            cwd=ws.elsewhere,
+            timeout=20,
+        )
         assert done.returncode == 0, done.stderr
         assert done.stderr == b"", "no projector is looked for, so none is missed"
         said = json.loads(done.stdout)

@@ -29,8 +29,10 @@ def finished_job(n: int) -> bytes:
         ev.Started(id=f"{job}-r", runner="r1"),
         ev.Succeeded(id=f"{job}-ok", exit_code=0),
     ]
-    return b"".join(encode_entry(LogEntry(seq=seq, received_at=f"2026-01-01T00:00:{seq:02d}.000Z", event=event))
-                    for seq, event in enumerate(events, 1))
+    return b"".join(
+        encode_entry(LogEntry(seq=seq, received_at=f"2026-01-01T00:00:{seq:02d}.000Z", event=event))
+        for seq, event in enumerate(events, 1)
+    )
 
 
 async def big_workspace(root: Path, cwd: Path) -> None:
@@ -52,12 +54,33 @@ async def test_a_submit_right_after_a_projector_restart_on_a_big_workspace_is_re
     await big_workspace(ws.root, ws.elsewhere)
     async with projector_process(mosquitto, ws.root, ws.elsewhere, online_within=120):
         pass  # the first start makes the workspace's key (and signs every state): a restart is the second
-    again = Daemon([str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)],
-                   cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "projector-again.log")
+    again = Daemon(
+        [str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)],
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=ws.root.parent / "projector-again.log",
+    )
     try:
-        submitted = await run(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-new", "--json",
-                                  "--timeout", "120", "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                              cwd=ws.elsewhere, timeout=150)
+        submitted = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "a",
+                "--job-id",
+                "job-new",
+                "--json",
+                "--timeout",
+                "120",
+                "--broker",
+                mosquitto.url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+            timeout=150,
+        )
     finally:
         again.stop()
     err = submitted.stderr.decode()
@@ -68,8 +91,9 @@ async def test_a_submit_right_after_a_projector_restart_on_a_big_workspace_is_re
     assert "Traceback" not in err
 
 
-async def test_a_submit_waits_for_a_starting_projector_saying_so_once(mosquitto: RunningBroker, ws: WorkspacePaths,
-                                                                      tmp_path: Path) -> None:
+async def test_a_submit_waits_for_a_starting_projector_saying_so_once(
+    mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
+) -> None:
     """A serving process holds the workspace (its runtime file names it) but its projector is not online
     yet: the submit waits, says so once, and is recorded once the projector comes online."""
     from restart_support import Command
@@ -79,15 +103,41 @@ async def test_a_submit_waits_for_a_starting_projector_saying_so_once(mosquitto:
     holder = Daemon(["sleep", "60"], cwd=ws.elsewhere, env=child_env(), log=tmp_path / "holder.log")
     try:
         workspace = resolve(workspace=ws.root, env={})
-        write_runtime(workspace, Runtime(broker=mosquitto.url, pid=holder.pid, host=socket.gethostname(),
-                                         workspace=workspace.id, started_at="2026-01-01T00:00:00.000Z",
-                                         served_by="mam-projector"))
-        submit = Command("submit", "submit", "--prompt", "p", "--agent", "a", "--job-id", "job-w", "--json",
-                         "--timeout", "60", "--broker", mosquitto.url, "--workspace", str(ws.root),
-                         cwd=ws.elsewhere, logs=tmp_path)
+        write_runtime(
+            workspace,
+            Runtime(
+                broker=mosquitto.url,
+                pid=holder.pid,
+                host=socket.gethostname(),
+                workspace=workspace.id,
+                started_at="2026-01-01T00:00:00.000Z",
+                served_by="mam-projector",
+            ),
+        )
+        submit = Command(
+            "submit",
+            "submit",
+            "--prompt",
+            "p",
+            "--agent",
+            "a",
+            "--job-id",
+            "job-w",
+            "--json",
+            "--timeout",
+            "60",
+            "--broker",
+            mosquitto.url,
+            "--workspace",
+            str(ws.root),
+            cwd=ws.elsewhere,
+            logs=tmp_path,
+        )
         try:
-            await submit.said(f"no projector is online for workspace {workspace.id!r} yet; mam-projector (pid "
-                              f"{holder.pid}) is starting it: waiting up to 60s")
+            await submit.said(
+                f"no projector is online for workspace {workspace.id!r} yet; mam-projector (pid "
+                f"{holder.pid}) is starting it: waiting up to 60s"
+            )
             async with projector_process(mosquitto, ws.root, ws.elsewhere):
                 assert await submit.wait() == 0, submit.stderr()
         finally:

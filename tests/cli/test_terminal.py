@@ -27,8 +27,21 @@ def test_safe_escapes_control_characters_and_keeps_layout_when_asked() -> None:
 async def test_jobs_show_and_sessions_print_no_raw_control_characters(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         submitted = await run(
-            mam("submit", "--prompt", HOSTILE, "--agent", "a", "--agent-session", "s\x1b[31m", "--job-id", "esc",
-                "--broker", amqtt.url, "--workspace", str(ws.root)),
+            mam(
+                "submit",
+                "--prompt",
+                HOSTILE,
+                "--agent",
+                "a",
+                "--agent-session",
+                "s\x1b[31m",
+                "--job-id",
+                "esc",
+                "--broker",
+                amqtt.url,
+                "--workspace",
+                str(ws.root),
+            ),
             cwd=ws.elsewhere,
         )
         assert submitted.returncode == 0, submitted.stderr

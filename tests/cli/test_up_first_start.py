@@ -16,16 +16,35 @@ from e2e import up_with_flags, workspace_id
 from support import Watch, child_env, mam, run
 from workspace_support import WorkspacePaths
 
-NEW_WORKSPACE_NOISE = ("signed again", "query index", "restored the retained state of 0", "states of 0 job(s)",
-                       "stopped: 0 events")
+NEW_WORKSPACE_NOISE = (
+    "signed again",
+    "query index",
+    "restored the retained state of 0",
+    "states of 0 job(s)",
+    "stopped: 0 events",
+)
 
 
 async def test_a_new_workspace_starts_quietly_and_one_with_jobs_says_what_it_did(ws: WorkspacePaths) -> None:
     async with up_with_flags(ws) as (port, daemon):
         await daemon.wait_for_output("Ctrl-C stops both", timeout=20)
         first = daemon.output()
-        submitted = await run(mam("submit", "--agent", "shell", "--prompt", "p", "--job-id", "job-1",
-                                  "--workspace", str(ws.root), "--broker", f"mqtt://127.0.0.1:{port}"), cwd=ws.elsewhere)
+        submitted = await run(
+            mam(
+                "submit",
+                "--agent",
+                "shell",
+                "--prompt",
+                "p",
+                "--job-id",
+                "job-1",
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                f"mqtt://127.0.0.1:{port}",
+            ),
+            cwd=ws.elsewhere,
+        )
         assert submitted.returncode == 0, submitted.stderr
     for noise in NEW_WORKSPACE_NOISE:
         assert noise not in first, first
@@ -48,8 +67,10 @@ async def test_a_second_mam_up_prints_only_its_real_error(ws: WorkspacePaths) ->
     assert second.returncode == 1, second.stderr
     lines = second.stderr.decode().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"mam: error: another projector (pid {daemon.pid} on ") and \
-        "already serves this workspace" in lines[0], lines
+    assert (
+        lines[0].startswith(f"mam: error: another projector (pid {daemon.pid} on ")
+        and "already serves this workspace" in lines[0]
+    ), lines
     assert second.stdout == b""
 
 

@@ -48,14 +48,17 @@ def test_taken_ports_fall_back_to_a_free_one_and_say_why(ws: WorkspacePaths) -> 
     assert why is not None and f"port {last} of last time and port {standard} are taken" in why
 
 
-
 async def test_a_restarted_mam_up_serves_on_the_same_port(ws: WorkspacePaths) -> None:
     (ws.root / ".mam").mkdir()
     (ws.root / ".mam" / "up.json").write_text(json.dumps({"port": free_port()}))
     urls = []
     for attempt in range(2):
-        up = Daemon([str(BIN / "mam"), "up", "--workspace", str(ws.root)], cwd=ws.elsewhere, env=child_env(),
-                    log=ws.root.parent / f"up-{attempt}.log")
+        up = Daemon(
+            [str(BIN / "mam"), "up", "--workspace", str(ws.root)],
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=ws.root.parent / f"up-{attempt}.log",
+        )
         try:
             runtime = await wait_for_json_file(ws.root / ".mam" / "runtime.json")
             await wait_projector_online(runtime["broker"], workspace_id(ws.root), pid=up.pid)

@@ -20,30 +20,61 @@ from workspace_support import WorkspacePaths
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-def job(job_id: str, *, parent: str | None = None, agent: str = "claude-code", session: str | None = None,
-        usage: ev.Usage | None = None, at: str = "2026-01-01T00:00:00Z") -> JobRecord:
-    record = JobRecord(job_id=job_id, workspace="w", status=Status.SUCCEEDED, agent=agent, agent_session=session,
-                       prompt="p", parent=parent, submitted_at=at, updated_at=at)
+def job(
+    job_id: str,
+    *,
+    parent: str | None = None,
+    agent: str = "claude-code",
+    session: str | None = None,
+    usage: ev.Usage | None = None,
+    at: str = "2026-01-01T00:00:00Z",
+) -> JobRecord:
+    record = JobRecord(
+        job_id=job_id,
+        workspace="w",
+        status=Status.SUCCEEDED,
+        agent=agent,
+        agent_session=session,
+        prompt="p",
+        parent=parent,
+        submitted_at=at,
+        updated_at=at,
+    )
     return replace(record, usage=usage) if usage is not None else record
 
 
 @pytest.mark.fast
 def test_totals_add_what_was_reported_and_count_jobs_that_reported_nothing() -> None:
-    sums = total([job("a", usage=ev.Usage(cost_usd=0.5, input_tokens=10, turns=2)),
-                  job("b", usage=ev.Usage(input_tokens=5, output_tokens=7, agent_session_id="s")),
-                  job("c")])
-    assert sums.as_dict() == {"jobs": 3, "jobs_reporting_usage": 2, "cost_usd": 0.5, "input_tokens": 15,
-                              "cached_input_tokens": None, "output_tokens": 7, "turns": 2}
+    sums = total(
+        [
+            job("a", usage=ev.Usage(cost_usd=0.5, input_tokens=10, turns=2)),
+            job("b", usage=ev.Usage(input_tokens=5, output_tokens=7, agent_session_id="s")),
+            job("c"),
+        ]
+    )
+    assert sums.as_dict() == {
+        "jobs": 3,
+        "jobs_reporting_usage": 2,
+        "cost_usd": 0.5,
+        "input_tokens": 15,
+        "cached_input_tokens": None,
+        "output_tokens": 7,
+        "turns": 2,
+    }
     assert total([job("d", usage=ev.Usage(input_tokens=1))]).cost_usd is None, "no cost reported is not $0"
 
 
 @pytest.mark.fast
 def test_by_agent_and_by_session_put_the_costliest_first() -> None:
-    records = [job("a", agent="codex", session="s1", usage=ev.Usage(input_tokens=100)),
-               job("b", agent="claude-code", session="s1", usage=ev.Usage(cost_usd=0.25)),
-               job("c", agent="claude-code", usage=ev.Usage(cost_usd=0.5))]
+    records = [
+        job("a", agent="codex", session="s1", usage=ev.Usage(input_tokens=100)),
+        job("b", agent="claude-code", session="s1", usage=ev.Usage(cost_usd=0.25)),
+        job("c", agent="claude-code", usage=ev.Usage(cost_usd=0.5)),
+    ]
     assert [(g.key, g.totals.jobs, g.totals.cost_usd) for g in by_key(records, lambda r: r.agent)] == [
-        ("claude-code", 2, 0.75), ("codex", 1, None)]
+        ("claude-code", 2, 0.75),
+        ("codex", 1, None),
+    ]
     assert [(g.key, g.totals.jobs) for g in group(records, "session")] == [("-", 1), ("s1", 2)]
 
 
@@ -68,8 +99,12 @@ def test_a_trees_root_totals_all_its_descendants_and_each_job_that_delegated_its
 
 @pytest.mark.fast
 def test_a_cycle_of_parents_counts_each_job_once() -> None:
-    rows = by_tree([job("a", parent="b", usage=ev.Usage(cost_usd=1.0)),
-                    job("b", parent="a", usage=ev.Usage(cost_usd=2.0), at="2026-01-01T00:00:01Z")])
+    rows = by_tree(
+        [
+            job("a", parent="b", usage=ev.Usage(cost_usd=1.0)),
+            job("b", parent="a", usage=ev.Usage(cost_usd=2.0), at="2026-01-01T00:00:01Z"),
+        ]
+    )
     assert [(g.key, g.totals.jobs, g.totals.cost_usd) for g in rows] == [("a", 2, 3.0)]
 
 
@@ -118,12 +153,25 @@ async def test_mam_usage_totals_by_agent_session_and_tree_and_mam_jobs_shows_cos
 
     by_agent = await usage()
     assert [(g["key"], g["jobs"], g["cost_usd"]) for g in by_agent["groups"]] == [
-        ("claude-code", 3, 1.875), ("codex", 1, None), ("gemini", 1, None)]
-    assert by_agent["total"] == {"jobs": 5, "jobs_reporting_usage": 4, "cost_usd": 1.875, "input_tokens": 1510,
-                                 "cached_input_tokens": 400, "output_tokens": 150, "turns": 3}
+        ("claude-code", 3, 1.875),
+        ("codex", 1, None),
+        ("gemini", 1, None),
+    ]
+    assert by_agent["total"] == {
+        "jobs": 5,
+        "jobs_reporting_usage": 4,
+        "cost_usd": 1.875,
+        "input_tokens": 1510,
+        "cached_input_tokens": 400,
+        "output_tokens": 150,
+        "turns": 3,
+    }
     by_tree = await usage("--by", "parent")
     assert [(g["key"], g["depth"], g["jobs"], g["cost_usd"], g["input_tokens"]) for g in by_tree["groups"]] == [
-        ("root", 0, 4, 1.75, 1510), ("child-a", 1, 2, 0.25, 510), ("lone", 0, 1, 0.125, None)]
+        ("root", 0, 4, 1.75, 1510),
+        ("child-a", 1, 2, 0.25, 510),
+        ("lone", 0, 1, 0.125, None),
+    ]
     by_session = await usage("--by", "session")
     assert {g["key"]: g["jobs"] for g in by_session["groups"]} == {"s1": 2, "s2": 1, "-": 2}
     recent = await usage("--since", "1h")
@@ -131,8 +179,18 @@ async def test_mam_usage_totals_by_agent_session_and_tree_and_mam_jobs_shows_cos
 
     table = await run(mam("usage", "--by", "parent", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     lines = table.stdout.decode().splitlines()
-    assert lines[0].split() == ["JOB", "(ITS", "TREE)", "JOBS", "REPORTED", "COST", "INPUT", "CACHED", "OUTPUT",
-                                "TURNS"]
+    assert lines[0].split() == [
+        "JOB",
+        "(ITS",
+        "TREE)",
+        "JOBS",
+        "REPORTED",
+        "COST",
+        "INPUT",
+        "CACHED",
+        "OUTPUT",
+        "TURNS",
+    ]
     assert lines[1].split() == ["root", "4", "3", "$1.75", "1,510", "400", "150", "3"]
     assert lines[2].split()[:4] == ["child-a", "2", "2", "$0.2500"] and lines[2].startswith("  child-a")
     assert lines[-1].split()[:4] == ["TOTAL", "5", "4", "$1.88"]
@@ -182,5 +240,7 @@ def test_usage_is_the_record_key_after_the_older_ones_and_absent_when_nothing_wa
     assert fields.index("usage") == fields.index("waited") + 1, "keys are added, never moved"
     assert b'"usage"' not in encode_record(job("plain"))
     reported = encode_record(job("x", usage=ev.Usage(cost_usd=0.5, agent_session_id="s")))
-    assert reported.endswith(b',"usage":{"cost_usd":0.5,"agent_session_id":"s"}}\n') or b'"usage":{"cost_usd":0.5,' \
-        b'"agent_session_id":"s"}' in reported
+    assert (
+        reported.endswith(b',"usage":{"cost_usd":0.5,"agent_session_id":"s"}}\n')
+        or b'"usage":{"cost_usd":0.5,"agent_session_id":"s"}' in reported
+    )

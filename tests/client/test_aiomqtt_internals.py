@@ -123,8 +123,11 @@ async def test_the_pinned_releases_pass_the_check() -> None:
     ("classes", "named"),
     [
         ({"paho_class": _WithoutPacketRead}, r"paho-mqtt 2\.\d+\.\d+ lacks _WithoutPacketRead\._packet_read: "),
-        ({"paho_class": _OtherPacketQueue}, r"lacks _OtherPacketQueue\._packet_queue\(command, packet, mid, qos, info\) "
-                                            r"\(now \(command, packet\)\)"),
+        (
+            {"paho_class": _OtherPacketQueue},
+            r"lacks _OtherPacketQueue\._packet_queue\(command, packet, mid, qos, info\) "
+            r"\(now \(command, packet\)\)",
+        ),
         ({"aiomqtt_class": _OtherDisconnect}, r"aiomqtt 2\.\d+\.\d+ lacks _OtherDisconnect\._on_disconnect\("),
     ],
 )

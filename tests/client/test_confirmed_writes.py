@@ -60,8 +60,9 @@ def _cli(broker: RunningBroker, ws: WorkspacePaths, *args: str) -> list[str]:
 async def _submit(
     broker: RunningBroker, ws: WorkspacePaths, job_id: str, *extra: str
 ) -> subprocess.CompletedProcess[bytes]:
-    return await run(_cli(broker, ws, "submit", "--prompt", "p", "--agent", "a", "--job-id", job_id, *extra),
-                     cwd=ws.elsewhere)
+    return await run(
+        _cli(broker, ws, "submit", "--prompt", "p", "--agent", "a", "--job-id", job_id, *extra), cwd=ws.elsewhere
+    )
 
 
 def _one_line_error(stderr: bytes) -> str:
@@ -198,8 +199,9 @@ async def test_no_wait_returns_on_the_brokers_ack_once_a_projector_serves(
 async def test_bad_flag_values_are_one_line_usage_errors_naming_the_flag(
     ws: WorkspacePaths, args: tuple[str, ...], named: str
 ) -> None:
-    result = await run(mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root), *args),
-                       cwd=ws.elsewhere)
+    result = await run(
+        mam("submit", "--prompt", "p", "--agent", "a", "--workspace", str(ws.root), *args), cwd=ws.elsewhere
+    )
     assert result.returncode == 2
     assert named in _one_line_error(result.stderr)
 

@@ -22,8 +22,14 @@ from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker, free_port
 
-LIBRARY_WORDS = ("Errno", "code:", "Disconnected during", "Operation timed out", "Unspecified error",
-                 "Unexpected disconnection")
+LIBRARY_WORDS = (
+    "Errno",
+    "code:",
+    "Disconnected during",
+    "Operation timed out",
+    "Unspecified error",
+    "Unexpected disconnection",
+)
 
 
 def _chained(outer: BaseException, cause: BaseException) -> BaseException:
@@ -42,25 +48,35 @@ def _disconnect(reason: str) -> MqttCodeError:
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize(("raised", "said"), [
-    (aiomqtt.MqttError("[Errno 111] Connection refused"), "connection refused"),
-    (aiomqtt.MqttError("[Errno 104] Connection reset by peer"), "the connection was reset"),
-    (aiomqtt.MqttError("[Errno 113] No route to host"), "no route to the host"),
-    (aiomqtt.MqttError("[Errno -2] Name or service not known"), "cannot resolve the host name"),
-    (aiomqtt.MqttError("[Errno 24] Too many open files"), "too many open files"),
-    (aiomqtt.MqttError("Operation timed out"), "the broker did not answer in time"),
-    (aiomqtt.MqttError("Disconnected during message iteration"), "the connection dropped"),
-    (_chained(aiomqtt.MqttError("the connection dropped"), _disconnect("Unspecified error")), "the connection dropped"),
-    (_chained(aiomqtt.MqttError("Disconnected during message iteration"), _disconnect("Keep alive timeout")),
-     "the broker stopped answering (keepalive)"),
-    (_chained(aiomqtt.MqttError("the connection dropped"), _disconnect("Session taken over")),
-     "another client took over this client's session (the same client id)"),
-    (MqttConnectError(ReasonCode(PacketTypes.CONNACK, "Not authorized")), "not authorised"),
-    (MqttCodeError(7, "Could not publish message"), "the connection dropped"),
-    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "connection refused"),
-    (socket.gaierror(-2, "Name or service not known"), "cannot resolve the host name"),
-    (aiomqtt.MqttError("the broker closed the connection"), "the broker closed the connection"),
-])
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (aiomqtt.MqttError("[Errno 111] Connection refused"), "connection refused"),
+        (aiomqtt.MqttError("[Errno 104] Connection reset by peer"), "the connection was reset"),
+        (aiomqtt.MqttError("[Errno 113] No route to host"), "no route to the host"),
+        (aiomqtt.MqttError("[Errno -2] Name or service not known"), "cannot resolve the host name"),
+        (aiomqtt.MqttError("[Errno 24] Too many open files"), "too many open files"),
+        (aiomqtt.MqttError("Operation timed out"), "the broker did not answer in time"),
+        (aiomqtt.MqttError("Disconnected during message iteration"), "the connection dropped"),
+        (
+            _chained(aiomqtt.MqttError("the connection dropped"), _disconnect("Unspecified error")),
+            "the connection dropped",
+        ),
+        (
+            _chained(aiomqtt.MqttError("Disconnected during message iteration"), _disconnect("Keep alive timeout")),
+            "the broker stopped answering (keepalive)",
+        ),
+        (
+            _chained(aiomqtt.MqttError("the connection dropped"), _disconnect("Session taken over")),
+            "another client took over this client's session (the same client id)",
+        ),
+        (MqttConnectError(ReasonCode(PacketTypes.CONNACK, "Not authorized")), "not authorised"),
+        (MqttCodeError(7, "Could not publish message"), "the connection dropped"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "connection refused"),
+        (socket.gaierror(-2, "Name or service not known"), "cannot resolve the host name"),
+        (aiomqtt.MqttError("the broker closed the connection"), "the broker closed the connection"),
+    ],
+)
 def test_what_the_libraries_raise_is_said_in_mams_words(raised: BaseException, said: str) -> None:
     assert why(raised) == said
 
@@ -68,9 +84,12 @@ def test_what_the_libraries_raise_is_said_in_mams_words(raised: BaseException, s
 @pytest.mark.fast
 def test_several_brokers_are_each_said_in_mams_words() -> None:
     a, b = parse_broker_url("mqtt://127.0.0.1:9"), parse_broker_url("mqtt://127.0.0.1:7")
-    failed = NoBrokerAnswered([(a, aiomqtt.MqttError("[Errno 111] Connection refused")),
-                               (b, aiomqtt.MqttError("Operation timed out"))])
-    assert why(failed) == "mqtt://127.0.0.1:9: connection refused; mqtt://127.0.0.1:7: the broker did not answer in time"
+    failed = NoBrokerAnswered(
+        [(a, aiomqtt.MqttError("[Errno 111] Connection refused")), (b, aiomqtt.MqttError("Operation timed out"))]
+    )
+    assert (
+        why(failed) == "mqtt://127.0.0.1:9: connection refused; mqtt://127.0.0.1:7: the broker did not answer in time"
+    )
 
 
 @pytest.mark.fast
@@ -82,8 +101,11 @@ def test_no_errno_or_code_of_a_library_is_ever_shown(number: int, text: str) -> 
 
 
 @pytest.mark.fast
-@given(st.text(min_size=1, max_size=80).filter(lambda t: t.strip() and not t.lstrip().startswith("[")
-                                               and t.strip().lower() not in LIBRARY_TEXTS))
+@given(
+    st.text(min_size=1, max_size=80).filter(
+        lambda t: t.strip() and not t.lstrip().startswith("[") and t.strip().lower() not in LIBRARY_TEXTS
+    )
+)
 def test_a_message_of_mams_own_is_kept_as_it_is(text: str) -> None:
     assert why(aiomqtt.MqttError(text)) == text.strip()
 
@@ -95,11 +117,15 @@ def test_an_outage_is_said_once_when_it_begins_and_once_when_it_ends() -> None:
     assert first == f"lost the broker at {url}: the connection dropped; reconnecting"
     assert outage.lost(url, aiomqtt.MqttError("[Errno 111] Connection refused"), "reconnecting") is None
     back = outage.back(url, "sending 3 queued event(s)")
-    assert back is not None and back.startswith(f"reconnected to {url} after ") and back.endswith("; sending 3 queued "
-                                                                                                  "event(s)"), back
+    assert (
+        back is not None
+        and back.startswith(f"reconnected to {url} after ")
+        and back.endswith("; sending 3 queued event(s)")
+    ), back
     assert outage.back(url) is None
     assert outage.lost(url, aiomqtt.MqttError("[Errno 111] Connection refused"), "reconnecting") == (
-        f"lost the broker at {url}: connection refused; reconnecting")
+        f"lost the broker at {url}: connection refused; reconnecting"
+    )
     assert outage.count == 2
 
 
@@ -134,8 +160,9 @@ async def test_many_publishes_in_flight_log_nothing_of_aiomqtts(
             await _publish_at_once(mosquitto.url, 30)
     finally:
         chatty.addFilter(installed)
-    assert any(r.getMessage().startswith("There are ") and "pending publish calls" in r.getMessage()
-               for r in caplog.records), "aiomqtt no longer warns so: LibraryChatter.CHATTER is out of date"
+    assert any(
+        r.getMessage().startswith("There are ") and "pending publish calls" in r.getMessage() for r in caplog.records
+    ), "aiomqtt no longer warns so: LibraryChatter.CHATTER is out of date"
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         await _publish_at_once(mosquitto.url, 30)

@@ -96,7 +96,9 @@ async def test_a_client_made_without_an_inbox_is_refused_not_converted() -> None
     """Only `make_client` (aiomqtt's `queue_type=Inbox`) makes a client `messages` reads; another client's
     plain queue is refused by name and left as it is (mam switches no object's class)."""
     plain = aiomqtt.Client("127.0.0.1", 1)
-    with pytest.raises(TypeError, match=r"cannot read a Queue safely: make the client with mam\.client\.mqtt\.make_client"):
+    with pytest.raises(
+        TypeError, match=r"cannot read a Queue safely: make the client with mam\.client\.mqtt\.make_client"
+    ):
         messages(plain)
     assert type(message_queue(plain)) is asyncio.Queue
     assert isinstance(message_queue(make_client(parse_broker_url("mqtt://127.0.0.1:1"))), Inbox)

@@ -29,8 +29,13 @@ async def test_a_resent_event_of_an_ended_attempt_is_a_duplicate_not_a_refusal(
     ws_id, job = workspace_id(ws.root), "job-resent"
     topic = f"mam/{ws_id}/jobs/{job}/events"
     a, b = RunnerKey(), RunnerKey()
-    async with projector_process(amqtt, ws.root, ws.elsewhere), Watch(amqtt.url, f"mam/{ws_id}/jobs/{job}/state") as states:
-        await publish(amqtt.url, topic, ev.encode_event(ev.Submitted(prompt="p", agent="a", retries=1, backoff=0, id="s1")))
+    async with (
+        projector_process(amqtt, ws.root, ws.elsewhere),
+        Watch(amqtt.url, f"mam/{ws_id}/jobs/{job}/state") as states,
+    ):
+        await publish(
+            amqtt.url, topic, ev.encode_event(ev.Submitted(prompt="p", agent="a", retries=1, backoff=0, id="s1"))
+        )
         await states.json(lambda r: r["version"] == 1)
         claim = ev.Claimed(runner="ra", epoch="ea", expected_version=1, runner_key=a.public, id="a1")
         await publish(amqtt.url, topic, _signed(a, job, claim))
@@ -65,9 +70,26 @@ async def test_mam_submit_sends_its_event_again_after_a_broker_restart_forgot_it
             os.kill(projector.pid, signal.SIGSTOP)
             try:
                 async with Watch(broker.url, f"mam/{ws_id}/jobs/{job}/events") as events:
-                    submit = Daemon(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", job, "--timeout", "60",
-                                        "--broker", broker.url, "--workspace", str(ws.root)),
-                                    cwd=ws.elsewhere, env=child_env(), log=tmp_path / "submit.log")
+                    submit = Daemon(
+                        mam(
+                            "submit",
+                            "--prompt",
+                            "p",
+                            "--agent",
+                            "a",
+                            "--job-id",
+                            job,
+                            "--timeout",
+                            "60",
+                            "--broker",
+                            broker.url,
+                            "--workspace",
+                            str(ws.root),
+                        ),
+                        cwd=ws.elsewhere,
+                        env=child_env(),
+                        log=tmp_path / "submit.log",
+                    )
                     await events.json(lambda e: e["type"] == "submitted", timeout=20)
                 broker.restart()  # forgets the event queued for the projector's session
                 said = await submit.wait_for_output("lost the broker", timeout=30)
@@ -77,8 +99,10 @@ async def test_mam_submit_sends_its_event_again_after_a_broker_restart_forgot_it
             submit.stop()
             record = await wait_for_state(broker.url, ws_id, job, timeout=20)
     assert code == 0, submit.output()
-    assert f"mam: lost the broker at {broker.url}: the connection dropped; sending job {job}'s 'submitted' event " \
-        "again once it is back\n" in said, said
+    assert (
+        f"mam: lost the broker at {broker.url}: the connection dropped; sending job {job}'s 'submitted' event "
+        "again once it is back\n" in said
+    ), said
     assert record["status"] == "submitted" and record["version"] == 1
     kinds = [json.loads(line)["event"]["type"] for line in (ws.logs / job / "events.jsonl").read_text().splitlines()]
     assert kinds == ["submitted"]

@@ -20,8 +20,18 @@ from support import publish
 
 
 def _status(agent_id: str, agent: str, *, labels: dict[str, str] | None = None) -> bytes:
-    return encode(AgentStatus(status="online", agent=agent, agent_id=agent_id, epoch="e1", pid=1, host="h",
-                              started_at="2026-12-05T00:00:00Z", labels=labels or {}))
+    return encode(
+        AgentStatus(
+            status="online",
+            agent=agent,
+            agent_id=agent_id,
+            epoch="e1",
+            pid=1,
+            host="h",
+            started_at="2026-12-05T00:00:00Z",
+            labels=labels or {},
+        )
+    )
 
 
 def _workspace() -> Topics:
@@ -44,8 +54,9 @@ async def test_the_read_ends_once_a_runner_that_takes_the_job_is_seen(
     broker: RunningBroker = request.getfixturevalue(broker_kind)
     topics = _workspace()
     await publish(broker.url, topics.agent_status("r-other"), _status("r-other", "codex"), retain=True)
-    await publish(broker.url, topics.agent_status("r-gpu"), _status("r-gpu", "shell", labels={"gpu": "a100"}),
-                  retain=True)
+    await publish(
+        broker.url, topics.agent_status("r-gpu"), _status("r-gpu", "shell", labels={"gpu": "a100"}), retain=True
+    )
     look = await _look(broker, topics, "shell", {"gpu": "a100"})
     assert not look.complete, "ended early: nothing more could change the warning"
     assert "r-gpu" in look.found and look.runners() is not None

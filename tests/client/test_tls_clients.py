@@ -24,12 +24,20 @@ from workspace_support import WorkspacePaths
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
 
 
-def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, signer: ec.EllipticCurvePrivateKey,
-           *, ca: bool = False, ip: str | None = None) -> x509.Certificate:
+def _issue(
+    name: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    signer: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool = False,
+    ip: str | None = None,
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
@@ -42,8 +50,9 @@ def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, signer
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if ip is not None:  # the server's: only its IP address, so `localhost` is a name it does not hold
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
-                                        critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False
+        )
     return builder.sign(signer, hashes.SHA256())
 
 
@@ -52,9 +61,12 @@ def private_ca(tmp: Path) -> dict[str, Path]:
     ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mam test CA")])
     files = {name: tmp / f"{name}.pem" for name in ("ca", "server", "server-key", "client", "client-key")}
-    files["ca"].write_bytes(_issue("mam test CA", ca_key, ca_name, ca_key, ca=True).public_bytes(serialization.Encoding.PEM))
+    files["ca"].write_bytes(
+        _issue("mam test CA", ca_key, ca_name, ca_key, ca=True).public_bytes(serialization.Encoding.PEM)
+    )
     files["server"].write_bytes(
-        _issue("broker", server_key, ca_name, ca_key, ip="127.0.0.1").public_bytes(serialization.Encoding.PEM))
+        _issue("broker", server_key, ca_name, ca_key, ip="127.0.0.1").public_bytes(serialization.Encoding.PEM)
+    )
     files["client"].write_bytes(_issue("client", client_key, ca_name, ca_key).public_bytes(serialization.Encoding.PEM))
     _write_key(server_key, files["server-key"])
     _write_key(client_key, files["client-key"])
@@ -69,8 +81,10 @@ def tls_mosquitto(tmp: Path, pem: dict[str, Path]) -> Iterator[tuple[int, int]]:
     plain, mutual = free_port(), free_port()
     tls = f"cafile {pem['ca']}\ncertfile {pem['server']}\nkeyfile {pem['server-key']}\n"
     conf = tmp / "mosquitto-tls.conf"
-    conf.write_text(f"user {getpass.getuser()}\nallow_anonymous true\nlistener {plain} 127.0.0.1\n{tls}"
-                    f"listener {mutual} 127.0.0.1\n{tls}require_certificate true\n")
+    conf.write_text(
+        f"user {getpass.getuser()}\nallow_anonymous true\nlistener {plain} 127.0.0.1\n{tls}"
+        f"listener {mutual} 127.0.0.1\n{tls}require_certificate true\n"
+    )
     with open(tmp / "mosquitto-tls.log", "ab") as log:
         proc = subprocess.Popen([require_binary("mosquitto"), "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -88,8 +102,11 @@ async def test_cafile_and_client_certificates_against_a_private_ca(ws: Workspace
         env = child_env(SSL_CERT_FILE=None, SSL_CERT_DIR=None, MAM_CAFILE=None, MAM_CERTFILE=None, MAM_KEYFILE=None)
 
         async def agents(url: str, *flags: str, **extra: str) -> tuple[int, str]:
-            result = await run(mam("agents", "--broker", url, "--workspace", str(ws.root), *flags), cwd=ws.elsewhere,
-                               env={**env, **extra})
+            result = await run(
+                mam("agents", "--broker", url, "--workspace", str(ws.root), *flags),
+                cwd=ws.elsewhere,
+                env={**env, **extra},
+            )
             return result.returncode, result.stderr.decode()
 
         code, err = await agents(f"mqtts://127.0.0.1:{plain}")
@@ -106,8 +123,15 @@ async def test_cafile_and_client_certificates_against_a_private_ca(ws: Workspace
 
         code, err = await agents(f"mqtts://127.0.0.1:{mutual}", "--cafile", str(pem["ca"]))
         assert code == 3 and err.count("\n") == 1 and "asked for one" in err and "--certfile" in err, err
-        code, err = await agents(f"mqtts://127.0.0.1:{mutual}", "--cafile", str(pem["ca"]),
-                                 "--certfile", str(pem["client"]), "--keyfile", str(pem["client-key"]))
+        code, err = await agents(
+            f"mqtts://127.0.0.1:{mutual}",
+            "--cafile",
+            str(pem["ca"]),
+            "--certfile",
+            str(pem["client"]),
+            "--keyfile",
+            str(pem["client-key"]),
+        )
         assert code == 0 and "no runners" in err, err
 
         code, err = await agents(f"mqtts://127.0.0.1:{plain}", "--cafile", str(tmp_path / "missing.pem"))

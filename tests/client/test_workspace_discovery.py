@@ -80,9 +80,7 @@ async def test_missing_workspace_root_is_a_one_line_usage_error(ws: WorkspacePat
     )
 
 
-async def test_commands_run_from_a_subdirectory_land_in_the_workspace(
-    amqtt: RunningBroker, ws: WorkspacePaths
-) -> None:
+async def test_commands_run_from_a_subdirectory_land_in_the_workspace(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
     sub = ws.root / "src" / "sub"
     sub.mkdir(parents=True)
     async with projector_process(amqtt, ws.root, ws.elsewhere):
@@ -97,7 +95,6 @@ async def test_commands_run_from_a_subdirectory_land_in_the_workspace(
     assert (ws.jobs / "from-sub.json").is_file()
     assert described["root"] == str(ws.root) and described["root_rule"] == RULE_MAM_DIR
     assert not (sub / ".mam").exists() and not (ws.root / "src" / ".mam").exists()
-
 
 
 @asynccontextmanager
@@ -142,11 +139,21 @@ async def test_a_stale_runtime_file_is_ignored(ws: WorkspacePaths) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
     (ws.root / ".mam").mkdir()
-    (ws.root / ".mam" / "runtime.json").write_text(json.dumps({
-        "broker": "mqtt://127.0.0.1:9", "pid": gone.pid, "host": socket.gethostname(),
-        "workspace": "w", "started_at": "2026-01-01T00:00:00.000Z", "served_by": "mam up",
-    }))
-    described = json.loads((await run(mam("workspace", "--json"), cwd=ws.root, env=child_env(MAM_BROKER_URL=None))).stdout)
+    (ws.root / ".mam" / "runtime.json").write_text(
+        json.dumps(
+            {
+                "broker": "mqtt://127.0.0.1:9",
+                "pid": gone.pid,
+                "host": socket.gethostname(),
+                "workspace": "w",
+                "started_at": "2026-01-01T00:00:00.000Z",
+                "served_by": "mam up",
+            }
+        )
+    )
+    described = json.loads(
+        (await run(mam("workspace", "--json"), cwd=ws.root, env=child_env(MAM_BROKER_URL=None))).stdout
+    )
     assert described["broker"] == "mqtt://127.0.0.1:1883" and described["broker_from"] == "the default"
 
 
@@ -162,8 +169,12 @@ def test_the_runtime_files_are_never_written_through_a_planted_link(ws: Workspac
 
     for name in ("runtime.json", f".runtime.json.{os.getpid()}.tmp", "up.json", f".up.json.{os.getpid()}.tmp"):
         (ws.root / ".mam" / name).symlink_to(outside)
-    write_runtime(workspace, Runtime(broker="mqtt://127.0.0.1:1", pid=os.getpid(), host="h", workspace="w",
-                                     started_at="t", served_by="mam up"))
+    write_runtime(
+        workspace,
+        Runtime(
+            broker="mqtt://127.0.0.1:1", pid=os.getpid(), host="h", workspace="w", started_at="t", served_by="mam up"
+        ),
+    )
     remember_port(workspace, 4242)
     assert outside.read_text() == "keep me"
     assert not (ws.root / ".mam" / "runtime.json").is_symlink()

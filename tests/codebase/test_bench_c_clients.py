@@ -52,6 +52,10 @@ def test_feed_c_keeps_each_jobs_events_in_order(events: list[tuple[str, bytes]])
 
 
 def test_throughput_refuses_an_unknown_feed_in_one_line() -> None:
-    result = subprocess.run([sys.executable, str(CHECKOUT / "bench" / "throughput.py"), "--feed", "rust"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(CHECKOUT / "bench" / "throughput.py"), "--feed", "rust"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--feed" in result.stderr and "Traceback" not in result.stderr

@@ -52,16 +52,26 @@ def test_keep_keeps_them_and_says_where(tmpdir_is: Path, capsys: pytest.CaptureF
 
 
 def test_the_history_table_shows_what_was_measured_and_why_not_the_rest() -> None:
-    small = Size(1_000, Path("/s"), "s", results={"mam show": Measured(0.5, 40_000),
-                                                  "mam up start -> first new job recorded": Measured(1.0, 50_000)})
-    large = Size(100_000, Path("/l"), "l", results={
-        "mam show": Measured(0.6, 41_000),
-        "mam up start -> first new job recorded": not_measured("over its 600 s limit"),
-    })
+    small = Size(
+        1_000,
+        Path("/s"),
+        "s",
+        results={"mam show": Measured(0.5, 40_000), "mam up start -> first new job recorded": Measured(1.0, 50_000)},
+    )
+    large = Size(
+        100_000,
+        Path("/l"),
+        "l",
+        results={
+            "mam show": Measured(0.6, 41_000),
+            "mam up start -> first new job recorded": not_measured("over its 600 s limit"),
+        },
+    )
     lines = table([small, large])
     assert lines[0].startswith("| command | 1,000 jobs: time, peak RSS | 100,000 jobs: time, peak RSS |")
     assert "| `mam show` | 0.50 s, 39 MB | 0.60 s, 40 MB | 1.20x, 1.02x | time <= 2x: met |" in lines
-    assert ("| `mam up start -> first new job recorded` | 1.00 s, 49 MB | not measured: over its 600 s limit | - |"
-            "  |") in lines
+    assert (
+        "| `mam up start -> first new job recorded` | 1.00 s, 49 MB | not measured: over its 600 s limit | - |  |"
+    ) in lines
     only_small = table([small])
     assert only_small[0].startswith("| command | 1,000 jobs: time, peak RSS | - |") and len(only_small) == 4

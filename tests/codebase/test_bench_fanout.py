@@ -15,7 +15,8 @@ from support import CHECKOUT
     [(["--messages", "0"], "got 0"), (["--rounds", "x"], "--rounds"), (["--before", "/nowhere"], "'/nowhere'")],
 )
 def test_a_bad_argument_is_one_line_and_exit_2(flag: list[str], said: str) -> None:
-    result = subprocess.run([sys.executable, str(CHECKOUT / "bench" / "fanout.py"), *flag],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(CHECKOUT / "bench" / "fanout.py"), *flag], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert said in result.stderr and "Traceback" not in result.stderr

@@ -28,8 +28,11 @@ def test_each_share_keeps_its_jobs_order_and_all_events_are_dealt_once(jobs: int
         for share in shares:
             for job in {j for j, _ in share}:
                 assert [e for j, e in share if j == job] == work.streams[job]
-        assert all(len({j for j, _ in share} & {j for j, _ in other}) == 0
-                   for i, share in enumerate(shares) for other in shares[i + 1:])
+        assert all(
+            len({j for j, _ in share} & {j for j, _ in other}) == 0
+            for i, share in enumerate(shares)
+            for other in shares[i + 1 :]
+        )
 
 
 @pytest.mark.fast
@@ -48,7 +51,8 @@ def test_workload_counts_its_events() -> None:
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_2(flag: list[str], said: str) -> None:
-    result = subprocess.run([sys.executable, str(CHECKOUT / "bench" / "paths.py"), *flag],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(CHECKOUT / "bench" / "paths.py"), *flag], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert said in result.stderr and "Traceback" not in result.stderr

@@ -51,16 +51,24 @@ def imported_modules(source: str, module: str, *, is_package: bool = False) -> s
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.add(node.args[0].value)
     return found
 
 
 def upward_imports(source: str, module: str, *, is_package: bool = False) -> list[str]:
     """The imports of `source` that reach a package above mam's contract and readers."""
-    return sorted(name for name in imported_modules(source, module, is_package=is_package)
-                  if any(name == upper or name.startswith(upper + ".") for upper in UPPER))
+    return sorted(
+        name
+        for name in imported_modules(source, module, is_package=is_package)
+        if any(name == upper or name.startswith(upper + ".") for upper in UPPER)
+    )
 
 
 @pytest.mark.fast
@@ -85,8 +93,9 @@ def test_nothing_under_mam_but_the_cli_imports_the_packages_above_it() -> None:
             continue
         if path == MAM_DIR / "__init__.py":  # `mam.Publisher`, the public face: imported at its first use only
             continue  # (tests/agents/test_publisher_face.py holds `import mam` to loading no package above)
-        found = upward_imports(path.read_text(encoding="utf-8"), _module_name(path),
-                               is_package=path.name == "__init__.py")
+        found = upward_imports(
+            path.read_text(encoding="utf-8"), _module_name(path), is_package=path.name == "__init__.py"
+        )
         checked += 1
         if found:
             offending[str(path.relative_to(CHECKOUT))] = found
@@ -135,8 +144,9 @@ modules it imported (sys.modules: also those `importlib.import_module` loads, wh
 async def _imports_of(ws: WorkspacePaths, *args: str) -> tuple[str, set[str]]:
     out = ws.root.parent / "modules.json"
     out.unlink(missing_ok=True)
-    done = await run([sys.executable, "-c", _DUMP_MODULES, *args], cwd=ws.elsewhere,
-                     env=child_env(MODULES_OUT=str(out)))
+    done = await run(
+        [sys.executable, "-c", _DUMP_MODULES, *args], cwd=ws.elsewhere, env=child_env(MODULES_OUT=str(out))
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return done.stdout.decode(), set(json.loads(out.read_text()))
 
@@ -160,8 +170,14 @@ async def test_version_and_jobs_do_not_load_the_broker_dashboard_projector_or_mc
     assert "--dashboard" in out and {"mam.broker", "mam.projector", "amqtt"} <= modules
 
 
-SOURCE_ROOTS = {"mam": "mam", "agents": "mam.agents", "broker": "mam.broker", "projector": "mam.projector",
-                "web": "mam.web", "mcp_server": "mam.mcp_server"}
+SOURCE_ROOTS = {
+    "mam": "mam",
+    "agents": "mam.agents",
+    "broker": "mam.broker",
+    "projector": "mam.projector",
+    "web": "mam.web",
+    "mcp_server": "mam.mcp_server",
+}
 """Each source folder of the checkout and the package it is installed as (setup.py's ROOTS)."""
 
 PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
@@ -198,8 +214,9 @@ def package_imports() -> dict[tuple[str, str], list[str]]:
             source = _package_of(module)
             if source is None:
                 continue
-            for name in imported_modules(path.read_text(encoding="utf-8"), module,
-                                         is_package=path.name == "__init__.py"):
+            for name in imported_modules(
+                path.read_text(encoding="utf-8"), module, is_package=path.name == "__init__.py"
+            ):
                 target = _package_of(name)
                 if target is not None and target != source:
                     edges.setdefault((source, target), []).append(f"{module} imports {name}")
@@ -250,8 +267,14 @@ for name in sys.argv[1:]:
 print(json.dumps(sorted(m for m in sys.modules if m == "mam.cli" or m.startswith("mam.cli."))))
 """
 
-LIBRARY = ("mam.agents.publisher", "mam.agents.runner", "mam.projector.service", "mam.broker.server",
-           "mam.web.app", "mam.mcp_server.server")
+LIBRARY = (
+    "mam.agents.publisher",
+    "mam.agents.runner",
+    "mam.projector.service",
+    "mam.broker.server",
+    "mam.web.app",
+    "mam.mcp_server.server",
+)
 """The Python API and the servers' modules: what a program embedding mam imports."""
 
 
@@ -271,19 +294,40 @@ def _network(modules: set[str]) -> list[str]:
 
 async def test_read_only_commands_load_no_mqtt_client_tls_or_cryptography(ws: WorkspacePaths) -> None:
     write_job(ws, "diet-1")
-    write_job(ws, "diet-2", ev.Claimed(runner="r1", id="diet-2-c"), ev.Started(runner="r1", id="diet-2-st"),
-              ev.Output(text="first line\nlast line\n", seq=0, id="diet-2-o"), ev.Succeeded(result="done", id="diet-2-ok"))
-    write_job(ws, "diet-3", ev.Claimed(runner="r1", id="diet-3-c"), ev.Started(runner="r1", id="diet-3-st"),
-              ev.Failed(exit_code=-9, id="diet-3-x"))
+    write_job(
+        ws,
+        "diet-2",
+        ev.Claimed(runner="r1", id="diet-2-c"),
+        ev.Started(runner="r1", id="diet-2-st"),
+        ev.Output(text="first line\nlast line\n", seq=0, id="diet-2-o"),
+        ev.Succeeded(result="done", id="diet-2-ok"),
+    )
+    write_job(
+        ws,
+        "diet-3",
+        ev.Claimed(runner="r1", id="diet-3-c"),
+        ev.Started(runner="r1", id="diet-3-st"),
+        ev.Failed(exit_code=-9, id="diet-3-x"),
+    )
     where = ["--workspace", str(ws.root)]
     # only `mam show` of a job still queued asks the broker which runners could take it (mam/cli/show_routing.py);
     # the text form of any other job (its output's tail, its parent and children too) reads the registry alone
-    for command in (["jobs"], ["show", "diet-1", "-o", "json"], ["show", "diet-2"], ["show", "diet-3"],
-                    ["show", "diet-2", "-o", "yaml"], ["logs", "diet-1"], ["events", "diet-1"],
-                    ["logs", "diet-1", "--tail", "1"], ["jobs", "tree"], ["set-aside"]):
+    for command in (
+        ["jobs"],
+        ["show", "diet-1", "-o", "json"],
+        ["show", "diet-2"],
+        ["show", "diet-3"],
+        ["show", "diet-2", "-o", "yaml"],
+        ["logs", "diet-1"],
+        ["events", "diet-1"],
+        ["logs", "diet-1", "--tail", "1"],
+        ["jobs", "tree"],
+        ["set-aside"],
+    ):
         out, modules = await _imports_of(ws, *command, *where)
         assert {"jobs": "mam.cli.jobs", "logs": "mam.cli.logs", "set-aside": "mam.cli.set_aside"}.get(
-            command[0], "mam.cli.show") in modules
+            command[0], "mam.cli.show"
+        ) in modules
         assert _network(modules) == [], command
         if command == ["show", "diet-2"]:  # the text form of a finished job, read whole
             assert "succeeded" in out and "done" in out and "  last line" in out and "mam logs diet-2" in out

@@ -23,22 +23,32 @@ KNOWN_VALUES: dict[str, str] = {
     **{f"mam {command} JOB": "job" for command in ("show", "events", "logs", "answer", "diff", "merge", "discard")},
     **{f"mam {command} JOB": "job" for command in ("cancel", "retry", "wait")},
     "mam jobs ROOT": "job",
-    "mam jobs --parent": "job", "mam watch --parent": "job", "mam submit --parent": "job",
-    "mam submit --resume": "job", "mam ask --job": "job",
+    "mam jobs --parent": "job",
+    "mam watch --parent": "job",
+    "mam submit --parent": "job",
+    "mam submit --resume": "job",
+    "mam ask --job": "job",
     "mam submit --after": "jobs",
     **{f"mam {command} --status": "status" for command in ("jobs", "watch", "cancel", "retry", "prune")},
     "mam submit --retry-on": "outcome",
     **{f"mam {command} --agent": "agent" for command in ("submit", "session create", "jobs", "watch", "doctor")},
-    "mam submit --agent-session": "session", "mam jobs --session": "session", "mam watch --session": "session",
-    "mam submit --label": "label", "mam jobs --label": "label", "mam watch --label": "label",
-    "mam cancel -l": "label", "mam retry -l": "label",
+    "mam submit --agent-session": "session",
+    "mam jobs --session": "session",
+    "mam watch --session": "session",
+    "mam submit --label": "label",
+    "mam jobs --label": "label",
+    "mam watch --label": "label",
+    "mam cancel -l": "label",
+    "mam retry -l": "label",
     "mam submit --require": "require",
-    "mam submit --role": "role", "mam session create --role": "role",
+    "mam submit --role": "role",
+    "mam session create --role": "role",
     "mam submit --model": "model",
     "mam jobs --sort-by": "sort",
     "mam set-aside ID": "set-aside",
     "mam schema --type": "event-type",
-    "mam passwd FILE": "file", "mam passwd USER": "user",
+    "mam passwd FILE": "file",
+    "mam passwd USER": "user",
     "mam up --password-file": "file",
 }
 """The audit: every flag whose values mam knows (or that names a file), by command, and what it offers. The
@@ -74,8 +84,10 @@ def test_every_flag_that_takes_a_value_has_a_completer_or_choices() -> None:
     flags = _completing()
     assert len(flags) > 250 and any(name == "mam submit --agent" for name, _ in flags)  # the walk reaches them all
     missing = [name for name, action in flags if action.choices is None and _kind(action) is None]
-    assert not missing, ("these flags take a value but have no completer: give each one where it is declared, "
-                         f"`complete(parser.add_argument(...), KIND)` (mam/cli/completers.py; `free` for none): {missing}")
+    assert not missing, (
+        "these flags take a value but have no completer: give each one where it is declared, "
+        f"`complete(parser.add_argument(...), KIND)` (mam/cli/completers.py; `free` for none): {missing}"
+    )
 
 
 def test_each_flag_offers_what_the_audit_says() -> None:
@@ -92,10 +104,22 @@ def test_each_flag_offers_what_the_audit_says() -> None:
 
 
 def test_file_names_only_where_a_file_or_directory_is_meant() -> None:
-    paths = {name.split()[-1] if name.split()[-1] in BELOW else name
-             for name, action in _completing() if _kind(action) in PATHS}
-    assert paths == {"--workspace", "--registry-dir", "--logs-dir", "--cafile", "--certfile", "--keyfile",
-                     "--password-file", "--acl-file", "mam passwd FILE"}
+    paths = {
+        name.split()[-1] if name.split()[-1] in BELOW else name
+        for name, action in _completing()
+        if _kind(action) in PATHS
+    }
+    assert paths == {
+        "--workspace",
+        "--registry-dir",
+        "--logs-dir",
+        "--cafile",
+        "--certfile",
+        "--keyfile",
+        "--password-file",
+        "--acl-file",
+        "mam passwd FILE",
+    }
 
 
 def test_every_flag_below_the_command_line_is_named_by_its_kind_once() -> None:

@@ -80,10 +80,29 @@ def test_the_suites_hooks_fail_a_fast_test_that_starts_a_process(tmp_path: Path)
         "def test_stays_in_process() -> None:\n    assert sum(range(4)) == 6\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", "/dev/null", "--rootdir", str(tmp_path), "-p", "conftest",
-         "-p", "no:cacheprovider", "-q", "-m", "fast", str(tmp_path / "test_breaks_the_rule.py")],
-        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(TESTS)}, capture_output=True, text=True,
-        timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            "/dev/null",
+            "--rootdir",
+            str(tmp_path),
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-m",
+            "fast",
+            str(tmp_path / "test_breaks_the_rule.py"),
+        ],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(TESTS)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     out = done.stdout + done.stderr
     assert done.returncode == 1, out

@@ -22,7 +22,9 @@ HEAVY = {"paho", "aiomqtt", "amqtt", "yaml", "cryptography", "ssl"}
 SIGNING = {"mam.contract.identity", "mam.contract.job_login", "mam.contract.offers", "mam.contract.signing"}
 """Contract modules whose job is keys and signatures: cryptography is theirs to load, nothing else heavy."""
 
-CONTRACT = sorted(f"mam.contract.{p.stem}" for p in (CHECKOUT / "mam" / "contract").glob("*.py") if p.stem != "__init__")
+CONTRACT = sorted(
+    f"mam.contract.{p.stem}" for p in (CHECKOUT / "mam" / "contract").glob("*.py") if p.stem != "__init__"
+)
 
 
 def loaded_by(module: str) -> set[str]:
@@ -32,8 +34,10 @@ def loaded_by(module: str) -> set[str]:
     return {name.split(".")[0] for name in json.loads(done.stdout)}
 
 
-@pytest.mark.parametrize("module", ["mam.projector.dirs", "mam.broker.topic_match", "mam.agents.names",
-                                    *[m for m in CONTRACT if m not in SIGNING]])
+@pytest.mark.parametrize(
+    "module",
+    ["mam.projector.dirs", "mam.broker.topic_match", "mam.agents.names", *[m for m in CONTRACT if m not in SIGNING]],
+)
 def test_a_small_module_loads_no_mqtt_broker_yaml_tls_or_cryptography(module: str) -> None:
     assert loaded_by(module) & HEAVY == set()
 
@@ -44,7 +48,9 @@ def test_the_signing_modules_load_cryptography_and_nothing_else_heavy(module: st
 
 
 def test_the_packages_still_export_what_they_did() -> None:
-    code = ("from mam.projector import Projector; from mam.broker import EmbeddedBroker; "
-            "from mam.agents import Publisher, new_event_id, new_job_id; print('ok')")
+    code = (
+        "from mam.projector import Projector; from mam.broker import EmbeddedBroker; "
+        "from mam.agents import Publisher, new_event_id, new_job_id; print('ok')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr

@@ -28,8 +28,14 @@ from support import CHECKOUT
 ADAPTERS = {"mam.broker.amqtt_internals", "mam.client.aiomqtt_internals", "mam.web.uvicorn_internals"}
 LIBRARIES = ("amqtt", "aiomqtt", "paho", "uvicorn")
 ROOT = CHECKOUT
-SOURCES = {"mam": "mam", "mam.broker": "broker", "mam.agents": "agents", "mam.projector": "projector",
-           "mam.web": "web", "mam.mcp_server": "mcp_server"}
+SOURCES = {
+    "mam": "mam",
+    "mam.broker": "broker",
+    "mam.agents": "agents",
+    "mam.projector": "projector",
+    "mam.web": "web",
+    "mam.mcp_server": "mcp_server",
+}
 """Each package that holds mam's code, and its folder in the checkout."""
 
 
@@ -86,8 +92,10 @@ def test_only_the_adapters_switch_an_objects_class() -> None:
         for source in sorted((ROOT / folder).rglob("*.py")):
             shown = str(source.relative_to(ROOT))
             for node in ast.walk(ast.parse(source.read_text())):
-                if isinstance(node, ast.Assign) and shown not in allowed and any(
-                    isinstance(t, ast.Attribute) and t.attr == "__class__" for t in node.targets
+                if (
+                    isinstance(node, ast.Assign)
+                    and shown not in allowed
+                    and any(isinstance(t, ast.Attribute) and t.attr == "__class__" for t in node.targets)
                 ):
                     switching.append(f"{shown}:{node.lineno}")
     assert switching == []
@@ -116,8 +124,11 @@ class _HandlerWithOtherFlow(BrokerProtocolHandler):
     ("classes", "named"),
     [
         ({"broker_class": _BrokerWithoutReplay}, r"amqtt 0\.\d+\.\d+ lacks _BrokerWithoutReplay\._publish_retained"),
-        ({"handler_class": _HandlerWithOtherFlow}, r"lacks _HandlerWithOtherFlow\._handle_qos1_message_flow\(app_message\) "
-                                                   r"\(now \(app_message, retry\)\)"),
+        (
+            {"handler_class": _HandlerWithOtherFlow},
+            r"lacks _HandlerWithOtherFlow\._handle_qos1_message_flow\(app_message\) "
+            r"\(now \(app_message, retry\)\)",
+        ),
     ],
 )
 def test_an_amqtt_without_a_touched_name_is_refused_by_name(classes: dict[str, type], named: str) -> None:
@@ -159,6 +170,9 @@ class _ProtocolWithOtherData(H11Protocol):
 
 
 async def test_a_uvicorn_without_a_touched_name_is_refused_by_name() -> None:
-    with pytest.raises(LibraryChanged, match=r"uvicorn 0\.\d+\.\d+ lacks _ProtocolWithOtherData\.data_received\(data\) "
-                                             r"\(now \(data, more\)\).*constraints\.txt"):
+    with pytest.raises(
+        LibraryChanged,
+        match=r"uvicorn 0\.\d+\.\d+ lacks _ProtocolWithOtherData\.data_received\(data\) "
+        r"\(now \(data, more\)\).*constraints\.txt",
+    ):
         uvicorn_internals.check(protocol_class=_ProtocolWithOtherData)

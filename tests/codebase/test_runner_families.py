@@ -16,13 +16,25 @@ pytestmark = pytest.mark.fast
 
 
 def _status(agent_id: str, agent: str, *, jobs: list[str] | None = None, online: bool = True) -> AgentStatus:
-    return AgentStatus(status="online" if online else "offline", agent=agent, agent_id=agent_id, epoch="e", pid=1,
-                       host="h", started_at="2026-01-01T00:00:00Z", jobs=jobs or [])
+    return AgentStatus(
+        status="online" if online else "offline",
+        agent=agent,
+        agent_id=agent_id,
+        epoch="e",
+        pid=1,
+        host="h",
+        started_at="2026-01-01T00:00:00Z",
+        jobs=jobs or [],
+    )
 
 
 def test_online_and_busy_runners_are_counted_by_agent() -> None:
-    runners = {"r1": _status("r1", "claude-code", jobs=["j1"]), "r2": _status("r2", "claude-code"),
-               "r3": _status("r3", "codex"), "r4": _status("r4", "codex", jobs=["j2"], online=False)}
+    runners = {
+        "r1": _status("r1", "claude-code", jobs=["j1"]),
+        "r2": _status("r2", "claude-code"),
+        "r3": _status("r3", "codex"),
+        "r4": _status("r4", "codex", jobs=["j2"], online=False),
+    }
     online, busy = runner_families(runners, Bounded())
     assert {s.labels["agent"]: s.value for s in online.samples} == {"claude-code": 2, "codex": 1}
     assert {s.labels["agent"]: s.value for s in busy.samples} == {"claude-code": 1, "codex": 0}

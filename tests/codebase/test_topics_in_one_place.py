@@ -30,14 +30,18 @@ def _texts(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def topic_strings(source: str) -> list[tuple[int, str]]:
-    return [(line, text) for line, text in _texts(ast.parse(source))
-            if TOPIC.match(text) and "\n" not in text and " " not in text]
+    return [
+        (line, text)
+        for line, text in _texts(ast.parse(source))
+        if TOPIC.match(text) and "\n" not in text and " " not in text
+    ]
 
 
 @pytest.mark.fast
 def test_the_finder_sees_a_topic_in_every_spelling_and_no_branch() -> None:
-    found = topic_strings('a = f"mam/{ws}/jobs/+/events"\nb = "mam/#"\nc = f"mam/{w}/rejected"\n'
-                          'd = f"mam/{job}"\ne = f"mam/{ws}/#"\n')
+    found = topic_strings(
+        'a = f"mam/{ws}/jobs/+/events"\nb = "mam/#"\nc = f"mam/{w}/rejected"\nd = f"mam/{job}"\ne = f"mam/{ws}/#"\n'
+    )
     assert [text for _, text in found] == ["mam/{}/jobs/+/events", "mam/#", "mam/{}/rejected", "mam/{}/#"]
 
 
@@ -46,8 +50,11 @@ def test_no_source_but_the_topics_module_formats_a_topic() -> None:
     own = CHECKOUT / "mam" / "contract" / "topics.py"
     files = [path for root in SOURCES for path in sorted((CHECKOUT / root).rglob("*.py")) if path != own]
     assert len(files) > 200  # the walk saw the tree, not an empty directory
-    found = {str(path.relative_to(CHECKOUT)): hits for path in files
-             if (hits := topic_strings(path.read_text(encoding="utf-8")))}
+    found = {
+        str(path.relative_to(CHECKOUT)): hits
+        for path in files
+        if (hits := topic_strings(path.read_text(encoding="utf-8")))
+    }
     assert found == {}, "build topics with mam.contract.topics (Topics, workspace_filter)"
 
 

@@ -20,7 +20,10 @@ TYPECHECK = CHECKOUT / ".ci" / "typecheck.py"
 def test_mypy_finds_no_error_in_the_installed_package(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(TYPECHECK), "--cache-dir", str(tmp_path / "mypy-cache")],
-        capture_output=True, text=True, timeout=280, check=False,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
     )
     assert done.returncode == 0, f"mypy (.venv/bin/python .ci/typecheck.py):\n{done.stdout}{done.stderr}"
     assert "Success: no issues found" in done.stdout

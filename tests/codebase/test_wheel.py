@@ -15,8 +15,14 @@ from pathlib import Path
 
 from support import CHECKOUT
 
-ROOTS = {"mam": "mam", "broker": "mam/broker", "agents": "mam/agents", "projector": "mam/projector",
-         "web": "mam/web", "mcp_server": "mam/mcp_server"}
+ROOTS = {
+    "mam": "mam",
+    "broker": "mam/broker",
+    "agents": "mam/agents",
+    "projector": "mam/projector",
+    "web": "mam/web",
+    "mcp_server": "mam/mcp_server",
+}
 """Each top-level directory and the package it is installed as (setup.py's `ROOTS`)."""
 
 
@@ -35,10 +41,19 @@ def tree_files() -> set[str]:
 
 def test_the_wheel_holds_every_module_of_the_tree(tmp_path: Path) -> None:
     source = tmp_path / "source"
-    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "__pycache__", "tests", "bench", "build", "*.egg-info", ".mam", ".hypothesis", ".*_cache"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
-                            str(source)], capture_output=True, text=True, timeout=300)
+    shutil.copytree(
+        CHECKOUT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "__pycache__", "tests", "bench", "build", "*.egg-info", ".mam", ".hypothesis", ".*_cache"
+        ),
+    )
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "dist").glob("mam-*.whl")
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if not name.startswith("mam-")}

@@ -25,4 +25,3 @@ def test_first_of_reaches_through_groups_nested_by_task_groups() -> None:
     except* ValueError:
         pass
     assert found is inner and found.strerror == "Too many open files"
-

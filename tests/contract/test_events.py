@@ -33,7 +33,10 @@ def test_round_trip_keeps_every_field() -> None:
         (b'{"type":"submitted","prompt":5,"agent":"a"}', "`$.prompt`"),
         (b'{"type":"submitted","prompt":"","agent":"a"}', "`$.prompt`"),
         (b'{"type":"submitted","prompt":"x","agent":"../a"}', "`$.agent`"),
-        (b'{"type":"submitted","agent":"a","promt":"typo"}', "`prompt` (fields this release does not read, ignored: `promt`)"),
+        (
+            b'{"type":"submitted","agent":"a","promt":"typo"}',
+            "`prompt` (fields this release does not read, ignored: `promt`)",
+        ),
         (b'{"type":"submitted","prompt":"x","agent":"a","v":2}', "`$.v`"),
         (b'{"type":"submitted","prompt":"x","agent":"a","timeout":-1}', "`$.timeout`"),
         (b'{"type":"submitted","prompt":"x","agent":"a","labels":{"k":1}}', "`$.labels"),
@@ -79,8 +82,10 @@ def test_every_type_has_a_tag() -> None:
 
 
 def test_a_runner_may_publish_timed_out_but_never_lost() -> None:
-    event = ev.decode_event(b'{"type":"timed_out","reason":"timed out after 2s","exit_code":-15,'
-                            b'"git":{"commit":"abc1234","branch":"main","dirty":false}}')
+    event = ev.decode_event(
+        b'{"type":"timed_out","reason":"timed out after 2s","exit_code":-15,'
+        b'"git":{"commit":"abc1234","branch":"main","dirty":false}}'
+    )
     assert isinstance(event, ev.TimedOut) and event.exit_code == -15 and event.git is not None
     assert "timed_out" not in ev.DERIVED_TYPES and "lost" in ev.DERIVED_TYPES
 

@@ -81,7 +81,9 @@ SAMPLES["unblocked"] = ev.Unblocked()
 for row in TABLE.values():
     row |= {"retrying": R, "unblocked": R}
 NOTHING_RUNS = {kind: R for kind in SAMPLES} | {
-    "cancel_requested": Status.CANCELLED, "cancelled": Status.CANCELLED, "lost": Status.LOST,
+    "cancel_requested": Status.CANCELLED,
+    "cancelled": Status.CANCELLED,
+    "lost": Status.LOST,
 }
 TABLE[Status.BLOCKED] = NOTHING_RUNS | {"unblocked": Status.SUBMITTED}
 TABLE[Status.RETRYING] = NOTHING_RUNS | {"retrying": Status.SUBMITTED}
@@ -93,9 +95,12 @@ SAMPLES["input_withdrawn"] = ev.InputWithdrawn()
 for row in TABLE.values():
     row |= {"input_requested": R, "input_provided": R, "input_withdrawn": R}
 TABLE[Status.RUNNING]["input_requested"] = Status.WAITING
-TABLE[Status.WAITING] = {kind: (Status.WAITING if to is Status.RUNNING else to)
-                         for kind, to in TABLE[Status.RUNNING].items()} | {
-    "input_requested": R, "input_provided": Status.RUNNING, "input_withdrawn": Status.RUNNING,
+TABLE[Status.WAITING] = {
+    kind: (Status.WAITING if to is Status.RUNNING else to) for kind, to in TABLE[Status.RUNNING].items()
+} | {
+    "input_requested": R,
+    "input_provided": Status.RUNNING,
+    "input_withdrawn": Status.RUNNING,
 }
 # Retention (docs/design/projector.md): only a finished job is pruned; it keeps its status, and `pruned_at` says
 # the rest.
@@ -180,8 +185,12 @@ def test_timed_out_records_the_reason_exit_code_time_and_git_state() -> None:
     git = ev.GitInfo(commit="abc1234", branch="main", dirty=True)
     done = apply(record_at(Status.RUNNING), ev.TimedOut(reason="timed out after 2s", exit_code=-15, git=git), CTX)
     assert isinstance(done, JobRecord) and done.status is Status.TIMED_OUT
-    assert (done.exit_code, done.error, done.finished_at, done.git_at_finish) == (-15, "timed out after 2s",
-                                                                                  CTX.received_at, git)
+    assert (done.exit_code, done.error, done.finished_at, done.git_at_finish) == (
+        -15,
+        "timed out after 2s",
+        CTX.received_at,
+        git,
+    )
 
 
 def test_timed_out_of_a_job_no_runner_holds_names_the_rule() -> None:
@@ -219,8 +228,11 @@ def test_fold_is_deterministic() -> None:
 SIGNS_OF_LIFE = ("claimed", "started", "progress", "output", "heartbeat")
 
 
-@pytest.mark.parametrize(("status", "kind"), [(s, k) for s, k, e in CASES if e is not None],
-                         ids=[f"{s.value}-{k}" for s, k, e in CASES if e is not None])
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(s, k) for s, k, e in CASES if e is not None],
+    ids=[f"{s.value}-{k}" for s, k, e in CASES if e is not None],
+)
 def test_every_sign_of_life_and_only_those_renew_last_seen_at(status: Status, kind: str) -> None:
     before = record_at(status)
     result = apply(before, SAMPLES[kind], CTX)

@@ -26,8 +26,11 @@ POLICIES: list[list[str] | None] = [None, ["failed"], ["lost"], ["timed_out"], [
 CASES = [(ending, on, left) for ending in ENDINGS for on in POLICIES for left in (True, False)]
 
 
-@pytest.mark.parametrize(("ending", "retry_on", "attempts_left"), CASES,
-                         ids=[f"{e}-{'+'.join(o or ['default'])}-{'left' if a else 'spent'}" for e, o, a in CASES])
+@pytest.mark.parametrize(
+    ("ending", "retry_on", "attempts_left"),
+    CASES,
+    ids=[f"{e}-{'+'.join(o or ['default'])}-{'left' if a else 'spent'}" for e, o, a in CASES],
+)
 def test_an_attempt_is_retried_exactly_when_its_outcome_is_listed_and_attempts_are_left(
     ending: str, retry_on: list[str] | None, attempts_left: bool
 ) -> None:
@@ -64,15 +67,24 @@ def test_failing_twice_then_succeeding_keeps_three_attempts_and_ends_succeeded()
     retry = ev.Retrying(attempt=2, not_before=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC))
     events: list[ev.AnyEvent] = [
         ev.Submitted(prompt="p", agent="a", retries=2, backoff=0.2),
-        ev.Claimed(runner="r1"), ev.Started(), ev.Failed(exit_code=1, error="one"), retry,
-        ev.Claimed(runner="r2"), ev.Started(), ev.Failed(exit_code=2, error="two"),
+        ev.Claimed(runner="r1"),
+        ev.Started(),
+        ev.Failed(exit_code=1, error="one"),
+        retry,
+        ev.Claimed(runner="r2"),
+        ev.Started(),
+        ev.Failed(exit_code=2, error="two"),
         ev.Retrying(attempt=3, not_before=datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC)),
-        ev.Claimed(runner="r1"), ev.Started(), ev.Succeeded(exit_code=0, result="ok"),
+        ev.Claimed(runner="r1"),
+        ev.Started(),
+        ev.Succeeded(exit_code=0, result="ok"),
     ]
     done = fold(*events, at=later)
     assert done.status is Status.SUCCEEDED and done.attempt == 3
     assert [(a.attempt, a.status, a.runner, a.exit_code, a.error) for a in done.attempts or []] == [
-        (1, Status.FAILED, "r1", 1, "one"), (2, Status.FAILED, "r2", 2, "two"), (3, Status.SUCCEEDED, "r1", 0, None),
+        (1, Status.FAILED, "r1", 1, "one"),
+        (2, Status.FAILED, "r2", 2, "two"),
+        (3, Status.SUCCEEDED, "r1", 0, None),
     ]
     assert (done.retries, done.backoff, done.not_before) == (2, 0.2, "2026-01-01T00:00:02.000Z")
 
@@ -125,13 +137,15 @@ def test_retry_of_is_recorded() -> None:
 
 def test_a_record_written_before_these_keys_keeps_its_bytes() -> None:
     """An old record (no retry, dependency or resubmit keys) decodes and re-encodes to the same bytes."""
-    old = (b'{"job_id":"job-1","workspace":"ws","status":"succeeded","agent":"a","agent_session":null,"role":null,'
-           b'"prompt":"p","labels":{},"parent":null,"timeout":null,"submitted_at":"2026-01-01T00:00:00.000Z",'
-           b'"claimed_at":null,"started_at":null,"finished_at":"2026-01-01T00:00:01.000Z","runner":"r1",'
-           b'"exit_code":0,"result":null,"error":null,"version":4,"last_event_id":"e3",'
-           b'"updated_at":"2026-01-01T00:00:01.000Z","cancel_requested_at":null,"cancel_reason":null,'
-           b'"progress":null,"percent":null,"last_heartbeat_at":null,"output_bytes":0,"runner_epoch":null,'
-           b'"git_at_submit":null,"git_at_finish":null,"last_seen_at":null}\n')
+    old = (
+        b'{"job_id":"job-1","workspace":"ws","status":"succeeded","agent":"a","agent_session":null,"role":null,'
+        b'"prompt":"p","labels":{},"parent":null,"timeout":null,"submitted_at":"2026-01-01T00:00:00.000Z",'
+        b'"claimed_at":null,"started_at":null,"finished_at":"2026-01-01T00:00:01.000Z","runner":"r1",'
+        b'"exit_code":0,"result":null,"error":null,"version":4,"last_event_id":"e3",'
+        b'"updated_at":"2026-01-01T00:00:01.000Z","cancel_requested_at":null,"cancel_reason":null,'
+        b'"progress":null,"percent":null,"last_heartbeat_at":null,"output_bytes":0,"runner_epoch":null,'
+        b'"git_at_submit":null,"git_at_finish":null,"last_seen_at":null}\n'
+    )
     assert encode_record(decode_record(old)) == old
 
 
@@ -141,10 +155,13 @@ def test_a_plain_job_folds_to_the_bytes_it_had_before_these_keys() -> None:
     assert data.endswith(b'"last_seen_at":"2026-01-01T00:00:00.000Z"}\n')
 
 
-@pytest.mark.parametrize("payload", [
-    b'{"type":"retrying","attempt":2,"not_before":"2026-01-01T00:00:00Z"}',
-    b'{"type":"unblocked"}',
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type":"retrying","attempt":2,"not_before":"2026-01-01T00:00:00Z"}',
+        b'{"type":"unblocked"}',
+    ],
+)
 def test_retrying_and_unblocked_are_refused_from_clients(payload: bytes) -> None:
     from mam.contract.topics import Topics
     from mam.projector.ingest import Refused, ingest

@@ -31,16 +31,23 @@ KEY = RunnerKey()
 def _record(job_id: str, *events: ev.AnyEvent) -> JobRecord:
     state: object = None
     for n, event in enumerate(events):
-        state = apply(state, event, Context(job_id=job_id, workspace=WS, event_id=f"{job_id}-e{n}",
-                                            received_at="2026-01-01T00:00:00.000Z"))
+        state = apply(
+            state,
+            event,
+            Context(job_id=job_id, workspace=WS, event_id=f"{job_id}-e{n}", received_at="2026-01-01T00:00:00.000Z"),
+        )
         assert isinstance(state, JobRecord), state
     assert isinstance(state, JobRecord)
     return state
 
 
 def _running(job_id: str, parent: str | None = None, key: RunnerKey = KEY) -> JobRecord:
-    return _record(job_id, ev.Submitted(prompt="p", agent="a", parent=parent),
-                   ev.Claimed(runner="r1", epoch="e1", runner_key=key.public, expected_version=1), ev.Started())
+    return _record(
+        job_id,
+        ev.Submitted(prompt="p", agent="a", parent=parent),
+        ev.Claimed(runner="r1", epoch="e1", runner_key=key.public, expected_version=1),
+        ev.Started(),
+    )
 
 
 def _submitted(job_id: str, parent: str | None = None) -> JobRecord:
@@ -58,19 +65,26 @@ def test_a_token_is_taken_only_for_the_job_attempt_and_key_it_was_made_for_while
     assert job_of("alice") is None and job_of("job:") is None and job_of("job:a/b") is None
 
     other_key = mint(RunnerKey(), WS, "job-a", 1)
-    assert "does not verify with the key of job job-a's claim" in str(refusal(other_key, workspace_id=WS, record=record))
+    assert "does not verify with the key of job job-a's claim" in str(
+        refusal(other_key, workspace_id=WS, record=record)
+    )
     other_ws = mint(KEY, "ws2", "job-a", 1)
     assert "does not verify" in str(refusal(other_ws, workspace_id=WS, record=record))
     other_job = mint(KEY, WS, "job-b", 1)
     assert "does not verify" in str(refusal(other_job, workspace_id=WS, record=record))
     assert "for attempt 2; job job-a is on attempt 1" in str(
-        refusal(mint(KEY, WS, "job-a", 2), workspace_id=WS, record=record))
+        refusal(mint(KEY, WS, "job-a", 2), workspace_id=WS, record=record)
+    )
     for junk in ("", "secret", "1.", "0." + "A" * 86, token + "x"):
         assert "not a job login token" in str(refusal(junk, workspace_id=WS, record=record)), junk
 
-    done = _record("job-a", ev.Submitted(prompt="p", agent="a"),
-                   ev.Claimed(runner="r1", runner_key=KEY.public, expected_version=1), ev.Started(),
-                   ev.Succeeded(exit_code=0))
+    done = _record(
+        "job-a",
+        ev.Submitted(prompt="p", agent="a"),
+        ev.Claimed(runner="r1", runner_key=KEY.public, expected_version=1),
+        ev.Started(),
+        ev.Succeeded(exit_code=0),
+    )
     assert "job job-a is succeeded: a job's login ends with the job" == refusal(token, workspace_id=WS, record=done)
     unsigned = _record("job-a", ev.Submitted(prompt="p", agent="a"), ev.Claimed(runner="r1", expected_version=1))
     assert "names no runner key" in str(refusal(token, workspace_id=WS, record=unsigned))
@@ -128,14 +142,26 @@ def test_a_job_delegates_asks_and_cancels_within_its_tree_and_nothing_else() -> 
 
     assert "parent must be job-a, not none (a root job)" in str(tree.send("x", ev.Submitted(prompt="p", agent="a")))
     assert "parent must be job-a, not stranger" in str(
-        tree.send("x", ev.Submitted(prompt="p", agent="a", parent="stranger")))
+        tree.send("x", ev.Submitted(prompt="p", agent="a", parent="stranger"))
+    )
     assert "asks questions for job job-a only" in str(tree.send("job-a-1", ev.InputRequested(question="q")))
     assert "cancels only job job-a and the jobs under it, not stranger" in str(
-        tree.send("stranger", ev.CancelRequested()))
+        tree.send("stranger", ev.CancelRequested())
+    )
     assert "answers only the jobs under it, not job-a" in str(tree.send("job-a", ev.InputProvided(answer="x")))
     assert "answers only the jobs under it, not nobody" in str(tree.send("nobody", ev.InputProvided(answer="x")))
-    runner_events = [ev.Claimed(runner="r"), ev.Started(), ev.Output(text="x"), ev.Heartbeat(),
-                     ev.Succeeded(exit_code=0), ev.Failed(), ev.Released(), ev.Cancelled(), ev.Lost(), ev.Pruned()]
+    runner_events = [
+        ev.Claimed(runner="r"),
+        ev.Started(),
+        ev.Output(text="x"),
+        ev.Heartbeat(),
+        ev.Succeeded(exit_code=0),
+        ev.Failed(),
+        ev.Released(),
+        ev.Cancelled(),
+        ev.Lost(),
+        ev.Pruned(),
+    ]
     for event in runner_events:
         reason = tree.send("job-a", event)
         assert f"may not publish {ev.event_type(event)}: only submitted" in str(reason), event
@@ -143,8 +169,18 @@ def test_a_job_delegates_asks_and_cancels_within_its_tree_and_nothing_else() -> 
 
 def test_whatever_a_job_sends_that_is_no_event_is_a_refusal_never_an_exception() -> None:
     tree = Tree()
-    for payload in (b"", b"{", b"[]", b"null", b'{"type":"submitted"}', b"[" * 100_000, b'{"a":' * 50_000,
-                    b'{"type":"cancel_requested","id":"\\ud800"}', b"\xff\xfe", b"x" * 2_000_000):
+    for payload in (
+        b"",
+        b"{",
+        b"[]",
+        b"null",
+        b'{"type":"submitted"}',
+        b"[" * 100_000,
+        b'{"a":' * 50_000,
+        b'{"type":"cancel_requested","id":"\\ud800"}',
+        b"\xff\xfe",
+        b"x" * 2_000_000,
+    ):
         reason = tree.send("job-a-1", payload)
         assert reason is not None and reason.startswith("not an event"), (payload[:20], reason)
     assert tree.refused[-1].event_id is None and tree.refused[-1].login == "job:job-a"
@@ -154,19 +190,44 @@ def test_whatever_a_job_sends_that_is_no_event_is_a_refusal_never_an_exception()
 def test_a_job_reads_its_tree_by_exact_topics_and_the_shared_ones() -> None:
     jobs = Tree().jobs
     user = "job:job-a"
-    readable = [T.projector_status, T.rejected, T.all_agent_status, T.agent_status("r1"), T.state("job-a"),
-                T.events("job-a"), T.state("job-a-1"), T.events("job-a-1-1"), T.state("not-yet")]
+    readable = [
+        T.projector_status,
+        T.rejected,
+        T.all_agent_status,
+        T.agent_status("r1"),
+        T.state("job-a"),
+        T.events("job-a"),
+        T.state("job-a-1"),
+        T.events("job-a-1-1"),
+        T.state("not-yet"),
+    ]
     for topic in readable:
         assert jobs.may(READ, user, topic), topic
-    for topic in (T.all_states, T.all_events, T.everything, T.state("stranger"), T.events("stranger"),
-                  "mam/ws2/projector/status", "mam/+/rejected", "$SYS/broker/uptime", "mam/ws1/jobs/#"):
+    for topic in (
+        T.all_states,
+        T.all_events,
+        T.everything,
+        T.state("stranger"),
+        T.events("stranger"),
+        "mam/ws2/projector/status",
+        "mam/+/rejected",
+        "$SYS/broker/uptime",
+        "mam/ws1/jobs/#",
+    ):
         assert not jobs.may(READ, user, topic), topic
     assert not jobs.may_receive(user, T.state("not-yet")), "delivered only once recorded under it"
     assert jobs.may_receive(user, T.state("job-a-1-1")) and not jobs.may_receive(user, T.state("stranger"))
     for topic in (T.events("job-a"), T.events("stranger")):
         assert jobs.may(WRITE, user, topic), "what is sent there decides (may_send)"
-    for topic in (T.state("job-a"), T.rejected, T.projector_status, T.agent_status("r1"), T.agent_offers("r1"),
-                  "mam/ws2/jobs/job-a/events", "elsewhere"):
+    for topic in (
+        T.state("job-a"),
+        T.rejected,
+        T.projector_status,
+        T.agent_status("r1"),
+        T.agent_offers("r1"),
+        "mam/ws2/jobs/job-a/events",
+        "elsewhere",
+    ):
         assert not jobs.may(WRITE, user, topic), topic
 
 
@@ -179,7 +240,8 @@ def test_the_job_ending_closes_its_connections_and_refuses_what_its_login_still_
     tree.jobs.saw_state(T.state("job-a"))
     assert tree.closed == ["job:job-a"] and "job-a" not in tree.jobs.live, "another claim's key: ended for this login"
     assert tree.send("job-a-2", ev.Submitted(prompt="p", agent="a", parent="job-a")) == (
-        "this job's login ended with the job")
+        "this job's login ended with the job"
+    )
     assert not tree.jobs.may(WRITE, "job:job-a", T.events("job-a"))
 
 
@@ -215,7 +277,10 @@ def test_a_job_gets_a_login_of_its_own_where_the_broker_takes_one_and_the_runner
     assert JobBroker(brokers, WS, KEY, "none", taken=True).url("job-a", 1, runner_env) == "mqtt://127.0.0.1:1883"
     several = parse_broker_urls("mqtt://alice:s3cret@a:1883,mqtt://alice:s3cret@b:1883")
     both = JobBroker(several, WS, KEY, taken=True).url("job-a", 1, {})
-    assert [parse_broker_url(u).username for u in both.split(",")] == ["job:job-a", "job:job-a"] and "s3cret" not in both
+    assert [parse_broker_url(u).username for u in both.split(",")] == [
+        "job:job-a",
+        "job:job-a",
+    ] and "s3cret" not in both
     with pytest.raises(ValueError):
         JobBroker(brokers, WS, KEY, "everything")
 
@@ -230,12 +295,14 @@ JSON = st.recursive(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=st.binary(max_size=256) | JSON.map(lambda v: msgspec.json.encode(v)),
-       kind=st.sampled_from(ev.EVENT_TYPES), fields=st.dictionaries(st.text(max_size=12), JSON, max_size=4))
+@given(
+    payload=st.binary(max_size=256) | JSON.map(lambda v: msgspec.json.encode(v)),
+    kind=st.sampled_from(ev.EVENT_TYPES),
+    fields=st.dictionaries(st.text(max_size=12), JSON, max_size=4),
+)
 def test_anything_a_job_sends_is_judged_without_an_exception(payload: bytes, kind: str, fields: dict) -> None:
     tree = TREE
     for sent in (payload, msgspec.json.encode({**fields, "type": kind})):
         before = len(tree.refused)
         verdict = tree.jobs.may_send("job:job-a", T.events("job-a-1"), sent)
         assert isinstance(verdict, bool) and len(tree.refused) == before + (not verdict)
-

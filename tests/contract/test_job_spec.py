@@ -26,8 +26,17 @@ from mam.web.openapi import openapi
 from support import CHECKOUT
 
 DOCS = CHECKOUT / "docs"
-BOUNDED = {"priority": int, "retries": int, "max_turns": int, "budget_tokens": int, "tree_budget_tokens": int,
-           "job_timeout": float, "backoff": float, "budget_usd": float, "tree_budget_usd": float}
+BOUNDED = {
+    "priority": int,
+    "retries": int,
+    "max_turns": int,
+    "budget_tokens": int,
+    "tree_budget_tokens": int,
+    "job_timeout": float,
+    "backoff": float,
+    "budget_usd": float,
+    "tree_budget_usd": float,
+}
 """The options with numeric bounds, and the kind of number each takes."""
 
 
@@ -39,6 +48,7 @@ class _Served:
 def mcp_tool() -> Any:
     async def tools() -> Any:
         return {tool.name: tool for tool in await build(_Served()).list_tools()}  # type: ignore[arg-type]
+
     return anyio.run(tools)["submit_job"]
 
 
@@ -116,8 +126,12 @@ def _spec(name: str, value: object) -> str | None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(name=st.sampled_from(sorted(BOUNDED)), whole=st.integers(min_value=-(2**60), max_value=2**60),
-       part=st.sampled_from([0.0, 0.5, 0.25]), near=st.booleans())
+@given(
+    name=st.sampled_from(sorted(BOUNDED)),
+    whole=st.integers(min_value=-(2**60), max_value=2**60),
+    part=st.sampled_from([0.0, 0.5, 0.25]),
+    near=st.booleans(),
+)
 def test_a_value_is_refused_by_every_front_end_or_by_none(name: str, whole: int, part: float, near: bool) -> None:
     if near:  # mostly around the bounds, where they could disagree
         whole = whole % 2003 - 1001
@@ -137,14 +151,37 @@ def _tool_model() -> Any:
 _MODEL = _tool_model()
 
 
-HOSTILE_WORDS = ["cancel", "abandon", "Cancel", "ABANDON", " cancel", "cancel\n", "abandon ", "terminate",
-                 "request_cancel", "", "-", "--abandon", "cancel,abandon", "\u0430bandon", "c\u0430ncel", "\x00"]
+HOSTILE_WORDS = [
+    "cancel",
+    "abandon",
+    "Cancel",
+    "ABANDON",
+    " cancel",
+    "cancel\n",
+    "abandon ",
+    "terminate",
+    "request_cancel",
+    "",
+    "-",
+    "--abandon",
+    "cancel,abandon",
+    "\u0430bandon",
+    "c\u0430ncel",
+    "\x00",
+]
 """Near misses of `parent_close`'s two words (case, spaces, Temporal's other policies, a Cyrillic a)."""
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=st.one_of(st.sampled_from(HOSTILE_WORDS), st.text(max_size=40), st.integers(), st.booleans(),
-                       st.lists(st.sampled_from(["cancel", "abandon"]), max_size=2)))
+@given(
+    value=st.one_of(
+        st.sampled_from(HOSTILE_WORDS),
+        st.text(max_size=40),
+        st.integers(),
+        st.booleans(),
+        st.lists(st.sampled_from(["cancel", "abandon"]), max_size=2),
+    )
+)
 def test_parent_close_is_cancel_or_abandon_and_anything_else_is_refused_by_every_front_end_naming_it(
     value: object,
 ) -> None:
@@ -160,10 +197,20 @@ def test_parent_close_is_cancel_or_abandon_and_anything_else_is_refused_by_every
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("name,value", [
-    ("agent", "no body"), ("role", "r" * 300), ("labels", {"no spaces": "v"}), ("require", {"gpu": "x" * 300}),
-    ("retry_on", ["soon"]), ("permissions", "root"), ("model", "-rf"), ("after", ["a b"]), ("job_id", "../x"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("agent", "no body"),
+        ("role", "r" * 300),
+        ("labels", {"no spaces": "v"}),
+        ("require", {"gpu": "x" * 300}),
+        ("retry_on", ["soon"]),
+        ("permissions", "root"),
+        ("model", "-rf"),
+        ("after", ["a b"]),
+        ("job_id", "../x"),
+    ],
+)
 def test_a_bad_value_of_any_other_option_is_refused_naming_it(name: str, value: Any) -> None:
     spec = _spec(name, value)
     assert spec is not None and spec.startswith(f"{name}: ") and "\n" not in spec
@@ -177,7 +224,7 @@ def _mentions(text: str, names: list[str], quote: str = "`") -> list[str]:
 @pytest.mark.fast
 def test_the_docs_list_every_option_of_each_front_end() -> None:
     api = (DOCS / "api.md").read_text()
-    section = api[api.index("### `POST /api/jobs`"):api.index("### `POST /api/jobs/{id}/retry`")]
+    section = api[api.index("### `POST /api/jobs`") : api.index("### `POST /api/jobs/{id}/retry`")]
     assert _mentions(section, job_spec.names("api")) == []
     mcp = (DOCS / "mcp.md").read_text()
     row = next(line for line in mcp.splitlines() if line.startswith("| `submit_job`"))

@@ -23,8 +23,16 @@ STARTED, CONNECTED, CHANGED = "2026-05-01T09:00:00Z", "2026-05-01T11:00:00Z", "2
 
 
 def _status(status: str, **fields: object) -> AgentStatus:
-    return AgentStatus(status=status, agent="shell", agent_id="r1", epoch="e", pid=1, host="h",  # type: ignore[arg-type]
-                       started_at=STARTED, **fields)  # type: ignore[arg-type]
+    return AgentStatus(
+        status=status,
+        agent="shell",
+        agent_id="r1",
+        epoch="e",
+        pid=1,
+        host="h",  # type: ignore[arg-type]
+        started_at=STARTED,
+        **fields,
+    )  # type: ignore[arg-type]
 
 
 def _since_cell(status: AgentStatus) -> str:
@@ -56,10 +64,15 @@ def test_a_will_is_hidden_a_day_after_its_runner_connected_unless_all_are_asked_
 times = st.sampled_from([STARTED, CONNECTED, CHANGED])
 
 
-@given(st.sampled_from(["online", "offline"]), st.one_of(st.none(), times), st.one_of(st.just(UNSET), times),
-       st.sampled_from([UNSET, True]))
-def test_since_is_always_one_of_the_times_its_meaning_allows(status: str, updated: str | None, came: object,
-                                                              will: object) -> None:
+@given(
+    st.sampled_from(["online", "offline"]),
+    st.one_of(st.none(), times),
+    st.one_of(st.just(UNSET), times),
+    st.sampled_from([UNSET, True]),
+)
+def test_since_is_always_one_of_the_times_its_meaning_allows(
+    status: str, updated: str | None, came: object, will: object
+) -> None:
     value = since(_status(status, updated_at=updated, online_since=came, will=will))
     if status == "online":
         assert value == (came if came is not UNSET else STARTED)

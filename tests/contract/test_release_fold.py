@@ -16,8 +16,12 @@ T1 = "2026-01-01T00:00:05.000Z"
 
 
 def test_a_released_job_is_submitted_again_with_the_attempt_kept_and_the_runner_cleared() -> None:
-    state = fold(ev.Submitted(prompt="p", agent="a"), ev.Claimed(runner="r1"),
-                 ev.Started(runner="r1", counts_outputs=True), ev.Output(text="half done\n", seq=0))
+    state = fold(
+        ev.Submitted(prompt="p", agent="a"),
+        ev.Claimed(runner="r1"),
+        ev.Started(runner="r1", counts_outputs=True),
+        ev.Output(text="half done\n", seq=0),
+    )
     assert isinstance(state, JobRecord)
     result = apply(state, ev.Released(reason="runner r1 stopped", outputs=1), ctx(4, T1))
     assert isinstance(result, JobRecord), result

@@ -209,7 +209,9 @@ def test_the_corpus_exercises_both_verdicts() -> None:
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("payload,decoded,reason", KNOWN_DIFFERENCES, ids=["payload-bytes", "integral-float", "calendar", "unknown-field"])
+@pytest.mark.parametrize(
+    "payload,decoded,reason", KNOWN_DIFFERENCES, ids=["payload-bytes", "integral-float", "calendar", "unknown-field"]
+)
 def test_each_listed_difference_is_real(payload: bytes, decoded: bool, reason: str) -> None:
     assert decoder_accepts(payload) is decoded, reason
     assert schema_accepts(payload) is not decoded, reason

@@ -48,14 +48,20 @@ def test_every_schema_mam_publishes_compiles_under_ajv_strict_defaults(tmp_path:
         files.append(one)
     result = subprocess.run(
         [node, str(HERE / "ajv_compile.cjs"), *map(str, files)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "NODE_PATH": str(AJV_DIR / "node_modules")},
     )
     assert result.returncode == 0, result.stderr
     verdicts = [json.loads(line) for line in result.stdout.splitlines()]
     assert [Path(v["path"]).name for v in verdicts] == [f.name for f in files]
     assert all(v["version"].startswith("8.") for v in verdicts), verdicts[0]["version"]
-    failed = {v["path"]: (v["default"], v["formats"]) for v in verdicts if (v["default"], v["formats"]) != ("compiled", "compiled")}
+    failed = {
+        v["path"]: (v["default"], v["formats"])
+        for v in verdicts
+        if (v["default"], v["formats"]) != ("compiled", "compiled")
+    }
     assert not failed, failed
 
 
@@ -70,7 +76,10 @@ def test_ajv_refuses_what_mam_used_to_publish(tmp_path: Path) -> None:
     raw = tmp_path / "raw.schema.json"
     raw.write_text(json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema", **root, "$defs": defs}))
     result = subprocess.run(
-        [node, str(HERE / "ajv_compile.cjs"), str(raw)], capture_output=True, text=True, timeout=60,
+        [node, str(HERE / "ajv_compile.cjs"), str(raw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "NODE_PATH": str(AJV_DIR / "node_modules")},
     )
     (verdict,) = [json.loads(line) for line in result.stdout.splitlines()]

@@ -38,8 +38,6 @@ pytestmark = pytest.mark.fast
 # -- the payload format ---------------------------------------------------------------------------------------------
 
 
-
-
 KEY = Ed25519PrivateKey.generate()
 
 

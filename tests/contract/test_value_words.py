@@ -18,8 +18,11 @@ from mam.contract.errors import UsageError
 from mam.contract.value_words import DOCS, fault, missing, number, unknown
 
 ANY_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=300),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=300),
     lambda inner: st.lists(inner, max_size=70) | st.dictionaries(st.text(max_size=70), inner, max_size=70),
     max_leaves=80,
 )
@@ -47,7 +50,8 @@ def test_the_words_find_a_fault_exactly_where_msgspec_refuses(name: str, value: 
 @settings(max_examples=400)
 @given(option=refused_option(), front=st.sampled_from(["cli", "python", "api", "mcp"]))
 def test_an_out_of_range_or_wrong_type_number_is_refused_in_mams_words_naming_it(
-    option: tuple[str, Any], front: Any,
+    option: tuple[str, Any],
+    front: Any,
 ) -> None:
     name, value = option
     with pytest.raises(UsageError) as refused:
@@ -85,8 +89,10 @@ def test_every_missing_option_is_named_at_once() -> None:
     with pytest.raises(UsageError) as one:
         job_spec.decode(b'{"agent": "shell", "prompt": null}')
     assert str(one.value) == "missing required field: prompt (see docs/api.md)"
-    assert missing(["prompt", "agent"], "cli", kind="option", flags={"prompt": "--prompt", "agent": "--agent"}) \
+    assert (
+        missing(["prompt", "agent"], "cli", kind="option", flags={"prompt": "--prompt", "agent": "--agent"})
         == "missing required options: --prompt, --agent (see docs/cli.md)"
+    )
 
 
 @pytest.mark.fast

@@ -126,7 +126,9 @@ def test_every_relative_link_and_image_lands(page: Path) -> None:
 @pytest.mark.fast
 def test_a_broken_anchor_and_a_missing_file_are_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("# Top\n\n## A section, with `code`\n\n[ok](#a-section-with-code) [bad](#nowhere) `[code](no.md)`\n")
+    page.write_text(
+        "# Top\n\n## A section, with `code`\n\n[ok](#a-section-with-code) [bad](#nowhere) `[code](no.md)`\n"
+    )
     text = page.read_text()
     assert anchors(text) == {"top", "a-section-with-code"}
     assert list(links(text)) == [(5, "#a-section-with-code"), (5, "#nowhere")]

@@ -46,20 +46,30 @@ RUN_ELSEWHERE = {
 
 NATS = "a NATS cluster (nats-1..3, the block's MAM_BROKER_URL)"
 NOT_HERE: list[tuple[str, str]] = [
-    (r"^mam up --dashboard$", "a second `mam up` on the module's workspace, on the dashboard's fixed port 8383 "
-     "(the tests serve it on free ports: tests/web/test_dashboard*.py)"),
+    (
+        r"^mam up --dashboard$",
+        "a second `mam up` on the module's workspace, on the dashboard's fixed port 8383 "
+        "(the tests serve it on free ports: tests/web/test_dashboard*.py)",
+    ),
     (r"^mam-broker --port 1884 ", "a fixed port (1884) and a system-wide spool (/var/tmp/mam-spool)"),
-    (r"^mam-projector --workspace ~/src/app --broker mqtt://127\.0\.0\.1:1884$", "the projector of the "
-     "mam-broker on port 1884 above, for ~/src/app"),
+    (
+        r"^mam-projector --workspace ~/src/app --broker mqtt://127\.0\.0\.1:1884$",
+        "the projector of the mam-broker on port 1884 above, for ~/src/app",
+    ),
     (r"^mam-projector --broker mqtt://127\.0\.0\.1:1883$", "the standard MQTT port 1883, never used by tests"),
     (r"^mam-projector --workspace ~/src/app$", NATS),
     (r"^mam-agent --agent claude-code --workspace ~/src/app$", NATS),
     (r"^mam submit --prompt fix the tests --agent claude-code$", NATS),
-    (r"^mam-agent --agent (claude-code|codex)\b", "the real agent CLI with its API key (tests/real_agents/test_real_agents*.py "
-     "run the CLIs against local model servers)"),
+    (
+        r"^mam-agent --agent (claude-code|codex)\b",
+        "the real agent CLI with its API key (tests/real_agents/test_real_agents*.py "
+        "run the CLIs against local model servers)",
+    ),
     (r"^mam submit --agent claude-code .*--follow", "follows to its end a job only the real Claude Code CLI runs"),
-    (r"^mam submit --resume ", "continues an agent session, which only a real agent CLI records "
-     "(tests/agents/test_job_limits.py resumes one)"),
+    (
+        r"^mam submit --resume ",
+        "continues an agent session, which only a real agent CLI records (tests/agents/test_job_limits.py resumes one)",
+    ),
 ]
 """(regex on the command's words joined by spaces, `_as_written`; why it is not run here)."""
 
@@ -190,8 +200,7 @@ async def daemon(live: Live, argv: list[str], matches: Callable[[dict], bool], n
     try:
         ws_id = workspace_id(live.root)
         async with Watch(live.url, f"mam/{ws_id}/agents/+/status") as status:
-            await status.json(lambda s: s["status"] == "online" and s["pid"] == process.pid and matches(s),
-                              timeout=30)
+            await status.json(lambda s: s["status"] == "online" and s["pid"] == process.pid and matches(s), timeout=30)
         yield process
     finally:
         process.stop()
@@ -249,8 +258,13 @@ async def test_every_command_in_the_docs_runs_against_a_live_mam_up(tmp_path: Pa
     root = tmp_path / "workspace"
     root.mkdir()
     (root / "review.py").write_text(REVIEW_PY)
-    for git in (["init", "-q", "-b", "main"], ["config", "user.name", "t"], ["config", "user.email", "t@localhost"],
-                ["add", "review.py"], ["commit", "-q", "-m", "start"]):
+    for git in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "t"],
+        ["config", "user.email", "t@localhost"],
+        ["add", "review.py"],
+        ["commit", "-q", "-m", "start"],
+    ):
         subprocess.run(["git", "-C", str(root), *git], check=True)  # a repository with a commit: --worktree needs it
     (root / ".mam").mkdir()
     (root / ".mam" / "up.json").write_text(json.dumps({"port": free_port()}))  # never the machine's 1883
@@ -261,14 +275,21 @@ async def test_every_command_in_the_docs_runs_against_a_live_mam_up(tmp_path: Pa
         live = Live(root, tmp_path, env, runtime["broker"], Jobs())
         shell = [str(BIN / "mam-agent"), "--agent", "shell", "--concurrency", "2"]  # the asking job holds one slot
         worktree = [str(BIN / "mam-agent"), "--agent", "wt", "--profile", "shell", "--worktree", "--concurrency", "4"]
-        async with daemon(live, shell, lambda s: s["agent"] == "shell", "shell"), \
-                daemon(live, worktree, lambda s: s["agent"] == "wt", "wt"):
+        async with (
+            daemon(live, shell, lambda s: s["agent"] == "shell", "shell"),
+            daemon(live, worktree, lambda s: s["agent"] == "wt", "wt"),
+        ):
             await prepare(live, to_run)
             async with anyio.create_task_group() as pages:
                 for page_commands in to_run.values():
                     pages.start_soon(run_page, live, page_commands)
-            asked = await wait_for_state(live.url, workspace_id(root), live.jobs.asking,
-                                         lambda r: r["status"] in ("succeeded", "failed"), timeout=60)
+            asked = await wait_for_state(
+                live.url,
+                workspace_id(root),
+                live.jobs.asking,
+                lambda r: r["status"] in ("succeeded", "failed"),
+                timeout=60,
+            )
     finally:
         up.stop()
     assert not live.failures, "commands in the docs that do not run as written:\n" + "\n".join(live.failures)
@@ -281,9 +302,13 @@ async def prepare(live: Live, to_run: dict[Path, list[Command]]) -> None:
     """The jobs the pages' ids stand for, submitted and (but for two) finished before the pages run."""
     jobs = live.jobs
     landings = sum(1 for cs in to_run.values() for c in cs if c.argv[1:2] in (["merge"], ["discard"]))
-    wanted = {"finished": ("shell", "echo done"), "shown": ("wt", "echo shown > shown.txt"),
-              "unclaimed": ("nobody", "never claimed"), "asking": ("shell", ask_line(to_run)),
-              **{f"landable-{n}": ("wt", f"echo {n} > landed-{n}.txt") for n in range(landings)}}
+    wanted = {
+        "finished": ("shell", "echo done"),
+        "shown": ("wt", "echo shown > shown.txt"),
+        "unclaimed": ("nobody", "never claimed"),
+        "asking": ("shell", ask_line(to_run)),
+        **{f"landable-{n}": ("wt", f"echo {n} > landed-{n}.txt") for n in range(landings)},
+    }
     made: dict[str, str] = {}
 
     async def one(name: str, agent: str, prompt: str) -> None:
@@ -294,11 +319,11 @@ async def prepare(live: Live, to_run: dict[Path, list[Command]]) -> None:
     async with anyio.create_task_group() as tg:
         for name, (agent, prompt) in wanted.items():
             tg.start_soon(one, name, agent, prompt)
-    jobs.finished, jobs.shown, jobs.unclaimed, jobs.asking = (made[k] for k in ("finished", "shown", "unclaimed",
-                                                                                  "asking"))
+    jobs.finished, jobs.shown, jobs.unclaimed, jobs.asking = (
+        made[k] for k in ("finished", "shown", "unclaimed", "asking")
+    )
     jobs.landable = [made[f"landable-{n}"] for n in range(landings)]
-    await wait_for_state(live.url, workspace_id(live.root), jobs.asking, lambda r: r["status"] == "waiting",
-                         timeout=30)
+    await wait_for_state(live.url, workspace_id(live.root), jobs.asking, lambda r: r["status"] == "waiting", timeout=30)
 
 
 @pytest.mark.fast

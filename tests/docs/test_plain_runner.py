@@ -20,8 +20,9 @@ DOC = CHECKOUT / "docs" / "remote-runners.md"
 
 
 def doc_script() -> str:
-    match = re.search(r"<!-- plain-runner: my_runner.py -->\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"),
-                      re.S)
+    match = re.search(
+        r"<!-- plain-runner: my_runner.py -->\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S
+    )
     assert match, "docs/remote-runners.md has no plain-runner block"
     return match.group(1)
 
@@ -35,8 +36,11 @@ async def test_the_plain_runner_in_the_docs_claims_runs_and_reports_a_job(ws: Wo
         status = await wait_projector_online(url, ws_id)
         fingerprint = "sha256:" + hashlib.sha256(base64.b64decode(status["public_key"])).hexdigest()
         await submit(url, ws, "job-plain", "say hello", agent="hello")
-        ran = await run([sys.executable, str(script), "127.0.0.1", str(port), ws_id, fingerprint, "hello"],
-                        cwd=ws.elsewhere, timeout=60)
+        ran = await run(
+            [sys.executable, str(script), "127.0.0.1", str(port), ws_id, fingerprint, "hello"],
+            cwd=ws.elsewhere,
+            timeout=60,
+        )
     assert ran.returncode == 0, ran.stderr.decode()
     assert ran.stdout.decode().split() == ["job-plain", "succeeded"]
     events = log_events(ws, "job-plain")

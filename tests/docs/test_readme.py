@@ -27,7 +27,6 @@ def quickstart_block(name: str) -> list[str]:
     return [line for line in match.group(1).splitlines() if line.strip()]
 
 
-
 async def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     checkout = tmp_path / "checkout"
     checkout.mkdir()
@@ -77,8 +76,9 @@ async def test_the_suites_guard_leaves_a_quick_start_serving_the_checkout_alone(
     (checkout / ".mam" / "up.json").write_text(json.dumps({"port": free_port()}))
     assert not served_workspace(checkout)
     (up_line,) = quickstart_block("up")[1:]
-    up = Daemon(["bash", "-c", f"exec {up_line}"], cwd=checkout, env=child_env(MAM_BROKER_URL=None),
-                log=tmp_path / "up.log")
+    up = Daemon(
+        ["bash", "-c", f"exec {up_line}"], cwd=checkout, env=child_env(MAM_BROKER_URL=None), log=tmp_path / "up.log"
+    )
     try:
         runtime = await wait_for_json_file(checkout / ".mam" / "runtime.json")
         assert runtime["pid"] == up.pid and served_workspace(checkout), "served: its writes are its own"

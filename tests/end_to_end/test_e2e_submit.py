@@ -18,7 +18,11 @@ def only_workspace_files(ws: WorkspacePaths) -> None:
     assert not list(ws.elsewhere.iterdir()), "nothing may land in the caller's cwd"
     assert sorted(p.name for p in ws.root.iterdir()) == [".mam"]
     assert sorted(p.name for p in (ws.root / ".mam").iterdir()) == [
-        ".gitignore", "delegate_job_logs", "jobs", "projector.key", "projector.pub"
+        ".gitignore",
+        "delegate_job_logs",
+        "jobs",
+        "projector.key",
+        "projector.pub",
     ]
 
 
@@ -218,7 +222,9 @@ async def test_python_api_submit_records_git_provenance(amqtt: RunningBroker, ws
     assert (record.git_at_submit.commit, record.git_at_submit.branch) == (head, "main")  # type: ignore[union-attr]
 
 
-async def test_python_api_submit_takes_a_retry_policy_and_dependencies(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_python_api_submit_takes_a_retry_policy_and_dependencies(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     from mam.agents import Publisher
     from mam.contract.broker_url import parse_broker_url
     from mam.contract.workspace import resolve
@@ -226,8 +232,16 @@ async def test_python_api_submit_takes_a_retry_policy_and_dependencies(amqtt: Ru
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(amqtt.url)) as pub:
             first = await pub.submit(prompt="p", agent="a", job_id="job-first", wait=True)
-            then = await pub.submit(prompt="q", agent="a", job_id="job-then", wait=True, retries=3,
-                                    retry_on=["lost"], backoff=2.0, after=["job-first"])
+            then = await pub.submit(
+                prompt="q",
+                agent="a",
+                job_id="job-then",
+                wait=True,
+                retries=3,
+                retry_on=["lost"],
+                backoff=2.0,
+                after=["job-first"],
+            )
     assert first.status.value == "submitted"  # type: ignore[union-attr]
     assert then.status.value == "blocked" and then.after == ["job-first"]  # type: ignore[union-attr]
     assert (then.retries, then.retry_on, then.backoff) == (3, ["lost"], 2.0)  # type: ignore[union-attr]

@@ -52,10 +52,13 @@ async def test_the_dashboard_skips_hostile_messages_refuses_a_deep_body_and_stre
     async with projector_process(mosquitto, ws.root, ws.elsewhere), dashboard(ws.root, mosquitto.url) as page:
         async with Stream(page) as stream:
             await stream.next("snapshot")
-            await _publish_hostile(mosquitto.url, [t.events("hostile-1"), t.state("hostile-1"), t.rejected,
-                                                   t.projector_status, t.agent_status("r9")])
-            status, _, body = await request(page, "POST", "/api/jobs/hostile-1/cancel",
-                                            body=b'{"reason":' + DEEP_ARRAYS + b"}", headers=JSON)
+            await _publish_hostile(
+                mosquitto.url,
+                [t.events("hostile-1"), t.state("hostile-1"), t.rejected, t.projector_status, t.agent_status("r9")],
+            )
+            status, _, body = await request(
+                page, "POST", "/api/jobs/hostile-1/cancel", body=b'{"reason":' + DEEP_ARRAYS + b"}", headers=JSON
+            )
             assert status == 400 and b"nested deeper than 64 levels" in body, body
             await submit_waiting(mosquitto.url, ws, "after-hostile", "plain")
             await stream.next("job", lambda d: d["record"]["job_id"] == "after-hostile")
@@ -66,10 +69,13 @@ async def test_a_runner_skips_hostile_offers_states_refusals_and_statuses_and_ru
 ) -> None:
     ws_id = workspace_id(ws.root)
     t = Topics(ws_id)
-    async with projector_process(mosquitto, ws.root, ws.elsewhere), \
-            agent_runner(mosquitto.url, ws, *mock_command()) as runner:
-        await _publish_hostile(mosquitto.url, [t.agent_offers("r1"), t.state("hostile-1"), t.rejected,
-                                               t.projector_status])
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere),
+        agent_runner(mosquitto.url, ws, *mock_command()) as runner,
+    ):
+        await _publish_hostile(
+            mosquitto.url, [t.agent_offers("r1"), t.state("hostile-1"), t.rejected, t.projector_status]
+        )
         await submit_waiting(mosquitto.url, ws, "after-hostile", "echo ran")
         await wait_for_state(mosquitto.url, ws_id, "after-hostile", lambda r: r["status"] == "succeeded", timeout=30)
         assert runner.proc.poll() is None
@@ -80,23 +86,36 @@ async def test_the_mcp_server_answers_the_next_call_after_hostile_arguments(ws: 
     """Raw JSON-RPC over stdio (the SDK's client cannot even write 10,000 levels): a request too deep for the
     SDK's parser (too deep, a lone surrogate, 1e400) gets no answer (the SDK drops the line), an argument of the
     wrong type a tool error; the next call is answered."""
-    proc = subprocess.Popen([str(BIN / "mam"), "mcp", "--workspace", str(ws.root)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ws.elsewhere, env=child_env())
+    proc = subprocess.Popen(
+        [str(BIN / "mam"), "mcp", "--workspace", str(ws.root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ws.elsewhere,
+        env=child_env(),
+    )
     lines = _Lines(proc)
     try:
-        lines.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-                   b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}')
+        lines.send(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+        )
         assert (await lines.answer(1))["result"]["serverInfo"]["name"] == "mam"
         lines.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-        calls = [(b"submit_job", b'{"prompt":"p","agent":"a","labels":' + DEEP_ARRAYS + b"}"),
-                 (b"get_job", b'{"job":' + DEEP_OBJECTS + b"}"),
-                 (b"get_job", b'{"job":{"k":[[[1]]]},"x":"k","x":NaN}'),
-                 (b"list_jobs", b'{"status":["\\ud800"],"limit":1e400}')]
+        calls = [
+            (b"submit_job", b'{"prompt":"p","agent":"a","labels":' + DEEP_ARRAYS + b"}"),
+            (b"get_job", b'{"job":' + DEEP_OBJECTS + b"}"),
+            (b"get_job", b'{"job":{"k":[[[1]]]},"x":"k","x":NaN}'),
+            (b"list_jobs", b'{"status":["\\ud800"],"limit":1e400}'),
+        ]
         for n, (tool, arguments) in enumerate(calls, start=10):
-            lines.send(b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
-                       % (n, tool, arguments))
-        lines.send(b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"get_job",'
-                   b'"arguments":{"job":"nope"}}}')
+            lines.send(
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+                % (n, tool, arguments)
+            )
+        lines.send(
+            b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"get_job","arguments":{"job":"nope"}}}'
+        )
         answered = await lines.answer(99)
         assert "no job 'nope'" in answered["result"]["content"][0]["text"]
         assert lines.seen[12]["result"]["isError"], lines.seen[12]  # parsed, so answered: a tool error

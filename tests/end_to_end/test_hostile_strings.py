@@ -44,8 +44,9 @@ def test_safe_leaves_no_hidden_character_and_can_be_read_back(text: str, keep: b
 
 @settings(max_examples=200)
 @given(message=hostile(), argument=hostile(), raised=hostile())
-def test_every_log_line_is_one_line_with_its_traceback_indented_under_it(message: str, argument: str,
-                                                                          raised: str) -> None:
+def test_every_log_line_is_one_line_with_its_traceback_indented_under_it(
+    message: str, argument: str, raised: str
+) -> None:
     formatter = LogFormatter("mam: %(message)s")
     record = logging.LogRecord("mam.projector", logging.WARNING, __file__, 1, "%s %s", (message, argument), None)
     assert formatter.format(record) == "mam: " + safe(f"{message} {argument}", keep_layout=False)
@@ -111,11 +112,22 @@ async def test_mam_up_logs_the_topics_client_ids_and_quoted_fields_clients_chose
             on_topic = f"mam/{ws_id}/jobs/{text}/events"  # not a job id: refused, topic named
             in_payload = f"mam/{ws_id}/jobs/h{n}/events"  # refused, the reason quoting the type
             state = f"mam/{ws_id}/jobs/{text}/state"  # the projector's: the ACL refuses the client
-            await anyio.to_thread.run_sync(_session, port, client_id, [
-                (on_topic, b'{"type":"submitted","prompt":"p","agent":"a"}'),
-                (in_payload, json.dumps({"type": text}).encode())], state)
-            expected += [f"refused event on {on_topic}: ", f"refused event on {in_payload}: ",
-                         f"Invalid value '{text}'", f"refused client {client_id}: publish on {state}"]
+            await anyio.to_thread.run_sync(
+                _session,
+                port,
+                client_id,
+                [
+                    (on_topic, b'{"type":"submitted","prompt":"p","agent":"a"}'),
+                    (in_payload, json.dumps({"type": text}).encode()),
+                ],
+                state,
+            )
+            expected += [
+                f"refused event on {on_topic}: ",
+                f"refused event on {in_payload}: ",
+                f"Invalid value '{text}'",
+                f"refused client {client_id}: publish on {state}",
+            ]
         await up.wait_for_output(safe(f"refused client h{len(texts) - 1}-{texts[-1]}", keep_layout=False), 30)
     _assert_escaped(up.output(), [safe(line, keep_layout=False) for line in expected])
 
@@ -128,6 +140,7 @@ async def test_mam_up_logs_a_refused_login_with_the_user_name_escaped(ws: Worksp
     set_password(passwd, "agent", "pw")
     user = "job:" + "".join([FORGED, *generated(7, 4, hostile())])
     async with up_with_flags(ws, "--password-file", str(passwd), login="agent:pw") as (port, up):
+
         def refused_login() -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
                 sock.sendall(_connect_packet("h-login", user, "nope"))
@@ -145,8 +158,9 @@ async def test_mam_projector_on_mosquitto_logs_topics_and_quoted_fields_escaped(
     a payload may hold anything."""
     ws_id = workspace_id(ws.root)
     texts = [FORGED, *generated(43, 10, hostile())]
-    topics = [f"\u202e{n}" for n in range(2)] + generated(44, 6, hostile(exclude="".join(
-        map(chr, [*range(0x20), *range(0x7F, 0xA0)]))))
+    topics = [f"\u202e{n}" for n in range(2)] + generated(
+        44, 6, hostile(exclude="".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)])))
+    )
     expected = []
     async with projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
         for n, text in enumerate(texts):

@@ -20,11 +20,21 @@ from support import mam, run
 from workspace_support import WorkspacePaths
 
 JSON = {"Content-Type": "application/json"}
-OPTIONS = {"priority": 7, "require": {"gpu": "a100"}, "max_turns": 3, "labels": {"via": "spec"}, "role": "r",
-           "parent_close": "abandon"}
-BAD = [("priority", 5000, "--priority", "5000"), ("max_turns", 0, "--max-turns", "0"),
-       ("retries", 101, "--retries", "101"), ("role", "r" * 300, "--role", "r" * 300),
-       ("parent_close", "terminate", "--parent-close", "terminate")]
+OPTIONS = {
+    "priority": 7,
+    "require": {"gpu": "a100"},
+    "max_turns": 3,
+    "labels": {"via": "spec"},
+    "role": "r",
+    "parent_close": "abandon",
+}
+BAD = [
+    ("priority", 5000, "--priority", "5000"),
+    ("max_turns", 0, "--max-turns", "0"),
+    ("retries", 101, "--retries", "101"),
+    ("role", "r" * 300, "--role", "r" * 300),
+    ("parent_close", "terminate", "--parent-close", "terminate"),
+]
 
 
 async def post(page: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -46,16 +56,38 @@ def kept(rec: dict[str, Any]) -> dict[str, Any]:
 async def test_every_front_end_records_the_same_options_and_refuses_the_same_values(ws: WorkspacePaths) -> None:
     async with up_dashboard_process(ws) as (url, page, _):
         env_ws = ["--workspace", str(ws.root), "--broker", url]
-        cli = await run(mam("submit", "--prompt", "p", "--agent", "nobody", "--job-id", "via-cli", "--priority", "7",
-                            "--require", "gpu=a100", "--max-turns", "3", "--label", "via=spec", "--role", "r",
-                            "--parent-close", "abandon", *env_ws), cwd=ws.elsewhere)
+        cli = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "nobody",
+                "--job-id",
+                "via-cli",
+                "--priority",
+                "7",
+                "--require",
+                "gpu=a100",
+                "--max-turns",
+                "3",
+                "--label",
+                "via=spec",
+                "--role",
+                "r",
+                "--parent-close",
+                "abandon",
+                *env_ws,
+            ),
+            cwd=ws.elsewhere,
+        )
         assert cli.returncode == 0, cli.stderr.decode()
-        status, made = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "via-api",
-                                                       **OPTIONS})
+        status, made = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "via-api", **OPTIONS})
         assert status == 201, made
         async with mcp_session(ws, "--broker", url) as session:
-            result = await session.call_tool("submit_job", {"agent": "nobody", "prompt": "p", "job_id": "via-mcp",
-                                                             **OPTIONS})
+            result = await session.call_tool(
+                "submit_job", {"agent": "nobody", "prompt": "p", "job_id": "via-mcp", **OPTIONS}
+            )
             assert not result.is_error, result.content
             text = result.content[0].text  # type: ignore[union-attr]
             assert text == json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)  # compact
@@ -72,8 +104,12 @@ async def test_every_front_end_records_the_same_options_and_refuses_the_same_val
             assert "did you mean 'claude-code'?" in waiting and "--profile claude-code" in waiting, waiting
             assert "`mam-agent --agent claude`" not in waiting, waiting
 
-        assert kept(await record(page, "via-cli")) == kept(await record(page, "via-api")) \
-            == kept(await record(page, "via-mcp")) == OPTIONS
+        assert (
+            kept(await record(page, "via-cli"))
+            == kept(await record(page, "via-api"))
+            == kept(await record(page, "via-mcp"))
+            == OPTIONS
+        )
 
         for name, value, flag, typed in BAD:
             status, answer = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", name: value})
@@ -98,10 +134,13 @@ async def test_an_out_of_range_priority_is_refused_in_mams_words_by_every_front_
     words = "99999999 is out of range: give -1000 to 1000 (higher runs first; {doc})"
     async with up_dashboard_process(ws) as (url, page, _):
         env_ws = ["--workspace", str(ws.root), "--broker", url]
-        for typed, said in (("99999999", words.format(doc="docs/cli.md")),
-                            ("high", "'high' is not a whole number: give -1000 to 1000 (higher runs first; docs/cli.md)")):
-            cli = await run(mam("submit", "--prompt", "p", "--agent", "nobody", "--priority", typed, *env_ws),
-                            cwd=ws.elsewhere)
+        for typed, said in (
+            ("99999999", words.format(doc="docs/cli.md")),
+            ("high", "'high' is not a whole number: give -1000 to 1000 (higher runs first; docs/cli.md)"),
+        ):
+            cli = await run(
+                mam("submit", "--prompt", "p", "--agent", "nobody", "--priority", typed, *env_ws), cwd=ws.elsewhere
+            )
             assert cli.returncode == 2 and cli.stderr.decode() == f"mam: error: --priority {said}\n", cli.stderr
         status, answer = await post(page, "/api/jobs", {"agent": "nobody", "prompt": "p", "priority": 99999999})
         assert status == 400 and answer == {"error": "priority: " + words.format(doc="docs/api.md")}, answer

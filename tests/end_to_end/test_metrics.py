@@ -67,8 +67,9 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
         assert value(before, "mam_runners_online", agent="claude-code") == 1
         assert value(before, "mam_runners_busy", agent="claude-code") == 0
         await submit(mosquitto.url, ws, "metered", "say hi", agent="claude-code")
-        metered = await wait_for_state(mosquitto.url, workspace_id(ws.root), "metered",
-                                       lambda r: r["status"] == "succeeded", timeout=JOB_TIMEOUT)
+        metered = await wait_for_state(
+            mosquitto.url, workspace_id(ws.root), "metered", lambda r: r["status"] == "succeeded", timeout=JOB_TIMEOUT
+        )
         with anyio.fail_after(10):  # the state is published after the commit the metrics count
             while value(after := scrape(projector_url), "mam_jobs", status="succeeded", agent="claude-code") < 1:
                 await anyio.sleep(0.05)  # polling the metrics endpoint
@@ -109,9 +110,18 @@ async def test_projector_and_runner_metrics_on_mosquitto(mosquitto: RunningBroke
 async def test_broker_metrics(ws: WorkspacePaths) -> None:
     port, metrics_port = free_port(), free_port()
     broker = Daemon(
-        [str(BIN / "mam-broker"), "--port", str(port), "--spool", str(ws.root.parent / "spool"),
-         "--metrics-port", str(metrics_port)],
-        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "broker.log",
+        [
+            str(BIN / "mam-broker"),
+            "--port",
+            str(port),
+            "--spool",
+            str(ws.root.parent / "spool"),
+            "--metrics-port",
+            str(metrics_port),
+        ],
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=ws.root.parent / "broker.log",
     )
     try:
         wait_for_port(port, broker.proc)
@@ -136,8 +146,9 @@ async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
         await up.wait_for_output(f"http://127.0.0.1:{dashboard}/", timeout=15)
         async with real_runner(CLAUDE, url, ws, hello()):
             await submit(url, ws, "upjob", "hello", agent="claude-code")
-            upjob = await wait_for_state(url, workspace_id(ws.root), "upjob", lambda r: r["status"] == "succeeded",
-                                         timeout=JOB_TIMEOUT)
+            upjob = await wait_for_state(
+                url, workspace_id(ws.root), "upjob", lambda r: r["status"] == "succeeded", timeout=JOB_TIMEOUT
+            )
             for endpoint in (f"http://127.0.0.1:{dashboard}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"):
                 with anyio.fail_after(10):
                     while value(samples := scrape(endpoint), "mam_jobs", status="succeeded", agent="claude-code") < 1:
@@ -147,7 +158,8 @@ async def test_up_dashboard_and_metrics_port(ws: WorkspacePaths) -> None:
                 assert value(samples, "mam_broker_clients_connected") >= 1  # the runner
                 assert ("mam_dashboard_event_streams", ()) in samples
                 assert value(samples, "mam_agent_cost_usd_total", agent="claude-code") == pytest.approx(
-                    upjob["usage"]["cost_usd"])
+                    upjob["usage"]["cost_usd"]
+                )
 
 
 @pytest.mark.parametrize("command", ["mam-projector", "mam-agent", "mam-broker"])
@@ -163,12 +175,14 @@ async def test_bad_metrics_port_is_a_usage_error(command: str, ws: WorkspacePath
         busy = taken.getsockname()[1]
         spool = ["--port", "0", "--spool", str(ws.root.parent / "spool")] if command == "mam-broker" else []
         workspace = [] if command == "mam-broker" else ["--workspace", str(ws.root)]
-        result = await run([str(BIN / command), *extra, *spool, *workspace, "--metrics-port", str(busy)],
-                           cwd=ws.elsewhere, timeout=20)
+        result = await run(
+            [str(BIN / command), *extra, *spool, *workspace, "--metrics-port", str(busy)], cwd=ws.elsewhere, timeout=20
+        )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.decode().strip().splitlines()
-    assert lines == [f"{command}: error: --metrics-port {busy}: cannot listen on 127.0.0.1:{busy}: "
-                     "Address already in use"], lines
+    assert lines == [
+        f"{command}: error: --metrics-port {busy}: cannot listen on 127.0.0.1:{busy}: Address already in use"
+    ], lines
 
 
 def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
@@ -199,8 +213,12 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(family.type, ("",))
         exported |= {family.name + suffix for suffix in suffixes}
     dashboard = json.loads((CHECKOUT / "docs" / "grafana-mam.json").read_text())
-    used = {name for panel in dashboard["panels"] for target in panel["targets"]
-            for name in re.findall(r"\bmam_\w+", target["expr"])}
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bmam_\w+", target["expr"])
+    }
     assert len(used) >= 15
     assert used <= exported, used - exported
 
@@ -212,13 +230,19 @@ async def test_mam_dashboard_metrics(mosquitto: RunningBroker, ws: WorkspacePath
         projector_process(mosquitto, ws.root, ws.elsewhere),
         real_runner(CLAUDE, mosquitto.url, ws, hello()),  # online, never asked
     ):
-        daemon = Daemon(mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "dashboard.log")
+        daemon = Daemon(
+            mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=ws.root.parent / "dashboard.log",
+        )
         try:
             wait_for_port(port, daemon.proc)
             with anyio.fail_after(10):  # the hub reads the retained statuses once subscribed
-                while value(samples := scrape(f"http://127.0.0.1:{port}/metrics"), "mam_projector_up") < 1 \
-                        or value(samples, "mam_runners_online", agent="claude-code") < 1:
+                while (
+                    value(samples := scrape(f"http://127.0.0.1:{port}/metrics"), "mam_projector_up") < 1
+                    or value(samples, "mam_runners_online", agent="claude-code") < 1
+                ):
                     await anyio.sleep(0.05)  # polling the metrics endpoint
         finally:
             daemon.stop()

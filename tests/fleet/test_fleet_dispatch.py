@@ -22,8 +22,11 @@ async def test_ten_runners_fifty_jobs_cost_almost_no_refused_claims(ws: Workspac
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     jobs = [f"j{i:02d}" for i in range(50)]
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runners(url, ws, [f"r{i}" for i in range(10)]):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runners(url, ws, [f"r{i}" for i in range(10)]),
+    ):
         await publish_jobs(url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
         done = await states.all_ended(jobs, timeout=120)
     assert all(done[j]["status"] == "succeeded" for j in jobs)
@@ -56,8 +59,11 @@ async def test_an_offer_to_a_runner_that_dies_before_claiming_goes_to_another(ws
 async def test_an_offer_not_claimed_within_its_lease_goes_to_the_next_runner(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "stuck") as stuck:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "stuck") as stuck,
+    ):
         stuck.proc.send_signal(signal.SIGSTOP)  # no will: only the lease can take the job back
         try:
             async with Watch(url, f"mam/{ws_id}/agents/stuck/offers") as offers:
@@ -112,15 +118,28 @@ async def test_forged_states_and_offers_start_nothing_on_a_runner_taking_offers(
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     marker = tmp_path / "forged-ran"
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "victim"):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "victim"),
+    ):
         epoch = await runner_epoch(url, ws_id, "victim")
-        for payload in (forged_state(ws_id, "forged", f"touch {marker}"),
-                        forged_state(ws_id, "forged", f"touch {marker}", status="claimed", runner="victim",
-                                     runner_epoch=epoch, version=2)):
+        for payload in (
+            forged_state(ws_id, "forged", f"touch {marker}"),
+            forged_state(
+                ws_id, "forged", f"touch {marker}", status="claimed", runner="victim", runner_epoch=epoch, version=2
+            ),
+        ):
             await publish(url, f"mam/{ws_id}/jobs/forged/state", payload, retain=True)
-        offer = {"job_id": "forged", "agent": "shell", "agent_id": "victim", "epoch": epoch, "version": 1,
-                 "attempt": 1, "lease": 3.0}
+        offer = {
+            "job_id": "forged",
+            "agent": "shell",
+            "agent_id": "victim",
+            "epoch": epoch,
+            "version": 1,
+            "attempt": 1,
+            "lease": 3.0,
+        }
         await publish(url, f"mam/{ws_id}/agents/victim/offers", json.dumps(offer).encode() + b"\n")
         await publish_jobs(url, ws_id, [("real", {"prompt": "true", "agent": "shell"})])
         done = await states.all_ended(["real"])
@@ -139,8 +158,11 @@ async def test_jobs_queued_before_a_restart_are_offered_after_it(ws: WorkspacePa
     async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states:
         await publish_jobs(url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
         await states.until(lambda s: all(s.get(j, {}).get("status") == "submitted" for j in jobs))
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "after"):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "after"),
+    ):
         done = await states.all_ended(jobs)
     assert all(done[j]["status"] == "succeeded" and done[j]["runner"] == "after" for j in jobs)
 
@@ -148,10 +170,19 @@ async def test_jobs_queued_before_a_restart_are_offered_after_it(ws: WorkspacePa
 async def test_a_runner_claiming_from_the_states_skips_jobs_requiring_labels_it_lacks(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "plain", "--no-offers"):
-        await publish_jobs(url, ws_id, [("needs-gpu", {"prompt": "true", "agent": "shell", "require": {"gpu": "a1"}}),
-                                        ("anything", {"prompt": "true", "agent": "shell"})])
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "plain", "--no-offers"),
+    ):
+        await publish_jobs(
+            url,
+            ws_id,
+            [
+                ("needs-gpu", {"prompt": "true", "agent": "shell", "require": {"gpu": "a1"}}),
+                ("anything", {"prompt": "true", "agent": "shell"}),
+            ],
+        )
         done = await states.all_ended(["anything"])
     assert done["anything"]["runner"] == "plain" and done["needs-gpu"]["status"] == "submitted"
     assert not refused_claims(ws), "the runner did not try the job it could not have"

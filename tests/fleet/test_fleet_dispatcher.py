@@ -20,21 +20,46 @@ AT = "2026-12-04T12:00:00Z"
 WALL = datetime(2026, 12, 4, 12, 0, 1, tzinfo=UTC)
 
 
-def job(job_id: str, *, parent: str | None = None, priority: int | None = None, agent: str = "shell",
-        require: dict[str, str] | None = None, status: Status = Status.SUBMITTED, runner: str | None = None,
-        session: str | None = None) -> JobRecord:
+def job(
+    job_id: str,
+    *,
+    parent: str | None = None,
+    priority: int | None = None,
+    agent: str = "shell",
+    require: dict[str, str] | None = None,
+    status: Status = Status.SUBMITTED,
+    runner: str | None = None,
+    session: str | None = None,
+) -> JobRecord:
     extra: dict[str, object] = {}
     if priority is not None:
         extra["priority"] = priority
     if require:
         extra["require"] = require
-    return JobRecord(job_id=job_id, workspace="w", status=status, agent=agent, prompt="true", parent=parent,
-                     submitted_at=AT, updated_at=AT, version=1, runner=runner, agent_session=session,
-                     **extra)  # type: ignore[arg-type]
+    return JobRecord(
+        job_id=job_id,
+        workspace="w",
+        status=status,
+        agent=agent,
+        prompt="true",
+        parent=parent,
+        submitted_at=AT,
+        updated_at=AT,
+        version=1,
+        runner=runner,
+        agent_session=session,
+        **extra,
+    )  # type: ignore[arg-type]
 
 
-def runner(agent_id: str, *, concurrency: int = 1, labels: dict[str, str] | None = None, offers: bool = True,
-           state: str | None = None) -> AgentStatus:
+def runner(
+    agent_id: str,
+    *,
+    concurrency: int = 1,
+    labels: dict[str, str] | None = None,
+    offers: bool = True,
+    state: str | None = None,
+) -> AgentStatus:
     extra: dict[str, object] = {}
     if offers:
         extra["offers"] = True
@@ -42,8 +67,17 @@ def runner(agent_id: str, *, concurrency: int = 1, labels: dict[str, str] | None
         extra["labels"] = labels
     if state:
         extra["state"] = state
-    return AgentStatus(status="online", agent="shell", agent_id=agent_id, epoch=f"e-{agent_id}", pid=1, host="h",
-                       started_at=AT, concurrency=concurrency, **extra)  # type: ignore[arg-type]
+    return AgentStatus(
+        status="online",
+        agent="shell",
+        agent_id=agent_id,
+        epoch=f"e-{agent_id}",
+        pid=1,
+        host="h",
+        started_at=AT,
+        concurrency=concurrency,
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def queued(d: Dispatcher, *records: JobRecord) -> None:
@@ -52,8 +86,9 @@ def queued(d: Dispatcher, *records: JobRecord) -> None:
         d.track(record, lambda r: group_of(r, lambda x: roots.get(x.job_id, x.job_id)))
 
 
-def offered(d: Dispatcher, runners: list[AgentStatus], now: float = 0.0,
-            held: list[JobRecord] | None = None) -> list[tuple[str, str]]:
+def offered(
+    d: Dispatcher, runners: list[AgentStatus], now: float = 0.0, held: list[JobRecord] | None = None
+) -> list[tuple[str, str]]:
     return [(o.job_id, o.agent_id) for o in d.plan(now, WALL, {r.agent_id: r for r in runners}, held or [])]
 
 
@@ -73,8 +108,11 @@ def test_higher_priority_first_then_submit_order() -> None:
 def test_a_job_goes_only_to_a_runner_with_every_label_it_requires() -> None:
     d = Dispatcher()
     queued(d, job("gpu", require={"gpu": "a100", "os": "linux"}))
-    runners = [runner("cpu", labels={"os": "linux"}), runner("half", labels={"gpu": "a100"}),
-               runner("full", labels={"gpu": "a100", "os": "linux"})]
+    runners = [
+        runner("cpu", labels={"os": "linux"}),
+        runner("half", labels={"gpu": "a100"}),
+        runner("full", labels={"gpu": "a100", "os": "linux"}),
+    ]
     assert offered(d, runners) == [("gpu", "full")]
     d2 = Dispatcher()
     queued(d2, job("gpu", require={"gpu": "h100"}))
@@ -168,9 +206,11 @@ def test_bad_limits_name_the_key_and_value() -> None:
 
     from mam.contract.errors import UsageError
 
-    for config, words in [({"agents": {"shell": -1}}, "limits.agents.shell: -1 is not a count"),
-                          ({"agents": {"shell": True}}, "limits.agents.shell: True is not a count"),
-                          ({"labels": {"gpu": 2}}, "limits.labels: 'gpu' is not a valid name"),
-                          ({"agent": {}}, "unknown key 'agent'")]:
+    for config, words in [
+        ({"agents": {"shell": -1}}, "limits.agents.shell: -1 is not a count"),
+        ({"agents": {"shell": True}}, "limits.agents.shell: True is not a count"),
+        ({"labels": {"gpu": 2}}, "limits.labels: 'gpu' is not a valid name"),
+        ({"agent": {}}, "unknown key 'agent'"),
+    ]:
         with pytest.raises(UsageError, match=words.replace("(", r"\(")):
             fleet_limits.parse(config)

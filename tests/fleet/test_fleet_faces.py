@@ -22,22 +22,22 @@ async def test_require_and_priority_from_the_api_mcp_and_retry(ws: WorkspacePath
 
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), \
-            shell_runner(url, ws, "gpu-box", "--label", "gpu=a100") as box:
+    async with up_process(ws.root, ws.elsewhere, port), shell_runner(url, ws, "gpu-box", "--label", "gpu=a100") as box:
         async with Watch(url, f"mam/{ws_id}/agents/gpu-box/status") as status:
             announced = await status.json(lambda s: s["status"] == "online" and s["pid"] == box.pid)
         async with Publisher(resolve(workspace=ws.root, env={}), parse_broker_url(url)) as pub:
-            api = await pub.submit(prompt="true", agent="shell", job_id="api-job", require={"gpu": "a100"},
-                                   priority=5, wait=True)
+            api = await pub.submit(
+                prompt="true", agent="shell", job_id="api-job", require={"gpu": "a100"}, priority=5, wait=True
+            )
         async with mcp_session(ws, "--broker", url) as session:
-            fits = await call(session, "submit_job", prompt="true", agent="shell", require={"gpu": "a100"},
-                              priority=-3)
+            fits = await call(session, "submit_job", prompt="true", agent="shell", require={"gpu": "a100"}, priority=-3)
             stuck = await call(session, "submit_job", prompt="true", agent="shell", require={"gpu": "h100"})
             too_high = await refused(session, "submit_job", prompt="true", agent="shell", priority=5000)
         done = await wait_for_state(url, ws_id, fits["job_id"], lambda r: r["status"] == "succeeded", timeout=30)
         await wait_for_state(url, ws_id, "api-job", lambda r: r["status"] == "succeeded", timeout=30)
-        retried = await run(mam("retry", "api-job", "--json", "--broker", url, "--workspace", str(ws.root)),
-                            cwd=ws.elsewhere)
+        retried = await run(
+            mam("retry", "api-job", "--json", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
     assert announced["offers"] is True and announced["labels"] == {"gpu": "a100"}
     assert api.require == {"gpu": "a100"} and api.priority == 5  # type: ignore[union-attr]
     assert done["require"] == {"gpu": "a100"} and done["priority"] == -3 and done["runner"] == "gpu-box"

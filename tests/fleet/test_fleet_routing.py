@@ -23,18 +23,16 @@ def write_config(ws: WorkspacePaths, config: dict) -> None:
     (ws.root / ".mam" / "config.json").write_text(json.dumps(config))
 
 
-
-
-
-
 @pytest.mark.slow
 async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), \
-            shell_runner(url, ws, "linux-box", "--label", "os=linux", concurrency=2), \
-            shell_runner(url, ws, "mac-box", "--label", "os=macos", "--label", "arch=arm64", concurrency=2), \
-            States(url, ws_id).watching() as states:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        shell_runner(url, ws, "linux-box", "--label", "os=linux", concurrency=2),
+        shell_runner(url, ws, "mac-box", "--label", "os=macos", "--label", "arch=arm64", concurrency=2),
+        States(url, ws_id).watching() as states,
+    ):
         jobs = {f"l{i}": "linux" for i in range(4)} | {f"m{i}": "macos" for i in range(4)}
         for job, os_name in jobs.items():
             extra = ["--require", f"os={os_name}"] + (["--require", "arch=arm64"] if job == "m0" else [])
@@ -54,7 +52,15 @@ async def test_jobs_go_to_the_runners_with_the_labels_they_require(ws: Workspace
     assert "lacks label gpu=a100" in refusal["reason"] and "linux-box" in refusal["reason"], refusal
     table = listed.stdout.decode().splitlines()
     assert listed.returncode == 0 and table[0].split() == [
-        "AGENT", "RUNNER", "HOST", "STATUS", "SINCE", "SLOTS", "LABELS", "JOBS"], table
+        "AGENT",
+        "RUNNER",
+        "HOST",
+        "STATUS",
+        "SINCE",
+        "SLOTS",
+        "LABELS",
+        "JOBS",
+    ], table
     rows = {line.split()[1]: line.split() for line in table[1:]}
     assert rows["linux-box"][-2] == "os=linux" and rows["mac-box"][-2] == "arch=arm64,os=macos", table
 
@@ -63,15 +69,44 @@ async def test_a_job_requiring_a_label_no_runner_has_stays_submitted_and_is_said
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     async with up_process(ws.root, ws.elsewhere, port), shell_runner(url, ws, "cpu", "--label", "gpu=none"):
-        submitted = await run(mam("submit", "--prompt", "true", "--agent", "shell", "--require", "gpu=a100",
-                                  "--job-id", "wants-gpu", "--broker", url, "--workspace", str(ws.root)),
-                              cwd=ws.elsewhere)
+        submitted = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "true",
+                "--agent",
+                "shell",
+                "--require",
+                "gpu=a100",
+                "--job-id",
+                "wants-gpu",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
         await submit(url, ws, "plain", "true", agent="shell")  # the runner is alive and serving
         async with States(url, ws_id).watching() as states:
             latest = await states.all_ended(["plain"])
         shown = await run(mam("show", "wants-gpu", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
-        bad = await run(mam("submit", "--prompt", "true", "--agent", "shell", "--require", "gpu",
-                            "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        bad = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "true",
+                "--agent",
+                "shell",
+                "--require",
+                "gpu",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+        )
     assert submitted.returncode == 0, submitted.stderr
     warning = [line for line in submitted.stderr.decode().splitlines() if "warning" in line]
     assert len(warning) == 1 and "no runner online for 'shell' has gpu=a100" in warning[0], submitted.stderr
@@ -85,8 +120,11 @@ async def test_a_priority_job_overtakes_the_queue(ws: WorkspacePaths) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     gate = ws.elsewhere / "go"
-    async with up_process(ws.root, ws.elsewhere, port), shell_runner(url, ws, "solo"), \
-            States(url, ws_id).watching() as states:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        shell_runner(url, ws, "solo"),
+        States(url, ws_id).watching() as states,
+    ):
         await submit(url, ws, "blocker", gated(gate), agent="shell")
         await states.until(lambda s: s.get("blocker", {}).get("status") == "running")
         queue = [f"q{i}" for i in range(5)]
@@ -129,9 +167,13 @@ async def test_a_fleet_limit_holds_across_three_runners(ws: WorkspacePaths) -> N
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
     gate = ws.elsewhere / "go"
     jobs = [f"j{i}" for i in range(6)]
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "a", concurrency=2), shell_runner(url, ws, "b", concurrency=2), \
-            shell_runner(url, ws, "c", concurrency=2):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "a", concurrency=2),
+        shell_runner(url, ws, "b", concurrency=2),
+        shell_runner(url, ws, "c", concurrency=2),
+    ):
         await publish_jobs(url, ws_id, [(job, {"prompt": gated(gate), "agent": "shell"}) for job in jobs])
         latest = await states.until(lambda s: sum(1 for j in jobs if s.get(j, {}).get("status") == "running") == 2)
         queued = next(j for j in jobs if latest[j]["status"] == "submitted")

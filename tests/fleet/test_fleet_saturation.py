@@ -23,8 +23,12 @@ async def test_a_runner_resumed_after_its_offer_lapsed_claims_it_and_later_offer
 ) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "slow") as slow, Watch(url, f"mam/{ws_id}/agents/slow/offers") as offers:
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "slow") as slow,
+        Watch(url, f"mam/{ws_id}/agents/slow/offers") as offers,
+    ):
         slow.proc.send_signal(signal.SIGSTOP)  # connected, reading nothing: a runner far behind its offers
         try:
             await publish_jobs(url, ws_id, [("behind", {"prompt": "true", "agent": "shell"})])
@@ -49,8 +53,12 @@ async def test_a_runner_resumed_after_its_job_went_elsewhere_costs_one_refusal_a
     one, resumed, claims the offer it reads late: one refused claim, no more, and it still takes work."""
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)
-    async with up_process(ws.root, ws.elsewhere, port), States(url, ws_id).watching() as states, \
-            shell_runner(url, ws, "napping") as napping, shell_runner(url, ws, "awake"):
+    async with (
+        up_process(ws.root, ws.elsewhere, port),
+        States(url, ws_id).watching() as states,
+        shell_runner(url, ws, "napping") as napping,
+        shell_runner(url, ws, "awake"),
+    ):
         napping.proc.send_signal(signal.SIGSTOP)
         try:
             async with Watch(url, f"mam/{ws_id}/agents/+/offers") as offers:
@@ -72,12 +80,16 @@ async def test_a_runner_resumed_after_its_job_went_elsewhere_costs_one_refusal_a
 
 
 async def test_runners_following_only_their_jobs_states_run_every_job_on_each_broker(
-    ws: WorkspacePaths, broker: RunningBroker,
+    ws: WorkspacePaths,
+    broker: RunningBroker,
 ) -> None:
     jobs = [f"f{i:02d}" for i in range(12)]
     ws_id = workspace_id(ws.root)
-    async with projector_process(broker, ws.root, ws.elsewhere), States(broker.url, ws_id).watching() as states, \
-            shell_runners(broker.url, ws, ["one", "two", "three"]):
+    async with (
+        projector_process(broker, ws.root, ws.elsewhere),
+        States(broker.url, ws_id).watching() as states,
+        shell_runners(broker.url, ws, ["one", "two", "three"]),
+    ):
         await publish_jobs(broker.url, ws_id, [(job, {"prompt": "true", "agent": "shell"}) for job in jobs])
         done = await states.all_ended(jobs, timeout=120)
     assert all(done[j]["status"] == "succeeded" and not done[j].get("attempts") for j in jobs), done

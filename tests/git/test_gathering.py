@@ -37,22 +37,25 @@ async def inside(ws: WorkspacePaths, job: str, *args: str) -> subprocess.Complet
     """A `mam` command as the agent of `job` runs it: `MAM_JOB_ID` set, its cwd its worktree (a job run without
     one: the workspace's root)."""
     tree = ws.root / ".mam" / "worktrees" / job
-    return await run(mam(*args, "--workspace", str(ws.root)), cwd=tree if tree.is_dir() else ws.root,
-                     env=child_env(MAM_JOB_ID=job))
+    return await run(
+        mam(*args, "--workspace", str(ws.root)), cwd=tree if tree.is_dir() else ws.root, env=child_env(MAM_JOB_ID=job)
+    )
 
 
 async def test_a_parent_gathers_its_childrens_work_and_the_person_lands_one_branch(ws: WorkspacePaths) -> None:
     make_repo(ws.root)  # no identity in the repository's config: mam's own signs the parent's merge commit
     before = checkout_state(ws.root)
-    script = "\n".join([
-        "set -e",
-        commit_script("p.txt=parent"),
-        "mam submit --agent sh --job-id kid-1 --prompt 'cp p.txt seen-1.txt; echo one > one.txt' >/dev/null",
-        "mam submit --agent sh --job-id kid-2 --prompt 'cp p.txt seen-2.txt; echo two > two.txt' >/dev/null",
-        "mam wait kid-1 kid-2 >/dev/null",
-        "mam merge kid-1",  # inside the job: onto its own branch
-        "mam ask 'kid-2 is landed?' >/dev/null",  # the test lands kid-2 with land_job meanwhile
-    ])
+    script = "\n".join(
+        [
+            "set -e",
+            commit_script("p.txt=parent"),
+            "mam submit --agent sh --job-id kid-1 --prompt 'cp p.txt seen-1.txt; echo one > one.txt' >/dev/null",
+            "mam submit --agent sh --job-id kid-2 --prompt 'cp p.txt seen-2.txt; echo two > two.txt' >/dev/null",
+            "mam wait kid-1 kid-2 >/dev/null",
+            "mam merge kid-1",  # inside the job: onto its own branch
+            "mam ask 'kid-2 is landed?' >/dev/null",  # the test lands kid-2 with land_job meanwhile
+        ]
+    )
     ws_id = workspace_id(ws.root)
     tree = ws.root / ".mam" / "worktrees" / "parent"
     async with gathering_rig(ws) as url:
@@ -72,8 +75,10 @@ async def test_a_parent_gathers_its_childrens_work_and_the_person_lands_one_bran
         async with mcp_session(ws, MAM_JOB_ID="parent", **no_identity(ws.root.parent)) as session:
             stat = await call(session, "job_diff", job="kid-2", stat_only=True)
             assert stat["stat"] == "2 files changed, 2 insertions(+)" and "diff" not in stat, stat
-            assert {f["path"]: (f["added"], f["deleted"]) for f in stat["files"]} == {"seen-2.txt": (1, 0),
-                                                                                     "two.txt": (1, 0)}
+            assert {f["path"]: (f["added"], f["deleted"]) for f in stat["files"]} == {
+                "seen-2.txt": (1, 0),
+                "two.txt": (1, 0),
+            }
             shown = await call(session, "job_diff", job="kid-2", max_bytes=64)
             assert shown["cut"] is True and len(shown["diff"].encode()) <= 64, shown
             assert "+two" in (await call(session, "job_diff", job="kid-2"))["diff"]
@@ -84,8 +89,9 @@ async def test_a_parent_gathers_its_childrens_work_and_the_person_lands_one_bran
         assert (tree / "two.txt").read_text() == "two\n" and not has_branch(ws.root, "kid-2")
         assert checkout_state(ws.root) == before, "the person's checkout has still not moved"
 
-        answered = await run(mam("answer", "parent", "yes", "--broker", url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        answered = await run(
+            mam("answer", "parent", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert answered.returncode == 0, answered.stderr
         parent = await wait_for_state(url, ws_id, "parent", lambda r: r["status"] in DONE, timeout=30)
     assert parent["status"] == "succeeded", parent
@@ -93,34 +99,64 @@ async def test_a_parent_gathers_its_childrens_work_and_the_person_lands_one_bran
     merged = await mam_cli(ws, "merge", "parent")  # the person, outside any job: one branch to land
     assert merged.returncode == 0, merged.stderr
     assert "merged job parent into main: fast-forward" in merged.stdout.decode(), merged.stdout
-    assert {name: (ws.root / name).read_text() for name in ("p.txt", "seen-1.txt", "one.txt", "seen-2.txt",
-                                                            "two.txt")} == {
-        "p.txt": "parent\n", "seen-1.txt": "parent\n", "one.txt": "one\n", "seen-2.txt": "parent\n", "two.txt": "two\n"}
+    assert {
+        name: (ws.root / name).read_text() for name in ("p.txt", "seen-1.txt", "one.txt", "seen-2.txt", "two.txt")
+    } == {
+        "p.txt": "parent\n",
+        "seen-1.txt": "parent\n",
+        "one.txt": "one\n",
+        "seen-2.txt": "parent\n",
+        "two.txt": "two\n",
+    }
     assert git(ws.root, "status", "--porcelain", "--untracked-files=no") == ""
 
 
-HOSTILE_JOBS = ["nope", "kid-c", "kid-d", "kid-p", "kid-q", "stray", "parent", "", "-D", "../x", "mam/kid-c", "kid",
-                "k", "a" * 300, "kid-c\nx", "stray;rm"]
+HOSTILE_JOBS = [
+    "nope",
+    "kid-c",
+    "kid-d",
+    "kid-p",
+    "kid-q",
+    "stray",
+    "parent",
+    "",
+    "-D",
+    "../x",
+    "mam/kid-c",
+    "kid",
+    "k",
+    "a" * 300,
+    "kid-c\nx",
+    "stray;rm",
+]
 JOBS = st.one_of(st.sampled_from(HOSTILE_JOBS), st.text(max_size=40), st.integers(), st.none())
-ANY = st.one_of(st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.text(max_size=12), st.none(),
-                st.lists(st.integers(), max_size=2))
-ARGUMENTS = st.fixed_dictionaries({"job": JOBS}, optional={"stat_only": ANY, "max_bytes": ANY, "squash": ANY,
-                                                          "full": ANY})
+ANY = st.one_of(
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=12),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+)
+ARGUMENTS = st.fixed_dictionaries(
+    {"job": JOBS}, optional={"stat_only": ANY, "max_bytes": ANY, "squash": ANY, "full": ANY}
+)
 
 
 async def test_a_conflict_hostile_jobs_and_arguments_change_nothing_and_drop_discards(ws: WorkspacePaths) -> None:
     user_repo(ws.root)
-    script = "\n".join([
-        "set -e",
-        commit_script("clash.txt=base"),
-        "mam submit --agent sh --job-id kid-c --prompt 'echo child > clash.txt' >/dev/null",
-        "mam submit --agent sh --job-id kid-d --prompt 'echo dropped > d.txt' >/dev/null",
-        "mam submit --agent plain --job-id kid-p --prompt 'true' >/dev/null",
-        "mam submit --agent nobody --job-id kid-q --prompt 'never runs' >/dev/null 2>&1",
-        "mam wait kid-c kid-d kid-p >/dev/null",
-        commit_script("clash.txt=parent"),  # the parent changes the same file after kid-c started
-        "mam ask 'gathered?' >/dev/null",
-    ])
+    script = "\n".join(
+        [
+            "set -e",
+            commit_script("clash.txt=base"),
+            "mam submit --agent sh --job-id kid-c --prompt 'echo child > clash.txt' >/dev/null",
+            "mam submit --agent sh --job-id kid-d --prompt 'echo dropped > d.txt' >/dev/null",
+            "mam submit --agent plain --job-id kid-p --prompt 'true' >/dev/null",
+            "mam submit --agent nobody --job-id kid-q --prompt 'never runs' >/dev/null 2>&1",
+            "mam wait kid-c kid-d kid-p >/dev/null",
+            commit_script("clash.txt=parent"),  # the parent changes the same file after kid-c started
+            "mam ask 'gathered?' >/dev/null",
+        ]
+    )
     ws_id = workspace_id(ws.root)
     tree = ws.root / ".mam" / "worktrees" / "parent"
     async with gathering_rig(ws, plain=True) as url:
@@ -154,9 +190,11 @@ async def test_a_conflict_hostile_jobs_and_arguments_change_nothing_and_drop_dis
                 text = await refused(session, tool, job=job)
                 assert expected in text and "\n" not in text, (tool, job, text)
             assert "max_bytes: 0 is out of range: give 1 to" in await refused(
-                session, "job_diff", job="kid-c", max_bytes=0)
+                session, "job_diff", job="kid-c", max_bytes=0
+            )
             assert (await call(session, "job_diff", job="stray"))["files"] == [
-                {"path": "stray.txt", "added": 1, "deleted": 0}], "a diff is a read: any job's"
+                {"path": "stray.txt", "added": 1, "deleted": 0}
+            ], "a diff is a read: any job's"
 
             dropped = await call(session, "drop_job", job="kid-d")
             assert dropped["said"].startswith("discarded job kid-d: removed its branch mam/kid-d"), dropped
@@ -196,8 +234,9 @@ async def test_a_conflict_hostile_jobs_and_arguments_change_nothing_and_drop_dis
         assert landed["into"] == "main" and landed["head"] == git(ws.root, "rev-parse", "HEAD"), landed
         assert (ws.root / "loose.txt").read_text() == "loose\n" and not has_branch(ws.root, "loose")
 
-        answered = await run(mam("answer", "parent", "yes", "--broker", url, "--workspace", str(ws.root)),
-                             cwd=ws.elsewhere)
+        answered = await run(
+            mam("answer", "parent", "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert answered.returncode == 0, answered.stderr
         assert (await wait_for_state(url, ws_id, "parent", lambda r: r["status"] in DONE))["status"] == "succeeded"
     merged = await mam_cli(ws, "merge", "parent")

@@ -41,7 +41,6 @@ def test_a_missing_git_is_said_in_the_callers_words(tmp_path: Path, monkeypatch:
         git(tmp_path, "status", missing="git is not on PATH; install git")
 
 
-
 def test_read_capped_reads_the_start_of_a_long_output_and_says_whether_it_was_cut(tmp_path: Path) -> None:
     long = "x" * 100_000  # more than a pipe holds: git is stopped once the cap is read
     data, cut = read_capped(tmp_path, "say", cap=100, options=("-c", f"alias.say=!printf {long}"))

@@ -69,8 +69,10 @@ async def test_diff_merge_a_conflict_changes_nothing_and_discard(ws: WorkspacePa
 
 async def test_merge_commit_and_squash(ws: WorkspacePaths) -> None:
     user_repo(ws.root)
-    two_commits = (f"echo s > s.txt; {AGENT_GIT} add s.txt; {AGENT_GIT} commit -q -m 's one'; "
-                   "echo more >> s.txt")  # the second part is left for the runner to commit
+    two_commits = (
+        f"echo s > s.txt; {AGENT_GIT} add s.txt; {AGENT_GIT} commit -q -m 's one'; "
+        "echo more >> s.txt"
+    )  # the second part is left for the runner to commit
     async with served(ws, ("sh", ())) as url:
         await run_jobs(url, ws, {"job-m": "echo m > m.txt", "job-s": f"# squash me\n{two_commits}"})
     (ws.root / "user.txt").write_text("user\n")
@@ -80,8 +82,10 @@ async def test_merge_commit_and_squash(ws: WorkspacePaths) -> None:
 
     merged = await mam_cli(ws, "merge", "job-m")
     assert merged.returncode == 0 and "merge commit" in merged.stdout.decode(), merged
-    assert git(ws.root, "rev-list", "--parents", "-n1", "HEAD").split()[1:] == [head, git(ws.root, "rev-parse",
-                                                                                        "HEAD^2")]
+    assert git(ws.root, "rev-list", "--parents", "-n1", "HEAD").split()[1:] == [
+        head,
+        git(ws.root, "rev-parse", "HEAD^2"),
+    ]
     assert git(ws.root, "log", "-1", "--format=%s", "HEAD") == "mam: job job-m: echo m > m.txt"
 
     before = git(ws.root, "rev-parse", "HEAD")
@@ -126,8 +130,10 @@ async def test_worktrees_lists_and_clean_keeps_unmerged_work(ws: WorkspacePaths)
         git(ws.root, "merge", "-q", "--no-edit", "mam/job-merged")  # merged by hand, with plain git
         listed = await mam_cli(ws, "worktrees", "--json")
         assert listed.returncode == 0, listed.stderr
-        states = {item["job_id"]: (item["status"], item["state"], bool(item["worktree"]), item["cleanable"])
-                  for item in json.loads(listed.stdout)}
+        states = {
+            item["job_id"]: (item["status"], item["state"], bool(item["worktree"]), item["cleanable"])
+            for item in json.loads(listed.stdout)
+        }
         assert states == {
             "job-merged": ("succeeded", "merged", False, True),
             "job-open": ("succeeded", "unmerged, 1 commit", False, False),
@@ -148,8 +154,10 @@ async def test_worktrees_lists_and_clean_keeps_unmerged_work(ws: WorkspacePaths)
         assert has_branch(ws.root, "job-open") and has_branch(ws.root, "job-failed")
 
         git(ws.root, "merge", "-q", "--no-edit", "mam/job-open")
-        pruned = await run(mam("prune", "--older-than", "0s", "--status", "succeeded", "--broker", url,
-                               "--workspace", str(ws.root)), cwd=ws.elsewhere)
+        pruned = await run(
+            mam("prune", "--older-than", "0s", "--status", "succeeded", "--broker", url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+        )
         assert pruned.returncode == 0, pruned.stderr
         assert b"removed the branch and worktree of pruned job job-open" in pruned.stdout, pruned.stdout
         assert not has_branch(ws.root, "job-open")
@@ -173,8 +181,15 @@ def conflicting_job(root: Path) -> tuple[str, str]:
 def test_without_the_merge_tree_check_a_conflicting_merge_or_squash_is_undone(ws: WorkspacePaths) -> None:
     """What an older git (no `merge-tree --write-tree`) gets: the merge is tried, then undone to the byte."""
     base, tip = conflicting_job(ws.root)
-    work = JobWork(job_id="job-x", top=ws.root, branch="mam/job-x", base=base, recorded=tip, prompt="p",
-                   trees=Worktrees(ws.root, ws.root))
+    work = JobWork(
+        job_id="job-x",
+        top=ws.root,
+        branch="mam/job-x",
+        base=base,
+        recorded=tip,
+        prompt="p",
+        trees=Worktrees(ws.root, ws.root),
+    )
     before = checkout_state(ws.root)
     with pytest.raises(Conflict, match="conflicts with main in a.txt: the merge was undone"):
         _merge(work, tip, "main", git(ws.root, "rev-parse", "HEAD"))

@@ -55,30 +55,34 @@ async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_contin
     in it, on its own branch (the failed job's branch keeps its work); a second resume of that job while the
     first one still runs there is refused in one line, not run where the session is not."""
     make_repo(ws.root)
-    script = Script([Turn(tool="Write", args={"file_path": "notes.md", "content": "k1's notes\n"}),
-                     Turn(status=400, error="bad request"),  # k1 edits, then its API call fails: k1 failed
-                     Turn(stall=True)])  # k2's call is never answered: it runs until cancelled
+    script = Script(
+        [
+            Turn(tool="Write", args={"file_path": "notes.md", "content": "k1's notes\n"}),
+            Turn(status=400, error="bad request"),  # k1 edits, then its API call fails: k1 failed
+            Turn(stall=True),
+        ]
+    )  # k2's call is never answered: it runs until cancelled
     async with real_rig(CLIS["claude-code"], ws, script, "--worktree", "--concurrency", "2") as rig:
         url, ws_id = rig.url, workspace_id(ws.root)
         first = await rig.job("k1", "please edit the notes", agent="claude-code")
         assert first["status"] == "failed", first
         kept = ws.root / ".mam" / "worktrees" / "k1"
         assert kept.is_dir(), "a failed job's worktree is kept"
-        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "now hang",
-                                        "--job-id", "k2")
+        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "now hang", "--job-id", "k2")
         assert code == 0, err
         await wait_for_state(url, ws_id, "k2", lambda r: r["status"] == "running", timeout=JOB_TIMEOUT)
         assert git(kept, "symbolic-ref", "HEAD") == "refs/heads/mam/k2"
-        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "another branch of it",
-                                        "--job-id", "k3")
+        code, _, err = await submit_out(url, ws, "--resume", "k1", "--prompt", "another branch of it", "--job-id", "k3")
         assert code == 0, err
         third = await wait_for_state(url, ws_id, "k3", done, timeout=JOB_TIMEOUT)
         cancelled = await run(mam("cancel", "k2", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere)
         assert cancelled.returncode == 0, cancelled.stderr
         await wait_for_state(url, ws_id, "k2", done, timeout=JOB_TIMEOUT)
     assert third["status"] == "failed"
-    assert third["error"].startswith(f"job k3: its conversation's directory {kept} holds a worktree on "
-                                     "refs/heads/mam/k2, not on mam/k1 (the job it continues)"), third["error"]
+    assert third["error"].startswith(
+        f"job k3: its conversation's directory {kept} holds a worktree on "
+        "refs/heads/mam/k2, not on mam/k1 (the job it continues)"
+    ), third["error"]
     assert "\n" not in third["error"]
     assert git(ws.root, "show", "mam/k1:notes.md") == "k1's notes"
     assert git(ws.root, "rev-parse", "mam/k2") == git(ws.root, "rev-parse", "mam/k1")  # it went on from k1's work
@@ -89,8 +93,16 @@ async def test_a_resume_takes_over_the_kept_worktree_of_the_failed_job_it_contin
 
 
 def record(**fields: object) -> JobRecord:
-    base = {"job_id": "j2", "workspace": "w", "status": "succeeded", "agent": "codex", "prompt": "p",
-            "submitted_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "version": 3}
+    base = {
+        "job_id": "j2",
+        "workspace": "w",
+        "status": "succeeded",
+        "agent": "codex",
+        "prompt": "p",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "version": 3,
+    }
     return JobRecord(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -98,17 +110,24 @@ def record(**fields: object) -> JobRecord:
 def test_a_resume_carries_the_conversations_first_job_and_the_tokens_its_jobs_recorded() -> None:
     first = record(job_id="j1", usage=Usage(input_tokens=100, output_tokens=7, agent_session_id="t"))
     assert carried(first) == {"resume_root": "j1", "resume_usage": Usage(input_tokens=100, output_tokens=7)}
-    second = record(resume_root="j1", resume_usage=Usage(input_tokens=100, output_tokens=7),
-                    usage=Usage(input_tokens=150, output_tokens=9, cached_input_tokens=20))
-    assert carried(second) == {"resume_root": "j1", "resume_usage": Usage(input_tokens=250, output_tokens=16,
-                                                                          cached_input_tokens=20)}
+    second = record(
+        resume_root="j1",
+        resume_usage=Usage(input_tokens=100, output_tokens=7),
+        usage=Usage(input_tokens=150, output_tokens=9, cached_input_tokens=20),
+    )
+    assert carried(second) == {
+        "resume_root": "j1",
+        "resume_usage": Usage(input_tokens=250, output_tokens=16, cached_input_tokens=20),
+    }
     assert carried(record(job_id="plain")) == {"resume_root": "plain"}
 
 
 @pytest.mark.fast
 def test_codex_usage_after_a_resume_is_the_thread_total_less_what_came_before() -> None:
-    lines = ['{"type":"thread.started","thread_id":"t-1"}',
-             '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":30,"output_tokens":16}}']
+    lines = [
+        '{"type":"thread.started","thread_id":"t-1"}',
+        '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":30,"output_tokens":16}}',
+    ]
     transcript = Transcript(parser_for("codex-json"))
     transcript.parser.continues(Usage(input_tokens=100, output_tokens=7, cached_input_tokens=10))
     transcript.feed("".join(line + "\n" for line in lines))
@@ -152,9 +171,11 @@ async def test_a_hand_published_resume_of_an_unfinished_or_unknown_job_is_refuse
     async with projector_process(amqtt, ws.root, ws.elsewhere):
         await publish(amqtt.url, f"mam/{ws_id}/jobs/live/events", b'{"type":"submitted","prompt":"p","agent":"a"}')
         await wait_for_state(amqtt.url, ws_id, "live")
-        cases = [(b'"resumes":"live"', "resumes 'live': the job is submitted"),
-                 (b'"resumes":"nope"', "resumes 'nope': no such job is known"),
-                 (b'"resume_root":"live"', "resume_root without resumes")]
+        cases = [
+            (b'"resumes":"live"', "resumes 'live': the job is submitted"),
+            (b'"resumes":"nope"', "resumes 'nope': no such job is known"),
+            (b'"resume_root":"live"', "resume_root without resumes"),
+        ]
         async with Watch(amqtt.url, f"mam/{ws_id}/rejected") as rejected:
             for n, (fields, reason) in enumerate(cases):
                 payload = b'{"type":"submitted","prompt":"p","agent":"a",' + fields + b"}"

@@ -63,8 +63,7 @@ async def run_by_hand(url: str, ws: WorkspacePaths, job: str, git_info: ev.GitIn
     key = RunnerKey()
     topic = f"mam/{ws_id}/jobs/{job}/events"
     steps: list[tuple[ev.AnyEvent, str]] = [
-        (ev.Claimed(id=f"{job}-c", runner="hostile", epoch="e1", expected_version=1, runner_key=key.public),
-         "claimed"),
+        (ev.Claimed(id=f"{job}-c", runner="hostile", epoch="e1", expected_version=1, runner_key=key.public), "claimed"),
         (ev.Started(id=f"{job}-s", runner="hostile", pid=1), "running"),
         (ev.Succeeded(id=f"{job}-d", exit_code=0, git=git_info), "succeeded"),
     ]
@@ -77,8 +76,12 @@ async def run_by_hand(url: str, ws: WorkspacePaths, job: str, git_info: ev.GitIn
 
 async def hostile_jobs(url: str, ws: WorkspacePaths, jobs: dict[str, str], base: str, feature: str) -> None:
     for job, branch in jobs.items():
-        record = await run_by_hand(url, ws, job, ev.GitInfo(commit=feature, branch=branch, base=base,
-                                                            files_changed=1, insertions=1, deletions=0))
+        record = await run_by_hand(
+            url,
+            ws,
+            job,
+            ev.GitInfo(commit=feature, branch=branch, base=base, files_changed=1, insertions=1, deletions=0),
+        )
         assert record["git_at_finish"]["branch"] == branch, "the record keeps what the client said"
 
 
@@ -99,8 +102,13 @@ async def test_a_record_naming_a_branch_not_the_jobs_own_is_refused_and_the_user
         await hostile_jobs(url, ws, jobs, base, feature)
     before = checkout_state(ws.root)
     for job, branch in jobs.items():
-        for command in (("diff", job), ("diff", "--stat", job), ("merge", job), ("merge", "--squash", job),
-                        ("discard", job)):
+        for command in (
+            ("diff", job),
+            ("diff", "--stat", job),
+            ("merge", job),
+            ("merge", "--squash", job),
+            ("discard", job),
+        ):
             refused_line(await mam_cli(ws, *command), job, branch)
     assert git(ws.root, "rev-parse", "feature-x") == feature and git(ws.root, "rev-parse", "mam/victim") == feature
     assert checkout_state(ws.root) == before, "HEAD, index, status and files are as they were"
@@ -109,8 +117,10 @@ async def test_a_record_naming_a_branch_not_the_jobs_own_is_refused_and_the_user
     assert cleaned.returncode == 0 and json.loads(cleaned.stdout)["cleaned"] == [], cleaned
     assert git(ws.root, "rev-parse", "feature-x") == feature and git(ws.root, "rev-parse", "mam/victim") == feature
     shown = await mam_cli(ws, "show", "h-user")
-    assert "branch feature-x: not the job's own branch mam/h-user; mam diff, merge and discard refuse it" \
-        in shown.stdout.decode(), shown.stdout
+    assert (
+        "branch feature-x: not the job's own branch mam/h-user; mam diff, merge and discard refuse it"
+        in shown.stdout.decode()
+    ), shown.stdout
 
 
 def get(url: str) -> tuple[int, dict]:
@@ -131,8 +141,9 @@ async def test_the_dashboards_diff_merge_and_discard_refuse_a_foreign_branch(ws:
         answers = [post(f"{api}/{action}", "application/json") for action in ("merge", "discard")]
         diff_status, diff_body = get(f"{api}/diff")
     for status, body in answers:
-        assert status == 409 and "job h-web's record names branch 'feature-x', not its own mam/h-web" \
-            in body["error"], (status, body)
+        assert (
+            status == 409 and "job h-web's record names branch 'feature-x', not its own mam/h-web" in body["error"]
+        ), (status, body)
     assert diff_status == 409 and "'feature-x'" in diff_body["error"]
     assert git(ws.root, "rev-parse", "feature-x") == feature, "the user's branch keeps its commit"
 
@@ -143,8 +154,9 @@ async def test_an_agent_that_checks_out_the_users_branch_gets_nothing_committed_
     async with served(ws, ("sh", ())) as url:
         records = await run_jobs(url, ws, {"job-own": "echo own > own.txt"})
         await submit(url, ws, "job-away", script, agent="sh")
-        away = await wait_for_state(url, workspace_id(ws.root), "job-away", lambda r: r["status"] == "succeeded",
-                                    timeout=60)
+        away = await wait_for_state(
+            url, workspace_id(ws.root), "job-away", lambda r: r["status"] == "succeeded", timeout=60
+        )
     assert git(ws.root, "rev-parse", "feature-x") == feature, "mam committed nothing on the user's branch"
     assert away["git_at_finish"]["branch"] == "mam/job-away" and away["git_at_finish"]["dirty"] is True
     assert away["git_at_finish"]["commit"] == base, "the job's own branch holds nothing"
@@ -157,17 +169,27 @@ async def test_an_agent_that_checks_out_the_users_branch_gets_nothing_committed_
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize(("named", "foreign"), [
-    (None, None), ("mam/j1", None), ("feature-x", "feature-x"), ("mam/j2", "mam/j2"), ("mam/j1/x", "mam/j1/x"),
-    ("-D", "-D"), ("main", "main"),
-])
+@pytest.mark.parametrize(
+    ("named", "foreign"),
+    [
+        (None, None),
+        ("mam/j1", None),
+        ("feature-x", "feature-x"),
+        ("mam/j2", "mam/j2"),
+        ("mam/j1/x", "mam/j1/x"),
+        ("-D", "-D"),
+        ("main", "main"),
+    ],
+)
 def test_foreign_branch_is_anything_but_the_jobs_own(named: str | None, foreign: str | None) -> None:
     assert foreign_branch("j1", named) == foreign and own_branch("j1") == "mam/j1"
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.from_regex(JOB_ID_PATTERN.removesuffix(r"$(?!\n)"), fullmatch=True)
-       | st.sampled_from(["a..b", "a.", "a.lock", "a.lock.b", "a-", "1", "a_b.c"]))
+@given(
+    st.from_regex(JOB_ID_PATTERN.removesuffix(r"$(?!\n)"), fullmatch=True)
+    | st.sampled_from(["a..b", "a.", "a.lock", "a.lock.b", "a-", "1", "a_b.c"])
+)
 def test_branch_ok_says_what_git_check_ref_format_says(job_id: str) -> None:
     takes = subprocess.run(["git", "check-ref-format", "--branch", f"mam/{job_id}"], capture_output=True)
     assert branch_ok(job_id) == (takes.returncode == 0), job_id

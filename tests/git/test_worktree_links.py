@@ -42,8 +42,7 @@ async def test_planted_links_in_worktrees_fail_the_job_naming_the_path_and_nothi
     def done(record: dict) -> bool:
         return record["status"] in ("succeeded", "failed")
 
-    plant = (f"cd {trees} && rm .gitignore && ln -s {outside}/written .gitignore && "
-             f"ln -s {outside}/empty job-next")
+    plant = f"cd {trees} && rm .gitignore && ln -s {outside}/written .gitignore && ln -s {outside}/empty job-next"
     # job-swap replaces its own worktree with a link to a directory holding the user's files
     swap = f"cd {trees} && mv job-swap moved-away && ln -s {outside}/precious job-swap"
     async with served(ws, ("sh", ())) as url:

@@ -27,8 +27,10 @@ from workspace_support import WorkspacePaths
 
 def wait_both(me: str, other: str, sync: Path) -> str:
     """Shell: mark `me` done, then wait (up to 20 s) until `other` is too: both jobs run at once or both fail."""
-    return (f"touch {sync}/{me}; i=0; while [ ! -e {sync}/{other} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); "
-            f"done; test -e {sync}/{other}")
+    return (
+        f"touch {sync}/{me}; i=0; while [ ! -e {sync}/{other} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); "
+        f"done; test -e {sync}/{other}"
+    )
 
 
 async def test_two_jobs_at_once_commit_on_their_own_branches_and_the_checkout_is_untouched(
@@ -44,11 +46,15 @@ async def test_two_jobs_at_once_commit_on_their_own_branches_and_the_checkout_is
     ws_id = workspace_id(ws.root)
     async with served(ws, ("sh", ("--concurrency", "2"))) as url:
         for me, other in (("job-a", "job-b"), ("job-b", "job-a")):
-            script = (f"set -e; pwd; test \"$(cat a.txt)\" = one; echo 'content of {me}' > same.txt; "
-                      f"{AGENT_GIT} add same.txt; {AGENT_GIT} commit -q -m 'from {me}'; {wait_both(me, other, sync)}")
+            script = (
+                f"set -e; pwd; test \"$(cat a.txt)\" = one; echo 'content of {me}' > same.txt; "
+                f"{AGENT_GIT} add same.txt; {AGENT_GIT} commit -q -m 'from {me}'; {wait_both(me, other, sync)}"
+            )
             await submit(url, ws, me, script, agent="sh")
-        records = {job: await wait_for_state(url, ws_id, job, lambda r: r["status"] in ("succeeded", "failed"),
-                                             timeout=60) for job in ("job-a", "job-b")}
+        records = {
+            job: await wait_for_state(url, ws_id, job, lambda r: r["status"] in ("succeeded", "failed"), timeout=60)
+            for job in ("job-a", "job-b")
+        }
     for job, record in records.items():
         assert record["status"] == "succeeded", record
         assert record["result"].strip() == str(ws.root / ".mam" / "worktrees" / job), "the agent ran in its worktree"
@@ -57,8 +63,13 @@ async def test_two_jobs_at_once_commit_on_their_own_branches_and_the_checkout_is
         assert git(ws.root, "log", "-1", "--format=%an %s", f"mam/{job}") == f"agent from {job}"
         assert git(ws.root, "rev-parse", f"mam/{job}~1") == head
         assert record["git_at_finish"] == {
-            "commit": branch_head, "branch": f"mam/{job}", "dirty": False,
-            "base": head, "files_changed": 1, "insertions": 1, "deletions": 0,
+            "commit": branch_head,
+            "branch": f"mam/{job}",
+            "dirty": False,
+            "base": head,
+            "files_changed": 1,
+            "insertions": 1,
+            "deletions": 0,
         }
         assert not (ws.root / ".mam" / "worktrees" / job).exists(), "a succeeded job's worktree is removed"
     assert checkout_state(ws.root) == before, "the user's checkout, index and branch are as they were"
@@ -83,10 +94,18 @@ async def test_work_left_uncommitted_is_committed_to_the_branch_by_mam(ws: Works
         record = await wait_for_state(url, ws_id, "job-u", lambda r: r["status"] == "succeeded", timeout=60)
     tip = git(ws.root, "rev-parse", "mam/job-u")
     assert record["git_at_finish"] == {
-        "commit": tip, "branch": "mam/job-u", "dirty": True,
-        "base": head, "files_changed": 3, "insertions": 3, "deletions": 1,
+        "commit": tip,
+        "branch": "mam/job-u",
+        "dirty": True,
+        "base": head,
+        "files_changed": 3,
+        "insertions": 3,
+        "deletions": 1,
     }
-    assert git(ws.root, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "mam/job-u") == "mam <mam@localhost>|mam <mam@localhost>"
+    assert (
+        git(ws.root, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "mam/job-u")
+        == "mam <mam@localhost>|mam <mam@localhost>"
+    )
     assert git(ws.root, "rev-parse", "mam/job-u~1") == head
     committed = git(ws.root, "diff", "--name-status", f"{head}..mam/job-u").splitlines()
     assert committed == ["M\ta.txt", "A\tnew.txt", "A\tsub/deep.txt"], "ignored files stay out of the commit"
@@ -111,7 +130,9 @@ async def test_keep_worktree_failed_keeps_a_failed_job_and_never_removes_it_but_
             assert record["git_at_finish"]["dirty"] is True and record["git_at_finish"]["base"] == head
             assert record["git_at_finish"]["files_changed"] == 1
             assert git(ws.root, "show", f"mam/{job}:work.txt") == "half-done", "the branch holds the failed job's work"
-    assert (ws.root / ".mam" / "worktrees" / "job-k" / "work.txt").is_file(), "default policy: a failed job's worktree stays"
+    assert (ws.root / ".mam" / "worktrees" / "job-k" / "work.txt").is_file(), (
+        "default policy: a failed job's worktree stays"
+    )
     assert not (ws.root / ".mam" / "worktrees" / "job-n").exists(), "--keep-worktree never removes it"
     listed = git(ws.root, "worktree", "list", "--porcelain")
     assert "job-k" in listed and "job-n" not in listed
@@ -158,17 +179,31 @@ def test_git_info_written_before_the_worktree_keys_keeps_its_bytes() -> None:
     """The new keys are UNSET unless a worktree job reports them: old events and records re-encode byte for byte."""
     for old in (b'{"commit":"abc1234","branch":"main","dirty":true}', b'{"commit":null,"branch":null,"dirty":false}'):
         assert msgspec.json.encode(msgspec.json.decode(old, type=GitInfo)) == old
-    event = b'{"type":"succeeded","v":1,"id":"e1","ts":null,"by":null,"job_id":null,"expected_version":null,' \
+    event = (
+        b'{"type":"succeeded","v":1,"id":"e1","ts":null,"by":null,"job_id":null,"expected_version":null,'
         b'"exit_code":0,"result":"ok","git":{"commit":"abc1234","branch":"main","dirty":false}}'
+    )
     assert b',"git":{"commit":"abc1234","branch":"main","dirty":false},' in encode_event(decode_event(event))
     submitted = GitInfo(commit="abc1234", branch="main", dirty=True)
-    record = JobRecord(job_id="j", workspace="w", status=Status.SUCCEEDED, agent="a", prompt="p",
-                       submitted_at="2024-01-01T00:00:00Z", updated_at="2024-01-01T00:00:00Z", git_at_submit=submitted)
-    assert b'"git_at_submit":{"commit":"abc1234","branch":"main","dirty":true},"git_at_finish":null' in encode_record(record)
+    record = JobRecord(
+        job_id="j",
+        workspace="w",
+        status=Status.SUCCEEDED,
+        agent="a",
+        prompt="p",
+        submitted_at="2024-01-01T00:00:00Z",
+        updated_at="2024-01-01T00:00:00Z",
+        git_at_submit=submitted,
+    )
+    assert b'"git_at_submit":{"commit":"abc1234","branch":"main","dirty":true},"git_at_finish":null' in encode_record(
+        record
+    )
     finished = GitInfo(commit="abc1234", branch="mam/j", base="0123456789", files_changed=2, insertions=5, deletions=0)
     done = msgspec.structs.replace(record, git_at_finish=finished)
-    assert b'"git_at_finish":{"commit":"abc1234","branch":"mam/j","dirty":false,"base":"0123456789",' \
+    assert (
+        b'"git_at_finish":{"commit":"abc1234","branch":"mam/j","dirty":false,"base":"0123456789",'
         b'"files_changed":2,"insertions":5,"deletions":0}' in encode_record(done)
+    )
     assert decode_record(encode_record(done)) == done
 
 
@@ -215,8 +250,9 @@ async def test_a_cancelled_job_keeps_its_work_on_its_branch(ws: WorkspacePaths, 
         with anyio.fail_after(30):
             while not started.exists():  # the agent has written its file (a file the test waits on, not a sleep)
                 await anyio.sleep(0.05)  # polling for a file the job writes
-        cancelled = await run(mam("cancel", "job-c", "--wait", "--broker", url, "--workspace", str(ws.root)),
-                              cwd=ws.elsewhere)
+        cancelled = await run(
+            mam("cancel", "job-c", "--wait", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+        )
         assert cancelled.returncode == 0, cancelled.stderr
         await wait_for_state(url, ws_id, "job-c", lambda r: r["status"] == "cancelled", timeout=30)
     assert git(ws.root, "show", "mam/job-c:p.txt") == "partial"
@@ -235,7 +271,10 @@ async def test_a_later_attempt_goes_on_from_its_earlier_attempts_branch(ws: Work
         await submit(url, ws, "job-n2", twice, "--retries", "1", "--backoff", "0", agent="drop")
         for job in ("job-k2", "job-n2"):
             record = await wait_for_state(
-                url, ws_id, job, lambda r: r["status"] in {"succeeded", "failed", "lost"}, timeout=60)
+                url, ws_id, job, lambda r: r["status"] in {"succeeded", "failed", "lost"}, timeout=60
+            )
             assert record["status"] == "succeeded" and record["attempt"] == 2, record.get("error")
             assert [a["status"] for a in record["attempts"]] == ["failed", "succeeded"]
-            assert git(ws.root, "show", f"mam/{job}:step.txt") == "first\nsecond", "the second attempt saw the first's work"
+            assert git(ws.root, "show", f"mam/{job}:step.txt") == "first\nsecond", (
+                "the second attempt saw the first's work"
+            )

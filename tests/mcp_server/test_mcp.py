@@ -20,17 +20,28 @@ from workspace_support import WorkspacePaths
 def claude_script() -> Script:
     """The real Claude Code's model, for the MCP client's two claude jobs in turn: an answer; a Write (refused at
     read-only), then what it says of it."""
-    return Script([Turn(text="the repo is empty", input_tokens=1000, output_tokens=345),
-                   Turn(tool="Write", args={"file_path": "notes.md", "content": "notes\n"}),
-                   Turn(text="I could not edit notes.md")])
+    return Script(
+        [
+            Turn(text="the repo is empty", input_tokens=1000, output_tokens=345),
+            Turn(tool="Write", args={"file_path": "notes.md", "content": "notes\n"}),
+            Turn(text="I could not edit notes.md"),
+        ]
+    )
 
 
-TOOLS = {"submit_job", "get_job", "list_jobs", "wait_job", "job_output", "cancel_job", "answer_job", "list_agents",
-         "ask_person", "retry_job", "job_events"}
-
-
-
-
+TOOLS = {
+    "submit_job",
+    "get_job",
+    "list_jobs",
+    "wait_job",
+    "job_output",
+    "cancel_job",
+    "answer_job",
+    "list_agents",
+    "ask_person",
+    "retry_job",
+    "job_events",
+}
 
 
 async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: WorkspacePaths) -> None:
@@ -46,20 +57,24 @@ async def test_tools_are_listed_with_schemas_and_bad_calls_are_tool_errors(ws: W
         assert tools["wait_job"].input_schema["required"] == ["job"]
         assert tools["wait_job"].output_schema is not None
         assert {"status", "result", "exit_code", "error", "output_tail"} <= set(
-            tools["wait_job"].output_schema["properties"])
+            tools["wait_job"].output_schema["properties"]
+        )
 
         assert "no job 'nope'" in await refused(session, "get_job", job="nope")
         assert "invalid job id '../x'" in await refused(session, "wait_job", job="../x")
         assert "status: 'done' is not a status" in await refused(session, "list_jobs", status=["done"])
         assert await call(session, "list_jobs") == {"jobs": [], "total": 0}
         # Checked before anything is published, with the argument named:
-        assert 'agent: "bad agent!" may contain only' in await refused(session, "submit_job", prompt="p",
-                                                                        agent="bad agent!")
-        assert 'role: "rrrr' in (long_role := await refused(session, "submit_job", prompt="p",
-                                                             agent="a", role="r" * 300))
+        assert 'agent: "bad agent!" may contain only' in await refused(
+            session, "submit_job", prompt="p", agent="bad agent!"
+        )
+        assert 'role: "rrrr' in (
+            long_role := await refused(session, "submit_job", prompt="p", agent="a", role="r" * 300)
+        )
         assert "is too long: 300 characters, at most 256" in long_role and "\n" not in long_role
         assert "labels: the key 'no spaces' may contain only" in await refused(
-            session, "submit_job", prompt="p", agent="a", labels={"no spaces": "v"})
+            session, "submit_job", prompt="p", agent="a", labels={"no spaces": "v"}
+        )
         assert "prompt: the prompt is empty" in await refused(session, "submit_job", prompt=" ", agent="a")
 
 
@@ -84,8 +99,15 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         cost = answered["usage"]["cost_usd"]
         assert cost > 0 and answered["usage"]["output_tokens"] == 345
 
-        submitted = await call(session, "submit_job", prompt="echo stream 3", agent="mock", role="tester",
-                               labels={"ticket": "12"}, timeout=60)
+        submitted = await call(
+            session,
+            "submit_job",
+            prompt="echo stream 3",
+            agent="mock",
+            role="tester",
+            labels={"ticket": "12"},
+            timeout=60,
+        )
         job = submitted["job_id"]
         assert submitted["recorded"] is True and submitted["job"]["job_id"] == job
         assert submitted["job"]["labels"] == {"ticket": "12"} and submitted["job"]["role"] == "tester"
@@ -112,9 +134,12 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         listed = await call(session, "list_jobs", status=["succeeded"])
         assert [j["job_id"] for j in listed["jobs"]] == [job, claude["job_id"]] and listed["total"] == 2
         assert {j["job_id"] for j in (await call(session, "list_jobs", agent="nobody"))["jobs"]} == {
-            queued["job_id"], unconfirmed["job_id"]}
+            queued["job_id"],
+            unconfirmed["job_id"],
+        }
         assert [j["job_id"] for j in (await call(session, "list_jobs", labels={"ticket": "13"}))["jobs"]] == [
-            queued["job_id"]]
+            queued["job_id"]
+        ]
         newest = await call(session, "list_jobs", limit=1)
         assert newest["total"] == 4 and len(newest["jobs"]) == 1
         (summary,) = (await call(session, "list_jobs", agent="claude-code"))["jobs"]
@@ -123,8 +148,9 @@ async def test_delegate_wait_and_read_through_mcp(ws: WorkspacePaths) -> None:
         record = await call(session, "get_job", job=job)
         assert record["status"] == "succeeded" and record["prompt"] == "echo stream 3"
 
-        reader = await call(session, "submit_job", prompt="please edit the notes", agent="claude-code",
-                            permissions="read-only")
+        reader = await call(
+            session, "submit_job", prompt="please edit the notes", agent="claude-code", permissions="read-only"
+        )
         assert reader["job"]["permissions"] == "read-only"
         read_only = await call(session, "wait_job", job=reader["job_id"], timeout=JOB_TIMEOUT)
         assert read_only["status"] == "succeeded" and read_only["result"] == "I could not edit notes.md"
@@ -160,20 +186,35 @@ async def test_cancel_through_mcp_and_refusals_come_back_as_tool_errors(ws: Work
         assert "the projector refused the event" in await refused(session, "cancel_job", job=job)
         # A write takes a prefix or suffix of at least 4 characters, as `mam cancel` does.
         assert f"too short to cancel a job: type its whole id ({job})" in await refused(
-            session, "cancel_job", job=job[-3:])
+            session, "cancel_job", job=job[-3:]
+        )
         assert f"too short to retry a job: type its whole id ({job})" in await refused(
-            session, "retry_job", job=job[-3:])
-        assert "unknown parent job 'missing'" in await refused(session, "submit_job", prompt="p", agent="mock",
-                                                               parent="missing")
+            session, "retry_job", job=job[-3:]
+        )
+        assert "unknown parent job 'missing'" in await refused(
+            session, "submit_job", prompt="p", agent="mock", parent="missing"
+        )
         assert (await call(session, "get_job", job=job))["status"] == "cancelled"  # still serving
 
         # A retry policy and dependencies, as `mam submit --retries/--retry-on/--backoff/--after`: after a
         # cancelled job (named by a suffix), the job is cancelled at once with a reason naming it.
-        after = await call(session, "submit_job", prompt="p", agent="nobody", after=[job[-8:]], retries=2,
-                           retry_on=["failed", "timed_out"], backoff=0.5)
+        after = await call(
+            session,
+            "submit_job",
+            prompt="p",
+            agent="nobody",
+            after=[job[-8:]],
+            retries=2,
+            retry_on=["failed", "timed_out"],
+            backoff=0.5,
+        )
         recorded = after["job"]
         assert (recorded["after"], recorded["retries"], recorded["retry_on"], recorded["backoff"]) == (
-            [job], 2, ["failed", "timed_out"], 0.5)
+            [job],
+            2,
+            ["failed", "timed_out"],
+            0.5,
+        )
         assert recorded["status"] == "blocked", recorded  # the verdict on the submit; then, derived:
         ended = await wait_for_state(url, workspace_id(ws.root), after["job_id"], lambda r: r["status"] == "cancelled")
         assert job in ended["cancel_reason"], ended
@@ -201,8 +242,9 @@ async def test_the_server_outlives_its_broker(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"
     async with mcp_session(ws, "--broker", url) as session:
-        assert f"cannot reach the MQTT broker at {url}" in await refused(session, "submit_job", prompt="p",
-                                                                          agent="nobody")
+        assert f"cannot reach the MQTT broker at {url}" in await refused(
+            session, "submit_job", prompt="p", agent="nobody"
+        )
         async with up_process(ws.root, ws.elsewhere, port):
             job = (await call(session, "submit_job", prompt="p", agent="nobody"))["job_id"]
         assert (await call(session, "get_job", job=job))["status"] == "submitted"

@@ -53,8 +53,13 @@ async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspaceP
     async with (
         up_process(ws.root, ws.elsewhere, port),
         agent_runner(url, ws, *mock_command(), "--concurrency", "2"),
-        real_runner(CLIS["claude-code"], url, ws, Script([Turn(text="a summary", output_tokens=345),
-                                                          Turn(text="answer: " + prompt)]), name="r2"),
+        real_runner(
+            CLIS["claude-code"],
+            url,
+            ws,
+            Script([Turn(text="a summary", output_tokens=345), Turn(text="answer: " + prompt)]),
+            name="r2",
+        ),
         mcp_session(ws, "--broker", url) as session,
     ):
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -92,8 +97,7 @@ async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspaceP
         assert len(cut["prompt"]) < 530 and cut["cut"] == {"prompt": len(prompt), "result": len("answer: " + prompt)}
         whole = await call(session, "get_job", job=job, full=True)
         assert whole["prompt"] == prompt and whole["result"] == "answer: " + prompt and "cut" not in whole
-        print(f"3,000-character prompt: brief get_job {size(cut)} bytes, full {size(whole)}; "
-              f"submit_job {size(long)}")
+        print(f"3,000-character prompt: brief get_job {size(cut)} bytes, full {size(whole)}; submit_job {size(long)}")
 
         # The run limit: job_timeout, and `timeout` still accepted as its deprecated alias.
         named = await call(session, "submit_job", prompt="p", agent="nobody", job_timeout=30)
@@ -139,8 +143,16 @@ async def test_wait_job_slices_retry_job_and_job_events(ws: WorkspacePaths) -> N
         await call(session, "cancel_job", job=hanging, reason="enough")
         assert (await call(session, "wait_job", job=hanging, timeout=30))["status"] == "cancelled"
 
-        failing = (await call(session, "submit_job", prompt="fail 3 " + "y" * 300, agent="mock",
-                              labels={"ticket": "7"}, job_timeout=40))["job_id"]
+        failing = (
+            await call(
+                session,
+                "submit_job",
+                prompt="fail 3 " + "y" * 300,
+                agent="mock",
+                labels={"ticket": "7"},
+                job_timeout=40,
+            )
+        )["job_id"]
         first = await call(session, "wait_job", job=failing, timeout=30)
         assert first["status"] == "failed" and first["exit_code"] == 3
         again = await call(session, "retry_job", job=failing[-6:])
@@ -173,8 +185,7 @@ async def test_wait_job_slices_retry_job_and_job_events(ws: WorkspacePaths) -> N
         whole = (await call(session, "job_events", job=failing, types=["submitted"], full=True))["events"][0]
         assert whole["prompt"] == "fail 3 " + "y" * 300 and whole["id"]
 
-        assert "types: 'done' is not an event type" in await refused(session, "job_events", job=hanging,
-                                                                     types=["done"])
+        assert "types: 'done' is not an event type" in await refused(session, "job_events", job=hanging, types=["done"])
 
 
 async def test_ask_person_inside_a_job_is_answered_by_mam_answer_across_calls(ws: WorkspacePaths) -> None:
@@ -199,11 +210,13 @@ async def test_ask_person_inside_a_job_is_answered_by_mam_answer_across_calls(ws
 
             again = await call(inside, "ask_person", question="Proceed?", question_id=question_id, timeout=0.5)
             assert again["status"] == "waiting" and again["question_id"] == question_id
-            assert "has no question 'nope'" in await refused(inside, "ask_person", question="Proceed?",
-                                                              question_id="nope", timeout=0.5)
+            assert "has no question 'nope'" in await refused(
+                inside, "ask_person", question="Proceed?", question_id="nope", timeout=0.5
+            )
 
-            answered = await run(mam("answer", job[-6:], "yes", "--broker", url, "--workspace", str(ws.root)),
-                                 cwd=ws.elsewhere)
+            answered = await run(
+                mam("answer", job[-6:], "yes", "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert answered.returncode == 0, answered.stderr
             got = await call(inside, "ask_person", question="Proceed?", question_id=question_id, timeout=20)
             assert got == {"job_id": job, "question_id": question_id, "status": "answered", "answer": "yes"}
@@ -213,8 +226,9 @@ async def test_ask_person_inside_a_job_is_answered_by_mam_answer_across_calls(ws
             asked = await call(inside, "ask_person", question="Which?", timeout=0.5)
 
             async def wait() -> None:
-                second.update(await call(inside, "ask_person", question="Which?",
-                                         question_id=asked["question_id"], timeout=30))
+                second.update(
+                    await call(inside, "ask_person", question="Which?", question_id=asked["question_id"], timeout=30)
+                )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait)

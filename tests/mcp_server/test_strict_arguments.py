@@ -36,26 +36,34 @@ async def test_every_tool_refuses_an_unknown_argument_and_its_schema_says_so(ws:
         typo = await session.call_tool("submit_job", {"prompt": "p", "agent": "shell", "job_timout": 2})
         assert typo.is_error, typo.structured_content
         said = typo.content[0].text  # type: ignore[union-attr]
-        assert said.startswith("unknown argument 'job_timout' for submit_job; did you mean 'job_timeout'? known: "
-                               "prompt, agent, job_id, "), said
+        assert said.startswith(
+            "unknown argument 'job_timout' for submit_job; did you mean 'job_timeout'? known: prompt, agent, job_id, "
+        ), said
         assert "\n" not in said and said.endswith(", wait"), said
-        assert "unknown arguments 'bogus', 'priorty' (did you mean 'priority'?) for submit_job; known: " in \
-            await refused(session, "submit_job", prompt="p", agent="shell", bogus=1, priorty=5)
+        assert (
+            "unknown arguments 'bogus', 'priorty' (did you mean 'priority'?) for submit_job; known: "
+            in await refused(session, "submit_job", prompt="p", agent="shell", bogus=1, priorty=5)
+        )
         assert "unknown argument 'tail' for wait_job; did you mean 'tail_bytes'?" in await refused(
-            session, "wait_job", job="x", tail=10)
+            session, "wait_job", job="x", tail=10
+        )
 
 
 async def test_bad_values_are_refused_in_mams_words_naming_the_argument(ws: WorkspacePaths) -> None:
     async with mcp_session(ws) as session:
         assert await refused(session, "submit_job", prompt="p", agent="shell", priority=99999999) == (
-            "priority: 99999999 is out of range: give -1000 to 1000 (higher runs first; docs/mcp.md)")
+            "priority: 99999999 is out of range: give -1000 to 1000 (higher runs first; docs/mcp.md)"
+        )
         assert await refused(session, "submit_job") == (
-            "missing required arguments for submit_job: prompt, agent (see docs/mcp.md)")
+            "missing required arguments for submit_job: prompt, agent (see docs/mcp.md)"
+        )
         assert await refused(session, "submit_job", prompt="p") == (
-            "missing required argument for submit_job: agent (see docs/mcp.md)")
+            "missing required argument for submit_job: agent (see docs/mcp.md)"
+        )
         timeout = await refused(session, "wait_job", job="x", timeout=10**6)
-        assert timeout.startswith("timeout: 1000000 is out of range: give more than 0 and at most 86,400 seconds ("), \
+        assert timeout.startswith("timeout: 1000000 is out of range: give more than 0 and at most 86,400 seconds ("), (
             timeout
+        )
         in_mams_words(timeout, names="timeout: ")
         two = await refused(session, "job_output", job="x", tail_bytes="lots", from_seq=-1)
         assert 'tail_bytes: "lots" is not a whole number: give 1 or more bytes' in two and "from_seq: -1" in two, two

@@ -35,14 +35,25 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
 
 
 def _usage(turn: Turn) -> dict[str, int]:
-    return {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens + turn.thinking_tokens,
-            "cache_read_input_tokens": turn.cached_tokens, "cache_creation_input_tokens": 0}
+    return {
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens + turn.thinking_tokens,
+        "cache_read_input_tokens": turn.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
 
 
 def _message(turn: Turn, model: str) -> dict[str, Any]:
-    return {"id": f"msg_{next(_ids):06d}", "type": "message", "role": "assistant", "model": model,
-            "content": _blocks(turn), "stop_reason": "tool_use" if turn.tool else "end_turn",
-            "stop_sequence": None, "usage": _usage(turn)}
+    return {
+        "id": f"msg_{next(_ids):06d}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _blocks(turn),
+        "stop_reason": "tool_use" if turn.tool else "end_turn",
+        "stop_sequence": None,
+        "usage": _usage(turn),
+    }
 
 
 def _events(turn: Turn, model: str) -> list[tuple[str | None, dict[str, Any]]]:
@@ -51,22 +62,48 @@ def _events(turn: Turn, model: str) -> list[tuple[str | None, dict[str, Any]]]:
     events: list[tuple[str | None, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(whole["content"]):
         if block["type"] == "text":
-            events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "text", "text": ""}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                )
+            )
             pieces = re.findall(r"\S+\s*", block["text"]) if turn.pause else [block["text"]]
-            events.extend(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "text_delta", "text": piece}})
-                          for piece in pieces)
+            events.extend(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
+                )
+                for piece in pieces
+            )
         else:
-            events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {**block, "input": {}}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "input_json_delta",
-                                                             "partial_json": json.dumps(block["input"])}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                    },
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": turn.output_tokens + turn.thinking_tokens}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": turn.output_tokens + turn.thinking_tokens},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -91,8 +128,12 @@ def app(script: Script) -> Starlette:
         if turn.stall:
             await stall()
         if turn.status != 200:
-            kind = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}.get(turn.status, "api_error")
-            return JSONResponse({"type": "error", "error": {"type": kind, "message": turn.error}}, status_code=turn.status)
+            kind = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}.get(
+                turn.status, "api_error"
+            )
+            return JSONResponse(
+                {"type": "error", "error": {"type": kind, "message": turn.error}}, status_code=turn.status
+            )
         model = str(body.get("model", "claude"))
         if body.get("stream") and turn.pause:
             return StreamingResponse(_slowly(turn, model, script), media_type="text/event-stream")
@@ -103,5 +144,9 @@ def app(script: Script) -> Starlette:
     async def count_tokens(request: Request) -> Response:
         return JSONResponse({"input_tokens": 100})
 
-    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"]),
-                             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        ]
+    )

@@ -23,15 +23,30 @@ from starlette.routing import Route
 
 from model_servers.core import Script, Turn, stall
 
-SIDE_TURN = Turn(text=json.dumps({"reasoning": "scripted", "complexity_reasoning": "scripted", "complexity_score": 1,
-                                  "next_speaker": "user", "model_choice": "flash"}), input_tokens=10, output_tokens=5)
+SIDE_TURN = Turn(
+    text=json.dumps(
+        {
+            "reasoning": "scripted",
+            "complexity_reasoning": "scripted",
+            "complexity_score": 1,
+            "next_speaker": "user",
+            "model_choice": "flash",
+        }
+    ),
+    input_tokens=10,
+    output_tokens=5,
+)
 
 
 def _usage(turn: Turn) -> dict[str, int]:
     total = turn.input_tokens + turn.output_tokens + turn.thinking_tokens
-    return {"promptTokenCount": turn.input_tokens, "candidatesTokenCount": turn.output_tokens,
-            "cachedContentTokenCount": turn.cached_tokens, "thoughtsTokenCount": turn.thinking_tokens,
-            "totalTokenCount": total}
+    return {
+        "promptTokenCount": turn.input_tokens,
+        "candidatesTokenCount": turn.output_tokens,
+        "cachedContentTokenCount": turn.cached_tokens,
+        "thoughtsTokenCount": turn.thinking_tokens,
+        "totalTokenCount": total,
+    }
 
 
 def _response(parts: list[dict[str, Any]], model: str, usage: dict[str, int], finish: str = "") -> dict[str, Any]:
@@ -54,10 +69,12 @@ def _is_side_call(body: dict[str, Any]) -> bool:
 
 
 def _error(turn: Turn) -> Response:
-    status = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-              429: "RESOURCE_EXHAUSTED"}.get(turn.status, "INTERNAL")
-    return JSONResponse({"error": {"code": turn.status, "message": turn.error, "status": status}},
-                        status_code=turn.status)
+    status = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 429: "RESOURCE_EXHAUSTED"}.get(
+        turn.status, "INTERNAL"
+    )
+    return JSONResponse(
+        {"error": {"code": turn.status, "message": turn.error, "status": status}}, status_code=turn.status
+    )
 
 
 def app(script: Script) -> Starlette:

@@ -38,9 +38,13 @@ def _later(h: Harness) -> None:
 
 def _waiting(h: Harness) -> None:
     """A job that asked a question, folded while the view was behind (as queued before a reconnect)."""
-    h.fold(_event("submitted", "s", prompt="p", agent="a"), _event("claimed", "c", runner="r1"),
-           _event("started", "st", runner="r1"), _event("heartbeat", "hb1", runner="r1", seq=1),
-           _event("input_requested", "q", question="Proceed?"))
+    h.fold(
+        _event("submitted", "s", prompt="p", agent="a"),
+        _event("claimed", "c", runner="r1"),
+        _event("started", "st", runner="r1"),
+        _event("heartbeat", "hb1", runner="r1", seq=1),
+        _event("input_requested", "q", question="Proceed?"),
+    )
     assert _record(h)["status"] == "waiting"
 
 
@@ -51,7 +55,8 @@ def test_after_a_reconnect_an_answer_waits_for_the_runner_and_its_next_heartbeat
     fresh = utc_now()
     held = h.fold(_event("input_provided", "a1", answer="yes", question_id="q"), fresh_since=fresh)
     assert held.held == 1 and not held.rejections and _record(h)["status"] == "waiting", (
-        "the batch that made the view current proves no runner is there now")
+        "the batch that made the view current proves no runner is there now"
+    )
     assert h.parked_file(JOB).is_file()
     _later(h)
     beat = h.fold(_event("heartbeat", "hb2", runner="r1", seq=2), fresh_since=fresh)
@@ -85,7 +90,11 @@ def test_a_runner_heard_since_the_view_became_current_gets_its_answer_at_once(tm
     fresh = utc_now()
     h.fold(_event("submitted", "s", prompt="p", agent="a"), fresh_since=fresh)  # this batch proves nothing
     _later(h)
-    h.fold(_event("claimed", "c", runner="r1"), _event("started", "st", runner="r1"),
-           _event("input_requested", "q", question="Proceed?"), fresh_since=fresh)
+    h.fold(
+        _event("claimed", "c", runner="r1"),
+        _event("started", "st", runner="r1"),
+        _event("input_requested", "q", question="Proceed?"),
+        fresh_since=fresh,
+    )
     answered = h.fold(_event("input_provided", "a1", answer="yes", question_id="q"), fresh_since=fresh)
     assert answered.held == 0 and _record(h)["answer"] == "yes"

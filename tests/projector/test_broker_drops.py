@@ -38,8 +38,10 @@ async def test_a_job_that_exits_0_while_the_broker_drops_its_events_ends_succeed
     flood, quiet = ws.elsewhere / "flood-gate", ws.elsewhere / "quiet-gate"
     ws_id = workspace_id(ws.root)
     with mosquitto_broker(tmp_path / "mosquitto", persistence=False) as broker:  # as installed: 1,000 queued
-        async with projector_process(broker, ws.root, ws.elsewhere, extra=("--lease", f"{LEASE:g}")) as projector, \
-                agent_runner(broker.url, ws, *mock_command(), "--concurrency", "2") as runner:
+        async with (
+            projector_process(broker, ws.root, ws.elsewhere, extra=("--lease", f"{LEASE:g}")) as projector,
+            agent_runner(broker.url, ws, *mock_command(), "--concurrency", "2") as runner,
+        ):
             await submit(broker.url, ws, "quiet", f"gate {quiet}")
             await submit(broker.url, ws, "flood", f"gate {flood} flood {FLOOD_KIB}")
             for job in ("quiet", "flood"):

@@ -36,9 +36,23 @@ async def test_submit_to_a_degraded_projector_names_the_degraded_status(
             await publish(amqtt.url, topic, b'{"type":"claimed","runner":"r","id":"e2"}')
             await status.json(lambda s: s["status"] == "degraded")
         submitted = await run(
-            mam("submit", "--workspace", str(root), "--broker", amqtt.url, "--agent", "a", "--timeout", "2",
-                "--job-id", "job-2", "--prompt", "hello"),
-            cwd=ws.elsewhere, timeout=30,
+            mam(
+                "submit",
+                "--workspace",
+                str(root),
+                "--broker",
+                amqtt.url,
+                "--agent",
+                "a",
+                "--timeout",
+                "2",
+                "--job-id",
+                "job-2",
+                "--prompt",
+                "hello",
+            ),
+            cwd=ws.elsewhere,
+            timeout=30,
         )
         os.unlink(filler)
     stderr = submitted.stderr.decode()

@@ -70,8 +70,9 @@ def mam_on_tmpfs(tmp_path: Path) -> Iterator[WorkspacePaths]:
     ws = WorkspacePaths(root=tmp_path / "workspace", elsewhere=tmp_path / "elsewhere")
     (ws.root / ".mam").mkdir(parents=True)
     ws.elsewhere.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(ws.root / ".mam")],
-                          capture_output=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(ws.root / ".mam")], capture_output=True
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.decode().strip()}); needs root or CAP_SYS_ADMIN")
     try:
@@ -83,11 +84,12 @@ def mam_on_tmpfs(tmp_path: Path) -> Iterator[WorkspacePaths]:
 
 def _synthetic(job_id: str) -> list[tuple[str, bytes]]:
     """One job's events as a runner sends them, in order: (event id, payload)."""
-    events = [(f"{job_id}-s", {"type": "submitted", "prompt": "p", "agent": "a"}),
-              (f"{job_id}-c", {"type": "claimed", "runner": "synthetic"}),
-              (f"{job_id}-st", {"type": "started", "counts_outputs": True})]
-    events += [(f"{job_id}-o{i}", {"type": "output", "text": f"{job_id} line {i}\n", "seq": i})
-               for i in range(OUTPUTS)]
+    events = [
+        (f"{job_id}-s", {"type": "submitted", "prompt": "p", "agent": "a"}),
+        (f"{job_id}-c", {"type": "claimed", "runner": "synthetic"}),
+        (f"{job_id}-st", {"type": "started", "counts_outputs": True}),
+    ]
+    events += [(f"{job_id}-o{i}", {"type": "output", "text": f"{job_id} line {i}\n", "seq": i}) for i in range(OUTPUTS)]
     events.append((f"{job_id}-done", {"type": "succeeded", "outputs": OUTPUTS}))
     return [(eid, json.dumps({**body, "id": eid}).encode()) for eid, body in events]
 

@@ -50,8 +50,9 @@ async def run_a_job(ws: WorkspacePaths, job_id: str, *flags: str) -> str:
         url = f"mqtt://127.0.0.1:{port}"
         async with agent_runner(url, ws, "--command", "sh -s", agent="sh"):
             await submit(url, ws, job_id, "echo the-secret", agent="sh")
-            record = await wait_for_state(url, workspace_id(ws.root), job_id, lambda r: r["status"] == "succeeded",
-                                          timeout=30)
+            record = await wait_for_state(
+                url, workspace_id(ws.root), job_id, lambda r: r["status"] == "succeeded", timeout=30
+            )
         assert "the-secret" in record["result"]
     return up.output()
 
@@ -59,7 +60,13 @@ async def run_a_job(ws: WorkspacePaths, job_id: str, *flags: str) -> str:
 async def test_a_new_workspace_is_private_after_a_job(ws: WorkspacePaths) -> None:
     await run_a_job(ws, "job-1")
     found = modes(ws.root / ".mam")
-    assert {"jobs/job-1.json", "delegate_job_logs/job-1/events.jsonl", "jobs/.index.sqlite", "projector.key", "up.json"} <= set(found)
+    assert {
+        "jobs/job-1.json",
+        "delegate_job_logs/job-1/events.jsonl",
+        "jobs/.index.sqlite",
+        "projector.key",
+        "up.json",
+    } <= set(found)
     assert loose(found, 0o600, 0o700) == {}, "every file 0600 and every dir 0700 under .mam/"
 
 

@@ -46,15 +46,17 @@ async def test_a_stale_retained_submitted_state_neither_holds_a_slot_nor_stays(
         async with Watch(mosquitto.url, topics.state("old-1")) as watch:
             await submit(mosquitto.url, ws, "old-1", f"echo old >> {ran}", agent="shell")
             _, stale = await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "submitted")
-            cancel = await run(mam("cancel", "old-1", "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                               cwd=ws.elsewhere)
+            cancel = await run(
+                mam("cancel", "old-1", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert cancel.returncode == 0, cancel.stderr
             await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "cancelled")
         # The broker "restarts from an old snapshot": the retained state is the signed `submitted` again.
         await publish(mosquitto.url, topics.state("old-1"), stale, retain=True)
         flags = ("--no-offers",) if mode == "no-offers" else ()
-        async with agent_runner(mosquitto.url, ws, "--profile", "shell", "--concurrency", "1", *flags,
-                                agent="shell", name="r1") as runner:
+        async with agent_runner(
+            mosquitto.url, ws, "--profile", "shell", "--concurrency", "1", *flags, agent="shell", name="r1"
+        ) as runner:
             await submit(mosquitto.url, ws, "new-1", f"echo new >> {ran}", agent="shell")
             new = await wait_for_state(mosquitto.url, ws_id, "new-1", lambda r: r["status"] in TERMINAL, timeout=30)
             if mode == "no-offers":  # it claimed the stale job, was refused, and the slot came back for new-1
@@ -85,8 +87,9 @@ async def test_a_connecting_projector_replaces_stale_retained_states_before_anyo
         async with Watch(mosquitto.url, topics.state("old-2")) as watch:
             await submit(mosquitto.url, ws, "old-2", "true", agent="shell")
             _, stale = await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "submitted")
-            cancel = await run(mam("cancel", "old-2", "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                               cwd=ws.elsewhere)
+            cancel = await run(
+                mam("cancel", "old-2", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert cancel.returncode == 0, cancel.stderr
             await watch.next(lambda _t, p: bool(p) and json.loads(p)["status"] == "cancelled")
     await publish(mosquitto.url, topics.state("old-2"), stale, retain=True)
@@ -118,8 +121,9 @@ async def test_running_runners_follow_a_remade_key_and_ignore_one_the_file_does_
             assert new is not None and fingerprint(new) != fingerprint(old)
             await runner.wait_for_output(f"the projector's key is now {fingerprint(new)}", timeout=15)
             await submit(mosquitto.url, ws, "after-remake", f"echo one >> {ran}", agent="shell")
-            record = await wait_for_state(mosquitto.url, ws_id, "after-remake", lambda r: r["status"] in TERMINAL,
-                                          timeout=30)
+            record = await wait_for_state(
+                mosquitto.url, ws_id, "after-remake", lambda r: r["status"] in TERMINAL, timeout=30
+            )
             assert record["status"] == "succeeded" and record["runner"] == "r1", (record, runner.output())
 
             # projector.pub deleted under the running projector: written again at its next heartbeat.
@@ -134,10 +138,13 @@ async def test_running_runners_follow_a_remade_key_and_ignore_one_the_file_does_
             status = json.loads((await wait_for_message(mosquitto.url, topics.projector_status))[1])
             status["public_key"] = public_key_b64(forged)
             await publish(mosquitto.url, topics.projector_status, json.dumps(status).encode(), retain=True)
-            await runner.wait_for_output(f"ignoring key {fingerprint(forged)} announced on projector/status", timeout=15)
+            await runner.wait_for_output(
+                f"ignoring key {fingerprint(forged)} announced on projector/status", timeout=15
+            )
             await submit(mosquitto.url, ws, "after-forgery", f"echo two >> {ran}", agent="shell")
-            record = await wait_for_state(mosquitto.url, ws_id, "after-forgery", lambda r: r["status"] in TERMINAL,
-                                          timeout=30)
+            record = await wait_for_state(
+                mosquitto.url, ws_id, "after-forgery", lambda r: r["status"] in TERMINAL, timeout=30
+            )
             log = runner.output()
     assert record["status"] == "succeeded", (record, log)
     assert ran.read_text() == "one\ntwo\n"

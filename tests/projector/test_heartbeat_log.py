@@ -45,11 +45,13 @@ def test_the_first_heartbeat_of_a_run_and_one_a_minute_are_logged() -> None:
     assert not beats.skip("job-1", running(T0), beat, T0 + timedelta(seconds=60)), "a minute on, one is logged"
     assert not beats.skip("job-1", running(T0), ev.Heartbeat(expected_version=3), T0 + timedelta(seconds=5))
     late, ended = HeartbeatLog(every=60), replace(running(T0), status=Status.SUCCEEDED, runner="r1")
-    assert late.skip("job-1", ended, beat, T0 + timedelta(seconds=5)), \
+    assert late.skip("job-1", ended, beat, T0 + timedelta(seconds=5)), (
         "its runner's heartbeat delivered after the outcome (a redelivery) is dropped, not refused"
+    )
     assert "job-1" not in late.seen, "and renews nothing"
-    assert not late.skip("job-1", ended, ev.Heartbeat(runner="r2"), T0 + timedelta(seconds=5)), \
+    assert not late.skip("job-1", ended, ev.Heartbeat(runner="r2"), T0 + timedelta(seconds=5)), (
         "another runner's heartbeat for a finished job is the fold's to refuse"
+    )
     assert not late.skip("job-1", ended, ev.Heartbeat(), T0 + timedelta(seconds=5))
     assert not beats.skip("job-1", running(T0), ev.Progress(message="m"), T0 + timedelta(seconds=5))
     beats.forget("job-1")
@@ -61,13 +63,18 @@ def test_a_heartbeat_of_an_attempt_that_ended_is_dropped_once_the_job_is_submitt
     """Its runner beats until it sees the outcome recorded (`mam.agents.afterbeats`): one that arrives after
     the retry that outcome caused says nothing, and is neither refused nor kept waiting for a claim."""
     beats = HeartbeatLog(every=60)
-    retried = replace(running(T0), status=Status.SUBMITTED, runner=None,
-                      attempts=[Attempt(attempt=1, status=Status.FAILED, runner="r1")])
+    retried = replace(
+        running(T0),
+        status=Status.SUBMITTED,
+        runner=None,
+        attempts=[Attempt(attempt=1, status=Status.FAILED, runner="r1")],
+    )
     assert beats.skip("job-1", retried, ev.Heartbeat(runner="r1", seq=9), T0 + timedelta(seconds=5))
     assert "job-1" not in beats.seen, "it renews nothing"
     assert not beats.skip("job-1", retried, ev.Heartbeat(runner="r2", seq=1), T0), "another runner's: the fold's"
-    assert not beats.skip("job-1", replace(retried, attempts=UNSET), ev.Heartbeat(runner="r1", seq=9), T0), \
+    assert not beats.skip("job-1", replace(retried, attempts=UNSET), ev.Heartbeat(runner="r1", seq=9), T0), (
         "a job never claimed: the fold's (parked until its claim)"
+    )
 
 
 async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(
@@ -79,8 +86,9 @@ async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(
     async with projector_process(mosquitto, ws.root, ws.elsewhere, extra=flags):
         url = mosquitto.url
         async with Watch(url, topics.state("job-hb")) as state, _client(url) as client:
-            for n, (kind, fields) in enumerate([("submitted", {"prompt": "p", "agent": "a"}),
-                                                ("claimed", {"runner": "r1"}), ("started", {})]):
+            for n, (kind, fields) in enumerate(
+                [("submitted", {"prompt": "p", "agent": "a"}), ("claimed", {"runner": "r1"}), ("started", {})]
+            ):
                 payload = json.dumps({"type": kind, "id": f"e{n}", **fields}).encode()
                 await client.publish(topics.events("job-hb"), payload, qos=1)
             await state.json(lambda r: r["status"] == "running")
@@ -94,8 +102,9 @@ async def test_a_long_running_job_logs_few_heartbeats_and_keeps_its_lease(
                 await anyio.sleep(0.2)
             lost = await state.json(lambda r: r["status"] == "lost", timeout=15)
     ended = datetime.fromisoformat(lost["finished_at"].replace("Z", "+00:00"))
-    assert ended >= last_sent - timedelta(seconds=0.05), \
+    assert ended >= last_sent - timedelta(seconds=0.05), (
         f"lost at {ended} while heartbeats still came (the last at {last_sent}): unlogged heartbeats kept no lease"
+    )
     entries = log_entries(ws, "job-hb")
     logged = [e for e in entries if e["event"]["type"] == "heartbeat"]
     assert 2 <= len(logged) <= 4, f"{len(logged)} of {sent} heartbeats logged"

@@ -105,10 +105,14 @@ def test_deep_nesting_in_any_field_is_refused_whatever_the_stack(payload: str) -
     nested(900)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                   HealthCheck.function_scoped_fixture])
-@given(payloads=st.lists(hostile_event() | extreme_event(), min_size=1, max_size=6),
-       job=st.sampled_from(["known", "run", "done", "new"]))
+@settings(
+    max_examples=150,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(
+    payloads=st.lists(hostile_event() | extreme_event(), min_size=1, max_size=6),
+    job=st.sampled_from(["known", "run", "done", "new"]),
+)
 def test_the_fold_refuses_or_takes_every_hostile_event_and_never_fails(
     tmp_path: Path, payloads: list[bytes], job: str
 ) -> None:
@@ -150,8 +154,10 @@ def _event(kind: str, event_id: str, **fields: object) -> bytes:
 def _batch(at: int, per_type: int) -> list[bytes]:
     """The deep nesting of the issue (arrays, objects), then `per_type` hostile events of each type, the
     same for the same `at`."""
-    found: list[bytes] = [DEEP_UNKNOWN, DEEP_UNKNOWN.replace(b"[" * 10_000 + b"]" * 10_000,
-                                                             b'{"k":' * 10_000 + b"1" + b"}" * 10_000)]
+    found: list[bytes] = [
+        DEEP_UNKNOWN,
+        DEEP_UNKNOWN.replace(b"[" * 10_000 + b"]" * 10_000, b'{"k":' * 10_000 + b"1" + b"}" * 10_000),
+    ]
     for kind in TYPES:
 
         @seed(at)
@@ -177,8 +183,23 @@ async def _hostile_then_a_plain_submit(url: str, ws: WorkspacePaths, payloads: l
                 refusal = await rejected.json(lambda r, topic=topic: r.get("topic") == topic)
                 assert refusal["reason"] and "\n" not in refusal["reason"]
                 refused += 1
-    done = await run(mam("submit", "--prompt", "still alive", "--agent", "a", "--job-id", "after-hostile",
-                         "--broker", url, "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=60)
+    done = await run(
+        mam(
+            "submit",
+            "--prompt",
+            "still alive",
+            "--agent",
+            "a",
+            "--job-id",
+            "after-hostile",
+            "--broker",
+            url,
+            "--workspace",
+            str(ws.root),
+        ),
+        cwd=ws.elsewhere,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr.decode()
     await wait_for_state(url, ws_id, "after-hostile")
     assert json.loads((ws.jobs / "after-hostile.json").read_bytes())["prompt"] == "still alive"

@@ -25,11 +25,6 @@ from workspace_support import WorkspacePaths, allow_unsigned_runners
 pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, claims without a key (conftest.py)
 
 
-
-
-
-
-
 @pytest.mark.fast
 def test_corpus_is_large_enough() -> None:
     assert len(CORPUS) >= 40

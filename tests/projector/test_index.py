@@ -49,8 +49,12 @@ def workload(seed: int, jobs: int = JOBS, prefix: str = "job") -> tuple[list[tup
     versions: dict[str, int] = {}
     for n in range(jobs):
         job = f"{prefix}-{n:03d}"
-        body: dict = {"type": "submitted", "id": f"{job}-s", "prompt": f"do  thing\n{n} " + "x" * rng.randrange(0, 300),
-                      "agent": rng.choice(AGENTS)}
+        body: dict = {
+            "type": "submitted",
+            "id": f"{job}-s",
+            "prompt": f"do  thing\n{n} " + "x" * rng.randrange(0, 300),
+            "agent": rng.choice(AGENTS),
+        }
         session = rng.choice(SESSIONS)
         if session:
             body["agent_session"] = session
@@ -133,14 +137,16 @@ def filters(records: list[JobRecord], rng: random.Random) -> list[JobFilter]:
         JobFilter(since=parse_time("2999-01-01T00:00:00Z")),
     ]
     for _ in range(30):
-        found.append(JobFilter(
-            statuses=frozenset(rng.sample(list(Status), rng.randrange(0, 3))),
-            agent=rng.choice((None, *AGENTS)),
-            session=rng.choice(SESSIONS + (None,)),
-            labels=rng.choice(({}, {"team": "x"}, {"env": "dev"}, {"team": "y", "env": "dev"})),
-            parent=rng.choice((None, None, "job-000", "job-003")),
-            since=rng.choice((None, middle, parse_time(times[0]))),
-        ))
+        found.append(
+            JobFilter(
+                statuses=frozenset(rng.sample(list(Status), rng.randrange(0, 3))),
+                agent=rng.choice((None, *AGENTS)),
+                session=rng.choice(SESSIONS + (None,)),
+                labels=rng.choice(({}, {"team": "x"}, {"env": "dev"}, {"team": "y", "env": "dev"})),
+                parent=rng.choice((None, None, "job-000", "job-003")),
+                since=rng.choice((None, middle, parse_time(times[0]))),
+            )
+        )
     return found
 
 
@@ -175,8 +181,15 @@ async def test_filters_agree_with_a_scan_of_the_records_on_a_random_workload(ws:
     assert costs == {r.job_id: r.usage.cost_usd if r.usage else None for r in iter_records(workspace)}  # type: ignore[union-attr]
 
     # The CLI gives the same bytes through the index as through a scan (the index removed).
-    queries = [("--json",), ("--json", "--status", "running,claimed"), ("--agent", "a"), ("tree",),
-               ("tree", "--json", "--label", "team=x"), ("--limit", "5"), ("--status", "lost")]
+    queries = [
+        ("--json",),
+        ("--json", "--status", "running,claimed"),
+        ("--agent", "a"),
+        ("tree",),
+        ("tree", "--json", "--label", "team=x"),
+        ("--limit", "5"),
+        ("--status", "lost"),
+    ]
     indexed = [await run(mam("jobs", *q, "--workspace", str(ws.root)), cwd=ws.elsewhere) for q in queries]
     for name in [INDEX_NAME, f"{INDEX_NAME}-wal", f"{INDEX_NAME}-shm"]:
         (ws.jobs / name).unlink(missing_ok=True)
@@ -187,7 +200,8 @@ async def test_filters_agree_with_a_scan_of_the_records_on_a_random_workload(ws:
             assert (a.stdout, a.stderr) == (b.stdout, b.stderr), q
         else:  # a table shows ages, which move on between the two runs
             assert [line.split()[:3] for line in a.stdout.splitlines()] == [
-                line.split()[:3] for line in b.stdout.splitlines()], q
+                line.split()[:3] for line in b.stdout.splitlines()
+            ], q
             assert a.stderr == b.stderr, q
     everything = json.loads(indexed[0].stdout)
     assert [r["job_id"] for r in everything] == [r.job_id for r in select(iter_records(workspace), JobFilter())[0]]
@@ -203,7 +217,8 @@ async def test_a_deleted_index_is_bypassed_then_rebuilt_at_the_projectors_start(
     with Jobs(workspace) as jobs:
         assert jobs.index is None and jobs.why == "missing"
         assert [r.job_id for r in jobs.select(JobFilter(agent="a"))[0]] == [
-            r.job_id for r in select(iter_records(workspace), JobFilter(agent="a"))[0]]
+            r.job_id for r in select(iter_records(workspace), JobFilter(agent="a"))[0]
+        ]
     async with up_with_flags(ws) as (_port, daemon):
         with Jobs(workspace) as jobs:
             assert jobs.index is not None, jobs.why

@@ -57,17 +57,25 @@ def batches(draw: st.DrawFn) -> list[Entry]:
     for _ in range(draw(st.integers(1, 5))):
         ops: list[Append | Replace | Remove] = []
         for job in draw(st.lists(st.sampled_from(JOBS), max_size=3, unique=True)):
-            lines = draw(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ") + b"\n"),
-                                  min_size=1, max_size=3))
+            lines = draw(
+                st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ") + b"\n"), min_size=1, max_size=3)
+            )
             path = f"{job}/events.jsonl"
             ops.append(Append("logs", path, sizes.get(path, 0), b"".join(lines)))
             sizes[path] = sizes.get(path, 0) + len(ops[-1].data)  # type: ignore[union-attr]
             ops.append(Replace("registry", f"{job}.json", draw(st.binary(max_size=60))))
         if draw(st.booleans()):
             job = draw(st.sampled_from(JOBS))
-            ops.append(draw(st.sampled_from([
-                Replace("logs", f"_parked/{job}.jsonl", b"parked\n"), Remove("logs", f"_parked/{job}.jsonl"),
-            ])))
+            ops.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            Replace("logs", f"_parked/{job}.jsonl", b"parked\n"),
+                            Remove("logs", f"_parked/{job}.jsonl"),
+                        ]
+                    )
+                )
+            )
         entries.append(Entry(list(ops)))
     return entries
 
@@ -132,12 +140,19 @@ def test_a_frame_failing_its_checksum_ends_the_journal(tmp_path: Path, caplog: p
     assert "failing its checksum" in caplog.text
 
 
-@given(st.sampled_from(["registry", "logs"]),
-       st.one_of(st.text(max_size=40), st.sampled_from(["../x.json", "j-1/../../x", "/etc/passwd", "_parked/../x.jsonl",
-                                                        "j-1/other.txt", ".projector.lock", "j-1"])))
+@given(
+    st.sampled_from(["registry", "logs"]),
+    st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(
+            ["../x.json", "j-1/../../x", "/etc/passwd", "_parked/../x.jsonl", "j-1/other.txt", ".projector.lock", "j-1"]
+        ),
+    ),
+)
 def test_an_entry_naming_another_file_is_refused(root: str, path: str) -> None:
     allowed = (root == "registry" and path in {f"{j}.json" for j in JOBS}) or (
-        root == "logs" and path in {"_rejected.jsonl", *(f"{j}/events.jsonl" for j in JOBS)})
+        root == "logs" and path in {"_rejected.jsonl", *(f"{j}/events.jsonl" for j in JOBS)}
+    )
     payload = msgspec.msgpack.encode(Entry([Replace(root, path, b"x")]))  # type: ignore[arg-type]
     if allowed:
         assert decode(payload).ops[0].path == path  # type: ignore[union-attr]
@@ -152,7 +167,9 @@ def test_a_planted_entry_writes_nothing_outside(tmp_path: Path) -> None:
     journal.start()
     journal.append(Entry([Append("logs", "j-1/events.jsonl", 0, b"ok\n")]))
     journal.close()
-    payload = msgspec.msgpack.encode({"ops": [{"type": "replace", "root": "logs", "path": "../../escaped", "data": b"x"}]})
+    payload = msgspec.msgpack.encode(
+        {"ops": [{"type": "replace", "root": "logs", "path": "../../escaped", "data": b"x"}]}
+    )
     (segment,) = (tmp_path / "ws" / "jobs" / JOURNAL_DIR).iterdir()
     with segment.open("ab") as f:
         f.write(struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)

@@ -63,10 +63,16 @@ async def record_all(broker: RunningBroker, ws: WorkspacePaths, env: dict[str, s
         return projector.output()
 
 
-@pytest.mark.parametrize("point", [
-    "sync", pytest.param("append", marks=pytest.mark.slow), pytest.param("apply", marks=pytest.mark.slow),
-    pytest.param("checkpoint", marks=pytest.mark.slow), pytest.param("trim", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "sync",
+        pytest.param("append", marks=pytest.mark.slow),
+        pytest.param("apply", marks=pytest.mark.slow),
+        pytest.param("checkpoint", marks=pytest.mark.slow),
+        pytest.param("trim", marks=pytest.mark.slow),
+    ],
+)
 async def test_a_projector_killed_at_each_point_of_a_commit_loses_nothing_and_doubles_nothing(
     mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path, point: str
 ) -> None:

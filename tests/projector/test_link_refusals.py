@@ -172,8 +172,9 @@ class Projector:
         self.projection.load()
 
     def fold(self, *messages: tuple[str, bytes]) -> Batch:
-        return self.projection.fold([LocalMessage(f"mam/{self.workspace.id}/jobs/{job}/events", payload)
-                                     for job, payload in messages])
+        return self.projection.fold(
+            [LocalMessage(f"mam/{self.workspace.id}/jobs/{job}/events", payload) for job, payload in messages]
+        )
 
     def commit(self, staged: Batch) -> Batch:
         staged.commit(self.log, self.registry, self.dirty, durable=False, parked_dir=str(self.projection.parking.dir))
@@ -186,8 +187,12 @@ class Projector:
 def test_a_link_planted_between_fold_and_commit_refuses_that_jobs_events_only(tmp_path: Path) -> None:
     p = Projector(tmp_path / "ws")
     p.commit(p.fold(("old", submit("old", "o1"))))
-    staged = p.fold(("racer", submit("racer", "r1")), ("racer", event("claimed", "r2", runner="x")),
-                    ("other", submit("other", "s1")), ("old", event("cancel_requested", "o2")))
+    staged = p.fold(
+        ("racer", submit("racer", "r1")),
+        ("racer", event("claimed", "r2", runner="x")),
+        ("other", submit("other", "s1")),
+        ("old", event("cancel_requested", "o2")),
+    )
     assert not staged.rejections and p.projection.jobs["racer"].record is not None
     outside = tmp_path / "outside"
     outside.mkdir()

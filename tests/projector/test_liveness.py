@@ -32,15 +32,26 @@ async def test_kill9_of_a_runner_mid_job_ends_in_lost(amqtt: RunningBroker, ws: 
     assert log_events(ws, "job-k")[-1]["type"] == "lost", "the derived event is in the audit log"
 
 
-async def test_a_late_will_from_an_old_runner_instance_changes_nothing(amqtt: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_a_late_will_from_an_old_runner_instance_changes_nothing(
+    amqtt: RunningBroker, ws: WorkspacePaths
+) -> None:
     ws_id = workspace_id(ws.root)
     # Every heartbeat logged at most a second apart, so the record shows them advancing.
-    async with projector_process(amqtt, ws.root, ws.elsewhere, extra=("--log-heartbeats-every", "1")), \
-            runner_process(amqtt, ws):
+    async with (
+        projector_process(amqtt, ws.root, ws.elsewhere, extra=("--log-heartbeats-every", "1")),
+        runner_process(amqtt, ws),
+    ):
         await submit(amqtt, ws, "job-w", "hang")
         running = await wait_for_state(amqtt.url, ws_id, "job-w", lambda r: r["status"] == "running", timeout=30)
-        stale = {"status": "offline", "agent": "mock", "agent_id": "r1", "epoch": "an-older-epoch", "pid": 1,
-                 "host": "h", "started_at": "2026-01-01T00:00:00.000Z"}
+        stale = {
+            "status": "offline",
+            "agent": "mock",
+            "agent_id": "r1",
+            "epoch": "an-older-epoch",
+            "pid": 1,
+            "host": "h",
+            "started_at": "2026-01-01T00:00:00.000Z",
+        }
         await publish(amqtt.url, f"mam/{ws_id}/agents/r1/status", json.dumps(stale).encode(), retain=True)
         later = iso(utc_now() + timedelta(seconds=1))
         after = await wait_for_state(
@@ -78,12 +89,29 @@ def test_a_lease_counts_from_when_the_view_became_current() -> None:
     from mam.projector.liveness import Limits, on_clock
 
     old = iso(utc_now() - timedelta(minutes=5))
-    record = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p", submitted_at=old,
-                       started_at=old, updated_at=old, timeout=10)
+    record = JobRecord(
+        job_id="j",
+        workspace="w",
+        status=Status.RUNNING,
+        agent="a",
+        prompt="p",
+        submitted_at=old,
+        started_at=old,
+        updated_at=old,
+        timeout=10,
+    )
     derived = on_clock({"j": record}, utc_now(), Limits(lease=30), fresh_since=utc_now())
     assert [type(e).__name__ for _, e in derived] == ["TimedOut"], "timeouts still apply"
-    no_timeout = JobRecord(job_id="k", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
-                           submitted_at=old, started_at=old, updated_at=old)
+    no_timeout = JobRecord(
+        job_id="k",
+        workspace="w",
+        status=Status.RUNNING,
+        agent="a",
+        prompt="p",
+        submitted_at=old,
+        started_at=old,
+        updated_at=old,
+    )
     assert on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), fresh_since=utc_now()) == []
     stale_view = utc_now() - timedelta(seconds=31)
     lost = on_clock({"k": no_timeout}, utc_now(), Limits(lease=30), fresh_since=stale_view)
@@ -124,12 +152,29 @@ def test_progress_and_output_renew_a_lease_as_a_heartbeat_does() -> None:
     from mam.projector.liveness import Limits, on_clock
 
     long_ago, just_now = iso(utc_now() - timedelta(minutes=5)), iso(utc_now())
-    running = JobRecord(job_id="j", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
-                        submitted_at=long_ago, started_at=long_ago, updated_at=just_now, last_seen_at=just_now)
+    running = JobRecord(
+        job_id="j",
+        workspace="w",
+        status=Status.RUNNING,
+        agent="a",
+        prompt="p",
+        submitted_at=long_ago,
+        started_at=long_ago,
+        updated_at=just_now,
+        last_seen_at=just_now,
+    )
     assert on_clock({"j": running}, utc_now(), Limits(lease=30)) == []
-    from_before_the_key = JobRecord(job_id="k", workspace="w", status=Status.RUNNING, agent="a", prompt="p",
-                                    submitted_at=long_ago, started_at=long_ago, updated_at=just_now,
-                                    last_heartbeat_at=just_now)
+    from_before_the_key = JobRecord(
+        job_id="k",
+        workspace="w",
+        status=Status.RUNNING,
+        agent="a",
+        prompt="p",
+        submitted_at=long_ago,
+        started_at=long_ago,
+        updated_at=just_now,
+        last_heartbeat_at=just_now,
+    )
     assert on_clock({"k": from_before_the_key}, utc_now(), Limits(lease=30)) == [], "older records still work"
 
 
@@ -146,8 +191,9 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
         await publish(amqtt.url, topic, b'{"type":"claimed","runner":"by-hand"}')
         await publish(amqtt.url, topic, b'{"type":"started","runner":"by-hand"}')
         started = await wait_for_state(amqtt.url, ws_id, "job-p", lambda r: r["status"] == "running")
-        past_leases = iso(datetime.fromisoformat(started["started_at"].replace("Z", "+00:00"))
-                          + timedelta(seconds=3 * lease))
+        past_leases = iso(
+            datetime.fromisoformat(started["started_at"].replace("Z", "+00:00")) + timedelta(seconds=3 * lease)
+        )
         async with aiomqtt.Client("127.0.0.1", amqtt.port) as client:
             async with anyio.create_task_group() as tg:
 
@@ -158,7 +204,10 @@ async def test_a_job_reporting_only_progress_or_output_is_never_lost(
 
                 tg.start_soon(report)
                 later = await wait_for_state(
-                    amqtt.url, ws_id, "job-p", lambda r: r["status"] != "running" or r["last_seen_at"] > past_leases,
+                    amqtt.url,
+                    ws_id,
+                    "job-p",
+                    lambda r: r["status"] != "running" or r["last_seen_at"] > past_leases,
                     timeout=30,
                 )
                 tg.cancel_scope.cancel()

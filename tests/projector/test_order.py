@@ -30,8 +30,6 @@ pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, cl
 # -- the projection, without a broker ---------------------------------------------------------
 
 
-
-
 @pytest.mark.fast
 def test_events_before_their_submit_in_one_batch_are_logged_after_it(tmp_path: Path) -> None:
     h = Harness(tmp_path)
@@ -188,8 +186,7 @@ async def test_started_and_output_published_before_submitted_end_applied_after_i
         await publish(broker.url, topic, submit("job-o", "e1"))
         record = await wait_for_state(broker.url, ws_id, "job-o", lambda r: r["version"] == 4)
     assert record["status"] == "running" and record["output_bytes"] == len("early\n")
-    assert _logged_types(ws, "job-o") == [("submitted", "e1"), ("claimed", "e1c"), ("started", "e2"),
-                                          ("output", "e3")]
+    assert _logged_types(ws, "job-o") == [("submitted", "e1"), ("claimed", "e1c"), ("started", "e2"), ("output", "e3")]
     assert not parked.exists() and not (ws.logs / "_rejected.jsonl").exists()
     verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)
     assert verify.returncode == 0, verify.stdout + verify.stderr

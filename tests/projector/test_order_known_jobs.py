@@ -42,8 +42,13 @@ def test_output_before_started_is_held_then_applied_after_it(tmp_path: Path) -> 
     assert h.parked_file("j").exists() and h.logged("j") == [("submitted", "s")]
     h.projection = h.fresh()  # held on disk: a restart keeps them
     h.fold(("j", event("claimed", "c", runner="r")), ("j", event("started", "st", runner="r")))
-    assert h.logged("j") == [("submitted", "s"), ("claimed", "c"), ("output", "o1"), ("progress", "p1"),
-                             ("started", "st")]
+    assert h.logged("j") == [
+        ("submitted", "s"),
+        ("claimed", "c"),
+        ("output", "o1"),
+        ("progress", "p1"),
+        ("started", "st"),
+    ]
     assert not h.parked_file("j").exists()
     h.assert_rebuildable("j")
 
@@ -80,8 +85,11 @@ def test_the_park_bound_still_refuses_beyond_it_for_known_jobs(tmp_path: Path) -
 
 def stream(job_id: str, outputs: int) -> list[tuple[str, bytes]]:
     """A runner's events for one job: outputs numbered, the outcome saying how many (`outputs`)."""
-    events = [submit(job_id, f"{job_id}-s"), event("claimed", f"{job_id}-c", runner="r"),
-              event("started", f"{job_id}-st", runner="r", counts_outputs=True)]
+    events = [
+        submit(job_id, f"{job_id}-s"),
+        event("claimed", f"{job_id}-c", runner="r"),
+        event("started", f"{job_id}-st", runner="r", counts_outputs=True),
+    ]
     events += [event("output", f"{job_id}-o{n}", text=f"line {n}\n", seq=n) for n in range(outputs)]
     events.append(event("succeeded", f"{job_id}-done", exit_code=0, outputs=outputs))
     return [(job_id, payload) for payload in events]
@@ -127,8 +135,9 @@ def running(h: Harness, job_id: str) -> None:
 def test_a_terminal_event_waits_for_the_outputs_it_counts_then_the_record_is_complete(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     running(h, "j")
-    ahead = h.fold(("j", event("output", "o0", text="a\n", seq=0)),
-                   ("j", event("succeeded", "done", exit_code=0, outputs=3)))
+    ahead = h.fold(
+        ("j", event("output", "o0", text="a\n", seq=0)), ("j", event("succeeded", "done", exit_code=0, outputs=3))
+    )
     assert ahead.held == 1 and ahead.rejections == [] and ahead.records["j"].status.value == "running"
     h.projection = h.fresh()  # held on disk, with its bound: a restart keeps it
     partial = h.fold(("j", event("output", "o2", text="c\n", seq=2)))

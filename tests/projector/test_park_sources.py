@@ -31,15 +31,24 @@ pytestmark = pytest.mark.unsigned_runners  # the floods are hand-made runner eve
 
 def flood(jobs: list[str], per_job: int, by: str | None, tag: str) -> list[tuple[str, bytes]]:
     """Early outputs of jobs never submitted, each giving `by` (None: a `by` of its own per event)."""
-    return [(job, event("output", f"{tag}-{job}-{n}", text="x", by=by or f"{tag}-{job}-{n}"))
-            for job in jobs for n in range(per_job)]
+    return [
+        (job, event("output", f"{tag}-{job}-{n}", text="x", by=by or f"{tag}-{job}-{n}"))
+        for job in jobs
+        for n in range(per_job)
+    ]
 
 
 def ran_to_the_end(runner: SignedRunner) -> list[tuple[str, bytes]]:
     """A runner's job whose `succeeded` comes before the two outputs it counts."""
     job = runner.job_id
-    return [(job, runner.submitted()), (job, runner.claimed()), (job, runner.started()), (job, runner.succeeded(2)),
-            (job, runner.output(0)), (job, runner.output(1))]
+    return [
+        (job, runner.submitted()),
+        (job, runner.claimed()),
+        (job, runner.started()),
+        (job, runner.succeeded(2)),
+        (job, runner.output(0)),
+        (job, runner.output(1)),
+    ]
 
 
 @pytest.mark.fast
@@ -92,7 +101,7 @@ async def _publish_all(port: int, ws_id: str, events: list[tuple[str, bytes]]) -
     async with aiomqtt.Client("127.0.0.1", port, max_inflight_messages=100, timeout=60) as client:
         for start in range(0, len(events), 100):
             async with anyio.create_task_group() as tg:
-                for job, payload in events[start:start + 100]:
+                for job, payload in events[start : start + 100]:
                     tg.start_soon(client.publish, f"mam/{ws_id}/jobs/{job}/events", payload, 1)
 
 
@@ -116,7 +125,8 @@ async def test_after_floods_of_parked_events_a_runners_early_outcome_still_ends_
         assert _parked(ws) == 10_000, "the shared area is full"
         runner = SignedRunner("real", ws_id)
         await _publish_all(port, ws_id, ran_to_the_end(runner))
-        done = await wait_for_state(f"mqtt://127.0.0.1:{port}", ws_id, "real", lambda r: r["status"] != "running",
-                                    timeout=30)
+        done = await wait_for_state(
+            f"mqtt://127.0.0.1:{port}", ws_id, "real", lambda r: r["status"] != "running", timeout=30
+        )
     assert done["status"] == "succeeded" and (done["outputs_expected"], done["outputs_missing"]) == (2, []), done
     assert not [r for r in refusals(ws) if r.get("job_id") == "real"]

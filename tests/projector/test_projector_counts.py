@@ -30,8 +30,11 @@ def _submitted(n: int) -> bytes:
 
 
 def _closing_counts(output: str) -> dict[str, int]:
-    found = re.search(r"stopped: (\d+) events accepted, (\d+) refused, (\d+) duplicates, (\d+) parked, in (\d+) "
-                      r"batches", output)
+    found = re.search(
+        r"stopped: (\d+) events accepted, (\d+) refused, (\d+) duplicates, (\d+) parked, in (\d+) "
+        r"batches",
+        output,
+    )
     assert found is not None, output
     return dict(zip(("accepted", "refused", "duplicates", "parked", "batches"), map(int, found.groups()), strict=True))
 

@@ -219,7 +219,9 @@ def write_log(ws: WorkspacePaths, ws_id: str, job_id: str, events: list[ev.AnyEv
 
 
 PRUNED_LOG = [
-    ev.Submitted(prompt="p", agent="a", id="e1"), ev.CancelRequested(id="e2"), ev.Pruned(id="e3", reason="r"),
+    ev.Submitted(prompt="p", agent="a", id="e1"),
+    ev.CancelRequested(id="e2"),
+    ev.Pruned(id="e3", reason="r"),
 ]
 
 

@@ -42,8 +42,14 @@ OTHERS = 50
 
 
 def refusal(job_id: str, n: int, pad: int = 0) -> Rejection:
-    return Rejection(received_at="2026-01-01T00:00:00Z", topic=f"mam/ws/jobs/{job_id}/events",
-                     reason=f"malformed JSON {n}", job_id=job_id, payload="x" * pad, payload_bytes=pad)
+    return Rejection(
+        received_at="2026-01-01T00:00:00Z",
+        topic=f"mam/ws/jobs/{job_id}/events",
+        reason=f"malformed JSON {n}",
+        job_id=job_id,
+        payload="x" * pad,
+        payload_bytes=pad,
+    )
 
 
 def writer(logs: Path, **limits: float) -> RefusalLog:
@@ -127,8 +133,18 @@ def test_a_failed_write_counts_nothing_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("value", ['{"max_bytes": 10}', '{"keep": -1}', '{"window": 0}', '{"size": 5}', '[]',
-                                   '{"per_source": "100"}', '{"window": 1e999}'])
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"max_bytes": 10}',
+        '{"keep": -1}',
+        '{"window": 0}',
+        '{"size": 5}',
+        "[]",
+        '{"per_source": "100"}',
+        '{"window": 1e999}',
+    ],
+)
 def test_a_bad_refusal_log_setting_is_one_line(tmp_path: Path, value: str) -> None:
     (tmp_path / ".mam").mkdir()
     (tmp_path / ".mam" / "config.json").write_text(f'{{"refusal_log": {value}}}')
@@ -144,8 +160,11 @@ def test_the_stated_defaults() -> None:
 def scrape(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:  # noqa: S310
         text = response.read().decode()
-    return {f"{s.name}{sorted(s.labels.items())}": s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        f"{s.name}{sorted(s.labels.items())}": s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 class TopicCounter:
@@ -184,8 +203,9 @@ async def flood(port: int, topic: str, payloads: list[bytes]) -> None:
 
 
 @asynccontextmanager
-async def serving(server: str, ws: WorkspacePaths, request: pytest.FixtureRequest,
-                  metrics_port: int) -> AsyncIterator[tuple[int, Daemon]]:
+async def serving(
+    server: str, ws: WorkspacePaths, request: pytest.FixtureRequest, metrics_port: int
+) -> AsyncIterator[tuple[int, Daemon]]:
     """`mam-projector` on mosquitto, or `mam up` (its embedded broker); the broker's port."""
     if server == "up":
         async with up_with_flags(ws, "--metrics-port", str(metrics_port)) as (port, up):
@@ -214,8 +234,10 @@ async def test_a_flood_of_refusals_leaves_bounded_files_and_the_projector_online
     metrics_port = free_port()
     async with serving(server, ws, request, metrics_port) as (port, projector):
         url = f"mqtt://127.0.0.1:{port}"
-        async with Watch(url, topics.projector_status) as status, \
-                TopicCounter(port, [topics.projector_status, topics.rejected]) as seen:
+        async with (
+            Watch(url, topics.projector_status) as status,
+            TopicCounter(port, [topics.projector_status, topics.rejected]) as seen,
+        ):
             await seen.until(topics.projector_status, 1)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(flood, port, topics.events("flood"), [b"not json %d" % n for n in range(count)])
@@ -233,7 +255,10 @@ async def test_a_flood_of_refusals_leaves_bounded_files_and_the_projector_online
     # refusal at once (a loaded machine), at the summary line written as the projector stops, after the
     # scrape: the files below show it either way.
     files = {p.name: p.stat().st_size for p in ws.logs.iterdir() if p.name.startswith("_rejected")}
-    assert "_rejected.jsonl.1" in files and set(files) <= {"_rejected.jsonl", *map(refusal_files.rotated_name, range(1, 6))}
+    assert "_rejected.jsonl.1" in files and set(files) <= {
+        "_rejected.jsonl",
+        *map(refusal_files.rotated_name, range(1, 6)),
+    }
     assert sum(files.values()) < 64 * 1024, f"{files}: 20,050 lines would be 4.6 MB"
     assert all(size <= 16384 + 40 * 1024 for size in files.values()), f"{files}: max_bytes, and one batch at most"
     found = refusal_files.every(ws.logs)

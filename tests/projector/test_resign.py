@@ -42,16 +42,20 @@ def finished_jobs(ws: WorkspacePaths, count: int) -> list[str]:
     1,000; the re-sign goes in job id order, oldest first), written the fast way; their ids."""
     ids = [f"done-{n:05d}" for n in range(count)]
     for n, job_id in enumerate(ids):
-        events = [ev.Submitted(id=f"{job_id}-s", prompt=f"job {n}", agent="codex"),
-                  ev.Claimed(id=f"{job_id}-c", runner="r1"), ev.Started(id=f"{job_id}-r", runner="r1"),
-                  ev.Succeeded(id=f"{job_id}-ok", exit_code=0, result="done")]
+        events = [
+            ev.Submitted(id=f"{job_id}-s", prompt=f"job {n}", agent="codex"),
+            ev.Claimed(id=f"{job_id}-c", runner="r1"),
+            ev.Started(id=f"{job_id}-r", runner="r1"),
+            ev.Succeeded(id=f"{job_id}-ok", exit_code=0, result="done"),
+        ]
         at = f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}"
-        lines = [encode_entry(LogEntry(seq=seq, received_at=f"{at}.{seq:03d}Z", event=event))
-                 for seq, event in enumerate(events, 1)]
+        lines = [
+            encode_entry(LogEntry(seq=seq, received_at=f"{at}.{seq:03d}Z", event=event))
+            for seq, event in enumerate(events, 1)
+        ]
         (ws.logs / job_id).mkdir(parents=True)
         (ws.logs / job_id / EVENTS_FILE).write_bytes(b"".join(lines))
-    subprocess.run(mam("rebuild", "--workspace", str(ws.root)), check=True, cwd=ws.elsewhere,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(mam("rebuild", "--workspace", str(ws.root)), check=True, cwd=ws.elsewhere, stdout=subprocess.DEVNULL)
     return ids
 
 
@@ -105,8 +109,10 @@ async def test_after_a_new_key_a_new_job_is_recorded_before_every_old_state_is_s
     # and is handed over as it connects, before the background work has begun.
     submitted = ev.Submitted(id="new-job-s", prompt="the first new job", agent="codex")
     await publish(mosquitto.url, Topics(ws_id).events("new-job"), ev.encode_event(submitted))
-    async with all_states(mosquitto.url, ws_id) as client, \
-            projector_process(mosquitto, ws.root, ws.elsewhere) as projector:
+    async with (
+        all_states(mosquitto.url, ws_id) as client,
+        projector_process(mosquitto, ws.root, ws.elsewhere) as projector,
+    ):
         order = await signed_with_the_key(client, ws, {*finished, "new-job"})
         new_at = order.index("new-job")
         assert len(set(order[:new_at]) & set(finished)) < len(finished), "recorded only after the re-sign"

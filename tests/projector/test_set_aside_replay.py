@@ -49,8 +49,17 @@ async def test_a_fault_cleared_by_the_next_start_loses_nothing_and_each_face_say
     key = await _set_aside_by_the_hook(mosquitto, ws)
     # No projector runs now: the file says it, to `mam set-aside` and `mam doctor`.
     code, out, err = await _mam(ws, "set-aside")
-    assert code == 0 and out.splitlines()[0].split() == ["ID", "SET", "ASIDE", "AT", "JOB", "BYTES", "TRIED", "AGAIN",
-                                                          "REASON"]
+    assert code == 0 and out.splitlines()[0].split() == [
+        "ID",
+        "SET",
+        "ASIDE",
+        "AT",
+        "JOB",
+        "BYTES",
+        "TRIED",
+        "AGAIN",
+        "REASON",
+    ]
     [row] = out.splitlines()[1:]
     assert row.startswith(key[:12]) and " poison-1 " in row and row.endswith(REASON), out
     assert f"1 message(s) set aside (a projector fault, not a refusal): {REASON}" in err
@@ -59,8 +68,9 @@ async def test_a_fault_cleared_by_the_next_start_loses_nothing_and_each_face_say
     assert listed["id"] == key and listed["topic"] == f"mam/{ws_id}/jobs/poison-1/events" and listed["reason"] == REASON
     code, out, _ = await _mam(ws, "doctor", "--json", "--broker", mosquitto.url)
     check = _check(json.loads(out), "workspace.set_aside")
-    assert check["status"] == "warn" and check["detail"].startswith(f"1 message(s) set aside (a projector fault, not "
-                                                                    f"a refusal): {REASON}; in "), check
+    assert check["status"] == "warn" and check["detail"].startswith(
+        f"1 message(s) set aside (a projector fault, not a refusal): {REASON}; in "
+    ), check
     assert check["fix"].startswith("once the cause is fixed: mam set-aside --replay --all"), check
     # The fault cleared (no hook): the next start tries it again and records it; nothing is set aside any more.
     async with Watch(mosquitto.url, f"mam/{ws_id}/projector/status") as status, online(mosquitto, ws) as projector:
@@ -79,7 +89,11 @@ async def test_a_fault_cleared_by_the_next_start_loses_nothing_and_each_face_say
     assert (code, out) == (0, "nothing set aside\n")
     code, out, _ = await _mam(ws, "doctor", "--json", "--broker", mosquitto.url)
     assert _check(json.loads(out), "workspace.set_aside") == {
-        "name": "workspace.set_aside", "status": "ok", "detail": "no message set aside", "fix": None}
+        "name": "workspace.set_aside",
+        "status": "ok",
+        "detail": "no message set aside",
+        "fix": None,
+    }
 
 
 @pytest.mark.timeout(120)
@@ -87,9 +101,12 @@ async def test_mam_set_aside_replay_says_a_message_still_fails_and_one_replayed_
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:
     ws_id = workspace_id(ws.root)
-    for args, said in ((["--all"], "--all goes with --replay"), (["--replay"], "--replay needs the ids"),
-                       (["--replay", "abcdef0123"], "no message set aside has id 'abcdef0123'"),
-                       (["--replay", "abc"], "id 'abc' is too short")):
+    for args, said in (
+        (["--all"], "--all goes with --replay"),
+        (["--replay"], "--replay needs the ids"),
+        (["--replay", "abcdef0123"], "no message set aside has id 'abcdef0123'"),
+        (["--replay", "abc"], "id 'abc' is too short"),
+    ):
         code, _, err = await _mam(ws, "set-aside", *args)
         assert code == 2 and said in err, (args, err)
     key = await _set_aside_by_the_hook(mosquitto, ws)
@@ -103,8 +120,9 @@ async def test_mam_set_aside_replay_says_a_message_still_fails_and_one_replayed_
     assert "attempt 1 of 3" not in projector.output().split("trying again 1 message(s) set aside")[-1]
     # Replayed while no projector runs: the broker keeps it for the projector's session; the next start (its fault
     # cleared) records the message from the file, then takes the broker's copy as a duplicate by its event id.
-    command = mam("set-aside", "--replay", "--all", "--timeout", "60", "--broker", mosquitto.url, "--workspace",
-                  str(ws.root))
+    command = mam(
+        "set-aside", "--replay", "--all", "--timeout", "60", "--broker", mosquitto.url, "--workspace", str(ws.root)
+    )
     async with Watch(mosquitto.url, f"mam/{ws_id}/jobs/poison-1/events") as events:
         replay = Daemon(command, cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "replay.log")
         await events.next()  # the replay's publish: in the broker now

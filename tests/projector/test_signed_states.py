@@ -39,14 +39,6 @@ from workspace_support import WorkspacePaths
 # -- a real runner, a real broker with no ACL -----------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
 async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_goes_on(
     mosquitto: RunningBroker, ws: WorkspacePaths, tmp_path: Path
 ) -> None:
@@ -55,8 +47,10 @@ async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_go
     markers.mkdir()
     topics = Topics(ws_id)
     attacker = Ed25519PrivateKey.generate()
-    async with projector_process(mosquitto, ws.root, ws.elsewhere), \
-            agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="victim") as runner:
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere),
+        agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="victim") as runner,
+    ):
         # --no-offers: a runner that reads every state and says which it ignores (taking offers, it reads only
         # the states of the jobs it is offered, claims or runs, each verified the same way)
         epoch = await runner_epoch(mosquitto.url, ws_id, "victim")
@@ -64,13 +58,17 @@ async def test_forged_states_on_a_broker_without_acl_never_run_and_the_runner_go
             prompt = f"touch {markers / job_id}"
             for payload in (
                 forged_state(ws_id, job_id, prompt),
-                forged_state(ws_id, job_id, prompt, status=Status.CLAIMED, runner="victim", runner_epoch=epoch,
-                             version=2),
+                forged_state(
+                    ws_id, job_id, prompt, status=Status.CLAIMED, runner="victim", runner_epoch=epoch, version=2
+                ),
             ):
-                await publish(mosquitto.url, topics.state(job_id), sign_payload(payload, sign) if sign else payload,
-                              retain=True)
+                await publish(
+                    mosquitto.url, topics.state(job_id), sign_payload(payload, sign) if sign else payload, retain=True
+                )
         await runner.wait_for_output("job 'forged-1': ignoring a state that carries no signature", timeout=20)
-        await runner.wait_for_output("job 'forged-2': ignoring a state that carries a signature that does not verify", timeout=20)
+        await runner.wait_for_output(
+            "job 'forged-2': ignoring a state that carries a signature that does not verify", timeout=20
+        )
         # The runner reads states in order: once it has run a genuine job submitted after the
         # forgeries, it has long processed (and refused) all four of them.
         await submit(mosquitto.url, ws, "real-1", f"touch {markers / 'real-1'}", agent="shell")
@@ -93,16 +91,21 @@ async def test_a_genuine_state_replayed_on_another_job_or_again_on_its_own_runs_
     ws_id = workspace_id(ws.root)
     topics = Topics(ws_id)
     ran = tmp_path / "ran.txt"
-    async with projector_process(mosquitto, ws.root, ws.elsewhere), \
-            agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="r1") as runner:
+    async with (
+        projector_process(mosquitto, ws.root, ws.elsewhere),
+        agent_runner(mosquitto.url, ws, "--profile", "shell", "--no-offers", agent="shell", name="r1") as runner,
+    ):
         seen: dict[str, bytes] = {}  # --no-offers: it reads (and judges) every state, as in the test above
         async with Watch(mosquitto.url, topics.state("job-a")) as watch:
             await submit(mosquitto.url, ws, "job-a", f"echo a >> {ran}", agent="shell")
             for status in ("submitted", "claimed", "succeeded"):
                 _, seen[status] = await watch.next(lambda _t, p, s=status: json.loads(p)["status"] == s, timeout=30)
         await publish(mosquitto.url, topics.state("job-b"), seen["submitted"], retain=True)
-        await runner.wait_for_output("job 'job-b': ignoring a state that carries the projector's signature for job "
-                                    "'job-a', not for this topic's job", timeout=20)
+        await runner.wait_for_output(
+            "job 'job-b': ignoring a state that carries the projector's signature for job "
+            "'job-a', not for this topic's job",
+            timeout=20,
+        )
         await publish(mosquitto.url, topics.state("job-a"), seen["submitted"], retain=True)
         await publish(mosquitto.url, topics.state("job-a"), seen["claimed"], retain=True)
         await submit(mosquitto.url, ws, "job-c", f"echo c >> {ran}", agent="shell")
@@ -115,8 +118,10 @@ async def test_a_genuine_state_replayed_on_another_job_or_again_on_its_own_runs_
 
 
 async def test_a_runner_without_any_key_refuses_to_start_in_one_line(ws: WorkspacePaths) -> None:
-    result = await run([str(BIN / "mam-agent"), "--agent", "shell", "--workspace", str(ws.root), "--broker",
-                        DEAD_BROKER], cwd=ws.elsewhere)
+    result = await run(
+        [str(BIN / "mam-agent"), "--agent", "shell", "--workspace", str(ws.root), "--broker", DEAD_BROKER],
+        cwd=ws.elsewhere,
+    )
     assert result.returncode == 2 and result.stderr.count(b"\n") == 1, result.stderr
     line = result.stderr.decode()
     assert line.startswith(f"mam-agent: error: no projector key for workspace {workspace_id(ws.root)}: ")
@@ -126,8 +131,23 @@ async def test_a_runner_without_any_key_refuses_to_start_in_one_line(ws: Workspa
 
 def runner_elsewhere(url: str, root: Path, ws_id: str, key: str, log: Path) -> Daemon:
     """`mam-agent` for a workspace dir that has no key file (same workspace id, another directory)."""
-    cmd = [str(BIN / "mam-agent"), "--agent", "shell", "--profile", "shell", "--broker", url, "--workspace",
-           str(root), "--workspace-id", ws_id, "--agent-id", "remote", "--projector-key", key]
+    cmd = [
+        str(BIN / "mam-agent"),
+        "--agent",
+        "shell",
+        "--profile",
+        "shell",
+        "--broker",
+        url,
+        "--workspace",
+        str(root),
+        "--workspace-id",
+        ws_id,
+        "--agent-id",
+        "remote",
+        "--projector-key",
+        key,
+    ]
     return Daemon(cmd, cwd=root, env=child_env(), log=log)
 
 
@@ -183,11 +203,25 @@ async def test_a_wrong_fingerprint_refuses_once_the_projector_announces_its_key(
 
 
 async def test_a_malformed_fingerprint_is_a_usage_error(ws: WorkspacePaths) -> None:
-    result = await run([str(BIN / "mam-agent"), "--agent", "shell", "--workspace", str(ws.root), "--broker",
-                        DEAD_BROKER, "--projector-key", "sha256:abc"], cwd=ws.elsewhere)
+    result = await run(
+        [
+            str(BIN / "mam-agent"),
+            "--agent",
+            "shell",
+            "--workspace",
+            str(ws.root),
+            "--broker",
+            DEAD_BROKER,
+            "--projector-key",
+            "sha256:abc",
+        ],
+        cwd=ws.elsewhere,
+    )
     assert result.returncode == 2
-    assert result.stderr.decode() == "mam-agent: error: --projector-key sha256:abc: a fingerprint is sha256: and 64 " \
-                                     "hex digits\n"
+    assert (
+        result.stderr.decode() == "mam-agent: error: --projector-key sha256:abc: a fingerprint is sha256: and 64 "
+        "hex digits\n"
+    )
 
 
 # -- local clients: a forged state fakes no verdict ----------------------------------------------------------------
@@ -200,15 +234,20 @@ async def test_a_follower_ignores_a_forged_outcome_and_says_so_once(
     topics = Topics(ws_id)
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         await submit(mosquitto.url, ws, "job-f", "never run", agent="nobody")
-        follower = Daemon(mam("logs", "job-f", "-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                          cwd=ws.elsewhere, env=child_env(), log=tmp_path / "follow.log")
+        follower = Daemon(
+            mam("logs", "job-f", "-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=tmp_path / "follow.log",
+        )
         try:
             forged = forged_state(ws_id, "job-f", "never run", status=Status.SUCCEEDED, exit_code=0, version=9)
             for _ in range(3):
                 await publish(mosquitto.url, topics.state("job-f"), forged, retain=True)
             await follower.wait_for_output("ignoring a state of job 'job-f' that carries no signature", timeout=20)
-            cancelled = await run(mam("cancel", "job-f", "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                                  cwd=ws.elsewhere)
+            cancelled = await run(
+                mam("cancel", "job-f", "--broker", mosquitto.url, "--workspace", str(ws.root)), cwd=ws.elsewhere
+            )
             assert cancelled.returncode == 0, cancelled.stderr
             code = await follower.wait(timeout=30)
         finally:
@@ -232,7 +271,9 @@ async def test_local_clients_take_the_projectors_states_and_refuse_an_unsigned_o
         assert reader.record(Topics(ws_id).state("job-x"), payload) is not None, "the genuine state verifies"
 
 
-async def test_a_forged_refusal_does_not_make_submit_report_refused(mosquitto: RunningBroker, ws: WorkspacePaths) -> None:
+async def test_a_forged_refusal_does_not_make_submit_report_refused(
+    mosquitto: RunningBroker, ws: WorkspacePaths
+) -> None:
     """An attacker who sees the submit's event id forges an unsigned refusal for it; the CLI waits for the real verdict."""
     import os
     import signal
@@ -248,15 +289,33 @@ async def test_a_forged_refusal_does_not_make_submit_report_refused(mosquitto: R
 
                     async def submit_it() -> None:
                         result["done"] = await run(
-                            mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-f",
-                                "--broker", mosquitto.url, "--workspace", str(ws.root)),
+                            mam(
+                                "submit",
+                                "--prompt",
+                                "p",
+                                "--agent",
+                                "a",
+                                "--job-id",
+                                "job-f",
+                                "--broker",
+                                mosquitto.url,
+                                "--workspace",
+                                str(ws.root),
+                            ),
                             cwd=ws.elsewhere,
                         )
 
                     tg.start_soon(submit_it)
                     event_id = json.loads((await events.next())[1])["id"]
-                    forged = {"received_at": "x", "topic": topics.events("job-f"), "reason": "forged",
-                              "job_id": "job-f", "event_id": event_id, "payload": "", "payload_bytes": 0}
+                    forged = {
+                        "received_at": "x",
+                        "topic": topics.events("job-f"),
+                        "reason": "forged",
+                        "job_id": "job-f",
+                        "event_id": event_id,
+                        "payload": "",
+                        "payload_bytes": 0,
+                    }
                     await publish(mosquitto.url, topics.rejected, json.dumps(forged).encode())
                     os.kill(projector.pid, signal.SIGCONT)
             finally:

@@ -65,8 +65,9 @@ class Runner:
 def judge(h: Harness, after: float):  # noqa: ANN201 - a Batch
     """What the projector decides `after` seconds from now on a current view, committed."""
     staged = h.projection.fold([], judge_at=utc_now() + timedelta(seconds=after))
-    staged.commit(h.log, h.registry, DirtyList(h.workspace.registry_dir), durable=False,
-                  parked_dir=str(h.projection.parking.dir))
+    staged.commit(
+        h.log, h.registry, DirtyList(h.workspace.registry_dir), durable=False, parked_dir=str(h.projection.parking.dir)
+    )
     return staged
 
 
@@ -78,8 +79,9 @@ def test_outputs_waiting_for_their_started_are_signs_of_life(tmp_path: Path) -> 
     assert held.held == 1 and held.rejections == []
     heard = h.projection._heard({})["j"]  # noqa: SLF001 - the projection's signs of life, read directly
     claim = h.projection.open_jobs["j"].last_seen_at
-    assert heard == h.projection.parking.latest("j") and claim is not None and heard >= parse_time(claim), \
+    assert heard == h.projection.parking.latest("j") and claim is not None and heard >= parse_time(claim), (
         "the lease counts from the held output"
+    )
     lease = Limits(lease=2)
     assert on_clock(h.projection.open_jobs, heard + timedelta(seconds=1.9), lease, seen={"j": heard}) == []
     assert on_clock(h.projection.open_jobs, heard + timedelta(seconds=2.1), lease, seen={"j": heard}) != []
@@ -99,8 +101,16 @@ def test_a_started_that_never_comes_is_inferred_and_the_job_ends_as_its_runner_s
     assert record.status.value == "succeeded" and record.start_inferred is True and record.started_at
     assert (record.outputs_expected, record.outputs_missing, record.output_seqs) == (3, [], [(0, 2)])
     logged = h.logged("j")
-    assert [kind for kind, _ in logged] == ["submitted", "claimed", "heartbeat", "started", "output", "output",
-                                            "output", "succeeded"]
+    assert [kind for kind, _ in logged] == [
+        "submitted",
+        "claimed",
+        "heartbeat",
+        "started",
+        "output",
+        "output",
+        "output",
+        "succeeded",
+    ]
     assert not logged[3][1].startswith("j-"), "the start is the projector's (a derived id)"
     assert not h.parked_file("j").exists()
     h.assert_rebuildable("j")
@@ -153,8 +163,9 @@ async def test_over_nats_a_lost_started_still_records_the_runners_outcome_and_a_
             await wait_for_state(nats.url, ws_id, r.job_id, lambda s: s.get("last_heartbeat_at") is not None)
             for payload in [*(r.output(n) for n in range(8)), r.succeeded(8)]:
                 await client.publish(topic, payload, qos=1)
-            done = await wait_for_state(nats.url, ws_id, r.job_id, lambda s: s["status"] not in ("claimed", "running"),
-                                         timeout=30)  # its end: `running` may be published on the way
+            done = await wait_for_state(
+                nats.url, ws_id, r.job_id, lambda s: s["status"] not in ("claimed", "running"), timeout=30
+            )  # its end: `running` may be published on the way
             assert (done["status"], done.get("start_inferred")) == ("succeeded", True), done.get("error")
             assert (done["outputs_expected"], done["outputs_missing"], done["output_seqs"]) == (8, [], [[0, 7]])
             for payload in (r.heartbeat(1), r.started()):  # late: a redelivery, or the runner sending again
@@ -186,8 +197,9 @@ async def test_over_nats_a_runner_whose_started_is_late_is_not_judged_lost_while
                 await anyio.sleep(0.5)  # the scenario's pace (a line every 0.5 s), not a wait for a result
             for payload in (r.started(), r.succeeded(10)):
                 await client.publish(topic, payload, qos=1)
-            done = await wait_for_state(nats.url, ws_id, r.job_id, lambda s: s["status"] not in ("claimed", "running"),
-                                         timeout=30)  # its end: `running` may be published on the way
+            done = await wait_for_state(
+                nats.url, ws_id, r.job_id, lambda s: s["status"] not in ("claimed", "running"), timeout=30
+            )  # its end: `running` may be published on the way
     assert done["status"] == "succeeded", done.get("error")
     assert "start_inferred" not in done and (done["outputs_missing"], done["output_seqs"]) == ([], [[0, 9]])
     assert refusals(ws) == []

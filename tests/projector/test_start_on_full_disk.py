@@ -45,13 +45,19 @@ async def test_mam_projector_started_on_a_full_disk_is_degraded_retries_in_one_l
         async with projector_process(mosquitto, ws.root, ws.elsewhere, log_dir=tmp_path):
             pass  # its persistent session: what is published while it is away waits for it
         fill(small_disk / "filler")
-        projector = Daemon([str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)],
-                           cwd=ws.elsewhere, env=child_env(), log=tmp_path / "full.log")
+        projector = Daemon(
+            [str(BIN / "mam-projector"), "--broker", mosquitto.url, "--workspace", str(ws.root)],
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=tmp_path / "full.log",
+        )
         try:
             async with Watch(mosquitto.url, f"mam/{ws_id}/projector/status") as status:
                 degraded = await status.json(lambda s: s["status"] == "degraded" and s["pid"] == projector.pid)
-                assert degraded["detail"] == (f"cannot write {ws.root / '.mam' / 'runtime.json'}: No space left on "
-                                              "device; not acknowledging events until it can"), degraded
+                assert degraded["detail"] == (
+                    f"cannot write {ws.root / '.mam' / 'runtime.json'}: No space left on "
+                    "device; not acknowledging events until it can"
+                ), degraded
                 await publish(mosquitto.url, topic, SUBMITTED)  # waits in the broker meanwhile
                 output = await projector.wait_for_output("(retrying in 1.0s)", timeout=20)  # the second try
                 assert _left_behind(ws.root) == [], "no temp file per try"
@@ -86,20 +92,41 @@ async def test_mam_up_started_on_a_read_only_registry_is_degraded_then_serves_on
         await wait_for_state(url, ws_id, "job-0")
     before = sorted(p.relative_to(ws.root) for p in ws.root.rglob("*"))
     remount(small_disk, read_only=True)
-    up = Daemon(mam("up", "--port", str(port), "--workspace", str(ws.root)), cwd=ws.elsewhere, env=child_env(),
-                log=tmp_path / "read-only.log")
+    up = Daemon(
+        mam("up", "--port", str(port), "--workspace", str(ws.root)),
+        cwd=ws.elsewhere,
+        env=child_env(),
+        log=tmp_path / "read-only.log",
+    )
     try:
         wait_for_port(port, up.proc)  # the broker serves while the projector waits for the disk
         async with Watch(url, f"mam/{ws_id}/projector/status") as status:
             degraded = await status.json(lambda s: s["status"] == "degraded" and s["pid"] == up.pid)
-            assert degraded["detail"] == (f"cannot write {ws.jobs / '.projector.lock'}: Read-only file system; "
-                                          "not acknowledging events until it can"), degraded
+            assert degraded["detail"] == (
+                f"cannot write {ws.jobs / '.projector.lock'}: Read-only file system; "
+                "not acknowledging events until it can"
+            ), degraded
             await up.wait_for_output("(retrying in 1.0s)", timeout=20)
             assert sorted(p.relative_to(ws.root) for p in ws.root.rglob("*")) == before, "nothing written or left"
             remount(small_disk, read_only=False)
             await status.json(lambda s: s["status"] == "online" and s["pid"] == up.pid)
-        done = await run(mam("submit", "--prompt", "p", "--agent", "a", "--job-id", "job-1", "--broker", url,
-                             "--workspace", str(ws.root)), cwd=ws.elsewhere, timeout=60)
+        done = await run(
+            mam(
+                "submit",
+                "--prompt",
+                "p",
+                "--agent",
+                "a",
+                "--job-id",
+                "job-1",
+                "--broker",
+                url,
+                "--workspace",
+                str(ws.root),
+            ),
+            cwd=ws.elsewhere,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr.decode()
         assert json.loads((ws.jobs / "job-1.json").read_bytes())["status"] == "submitted"
     finally:

@@ -197,7 +197,10 @@ async def test_a_link_at_the_lock_or_the_dirty_list_refuses_to_start_with_one_li
         assert await projector.wait() != 0
     finally:
         projector.stop()
-    for output in (projector.output(), (await run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.elsewhere)).stderr.decode()):
+    for output in (
+        projector.output(),
+        (await run(mam("rebuild", "--workspace", str(ws.root)), cwd=ws.elsewhere)).stderr.decode(),
+    ):
         refusals = [line for line in output.splitlines() if "not starting" in line]
         assert len(refusals) == 1, output
         assert f"refusing to write through a symlink at {shown(link)}" in refusals[0]
@@ -274,7 +277,6 @@ async def test_rebuild_replaces_a_linked_record_and_keeps_a_job_whose_log_is_a_l
     assert not (ws.jobs / "linked-record.json").is_symlink()
     assert json.loads((ws.jobs / "linked-record.json").read_bytes())["job_id"] == "linked-record"
     assert (ws.jobs / "linked-log.json").read_bytes() == kept, "its record is kept as it was"
-
 
 
 @pytest.mark.unsigned_runners

@@ -29,8 +29,10 @@ async def beaten_past(ws: WorkspacePaths, moment: datetime) -> None:
     """Return once the job's log holds a heartbeat received after `moment` (polling the file the projector
     appends to)."""
     with anyio.fail_after(30):
-        while not any(entry["event"]["type"] == "heartbeat" and _at(entry["received_at"]) > moment
-                      for entry in log_entries(ws, "job-ask")):
+        while not any(
+            entry["event"]["type"] == "heartbeat" and _at(entry["received_at"]) > moment
+            for entry in log_entries(ws, "job-ask")
+        ):
             await anyio.sleep(0.1)
 
 
@@ -44,8 +46,9 @@ async def test_a_waiting_job_whose_runner_died_with_the_broker_down_is_lost_and_
         answer = mam("answer", "job-ask", "yes", "--timeout", "30", "--broker", url, "--workspace", str(ws.root))
         flags = ("--lease", f"{LEASE:g}", "--log-heartbeats-every", "0.5")  # heartbeats logged: seen in the log
         async with projector_process(broker, ws.root, ws.elsewhere, extra=flags):
-            async with agent_runner(url, ws, "--profile", "shell", agent="shell", env=child_env(MAM_BROKER_URL=None)
-                                    ) as runner:
+            async with agent_runner(
+                url, ws, "--profile", "shell", agent="shell", env=child_env(MAM_BROKER_URL=None)
+            ) as runner:
                 await submit(url, ws, "job-ask", script, agent="shell")
                 asked = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] == "waiting", timeout=30)
                 await beaten_past(ws, _at(asked["asked_at"]) + timedelta(seconds=2 * LEASE))
@@ -54,8 +57,9 @@ async def test_a_waiting_job_whose_runner_died_with_the_broker_down_is_lost_and_
                 runner.kill9()  # while the broker is down: no will is ever published for it
             broker.restart()
             with open(tmp_path / "early-answer.err", "wb") as early_err:
-                early = subprocess.Popen(answer, cwd=ws.elsewhere, env=child_env(), stdout=subprocess.PIPE,
-                                         stderr=early_err)
+                early = subprocess.Popen(
+                    answer, cwd=ws.elsewhere, env=child_env(), stdout=subprocess.PIPE, stderr=early_err
+                )
             try:
                 lost = await wait_for_state(url, ws_id, "job-ask", lambda r: r["status"] == "lost", timeout=30)
             finally:
@@ -70,7 +74,9 @@ async def test_a_waiting_job_whose_runner_died_with_the_broker_down_is_lost_and_
     assert "nothing waits for an answer any more, so the answer is not taken" in late_said, late_said
     assert "answer" not in lost and lost["question"] == "Proceed?", lost
     assert lost["error"] == f"no sign of life (heartbeat, progress, output) for more than {LEASE:g}s", (
-        "its lease ended it, as a running job's would", lost)
+        "its lease ended it, as a running job's would",
+        lost,
+    )
     kinds = [e["type"] for e in log_events(ws, "job-ask")]
     assert kinds[-1] == "lost" and "input_requested" in kinds and "input_provided" not in kinds, kinds
     verify = await run(mam("rebuild", "--verify", "--workspace", str(ws.root)), cwd=ws.elsewhere)

@@ -27,8 +27,22 @@ RETRY_1 = "! claude: API error 401 (authentication_failed), retry 1 of"
 
 
 async def submit(rig: Rig, job_id: str, prompt: str, agent: str) -> None:
-    done = await run(mam("submit", "--prompt", prompt, "--agent", agent, "--job-id", job_id, "--broker", rig.url,
-                         "--workspace", str(rig.ws.root)), cwd=rig.ws.elsewhere)
+    done = await run(
+        mam(
+            "submit",
+            "--prompt",
+            prompt,
+            "--agent",
+            agent,
+            "--job-id",
+            job_id,
+            "--broker",
+            rig.url,
+            "--workspace",
+            str(rig.ws.root),
+        ),
+        cwd=rig.ws.elsewhere,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -58,7 +72,9 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
         await submit(rig, "job-retrying", "say hello", "claude-code")
         follow = await anyio.open_process(
             mam("logs", "-f", "job-retrying", "--broker", rig.url, "--workspace", str(ws.root)),
-            cwd=ws.elsewhere, env=child_env())
+            cwd=ws.elsewhere,
+            env=child_env(),
+        )
         seen = ""
         try:
             assert follow.stdout is not None
@@ -69,8 +85,13 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
                         break
             state = await wait_for_state(rig.url, workspace_id(ws.root), "job-retrying")
             assert state["status"] == "running", state
-            record = await wait_for_state(rig.url, workspace_id(ws.root), "job-retrying",
-                                          lambda r: r["status"] == "timed_out", timeout=JOB_TIMEOUT)
+            record = await wait_for_state(
+                rig.url,
+                workspace_id(ws.root),
+                "job-retrying",
+                lambda r: r["status"] == "timed_out",
+                timeout=JOB_TIMEOUT,
+            )
             with anyio.fail_after(30):  # mam logs -f follows until the job ends, exit 0 only if it succeeded
                 async for chunk in follow.stdout:
                     seen += chunk.decode()
@@ -80,15 +101,18 @@ async def test_claude_retries_show_in_mam_logs_f_while_the_job_runs_and_do_not_k
                 follow.kill()
             await follow.aclose()
     assert RETRY_1 in seen and code != 0, (code, seen)
-    assert record["error"].startswith("no progress for 8s (mam-agent --idle-timeout); the agent's last notice: "
-                                      + RETRY_1), record["error"]
+    assert record["error"].startswith(
+        "no progress for 8s (mam-agent --idle-timeout); the agent's last notice: " + RETRY_1
+    ), record["error"]
     assert len(script.requests) == 2, "the retried call was taken and never answered"
 
 
 @pytest.mark.parametrize(("agent", "idle"), [("claude-code", 10), ("codex", 10), ("gemini", 10), ("aider", 10)])
 @pytest.mark.slow
 async def test_a_stalled_api_ends_the_job_timed_out_after_the_idle_timeout(
-    agent: str, idle: int, ws: WorkspacePaths,
+    agent: str,
+    idle: int,
+    ws: WorkspacePaths,
 ) -> None:
     """The server takes the model call and never answers: the CLI waits silently (claude 10 minutes, codex 5
     before it retries, aider 10: aider/models.py request_timeout), and the runner's --idle-timeout ends the job
@@ -108,7 +132,7 @@ BAD_KEY_SAYS = {
     "codex": "unexpected status 401 Unauthorized: Incorrect API key provided",
     "gemini": '"code":401,"message":"Incorrect API key provided","status":"UNAUTHENTICATED"',
     "aider": "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided "
-             "The API provider is not able to authenticate you. Check your API key.",
+    "The API provider is not able to authenticate you. Check your API key.",
 }
 
 BAD_KEY_LOGGED = {  # `mam logs`: codex's retries as it made them, the CLIs' errors as they printed them
@@ -147,12 +171,15 @@ async def test_codex_retrying_a_failing_api_is_not_progress_and_ends_timed_out_n
     """Codex retries a 500 five times, one `error` event "Reconnecting... N/5" every 3-7 s, then fails its turn
     (~25 s); with no network it goes on for ever. Its retries are shown but do not reset the idle clock: with
     --idle-timeout 10 the job ends `timed_out` before codex gives up (were they progress, it would end `failed`)."""
-    async with real_rig(CLIS["codex"], ws, Script([Turn(status=500, error="overloaded")]), "--idle-timeout", "10") as rig:
+    async with real_rig(
+        CLIS["codex"], ws, Script([Turn(status=500, error="overloaded")]), "--idle-timeout", "10"
+    ) as rig:
         record = await rig.job("job-reconnecting", "say hello", agent="codex")
         logs = await rig.mam("logs", "job-reconnecting")
     assert record["status"] == "timed_out", record
-    assert record["error"].startswith("no progress for 10s (mam-agent --idle-timeout); the agent's last notice: "
-                                      "! codex: Reconnecting... "), record["error"]
+    assert record["error"].startswith(
+        "no progress for 10s (mam-agent --idle-timeout); the agent's last notice: ! codex: Reconnecting... "
+    ), record["error"]
     assert "! codex: Reconnecting... 1/5" in logs, logs
 
 

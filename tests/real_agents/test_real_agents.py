@@ -50,8 +50,12 @@ async def test_first_job_in_a_fresh_untrusted_workspace_outside_git_succeeds_wit
 async def test_claude_at_full_runs_as_root_and_writes_the_file_its_model_asked_for(ws: WorkspacePaths) -> None:
     """Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1 (this machine exports IS_SANDBOX=yes,
     which it does not take): the profile sets it for jobs at full, the level the runner was told to allow."""
-    script = Script([Turn(tool="Write", args={"file_path": "made-at-full.txt", "content": "full\n"}),
-                     Turn(text="Wrote made-at-full.txt")])
+    script = Script(
+        [
+            Turn(tool="Write", args={"file_path": "made-at-full.txt", "content": "full\n"}),
+            Turn(text="Wrote made-at-full.txt"),
+        ]
+    )
     async with real_rig(CLIS["claude-code"], ws, script, "--permissions", "full", env={"IS_SANDBOX": "yes"}) as rig:
         record = await rig.job("job-full", "write the file", agent="claude-code")
     assert record["status"] == "succeeded", record.get("error")
@@ -64,8 +68,9 @@ async def test_an_agent_that_refuses_to_start_fails_with_one_line_without_escape
     """The gemini profile without its trust variable (a workspace's override): Gemini CLI exits 55 with a
     coloured message; the record and `mam show` carry it as one plain line."""
     (ws.root / ".mam").mkdir()
-    (ws.root / ".mam" / "profiles.json").write_text(json.dumps({"gemini": {
-        "argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"}}))
+    (ws.root / ".mam" / "profiles.json").write_text(
+        json.dumps({"gemini": {"argv": ["gemini", "--output-format", "stream-json"], "format": "gemini-stream-json"}})
+    )
     async with real_rig(CLIS["gemini"], ws, Script([Turn(text=ANSWER)])) as rig:
         record = await rig.job("job-untrusted", "say hello", agent="gemini")
         shown = await rig.mam("show", "job-untrusted")
@@ -82,8 +87,11 @@ def test_the_tested_versions_in_the_docs_are_the_pinned_ones_and_the_installed_o
     """docs/agents.md's table of tested CLIs names the versions .ci/agent-clis installs, and each installed CLI
     says it is that version: a pin moved without the table (or the table without the pin) fails here."""
     root = CHECKOUT
-    pins = dict(re.findall(r"^(CLAUDE_CODE|CODEX|GEMINI_CLI|AIDER)=(\S+)$", (root / ".ci" / "agent-clis").read_text(),
-                           re.MULTILINE))
+    pins = dict(
+        re.findall(
+            r"^(CLAUDE_CODE|CODEX|GEMINI_CLI|AIDER)=(\S+)$", (root / ".ci" / "agent-clis").read_text(), re.MULTILINE
+        )
+    )
     page = (root / "docs" / "agents.md").read_text()
     table = dict(re.findall(r"^\| (Claude Code|Codex|Gemini CLI|aider) \| (\S+) \|", page, re.MULTILINE))
     names = {"CLAUDE_CODE": "Claude Code", "CODEX": "Codex", "GEMINI_CLI": "Gemini CLI", "AIDER": "aider"}
@@ -107,13 +115,20 @@ async def test_a_blocked_gemini_response_fails_with_the_reason_gemini_gave(ws: W
 
 async def test_claude_usage_counts_its_subagents_calls(ws: WorkspacePaths) -> None:
     """A subagent's model calls are in the result's `modelUsage`, not in its `usage`: the job records them all."""
-    script = Script([Turn(tool="Agent", args={"description": "look around", "prompt": "list the files",
-                                              "subagent_type": "general-purpose"}),
-                     Turn(text="the subagent's answer", input_tokens=1000, output_tokens=50),
-                     Turn(text=ANSWER, input_tokens=130, output_tokens=8)])
+    script = Script(
+        [
+            Turn(
+                tool="Agent",
+                args={"description": "look around", "prompt": "list the files", "subagent_type": "general-purpose"},
+            ),
+            Turn(text="the subagent's answer", input_tokens=1000, output_tokens=50),
+            Turn(text=ANSWER, input_tokens=130, output_tokens=8),
+        ]
+    )
     async with real_rig(CLIS["claude-code"], ws, script) as rig:
         record = await rig.job("job-sub", "delegate it", agent="claude-code")
     assert record["status"] == "succeeded" and record["result"] == ANSWER, record.get("error")
     usage = record["usage"]
-    assert (usage["input_tokens"], usage["output_tokens"]) == (script.input_tokens, script.output_tokens) \
-        == (1230, 65), usage
+    assert (
+        (usage["input_tokens"], usage["output_tokens"]) == (script.input_tokens, script.output_tokens) == (1230, 65)
+    ), usage

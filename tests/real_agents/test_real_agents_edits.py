@@ -18,11 +18,8 @@ from real_agent_support import real_rig
 from workspace_support import WorkspacePaths
 
 ALL_LEVELS = ("read-only", "edit", "full")
-LEVELS = {"claude-code": ALL_LEVELS, "codex": ALL_LEVELS, "gemini": ALL_LEVELS,
-          "aider": ("read-only", "edit")}
+LEVELS = {"claude-code": ALL_LEVELS, "codex": ALL_LEVELS, "gemini": ALL_LEVELS, "aider": ("read-only", "edit")}
 """aider's `full` passes the same arguments as `edit` (it has no wider mode): not run twice."""
-
-
 
 
 @pytest.mark.timeout(300)  # three jobs of a real CLI: 15-45 s on 2 loaded cores, more than the suite's 120 s default
@@ -35,8 +32,10 @@ async def test_the_model_asks_for_an_edit_at_each_level_and_only_edit_and_full_w
     names = {level: f"made-at-{level}.txt" for level in levels}
     script = Script([turn for level in levels for turn in write_turns(agent, names[level])])
     async with real_rig(CLIS[agent], ws, script, "--permissions", "full") as rig:
-        records = {level: await rig.job(f"job-{level}", f"write {names[level]}", "--permissions", level, agent=agent)
-                   for level in levels}
+        records = {
+            level: await rig.job(f"job-{level}", f"write {names[level]}", "--permissions", level, agent=agent)
+            for level in levels
+        }
         shown = await rig.mam("show", "job-read-only")
         logs = await rig.mam("logs", "job-read-only")
     for level, record in records.items():

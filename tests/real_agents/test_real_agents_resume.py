@@ -64,8 +64,9 @@ async def test_a_resumed_job_continues_the_conversation_the_server_saw(
 async def test_codex_usage_after_a_resume_is_the_resumed_jobs_own(ws: WorkspacePaths) -> None:
     """Codex's `turn.completed` usage after `codex exec resume` is the thread's running total: the job records
     the difference from the job it continues, and its token budget counts only that."""
-    script = Script([Turn(text=ANSWER, input_tokens=100, output_tokens=7),
-                     Turn(text="pelican", input_tokens=150, output_tokens=9)])
+    script = Script(
+        [Turn(text=ANSWER, input_tokens=100, output_tokens=7), Turn(text="pelican", input_tokens=150, output_tokens=9)]
+    )
     async with real_rig(CLIS["codex"], ws, script) as rig:
         first = await rig.job("job-one", FIRST, agent="codex")
         before = (script.input_tokens, script.output_tokens)

@@ -33,8 +33,10 @@ async def test_without_a_key_the_job_fails_at_once_naming_it_and_aider_never_sta
     assert record["error"].startswith("aider has no API key: set OPENAI_API_KEY (or ANTHROPIC_API_KEY, "), record
     assert "OpenRouter's browser login" in record["error"] and "\n" not in record["error"]
     assert named["status"] == "failed"
-    assert named["error"] == ("aider has no API key for model openrouter/some/model: set OPENROUTER_API_KEY for "
-                              "the runner or in the workspace's .env"), named["error"]
+    assert named["error"] == (
+        "aider has no API key for model openrouter/some/model: set OPENROUTER_API_KEY for "
+        "the runner or in the workspace's .env"
+    ), named["error"]
     assert script.requests == []
     assert not (ws.root / ".aider.chat.history.md").exists()
     [line] = [line for line in shown.splitlines() if line.startswith("Reason:")]
@@ -47,8 +49,9 @@ async def test_a_shell_command_the_model_suggests_is_never_run(ws: WorkspacePath
     """`--yes-always` answers no to aider's 'Run shell command?' (it needs an explicit yes), and the profile
     asks the model for none (--no-suggest-shell-commands): the command in the reply leaves no file."""
     reply = "Run this:\n\n```bash\ntouch made-by-shell.txt\n```\n"
-    async with real_rig(CLIS["aider"], ws, Script([Turn(text=reply)]), "--permissions", "full",
-                        env={"AIDER_EDIT_FORMAT": "diff"}) as rig:  # its format of shell blocks (whole has none)
+    async with real_rig(
+        CLIS["aider"], ws, Script([Turn(text=reply)]), "--permissions", "full", env={"AIDER_EDIT_FORMAT": "diff"}
+    ) as rig:  # its format of shell blocks (whole has none)
         record = await rig.job("job-shell", "make a file with the shell", "--permissions", "full", agent="aider")
     assert record["status"] == "succeeded", record.get("error")
     assert not (ws.root / "made-by-shell.txt").exists()

@@ -39,11 +39,26 @@ def read_record(ws: WorkspacePaths, job_id: str) -> dict:
     return json.loads((ws.jobs / f"{job_id}.json").read_text())
 
 
-async def submit_and_wait(url: str, ws: WorkspacePaths, job_id: str, prompt: str, agent: str,
-                          timeout: float = 3 * JOB_TIMEOUT) -> dict:
+async def submit_and_wait(
+    url: str, ws: WorkspacePaths, job_id: str, prompt: str, agent: str, timeout: float = 3 * JOB_TIMEOUT
+) -> dict:
     """`mam submit` a job and wait until it has ended; its record."""
-    done = await run(mam("submit", "--prompt", prompt, "--agent", agent, "--job-id", job_id, "--broker", url,
-                         "--workspace", str(ws.root)), cwd=ws.elsewhere)
+    done = await run(
+        mam(
+            "submit",
+            "--prompt",
+            prompt,
+            "--agent",
+            agent,
+            "--job-id",
+            job_id,
+            "--broker",
+            url,
+            "--workspace",
+            str(ws.root),
+        ),
+        cwd=ws.elsewhere,
+    )
     assert done.returncode == 0, done.stderr
     await wait_for_state(url, workspace_id(ws.root), job_id, lambda r: r["status"] in ENDED, timeout=timeout)
     return read_record(ws, job_id)
@@ -52,10 +67,14 @@ async def submit_and_wait(url: str, ws: WorkspacePaths, job_id: str, prompt: str
 def delegating_turns(agent: str, child: str) -> list[Turn]:
     """Submit a `shell` child on the first turn, wait for it, answer."""
     tool = TOOLS[agent]
-    return [Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": f"echo {child} says hi",
-                                                  "job_id": child, "wait": False}),
-            Turn(tool=f"{tool}wait_job", args={"job": child, "timeout": 45}),
-            Turn(text="the child answered")]
+    return [
+        Turn(
+            tool=f"{tool}submit_job",
+            args={"agent": "shell", "prompt": f"echo {child} says hi", "job_id": child, "wait": False},
+        ),
+        Turn(tool=f"{tool}wait_job", args={"job": child, "timeout": 45}),
+        Turn(text="the child answered"),
+    ]
 
 
 def tool_results(script: Script) -> str:
@@ -107,8 +126,13 @@ async def test_a_job_at_the_default_level_delegates_over_mam_s_own_mcp_server_on
 def orchestrating_turns(agent: str, kids: dict[str, str]) -> list[Turn]:
     """Delegate one job to each of `kids` (agent -> job id), wait for each, land each in this job's branch."""
     tool = TOOLS[agent]
-    submit = [Turn(tool=f"{tool}submit_job", args={"agent": kid_agent, "prompt": f"write from-{kid_agent}.txt",
-                                                    "job_id": kid, "wait": False}) for kid_agent, kid in kids.items()]
+    submit = [
+        Turn(
+            tool=f"{tool}submit_job",
+            args={"agent": kid_agent, "prompt": f"write from-{kid_agent}.txt", "job_id": kid, "wait": False},
+        )
+        for kid_agent, kid in kids.items()
+    ]
     wait = [Turn(tool=f"{tool}wait_job", args={"job": kid, "timeout": 100}) for kid in kids.values()]
     land = [Turn(tool=f"{tool}land_job", args={"job": kid}) for kid in kids.values()]
     return [*submit, *wait, *land, Turn(text="gathered both")]
@@ -131,13 +155,16 @@ async def test_each_cli_orchestrates_the_other_two_in_worktrees_and_a_person_lan
         url = f"mqtt://127.0.0.1:{port}"
         async with AsyncExitStack() as runners:
             for agent, script in scripts.items():
-                await runners.enter_async_context(real_runner(CLIS[agent], url, ws, script, "--worktree",
-                                                              env={"MAM_BROKER_URL": None}))
+                await runners.enter_async_context(
+                    real_runner(CLIS[agent], url, ws, script, "--worktree", env={"MAM_BROKER_URL": None})
+                )
             head = git(ws.root, "rev-parse", "HEAD")
             parent = await submit_and_wait(url, ws, "job-parent", "delegate and gather", orchestrator)
             said = tool_results(scripts[orchestrator])
-            assert parent["status"] == "succeeded" and parent["result"] == "gathered both", \
-                (parent.get("error"), said[-2500:])
+            assert parent["status"] == "succeeded" and parent["result"] == "gathered both", (
+                parent.get("error"),
+                said[-2500:],
+            )
             children = {agent: read_record(ws, kid) for agent, kid in kids.items()}
             assert git(ws.root, "rev-parse", "HEAD") == head  # the children landed in the parent's branch only
             assert not [p for p in ws.root.glob("from-*.txt")]
@@ -160,9 +187,11 @@ def register_by_hand(agent: str, home: Path, mam_path: str) -> None:
             (home / ".claude.json").write_text(json.dumps({"mcpServers": {"mam": mine, "other": other}}))
         case "codex":
             with (home / ".codex" / "config.toml").open("a") as config:
-                config.write('\n[mcp_servers.mam]\ncommand = "mam"\nargs = ["mcp"]\n\n'
-                             f'[mcp_servers.other]\ncommand = "{mam_path}"\nargs = ["mcp"]\n'
-                             '[mcp_servers.other.tools.list_agents]\napproval_mode = "approve"\n')
+                config.write(
+                    '\n[mcp_servers.mam]\ncommand = "mam"\nargs = ["mcp"]\n\n'
+                    f'[mcp_servers.other]\ncommand = "{mam_path}"\nargs = ["mcp"]\n'
+                    '[mcp_servers.other.tools.list_agents]\napproval_mode = "approve"\n'
+                )
         case "gemini":
             path = home / ".gemini" / "settings.json"
             servers = {"mam": mine, "other": other | {"trust": True}}
@@ -212,22 +241,39 @@ async def test_a_parent_that_ends_leaves_no_child_running_unless_it_abandons_it_
     refused, 'a finished job never changes', and the child ran on until its runner's idle timeout)."""
     tool = TOOLS[agent]
     long = "echo started; sleep 600"
-    script = Script([
-        Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": long, "job_id": "kid-abandoned",
-                                             "parent_close": "abandon", "wait": False}),
-        Turn(tool=f"{tool}submit_job", args={"agent": "shell", "prompt": long, "job_id": "kid-default",
-                                             "wait": False}),
-        Turn(text="left them running")])
+    script = Script(
+        [
+            Turn(
+                tool=f"{tool}submit_job",
+                args={
+                    "agent": "shell",
+                    "prompt": long,
+                    "job_id": "kid-abandoned",
+                    "parent_close": "abandon",
+                    "wait": False,
+                },
+            ),
+            Turn(
+                tool=f"{tool}submit_job",
+                args={"agent": "shell", "prompt": long, "job_id": "kid-default", "wait": False},
+            ),
+            Turn(text="left them running"),
+        ]
+    )
     ws_id = workspace_id(ws.root)
     async with real_rig(CLIS[agent], ws, script, env={"MAM_BROKER_URL": None}) as rig:
-        async with agent_runner(rig.url, ws, "--concurrency", "2", agent="shell", name="shell-1",
-                                env=child_env(MAM_BROKER_URL=None)):
+        async with agent_runner(
+            rig.url, ws, "--concurrency", "2", agent="shell", name="shell-1", env=child_env(MAM_BROKER_URL=None)
+        ):
             parent = await rig.job("job-parent", "delegate and go", agent=agent)
             defaulted = await wait_for_state(rig.url, ws_id, "kid-default", lambda r: r["status"] in ENDED, timeout=30)
-            abandoned = await wait_for_state(rig.url, ws_id, "kid-abandoned", lambda r: r["status"] == "running",
-                                             timeout=30)
-            cancelled = await run(mam("cancel", "--tree", "job-parent", "--broker", rig.url, "--workspace",
-                                      str(ws.root)), cwd=ws.elsewhere)
+            abandoned = await wait_for_state(
+                rig.url, ws_id, "kid-abandoned", lambda r: r["status"] == "running", timeout=30
+            )
+            cancelled = await run(
+                mam("cancel", "--tree", "job-parent", "--broker", rig.url, "--workspace", str(ws.root)),
+                cwd=ws.elsewhere,
+            )
             after = await wait_for_state(rig.url, ws_id, "kid-abandoned", lambda r: r["status"] in ENDED, timeout=30)
     assert parent["status"] == "succeeded", (parent.get("error"), tool_results(script)[-1500:])
     assert defaulted["status"] == "cancelled" and "parent_close: cancel" in defaulted["cancel_reason"], defaulted

@@ -29,8 +29,11 @@ def writes(agent: str, inside: str | None, outside: Path) -> list[Turn]:
             tool = [Turn(tool="Write", args={"file_path": inside, "content": f"{inside}\n"})] if inside else []
             return [*tool, Turn(tool="Write", args={"file_path": str(outside), "content": "outside\n"}), done]
         case "gemini" if inside:
-            return [Turn(tool="write_file", args={"file_path": inside, "content": f"{inside}\n"}),
-                    Turn(tool="write_file", args={"file_path": str(outside), "content": "outside\n"}), done]
+            return [
+                Turn(tool="write_file", args={"file_path": inside, "content": f"{inside}\n"}),
+                Turn(tool="write_file", args={"file_path": str(outside), "content": "outside\n"}),
+                done,
+            ]
         case "gemini":  # its file tools never leave the workspace, at any level: its shell does, at full
             return [Turn(tool="run_shell_command", args={"command": f"printf 'outside\\n' > {outside}"}), done]
         case "codex":
@@ -53,14 +56,16 @@ async def test_a_worktree_job_commits_only_its_work_and_edit_writes_outside_only
     make_repo(ws.root)
     at_edit, at_full = ws.root.parent / f"outside-edit-{agent}.txt", ws.root.parent / f"outside-full-{agent}.txt"
     script = Script([*writes(agent, "made.txt", at_edit), *writes(agent, None, at_full)])
-    async with real_rig(CLIS[agent], ws, script, "--worktree", "--keep-worktree", "always",
-                        "--permissions", "full") as rig:
+    async with real_rig(
+        CLIS[agent], ws, script, "--worktree", "--keep-worktree", "always", "--permissions", "full"
+    ) as rig:
         edit = await rig.job("job-edit", "write made.txt, and a file outside", "--permissions", "edit", agent=agent)
         full = await rig.job("job-full", "write a file outside", "--permissions", "full", agent=agent)
     assert edit["status"] == "succeeded" and full["status"] == "succeeded", (edit.get("error"), full.get("error"))
     base = edit["git_at_finish"]["base"]
-    assert git(ws.root, "diff", "--name-only", base, "mam/job-edit").splitlines() == ["made.txt"], \
+    assert git(ws.root, "diff", "--name-only", base, "mam/job-edit").splitlines() == ["made.txt"], (
         "the branch holds the job's work and nothing of the CLI's own"
+    )
     assert git(ws.root, "show", "mam/job-edit:made.txt") == "made.txt"
     for job in ("job-edit", "job-full"):
         tree = ws.root / ".mam" / "worktrees" / job

@@ -67,8 +67,22 @@ async def until(check: Callable[[], bool], what: str, timeout: float) -> None:
 
 async def start_stalled(rig: Rig, job_id: str, agent: str) -> None:
     """Submit a job whose model call never answers; return once it runs and the CLI has made that call."""
-    done = await run(mam("submit", "--prompt", "say hello", "--agent", agent, "--job-id", job_id, "--broker",
-                         rig.url, "--workspace", str(rig.ws.root)), cwd=rig.ws.elsewhere)
+    done = await run(
+        mam(
+            "submit",
+            "--prompt",
+            "say hello",
+            "--agent",
+            agent,
+            "--job-id",
+            job_id,
+            "--broker",
+            rig.url,
+            "--workspace",
+            str(rig.ws.root),
+        ),
+        cwd=rig.ws.elsewhere,
+    )
     assert done.returncode == 0, done.stderr
     await wait_for_state(rig.url, workspace_id(rig.ws.root), job_id, lambda r: r["status"] == "running", timeout=60)
     await until(lambda: any(not r.get("_side") for r in rig.server.script.requests), "the CLI called its model", 60)
@@ -86,8 +100,9 @@ async def test_a_launcher_killed_while_its_cli_runs_ends_the_job_and_everything_
         [launcher] = [e["pid"] for e in log_events(ws, "job-launcher") if e["type"] == "started"]
         assert launcher in processes and len(processes) >= 3, processes  # the launcher, its program, mam mcp
         os.kill(launcher, signal.SIGKILL)
-        ended = await wait_for_state(rig.url, workspace_id(ws.root), "job-launcher",
-                                     lambda r: r["status"] in ENDED, timeout=30)
+        ended = await wait_for_state(
+            rig.url, workspace_id(ws.root), "job-launcher", lambda r: r["status"] in ENDED, timeout=30
+        )
         await until(lambda: not still_there(processes), f"the job's processes ended: {still_there(processes)}", 15)
     assert ended["status"] == "failed", ended
     assert json.loads((ws.jobs / "job-launcher.json").read_text())["exit_code"] == -9
@@ -103,6 +118,7 @@ async def test_a_runner_killed_with_sigkill_leaves_no_process_of_its_jobs(agent:
         assert len(processes) >= 2, processes  # the CLI and its mam mcp at least
         rig.runner.kill9()
         await until(lambda: not still_there(processes), f"the job's processes ended: {still_there(processes)}", 15)
-        lost = await wait_for_state(rig.url, workspace_id(ws.root), "job-orphaned",
-                                    lambda r: r["status"] in ENDED, timeout=60)
+        lost = await wait_for_state(
+            rig.url, workspace_id(ws.root), "job-orphaned", lambda r: r["status"] in ENDED, timeout=60
+        )
     assert lost["status"] == "lost", lost

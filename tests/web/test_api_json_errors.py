@@ -58,8 +58,9 @@ def _drawn(count: int, strategy: st.SearchStrategy[tuple[str, str]]) -> list[tup
 
 
 def _paths() -> st.SearchStrategy[str]:
-    segment = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="/?#%"),
-                      min_size=1, max_size=12)
+    segment = st.text(
+        st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="/?#%"), min_size=1, max_size=12
+    )
     return st.lists(segment, min_size=1, max_size=4).map(lambda parts: "/api/nope/" + "/".join(parts))
 
 

@@ -39,9 +39,11 @@ OUTPUT = "printf 'a%.0s' $(seq 1 70); echo; printf 'é€😀%.0s' 1 2 3; echo; 
 
 @pytest.mark.slow
 async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePaths) -> None:
-    async with up_dashboard_process(ws) as (url, page, _), \
-            agent_runner(url, ws, name="sh1", agent="shell"), \
-            real_runner(CLIS["claude-code"], url, ws, Script([Turn(text="hi")]), name="cc1"):
+    async with (
+        up_dashboard_process(ws) as (url, page, _),
+        agent_runner(url, ws, name="sh1", agent="shell"),
+        real_runner(CLIS["claude-code"], url, ws, Script([Turn(text="hi")]), name="cc1"),
+    ):
         api = await Api.of(page)
         await submit(url, ws, "out1", OUTPUT, "--label", "team=web", agent="shell")
         await submit(url, ws, "fail1", "echo failing; exit 3", "--label", "team=infra", agent="shell")
@@ -50,8 +52,24 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         await submit(url, ws, "grandkid1", "echo grandchild", "--parent", "kid1", agent="shell")
         await submit(url, ws, "cc1", "hello", agent="claude-code")
         await submit(url, ws, "queued1", "never claimed", agent="nobody")
-        waited = await run(mam("wait", "out1", "fail1", "ok1", "kid1", "grandkid1", "cc1", "--workspace",
-                               str(ws.root), "--broker", url, "--timeout", "60"), cwd=ws.elsewhere)
+        waited = await run(
+            mam(
+                "wait",
+                "out1",
+                "fail1",
+                "ok1",
+                "kid1",
+                "grandkid1",
+                "cc1",
+                "--workspace",
+                str(ws.root),
+                "--broker",
+                url,
+                "--timeout",
+                "60",
+            ),
+            cwd=ws.elsewhere,
+        )
         assert waited.returncode == 1, waited.stderr  # fail1 failed, the others succeeded
         every = ["queued1", "cc1", "grandkid1", "kid1", "ok1", "fail1", "out1"]
 
@@ -60,7 +78,12 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         assert (listed["total"], listed["offset"], listed["limit"], ids(listed)) == (7, 0, 50, every)
         row = next(r for r in listed["jobs"] if r["job_id"] == "fail1")
         assert (row["status"], row["exit_code"], row["runner"], row["attempt"], row["labels"]) == (
-            "failed", 3, "sh1", 1, {"team": "infra"})
+            "failed",
+            3,
+            "sh1",
+            1,
+            {"team": "infra"},
+        )
         assert row["duration_s"] >= 0 and row["error"] and row["root"] == "fail1"
         cost = json.loads((ws.jobs / "cc1.json").read_text())["usage"]["cost_usd"]  # as Claude Code priced it
         assert cost > 0 and next(r for r in listed["jobs"] if r["job_id"] == "cc1")["cost_usd"] == pytest.approx(cost)
@@ -133,7 +156,9 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         # The runners, usage and the charts.
         runners = {r["agent_id"]: r for r in (await api.get("/api/agents"))["runners"]}
         assert {k: (r["agent"], r["status"], r["busy"], r["capacity"]) for k, r in runners.items()} == {
-            "sh1": ("shell", "online", 0, 1), "cc1": ("claude-code", "online", 0, 1)}
+            "sh1": ("shell", "online", 0, 1),
+            "cc1": ("claude-code", "online", 0, 1),
+        }
         usage = await api.get("/api/usage?since=1h")
         groups = {g["key"]: g for g in usage["groups"]}
         assert groups["claude-code"]["cost_usd"] == pytest.approx(cost) and groups["shell"]["jobs"] == 5
@@ -172,7 +197,7 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
         await mam_ok(ws, "prune", "--older-than", "0s", "--status", "failed", "--broker", url)
         assert not (ws.logs / "fail1" / "events.jsonl").exists()
         archived = (await api.get("/api/jobs/fail1/events"))["events"]
-        assert archived[:len(before)] == before and archived[-1]["event"]["type"] == "pruned"
+        assert archived[: len(before)] == before and archived[-1]["event"]["type"] == "pruned"
         assert (await api.get("/api/jobs/fail1/output"))["text"] == "failing\n"
         indexed = {query: await api.get(query) for query in SAME_WITHOUT_INDEX}
 
@@ -186,10 +211,18 @@ async def test_reads_filter_page_sort_and_describe_every_answer(ws: WorkspacePat
 
 
 SAME_WITHOUT_INDEX = (
-    "/api/jobs", "/api/jobs?status=failed,submitted", "/api/jobs?agent=claude-code&agent=nobody",
-    "/api/jobs?label=team=web&label=tier=Gold", "/api/jobs?q=team&limit=1&offset=1", "/api/jobs?root=ok1",
-    "/api/jobs?parent=ok1", "/api/jobs?sort=submitted&limit=3&offset=2", "/api/jobs?sort=-status",
-    "/api/jobs?sort=agent", "/api/jobs?sort=duration&status=failed,succeeded", "/api/jobs?since=1h&until=1m",
+    "/api/jobs",
+    "/api/jobs?status=failed,submitted",
+    "/api/jobs?agent=claude-code&agent=nobody",
+    "/api/jobs?label=team=web&label=tier=Gold",
+    "/api/jobs?q=team&limit=1&offset=1",
+    "/api/jobs?root=ok1",
+    "/api/jobs?parent=ok1",
+    "/api/jobs?sort=submitted&limit=3&offset=2",
+    "/api/jobs?sort=-status",
+    "/api/jobs?sort=agent",
+    "/api/jobs?sort=duration&status=failed,succeeded",
+    "/api/jobs?since=1h&until=1m",
     "/api/usage?by=parent",
 )
 
@@ -197,11 +230,23 @@ SAME_WITHOUT_INDEX = (
 async def test_the_description_and_the_icon(ws: WorkspacePaths, tmp_path: Path) -> None:
     async with dashboard(ws.root, DEAD_BROKER) as page:
         api = await Api.of(page)
-        for route in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/events", "/api/jobs/{job_id}/output",
-                      "/api/agents", "/api/usage", "/api/stats", "/api/jobs/{job_id}/retry",
-                      "/api/jobs/{job_id}/cancel", "/api/jobs/{job_id}/log", "/api/jobs/{job_id}/answer",
-                      "/api/jobs/{job_id}/diff", "/api/jobs/{job_id}/merge", "/api/jobs/{job_id}/discard",
-                      "/api/stream"):
+        for route in (
+            "/api/jobs",
+            "/api/jobs/{job_id}",
+            "/api/jobs/{job_id}/events",
+            "/api/jobs/{job_id}/output",
+            "/api/agents",
+            "/api/usage",
+            "/api/stats",
+            "/api/jobs/{job_id}/retry",
+            "/api/jobs/{job_id}/cancel",
+            "/api/jobs/{job_id}/log",
+            "/api/jobs/{job_id}/answer",
+            "/api/jobs/{job_id}/diff",
+            "/api/jobs/{job_id}/merge",
+            "/api/jobs/{job_id}/discard",
+            "/api/stream",
+        ):
             assert route in api.spec["paths"], route
         assert "post" in api.spec["paths"]["/api/jobs"]
         # A workspace with no jobs yet answers empty, as described.
@@ -231,9 +276,14 @@ async def test_reads_of_large_prompts_and_a_large_log_stay_within_a_memory_budge
 
     big = "x" * (500 * KIB - 1)
     chunk = "o" * (60 * KIB - 1) + "\n"
-    lines = [{"seq": n + 1, "received_at": "2026-01-01T00:00:00Z",
-              "event": {"type": "output", "id": f"o{n}", "v": 1, "seq": n, "stream": "stdout", "text": chunk}}
-             for n in range(400)]
+    lines = [
+        {
+            "seq": n + 1,
+            "received_at": "2026-01-01T00:00:00Z",
+            "event": {"type": "output", "id": f"o{n}", "v": 1, "seq": n, "stream": "stdout", "text": chunk},
+        }
+        for n in range(400)
+    ]
     (ws.logs / "bigout").mkdir(parents=True)
     (ws.logs / "bigout" / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     async with up_dashboard_process(ws) as (url, page, daemon), publisher(url, ws) as pub:
@@ -254,10 +304,16 @@ async def test_reads_of_large_prompts_and_a_large_log_stay_within_a_memory_budge
         async def one(path: str) -> None:
             answers.append((path, await api.get(path)))
 
-        reads = ["/api/jobs?limit=500", "/api/jobs?q=NEEDLE2&limit=500", "/api/jobs?sort=-duration&limit=500",
-                 "/api/usage?by=parent", "/api/jobs/bigout/output?offset=5000000&limit=1048576",
-                 "/api/jobs/bigout/output?offset=20000000&limit=1048576", "/api/jobs/bigout/events?limit=5000",
-                 "/api/stats?minutes=10080&bucket=1800"] * 2
+        reads = [
+            "/api/jobs?limit=500",
+            "/api/jobs?q=NEEDLE2&limit=500",
+            "/api/jobs?sort=-duration&limit=500",
+            "/api/usage?by=parent",
+            "/api/jobs/bigout/output?offset=5000000&limit=1048576",
+            "/api/jobs/bigout/output?offset=20000000&limit=1048576",
+            "/api/jobs/bigout/events?limit=5000",
+            "/api/stats?minutes=10080&bucket=1800",
+        ] * 2
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
             async with anyio.create_task_group() as clients:
@@ -272,5 +328,7 @@ async def test_reads_of_large_prompts_and_a_large_log_stay_within_a_memory_budge
         assert events["more"] and 60 <= len(events["events"]) <= 80  # the page's 4 MiB budget
         budget = idle + 48 * MIB  # the page held whole: +62 MB here; a row at a time: +25 MB
         assert peak < budget, f"RSS {peak / MIB:.0f} MB reading, idle {idle / MIB:.0f} MB, budget {budget / MIB:.0f} MB"
-        print(f"\n16 reads at once over 30 MB of prompts and a 24 MB log: mam up {idle / MIB:.0f} MB idle, "
-              f"peak {peak / MIB:.0f} MB")
+        print(
+            f"\n16 reads at once over 30 MB of prompts and a 24 MB log: mam up {idle / MIB:.0f} MB idle, "
+            f"peak {peak / MIB:.0f} MB"
+        )

@@ -21,8 +21,9 @@ async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:
     async with Stream(api.page, f"status={status}") as stream:
         snapshot = await stream.next("snapshot")
         if not any(job["job_id"] == job_id for job in snapshot["jobs"]):
-            await stream.next("job", lambda d: d["record"]["job_id"] == job_id and d["record"]["status"] == status,
-                              timeout=30)
+            await stream.next(
+                "job", lambda d: d["record"]["job_id"] == job_id and d["record"]["status"] == status, timeout=30
+            )
     found = (await api.get(f"/api/jobs?root={job_id}&status={status}"))["jobs"]
     return next(r for r in found if r["job_id"] == job_id)
 
@@ -30,8 +31,12 @@ async def until_status(api: Api, job_id: str, status: str) -> dict[str, Any]:
 async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) -> None:
     async with up_dashboard_process(ws) as (url, page, _), agent_runner(url, ws, name="sh1", agent="shell"):
         api = await Api.of(page)
-        made = await api.call("POST", "/api/jobs", {"agent": "shell", "prompt": "echo from the api",
-                                                    "labels": {"via": "api"}, "job_id": "api1"}, status=201)
+        made = await api.call(
+            "POST",
+            "/api/jobs",
+            {"agent": "shell", "prompt": "echo from the api", "labels": {"via": "api"}, "job_id": "api1"},
+            status=201,
+        )
         assert made == {"job_id": "api1", "status": "submitted"}
         done = await until_status(api, "api1", "succeeded")
         assert done["labels"] == {"via": "api"} and done["parent"] is None
@@ -45,7 +50,12 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
 
         # A tree of jobs no runner takes, cancelled from its root with a reason.
         for job_id, parent in (("top", None), ("mid", "top"), ("leaf", "mid")):
-            body = {"agent": "nobody", "prompt": f"wait {job_id}", "job_id": job_id, **({"parent": parent} if parent else {})}
+            body = {
+                "agent": "nobody",
+                "prompt": f"wait {job_id}",
+                "job_id": job_id,
+                **({"parent": parent} if parent else {}),
+            }
             assert (await api.call("POST", "/api/jobs", body, status=201))["status"] == "submitted"
         assert ids(await api.get("/api/jobs?root=top")) == ["leaf", "mid", "top"]
         cancelled = await api.call("POST", "/api/jobs/top/cancel", {"reason": "wrong branch", "tree": True})
@@ -66,38 +76,57 @@ async def test_submit_retry_and_cancel_with_reason_and_tree(ws: WorkspacePaths) 
         assert plain == {"job_id": "solo", "status": "cancelled"}
         await api.refused("/api/jobs/solo/cancel", "finished", method="POST", payload={}, status=409)
         # With its tree, a finished job is no 409: it stays as it ended, the unfinished jobs under it are cancelled.
-        await api.call("POST", "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "late-kid", "parent": "api1"},
-                       status=201)
+        await api.call(
+            "POST", "/api/jobs", {"agent": "nobody", "prompt": "p", "job_id": "late-kid", "parent": "api1"}, status=201
+        )
         under_done = await api.call("POST", "/api/jobs/api1/cancel", {"reason": "tidy", "tree": True})
         assert (under_done["job_id"], under_done["status"]) == ("api1", "succeeded"), under_done
-        assert [(t["job_id"], t["status"]) for t in under_done["tree"]] == [("api1", "succeeded"),
-                                                                          ("late-kid", "cancelled")]
+        assert [(t["job_id"], t["status"]) for t in under_done["tree"]] == [
+            ("api1", "succeeded"),
+            ("late-kid", "cancelled"),
+        ]
         assert (await api.get("/api/jobs/late-kid"))["record"]["cancel_reason"] == "cancelled with tree of api1: tidy"
         # An unknown job: 404, one plain line (not the projector's refusal); whole tree or not.
         for payload in ({}, {"tree": True}):
-            message = await api.refused("/api/jobs/nosuch/cancel", "no job 'nosuch'", method="POST", payload=payload,
-                                        status=404)
+            message = await api.refused(
+                "/api/jobs/nosuch/cancel", "no job 'nosuch'", method="POST", payload=payload, status=404
+            )
             assert "projector" not in message, message
-        await api.refused("/api/jobs/pending/retry", "pending", "submitted", method="POST", payload={},
-                          status=409)
+        await api.refused("/api/jobs/pending/retry", "pending", "submitted", method="POST", payload={}, status=409)
 
         # Bad writes: nothing is published, one line names what was wrong.
         await api.refused("/api/jobs", "bogus", method="POST", payload={"agent": "shell", "prompt": "x", "bogus": 1})
         await api.refused("/api/jobs", "prompt", method="POST", payload={"agent": "shell"})
         await api.refused("/api/jobs", "prompt", method="POST", payload={"agent": "shell", "prompt": "  "})
         await api.refused("/api/jobs", "agent", "no body", method="POST", payload={"agent": "no body", "prompt": "x"})
-        await api.refused("/api/jobs", "retries", method="POST",
-                          payload={"agent": "shell", "prompt": "x", "retries": "2"})
-        await api.refused("/api/jobs", "permissions", method="POST",
-                          payload={"agent": "shell", "prompt": "x", "permissions": "root"})
+        await api.refused(
+            "/api/jobs", "retries", method="POST", payload={"agent": "shell", "prompt": "x", "retries": "2"}
+        )
+        await api.refused(
+            "/api/jobs", "permissions", method="POST", payload={"agent": "shell", "prompt": "x", "permissions": "root"}
+        )
         await api.refused("/api/jobs/top/cancel", "tree", method="POST", payload={"tree": "yes"})
         await api.refused("/api/jobs/api1/retry", "whatever", method="POST", payload={"whatever": True})
         await api.refused("/api/jobs/pi1/retry", "too short", method="POST", payload={})
-        message = (await api.call("POST", "/api/jobs", None, raw=b"agent=shell&prompt=x", status=415,
-                                  headers={"Content-Type": "application/x-www-form-urlencoded"}))["error"]
+        message = (
+            await api.call(
+                "POST",
+                "/api/jobs",
+                None,
+                raw=b"agent=shell&prompt=x",
+                status=415,
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            )
+        )["error"]
         assert "application/json" in message
-        await api.refused("/api/jobs", "too large", "65536", method="POST", status=413,
-                          payload={"agent": "shell", "prompt": "x" * 70_000})
+        await api.refused(
+            "/api/jobs",
+            "too large",
+            "65536",
+            method="POST",
+            status=413,
+            payload={"agent": "shell", "prompt": "x" * 70_000},
+        )
         assert (await api.get("/api/jobs?q=bogus"))["total"] == 0
         assert ids(await api.get("/api/jobs?status=submitted")) == ["pending"]
         assert api.checked >= 30

@@ -40,10 +40,11 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
 
         # A job submitted after the page loaded appears without a reload, newest first.
         gate = tmp_path / "web-stream.gate"  # the job runs until the test has seen its output stream in
-        await pub.submit(prompt=f"stream 40 gate {gate}", agent="mock", job_id="web-stream", labels={"team": "web"},
-                         wait=True)
+        await pub.submit(
+            prompt=f"stream 40 gate {gate}", agent="mock", job_id="web-stream", labels={"team": "web"}, wait=True
+        )
         await expect(row(page, "web-stream").locator(".status")).to_have_text("submitted", timeout=WAIT)
-        hostile = '<img src=x onerror="document.title=\'owned\'">'
+        hostile = "<img src=x onerror=\"document.title='owned'\">"
         await pub.submit(prompt=hostile, agent="other", job_id="web-hostile", wait=True)
         await expect(page.locator("#jobs tbody tr").first).to_have_attribute("data-job-id", "web-hostile")
         await expect(row(page, "web-hostile")).to_contain_text("<img src=x")  # shown as text, never as markup
@@ -72,7 +73,8 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
             await page.locator("#cancel-form input[name=reason]").fill("no longer needed")
             await page.locator("#confirm-cancel").click()
             await expect(page.locator("#verdict")).to_contain_text(
-                "cancel requested: web-hang (was running; it ends once its runner stops it)", timeout=WAIT)
+                "cancel requested: web-hang (was running; it ends once its runner stops it)", timeout=WAIT
+            )
             await expect(row(page, "web-hang").locator(".status")).to_have_text("cancelled", timeout=WAIT)
 
         # Refused events appear with their reasons.
@@ -106,7 +108,9 @@ async def test_page_follows_a_job_from_submit_to_success_and_cancels_a_running_o
         save_screenshot(shot)
 
 
-async def test_with_a_password_file_the_browser_logs_in_and_gets_the_live_page(ws: WorkspacePaths, tmp_path: Path) -> None:
+async def test_with_a_password_file_the_browser_logs_in_and_gets_the_live_page(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
     from dashboard_server_support import dashboard
     from playwright.async_api import Error as PlaywrightError
     from playwright.async_api import expect

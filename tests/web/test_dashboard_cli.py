@@ -17,8 +17,12 @@ async def test_mam_dashboard_serves_the_workspace_live_off_a_broker(
 ) -> None:
     port = free_port()
     async with projector_process(mosquitto, ws.root, guard):
-        daemon = Daemon(mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
-                        cwd=ws.elsewhere, env=child_env(), log=ws.root.parent / "dashboard.log")
+        daemon = Daemon(
+            mam("dashboard", "--port", str(port), "--broker", mosquitto.url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            env=child_env(),
+            log=ws.root.parent / "dashboard.log",
+        )
         try:
             wait_for_port(port, daemon.proc)
             page = f"http://127.0.0.1:{port}/"
@@ -34,8 +38,9 @@ async def test_mam_dashboard_serves_the_workspace_live_off_a_broker(
 
 
 async def test_mam_dashboard_off_loopback_without_a_password_file_exits_2_with_one_line(ws: WorkspacePaths) -> None:
-    result = await run(mam("dashboard", "--host", "0.0.0.0", "--port", "0", "--workspace", str(ws.root)),
-                       cwd=ws.elsewhere)
+    result = await run(
+        mam("dashboard", "--host", "0.0.0.0", "--port", "0", "--workspace", str(ws.root)), cwd=ws.elsewhere
+    )
     assert result.returncode == 2
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "--password-file" in lines[0], lines

@@ -30,20 +30,31 @@ WAIT = 15_000
 
 
 @pytest.mark.slow
-async def test_denied_edits_show_in_the_list_the_detail_the_api_and_mam_jobs(ws: WorkspacePaths, tmp_path: Path) -> None:
+async def test_denied_edits_show_in_the_list_the_detail_the_api_and_mam_jobs(
+    ws: WorkspacePaths, tmp_path: Path
+) -> None:
     from playwright.async_api import expect
 
     ws_id = workspace_id(ws.root)
-    script = Script([Turn(tool="Write", args={"file_path": "notes.md", "content": "notes\n"}),
-                     Turn(text="I could not write notes.md"), Turn(text="hi")])
+    script = Script(
+        [
+            Turn(tool="Write", args={"file_path": "notes.md", "content": "notes\n"}),
+            Turn(text="I could not write notes.md"),
+            Turn(text="hi"),
+        ]
+    )
     refused = f"Write {ws.root / 'notes.md'}"
     async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page:
         await page.goto(page_url)
         async with real_runner(CLIS["claude-code"], url, ws, script, "--permissions", "read-only", name="r-plan"):
-            for job_id, prompt in (("denied-1", "please edit the notes"), ("plain-1", "say hi")):  # in the script's order
+            for job_id, prompt in (
+                ("denied-1", "please edit the notes"),
+                ("plain-1", "say hi"),
+            ):  # in the script's order
                 await pub.submit(prompt=prompt, agent="claude-code", job_id=job_id, wait=True)
-                await wait_for_state(url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"),
-                                     timeout=JOB_TIMEOUT)
+                await wait_for_state(
+                    url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"), timeout=JOB_TIMEOUT
+                )
 
         denied = page.locator('#jobs tbody tr[data-job-id="denied-1"] .status')
         await expect(denied).to_have_text("succeeded, 1 denied", timeout=WAIT)
@@ -58,7 +69,8 @@ async def test_denied_edits_show_in_the_list_the_detail_the_api_and_mam_jobs(ws:
         await expect(page.locator("#detail-denials")).to_be_visible()
         await expect(page.locator("#detail-denials li")).to_have_text([refused])
         await expect(page.locator('#tree li[data-job-id="denied-1"] .status').first).to_have_text(
-            "succeeded, 1 denied", timeout=WAIT)
+            "succeeded, 1 denied", timeout=WAIT
+        )
         shot = tmp_path / "dashboard-denials.png"
         await page.locator("#detail").screenshot(path=str(shot))
         save_screenshot(shot)
@@ -90,8 +102,12 @@ async def watch_screen(url: str, ws: WorkspacePaths) -> str:
     """The first screen `mam jobs --watch` draws on a terminal (NO_COLOR: plain text), its escape codes removed."""
     master, slave = pty.openpty()
     try:
-        proc = await anyio.open_process(mam("jobs", "--watch", "--broker", url, "--workspace", str(ws.root)),
-                                        cwd=ws.elsewhere, stdout=slave, env=child_env(NO_COLOR="1"))
+        proc = await anyio.open_process(
+            mam("jobs", "--watch", "--broker", url, "--workspace", str(ws.root)),
+            cwd=ws.elsewhere,
+            stdout=slave,
+            env=child_env(NO_COLOR="1"),
+        )
         async with proc:
             seen = await _read_until(master, b"Ctrl-C to stop")
             proc.send_signal(signal.SIGINT)

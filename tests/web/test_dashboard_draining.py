@@ -21,11 +21,13 @@ async def test_the_runner_panel_shows_a_draining_runner(ws: WorkspacePaths) -> N
         async with agent_runner(url, ws, *mock_command(), "--drain-timeout", "60", name="r-drain") as runner:
             await expect(runner_row).to_have_text("online", timeout=WAIT)
             await pub.submit(prompt="hang", agent="mock", job_id="web-drain", wait=True)
-            await expect(page.locator('#jobs tr[data-job-id="web-drain"] .status')).to_have_text("running",
-                                                                                                 timeout=WAIT)
+            await expect(page.locator('#jobs tr[data-job-id="web-drain"] .status')).to_have_text(
+                "running", timeout=WAIT
+            )
             runner.proc.send_signal(signal.SIGTERM)
             await expect(runner_row).to_have_text("draining", timeout=WAIT)
             runner.proc.send_signal(signal.SIGTERM)  # the second signal releases the job at once
-            await expect(page.locator('#jobs tr[data-job-id="web-drain"] .status')).to_have_text("submitted",
-                                                                                                 timeout=WAIT)
+            await expect(page.locator('#jobs tr[data-job-id="web-drain"] .status')).to_have_text(
+                "submitted", timeout=WAIT
+            )
             await expect(runner_row).to_have_text("offline", timeout=WAIT)

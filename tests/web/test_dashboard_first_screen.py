@@ -28,8 +28,9 @@ pytestmark = pytest.mark.unsigned_runners  # runner events published by hand, cl
 WAIT = 15_000
 VIEWPORTS = [pytest.param((1280, 800), id="1280x800"), pytest.param((1920, 1080), id="1920x1080")]
 BOX = "(node) => node.getBoundingClientRect().toJSON()"
-BOXES = ("(nodes) => nodes.map((n) => { const b = n.getBoundingClientRect(); "
-         "return [b.left, b.top, b.right, b.bottom]; })")
+BOXES = (
+    "(nodes) => nodes.map((n) => { const b = n.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+)
 ISO_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d"
 DRAWN_AT_WIDTH = """() => { const t = document.querySelector('#timeline'); const s = t.querySelector('svg');
   return s && Math.abs(Number(s.getAttribute('width')) - Math.max(320, Math.round(t.clientWidth))) <= 1; }"""
@@ -40,8 +41,12 @@ def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Loca
 
 
 def overlapping(boxes: list[list[float]]) -> list[tuple[int, int]]:
-    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[:i])
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    return [
+        (i, j)
+        for i, a in enumerate(boxes)
+        for j, b in enumerate(boxes[:i])
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
 
 
 async def shot(page, tmp_path: Path, name: str) -> None:  # noqa: ANN001 - playwright's Page
@@ -76,8 +81,11 @@ async def test_the_first_screen_shows_the_jobs_and_why_each_waits_or_ended(
 
     width, height = viewport
     old_refusal(ws.logs)
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, \
-            browser_page(viewport=viewport) as page:
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page(viewport=viewport) as page,
+    ):
         await morning(pub, url, Topics(workspace_id(ws.root)))
         await page.goto(page_url)
         await expect(row(page, "readable")).to_be_visible(timeout=WAIT)
@@ -104,13 +112,17 @@ async def test_the_first_screen_shows_the_jobs_and_why_each_waits_or_ended(
 
         # A queued job says why it waits on its row: no runner for its agent, none with its labels, every
         # slot taken and jobs of higher priority first, blocked on the job it runs --after.
-        waits = {job: row(page, job).locator("td.prompt .waits") for job in
-                 ("queued-codex", "needs-gpu", "low-prio", "after-it")}
+        waits = {
+            job: row(page, job).locator("td.prompt .waits")
+            for job in ("queued-codex", "needs-gpu", "low-prio", "after-it")
+        }
         await expect(waits["queued-codex"]).to_have_text(
-            "queued: no runner for 'codex' is online (start one with `mam-agent --agent codex`)")
+            "queued: no runner for 'codex' is online (start one with `mam-agent --agent codex`)"
+        )
         await expect(waits["needs-gpu"]).to_contain_text("no runner online for 'shell' has gpu=yes")
         await expect(waits["low-prio"]).to_have_text(
-            "queued: every runner for 'shell' is busy (1 online); 2 queued jobs of higher priority go first")
+            "queued: every runner for 'shell' is busy (1 online); 2 queued jobs of higher priority go first"
+        )
         await expect(waits["after-it"]).to_have_text("blocked until queued-codex succeeded")
         assert await row(page, "timed-out").locator(".waits").count() == 0
 
@@ -129,7 +141,8 @@ async def test_the_first_screen_shows_the_jobs_and_why_each_waits_or_ended(
         # The page of a queued job says why it waits, as its row does.
         await row(page, "queued-codex").click()
         await expect(page.locator("#detail-waits")).to_have_text(
-            "queued: no runner for 'codex' is online (start one with `mam-agent --agent codex`)", timeout=WAIT)
+            "queued: no runner for 'codex' is online (start one with `mam-agent --agent codex`)", timeout=WAIT
+        )
         await expect(page.locator('#record tr[data-key="prompt"] td')).to_have_text(CODEX_PROMPT)
         await expect(page.locator("#no-output")).to_have_text("No output yet: the job has not started.")
         box = await page.locator("#jobs tbody tr").first.evaluate(BOX)
@@ -177,8 +190,11 @@ async def test_refused_events_of_the_last_hour_are_dismissed_and_all_are_one_cli
     from playwright.async_api import expect
 
     old_refusal(ws.logs)
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, \
-            browser_page(viewport=(1280, 800)) as page:
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page(viewport=(1280, 800)) as page,
+    ):
         await morning(pub, url, Topics(workspace_id(ws.root)))
         await page.goto(page_url)
         items = page.locator("#refusals li")

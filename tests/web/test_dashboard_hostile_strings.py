@@ -33,10 +33,18 @@ async def test_the_page_shows_client_chosen_strings_escaped(ws: WorkspacePaths) 
     texts = [FORGED, *generated(45, 5, hostile())]
     topics = Topics(workspace_id(ws.root))
     async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page:
-        await pub.submit(prompt=f"fix {texts[0]} the tests", agent="nobody", job_id="web-bidi",
-                         labels={"team": texts[1]}, wait=True)
-        status = {"status": "online", "agent": "nobody", "agent_id": "r-bidi", "epoch": "e1", "pid": 1,
-                  "host": texts[2], "started_at": utc_now_iso()}
+        await pub.submit(
+            prompt=f"fix {texts[0]} the tests", agent="nobody", job_id="web-bidi", labels={"team": texts[1]}, wait=True
+        )
+        status = {
+            "status": "online",
+            "agent": "nobody",
+            "agent_id": "r-bidi",
+            "epoch": "e1",
+            "pid": 1,
+            "host": texts[2],
+            "started_at": utc_now_iso(),
+        }
         await publish(url, topics.agent_status("r-bidi"), json.dumps(status).encode(), retain=True)
         await page.goto(page_url)
         for n, text in enumerate(texts):
@@ -44,7 +52,8 @@ async def test_the_page_shows_client_chosen_strings_escaped(ws: WorkspacePaths) 
             await publish(url, topics.events(f"web-refused-{n}"), json.dumps({"type": text}).encode())
         await expect(page.locator("#refusals")).to_contain_text(f"web-refused-{len(texts) - 1}", timeout=WAIT)
         await expect(page.locator('#agents tr[data-agent-id="r-bidi"]')).to_contain_text(
-            safe(texts[2]).strip(), timeout=WAIT)
+            safe(texts[2]).strip(), timeout=WAIT
+        )
         await page.locator('#jobs tbody tr[data-job-id="web-bidi"]').click()
         await expect(page.locator("#record")).to_contain_text("\\u202eexe.txt", timeout=WAIT)
         shown = await page.evaluate(SHOWN_TEXT)

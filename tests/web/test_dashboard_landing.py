@@ -18,8 +18,6 @@ from workspace_support import WorkspacePaths
 WAIT = 20_000
 
 
-
-
 @pytest.mark.slow
 async def test_the_detail_shows_a_worktree_jobs_diff_and_merges_or_discards_it(
     ws: WorkspacePaths, tmp_path: Path
@@ -47,8 +45,9 @@ async def test_the_detail_shows_a_worktree_jobs_diff_and_merges_or_discards_it(
             await expect(page.locator("#diff")).to_contain_text("+from the web job", timeout=WAIT)
             await expect(page.locator("#diff-stat")).to_contain_text("1 file changed, 1 insertion(+)")
             await page.locator("#merge").click()
-            await expect(page.locator("#verdict")).to_contain_text("merged job web-1 into main: fast-forward",
-                                                                   timeout=WAIT)
+            await expect(page.locator("#verdict")).to_contain_text(
+                "merged job web-1 into main: fast-forward", timeout=WAIT
+            )
             assert dialogs == ["Merge job web-1 into the workspace checkout's current branch?"]
             assert (ws.root / "web.txt").read_text() == "from the web job\n" and not has_branch(ws.root, "web-1")
             await expect(page.locator("#diff-note")).to_contain_text("branch mam/web-1 is gone", timeout=WAIT)

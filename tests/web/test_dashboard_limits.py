@@ -55,9 +55,24 @@ async def timed_submit(url: str, ws: WorkspacePaths, job_id: str) -> float:
     """Seconds `mam submit` takes to have its job recorded (exit 0 means the projector's verdict came)."""
     started = time.monotonic()
     done = await anyio.run_process(
-        [str(BIN / "mam"), "submit", "--prompt", "p", "--agent", "nobody", "--job-id", job_id, "--timeout", "20",
-         "--broker", url, "--workspace", str(ws.root)],
-        env=child_env(), check=False,
+        [
+            str(BIN / "mam"),
+            "submit",
+            "--prompt",
+            "p",
+            "--agent",
+            "nobody",
+            "--job-id",
+            job_id,
+            "--timeout",
+            "20",
+            "--broker",
+            url,
+            "--workspace",
+            str(ws.root),
+        ],
+        env=child_env(),
+        check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
     return time.monotonic() - started
@@ -134,9 +149,11 @@ async def test_a_flood_of_streams_under_1024_descriptors_holds_the_dashboards_sh
             assert statuses.count(503) > FLOOD // 2  # refused with an answer, not left hanging
             assert most < NOFILE - 256, f"{most} descriptors: the broker and projector need the rest"
             assert during < normal + 3.0, (normal, during)
-            print(f"\n{FLOOD} stream connections under nofile {NOFILE}: {len(held)} held, "
-                  f"{statuses.count(503)} answered 503, {statuses.count(0)} reset; peak {most} descriptors; "
-                  f"mam submit {normal:.2f} s before, {during:.2f} s during")
+            print(
+                f"\n{FLOOD} stream connections under nofile {NOFILE}: {len(held)} held, "
+                f"{statuses.count(503)} answered 503, {statuses.count(0)} reset; peak {most} descriptors; "
+                f"mam submit {normal:.2f} s before, {during:.2f} s during"
+            )
         finally:
             for sock in held:
                 sock.close()
@@ -191,8 +208,10 @@ async def test_clients_that_never_read_stay_within_a_memory_budget_and_memory_co
         with anyio.fail_after(15):
             while (after := rss(daemon.pid)) > idle + 32 * MIB:
                 await anyio.sleep(0.2)  # polling the process's memory (/proc) as it comes back
-        print(f"\n60 jobs of 500 KiB prompts: mam up {idle / MIB:.0f} MB idle, peak {peak / MIB:.0f} MB with 40 streams "
-              f"that never read (500 changes of 60 KiB; budget {budget / MIB:.0f} MB), {after / MIB:.0f} MB after")
+        print(
+            f"\n60 jobs of 500 KiB prompts: mam up {idle / MIB:.0f} MB idle, peak {peak / MIB:.0f} MB with 40 streams "
+            f"that never read (500 changes of 60 KiB; budget {budget / MIB:.0f} MB), {after / MIB:.0f} MB after"
+        )
 
 
 async def dropped(sock: socket.socket) -> None:
@@ -209,11 +228,15 @@ async def dropped(sock: socket.socket) -> None:
 async def test_bodies_and_list_arguments_are_refused_before_they_are_read_or_looked_up(ws: WorkspacePaths) -> None:
     async with dashboard(ws.root, DEAD_BROKER) as page:
         host, port = page.split("//")[1].rstrip("/").split(":")
+
         async def first_answer(head: str, body: bytes) -> bytes:
             with anyio.fail_after(10):
                 async with await anyio.connect_tcp(host, int(port)) as sock:
-                    await sock.send(f"POST /api/jobs/j/cancel HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                                    f"Content-Type: application/json\r\n{head}\r\n\r\n".encode() + body)
+                    await sock.send(
+                        f"POST /api/jobs/j/cancel HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                        f"Content-Type: application/json\r\n{head}\r\n\r\n".encode()
+                        + body
+                    )
                     return await sock.receive()
 
         # A 20 MB body: 413 from its Content-Length while nearly all of it is still unsent.
@@ -237,8 +260,14 @@ async def test_bodies_and_list_arguments_are_refused_before_they_are_read_or_loo
 async def test_a_jobs_log_comes_a_page_at_a_time_newest_first(ws: WorkspacePaths) -> None:
     log_dir = ws.logs / "paged"
     log_dir.mkdir(parents=True)
-    lines = [{"seq": n, "received_at": "2026-01-01T00:00:00Z",
-              "event": {"type": "output", "id": f"o{n}", "v": 1, "text": f"<{n}>" + "y" * 5000}} for n in range(400)]
+    lines = [
+        {
+            "seq": n,
+            "received_at": "2026-01-01T00:00:00Z",
+            "event": {"type": "output", "id": f"o{n}", "v": 1, "text": f"<{n}>" + "y" * 5000},
+        }
+        for n in range(400)
+    ]
     (log_dir / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     async with dashboard(ws.root, DEAD_BROKER) as page:
         status, _, body = await request(page, "GET", "/api/jobs/paged/log")

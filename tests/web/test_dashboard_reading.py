@@ -34,10 +34,20 @@ VIEWPORTS = [pytest.param((1280, 800), id="1280x800"), pytest.param((1920, 1080)
 PREFIX = "job-20261204-120000-"  # two generated ids from the same second
 RUNNERS = ["shell-build-host-with-a-rather-long-name-18341", "shell-build-host-with-a-rather-long-name-18342"]
 RESULT = "\x1b[31mred result\x1b[0m and \x1b[1mbold\x1b[0m\n"
-BOOKKEEPING = ["runner_epoch", "last_event_id", "version", "git_at_submit", "git_at_finish", "output_seqs",
-               "outputs_expected", "updated_at"]
+BOOKKEEPING = [
+    "runner_epoch",
+    "last_event_id",
+    "version",
+    "git_at_submit",
+    "git_at_finish",
+    "output_seqs",
+    "outputs_expected",
+    "updated_at",
+]
 FITS = "(s) => { const card = document.querySelector(s); return [card.scrollWidth, card.clientWidth]; }"
-BOXES = "(nodes) => nodes.map((n) => { const b = n.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+BOXES = (
+    "(nodes) => nodes.map((n) => { const b = n.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+)
 
 
 def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Locator
@@ -45,8 +55,12 @@ def row(page, job_id: str):  # noqa: ANN001, ANN201 - playwright's Page and Loca
 
 
 def overlapping(boxes: list[list[float]]) -> list[tuple[int, int]]:
-    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[:i])
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    return [
+        (i, j)
+        for i, a in enumerate(boxes)
+        for j, b in enumerate(boxes[:i])
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
 
 
 async def in_first_screen(page, height: int) -> None:  # noqa: ANN001 - playwright's Page
@@ -79,9 +93,12 @@ async def crowded(pub, job_id: str) -> None:  # noqa: ANN001 - the Publisher
     asked = ev.InputRequested(question="go on?", ts=at(3), id="q" * 32)
     for event in (
         ev.Submitted(prompt="a crowded timeline", agent="shell", ts=at(0)),
-        ev.Claimed(runner=RUNNERS[1], ts=at(1)), ev.Started(runner=RUNNERS[1], ts=at(2)), asked,
+        ev.Claimed(runner=RUNNERS[1], ts=at(1)),
+        ev.Started(runner=RUNNERS[1], ts=at(2)),
+        asked,
         ev.InputProvided(answer="yes", question_id=asked.id, ts=at(4)),
-        ev.CancelRequested(reason="enough", ts=at(5)), ev.Cancelled(reason="enough", ts=at(6)),
+        ev.CancelRequested(reason="enough", ts=at(5)),
+        ev.Cancelled(reason="enough", ts=at(6)),
     ):
         await pub.publish_and_wait(job_id, event)
 
@@ -96,14 +113,25 @@ async def test_ids_record_timeline_and_layout_read_well(
     ids = [PREFIX + suffix for suffix in suffixes]
     topics = Topics(workspace_id(ws.root))
     context = {"permissions": ["clipboard-read", "clipboard-write"]}
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, \
-            browser_page(viewport=viewport, **context) as page:
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page(viewport=viewport, **context) as page,
+    ):
         for n, job_id in enumerate(ids):
             await pub.submit(prompt=f"task {n}", agent="nobody", job_id=job_id, wait=n == len(ids) - 1)
         now = utc_now().isoformat()
         for pid, runner in enumerate(RUNNERS, start=18341):
-            status = AgentStatus(status="online", agent="shell", agent_id=runner, epoch=f"e{pid}", pid=pid,
-                                 host="build-host-with-a-rather-long-name", started_at=now, updated_at=now)
+            status = AgentStatus(
+                status="online",
+                agent="shell",
+                agent_id=runner,
+                epoch=f"e{pid}",
+                pid=pid,
+                host="build-host-with-a-rather-long-name",
+                started_at=now,
+                updated_at=now,
+            )
             await publish(url, topics.agent_status(runner), msgspec.json.encode(status), retain=True)
         await publish(url, topics.events(ids[0]), json.dumps({"type": "started"}).encode())  # refused: not claimed
         close, busy = PREFIX + "c1053d", PREFIX + "b05e11"
@@ -128,7 +156,9 @@ async def test_ids_record_timeline_and_layout_read_well(
         # Runner ids: what tells them apart (their pids), not a cut prefix; whole on hover.
         runners = [await page.locator(f'#agents tr[data-agent-id="{r}"] td.id .shown').text_content() for r in RUNNERS]
         assert runners[0] != runners[1] and runners[0].endswith("18341") and runners[1].endswith("18342"), runners
-        assert await page.locator(f'#agents tr[data-agent-id="{RUNNERS[0]}"] td.id').get_attribute("title") == RUNNERS[0]
+        assert (
+            await page.locator(f'#agents tr[data-agent-id="{RUNNERS[0]}"] td.id').get_attribute("title") == RUNNERS[0]
+        )
 
         # Layout: the runners and refused events are in the first screen, above the 50-row table.
         await in_first_screen(page, viewport[1])
@@ -144,10 +174,22 @@ async def test_ids_record_timeline_and_layout_read_well(
         assert await page.evaluate("() => navigator.clipboard.readText()") == close
         record = page.locator("#record")
         await expect(record.locator('tr[data-key="result"] pre.result')).to_have_text(
-            "red result and bold", timeout=WAIT)
+            "red result and bold", timeout=WAIT
+        )
         labels = await record.locator("th").all_text_contents()
-        for label in ("status", "agent", "runner", "submitted", "started", "finished", "duration", "outcome",
-                      "result", "git", "prompt"):
+        for label in (
+            "status",
+            "agent",
+            "runner",
+            "submitted",
+            "started",
+            "finished",
+            "duration",
+            "outcome",
+            "result",
+            "git",
+            "prompt",
+        ):
             assert label in labels, labels
         assert await record.locator('tr[data-key="outcome"] td').text_content() == "exit code 0"
         assert await record.locator('tr[data-key="runner"] .shown').text_content() == RUNNERS[0]
@@ -189,7 +231,8 @@ async def test_ids_record_timeline_and_layout_read_well(
         # Axis labels at a readable size: drawn at the page's own scale (12 px and 11 px text).
         for text in ("#timeline text.label", "#timeline text.tick", "#chart-queue text.tick"):
             size = await page.locator(text).first.evaluate(
-                "(t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a")
+                "(t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a"
+            )
             assert size >= 11, (text, size)
         for card in ("#list", "#detail", "html"):
             scroll, client = await page.evaluate(FITS, card)

@@ -26,8 +26,12 @@ async def test_an_open_job_page_shows_every_line_once_across_a_broker_restart(
     port = free_port()
     with BROKERS["mosquitto"](tmp_path / "own-mosquitto") as broker:
         async with projector_process(broker, ws.root, ws.elsewhere), shell_runner(broker.url, ws, "r1"):
-            dashboard = Daemon(mam("dashboard", "--port", str(port), "--broker", broker.url, "--workspace",
-                                   str(ws.root)), cwd=ws.elsewhere, env=child_env(), log=tmp_path / "dashboard.log")
+            dashboard = Daemon(
+                mam("dashboard", "--port", str(port), "--broker", broker.url, "--workspace", str(ws.root)),
+                cwd=ws.elsewhere,
+                env=child_env(),
+                log=tmp_path / "dashboard.log",
+            )
             try:
                 wait_for_port(port, dashboard.proc)
                 async with browser_page() as page:
@@ -39,8 +43,9 @@ async def test_an_open_job_page_shows_every_line_once_across_a_broker_restart(
                     broker.restart()
                     await dashboard.wait_for_output("retrying", timeout=30)  # the dashboard saw the loss
                     fence.touch()  # the job's other lines come after the restart
-                    await wait_for_state(broker.url, ws_id, "job-tick", lambda r: r["status"] == "succeeded",
-                                         timeout=60)
+                    await wait_for_state(
+                        broker.url, ws_id, "job-tick", lambda r: r["status"] == "succeeded", timeout=60
+                    )
                     await expect(output).to_contain_text(f"tick {TICKS}\n", timeout=30_000)
                     await expect(page.locator("#detail-status")).to_have_text("succeeded", timeout=30_000)
                     shown = await output.text_content() or ""

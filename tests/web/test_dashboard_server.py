@@ -38,13 +38,15 @@ async def test_stream_shows_states_and_refusals_and_cancel_answers_with_the_verd
             job = await stream.next("job", lambda d: d["record"]["job_id"] == "dash-1")
             assert job["shown"] and job["record"]["status"] == "submitted"
 
-            status, _, body = await request(page, "POST", "/api/jobs/dash-1/cancel", body=b"{}",
-                                            headers={"Content-Type": "application/json"})
+            status, _, body = await request(
+                page, "POST", "/api/jobs/dash-1/cancel", body=b"{}", headers={"Content-Type": "application/json"}
+            )
             assert (status, json.loads(body)) == (200, {"job_id": "dash-1", "status": "cancelled"})
             await stream.next("job", lambda d: d["record"]["status"] == "cancelled" and d["shown"])
 
-            status, _, body = await request(page, "POST", "/api/jobs/dash-1/cancel", body=b"{}",
-                                            headers={"Content-Type": "application/json"})
+            status, _, body = await request(
+                page, "POST", "/api/jobs/dash-1/cancel", body=b"{}", headers={"Content-Type": "application/json"}
+            )
             assert status == 409 and "a finished job never changes" in json.loads(body)["error"]
             refusal = await stream.next("refusal", lambda d: d.get("job_id") == "dash-1")
             assert "finished job" in refusal["reason"]
@@ -68,8 +70,10 @@ async def test_a_password_file_asks_for_a_login(ws: WorkspacePaths, tmp_path: Pa
         right = base64.b64encode(b"ada:s3cret").decode()
         status, headers, body = await request(page, "GET", "/", headers={"Authorization": f"Basic {right}"})
         assert status == 200 and b"<title>mam dashboard</title>" in body
-        assert "script-src" not in headers["content-security-policy"] and "default-src 'self'" in headers[
-            "content-security-policy"]
+        assert (
+            "script-src" not in headers["content-security-policy"]
+            and "default-src 'self'" in headers["content-security-policy"]
+        )
 
 
 async def test_off_loopback_without_a_login_is_refused_and_loopback_answers_only_loopback_names(
@@ -99,7 +103,11 @@ async def test_refusals_from_before_the_start_come_from_the_log_dir_newest_first
     lines = [{"received_at": f"2026-01-01T00:00:0{i}Z", "topic": "t", "reason": f"reason {i}"} for i in range(3)]
     (ws.logs / "_rejected.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     async with dashboard(ws.root, DEAD_BROKER) as page, Stream(page) as stream:
-        assert [r["reason"] for r in (await stream.next("snapshot"))["refusals"]] == ["reason 2", "reason 1", "reason 0"]
+        assert [r["reason"] for r in (await stream.next("snapshot"))["refusals"]] == [
+            "reason 2",
+            "reason 1",
+            "reason 0",
+        ]
     planted = tmp_path / "planted.jsonl"
     planted.write_text(json.dumps({"reason": "not the projector's"}) + "\n")
     (ws.logs / "_rejected.jsonl").unlink()

@@ -56,12 +56,22 @@ async def test_the_table_fits_its_card_with_and_without_a_job_open(
 
     long_word = "x" * 300
     labels = {f"label-{i}": "a-rather-long-value-" + "v" * 30 for i in range(4)}
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, \
-            browser_page(viewport=viewport) as page:
-        await pub.submit(prompt=long_word, agent="an-agent-with-a-long-name", job_id="parent-" + "p" * 60,
-                         labels=labels, wait=True)
-        await pub.submit(prompt="a child " + long_word, agent="nobody", job_id="child-" + "c" * 60,
-                         parent="parent-" + "p" * 60, labels=labels, wait=True)
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page(viewport=viewport) as page,
+    ):
+        await pub.submit(
+            prompt=long_word, agent="an-agent-with-a-long-name", job_id="parent-" + "p" * 60, labels=labels, wait=True
+        )
+        await pub.submit(
+            prompt="a child " + long_word,
+            agent="nobody",
+            job_id="child-" + "c" * 60,
+            parent="parent-" + "p" * 60,
+            labels=labels,
+            wait=True,
+        )
         async with agent_runner(url, ws, *mock_command(), name="r-layout"):
             await pub.submit(prompt="stream 5", agent="mock", job_id="layout-done", wait=True)
             await wait_for_state(url, workspace_id(ws.root), "layout-done", lambda r: r["status"] == "succeeded")
@@ -71,8 +81,20 @@ async def test_the_table_fits_its_card_with_and_without_a_job_open(
         await fits(page, "#list")
         await fits(page, "html")
         headers = await page.locator("#jobs thead th").all_text_contents()
-        assert headers == ["job", "status", "agent", "runner", "labels", "submitted", "duration", "exit", "att.",
-                           "parent", "cost", "prompt"]
+        assert headers == [
+            "job",
+            "status",
+            "agent",
+            "runner",
+            "labels",
+            "submitted",
+            "duration",
+            "exit",
+            "att.",
+            "parent",
+            "cost",
+            "prompt",
+        ]
         await expect(row(page, "layout-done").locator("td").nth(3)).to_have_text("r-layout")  # its runner
 
         await row(page, "layout-done").click()
@@ -101,8 +123,12 @@ ANSI_SCRIPT = r"""for i in $(seq 1 150); do printf '\033[31mred %s\033[0m plain 
 async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolled_up(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
-            agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-shell"):
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page() as page,
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-shell"),
+    ):
         errors = page_errors(page)
         await page.goto(page_url)
         await pub.submit(prompt=ANSI_SCRIPT, agent="shell", job_id="colours", wait=True)
@@ -110,8 +136,10 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
         output = page.locator("#output")
         await expect(output).to_contain_text("red 40 plain bright", timeout=WAIT)
         # While it prints, the newest line is in view: the pane sits at its end.
-        at_end = "() => { const o = document.querySelector('#output'); " \
-                 "return o.scrollHeight > o.clientHeight && o.scrollTop + o.clientHeight >= o.scrollHeight - 8; }"
+        at_end = (
+            "() => { const o = document.querySelector('#output'); "
+            "return o.scrollHeight > o.clientHeight && o.scrollTop + o.clientHeight >= o.scrollHeight - 8; }"
+        )
         await page.wait_for_function(at_end, timeout=WAIT)
         assert await page.locator("#detail-status").text_content() == "running"
         # Coloured spans, no escape characters or raw SGR codes in the text.
@@ -119,7 +147,9 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
         assert await red.evaluate("(s) => getComputedStyle(s).color") == "rgb(229, 57, 53)"
         bright = output.locator("span.ansi-fg-12.ansi-bold").first
         assert await bright.evaluate("(s) => [getComputedStyle(s).color, getComputedStyle(s).fontWeight]") == [
-            "rgb(130, 177, 255)", "700"]
+            "rgb(130, 177, 255)",
+            "700",
+        ]
         text = await output.text_content()
         assert "\x1b" not in text and "[31m" not in text and "[0m" not in text
 
@@ -127,8 +157,9 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
         await output.evaluate("(o) => { o.scrollTop = 0; }")
         await expect(page.locator("#jump")).to_be_visible(timeout=WAIT)
         seen = len(await output.text_content())
-        await page.wait_for_function(f"() => document.querySelector('#output').textContent.length > {seen + 500}",
-                                     timeout=WAIT)
+        await page.wait_for_function(
+            f"() => document.querySelector('#output').textContent.length > {seen + 500}", timeout=WAIT
+        )
         assert await output.evaluate("(o) => o.scrollTop") == 0
         await page.locator("#jump").click()
         await expect(page.locator("#jump")).to_be_hidden()
@@ -144,8 +175,9 @@ async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_
     async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page:
         for i in range(60):
             labels = {"team": "red"} if i % 20 == 0 else {"team": "blue"}
-            await pub.submit(prompt=f"task number {i:02d}", agent="nobody", job_id=f"page-{i:02d}", labels=labels,
-                             wait=i == 59)
+            await pub.submit(
+                prompt=f"task number {i:02d}", agent="nobody", job_id=f"page-{i:02d}", labels=labels, wait=i == 59
+            )
         errors = page_errors(page)
         await page.goto(page_url)
         options = await page.locator("#filters select[name=status] option").all_text_contents()
@@ -205,8 +237,12 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
     from playwright.async_api import expect
 
     ws_id = workspace_id(ws.root)
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
-            agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-tree"):
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page() as page,
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-tree"),
+    ):
         await pub.submit(prompt="echo planning; sleep 60", agent="shell", job_id="tree-root", wait=True)
         await pub.submit(prompt="child one", agent="nobody", job_id="tree-a", parent="tree-root", wait=True)
         await pub.submit(prompt="child two", agent="nobody", job_id="tree-b", parent="tree-root", wait=True)
@@ -217,7 +253,7 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
         tree = page.locator("#tree ul.tree")
         await expect(tree.locator("li")).to_have_count(4, timeout=WAIT)
         root = tree.locator(':scope > li[data-job-id="tree-root"]')
-        await expect(root.locator(':scope > ul > li')).to_have_count(2)
+        await expect(root.locator(":scope > ul > li")).to_have_count(2)
         await expect(root.locator('li[data-job-id="tree-a"] > ul > li[data-job-id="tree-a1"]')).to_have_count(1)
         await expect(root.locator(".status").first).to_have_text("running")
         await expect(tree.locator('li[data-job-id="tree-a1"] .node')).to_have_class("node selected")
@@ -237,7 +273,8 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
         await page.wait_for_function(
             """() => { const rows = document.querySelectorAll('#events tbody tr').length;
                        return rows >= 3 && rows === document.querySelectorAll('#timeline .event').length; }""",
-            timeout=WAIT)
+            timeout=WAIT,
+        )
         for kind in ("submitted", "claimed", "started"):
             await expect(page.locator(f'#timeline .event[data-type="{kind}"]')).to_have_count(1)
         await expect(page.locator('#timeline rect[data-phase="running"]')).to_have_count(1)
@@ -255,10 +292,12 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
         await page.locator("#cancel-form input[name=reason]").fill("wrong plan")
         await page.locator("#confirm-cancel").click()
         await expect(page.locator("#verdict")).to_contain_text(
-            "cancel of the tree requested: tree-root (was running; it ends once its runner stops it)", timeout=WAIT)
+            "cancel of the tree requested: tree-root (was running; it ends once its runner stops it)", timeout=WAIT
+        )
         for job_id in ("tree-root", "tree-a", "tree-b", "tree-a1"):
             await expect(tree.locator(f'li[data-job-id="{job_id}"] .status').first).to_have_text(
-                "cancelled", timeout=WAIT)
+                "cancelled", timeout=WAIT
+            )
         record = await wait_for_state(url, ws_id, "tree-root", lambda r: r["status"] == "cancelled")
         assert record["cancel_reason"] == "wrong plan" and record.get("cancel_tree") is True, record
         child = await wait_for_state(url, ws_id, "tree-a1", lambda r: r["status"] == "cancelled")
@@ -271,8 +310,12 @@ async def test_retry_a_failed_job_and_submit_one_from_the_form(ws: WorkspacePath
     from playwright.async_api import expect
 
     ws_id = workspace_id(ws.root)
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
-            agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-retry"):
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page() as page,
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-retry"),
+    ):
         await page.goto(page_url)
         await pub.submit(prompt="echo trying; exit 3", agent="shell", job_id="will-fail", labels={"k": "v"}, wait=True)
         await expect(row(page, "will-fail").locator(".status")).to_have_text("failed", timeout=WAIT)
@@ -330,8 +373,9 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
                 await pub.submit(prompt=f"say hi {i}", agent="claude-code", job_id=f"chart-ok-{i}", wait=True)
             await pub.submit(prompt="fail please", agent="claude-code", job_id="chart-fail", wait=True)
             for job_id in ("chart-ok-0", "chart-ok-1", "chart-ok-2", "chart-fail"):
-                await wait_for_state(url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"),
-                                     timeout=JOB_TIMEOUT)
+                await wait_for_state(
+                    url, ws_id, job_id, lambda r: r["status"] in ("succeeded", "failed"), timeout=JOB_TIMEOUT
+                )
             await expect(page.locator('#agents tr[data-agent-id="r-claude"]')).to_contain_text("idle", timeout=WAIT)
             last_seen = page.locator('#agents tr[data-agent-id="r-claude"] td').nth(5)
             await expect(last_seen).to_have_text(re.compile(r"just now|\d+ s ago"))
@@ -358,16 +402,21 @@ async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: Work
 async def test_a_long_jobs_timeline_still_starts_where_it_was_submitted(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
-    async with up_with_dashboard(ws) as (url, page_url), publisher(url, ws) as pub, browser_page() as page, \
-            agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-long"):
+    async with (
+        up_with_dashboard(ws) as (url, page_url),
+        publisher(url, ws) as pub,
+        browser_page() as page,
+        agent_runner(url, ws, "--profile", "shell", agent="shell", name="r-long"),
+    ):
         errors = page_errors(page)
         # About 600 KB of output: more than the page of the log the detail opens with.
-        await pub.submit(prompt="head -c 600000 /dev/zero | tr '\\0' x | fold -w 1000", agent="shell",
-                         job_id="long-log", wait=True)
+        await pub.submit(
+            prompt="head -c 600000 /dev/zero | tr '\\0' x | fold -w 1000", agent="shell", job_id="long-log", wait=True
+        )
         await wait_for_state(url, workspace_id(ws.root), "long-log", lambda r: r["status"] == "succeeded")
         await page.goto(page_url + "?job=long-log")
         await expect(page.locator("#earlier")).to_be_visible(timeout=WAIT)  # the log was cut
-        assert await page.locator('#events tbody tr', has_text="submitted").count() == 0
+        assert await page.locator("#events tbody tr", has_text="submitted").count() == 0
         for kind in ("submitted", "claimed", "started", "succeeded"):
             await expect(page.locator(f'#timeline .event[data-type="{kind}"]')).to_have_count(1, timeout=WAIT)
         assert errors == []
