@@ -12,174 +12,86 @@ from typing import Any
 
 import msgspec
 
-from mam.contract import job_spec
 from mam.contract.record import JobRecord, Status
 from mam.contract.usage import BY
 from mam.web.job_audit import DEFAULT_EVENTS, DEFAULT_OUTPUT, MOST_EVENTS, MOST_OUTPUT
 from mam.web.job_list import DEFAULT_LIMIT, DEFAULT_SORT, MOST_LIMIT, SORT_KEYS
-from mam.web.stats import MOST_BUCKETS, MOST_MINUTES, OUTCOMES
-
-REF = "#/components/schemas/{name}"
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": REF.format(name=name)}
-
-
-def _nullable(kind: str | dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [{"type": kind} if isinstance(kind, str) else kind, {"type": "null"}]}
-
-
-def _object(properties: dict[str, Any], required: list[str] | None = None, *, more: bool = True) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties,
-                              "required": list(properties) if required is None else required}
-    if not more:
-        schema["additionalProperties"] = False
-    return schema
-
-
-STRING = {"type": "string"}
-INTEGER = {"type": "integer"}
-NUMBER = {"type": "number"}
-BOOLEAN = {"type": "boolean"}
-TIME = {"type": "string", "format": "date-time"}
-LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
-
-WAITS = ("why a submitted or blocked job waits, as `mam logs -f` says it (no runner for its agent, none with the "
-         "labels it requires, every slot taken, the jobs it runs --after, jobs of higher priority first); null else")
-JOB_ROW = _object({
-    "job_id": STRING,
-    "status": _ref("Status"),
-    "agent": STRING,
-    "prompt": {"type": "string", "description": "at most 200 characters of the prompt"},
-    "prompt_truncated": BOOLEAN,
-    "labels": LABELS,
-    "parent": _nullable("string"),
-    "root": {"type": "string", "description": "the job at the top of its delegation tree (itself for a root)"},
-    "runner": _nullable("string"),
-    "attempt": INTEGER,
-    "exit_code": _nullable("integer"),
-    "error": _nullable({"type": "string", "maxLength": 200}),
-    "submitted_at": TIME,
-    "started_at": _nullable(TIME),
-    "finished_at": _nullable(TIME),
-    "duration_s": _nullable("number"),
-    "cost_usd": _nullable("number"),
-    "question": _nullable("string"),
-    "denials": {"type": "array", "items": STRING,
-                "description": "the tool calls its agent was refused at its permission level, one line each"},
-    "waits": _nullable({"type": "string", "description": WAITS}),
-}, more=False)
-
-TOTALS = _object({
-    "jobs": INTEGER, "jobs_reporting_usage": INTEGER, "cost_usd": _nullable("number"),
-    "input_tokens": _nullable("integer"), "cached_input_tokens": _nullable("integer"),
-    "output_tokens": _nullable("integer"), "turns": _nullable("integer"),
-})
-
-SCHEMAS: dict[str, Any] = {
-    "Error": _object({"error": {"type": "string", "description": "one line naming what was sent"}}),
-    "JobRow": JOB_ROW,
-    "JobsPage": _object({"total": INTEGER, "offset": INTEGER, "limit": INTEGER,
-                         "jobs": {"type": "array", "items": _ref("JobRow")}}, more=False),
-    "JobDetail": _object({"job_id": STRING, "record": _ref("JobRecord"),
-                          "waits": _nullable({"type": "string", "description": WAITS})}),
-    "LogEntry": _object({"seq": INTEGER, "received_at": TIME,
-                         "event": {"type": "object", "properties": {"type": STRING}, "required": ["type"]}},
-                        ["seq", "event"]),
-    "EventsPage": _object({
-        "job_id": STRING, "events": {"type": "array", "items": _ref("LogEntry")},
-        "next_after_seq": {"type": "integer", "description": "give it as after_seq for the next page"},
-        "more": {"type": "boolean", "description": "the page stopped at its limit or byte budget"},
-    }),
-    "LogPage": _object({"job_id": STRING, "events": {"type": "array", "items": {"type": "object"}},
-                        "start": INTEGER, "end": INTEGER}),
-    "OutputRange": _object({"job_id": STRING, "offset": INTEGER, "next_offset": INTEGER, "total": INTEGER,
-                            "text": STRING, "eof": BOOLEAN}, more=False),
-    "Runner": _object({
-        "agent_id": STRING, "agent": STRING, "status": {"type": "string", "examples": ["online", "offline", "draining"]},
-        "busy": INTEGER, "capacity": INTEGER, "jobs": {"type": "array", "items": STRING}, "last_seen": TIME,
-        "host": STRING, "pid": INTEGER, "started_at": TIME, "aliases": {"type": "array", "items": STRING},
-    }),
-    "Runners": _object({"runners": {"type": "array", "items": _ref("Runner")}}),
-    "Totals": TOTALS,
-    "UsageReport": _object({
-        "by": {"enum": list(BY)}, "since": _nullable("string"),
-        "groups": {"type": "array", "items": {"allOf": [_ref("Totals"), _object(
-            {"key": STRING, "depth": INTEGER}, ["key"])]}},
-        "total": _ref("Totals"),
-    }),
-    "Stats": _object({
-        "bucket_s": INTEGER, "from": TIME, "to": TIME,
-        "outcomes": {"type": "array", "items": {"enum": list(OUTCOMES)}},
-        "agents": {"type": "array", "items": STRING},
-        "finished": {"type": "array", "items": _object(
-            {"t": TIME, **dict.fromkeys(OUTCOMES, INTEGER)}, ["t", *OUTCOMES])},
-        "queue": {"type": "array", "items": _object({"t": TIME, "queued": INTEGER, "running": INTEGER})},
-        "cost": {"type": "array", "items": {"type": "object", "properties": {"t": TIME}, "required": ["t"],
-                                            "additionalProperties": {"type": "number"}}},
-    }),
-    "Verdict": _object({"job_id": STRING, "status": _ref("Status")}),
-    "CancelVerdict": _object({
-        "job_id": STRING, "status": _ref("Status"),
-        "tree": {"type": "array", "items": _object({"job_id": STRING, "status": _ref("Status"),
-                                                    "cancel_requested": BOOLEAN})},
-    }, ["job_id", "status"]),
-    "RetryVerdict": _object({"job_id": STRING, "status": _ref("Status"), "retry_of": STRING}),
-    "SubmitRequest": job_spec.request_schema("api"),
-    "CancelRequest": _object({"reason": STRING, "tree": BOOLEAN}, [], more=False),
-    "RetryRequest": _object({"job_id": {"type": "string", "description": "the new job's id"}}, [], more=False),
-    "AnswerRequest": _object({"answer": STRING, "question_id": STRING}, ["answer"]),
-    "LandRequest": _object({"squash": BOOLEAN}, []),
-    "Diff": _object({"job_id": STRING, "branch": _nullable("string"), "stat": STRING, "diff": STRING,
-                     "cut": BOOLEAN}, ["job_id", "diff"]),
-    "Landed": _object({"job_id": STRING, "done": STRING}),
-}
+from mam.web.openapi_schemas import REF, SCHEMAS, STRING, ref
+from mam.web.stats import MOST_BUCKETS, MOST_MINUTES
 
 
 def _json(name: str, description: str = "") -> dict[str, Any]:
-    return {"description": description or name, "content": {"application/json": {"schema": _ref(name)}}}
+    return {"description": description or name, "content": {"application/json": {"schema": ref(name)}}}
 
 
-ERRORS = {code: _json("Error", why) for code, why in (
-    ("400", "bad input: the error names what was sent"), ("404", "no such job, or no audit log for it"),
-    ("409", "the projector refused the event (its reason)"),
-    ("413", "a request body over 64 KiB (a longer prompt: `mam submit`)"),
-    ("415", "the body is not application/json"),
-    ("503", "no projector or broker answered"),
-)}
+ERRORS = {
+    code: _json("Error", why)
+    for code, why in (
+        ("400", "bad input: the error names what was sent"),
+        ("404", "no such job, or no audit log for it"),
+        ("409", "the projector refused the event (its reason)"),
+        ("413", "a request body over 64 KiB (a longer prompt: `mam submit`)"),
+        ("415", "the body is not application/json"),
+        ("503", "no projector or broker answered"),
+    )
+}
 
 
 def _param(name: str, description: str, schema: dict[str, Any], where: str = "query", **more: Any) -> dict[str, Any]:
-    return {"name": name, "in": where, "description": description, "schema": schema,
-            "required": where == "path", **more}
+    return {
+        "name": name,
+        "in": where,
+        "description": description,
+        "schema": schema,
+        "required": where == "path",
+        **more,
+    }
 
 
-JOB_ID = _param("job_id", "the job's id, or a unique prefix or suffix of it (writes: at least 4 characters)",
-                STRING, "path")
+JOB_ID = _param(
+    "job_id", "the job's id, or a unique prefix or suffix of it (writes: at least 4 characters)", STRING, "path"
+)
 REPEATED = {"type": "array", "items": STRING}
 
 
-def _get(summary: str, response: str, params: list[dict[str, Any]], errors: tuple[str, ...] = ("400", "404"),
-         media: str = "application/json") -> dict[str, Any]:
-    ok = _json(response, summary) if media == "application/json" else {
-        "description": summary, "content": {media: {"schema": {"type": "string"}}}}
-    return {"get": {"summary": summary, "parameters": params, "responses": {"200": ok, **{c: ERRORS[c] for c in errors}}}}
+def _get(
+    summary: str,
+    response: str,
+    params: list[dict[str, Any]],
+    errors: tuple[str, ...] = ("400", "404"),
+    media: str = "application/json",
+) -> dict[str, Any]:
+    ok = (
+        _json(response, summary)
+        if media == "application/json"
+        else {"description": summary, "content": {media: {"schema": {"type": "string"}}}}
+    )
+    return {
+        "get": {"summary": summary, "parameters": params, "responses": {"200": ok, **{c: ERRORS[c] for c in errors}}}
+    }
 
 
-def _post(summary: str, request: str, response: str, code: str = "200", path: bool = True,
-          errors: tuple[str, ...] = ("400", "404", "409", "413", "415", "503")) -> dict[str, Any]:
-    return {"post": {
-        "summary": summary, "parameters": [JOB_ID] if path else [],
-        "requestBody": {"required": False, "content": {"application/json": {"schema": _ref(request)}}},
-        "responses": {code: _json(response, summary), **{c: ERRORS[c] for c in errors}},
-    }}
+def _post(
+    summary: str,
+    request: str,
+    response: str,
+    code: str = "200",
+    path: bool = True,
+    errors: tuple[str, ...] = ("400", "404", "409", "413", "415", "503"),
+) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [JOB_ID] if path else [],
+            "requestBody": {"required": False, "content": {"application/json": {"schema": ref(request)}}},
+            "responses": {code: _json(response, summary), **{c: ERRORS[c] for c in errors}},
+        }
+    }
 
 
 def _paths() -> dict[str, Any]:
     jobs_params = [
-        _param("status", "statuses, repeatable or comma-separated; any of them", REPEATED, style="form",
-               explode=True),
+        _param("status", "statuses, repeatable or comma-separated; any of them", REPEATED, style="form", explode=True),
         _param("agent", "agents, repeatable or comma-separated; any of them", REPEATED, explode=True),
         _param("label", "key=value, repeatable or comma-separated; all of them", REPEATED, explode=True),
         _param("parent", "only the jobs this job delegated (directly)", STRING),
@@ -187,66 +99,154 @@ def _paths() -> dict[str, Any]:
         _param("q", "case-insensitive text in the prompt or in a label's key or value", STRING),
         _param("since", "submitted at or after: an ISO 8601 time or an age (15m, 2h, 7d)", STRING),
         _param("until", "submitted at or before: an ISO 8601 time or an age (15m, 2h, 7d)", STRING),
-        _param("sort", f"{', '.join(SORT_KEYS)}; a leading - for descending", {
-            "type": "string", "default": DEFAULT_SORT,
-            "enum": [*SORT_KEYS, *(f"-{k}" for k in SORT_KEYS)]}),
-        _param("limit", "rows in the page", {"type": "integer", "minimum": 1, "maximum": MOST_LIMIT,
-                                             "default": DEFAULT_LIMIT}),
+        _param(
+            "sort",
+            f"{', '.join(SORT_KEYS)}; a leading - for descending",
+            {"type": "string", "default": DEFAULT_SORT, "enum": [*SORT_KEYS, *(f"-{k}" for k in SORT_KEYS)]},
+        ),
+        _param(
+            "limit",
+            "rows in the page",
+            {"type": "integer", "minimum": 1, "maximum": MOST_LIMIT, "default": DEFAULT_LIMIT},
+        ),
         _param("offset", "rows skipped before the page", {"type": "integer", "minimum": 0, "default": 0}),
     ]
-    jobs = _get("the jobs that match, one page, newest first by default, with how many match", "JobsPage",
-                jobs_params, ("400",))
-    jobs.update(_post("submit a job (mam submit); the projector's verdict", "SubmitRequest", "Verdict", "201",
-                      path=False, errors=("400", "409", "413", "415", "503")))
+    jobs = _get(
+        "the jobs that match, one page, newest first by default, with how many match", "JobsPage", jobs_params, ("400",)
+    )
+    jobs.update(
+        _post(
+            "submit a job (mam submit); the projector's verdict",
+            "SubmitRequest",
+            "Verdict",
+            "201",
+            path=False,
+            errors=("400", "409", "413", "415", "503"),
+        )
+    )
     return {
         "/api/jobs": jobs,
         "/api/jobs/{job_id}": _get("the job's whole record (mam show --json)", "JobDetail", [JOB_ID]),
-        "/api/jobs/{job_id}/events": _get("the job's audit log entries (mam events --json), a page", "EventsPage", [
-            JOB_ID, _param("after_seq", "entries after this seq", {"type": "integer", "minimum": 0, "default": 0}),
-            _param("limit", "entries at most", {"type": "integer", "minimum": 1, "maximum": MOST_EVENTS,
-                                                "default": DEFAULT_EVENTS})]),
-        "/api/jobs/{job_id}/output": _get("the job's output (mam logs) by byte range, cut at whole characters",
-                                          "OutputRange", [
-            JOB_ID, _param("offset", "the first byte", {"type": "integer", "minimum": 0, "default": 0}),
-            _param("limit", "bytes at most", {"type": "integer", "minimum": 1, "maximum": MOST_OUTPUT,
-                                              "default": DEFAULT_OUTPUT})]),
-        "/api/jobs/{job_id}/log": _get("a page of the job's audit log ending at byte before (the detail view)",
-                                       "LogPage", [JOB_ID, _param("before", "a byte offset: the page's end",
-                                                                  {"type": "integer", "minimum": 0})]),
-        "/api/jobs/{job_id}/diff": _get("a worktree job's diff against its base, size-capped", "Diff", [JOB_ID],
-                                        ("400", "404", "409")),
-        "/api/jobs/{job_id}/cancel": _post("cancel the job (mam cancel); tree: and every unfinished job under it",
-                                           "CancelRequest", "CancelVerdict"),
-        "/api/jobs/{job_id}/retry": _post("resubmit a finished job as a new one (mam retry)", "RetryRequest",
-                                          "RetryVerdict", "201"),
-        "/api/jobs/{job_id}/answer": _post("answer a waiting job's question (mam answer)", "AnswerRequest",
-                                           "Verdict"),
-        "/api/jobs/{job_id}/merge": _post("merge a worktree job's branch (mam merge)", "LandRequest", "Landed",
-                                          errors=("400", "404", "409", "413", "415")),
-        "/api/jobs/{job_id}/discard": _post("discard a worktree job's branch (mam discard)", "LandRequest",
-                                            "Landed", errors=("400", "404", "409", "413", "415")),
-        "/api/agents": _get("the runners from their retained statuses (mam agents)", "Runners", [
-            _param("all", "also runners offline for over a day", {"type": "boolean", "default": False})], ("400",)),
-        "/api/usage": _get("cost and tokens the agents reported, totalled (mam usage --json)", "UsageReport", [
-            _param("since", "jobs submitted since: an ISO 8601 time or an age (15m, 2h, 7d)", STRING),
-            _param("by", "one group per agent, session or delegation tree", {"enum": list(BY), "default": "agent"})],
-            ("400",)),
-        "/api/stats": _get("the charts' series: finished by outcome, queue depth, cost per agent", "Stats", [
-            _param("minutes", "the window, up to now", {"type": "integer", "minimum": 1, "maximum": MOST_MINUTES,
-                                                        "default": 60}),
-            _param("bucket", f"seconds per bucket (at most {MOST_BUCKETS} buckets)",
-                   {"type": "integer", "minimum": 1, "default": 60})], ("400",)),
-        "/api/stream": _get("the page's live view as server-sent events: a snapshot, then changes", "Error", [
-            _param("status", "comma-separated statuses", STRING), _param("agent", "an agent", STRING),
-            _param("label", "comma-separated key=value", STRING), _param("job", "a job whose detail to follow",
-                                                                         STRING)],
-            ("400",), media="text/event-stream"),
-        "/api/openapi.json": {"get": {"summary": "this description", "responses": {"200": {
-            "description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/api/jobs/{job_id}/events": _get(
+            "the job's audit log entries (mam events --json), a page",
+            "EventsPage",
+            [
+                JOB_ID,
+                _param("after_seq", "entries after this seq", {"type": "integer", "minimum": 0, "default": 0}),
+                _param(
+                    "limit",
+                    "entries at most",
+                    {"type": "integer", "minimum": 1, "maximum": MOST_EVENTS, "default": DEFAULT_EVENTS},
+                ),
+            ],
+        ),
+        "/api/jobs/{job_id}/output": _get(
+            "the job's output (mam logs) by byte range, cut at whole characters",
+            "OutputRange",
+            [
+                JOB_ID,
+                _param("offset", "the first byte", {"type": "integer", "minimum": 0, "default": 0}),
+                _param(
+                    "limit",
+                    "bytes at most",
+                    {"type": "integer", "minimum": 1, "maximum": MOST_OUTPUT, "default": DEFAULT_OUTPUT},
+                ),
+            ],
+        ),
+        "/api/jobs/{job_id}/log": _get(
+            "a page of the job's audit log ending at byte before (the detail view)",
+            "LogPage",
+            [JOB_ID, _param("before", "a byte offset: the page's end", {"type": "integer", "minimum": 0})],
+        ),
+        "/api/jobs/{job_id}/diff": _get(
+            "a worktree job's diff against its base, size-capped", "Diff", [JOB_ID], ("400", "404", "409")
+        ),
+        "/api/jobs/{job_id}/cancel": _post(
+            "cancel the job (mam cancel); tree: and every unfinished job under it", "CancelRequest", "CancelVerdict"
+        ),
+        "/api/jobs/{job_id}/retry": _post(
+            "resubmit a finished job as a new one (mam retry)", "RetryRequest", "RetryVerdict", "201"
+        ),
+        "/api/jobs/{job_id}/answer": _post("answer a waiting job's question (mam answer)", "AnswerRequest", "Verdict"),
+        "/api/jobs/{job_id}/merge": _post(
+            "merge a worktree job's branch (mam merge)",
+            "LandRequest",
+            "Landed",
+            errors=("400", "404", "409", "413", "415"),
+        ),
+        "/api/jobs/{job_id}/discard": _post(
+            "discard a worktree job's branch (mam discard)",
+            "LandRequest",
+            "Landed",
+            errors=("400", "404", "409", "413", "415"),
+        ),
+        "/api/agents": _get(
+            "the runners from their retained statuses (mam agents)",
+            "Runners",
+            [_param("all", "also runners offline for over a day", {"type": "boolean", "default": False})],
+            ("400",),
+        ),
+        "/api/usage": _get(
+            "cost and tokens the agents reported, totalled (mam usage --json)",
+            "UsageReport",
+            [
+                _param("since", "jobs submitted since: an ISO 8601 time or an age (15m, 2h, 7d)", STRING),
+                _param("by", "one group per agent, session or delegation tree", {"enum": list(BY), "default": "agent"}),
+            ],
+            ("400",),
+        ),
+        "/api/stats": _get(
+            "the charts' series: finished by outcome, queue depth, cost per agent",
+            "Stats",
+            [
+                _param(
+                    "minutes",
+                    "the window, up to now",
+                    {"type": "integer", "minimum": 1, "maximum": MOST_MINUTES, "default": 60},
+                ),
+                _param(
+                    "bucket",
+                    f"seconds per bucket (at most {MOST_BUCKETS} buckets)",
+                    {"type": "integer", "minimum": 1, "default": 60},
+                ),
+            ],
+            ("400",),
+        ),
+        "/api/stream": _get(
+            "the page's live view as server-sent events: a snapshot, then changes",
+            "Error",
+            [
+                _param("status", "comma-separated statuses", STRING),
+                _param("agent", "an agent", STRING),
+                _param("label", "comma-separated key=value", STRING),
+                _param("job", "a job whose detail to follow", STRING),
+            ],
+            ("400",),
+            media="text/event-stream",
+        ),
+        "/api/openapi.json": {
+            "get": {
+                "summary": "this description",
+                "responses": {
+                    "200": {
+                        "description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
         "/metrics": _get("Prometheus metrics (text format)", "Error", [], (), media="text/plain"),
-        "/favicon.ico": {"get": {"summary": "the dashboard's icon", "responses": {"200": {
-            "description": "an icon", "content": {"image/x-icon": {"schema": {"type": "string",
-                                                                               "contentEncoding": "binary"}}}}}}},
+        "/favicon.ico": {
+            "get": {
+                "summary": "the dashboard's icon",
+                "responses": {
+                    "200": {
+                        "description": "an icon",
+                        "content": {"image/x-icon": {"schema": {"type": "string", "contentEncoding": "binary"}}},
+                    }
+                },
+            }
+        },
     }
 
 
@@ -257,9 +257,12 @@ def openapi() -> dict[str, Any]:
     record["Status"] = {"enum": [s.value for s in Status], "type": "string"}
     return {
         "openapi": "3.1.0",
-        "info": {"title": "mam dashboard API", "version": "1",
-                 "description": "The dashboard's JSON API (docs/api.md). Every route is behind the dashboard's "
-                                "login and host rules; writes take application/json only."},
+        "info": {
+            "title": "mam dashboard API",
+            "version": "1",
+            "description": "The dashboard's JSON API (docs/api.md). Every route is behind the dashboard's "
+            "login and host rules; writes take application/json only.",
+        },
         "paths": _paths(),
         "components": {"schemas": {**record, **SCHEMAS}},
     }

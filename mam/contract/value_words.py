@@ -6,19 +6,18 @@ should be ...").
 What is wrong is found again here from the value and the JSON Schema of the field (the schema msgspec and
 pydantic generate from the same types they validate with), so the words do not depend on either library's
 message; from a library's error only the field it names is taken (`msgspec_refusal`). Unknown and missing
-fields are named all at once, an unknown one with the nearest known name.
+fields are named all at once, an unknown one with the nearest known name (`mam.contract.name_words`).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -26,14 +25,9 @@ from mam.contract import events as ev
 from mam.contract.errors import UsageError
 from mam.contract.events import LABEL_KEY_PATTERN, MODEL_PATTERN
 from mam.contract.ids import AGENT_ID_PATTERN, JOB_ID_PATTERN
+from mam.contract.name_words import DOCS, Front, missing, nearest, unknown
 from mam.contract.nesting import refuse_deep
 from mam.contract.payload_checks import EventError
-
-Front = Literal["cli", "python", "api", "mcp"]
-
-DOCS: Final[dict[Front, str]] = {"cli": "docs/cli.md", "python": "docs/cli.md#python-api", "api": "docs/api.md",
-                                 "mcp": "docs/mcp.md"}
-"""Where each front end's options are read about."""
 
 PATTERNS: Final = {
     JOB_ID_PATTERN: "may contain only letters, digits, '.', '_' and '-' (1-128, starting with a letter or digit)",
@@ -43,8 +37,15 @@ PATTERNS: Final = {
 }
 """What a pattern asks, in words."""
 
-_KINDS: Final = {"integer": "a whole number", "number": "a number", "boolean": "true or false", "string": "text",
-                 "array": "a list", "object": "an object of key: value", "null": "null"}
+_KINDS: Final = {
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "string": "text",
+    "array": "a list",
+    "object": "an object of key: value",
+    "null": "null",
+}
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,11 @@ def _range(schema: Mapping[str, Any], unit: str) -> str:
     low, high = schema.get("minimum"), schema.get("maximum")
     above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
     unit = f" {unit}" if unit else ""
-    top = f"{number(high)}{unit}" if high is not None else (f"less than {number(below)}{unit}"
-                                                                  if below is not None else "")
+    top = (
+        f"{number(high)}{unit}"
+        if high is not None
+        else (f"less than {number(below)}{unit}" if below is not None else "")
+    )
     if low is not None:
         return f"{number(low)} to {top}" if top else f"{number(low)} or more{unit}"
     if above is not None:
@@ -106,8 +110,12 @@ def _is(value: object, kind: str) -> bool:
 
 
 def _numeric_fault(value: float, schema: Mapping[str, Any], unit: str) -> Fault | None:
-    checks = (("minimum", lambda b: value >= b), ("maximum", lambda b: value <= b),
-              ("exclusiveMinimum", lambda b: value > b), ("exclusiveMaximum", lambda b: value < b))
+    checks = (
+        ("minimum", lambda b: value >= b),
+        ("maximum", lambda b: value <= b),
+        ("exclusiveMinimum", lambda b: value > b),
+        ("exclusiveMaximum", lambda b: value < b),
+    )
     for key, holds in checks:
         if key in schema and not holds(schema[key]):  # `not >=`: NaN is out of every range
             return Fault(f"is out of range: give {_range(schema, unit)}")
@@ -116,8 +124,11 @@ def _numeric_fault(value: float, schema: Mapping[str, Any], unit: str) -> Fault 
 
 def _text_fault(value: str, schema: Mapping[str, Any]) -> Fault | None:
     if "minLength" in schema and len(value) < schema["minLength"]:
-        return Fault("is empty: give at least 1 character" if schema["minLength"] == 1 and not value else
-                     f"is too short: {len(value)} characters, at least {schema['minLength']}")
+        return Fault(
+            "is empty: give at least 1 character"
+            if schema["minLength"] == 1 and not value
+            else f"is too short: {len(value)} characters, at least {schema['minLength']}"
+        )
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         return Fault(f"is too long: {len(value):,} characters, at most {number(schema['maxLength'])}")
     if "pattern" in schema and not re.search(schema["pattern"], value):
@@ -129,8 +140,7 @@ def _count_fault(count: int, schema: Mapping[str, Any], low: str, high: str, wha
     if low in schema and count < schema[low]:
         choices = schema.get("items", {}).get("enum")
         one = f"one of {', '.join(map(str, choices))}" if choices else f"one {what}"
-        return Fault(f"is empty: give at least {one}" if count == 0 else f"has {count} {what}s, at least "
-                     f"{schema[low]}")
+        return Fault(f"is empty: give at least {one}" if count == 0 else f"has {count} {what}s, at least {schema[low]}")
     if high in schema and count > schema[high]:
         return Fault(f"has {count:,} {what}s, at most {schema[high]}")
     return None
@@ -184,8 +194,13 @@ def _map_fault(value: dict[Any, Any], schema: Mapping[str, Any]) -> Fault | None
 
 def shown(value: object, front: Front) -> str:
     """What was sent, as that front end writes it (JSON over HTTP and MCP), cut to about 60 characters."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e16 \
-            and front == "cli":  # a float flag's value as typed: `--job-timeout 99999999`
+    if (
+        isinstance(value, float)
+        and math.isfinite(value)
+        and value.is_integer()
+        and abs(value) < 1e16
+        and front == "cli"
+    ):  # a float flag's value as typed: `--job-timeout 99999999`
         text = str(int(value))
     elif front in ("api", "mcp"):
         try:
@@ -210,8 +225,11 @@ def refusal(name: str, value: object, schema: Mapping[str, Any], front: Front, f
     found = fault(value, schema, field.unit) or Fault(f"is not accepted: it takes {describe(schema)}")
     flagged = front == "cli" and field.flag is not None
     lead = field.flag if flagged else name
-    said = f"{lead}{' ' if flagged else ': '}{shown(value, front)} {found.words}" if found.whole \
+    said = (
+        f"{lead}{' ' if flagged else ': '}{shown(value, front)} {found.words}"
+        if found.whole
         else f"{lead}: {found.words}"
+    )
     return f"{said} ({gist(field.help) + '; ' if field.help else 'see '}{DOCS[front]})"
 
 
@@ -224,45 +242,6 @@ def describe(schema: Mapping[str, Any]) -> str:
     kind = str(schema.get("type", "a value"))
     bounds = _range(schema, "")
     return _KINDS.get(kind, kind) + (f", {bounds}" if bounds else "")
-
-
-def _quoted(names: Iterable[str]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
-def nearest(name: str, known: Iterable[str]) -> str | None:
-    """The known name `name` was likely meant to be: a close spelling (`job_timout`), or one it begins (`tail` for
-    `tail_bytes`, `agent_name` for `agent`); None when none is close (`bogus`)."""
-    choices = list(known)
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.75)
-    if close:
-        return close[0]
-    starts = [c for c in choices if len(min(c, name, key=len)) >= 4 and (c.startswith(name) or name.startswith(c))]
-    return starts[0] if len(starts) == 1 else None
-
-
-def unknown(given: Iterable[str], known: Iterable[str], *, kind: str = "field", of: str | None = None) -> str:
-    """`unknown argument 'job_timout' for submit_job; did you mean 'job_timeout'? known: prompt, agent, ...`:
-    every unknown name, the nearest known one for each that has one, and the known ones."""
-    names, choices = list(given), list(known)
-    near = {n: m for n in names if (m := nearest(n, choices))}
-    where = f" for {of}" if of else ""
-    if len(names) == 1:
-        hint = f"; did you mean '{near[names[0]]}'?" if names[0] in near else ";"
-        head = f"unknown {kind} {_quoted(names)}{where}{hint}"
-    else:
-        each = ", ".join(f"'{n}'" + (f" (did you mean '{near[n]}'?)" if n in near else "") for n in names)
-        head = f"unknown {kind}s {each}{where};"
-    return f"{head} known: {', '.join(choices)}"
-
-
-def missing(names: Iterable[str], front: Front, *, kind: str = "field", of: str | None = None,
-            flags: Mapping[str, str | None] | None = None) -> str:
-    """`missing required fields: prompt, agent (see docs/api.md)`: every one left out, at once."""
-    shown_names = [(flags or {}).get(n) or n if front == "cli" else n for n in names]
-    plural = "s" if len(shown_names) > 1 else ""
-    where = f" for {of}" if of else ""
-    return f"missing required {kind}{plural}{where}: {', '.join(shown_names)} (see {DOCS[front]})"
 
 
 @cache
@@ -284,8 +263,16 @@ def path_field(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def msgspec_refusal(exc: msgspec.ValidationError | str, given: Mapping[str, Any], struct: type, front: Front,
-                    fields: Mapping[str, Field] | None = None, *, kind: str = "field", of: str | None = None) -> str:
+def msgspec_refusal(
+    exc: msgspec.ValidationError | str,
+    given: Mapping[str, Any],
+    struct: type,
+    front: Front,
+    fields: Mapping[str, Field] | None = None,
+    *,
+    kind: str = "field",
+    of: str | None = None,
+) -> str:
     """msgspec's refusal of `given` as `struct`, in mam's words: every unknown field, every missing one, or the
     field it names, from its value and schema."""
     names = struct_schema(struct)
@@ -351,5 +338,26 @@ def checked_event(event: E, front: Front, fields: Mapping[str, Field] | None = N
     return decoded
 
 
-__all__ = ["DOCS", "checked_event", "decode_body", "PATTERNS", "Fault", "Field", "Front", "describe", "fault", "gist", "missing", "msgspec_refusal", "nearest",
-           "not_json", "number", "path_field", "refusal", "required_of", "shown", "struct_schema", "unknown"]
+__all__ = [
+    "DOCS",
+    "checked_event",
+    "decode_body",
+    "PATTERNS",
+    "Fault",
+    "Field",
+    "Front",
+    "describe",
+    "fault",
+    "gist",
+    "missing",
+    "msgspec_refusal",
+    "nearest",
+    "not_json",
+    "number",
+    "path_field",
+    "refusal",
+    "required_of",
+    "shown",
+    "struct_schema",
+    "unknown",
+]
