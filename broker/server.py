@@ -6,9 +6,6 @@ import asyncio
 import errno
 import logging
 import math
-import socket
-from asyncio.trsock import TransportSocket
-from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,6 +37,7 @@ from mam.broker.listeners import Listeners
 from mam.broker.notices import Notice
 from mam.broker.passwords import check_password_file
 from mam.broker.retain_scope import RetainScope, ScopedRetains
+from mam.broker.sockets import peer_name, port_in_use, widen_backlog
 from mam.broker.spool import Spool
 from mam.broker.spool_delivery import SpoolHooks
 from mam.broker.verdicts import DirectVerdicts
@@ -51,10 +49,6 @@ log = logging.getLogger("mam.broker")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 1883
 SHARED_PREFIX = "$share/"
-
-
-class PortInUse(UsageError):
-    """The port the broker should listen on is taken."""
 
 
 class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
@@ -120,7 +114,7 @@ class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
             writer.transport.abort()
             return
         try:
-            packets = self._packets(StreamReaderAdapter(reader), _peer(writer.get_extra_info("peername")))
+            packets = self._packets(StreamReaderAdapter(reader), peer_name(writer.get_extra_info("peername")))
             await self.serve_client(listener_name, packets, StreamWriterAdapter(writer))
         finally:
             writer.transport.abort()
@@ -133,7 +127,7 @@ class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
             websocket.transport.abort()
             return
         try:
-            packets = self._packets(WebSocketsReader(websocket), _peer(websocket.remote_address))
+            packets = self._packets(WebSocketsReader(websocket), peer_name(websocket.remote_address))
             await self.serve_client(listener_name, packets, WebSocketsWriter(websocket))
         finally:
             self.cap.release()
@@ -141,7 +135,11 @@ class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
     def _packets(self, inner: ReaderAdapter, peer: str) -> PacketReader:
         window = PublishWindow(self.limits.publishes_in_progress, self.limits.bytes_in_progress)
         return PacketReader(
-            inner, window, max_packet=self.limits.max_packet, peer=peer, on_protocol_error=self.protocol_errors,
+            inner,
+            window,
+            max_packet=self.limits.max_packet,
+            peer=peer,
+            on_protocol_error=self.protocol_errors,
             on_other_version=self.other_versions,
         )
 
@@ -159,9 +157,15 @@ class _Broker(ScopedRetains, SpoolHooks, DirectVerdicts, DrainedBroadcasts):
             )
             raise AMQTTError("no CONNECT in time") from None
         packets = reader if isinstance(reader, PacketReader) else None
-        install_handler(handler, window=packets.window if packets else None, publish_gate=self.publish_gate,
-                        topic_filter=self.topic_allowed, payload_check=self.payload_check, subscribed=self.subscribed,
-                        reader=packets)
+        install_handler(
+            handler,
+            window=packets.window if packets else None,
+            publish_gate=self.publish_gate,
+            topic_filter=self.topic_allowed,
+            payload_check=self.payload_check,
+            subscribed=self.subscribed,
+            reader=packets,
+        )
         if session.keep_alive > 0:
             # MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the connection.
             session.keep_alive = math.ceil(session.keep_alive * 1.5)
@@ -285,11 +289,19 @@ class EmbeddedBroker:
         self._policy_key = register(self.policy)
         jobs = self.policy.jobs
         config = broker_config(
-            self.host, self.requested_port, self.password_file, policy=self._policy_key, listeners=self.listeners,
+            self.host,
+            self.requested_port,
+            self.password_file,
+            policy=self._policy_key,
+            listeners=self.listeners,
             job_logins=jobs is not None,
         )
-        broker = _Broker(config, limits=self.limits, publish_gate=self.publish_gate,
-                         payload_check=jobs.may_send if jobs is not None else None)
+        broker = _Broker(
+            config,
+            limits=self.limits,
+            publish_gate=self.publish_gate,
+            payload_check=jobs.may_send if jobs is not None else None,
+        )
         check_broker(broker)  # LibraryChanged, naming it, if amqtt lacks what mam reaches into
         broker.spool = self.spool
         broker.retain_scope = RetainScope(self.policy.workspace) if self.policy.workspace else None  # `mam up`
@@ -299,7 +311,7 @@ class EmbeddedBroker:
             unregister(self._policy_key)
             cause = exc.__cause__
             if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
-                raise _port_in_use(self.host, self.requested_port) from None
+                raise port_in_use(self.host, self.requested_port) from None
             if isinstance(cause, OSError):
                 raise UsageError(f"cannot listen on {self.host}:{self.requested_port}: {cause.strerror}") from None
             raise
@@ -309,8 +321,10 @@ class EmbeddedBroker:
         listening = broker.listening()
         self.bound = [sock.getsockname()[:2] for sock in listening["default"]]
         self.port = self.bound[0][1]
-        self.endpoints = {name: sockets[0].getsockname()[:2] for name, sockets in listening.items() if name != "default"}
-        _widen_backlog(listening["default"])
+        self.endpoints = {
+            name: sockets[0].getsockname()[:2] for name, sockets in listening.items() if name != "default"
+        }
+        widen_backlog(listening["default"])
         self._watch_accept(broker)
         log.debug("embedded broker listening on %s (at most %d connections)", self.listening, broker.cap.most)
 
@@ -338,7 +352,11 @@ class EmbeddedBroker:
             return 0
         closed = 0
         for session, handler in list(broker.sessions.values()):
-            if session.username == username and isinstance(handler, ClientHandler) and session.transitions.is_connected():
+            if (
+                session.username == username
+                and isinstance(handler, ClientHandler)
+                and session.transitions.is_connected()
+            ):
                 handler.drop()
                 closed += 1
         return closed
@@ -364,31 +382,3 @@ class EmbeddedBroker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
-
-
-def _port_in_use(host: str, port: int) -> PortInUse:
-    return PortInUse(
-        f"port {port} on {host} is already in use (often a system mosquitto): pass --port N, or --port 0 "
-        f"for a free one, or use the broker that is listening: mam-projector --broker mqtt://{host}:{port}"
-    )
-
-
-def _widen_backlog(listening: Iterable[TransportSocket | socket.socket]) -> None:  # typeshed: socket; run: Transport
-    """Let the kernel queue up to SOMAXCONN connections not accepted yet.
-
-    asyncio listens with a backlog of 100: a burst of clients connecting at once
-    (runners coming back after a restart, or a flood) would have SYNs dropped and
-    wait a second or more each. asyncio's socket wrapper has no listen(); a
-    duplicate descriptor shares the socket.
-    """
-    for wrapped in listening:
-        with wrapped.dup() as sock:
-            sock.listen(socket.SOMAXCONN)
-
-
-def _peer(peer: Any) -> str:
-    """`host:port` of a socket's peer address (as asyncio or websockets report it)."""
-    if not peer:
-        return "an unknown address"
-    host, port = peer[0], peer[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -22,10 +22,10 @@ from typing_extensions import TypedDict  # pydantic reads a nested stdlib TypedD
 
 from mam.contract.errors import MamError
 from mam.git.gathering import check_in_tree, landing_into
+from mam.git.job_tree import git
 from mam.git.landing import JobWork, diff_files, diff_text, discard, job_work
 from mam.git.merging import merge
 from mam.git.run import GitError
-from mam.git.worktree import git
 from mam.mcp_server.served import JobRef, Served, reported
 from mam.registry.reading import read_record_or_pruned
 

@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from mam.git.worktree import WorktreeError, git
+from mam.git.job_tree import WorktreeError, git
 
 
 def take_over(path: Path, *, job_id: str, branch: str, base: str, continues: str | None) -> tuple[int, int]:

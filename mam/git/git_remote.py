@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
+from mam.git.job_tree import WorktreeError, git
 from mam.git.run import GIT_TIMEOUT, GitError, git_env, run
-from mam.git.worktree import WorktreeError, git
 
 NETWORK_TIMEOUT: Final = GIT_TIMEOUT
 """How long one fetch or push may take before it counts as failed."""

@@ -21,9 +21,10 @@ from mam.contract.record import JobRecord
 from mam.contract.workspace import Workspace
 from mam.git.job_ref import PREFIX as BRANCH_PREFIX
 from mam.git.job_ref import branch_ok, own_branch
+from mam.git.job_tree import WorktreeError, git
 from mam.git.landing import JobWork, remove_job, repo_top
 from mam.git.run import succeeds
-from mam.git.worktree import WorktreeError, Worktrees, git
+from mam.git.worktree import Worktrees
 from mam.registry.reading import NotFound, read_pruned, read_record
 
 PREFIX = "refs/heads/" + BRANCH_PREFIX

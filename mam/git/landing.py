@@ -31,9 +31,10 @@ from mam.contract.record import JobRecord
 from mam.contract.terminal import safe
 from mam.git.git_remote import RemoteError, fetch_branch, has_commit
 from mam.git.job_ref import ForeignBranch, check_own_work, own_branch
+from mam.git.job_tree import WorktreeError, git
 from mam.git.job_trees import worktree_branches
 from mam.git.run import read_capped
-from mam.git.worktree import WorktreeError, Worktrees, git
+from mam.git.worktree import Worktrees
 
 DIFF_CAP: Final = 256 * 1024
 """Bytes of a diff the dashboard shows (like a log page); the rest is for `mam diff`."""

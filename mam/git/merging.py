@@ -21,9 +21,9 @@ from pathlib import Path
 
 from mam.contract.errors import MamError
 from mam.contract.terminal import safe
+from mam.git.job_tree import IDENTITY, git
 from mam.git.landing import Conflict, JobWork, gone, named, remote_copy, remove_job
 from mam.git.run import last_line, run, succeeds
-from mam.git.worktree import IDENTITY, git
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -45,8 +44,7 @@ import msgspec
 from mam.contract.event_parts import GitInfo
 from mam.git.cli_leftovers import pathspec
 from mam.git.job_ref import branch_ok, own_branch
-from mam.git.run import GitError
-from mam.git.run import git as run_git
+from mam.git.job_tree import IDENTITY, JobTree, Saved, WorktreeError, git, parse_shortstat, still_on
 from mam.git.worktree_dirs import check_made, describe, make_job_dir
 
 if TYPE_CHECKING:
@@ -59,55 +57,13 @@ KEEP_POLICIES: Final[tuple[KeepPolicy, ...]] = ("always", "failed", "never")
 DEFAULT_KEEP: Final[KeepPolicy] = "failed"
 """Keep the worktree of a job that did not succeed; a job's branch is kept unless it holds no commit."""
 
-IDENTITY: Final = ("mam", "mam@localhost")
-"""Who commits a job's leftovers when neither the environment nor git's config names anyone."""
-
-_SHORTSTAT = re.compile(r"(\d+) (file|insertion|deletion)")
-
-
-WorktreeError = GitError
-"""Why a job's worktree cannot be made or saved, in one line (a git command's failure among them)."""
-
-
-@dataclass(frozen=True)
-class JobTree:
-    """One job's worktree."""
-
-    job_id: str
-    path: Path
-    """The worktree's top directory, `<root>/.mam/worktrees/<job_id>`."""
-    cwd: Path
-    """Where the agent runs: the workspace root's place inside the worktree."""
-    branch: str
-    base: str
-    made: tuple[int, int] = (0, 0)
-    """The (device, inode) of the directory the runner made at `path`: nothing else there is touched."""
-
-
-@dataclass(frozen=True)
-class Saved:
-    """What `Worktrees.finish` found and did: the record's `git_at_finish`, and whether all work is on the branch."""
-
-    git: GitInfo
-    committed_all: bool
-
-
-def git(directory: Path, *args: str, check: bool = True) -> str:
-    """Run `git -C directory args` (`mam.git.run.git`); its stdout stripped, or `WorktreeError` with git's own words."""
-    return run_git(directory, *args, check=check, missing="git is not on PATH; install git, or run without --worktree")
-
-
-def parse_shortstat(text: str) -> tuple[int, int, int]:
-    """`git diff --shortstat`'s line as (files changed, insertions, deletions); an empty diff is all zeros."""
-    counts = {kind: int(n) for n, kind in _SHORTSTAT.findall(text)}
-    return counts.get("file", 0), counts.get("insertion", 0), counts.get("deletion", 0)
-
 
 class Worktrees:
     """The worktrees one runner makes for its jobs in one workspace's repository."""
 
-    def __init__(self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP, push_to: PushTarget | None = None
-                 ) -> None:
+    def __init__(
+        self, root: Path, top: Path, keep: KeepPolicy = DEFAULT_KEEP, push_to: PushTarget | None = None
+    ) -> None:
         """`push_to`: `mam-agent --push`, where each job's branch goes when the job ends, and where a
         commit recorded at submit that this clone lacks is fetched from (`git_remote.py`)."""
         self.root = root
@@ -143,8 +99,15 @@ class Worktrees:
 
         return cls(root, Path(top), keep, resolve_push(Path(top), push))
 
-    def create(self, job_id: str, base_hint: str | None, *, continues: str | None = None,
-               later_attempt: bool = False, directory: str | None = None) -> JobTree:
+    def create(
+        self,
+        job_id: str,
+        base_hint: str | None,
+        *,
+        continues: str | None = None,
+        later_attempt: bool = False,
+        directory: str | None = None,
+    ) -> JobTree:
         """A new worktree on `mam/<job_id>` from `base_hint` (the commit recorded at submit) if the
         repository has it, else from HEAD. A job that `continues` another (`mam submit --resume`) starts
         from that job's branch `mam/<continues>` while it exists, so the agent finds its own earlier work.
@@ -207,8 +170,13 @@ class Worktrees:
                 with self._lock:
                     fetch_branch(self.top, self.push_to.given, name)
             except RemoteError as exc:
-                log.info("branch %s is not in %s and not fetched from %s (%s): no earlier work to go on from",
-                         name, self.top, self.push_to.given, exc)
+                log.info(
+                    "branch %s is not in %s and not fetched from %s (%s): no earlier work to go on from",
+                    name,
+                    self.top,
+                    self.push_to.given,
+                    exc,
+                )
                 continue
             log.info("fetched branch %s from %s: the earlier work goes on from there", name, self.push_to.given)
 
@@ -218,8 +186,10 @@ class Worktrees:
         st = os.stat(path, follow_symlinks=False)
         on = git(path, "rev-parse", "--abbrev-ref", "HEAD", check=False) if stat.S_ISDIR(st.st_mode) else ""
         if on != branch:
-            raise WorktreeError(f"cannot make a worktree for job {job_id}: {path} is left from an earlier attempt "
-                                f"but is {describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}")
+            raise WorktreeError(
+                f"cannot make a worktree for job {job_id}: {path} is left from an earlier attempt "
+                f"but is {describe(st.st_mode, path) if on == '' else f'on {on}'}, not on {branch}"
+            )
         return st.st_dev, st.st_ino
 
     def _make_dir(self, job_id: str, path: Path) -> tuple[int, int]:
@@ -253,9 +223,10 @@ class Worktrees:
             with self._lock:
                 fetch_commit(self.top, remote, sha)
         except RemoteError as exc:
-            raise WorktreeError(f"the commit recorded at submit ({sha[:12]}) is not in the runner's clone {self.top} "
-                                f"and fetching it failed: {exc}; push that commit to {remote}, then mam retry the job"
-                                ) from None
+            raise WorktreeError(
+                f"the commit recorded at submit ({sha[:12]}) is not in the runner's clone {self.top} "
+                f"and fetching it failed: {exc}; push that commit to {remote}, then mam retry the job"
+            ) from None
         return git(self.top, "rev-parse", "--verify", f"{sha}^{{commit}}")
 
     def _inside(self) -> Path:
@@ -303,14 +274,30 @@ class Worktrees:
     def _left_elsewhere(self, tree: JobTree, on: str, left: bool) -> Saved:
         """`finish` for a worktree the agent left on another branch than the job's: nothing committed
         (that branch is not the job's), the worktree kept; the record names the job's branch as it is."""
-        head = git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}^{{commit}}",
-                   check=False) or tree.base
-        log.warning("job %s: the agent left its worktree %s on %s, not on the job's branch %s: nothing committed "
-                    "there by mam%s; the job's work is what %s holds", tree.job_id, tree.path, on, tree.branch,
-                    ", its uncommitted changes stay in the worktree" if left else "", tree.branch)
+        head = (
+            git(self.top, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}^{{commit}}", check=False)
+            or tree.base
+        )
+        log.warning(
+            "job %s: the agent left its worktree %s on %s, not on the job's branch %s: nothing committed "
+            "there by mam%s; the job's work is what %s holds",
+            tree.job_id,
+            tree.path,
+            on,
+            tree.branch,
+            ", its uncommitted changes stay in the worktree" if left else "",
+            tree.branch,
+        )
         files, insertions, deletions = parse_shortstat(git(self.top, "diff", "--shortstat", tree.base, head))
-        info = GitInfo(commit=head, branch=tree.branch, dirty=left, base=tree.base, files_changed=files,
-                       insertions=insertions, deletions=deletions)
+        info = GitInfo(
+            commit=head,
+            branch=tree.branch,
+            dirty=left,
+            base=tree.base,
+            files_changed=files,
+            insertions=insertions,
+            deletions=deletions,
+        )
         return Saved(git=info, committed_all=not left)
 
     def push(self, saved: Saved) -> Saved:
@@ -327,15 +314,21 @@ class Worktrees:
             push_branch(self.top, target.given, info.commit, info.branch)
         except RemoteError as exc:
             error = str(exc)
-            log.warning("could not push branch %s: %s; the job's outcome stands, its branch stays in %s",
-                        info.branch, error, self.top)
+            log.warning(
+                "could not push branch %s: %s; the job's outcome stands, its branch stays in %s",
+                info.branch,
+                error,
+                self.top,
+            )
             return replace(saved, git=msgspec.structs.replace(info, remote=target.url, push_error=error[:256]))
         log.info("pushed branch %s (%s) to %s", info.branch, info.commit[:12], target.url)
         return replace(saved, git=msgspec.structs.replace(info, remote=target.url))
 
     def _commit(self, tree: JobTree) -> None:
         who: list[str] = []
-        if not (git(tree.path, "config", "user.name", check=False) and git(tree.path, "config", "user.email", check=False)):
+        if not (
+            git(tree.path, "config", "user.name", check=False) and git(tree.path, "config", "user.email", check=False)
+        ):
             who = ["-c", f"user.name={IDENTITY[0]}", "-c", f"user.email={IDENTITY[1]}"]  # env GIT_AUTHOR_* still win
         message = f"mam: work job {tree.job_id} left uncommitted"
         git(tree.path, *who, "-c", "gc.auto=0", "commit", "--quiet", "--no-verify", "-m", message)
@@ -352,11 +345,14 @@ class Worktrees:
             try:
                 self._check(tree, "remove")
                 if not self._listed(tree.path):
-                    raise WorktreeError(f"job {tree.job_id}: refusing to remove {tree.path}: git does not list it "
-                                        "as a worktree (git worktree list --porcelain)")
-                if not _still_on(tree.path, tree.branch):  # a resumed job took it over (`conversation_tree.py`)
-                    log.info("job %s: worktree %s is the next job's of the conversation now: kept",
-                             tree.job_id, tree.path)
+                    raise WorktreeError(
+                        f"job {tree.job_id}: refusing to remove {tree.path}: git does not list it "
+                        "as a worktree (git worktree list --porcelain)"
+                    )
+                if not still_on(tree.path, tree.branch):  # a resumed job took it over (`conversation_tree.py`)
+                    log.info(
+                        "job %s: worktree %s is the next job's of the conversation now: kept", tree.job_id, tree.path
+                    )
                     return False
                 git(self.top, "worktree", "remove", "--force", str(tree.path))
             except WorktreeError as exc:
@@ -386,14 +382,7 @@ class Worktrees:
         """Whether `git worktree list --porcelain` names `path` (as given, or with its trusted parent resolved)."""
         names = {str(path), os.path.join(os.path.realpath(path.parent), path.name)}
         listed = git(self.top, "worktree", "list", "--porcelain").splitlines()
-        return any(line.startswith("worktree ") and line[len("worktree "):] in names for line in listed)
+        return any(line.startswith("worktree ") and line[len("worktree ") :] in names for line in listed)
 
 
-def _still_on(path: Path, branch: str) -> bool:
-    """Whether the worktree at `path` is still on `branch`: a job that continues the conversation may have
-    taken it over: on another job's branch, it is that job's now, not to be removed with this one."""
-    on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False)
-    return not on.startswith("refs/heads/mam/") or on == f"refs/heads/{branch}"
-
-
-__all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees", "git"]
+__all__ = ["DEFAULT_KEEP", "KEEP_POLICIES", "JobTree", "KeepPolicy", "Saved", "WorktreeError", "Worktrees"]

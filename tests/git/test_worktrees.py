@@ -18,7 +18,7 @@ from worktrees_support import AGENT_GIT, _runners, checkout_state, git, make_rep
 
 from mam.contract.events import GitInfo, decode_event, encode_event
 from mam.contract.record import JobRecord, Status, decode_record, encode_record
-from mam.git.worktree import parse_shortstat
+from mam.git.job_tree import parse_shortstat
 
 from e2e import workspace_id
 from support import BIN, mam, publish, run, wait_for_state
