@@ -39,7 +39,7 @@ async def run_until_drained(runner: Runner) -> None:
                         log.info(
                             "%s: stopping; jobs that still run after %gs are released to the queue",
                             name,
-                            runner.drain_timeout,
+                            runner.settings.drain_timeout,
                         )
                         runner.stop()
                     elif seen == 2:

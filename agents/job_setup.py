@@ -1,12 +1,14 @@
-"""What every job of one runner shares (`Settings`), the ways a job can be made to end (`Ending`), and the
-command one job runs (`job_command`): the runner's argv with the job's permission level and options."""
+"""What every job of one runner shares (`Settings`: the command line's `JobConfig` and the runner's means), the
+ways a job can be made to end (`Ending`), and the command one job runs (`job_command`): the runner's argv with the
+job's permission level and options."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
+from typing import Any
 
 from mam.agents.job_args import job_arguments, with_options
 from mam.agents.job_broker import JobBroker
@@ -37,17 +39,14 @@ class Ending(Enum):
     """The registry already holds an outcome (lost, or one someone else published): nothing more to report."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What every job of one runner shares."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobConfig:
+    """What the runner's command line sets for every job it runs (`RunnerSettings.job`, `runner_settings.py`)."""
 
-    workspace: Workspace
-    runner_id: str
     argv: list[str]
+    """The agent's command (a profile's or `--command`'s), placeholders not yet rendered."""
     heartbeat: float
     kill_grace: float
-    put: Put
-    room: Callable[[], Awaitable[None]]
     worktrees: Worktrees | None = None
     """With `--worktree`: each job runs in a git worktree of its own (`worktree.py`)."""
     output_format: str | None = None
@@ -60,19 +59,55 @@ class Settings:
     """The profile's job options: how its CLI takes a job's model, turn limit and resumed session (`job_args.py`)."""
     profile_env: ProfileEnv | None = None
     """The profile's variables for every job and per permission level (`job_env.py`)."""
+    mcp: str | None = None
+    """How the profile's CLI is given mam's own MCP server for each job (`job_mcp.py`); None: it is not."""
+    idle_timeout: float | None = None
+    """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
+    None: never."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings(JobConfig):
+    """What every job of one runner shares: its `JobConfig` and the runner's own means (`Settings.of`)."""
+
+    workspace: Workspace
+    runner_id: str
+    put: Put
+    room: Callable[[], Awaitable[None]]
     broker_url: str | None = None
     """The runner's broker list (credentials as given): a job gets it as `MAM_BROKER_URL` unless the runner's
     environment already sets one, so `mam ask`, `mam submit` and `mam mcp` inside a job reach the same brokers,
     also from a host other than the projector's. Unused when `job_broker` is given."""
     job_broker: JobBroker | None = None
     """What `MAM_BROKER_URL` a job gets (`mam-agent --job-login`): a login of its own where the broker takes one."""
-    mcp: str | None = None
-    """How the profile's CLI is given mam's own MCP server for each job (`job_mcp.py`); None: it is not."""
-    idle_timeout: float | None = None
-    """`mam-agent --idle-timeout`: a job whose agent makes no progress this long ends `timed_out` (`idle.py`);
-    None: never."""
     online: Callable[[], bool] = lambda: True
     """Whether the runner is connected to the broker now (a release made while it is not waits for no answer)."""
+
+    @classmethod
+    def of(
+        cls,
+        config: JobConfig,
+        *,
+        workspace: Workspace,
+        runner_id: str,
+        put: Put,
+        room: Callable[[], Awaitable[None]],
+        broker_url: str | None = None,
+        job_broker: JobBroker | None = None,
+        online: Callable[[], bool] = lambda: True,
+    ) -> Settings:
+        """`config` as given, with the runner's means: one list of the job options, `JobConfig`'s."""
+        given: dict[str, Any] = {field.name: getattr(config, field.name) for field in fields(JobConfig)}
+        return cls(
+            **given,
+            workspace=workspace,
+            runner_id=runner_id,
+            put=put,
+            room=room,
+            broker_url=broker_url,
+            job_broker=job_broker,
+            online=online,
+        )
 
 
 def job_command(record: JobRecord, settings: Settings) -> tuple[list[str] | str, str | None]:
@@ -99,4 +134,4 @@ def job_command(record: JobRecord, settings: Settings) -> tuple[list[str] | str,
     return with_options(render(template, job_id=record.job_id, workspace=settings.workspace.id), extra), level
 
 
-__all__ = ["Ending", "Put", "Settings", "job_command"]
+__all__ = ["Ending", "JobConfig", "Put", "Settings", "job_command"]

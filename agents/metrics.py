@@ -29,12 +29,12 @@ def _one(family: Any, labels: list[str], value: float) -> Any:
 
 def families(runner: Runner) -> Iterator[Any]:
     """Families labelled by the runner's agent (one runner process serves one agent)."""
-    agent = runner.agent
+    agent = runner.settings.agent
     counts = copied(runner.outbox.put_counts)
     yield _one(
         GaugeMetricFamily("mam_runner_jobs_running", "Jobs this runner runs now", labels=["agent"]),
         [agent],
-        len(runner.active),
+        len(runner.claims.active),
     )
     finished = CounterMetricFamily(
         "mam_runner_jobs_finished", "Jobs this runner finished, by outcome", labels=["agent", "outcome"]

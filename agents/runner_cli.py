@@ -16,6 +16,7 @@ from mam.agents.idle import DEFAULT_IDLE_TIMEOUT, idle_seconds
 from mam.agents.job_broker import DEFAULT_MODE as DEFAULT_JOB_LOGIN
 from mam.agents.job_broker import MODES as JOB_LOGIN_MODES
 from mam.agents.job_env import ProfileEnv
+from mam.agents.job_setup import JobConfig
 from mam.agents.permissions import DEFAULT_LEVEL, LEVELS
 from mam.agents.profiles import (
     aliases_of,
@@ -32,7 +33,7 @@ from mam.agents.profiles import (
     resolve,
 )
 from mam.agents.runner import Runner
-from mam.agents.runner_lifetime import DRAIN_TIMEOUT
+from mam.agents.runner_settings import DRAIN_TIMEOUT, RunnerSettings, default_agent_id
 from mam.contract.errors import UsageError
 from mam.contract.routing import parse_pairs
 from mam.contract.signing import fingerprint, load_public_key, load_workspace_key, parse_fingerprint, public_key_path
@@ -194,43 +195,60 @@ def main(argv: list[str] | None = None) -> None:
         )
         if args.command and not args.format:
             warn_unread_stream(command)
-        worktrees = job_worktrees(args, workspace)
-        key = projector_key(args.projector_key, workspace)
-        runner = Runner(
-            workspace,
-            broker_from_args(args),
-            agent=args.agent,
-            argv=command,
-            key=key,
-            concurrency=args.concurrency,
-            heartbeat=args.heartbeat,
-            kill_grace=args.kill_grace,
-            agent_id=args.agent_id,
-            worktrees=worktrees,
-            output_format=output_format,
-            permissions=levels,
-            ceiling=ceiling,
-            options=profile_options(
-                command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root
-            ),
-            profile_env=job_env,
-            aliases=served_aliases(args.agent, workspace),
-            follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
-            drain_timeout=args.drain_timeout,
-            labels=parse_pairs(args.label, "--label"),
-            take_offers=args.take_offers,
-            job_login=args.job_login,
-            idle_timeout=args.idle_timeout or None,
-            mcp=profile_mcp(command=args.command, profile=args.profile, agent=args.agent, workspace_root=workspace.root)
-            if args.mcp
-            else None,
-        )
+        runner = Runner(runner_settings(args, workspace, command, output_format, levels, ceiling, job_env))
         if endpoint is not None:
             runner_metrics.register(runner, registry)
         anyio.run(run_until_drained, runner)
         return 0
 
     run_cli(PROG, body)
+
+
+def runner_settings(
+    args: argparse.Namespace,
+    workspace: Workspace,
+    command: list[str],
+    output_format: str | None,
+    levels: dict[str, list[str]] | None,
+    ceiling: str | None,
+    job_env: ProfileEnv | None,
+) -> RunnerSettings:
+    """The runner's settings, once, from the command line and the profile it names."""
+    where = {"command": args.command, "profile": args.profile, "agent": args.agent}
+    worktrees = job_worktrees(args, workspace)
+    key = projector_key(args.projector_key, workspace)
+    broker = broker_from_args(args)
+    options = profile_options(**where, workspace_root=workspace.root)
+    aliases = tuple(served_aliases(args.agent, workspace))
+    labels = parse_pairs(args.label, "--label")
+    job = JobConfig(
+        argv=command,
+        heartbeat=args.heartbeat,
+        kill_grace=args.kill_grace,
+        worktrees=worktrees,
+        output_format=output_format,
+        permissions=levels,
+        ceiling=ceiling,
+        options=options,
+        profile_env=job_env,
+        mcp=profile_mcp(**where, workspace_root=workspace.root) if args.mcp else None,
+        idle_timeout=args.idle_timeout or None,
+    )
+    return RunnerSettings(
+        workspace=workspace,
+        broker=broker,
+        agent=args.agent,
+        agent_id=args.agent_id or default_agent_id(args.agent),
+        key=key,
+        job=job,
+        follow_key=args.projector_key is None,  # the workspace's projector.pub: a remade key is followed
+        concurrency=args.concurrency,
+        aliases=aliases,
+        labels=labels,
+        take_offers=args.take_offers,
+        drain_timeout=args.drain_timeout,
+        job_login=args.job_login,
+    )
 
 
 KNOWN_CLIS = {"claude": "claude-stream-json", "codex": "codex-json", "gemini": "gemini-stream-json"}

@@ -17,20 +17,25 @@ Whatever it stops with that the broker has not acknowledged, or the projector
 has not recorded, goes to a file under the workspace's `.mam/unsent/`, said in
 one line; the next runner started in the workspace sends it (`unsent.py`),
 as this one sends what an earlier runner left there when it starts.
+
+`RunnerLifetime` is the part of `Runner` (`runner.py`) that does this: it runs the `RunnerLink` and, in a task
+group it hands to the runner's `Claims`, their jobs; stopping, it tells the claims to claim nothing more.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
 
 from mam.agents import unsent
-from mam.agents.retry_wait import Alarm
+from mam.agents.outbox import Outbox, Wakeup
+from mam.agents.runner_claims import Claims
 from mam.agents.runner_link import RunnerLink
-from mam.contract.record import JobRecord
+from mam.agents.runner_settings import DRAIN_TIMEOUT, RunnerSettings
 
 log = logging.getLogger("mam.agent")
 
@@ -38,43 +43,41 @@ FLUSH_TIMEOUT = 10.0
 """On stop, how long to wait for the broker to take the events still in the outbox."""
 CONFIRM_TIMEOUT = 10.0
 """On stop, how long then to wait for the projector to record the events kept for it (`receipts.py`)."""
-DRAIN_TIMEOUT = 300.0
-"""How long a stopping runner lets its running jobs finish before it releases them to the queue.
-An agent job runs minutes, not seconds, and its tokens are paid for: five minutes lets most finish
-(Kubernetes' 30 s terminationGracePeriod suits requests, not such jobs); a deploy that cannot wait
-passes a shorter `--drain-timeout`, and a second signal releases them at once."""
 
 
-class RunnerLifetime(RunnerLink):
-    """Start, stop and drain, as a base of `Runner`: the attributes below are set by `Runner.__init__`."""
+@dataclass(slots=True, eq=False, repr=False)
+class RunnerLifetime:
+    """Start, stop and drain, a part of `Runner`: it serves the link and the claims' jobs (see the module)."""
 
-    queued: dict[str, JobRecord]
-    alarm: Alarm
-    drain_timeout: float
-    _stop_asked: anyio.Event
-    _release_asked: bool
-    _jobs: anyio.abc.TaskGroup | None
+    settings: RunnerSettings
     epoch: str
+    outbox: Outbox
+    claims: Claims
+    link: RunnerLink
+    changed: Wakeup
+    stop_asked: anyio.Event = field(default_factory=anyio.Event)
+    release_asked: bool = False
+    """Release the running jobs now (a second signal), not at the drain's end."""
 
     def stop(self) -> None:
         """Drain: claim nothing more, let the running jobs finish for `drain_timeout` (the first signal)."""
-        self._stop_asked.set()
+        self.stop_asked.set()
 
     def release_now(self) -> None:
         """Release the running jobs to the queue now, without waiting for the drain's end (a second signal)."""
-        self._stop_asked.set()
-        self._release_asked = True
-        self._changed.notify()
+        self.stop_asked.set()
+        self.release_asked = True
+        self.changed.notify()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until `stop()` or a cancel, then stop in order (see the module doc)."""
         stop = anyio.Event()
-        taken = await anyio.to_thread.run_sync(unsent.take_all, self.workspace)
+        taken = await anyio.to_thread.run_sync(unsent.take_all, self.settings.workspace)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._serve, stop, taken, task_status)
                 try:
-                    await self._stop_asked.wait()
+                    await self.stop_asked.wait()
                 finally:
                     stop.set()
         finally:
@@ -87,15 +90,15 @@ class RunnerLifetime(RunnerLink):
         # Shielded: the caller's cancel only sets `stop`; the shutdown sequence below decides what ends when.
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as jobs:
-                self._jobs = jobs
-                async with anyio.create_task_group() as link:
+                self.claims.jobs = jobs
+                async with anyio.create_task_group() as linked:
                     for file in taken:
-                        link.start_soon(self._send_unsent, file)
-                    link.start_soon(self._stay_connected, task_status)
+                        linked.start_soon(self._send_unsent, file)
+                    linked.start_soon(self.link.stay_connected, task_status)
                     await stop.wait()
                     await self._shutdown()
                     await anyio.to_thread.run_sync(self._keep_unsent, taken)
-                    link.cancel_scope.cancel()
+                    linked.cancel_scope.cancel()
 
     async def _send_unsent(self, file: unsent.Taken) -> None:
         """Send what an earlier runner left in `file`, then remove it."""
@@ -113,7 +116,7 @@ class RunnerLifetime(RunnerLink):
         files it took from an earlier runner are then done (what was left of them is in this one's)."""
         events = self.outbox.unsent()
         if events:
-            path = unsent.write(self.workspace, self.agent_id, self.epoch, events)
+            path = unsent.write(self.settings.workspace, self.settings.agent_id, self.epoch, events)
             log.warning(
                 "stopping with %d event(s) %s (job, events: %s): written to %s; the next mam-agent started "
                 "in this workspace sends them",
@@ -126,8 +129,8 @@ class RunnerLifetime(RunnerLink):
             file.done()
 
     def _why_unsent(self) -> str:
-        if not self.connected:
-            return f"unsent: the broker at {self.rotation.where()} is away"
+        if not self.link.connected:
+            return f"unsent: the broker at {self.link.where()} is away"
         if self.outbox:
             return f"the broker has not acknowledged within {FLUSH_TIMEOUT:g}s"
         return f"the projector has not recorded within {CONFIRM_TIMEOUT:g}s"
@@ -142,37 +145,34 @@ class RunnerLifetime(RunnerLink):
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(then_stop)
-                await self._changed.until(lambda: not self.connected)
+                await self.changed.until(lambda: not self.link.connected)
                 tg.cancel_scope.cancel()
 
     async def _flushed(self) -> None:
-        await self._changed.until(lambda: not self.claiming)
+        await self.changed.until(lambda: not self.claims.claiming)
         await self.outbox.drained()
 
     async def _shutdown(self) -> None:
-        self.stopping = True
-        self.queued.clear()
-        self.offered.clear()
-        self.alarm.cancel()
-        self._status_changed()  # `draining`
-        if self.active or self.claiming:
+        claims = self.claims
+        claims.stop_claiming()  # its status says `draining`
+        if claims.active or claims.claiming:
             log.info(
                 "draining: claiming nothing more; %d running job(s) get %gs to finish, then are released to "
                 "the queue (a second signal releases them now)",
-                len(self.active),
-                self.drain_timeout,
+                len(claims.active),
+                self.settings.drain_timeout,
             )
-            with anyio.move_on_after(self.drain_timeout):
-                await self._changed.until(lambda: self._release_asked or not (self.active or self.claiming))
-        if self.active:
-            why = "was signalled twice" if self._release_asked else f"drained for {self.drain_timeout:g}s"
-            reason = f"runner {self.agent_id} stopped ({why}) before the job finished"
-            log.info("releasing %d running job(s) to the queue: %s", len(self.active), why)
-            for job in self.active.values():
+            with anyio.move_on_after(self.settings.drain_timeout):
+                await self.changed.until(lambda: self.release_asked or not (claims.active or claims.claiming))
+        if claims.active:
+            why = "was signalled twice" if self.release_asked else f"drained for {self.settings.drain_timeout:g}s"
+            reason = f"runner {self.settings.agent_id} stopped ({why}) before the job finished"
+            log.info("releasing %d running job(s) to the queue: %s", len(claims.active), why)
+            for job in claims.active.values():
                 job.release(reason)
-        await self._changed.until(lambda: not self.active)
+        await self.changed.until(lambda: not claims.active)
         await self._while_connected(self._flushed, FLUSH_TIMEOUT)
-        if self.connected and not self.outbox:
+        if self.link.connected and not self.outbox:
             await self._while_connected(self.outbox.confirmed, CONFIRM_TIMEOUT)
 
 

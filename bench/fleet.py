@@ -58,8 +58,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def _host(port: int, root: Path, ws: str, names: list[str], take_offers: bool) -> None:
+    from mam.agents.job_setup import JobConfig
     from mam.agents.profiles import command_for
-    from mam.agents.runner import Runner
+    from mam.agents.runner import Runner, RunnerSettings
     from mam.contract.broker_list import parse_brokers
     from mam.contract.signing import load_workspace_key
     from mam.contract.workspace import resolve
@@ -71,16 +72,18 @@ async def _host(port: int, root: Path, ws: str, names: list[str], take_offers: b
     brokers = parse_brokers(f"mqtt://127.0.0.1:{port}")
     async with anyio.create_task_group() as tg:
         for name in names:
+            job = JobConfig(argv=argv, heartbeat=5.0, kill_grace=5.0)
             runner = Runner(
-                workspace,
-                brokers,
-                agent="shell",
-                argv=argv,
-                key=key,
-                agent_id=name,
-                heartbeat=5.0,
-                drain_timeout=0,
-                take_offers=take_offers,
+                RunnerSettings(
+                    workspace=workspace,
+                    broker=brokers,
+                    agent="shell",
+                    agent_id=name,
+                    key=key,
+                    job=job,
+                    drain_timeout=0,
+                    take_offers=take_offers,
+                )
             )
             await tg.start(runner.run)
         print("ready", flush=True)

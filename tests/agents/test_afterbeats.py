@@ -12,7 +12,7 @@ import pytest
 from runner_units_support import drain
 
 from mam.agents.afterbeats import Afterbeats
-from mam.agents.job_setup import Settings
+from mam.agents.job_setup import JobConfig, Settings
 from mam.agents.outbox import Outbox
 from mam.agents.supervisor import Supervisor
 from mam.contract import events as ev
@@ -43,12 +43,10 @@ async def sent(outbox: Outbox) -> list[dict]:
 
 async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) -> None:
     outbox = Outbox(Topics("ws"), by="r1")
-    settings = Settings(
+    settings = Settings.of(
+        JobConfig(argv=["true"], heartbeat=5.0, kill_grace=1.0),
         workspace=resolve(workspace=tmp_path, env={}),
         runner_id="r1",
-        argv=["true"],
-        heartbeat=5.0,
-        kill_grace=1.0,
         put=outbox.put,
         room=outbox.room,
     )

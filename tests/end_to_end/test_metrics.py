@@ -206,7 +206,8 @@ def test_the_grafana_dashboard_names_only_exported_metrics() -> None:
     registry = new_registry()
     ProjectorMetrics().register(registry)
     broker_metrics.register(SimpleNamespace(running=None, spool=SimpleNamespace(queues={})), registry)  # type: ignore[arg-type]
-    runner = SimpleNamespace(agent="a", active={}, outbox=Outbox(put_counts={}, bytes=0, receipts=Receipts()))
+    outbox = Outbox(put_counts={}, bytes=0, receipts=Receipts())
+    runner = SimpleNamespace(settings=SimpleNamespace(agent="a"), claims=SimpleNamespace(active={}), outbox=outbox)
     runner_metrics.register(runner, registry)  # type: ignore[arg-type]
     exported = set()
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
