@@ -1,17 +1,23 @@
 """The checks an event passes before the fold takes it, beyond its own schema and the fold's rules: a first
 submit under a parent (delegation limits, the tree's budget, its `after` jobs known), a claim (required
-labels, fleet limits), a `pruned` (nothing unfinished under the job); and each job's delegation root, the
-dispatcher's fairness group.
+labels, fleet limits), a `pruned` (nothing unfinished under the job), a resume (`mam.contract.resume_check`);
+and each job's delegation root, the dispatcher's fairness group.
 
-`Admission` is the part of `Projection` (`projection.py`) that says these refusals; the fold calls each
-`_..._refusal` and refuses the event with the reason it returns.
+`Admission` is a part of `Projection` (`projection.py`), a member, not a base: the fold asks its `refusal`
+and refuses the event with the reason it returns. It owns the workspace's limits (delegation, fleet) and the
+roots it found; it reads the projection's open jobs, unfinished children, runners and budgeted trees (its
+objects, by reference) and looks jobs up in the `JobStates` it is given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from mam.contract import events as ev
 from mam.contract import fleet_limits, tree_budget
 from mam.contract.record import JobRecord, Status
+from mam.contract.resume_check import resume_refusal
 from mam.contract.status import AgentStatus
 from mam.projector import retention
 from mam.projector.audit_log import AuditLog
@@ -21,33 +27,49 @@ from mam.projector.delegation import DelegationLimits
 from mam.projector.delegation import check as check_delegation
 from mam.projector.dependencies import check as check_after
 from mam.projector.dispatch import claim_refusal, group_of
-from mam.projector.holding import Holding
+from mam.projector.job_states import JobStates
 from mam.projector.liveness import OPEN
 from mam.projector.registry import Registry
 from mam.projector.replay import JobState
 from mam.projector.retention_sweep import refusal as prune_refusal
 
 
-class Admission(Holding):
-    """The refusals before the fold, as a base of `Projection`: the attributes below are set by
-    `Projection.__init__`."""
+@dataclass(slots=True)
+class Admission:
+    """The refusals before the fold."""
 
+    states: JobStates
     log: AuditLog
     registry: Registry
     delegation: DelegationLimits
-    children: dict[str, set[str]]
-    runners: dict[str, AgentStatus]
+    """The workspace's delegation limits (`.mam/config.json` `delegation`)."""
     fleet_limits: fleet_limits.FleetLimits
+    """The workspace's fleet concurrency limits (`.mam/config.json` `limits`): claims beyond them are refused."""
+    open_jobs: Mapping[str, JobRecord]
+    children: Mapping[str, set[str]]
+    runners: Mapping[str, AgentStatus]
     budget_trees: BudgetTrees
-    prunes: list[tuple[str, ev.Pruned]]
-    _roots: dict[str, str]
+    roots: dict[str, str] = field(default_factory=dict)
+    """Each queued job's delegation root, for the dispatcher's fairness groups."""
+
+    def refusal(self, staged: Batch, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
+        """Why `event` is refused before the fold, or None: take it to the fold."""
+        record = self.states.record
+        return (
+            self._delegation_refusal(state, job_id, event)
+            or self._dependency_refusal(state, job_id, event)
+            or self._prune_refusal(state, job_id, event)
+            or self._budget_refusal(state, job_id, event)
+            or self._routing_refusal(staged, state, event)
+            or (resume_refusal(event, record) if state.record is None else None)
+        )
 
     def _delegation_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """Only a first submit that names a parent is checked; a repeat is the fold's to refuse."""
         if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
         open_children = len(self.children.get(event.parent, ()))
-        return check_delegation(job_id, event.parent, self._record, open_children, self.delegation)
+        return check_delegation(job_id, event.parent, self.states.record, open_children, self.delegation)
 
     def _routing_refusal(self, staged: Batch, state: JobState, event: ev.AnyEvent) -> str | None:
         """A claim of a submitted job by a runner without a label it requires, or past a fleet limit."""
@@ -63,7 +85,8 @@ class Admission(Holding):
 
         return claim_refusal(record, event.runner, self.runners, self.fleet_limits, held)
 
-    def _group(self, record: JobRecord) -> str:
+    def group(self, record: JobRecord) -> str:
+        """The job's fairness group for the dispatcher (`dispatch.group_of`)."""
         return group_of(record, self._root)
 
     def _root(self, record: JobRecord) -> str:
@@ -72,51 +95,51 @@ class Admission(Holding):
         parent = record.parent
         root = record.job_id
         while parent is not None and len(chain) <= 64:
-            known = self._roots.get(parent)
+            known = self.roots.get(parent)
             if known is not None:
                 root = known
                 break
-            parent_record = self._record(parent)
+            parent_record = self.states.record(parent)
             if parent_record is None:
                 root = parent
                 break
             chain.append(parent)
             root, parent = parent, parent_record.parent
-        if len(self._roots) > 100_000:
-            self._roots.clear()
+        if len(self.roots) > 100_000:
+            self.roots.clear()
         for job_id in chain:
-            self._roots[job_id] = root
+            self.roots[job_id] = root
         return root
 
     def _budget_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A first submit under a root whose tree budget is spent (`mam.contract.tree_budget`)."""
         if not isinstance(event, ev.Submitted) or event.parent is None or state.record is not None:
             return None
-        return tree_budget.refusal(job_id, event.parent, self.budget_trees.of, self._record)
+        return tree_budget.refusal(job_id, event.parent, self.budget_trees.of, self.states.record)
 
-    def _queued_prunes(self) -> list[tuple[str, ev.AnyEvent]]:
-        """The retention's `pruned` events, each still allowed (checked again: time passed since the scan)."""
-        queued, self.prunes = self.prunes, []
+    def allowed_prunes(self, queued: list[tuple[str, ev.Pruned]]) -> list[tuple[str, ev.AnyEvent]]:
+        """The retention's queued `pruned` events, each still allowed (checked again: time passed since the scan)."""
         if queued and retention.links_refusal(self.log, self.registry) is not None:
             return []  # a link where pruning writes (said once): the next sweep tries again
+        record = self.states.record
         return [
             (job_id, event)
             for job_id, event in queued
-            if prune_refusal(job_id, self._record(job_id), self.children, self._record) is None
+            if prune_refusal(job_id, record(job_id), self.children, record) is None
         ]
 
     def _prune_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A `pruned` event for a finished job with an unfinished job under it."""
         if not isinstance(event, ev.Pruned):
             return None
-        found = prune_refusal(job_id, state.record, self.children, self._record)
+        found = prune_refusal(job_id, state.record, self.children, self.states.record)
         return found or retention.links_refusal(self.log, self.registry)
 
     def _dependency_refusal(self, state: JobState, job_id: str, event: ev.AnyEvent) -> str | None:
         """A first submit naming jobs to run after: each must be known."""
         if not isinstance(event, ev.Submitted) or not event.after or state.record is not None:
             return None
-        return check_after(job_id, event.after, self._record)
+        return check_after(job_id, event.after, self.states.record)
 
 
 __all__ = ["Admission"]

@@ -18,11 +18,13 @@ bound: the lease) and applied with the runner's next sign of life; a job that
 is lost meanwhile refuses it (the fold's reason), and one still unheard when
 the bound runs out refuses it with `unheard_reason`.
 
-A mixin of `Projection` (through `Holding`); the attributes below are its.
+A part of `Projection`, a member of it and of `Holding` (`holding.py`), which asks it how long an answer
+waits; the fold tells it when a view is current (`view_checked`) and `Projection.reset` when it no longer is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from mam.contract import events as ev
@@ -32,14 +34,20 @@ from mam.projector.heartbeat_log import HeartbeatLog
 from mam.projector.liveness import Limits, parse_time
 
 
+@dataclass(slots=True)
 class AnswerHold:
     """When a waiting job's runner counts as there (`runner_heard`), and how long an answer waits for it."""
 
     limits: Limits
     heartbeats: HeartbeatLog
+    """The projection's heartbeat log: the unlogged heartbeats' times (`seen`) are signs of life too."""
     live_since: datetime | None = None
     """The receive time of the first batch folded on a current view since the last (re)connect: a sign of
     life received after it is one of now. None until then (`reset` clears it)."""
+
+    def reset(self) -> None:
+        """A (re)connect: what the broker queued meanwhile proves no runner is there now."""
+        self.live_since = None
 
     def view_checked(self, now: datetime, current: bool) -> None:
         """Called with each batch's receive time, before it is folded; `current`: the view is (`liveness.View`)."""

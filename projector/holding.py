@@ -1,10 +1,15 @@
 """The fold's side of parking (`parking.py`): hold an early event, apply what was held once its job
-can take it, refuse or apply what waited too long. A mixin of `Projection`, kept apart so each
-module stays small; same state (`parking`, the cached job states), same batch."""
+can take it, refuse or apply what waited too long.
+
+`Holding` is a part of `Projection` (`projection.py`), a member, not a base: it owns the parked events
+(`parking`) and the parked files found at load (`leftovers`), and is given what it reads of the rest: the
+job states to look jobs up in (`JobStates`), the open jobs (the projection's dict, by reference), how long
+an answer waits (`AnswerHold`) and whom events are taken from (`EventTrust`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import msgspec
@@ -12,41 +17,41 @@ import msgspec
 from mam.contract import events as ev
 from mam.contract.inferred_start import infer, waits_for_start
 from mam.contract.record import JobRecord, Status
-from mam.contract.workspace import Workspace
 from mam.projector.answer_hold import AnswerHold
-from mam.projector.audit_log import Rejection
+from mam.projector.audit_log import AuditLog, Rejection
 from mam.projector.batch import Batch
-from mam.projector.identity import EventSignatures, claim_refusal, event_refusal
+from mam.projector.event_trust import EventTrust
 from mam.projector.ingest import excerpt
+from mam.projector.job_states import JobStates
 from mam.projector.parking import ParkedEntry, Parking, early, short_of_outputs
 from mam.projector.replay import JobState
 
 
-class Holding(AnswerHold):
-    """What `Projection` does with parked events; it provides the attributes and lookups below."""
+@dataclass(slots=True)
+class Holding:
+    """What `Projection` does with parked events."""
 
-    workspace: Workspace
+    workspace_id: str
+    states: JobStates
     parking: Parking
-    _leftovers: list[str]
-    open_jobs: dict[str, JobRecord]
-    unsigned_runners: bool
-    signatures: EventSignatures
+    open_jobs: Mapping[str, JobRecord]
+    """The projection's open jobs (its dict, kept current by the fold; never replaced)."""
+    answers: AnswerHold
+    trust: EventTrust
+    leftovers: list[str] = field(default_factory=list)
+    """Jobs whose parked file was found at load with their log there: applied at the next fold."""
 
-    def _known(self, job_id: str) -> JobState | None:
-        raise NotImplementedError
+    def load(self, log: AuditLog) -> None:
+        """Read the parked files (blocking), and note those of jobs that exist (`release_leftovers`)."""
+        self.parking.load()
+        self.leftovers = [job_id for job_id in self.parking.jobs() if log.events_path(job_id).is_file()]
 
-    def _add_derived(self, staged: Batch, derived: list[tuple[str, ev.AnyEvent]], received_at: str) -> None:
-        raise NotImplementedError
-
-    def _record(self, job_id: str) -> JobRecord | None:
-        raise NotImplementedError
-
-    def _wait_bound(self, record: JobRecord, event: ev.AnyEvent) -> float | None:
+    def wait_bound(self, record: JobRecord, event: ev.AnyEvent) -> float | None:
         """Seconds `event` may wait for what it follows (`parking.early`: the job's claim, or its start, which
         is then inferred, `mam.contract.inferred_start`; `parking.short_of_outputs`: the output events it counts);
         None: apply it (or refuse it) now."""
         limits = self.parking.limits
-        if (answer := self.answer_bound(record, event)) is not None:  # its runner not heard from yet
+        if (answer := self.answers.answer_bound(record, event)) is not None:  # its runner not heard from yet
             return answer
         if limits.hold > 0 and early(record, event):  # waiting for its `started`: as long as for outputs
             return limits.settle if limits.settle > 0 and waits_for_start(record, event) else limits.hold
@@ -54,10 +59,12 @@ class Holding(AnswerHold):
             return limits.settle
         return None
 
-    def _infer_starts(self, staged: Batch, now: datetime, fresh_since: datetime | None, received_at: str) -> None:
+    def overdue_starts(
+        self, staged: Batch, now: datetime, fresh_since: datetime | None
+    ) -> list[tuple[str, ev.AnyEvent]]:
         """Claimed jobs whose runner's numbered outputs or outcome waited their bound for the `started` they
-        follow: derive that start (`mam.contract.inferred_start`) and apply what was held after it, before
-        anything expires. Call it only on a current view."""
+        follow: that start, to derive (`mam.contract.inferred_start`); each releases the job's held events
+        after it, before anything expires. Call it only on a current view."""
         starts: list[tuple[str, ev.AnyEvent]] = []
         for job_id in self.parking.overdue(now, fresh_since):
             record = self.open_jobs.get(job_id)
@@ -65,10 +72,9 @@ class Holding(AnswerHold):
                 continue
             if any(waits_for_start(record, entry.event) for entry in self.parking.entries(staged.parked, job_id)):
                 starts.append((job_id, infer(record)))
-        if starts:
-            self._add_derived(staged, starts, received_at)  # each releases the job's held events after it
+        return starts
 
-    def _heard(self, unlogged: Mapping[str, datetime]) -> dict[str, datetime]:
+    def heard(self, unlogged: Mapping[str, datetime]) -> dict[str, datetime]:
         """When each open job was last heard from beyond its record: an unlogged heartbeat (`unlogged`), or an
         event of its runner held for the event before it (its `started` in flight): signs of life both. Not
         what a waiting job holds: an answer waiting for its runner (`answer_hold.py`) is no sign of it."""
@@ -79,12 +85,12 @@ class Holding(AnswerHold):
                 heard[job_id] = held
         return heard
 
-    def _bounded(self, entry: ParkedEntry, bound: float) -> ParkedEntry:
+    def bounded(self, entry: ParkedEntry, bound: float) -> ParkedEntry:
         """`entry` with the bound it waits by (kept in its line only when it is not the usual hold)."""
         hold = None if bound == self.parking.limits.hold else bound
         return entry if entry.hold == hold else msgspec.structs.replace(entry, hold=hold)
 
-    def _park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
+    def park(self, staged: Batch, job_id: str, entry: ParkedEntry) -> str | None:
         if self.parking.holds(job_id, entry.event.id or ""):
             staged.duplicates += 1
             staged.count("duplicate", ev.event_type(entry.event))
@@ -99,7 +105,7 @@ class Holding(AnswerHold):
         """`entry` marked with who parks it, as far as its bytes prove (`parking.py`, bounded per source): its claimed
         job's runner (it verifies with the key the job's claim names: the job's own room), or a runner key that
         signs the claim naming it; else it counts as the `by` it gives."""
-        record, event = self._record(job_id), entry.event
+        record, event = self.states.record(job_id), entry.event
         signed = None if entry.signed is None else entry.signed.encode()
         if signed is None:
             return entry
@@ -108,21 +114,20 @@ class Holding(AnswerHold):
             and isinstance(record.runner_key, str)
             and not record.status.terminal
             and ev.event_type(event) in ev.SIGNED_TYPES
-            and _forged(record, job_id, entry, self.unsigned_runners, self.signatures) is None
+            and _forged(self.trust, record, job_id, entry) is None
         ):
             return msgspec.structs.replace(entry, reserved=True)
         if (
             isinstance(event, ev.Claimed)
             and isinstance(event.runner_key, str)
-            and claim_refusal(job_id, event, signed, unsigned_runners=self.unsigned_runners, signatures=self.signatures)
-            is None
+            and self.trust.claim_refusal(job_id, event, signed) is None
         ):
             return msgspec.structs.replace(entry, source=f"runner key {event.runner_key}")
         return entry
 
-    def _release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
+    def release(self, staged: Batch, state: JobState, job_id: str, received_at: str) -> None:
         """After an event applied to a job: apply the events parked for it, in their order of arrival,
-        each once it can be (`_wait_bound`: one still waiting for the event before it, or for output
+        each once it can be (`wait_bound`: one still waiting for the event before it, or for output
         events it counts, is held again; one the job refuses for another reason, or once it has
         ended, is refused)."""
         if job_id not in self.parking:
@@ -131,15 +136,15 @@ class Holding(AnswerHold):
         while pending and applied:
             applied, waiting = False, []
             for entry in pending:
-                bound = None if state.record is None else self._wait_bound(state.record, entry.event)
+                bound = None if state.record is None else self.wait_bound(state.record, entry.event)
                 if bound is not None:
-                    waiting.append(self._bounded(entry, bound))
+                    waiting.append(self.bounded(entry, bound))
                     continue
-                if forged := _forged(state.record, job_id, entry, self.unsigned_runners, self.signatures):
+                if forged := _forged(self.trust, state.record, job_id, entry):
                     self._refuse_parked(staged, entry, forged, received_at)
                     continue
                 refusal = staged.add_event(
-                    state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at
+                    state, job_id, self.workspace_id, entry.event, entry.event.id or "", received_at
                 )
                 if refusal is not None:
                     self._refuse_parked(staged, entry, refusal.reason, received_at)
@@ -148,13 +153,13 @@ class Holding(AnswerHold):
         for entry in pending:  # room: they were held until now
             self.parking.park(staged.parked, job_id, entry)
 
-    def _release_leftovers(self, staged: Batch, received_at: str) -> None:
+    def release_leftovers(self, staged: Batch, received_at: str) -> None:
         """Parked files of jobs that exist: a crash came between applying them and removing the file."""
-        for job_id in self._leftovers:
-            state = self._known(job_id)
+        for job_id in self.leftovers:
+            state = self.states.known(job_id)
             if state is not None and state.record is not None:
-                self._release(staged, state, job_id, received_at)
-        self._leftovers.clear()
+                self.release(staged, state, job_id, received_at)
+        self.leftovers.clear()
 
     def _refuse_parked(self, staged: Batch, entry: ParkedEntry, reason: str, received_at: str) -> None:
         payload = ev.encode_event(entry.event)
@@ -170,25 +175,23 @@ class Holding(AnswerHold):
             )
         )
 
-    def _expired(self, staged: Batch, entry: ParkedEntry, received_at: str) -> None:
+    def expired(self, staged: Batch, entry: ParkedEntry, received_at: str) -> None:
         """A held event of a known job that the job takes as it stands is applied (it waited for an
         output that never came, say); any other is refused with the reason, as is an answer whose job's
         runner was not heard from meanwhile (`answer_hold.py`)."""
         job_id = entry.event.job_id or ""
-        state = self._known(job_id)
-        forged = _forged(
-            state.record if state is not None else None, job_id, entry, self.unsigned_runners, self.signatures
-        )
+        state = self.states.known(job_id)
+        forged = _forged(self.trust, state.record if state is not None else None, job_id, entry)
         if forged:
             self._refuse_parked(staged, entry, forged, received_at)
             return
-        if state is not None and state.record is not None and self.answer_bound(state.record, entry.event):
-            self._refuse_parked(staged, entry, self.unheard_reason(state.record, entry.parked_at), received_at)
+        if state is not None and state.record is not None and self.answers.answer_bound(state.record, entry.event):
+            self._refuse_parked(staged, entry, self.answers.unheard_reason(state.record, entry.parked_at), received_at)
             return
         if (
             state is not None
             and state.record is not None
-            and staged.add_event(state, job_id, self.workspace.id, entry.event, entry.event.id or "", received_at)
+            and staged.add_event(state, job_id, self.workspace_id, entry.event, entry.event.id or "", received_at)
             is None
         ):
             return
@@ -196,7 +199,7 @@ class Holding(AnswerHold):
 
     def _expired_reason(self, entry: ParkedEntry) -> str:
         job_id = entry.event.job_id or "?"
-        record = self._record(job_id)
+        record = self.states.record(job_id)
         if record is not None:
             return (
                 f"job {job_id!r} is {record.status.value}: {ev.event_type(entry.event)!r} follows its 'claimed' "
@@ -208,16 +211,10 @@ class Holding(AnswerHold):
         )
 
 
-def _forged(
-    record: JobRecord | None, job_id: str, entry: ParkedEntry, unsigned_runners: bool, signatures: EventSignatures
-) -> str | None:
+def _forged(trust: EventTrust, record: JobRecord | None, job_id: str, entry: ParkedEntry) -> str | None:
     """Why a held event may not be applied: its job was claimed with a key that does not sign it, a claim
     without a key or not signed by it, a `started` for a job no runner holds (`projector/identity.py`)."""
-    return event_refusal(
-        record,
-        job_id,
-        entry.event,
-        None if entry.signed is None else entry.signed.encode(),
-        unsigned_runners=unsigned_runners,
-        signatures=signatures,
-    )
+    return trust.refusal(record, job_id, entry.event, None if entry.signed is None else entry.signed.encode())
+
+
+__all__ = ["Holding"]

@@ -200,7 +200,7 @@ def on_clock(
                 derived.append((job_id, ev.TimedOut(reason=f"ran past its timeout of {record.timeout:g}s")))
                 continue
         alive_at = last_sign_of_life(record)
-        heard = seen.get(job_id) if seen else None  # a heartbeat not logged, an event held (`Holding._heard`)
+        heard = seen.get(job_id) if seen else None  # a heartbeat not logged, an event held (`Holding.heard`)
         if heard is not None and (alive_at is None or heard > alive_at):
             alive_at = heard
         if fresh_since is not None and (alive_at is None or alive_at < fresh_since):

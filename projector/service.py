@@ -42,7 +42,7 @@ from mam.projector.libc import syncfs
 from mam.projector.liveness import Limits, View
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
-from mam.projector.projection import Projection
+from mam.projector.projection import Projection, ProjectionSettings
 from mam.projector.refusal_log import load_limits as load_refusal_limits
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
@@ -133,10 +133,7 @@ class Projector(ProjectorStart):
             workspace,
             self.log,
             self.registry,
-            self.limits,
-            cache_max=max(20_000, 4 * batch_max),
-            park=park,
-            dispatcher=self.dispatcher,
+            ProjectionSettings(self.limits, max(20_000, 4 * batch_max), park=park, dispatcher=self.dispatcher),
         )
         self._parked_dir = os.fspath(self.projection.parking.dir)
         self.counters = Counters()

@@ -10,7 +10,7 @@ from mam.projector.audit_log import AuditLog
 from mam.projector.intake import LocalMessage
 from mam.projector.liveness import Limits
 from mam.projector.parking import PARKED_DIR, ParkLimits
-from mam.projector.projection import Projection
+from mam.projector.projection import Projection, ProjectionSettings
 from mam.projector.registry import Registry, record_bytes
 from mam.projector.repair import DirtyList
 from mam.projector.replay import replay
@@ -32,7 +32,8 @@ class Harness:
 
     def fresh(self) -> Projection:
         """A projection as a (re)started projector has it: loaded from disk."""
-        projection = Projection(self.workspace, self.log, self.registry, Limits(), cache_max=100, park=self.park)
+        settings = ProjectionSettings(Limits(), cache_max=100, park=self.park)
+        projection = Projection(self.workspace, self.log, self.registry, settings)
         projection.load()
         return projection
 

@@ -30,7 +30,7 @@ def _record(h: Harness) -> dict:
 def _later(h: Harness) -> None:
     """Return once the clock is past the moment the view became current, at the records' millisecond: what the
     next fold receives comes after it (a fold takes well under a millisecond here)."""
-    since = h.projection.live_since
+    since = h.projection.answers.live_since
     assert since is not None
     while utc_now() < since + timedelta(milliseconds=1):
         pass

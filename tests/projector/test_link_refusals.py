@@ -23,7 +23,7 @@ from mam.projector.audit_log import AuditLog
 from mam.projector.batch import Batch
 from mam.projector.intake import LocalMessage
 from mam.projector.liveness import Limits
-from mam.projector.projection import Projection
+from mam.projector.projection import Projection, ProjectionSettings
 from mam.projector.registry import Registry
 from mam.projector.repair import DirtyList
 
@@ -168,7 +168,8 @@ class Projector:
         self.log = AuditLog(self.workspace.logs_dir)
         self.registry = Registry(self.workspace.registry_dir)
         self.dirty = DirtyList(self.workspace.registry_dir)
-        self.projection = Projection(self.workspace, self.log, self.registry, Limits(), cache_max=100)
+        settings = ProjectionSettings(Limits(), cache_max=100)
+        self.projection = Projection(self.workspace, self.log, self.registry, settings)
         self.projection.load()
 
     def fold(self, *messages: tuple[str, bytes]) -> Batch:

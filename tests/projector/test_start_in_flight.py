@@ -77,7 +77,7 @@ def test_outputs_waiting_for_their_started_are_signs_of_life(tmp_path: Path) -> 
     h.fold(("j", r.submitted()), ("j", r.claimed()))
     held = h.fold(("j", r.output(0)))
     assert held.held == 1 and held.rejections == []
-    heard = h.projection._heard({})["j"]  # noqa: SLF001 - the projection's signs of life, read directly
+    heard = h.projection.holding.heard({})["j"]  # the projection's signs of life, read directly
     claim = h.projection.open_jobs["j"].last_seen_at
     assert heard == h.projection.parking.latest("j") and claim is not None and heard >= parse_time(claim), (
         "the lease counts from the held output"
