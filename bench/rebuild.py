@@ -148,7 +148,7 @@ def measure(args: argparse.Namespace) -> None:
         "from pathlib import Path\nfrom mam.projector.service import Projector\nfrom mam.contract.broker_url import parse_broker_url\n"
         "from mam.contract.workspace import resolve\n"
         f"p = Projector(resolve(workspace={str(big)!r}, env={{}}), parse_broker_url('mqtt://127.0.0.1:9'))\n"
-        "for job in p.log.job_ids():\n    p.projection.state(job)\n"
+        "for job in p.storage.log.job_ids():\n    p.projection.state(job)\n"
         "print(len(p.projection.jobs))"
     )
     projector_rss = child_rss(touch)

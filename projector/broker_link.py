@@ -3,7 +3,8 @@
 One persistent session (the same client id on every node of a cluster), events subscribed to unless
 they come in-process (`mam up`), the states a crash or a dropped connection left behind published again
 on each connection, `online` then, and `offline` acknowledged (for a bounded time) when it stops.
-`ProjectorLink` is the part of `Projector` (`service.py`) that does this.
+`ProjectorLink` is the part of `Projector` (`service.py`) that does this: a member it builds, owning the
+connection's state (the rotation, the next beat, the states still to publish).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import aiomqtt
 import anyio
@@ -44,29 +46,32 @@ HEARTBEAT = 10.0
 (left by a broker node that died with the projector's will) from a live one (`mam.contract.status.stale`)."""
 
 
+@dataclass(slots=True, kw_only=True)
 class ProjectorLink:
-    """Status and connection, as a base of `Projector`: the attributes below are set by `Projector.__init__`."""
+    """Status and connection, a part of `Projector`: what it is given, then what it keeps between connections."""
 
     workspace: Workspace
     broker: Brokers
-    rotation: Rotation
+    topics: Topics
+    client_id: str
     heartbeat: float
     durability: str
-    client_id: str
-    topics: Topics
-    intake: LocalIntake | None
-    started_at: str
     job_logins: bool
+    intake: LocalIntake | None
+    """Events come in-process (`mam up`): not subscribed to."""
     dispatcher: Dispatcher | None
     signer: StateSigner
     set_aside: SetAside
-    _next_beat: float
-    _repaired: list[JobRecord]
-    _unpublished: dict[str, JobRecord]
+    rotation: Rotation = field(init=False)
+    """Which of the brokers (one, or the nodes of a cluster) the projector is connected to."""
+    started_at: str = field(init=False, default_factory=utc_now_iso)
+    unpublished: dict[str, JobRecord] = field(init=False, default_factory=dict)
+    """Records whose retained states may be behind (repaired at start, or committed by a batch whose
+    connection dropped before its states went out): published on the next connection."""
+    _next_beat: float = field(init=False, default=0.0)
 
-    @property
-    def _durable(self) -> bool:
-        return self.durability == "fsync"
+    def __post_init__(self) -> None:
+        self.rotation = Rotation(self.broker)
 
     def status(self, status: str, detail: str | None = None, *, on: BrokerAddress | None = None) -> ProjectorStatus:
         """The retained status, naming the broker it is published on (`on`, else the latest connection's)."""
@@ -110,8 +115,16 @@ class ProjectorLink:
         streamline(client)
         return client
 
+    def publish_status(self, client: aiomqtt.Client, status: str, detail: str | None = None) -> None:
+        """Queue the retained status on `client` (as every state is: not awaited)."""
+        publish_nowait(client, self.topics.projector_status, encode(self.status(status, detail)), retain=True)
+
+    def behind(self, records: list[JobRecord]) -> None:
+        """These records' retained states may be behind: published on the next connection."""
+        self.unpublished.update((record.job_id, record) for record in records)
+
     @asynccontextmanager
-    async def _connection(
+    async def connection(
         self, prepare: Callable[[aiomqtt.Client], Awaitable[None]] | None = None
     ) -> AsyncIterator[aiomqtt.Client]:
         """Connected, subscribed, the states behind published, `online`; `prepare` (the first time:
@@ -123,18 +136,16 @@ class ProjectorLink:
                 await subscribe_required(client, self.topics.all_events)
                 await self._subscribe_to_misses(client)
             await subscribe_required(client, self.topics.all_agent_status)
-            # Records repaired at start-up, and those of a batch committed just
+            # Records repaired at start-up (`behind`), and those of a batch committed just
             # before the connection dropped: their retained states may be behind.
-            self._unpublished.update((record.job_id, record) for record in self._repaired)
-            self._repaired = []
             # Queued, not awaited (as every state is): a NATS node mid-election takes seconds to store
             # a retained message, and events wait meanwhile.
-            for job_id, record in self._unpublished.items():
+            for job_id, record in self.unpublished.items():
                 publish_nowait(client, self.topics.state(job_id), self.signer.payload(record), retain=True)
                 if is_pruned(record):  # then cleared: a fresh subscriber gets nothing
                     publish_nowait(client, self.topics.state(job_id), b"", retain=True)
-            self._unpublished.clear()
-            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+            self.unpublished.clear()
+            self.publish_status(client, "online")
             self._next_beat = time.monotonic() + self.heartbeat
             log.info("serving workspace %s on %s", self.workspace.id, self.rotation.where())
             try:
@@ -161,15 +172,15 @@ class ProjectorLink:
         if refused:
             log.warning("the broker refused the subscription(s) %s: publishes there get no refusal", refused)
 
-    def _beat(self, client: aiomqtt.Client) -> None:
+    def beat(self, client: aiomqtt.Client) -> None:
         """Republish the `online` status once a heartbeat is due (the serve loop wakes at least once a tick)."""
         now = time.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + self.heartbeat
             self.signer.keep_public()
-            publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+            self.publish_status(client, "online")
 
-    def _said_aside(self) -> None:
+    def said_aside(self) -> None:
         self._next_beat = 0.0  # `projector/status` says what is set aside now at the next turn of the loop
 
 

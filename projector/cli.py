@@ -22,7 +22,8 @@ from mam.projector.dispatch import DEFAULT_LEASE
 from mam.projector.liveness import Limits
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.parking import ParkLimits
-from mam.projector.service import DURABILITY_MODES, Projector
+from mam.projector.service import Projector
+from mam.projector.settings import DURABILITY_MODES, ProjectorSettings
 
 PROG = "mam-projector"
 
@@ -132,9 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             registry = new_registry()
             metrics.register(registry)
             serve_from_args(args, registry, PROG)
-        projector = Projector(
-            workspace,
-            broker_from_args(args, workspace, discover=False),
+        settings = ProjectorSettings(
             durability=args.durability,
             limits=Limits(
                 lease=args.lease, timeout_grace=args.timeout_grace, heartbeat_log_every=args.log_heartbeats_every
@@ -144,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             metrics=metrics,
             offer_lease=args.offer_lease,
         )
+        projector = Projector(workspace, broker_from_args(args, workspace, discover=False), settings)
         print(
             f"{PROG}: workspace {workspace.id}: registry {workspace.registry_dir}, logs {workspace.logs_dir}",
             file=sys.stderr,

@@ -4,36 +4,31 @@ and refusals published, then its events acknowledged, in that order on the wire.
 Nothing is acknowledged until its batch is on disk: a storage error says `degraded` in the status and
 retries with backoff; a `StorageLost` stops the projector. In-process events (`mam up`'s intake) have no
 broker to redeliver them: acknowledged once committed, else put back for the next batch.
-`ProjectorCommitter` is the part of `Projector` (`service.py`) that does this.
+`ProjectorCommitter` is the part of `Projector` (`service.py`) that does this: a member it builds, given the
+parts it works through (the link, the storage, the fold), owning only its counts.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import aiomqtt
 import anyio
 
-from mam.client.aiomqtt_internals import ack_all, publish_nowait
-from mam.contract.status import encode
-from mam.projector.audit_log import AuditLog
+from mam.client.aiomqtt_internals import ack_all
 from mam.projector.batch import Batch
 from mam.projector.broker_link import ProjectorLink
-from mam.projector.checkpoint import Checkpointer
 from mam.projector.durable import StorageLost
 from mam.projector.handling import Folding
-from mam.projector.index_writer import IndexWriter
-from mam.projector.intake import LocalMessage
-from mam.projector.journal import Journal
-from mam.projector.journal_apply import Applier
+from mam.projector.intake import LocalIntake, LocalMessage
 from mam.projector.liveness import View
 from mam.projector.metrics import ProjectorMetrics
 from mam.projector.projection import Projection
-from mam.projector.registry import Registry
-from mam.projector.repair import DirtyList
+from mam.projector.storage import ProjectorStorage
 from mam.projector.views import Views
 
 log = logging.getLogger("mam.projector")
@@ -50,28 +45,26 @@ class Counters:
     batches: int = 0
 
 
-class ProjectorCommitter(ProjectorLink):
-    """Commit, publish and acknowledge, as a base of `Projector`: the attributes below are set by
-    `Projector.__init__`."""
+@dataclass(slots=True, kw_only=True)
+class ProjectorCommitter:
+    """Commit, publish and acknowledge, a part of `Projector`: the parts it works through, then its counts."""
 
-    retry_delay: float
-    log: AuditLog
-    registry: Registry
-    dirty: DirtyList
-    index: IndexWriter
+    link: ProjectorLink
+    """The status a refusing disk is said in, and the states a dropped connection left behind."""
+    storage: ProjectorStorage
     projection: Projection
     view: View
     views: Views
     folding: Folding
     metrics: ProjectorMetrics | None
-    counters: Counters
-    journal: Journal
-    applier: Applier
-    checkpointer: Checkpointer
-    journaling: bool
-    _parked_dir: str
+    intake: LocalIntake | None
+    """In-process events (`mam up`): settled here, as no broker redelivers them."""
+    retry_delay: float
+    parked_dir: str
+    counters: Counters = field(init=False, default_factory=Counters)
+    """The closing line's counts."""
 
-    async def _process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
+    async def process(self, client: aiomqtt.Client, batch: list[Inbound], judge_at: datetime | None) -> None:
         """Fold, commit, publish, acknowledge one batch."""
         fresh_since = self.view.fresh_since if self.view.current else None  # none while the view is behind
         staged = await self.folding.fold(batch, judge_at, fresh_since)
@@ -85,13 +78,13 @@ class ProjectorCommitter(ProjectorLink):
                 committed = True
                 self._count(staged)
                 if staged.withdrawn:  # a link planted since the fold: those jobs' events were refused
-                    await anyio.to_thread.run_sync(self.projection.reload, self.index)
+                    await anyio.to_thread.run_sync(self.projection.reload, self.storage.index)
                 if self.metrics is not None:
                     self.metrics.committed(staged, len(batch), time.perf_counter() - began, time.time())
-                self._unpublished.update(staged.records)
+                self.link.unpublished.update(staged.records)
                 self.folding.before_acks(batch)
                 await self._publish_and_ack(client, batch, staged)
-                self._unpublished.clear()
+                self.link.unpublished.clear()
             await self.folding.committed(batch)
         finally:
             if self.intake is not None:
@@ -101,9 +94,10 @@ class ProjectorCommitter(ProjectorLink):
         """Commit a batch, retrying on storage errors; nothing is acked until it lands."""
         delay = self.retry_delay
         failing = False
+        commit = functools.partial(self.storage.commit, staged, parked_dir=self.parked_dir)
         while True:
             try:
-                await anyio.to_thread.run_sync(self._commit_blocking, staged)
+                await anyio.to_thread.run_sync(commit)
             except StorageLost:
                 raise
             except OSError as exc:
@@ -111,43 +105,14 @@ class ProjectorCommitter(ProjectorLink):
                 log.error("%s (retrying in %.1fs)", detail, delay)
                 if not failing:
                     failing = True
-                    publish_nowait(
-                        client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True
-                    )
+                    self.link.publish_status(client, "degraded", detail)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if failing:
                 log.warning("storage is writable again; resuming")
-                publish_nowait(client, self.topics.projector_status, encode(self.status("online")), retain=True)
+                self.link.publish_status(client, "online")
             return
-
-    def _commit_blocking(self, staged: Batch) -> None:
-        """Through the journal (one append, one `fdatasync`), or, for a batch that prunes or without
-        the journal (`--durability none`, no `syncfs`), with the barriers of `Batch.commit`, after a
-        durable checkpoint (its writes go outside the journal)."""
-        if self.journaling and not staged.prunes:
-            staged.commit_journaled(
-                self.log,
-                self.registry,
-                self.journal,
-                self.applier,
-                parked_dir=self._parked_dir,
-                index=self.index,
-                before_rotation=self.checkpointer.now,
-            )
-            self.checkpointer.committed()
-            return
-        if self.journaling:
-            self.checkpointer.now()
-        staged.commit(
-            self.log,
-            self.registry,
-            self.dirty,
-            durable=self.durability == "fsync",
-            parked_dir=self._parked_dir,
-            index=self.index,
-        )
 
     async def _publish_and_ack(self, client: aiomqtt.Client, messages: list[Inbound], staged: Batch) -> None:
         """Queue the states and refusals, then the PUBACKs: on the wire in that order."""

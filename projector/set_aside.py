@@ -10,7 +10,7 @@ and its exact bytes (base64), fsync'd, then acknowledged with the rest of its ba
 readers need: `mam.registry.set_aside_file`). Nothing it carried is applied yet.
 
 Nothing set aside is forgotten: the entries are loaded at start, and each that kept its bytes is tried
-again there (`ProjectorStart._try_set_aside_again`); `mam set-aside --replay` publishes one again. A message
+again there (`ProjectorStart.try_set_aside_again`); `mam set-aside --replay` publishes one again. A message
 set aside that is handled after all (recorded, a duplicate, refused with a reason) leaves the file; one that
 fails again keeps its one line, `tried_again` counting. The count and the reasons `projector/status`, `mam
 doctor` and the dashboard show are the file's, across restarts (`summary`).

@@ -20,23 +20,31 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final, TypeVar
 
 import aiomqtt
 import anyio
 import anyio.abc
 
-from mam.client.aiomqtt_internals import publish_nowait
+from mam.contract.broker_list import Brokers
 from mam.contract.errors import MamError
-from mam.contract.status import encode
-from mam.projector.committer import ProjectorCommitter
+from mam.contract.record import JobRecord
+from mam.contract.workspace import Workspace
+from mam.projector.broker_link import ProjectorLink
+from mam.projector.committer import Inbound
 from mam.projector.durable import StorageLost
 from mam.projector.index_writer import CREATED
 from mam.projector.intake import LocalMessage
-from mam.projector.journal_apply import recover
 from mam.projector.lock import ProjectorLock
+from mam.projector.metrics import ProjectorMetrics
+from mam.projector.projection import Projection
 from mam.projector.repair import repair_dirty
 from mam.projector.resign import Resign
+from mam.projector.set_aside import SetAside
+from mam.projector.signer import StateSigner
+from mam.projector.storage import ProjectorStorage
 from mam.registry import file_modes
 from mam.registry.nofollow import PathRefused
 from mam.registry.runtime import Runtime, ignore_in_git, remove_runtime, write_runtime
@@ -113,51 +121,59 @@ async def retried(
 
 
 Prepare = Callable[[aiomqtt.Client], Awaitable[None]]
-"""What the first connection runs before the projector says `online` (`ProjectorLink._connection`)."""
+"""What the first connection runs before the projector says `online` (`ProjectorLink.connection`)."""
 
 
-class ProjectorStart(ProjectorCommitter):
-    """The start, as a base of `Projector` (`service.py`): the lock and the key before any connection
+Process = Callable[[aiomqtt.Client, list[Inbound], datetime | None], Awaitable[None]]
+"""One batch folded, committed, published and acknowledged (`ProjectorCommitter.process`)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ProjectorStart:
+    """The start, a part of `Projector` (`service.py`): the lock and the key before any connection
     (a second projector must not take over the first one's session), each retried while the disk refuses
     them with one line a try; then, on the first connection, what is written before serving, retried the
     same way with `degraded` said on that connection, until the disk lets it through."""
 
-    resign: Resign
+    workspace: Workspace
+    broker: Brokers
     served_by: str
-    _tightening: threading.Thread | None
-    _tried_aside = False
+    retry_delay: float
+    storage: ProjectorStorage
+    link: ProjectorLink
+    """The status `degraded` is said in; the records a crash's repair touched, published on connecting."""
+    set_aside: SetAside
+    resign: Resign
+    signer: StateSigner
+    projection: Projection
+    metrics: ProjectorMetrics | None
+    process: Process
+    """How a message set aside is tried again: as a batch of its own."""
+    _tightening: threading.Thread | None = field(init=False, default=None)
+    """The walk that tightens the modes below the top dirs, started after the first turn of the serve loop."""
+    _tried_aside: bool = field(init=False, default=False)
     """The messages set aside were tried again at this start (on its first connection; a reconnect does not)."""
-    _journal_pending = True
-    """What a stop left in the journal is still to be applied (`journal_apply.recover`, once a start)."""
 
-    async def _serve_with_reconnects(self, task_status: anyio.abc.TaskStatus[None], prepare: Prepare) -> None:
-        raise NotImplementedError  # `Projector`'s
-
-    async def _run_locked(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def run_locked(self, serve: Callable[[Prepare], Awaitable[None]]) -> None:
+        """`serve` with the workspace's lock held and the key loaded, handed what its first connection
+        runs before `online`; then, however it ends, the stop's writes."""
         with ProjectorLock(self.workspace.registry_dir) as lock:
             await retried(functools.partial(self._take_lock, lock), "at start", self.retry_delay)
             try:
-                await self._serve_with_reconnects(task_status, functools.partial(self._prepare, lock))
+                await serve(functools.partial(self._prepare, lock))
             finally:
                 if self._tightening is not None and self._tightening.is_alive():
                     self._tightening.join()  # what it tightened is said in one line, before stopping
-                self.index.close()
-                self._stop_journal()
+                self.storage.close()
                 remove_runtime(self.workspace, os.getpid())
 
-    def _stop_journal(self) -> None:
-        """At a stop: the last checkpoint, which leaves the journal empty, then the refusal summaries."""
-        try:
-            if self.journaling and not self._journal_pending:
-                self.checkpointer.close()
-        except OSError as exc:  # the journal keeps every batch: the next start applies them again
-            log.warning("the last checkpoint failed (%s); the next start applies the journal again", exc)
-        else:
-            self.log.flush_refusals(durable_=self._durable, everything=True)
-        finally:
-            self.journal.close()
+    def start_tightening(self) -> None:
+        """The walk through every record and log (`file_modes`), in a thread beside the serving: after the
+        first turn of the serve loop (the first batch recorded, or a tick with none), not before."""
+        if self._tightening is not None and self._tightening.ident is None:
+            self._tightening.start()
 
-    async def _try_set_aside_again(self, client: aiomqtt.Client) -> None:
+    async def try_set_aside_again(self, client: aiomqtt.Client) -> None:
         """Once a start, before serving: each message set aside is handled again, alone, one try each (`set_aside.
         to_try_again`). One handled now leaves the file; one that fails again keeps its line (`tried_again`)."""
         if self._tried_aside:
@@ -172,7 +188,7 @@ class ProjectorStart(ProjectorCommitter):
         if again:
             log.info("trying again %d message(s) set aside", len(again))
         for topic, payload in again:
-            await self._process(client, [LocalMessage(topic, payload)], None)
+            await self.process(client, [LocalMessage(topic, payload)], None)
         self._tried_aside = True
 
     def _take_lock(self, lock: ProjectorLock) -> None:
@@ -185,13 +201,14 @@ class ProjectorStart(ProjectorCommitter):
         """On the first connection, before `online`: write what serving needs, `degraded` meanwhile."""
 
         def degraded(detail: str) -> None:
-            publish_nowait(client, self.topics.projector_status, encode(self.status("degraded", detail)), retain=True)
+            self.link.publish_status(client, "degraded", detail)
 
-        outcome = await retried(
+        outcome, repaired = await retried(
             functools.partial(self._prepare_storage, lock), "at start", self.retry_delay, degraded=degraded
         )
-        if self._repaired:
-            log.warning("repaired %d record(s) that a crash left behind their audit log", len(self._repaired))
+        if repaired:
+            log.warning("repaired %d record(s) that a crash left behind their audit log", len(repaired))
+        self.link.behind(repaired)
         said = log.debug if outcome == CREATED else log.info if outcome == "current" else log.warning  # new: quiet
         said("query index: %s", outcome)
         if self.projection.unsigned_runners:
@@ -202,9 +219,9 @@ class ProjectorStart(ProjectorCommitter):
         if self.metrics is not None:
             await anyio.to_thread.run_sync(self.metrics.start_from_index, self.workspace.registry_dir)
 
-    def _prepare_storage(self, lock: ProjectorLock) -> str:
+    def _prepare_storage(self, lock: ProjectorLock) -> tuple[str, list[JobRecord]]:
         """Blocking, and whole each try: the modes, `.gitignore`, the lock's holder, the runtime file, a
-        crash's repair and the query index; what the index did, for the log."""
+        crash's repair and the query index; what the index did, for the log, and the records repaired."""
         workspace = self.workspace
         # what an older mam made looser is tightened: the top dirs now, the rest in a thread beside the serving
         tightening = file_modes.start_tightening(workspace.root, workspace.registry_dir, workspace.logs_dir)
@@ -220,7 +237,7 @@ class ProjectorStart(ProjectorCommitter):
                 "host": host,
                 "broker": self.broker.url,
                 "workspace": workspace.id,
-                "started_at": self.started_at,
+                "started_at": self.link.started_at,
             }
         )
         write_runtime(
@@ -230,18 +247,15 @@ class ProjectorStart(ProjectorCommitter):
                 pid=os.getpid(),
                 host=host,
                 workspace=workspace.id,
-                started_at=self.started_at,
+                started_at=self.link.started_at,
                 served_by=self.served_by,
             ),
         )
-        if self._journal_pending:  # once: what a stop left in the journal, applied before anything reads
-            recover(self.journal, self.applier)
-            self._journal_pending = False
-            if self.journaling:
-                self.checkpointer.start()
-        cut_off = self.dirty.read()
-        self._repaired = repair_dirty(workspace.id, self.log, self.registry, self.dirty)
-        return self.index.start(cut_off)
+        storage = self.storage
+        storage.recover()  # once: what a stop left in the journal, applied before anything reads
+        cut_off = storage.dirty.read()
+        repaired = repair_dirty(workspace.id, storage.log, storage.registry, storage.dirty)
+        return storage.index.start(cut_off), repaired
 
 
 def _tighten_rest(tightening: file_modes.Tightening) -> None:
@@ -252,4 +266,4 @@ def _tighten_rest(tightening: file_modes.Tightening) -> None:
         log.warning("could not tighten the modes under %s: %s", tightening.mam_dir, exc)
 
 
-__all__ = ["STORAGE_ERRNOS", "ProjectorStart", "retried", "storage_trouble"]
+__all__ = ["STORAGE_ERRNOS", "Prepare", "Process", "ProjectorStart", "retried", "storage_trouble"]

@@ -158,6 +158,7 @@ async def _serve_with(
 ) -> None:
     from mam.projector.parking import ParkLimits
     from mam.projector.service import Projector
+    from mam.projector.settings import ProjectorSettings
 
     async with embedded as broker, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
@@ -165,9 +166,7 @@ async def _serve_with(
         if login is not None:
             address = dataclasses.replace(address, username=login.username, password=login.password)
         publish_local = broker.publish if job_logins is None else job_logins.watching(broker.publish)
-        projector = Projector(
-            workspace,
-            address,
+        settings = ProjectorSettings(
             client_id=projector_client,
             durability=args.durability,
             intake=intake,
@@ -179,6 +178,7 @@ async def _serve_with(
             offer_lease=args.offer_lease,
             job_logins=job_logins is not None,
         )
+        projector = Projector(workspace, address, settings)
         if job_logins is not None:
             await tg.start(job_logins.publish_refusals, broker.publish, projector.signer.signed)
         await tg.start(projector.run)
