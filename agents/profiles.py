@@ -55,7 +55,7 @@ class Profile(msgspec.Struct, frozen=True):
     """Another profile's name: this name is that profile, and its runners serve jobs submitted for this one."""
     options: dict[JobOption, list[str]] | None = None
     """The arguments that pass a job's model, turn limit, dollar budget and resumed session to the CLI
-    (`job_args.py`: `{model}`, `{max_turns}`, `{budget_usd}`, `{session}` in them); an option absent: the CLI
+    (`job_args.py`: the option's placeholder, `{model}`, `{session}`, ..., in them); an option absent: the CLI
     cannot take it."""
     options_doc: str = ""
     """Where the CLI's documentation says what those arguments do."""
@@ -199,7 +199,7 @@ def profile_permissions(
 def profile_options(
     *, command: str | None, profile: str | None, agent: str, workspace_root: Path
 ) -> dict[str, list[str]] | None:
-    """The chosen profile's job options (model, max_turns, resume) and their arguments (None for `--command`,
+    """The chosen profile's job options (model, turn limit, resume) and their arguments (None for `--command`,
     or a profile without them)."""
     if command:
         return None

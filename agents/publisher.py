@@ -181,7 +181,7 @@ class Publisher:
         seconds, else `WaitTimeout`); the type checker knows which from `wait`.
 
         The job is a `JobSpec` (`mam.contract.job_spec`: the options every front end takes), or the same options
-        as keywords, `submit(prompt=..., agent=..., max_turns=5)` (`mam.agents.submit_keywords`), not both.
+        as keywords, `submit(prompt=..., agent=..., model="opus")` (`mam.agents.submit_keywords`), not both.
         `parent` defaults to the job this code runs inside (`$MAM_JOB_ID`, set by `mam-agent`), so jobs an agent's
         script delegates are in its tree; `no_parent=True` submits a root job instead. `resume` names a finished
         job of the same `agent` whose session this one continues."""

@@ -8,7 +8,7 @@ import anyio
 
 from mam.agents.publisher import Publisher
 from mam.contract import events as ev
-from mam.contract import job_limits, parent_close, routing
+from mam.contract import job_limits, job_options
 from mam.contract.errors import Refused
 from mam.contract.event_parts import GitInfo
 from mam.contract.record import JobRecord
@@ -16,10 +16,9 @@ from mam.git.provenance import submit_git
 
 
 def resubmission(record: JobRecord, git: GitInfo | None) -> ev.Submitted:
-    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent,
-    permissions, retry policy, model, turn limit, budgets and resumed session (`mam.contract.job_limits`), required
-    labels and priority (`mam.contract.routing`), its parent_close policy, with
-    `retry_of` naming the job it retries (its `after` is not carried over: those jobs have ended)."""
+    """The new job `mam retry` submits: the same prompt, agent, session, role, labels, timeout, parent, every
+    option it was given that a retry carries over (`mam.contract.job_options`: all but `after`, whose jobs have
+    ended) and the session it resumed (`mam.contract.job_limits`), with `retry_of` naming the job it retries."""
     return ev.Submitted(
         prompt=record.prompt,
         agent=record.agent,
@@ -29,14 +28,8 @@ def resubmission(record: JobRecord, git: GitInfo | None) -> ev.Submitted:
         timeout=record.timeout,
         parent=record.parent,
         git=git,
-        retries=record.retries,
-        retry_on=record.retry_on,  # type: ignore[arg-type]
-        backoff=record.backoff,
         retry_of=record.job_id,
-        permissions=record.permissions,  # type: ignore[arg-type]
-        **job_limits.of_record(record),  # type: ignore[arg-type]
-        **routing.of_record(record),  # type: ignore[arg-type]
-        **parent_close.of_record(record),  # type: ignore[arg-type]
+        **(job_options.given(record, retry=True) | job_limits.of_record(record)),
     )
 
 

@@ -7,15 +7,17 @@
 """
 
 import warnings
-from typing import Any, Required, TypedDict
+from typing import Any, Required
 
 from mam.contract import job_spec
 from mam.contract.errors import UsageError
+from mam.contract.job_options import OptionKeywords
 
 
-class SubmitKeywords(TypedDict, total=False):
-    """`JobSpec`'s fields as keywords: `prompt` and `agent` required, the rest optional (None: its default).
-    `timeout` is `job_timeout`'s deprecated old name (a DeprecationWarning)."""
+class SubmitKeywords(OptionKeywords, total=False):
+    """`JobSpec`'s fields as keywords: `prompt` and `agent` required, the rest optional (None: its default); the
+    job options' own come from `OptionKeywords`. `timeout` is `job_timeout`'s deprecated old name (a
+    DeprecationWarning)."""
 
     prompt: Required[str]
     agent: Required[str]
@@ -27,22 +29,7 @@ class SubmitKeywords(TypedDict, total=False):
     no_parent: bool
     job_timeout: float | None
     timeout: float | None
-    requeue: bool
-    permissions: str | None
-    retries: int | None
-    retry_on: list[str] | None
-    backoff: float | None
-    after: list[str] | None
     resume: str | None
-    model: str | None
-    max_turns: int | None
-    budget_tokens: int | None
-    budget_usd: float | None
-    tree_budget_tokens: int | None
-    tree_budget_usd: float | None
-    require: dict[str, str] | None
-    priority: int | None
-    parent_close: str | None
 
 
 def run_limit(job_timeout: float | None, timeout: float | None) -> float | None:

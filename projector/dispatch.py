@@ -7,7 +7,7 @@ is judged as every claim is: a lost or late offer costs a lease, never a double 
 within its lease expires and the job goes to another runner; a runner that lets `MAX_MISSES` offers in a
 row expire (gone without a will, stuck) gets none until it publishes a status again.
 
-Which job first: higher `priority` first; among equal priority, round robin over groups (a delegation
+Which job first: the higher rank first (`routing.rank`, what `mam submit` asked); among equal ranks, round robin over groups (a delegation
 tree by its root, a top-level job by its agent session, else the job alone), each group in submit order,
 so a tree of 500 jobs does not starve a job submitted after it. Which runner: one that takes offers
 (`AgentStatus.offers`), is online and not draining, serves the job's agent (name or alias), has every label
@@ -270,12 +270,12 @@ class Dispatcher:
         return slots
 
     def _order(self) -> list[Queued]:
-        """Priority first; within a priority, round robin over groups, each group in submit order."""
-        by_seq = sorted(self.queue.values(), key=lambda q: (-routing.priority(q.record), q.seq))
+        """Rank first; within a rank, round robin over groups, each group in submit order."""
+        by_seq = sorted(self.queue.values(), key=lambda q: (-routing.rank(q.record), q.seq))
         ranks: dict[tuple[int, str], int] = {}
         ranked: list[tuple[int, int, int, Queued]] = []
         for queued in by_seq:
-            level = routing.priority(queued.record)
+            level = routing.rank(queued.record)
             rank = ranks.get((level, queued.group), 0)
             ranks[(level, queued.group)] = rank + 1
             ranked.append((-level, rank, queued.seq, queued))

@@ -1,6 +1,6 @@
 """Why a queued job waits, for the dashboard's rows and a job's page: `presence.queue_note`, the words
 `mam logs -f` prints (no runner for its agent, none with the labels it requires, every slot held, blocked
-on the jobs it runs `--after`), with how many queued jobs for its agent have a higher priority.
+on the jobs it runs `--after`), with how many queued jobs for its agent rank higher (`routing.rank`).
 
 The hub keeps the queue's priorities as the states arrive (`Queue.take`, constant time a state) and the
 runners' statuses; a reason is worked out when a page asks for it (a page of rows, the open job), from a
@@ -23,7 +23,7 @@ QUEUED = frozenset({Status.SUBMITTED, Status.BLOCKED})
 
 @dataclass
 class Queue:
-    """The submitted jobs' priorities, by agent: how many go before a job by priority."""
+    """The submitted jobs' ranks, by agent: how many go before a job by rank."""
 
     by_agent: dict[str, Counter[int]] = field(default_factory=dict)
     _at: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -39,13 +39,13 @@ class Queue:
             if not counts:
                 del self.by_agent[was[0]]
         if record.status is Status.SUBMITTED:
-            at = (record.agent, routing.priority(record))
+            at = (record.agent, routing.rank(record))
             self._at[record.job_id] = at
             self.by_agent.setdefault(at[0], Counter())[at[1]] += 1
 
     def higher(self, record: JobRecord) -> int:
-        """Submitted jobs for the same agent with a higher priority than `record`'s."""
-        mine = routing.priority(record)
+        """Submitted jobs for the same agent that rank higher than `record`."""
+        mine = routing.rank(record)
         return sum(n for level, n in self.by_agent.get(record.agent, {}).items() if level > mine)
 
     def copy(self) -> Queue:

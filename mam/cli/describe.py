@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Final
 
 from mam.cli import describe_parts as part
+from mam.contract import job_options
 from mam.contract.attempts import attempt_of
 from mam.contract.event_parts import Usage
 from mam.contract.humanize import ago, between, parse_time, span
+from mam.contract.job_options import ABOUT
 from mam.contract.output_accounting import incomplete_lines
 from mam.contract.record import JobRecord, Status
+from mam.contract.routing import describe as pairs
 from mam.contract.terminal import safe, short
 
 WIDTH: Final = 14
@@ -148,30 +151,29 @@ def _reason(record: JobRecord, related: Related, now: datetime) -> str | None:
     return None
 
 
+SETTINGS: Final = ("Requires", "Priority", "Permissions", "Model", "Limits")
+"""The lines of what a job asked for, in order; each option says which line is its (`job_options.ABOUT`)."""
+
+
 def _settings(record: JobRecord, put: Callable[..., None]) -> None:
     """What the job asked for beyond its prompt, each only when given."""
     put("Labels", ", ".join(f"{k}={v}" for k, v in sorted(record.labels.items())))
-    if isinstance(record.require, dict):
-        put("Requires", ", ".join(f"{k}={v}" for k, v in sorted(record.require.items())))
-    put("Priority", str(record.priority) if isinstance(record.priority, int) else None)
-    put("Permissions", record.permissions if isinstance(record.permissions, str) else None)
-    put("Model", record.model if isinstance(record.model, str) else None)
-    limits = []
+    said: dict[str, list[str]] = {line: [] for line in SETTINGS}
     if record.timeout is not None:
-        limits.append(f"runs at most {span(record.timeout)}")
-    if isinstance(record.max_turns, int):
-        limits.append(f"at most {record.max_turns} turns")
-    for name, tokens, usd in (
-        ("budget", record.budget_tokens, record.budget_usd),
-        ("tree budget", record.tree_budget_tokens, record.tree_budget_usd),
-    ):
-        if isinstance(tokens, int):
-            limits.append(f"{name} {tokens:,} tokens")
-        if isinstance(usd, float | int):
-            limits.append(f"{name} ${usd:,.2f}")
-    if record.requeue is False:
-        limits.append("not requeued if its runner stops (--no-requeue)")
-    put("Limits", "; ".join(limits))
+        said["Limits"].append(f"runs at most {span(record.timeout)}")
+    switches = []  # a switch's note goes after the limits
+    for name, option in ABOUT.items():
+        value = job_options.value(record, name)
+        if option.show is None or value is None or value == option.default:
+            continue
+        line, words = option.show
+        if isinstance(value, bool):
+            switches.append(words)
+        else:
+            said[line].append(pairs(value) if isinstance(value, dict) else words.format(value))
+    said["Limits"] += switches
+    for line in SETTINGS:
+        put(line, "; ".join(said[line]))
     put("Retries", part.retry_policy(record))
 
 

@@ -25,7 +25,7 @@ from mam.process.args import Parser
 
 _CHOICE = re.compile(r"^(argument \S+?(?:/\S+)?: invalid choice: )(.+?) \(choose from (.*)\)$", re.DOTALL)
 _NUMBER = re.compile(r"-\d+(\.\d*)?|-\.\d+")
-"""A negative number is a value (`--priority -5`), not a flag, as argparse reads it."""
+"""A negative number is a value (`-5` after a flag that takes a number), not a flag, as argparse reads it."""
 LISTED_CHOICES = 8
 """A refused choice among at most this many is answered with all of them too; among more (the
 commands), with the nearest alone (`mam --help` lists them)."""

@@ -1,12 +1,12 @@
-"""The retry and dependency flags of `mam submit` (`--retries`, `--retry-on`, `--backoff`, `--after`),
-and `mam retry JOB`: resubmit a finished job as a new one, for the cases no policy covered."""
+"""The parsers of `mam submit`'s retry and dependency flags (`--retries`, `--retry-on`, `--backoff`, `--after`;
+`mam.cli.option_flags` makes the flags), and `mam retry JOB`: resubmit a finished job as a new one, for the
+cases no policy covered."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
 
 import anyio
 import msgspec
@@ -57,66 +57,6 @@ def backoff_seconds(text: str) -> float:
 
 def job_ids(text: str) -> list[str]:
     return [job_id(part.strip()) for part in text.split(",") if part.strip()]
-
-
-def add_policy_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("retries and dependencies")
-    complete(
-        group.add_argument(
-            "--retries",
-            type=retries,
-            metavar="N",
-            help="retry up to N more times when an attempt ends in an outcome of --retry-on",
-        ),
-        "free",
-    )
-    complete(
-        group.add_argument(
-            "--retry-on",
-            type=outcomes,
-            metavar="OUTCOME[,OUTCOME...]",
-            help=f"the outcomes that retry: {', '.join(RETRY_OUTCOMES)} (default failed,lost)",
-        ),
-        "outcome",
-    )
-    complete(
-        group.add_argument(
-            "--backoff",
-            type=backoff_seconds,
-            metavar="SECONDS",
-            help="wait before the first retry (default 1), doubling each time, with jitter, at most 600 s",
-        ),
-        "free",
-    )
-    complete(
-        group.add_argument(
-            "--after",
-            type=job_ids,
-            action="append",
-            default=[],
-            metavar="JOB[,JOB...]",
-            help="blocked until these jobs have all succeeded; cancelled if one ends otherwise (repeatable)",
-        ),
-        "jobs",
-    )
-
-
-def policy_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The `submitted` fields the flags ask for (none when none is given)."""
-    if args.retries is None and (args.retry_on is not None or args.backoff is not None):
-        which = "--retry-on" if args.retry_on is not None else "--backoff"
-        raise UsageError(f"{which} needs --retries N (how many more attempts)")
-    fields: dict[str, Any] = {}
-    if args.retries is not None:
-        fields["retries"] = args.retries
-        if args.retry_on is not None:
-            fields["retry_on"] = list(dict.fromkeys(args.retry_on))
-        if args.backoff is not None:
-            fields["backoff"] = args.backoff
-    after = [job for group in args.after for job in group]
-    if after:
-        fields["after"] = list(dict.fromkeys(after))
-    return fields
 
 
 async def resolve_after(pub: Publisher, after: list[str]) -> list[str]:

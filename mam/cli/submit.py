@@ -10,17 +10,17 @@ import anyio
 import msgspec
 
 from mam.agents.inside_job import default_parent
-from mam.agents.permissions import LEVELS
 from mam.agents.publisher import Publisher, new_job_id
 from mam.agents.resume import resume_fields
 from mam.agents.runner_hint import no_runner
 from mam.agents.sessions import ONBOARDING_LABEL, briefing, sessions
 from mam.cli.cancel import register_cancel
 from mam.cli.completers import complete
-from mam.cli.limits import add_limit_args
+from mam.cli.limits import add_resume_arg
+from mam.cli.option_flags import add_option_flags, option_values
 from mam.cli.output_form import add_output_arg, output_form, print_items
-from mam.cli.retry import add_policy_args, policy_fields, resolve_after
 from mam.cli.retry import register as register_retry
+from mam.cli.retry import resolve_after
 from mam.cli.selection import resolve_retained
 from mam.cli.wait import register as register_wait
 from mam.cli.write_common import add_wait_args, check_event, event_id, flagged, print_published, print_record
@@ -32,7 +32,6 @@ from mam.contract import job_spec, presence, routing
 from mam.contract.errors import UsageError
 from mam.contract.outcome import outcome_line
 from mam.contract.record import JobRecord
-from mam.contract.routing import parse_pairs
 from mam.contract.status import AgentStatus
 from mam.contract.terminal import safe, short
 from mam.git.provenance import git_info, submit_git
@@ -82,47 +81,8 @@ def register(subparsers: Subparsers) -> None:
         submit.add_argument("--job-timeout", type=positive_seconds, metavar="SECONDS", help="how long the job may run"),
         "free",
     )
-    submit.add_argument(
-        "--no-requeue",
-        action="store_true",
-        help="if its runner stops (SIGTERM) before the job finished, end it failed instead of "
-        "releasing it to the queue for another runner",
-    )
-    submit.add_argument(
-        "--permissions",
-        choices=LEVELS,
-        metavar="|".join(LEVELS),
-        help="what the job's agent may do: read only, edit files in its directory, or all its CLI allows "
-        "(default: its runner's --permissions, which is also the most it may ask; more fails the job)",
-    )
-    complete(
-        submit.add_argument(
-            "--require",
-            action="append",
-            metavar="KEY=VALUE",
-            help="a runner label the job needs (repeatable): only runners started with --label KEY=VALUE get it",
-        ),
-        "require",
-    )
-    complete(
-        submit.add_argument(
-            "--priority",
-            type=_whole,
-            metavar="N",
-            help=f"higher runs first (an integer from {ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}; "
-            "default 0); equal priorities take turns across delegation trees and sessions",
-        ),
-        "free",
-    )
-    submit.add_argument(
-        "--parent-close",
-        choices=("cancel", "abandon"),
-        metavar="cancel|abandon",
-        help="what becomes of this job if its parent ends first: cancel (the default: it is "
-        "asked to cancel, with the jobs under it) or abandon (it runs on)",
-    )
-    add_policy_args(submit)
-    add_limit_args(submit)
+    add_option_flags(submit)
+    add_resume_arg(submit)
     add_wait_args(
         submit,
         wait_help="(the default; kept for scripts) return once the projector has recorded the job",
@@ -161,15 +121,6 @@ def register(subparsers: Subparsers) -> None:
     register_wait(subparsers)
 
 
-def _whole(text: str) -> int | str:
-    """`--priority`'s value: a whole number, or the text as typed, which the job spec refuses in mam's words
-    with the range (`--priority 'high' is not a whole number: give -1000 to 1000 ...`), not argparse's."""
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 def _labels(pairs: list[str]) -> dict[str, str]:
     try:
         return parse_labels(pairs)
@@ -192,10 +143,8 @@ def cli_spec(args: argparse.Namespace, prompt: str, agent: str) -> job_spec.JobS
         prompt=prompt,
         agent=agent,
         labels=_labels(args.label) or None,
-        require=parse_pairs(args.require, "--require") or None,
-        requeue=False if args.no_requeue else None,
         no_parent=args.no_parent or None,
-        **policy_fields(args),
+        **option_values(args),
     )
     return job_spec.convert(given, front="cli")
 

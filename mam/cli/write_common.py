@@ -46,7 +46,7 @@ _FLAG_OF_FIELD = {
 
 
 def flagged(message: str) -> str:
-    """A job spec error (`priority: 5000: ...`) naming the flag instead (`--priority: 5000: ...`)."""
+    """A job spec error (`retries: 500: ...`) naming the flag instead (`--retries: 500: ...`)."""
     field, sep, rest = message.partition(": ")
     flag = job_spec.OPTIONS[field].flag if field in job_spec.OPTIONS else None
     return f"{flag}: {rest}" if sep and flag else message

@@ -10,7 +10,7 @@ Retries and Dependencies).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from msgspec import UNSET, UnsetType
 from msgspec.structs import replace
@@ -46,18 +46,17 @@ def _given(value: object) -> object:
     return UNSET if value is None or isinstance(value, UnsetType) else value
 
 
-def from_submit(event: ev.Submitted) -> dict[str, object]:
-    """The record's retry, dependency and resubmit keys for a `submitted` event (absent ones stay unset)."""
-    fields: dict[str, object] = {}
+def from_submit(event: ev.Submitted) -> dict[str, Any]:
+    """The record's retry and resubmit keys for a `submitted` event, over what `job_options.given` copied: the
+    policy only with `retries` (its outcomes in their fixed order), its first attempt; UNSET: absent."""
+    fields: dict[str, Any] = {"retries": UNSET, "retry_on": UNSET, "backoff": UNSET}
     if isinstance(event.retries, int):
         fields |= {"retries": event.retries, "attempt": 1, "attempts": []}
         if event.retry_on:
             fields["retry_on"] = [o for o in RETRY_OUTCOMES if o in event.retry_on]
         fields["backoff"] = _given(event.backoff)
-    if event.after:
-        fields["after"] = list(dict.fromkeys(event.after))
     fields["retry_of"] = _given(event.retry_of)
-    return {key: value for key, value in fields.items() if value is not UNSET}
+    return fields
 
 
 def end_attempt(before: JobRecord, after: JobRecord) -> JobRecord:

@@ -15,10 +15,9 @@ from mam.contract import (
     attempts,
     inferred_start,
     job_limits,
+    job_options,
     output_accounting,
-    parent_close,
     release,
-    routing,
     waiting,
 )
 from mam.contract import events as ev
@@ -104,12 +103,7 @@ def _submit(event: ev.Submitted, ctx: Context) -> JobRecord:
         version=1,
         last_event_id=ctx.event_id,
         updated_at=ctx.received_at,
-        **attempts.from_submit(event),  # type: ignore[arg-type]
-        **({"permissions": event.permissions} if event.permissions else {}),  # type: ignore[arg-type]
-        **({"requeue": False} if event.requeue is False else {}),  # type: ignore[arg-type]
-        **job_limits.from_submit(event),  # type: ignore[arg-type]
-        **routing.from_submit(event),  # type: ignore[arg-type]
-        **parent_close.from_submit(event),  # type: ignore[arg-type]
+        **(job_options.given(event) | attempts.from_submit(event) | job_limits.from_submit(event)),
     )
 
 

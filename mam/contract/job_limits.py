@@ -1,15 +1,16 @@
-"""A job's limits and continuation: model, turn limit, budgets, the session it resumes.
+"""A job's limits and continuation: its budgets, the session it resumes.
 
 Pure helpers over the `submitted` event and the record (no I/O): which fields
-carry them (each optional, left out unless given, so a job without them keeps
-its bytes), how a budget is measured against what an agent reported, and the
-words the failures use. The runner enforces the per-job budget
+carry the continuation (each optional, left out unless given, so a job without
+them keeps its bytes; the limits are options, copied with the others by
+`mam.contract.job_options`), how a budget is measured against what an agent
+reported, and the words the failures use. The runner enforces the per-job budget
 (`agents/budget.py`), the projector the tree budget (`mam.contract.tree_budget`).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -17,28 +18,17 @@ from mam.contract import events as ev
 from mam.contract.event_parts import Usage
 from mam.contract.record import JobRecord
 
-FIELDS: Final = (
-    "resumes",
-    "resume_session",
-    "resume_root",
-    "resume_usage",
-    "model",
-    "max_turns",
-    "budget_tokens",
-    "budget_usd",
-    "tree_budget_tokens",
-    "tree_budget_usd",
-)
-"""The `submitted` fields the record keeps under the same names."""
+FIELDS: Final = ("resumes", "resume_session", "resume_root", "resume_usage")
+"""The `submitted` fields of a resumed job (`mam.agents.resume`) the record keeps under the same names."""
 
 
-def from_submit(event: ev.Submitted) -> dict[str, object]:
-    """The record's keys for the fields the submit gave (none for those it left out)."""
+def from_submit(event: ev.Submitted) -> dict[str, Any]:
+    """The record's keys for the continuation the submit gave (none for what it left out)."""
     return {name: value for name in FIELDS if not isinstance(value := getattr(event, name), UnsetType)}
 
 
-def of_record(record: JobRecord) -> dict[str, object]:
-    """The `submitted` fields that give a new job (`mam retry`) the same limits as `record`."""
+def of_record(record: JobRecord) -> dict[str, Any]:
+    """The `submitted` fields that give a new job (`mam retry`) the same continuation as `record`."""
     return {name: value for name in FIELDS if (value := given(record, name)) is not None}
 
 

@@ -1,38 +1,37 @@
-"""The job spec: every option a job is submitted with, declared once for every front end.
+"""The job spec: every option a job is submitted with, as every front end takes it.
 
-`JobSpec` holds the options' names, types and bounds (the bounds are the
-`submitted` event's own, `mam.contract.events`); `OPTIONS` says for each its
-help text, its `mam submit` flag and which front ends take it. From them come
-the body `POST /api/jobs` decodes (`JobSpec` itself), the OpenAPI request
-schema and the MCP `submit_job` arguments (`option_schema`), and the event all
-of them publish (`submitted`); `Publisher.submit` takes the same keywords, and
-`tests/contract/test_job_spec.py` holds `mam submit`'s flags and the docs' tables to it.
+`JobSpec` is what a job is (its prompt, agent, session, role, labels, parent, run limit, the job it resumes)
+and the options it carries from submit to record, which it inherits from `mam.contract.job_options.JobOptions`
+(their types and bounds are the `submitted` event's own, `mam.contract.events`); `OPTIONS` says for each its help
+text, its `mam submit` flag and which front ends take it. From them come the body `POST /api/jobs` decodes
+(`JobSpec` itself), the OpenAPI request schema and the MCP `submit_job` arguments (`option_schema`), `mam
+submit`'s flags (`mam.cli.option_flags`), and the event all of them publish (`submitted`); `Publisher.submit`
+takes the same keywords, and `tests/contract/test_job_spec.py` holds the docs' tables to it.
 
-Adding an option: a field on `JobSpec` and on `events.Submitted`, an entry in
-`OPTIONS`, and its line in `submitted`.
+Adding an option: see `mam.contract.job_options` (its field, its entry in `ABOUT`, its place in `Submitted`
+and `JobRecord`); nothing here names it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, TypeVar, get_type_hints
+from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UnsetType
+from msgspec.structs import replace
 
 from mam.contract import events as ev
 from mam.contract.arg_limits import at_most, schema_limit
 from mam.contract.errors import UsageError
 from mam.contract.event_parts import GitInfo, ShortText
+from mam.contract.job_options import ABOUT, FRONTS, NAMES, JobOptions, Option, given, value
 from mam.contract.value_words import Field, Front, decode_body, msgspec_refusal, refusal, unknown
 
-FRONTS: Final[tuple[Front, ...]] = ("cli", "python", "api", "mcp")
-EVERYWHERE: Final = frozenset(FRONTS)
 
-
-class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A job's options as a front end took them; an option left out is None (its default)."""
+class JobSpec(JobOptions, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A job's options as a front end took them; an option left out is None, or UNSET for those of `JobOptions`
+    (either: its default)."""
 
     prompt: ev.Prompt
     agent: ev.AgentName
@@ -44,38 +43,10 @@ class JobSpec(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     no_parent: bool | None = None
     job_timeout: ev.Seconds | None = None
     timeout: ev.Seconds | None = None
-    requeue: bool | None = None
-    permissions: ev.PermissionLevel | None = None
-    retries: ev.Retries | None = None
-    retry_on: ev.RetryOn | None = None
-    backoff: ev.Backoff | None = None
-    after: ev.After | None = None
     resume: ev.JobId | None = None
-    model: ev.ModelName | None = None
-    max_turns: ev.MaxTurns | None = None
-    budget_tokens: ev.Tokens | None = None
-    budget_usd: ev.Dollars | None = None
-    tree_budget_tokens: ev.Tokens | None = None
-    tree_budget_usd: ev.Dollars | None = None
-    require: ev.Requirements | None = None
-    priority: ev.Priority | None = None
-    parent_close: ev.ParentClose | None = None
 
 
-@dataclass(frozen=True)
-class Option:
-    """What a front end shows of one `JobSpec` field."""
-
-    help: str
-    flag: str | None
-    """`mam submit`'s flag for it (None: the command line has none)."""
-    fronts: frozenset[Front] = EVERYWHERE
-    default: object = None
-    """What leaving it out means, for the schemas (None: nothing, or the runner's or projector's own)."""
-    deprecated: bool = False
-
-
-OPTIONS: Final[dict[str, Option]] = {
+_OWN: Final[dict[str, Option]] = {
     "prompt": Option("what the job should do; the agent gets it on stdin", "--prompt"),
     "agent": Option(
         "the agent that should run it (a runner `mam-agent --agent NAME` claims it), e.g. claude-code", "--agent"
@@ -98,77 +69,42 @@ OPTIONS: Final[dict[str, Option]] = {
         "seconds the job may run before its runner stops it (its run limit); time spent waiting "
         "for a person does not count",
         "--job-timeout",
+        unit="seconds",
     ),
     "timeout": Option(
         "deprecated: the old name of job_timeout (the run limit, not a wait); give job_timeout",
         None,
         frozenset({"python", "api", "mcp"}),
         deprecated=True,
-    ),
-    "requeue": Option(
-        "false (`--no-requeue`): if its runner stops before the job finished, end it failed instead "
-        "of releasing it to the queue",
-        "--no-requeue",
-        default=True,
-    ),
-    "permissions": Option(
-        "what the job's agent may do: read-only, edit (files in its directory) or full; default "
-        "its runner's level, which is also the most it may ask (more fails the job)",
-        "--permissions",
-    ),
-    "retries": Option("retry policy: at most this many further attempts", "--retries"),
-    "retry_on": Option("the outcomes that retry (default: failed and lost); needs retries", "--retry-on"),
-    "backoff": Option(
-        "seconds before the first retry, doubling each time, with jitter (default 1); needs retries", "--backoff"
-    ),
-    "after": Option(
-        "jobs (ids, or unique prefixes or suffixes) that must all succeed before this one runs; it is "
-        "blocked until then, and cancelled if one of them ends otherwise",
-        "--after",
+        unit="seconds",
     ),
     "resume": Option(
         "a finished job whose agent session this one continues with the new prompt (claude --resume, "
         "codex exec resume, gemini --resume), on the same agent",
         "--resume",
     ),
-    "model": Option("the model the agent uses (its CLI's --model), e.g. opus", "--model"),
-    "max_turns": Option("the agent's turn limit, where its CLI has one (claude --max-turns)", "--max-turns"),
-    "budget_tokens": Option(
-        "stop the job, failed, once its agent reports more tokens (input + output) than this", "--budget-tokens"
-    ),
-    "budget_usd": Option("stop the job, failed, once its agent reports a cost above this many dollars", "--budget-usd"),
-    "tree_budget_tokens": Option(
-        "for the jobs under this one: once they recorded this many tokens, new ones are "
-        "refused and running ones cancelled",
-        "--tree-budget-tokens",
-    ),
-    "tree_budget_usd": Option(
-        "for the jobs under this one: the same, in dollars of recorded cost", "--tree-budget-usd"
-    ),
-    "require": Option(
-        'runner labels the job needs, e.g. {"gpu": "a100"} (`--require gpu=a100`): only a runner '
-        "started with `mam-agent --label gpu=a100` gets it",
-        "--require",
-    ),
-    "priority": Option(
-        f"higher runs first ({ev.MIN_PRIORITY} to {ev.MAX_PRIORITY}, default 0); equal priorities "
-        "take turns across delegation trees and sessions",
-        "--priority",
-        default=0,
-    ),
-    "parent_close": Option(
-        "what becomes of this job if its parent ends first, however the parent ends: cancel "
-        "(it is asked to cancel, with the jobs under it) or abandon (it runs on)",
-        "--parent-close",
-        default="cancel",
-    ),
 }
+_RESUME_AFTER: Final = "after"
+"""The option the docs have always listed `resume` after."""
+
+
+def _options() -> dict[str, Option]:
+    out = {name: option for name, option in _OWN.items() if name != "resume"}
+    for name, option in ABOUT.items():
+        out[name] = option
+        if name == _RESUME_AFTER:
+            out["resume"] = _OWN["resume"]
+    return out
+
+
+OPTIONS: Final[dict[str, Option]] = _options()
+"""Every `JobSpec` field: what the front ends show of it, in the order they list them."""
 REQUIRED: Final = ("prompt", "agent")
 
 
 def names(front: Front) -> list[str]:
     """The options `front` takes, in `JobSpec`'s order."""
-    return [name for name in JobSpec.__struct_fields__ if front in OPTIONS[name].fronts]
+    return [name for name, option in OPTIONS.items() if front in option.fronts]
 
 
 def option_schema(name: str) -> dict[str, Any]:
@@ -209,17 +145,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 _COUNTED: Final = {"after": "jobs", "labels": "labels"}
 """What a list option's items are called in its refusal (`after: 10000 jobs given; the limit is 64`)."""
-UNITS: Final = {
-    "job_timeout": "seconds",
-    "timeout": "seconds",
-    "backoff": "seconds",
-    "retries": "further attempts",
-    "max_turns": "turns",
-    "budget_tokens": "tokens",
-    "tree_budget_tokens": "tokens",
-    "budget_usd": "dollars",
-    "tree_budget_usd": "dollars",
-}
+UNITS: Final = {name: option.unit for name, option in OPTIONS.items() if option.unit}
 """What each numeric option counts, for the range in its refusal (`give more than 0 and at most 2,678,400 seconds`)."""
 
 
@@ -243,12 +169,20 @@ def _most() -> dict[str, int]:
 
 @cache
 def _field_types() -> dict[str, Any]:
-    return get_type_hints(JobSpec, include_extras=True)
+    """Each option's type as a value is checked against it: None (left out) taken, UNSET not."""
+    return {name: _optional(kind) for name, kind in get_type_hints(JobSpec, include_extras=True).items()}
+
+
+def _optional(kind: Any) -> Any:
+    if get_origin(kind) is not Union:
+        return kind
+    kept = tuple(arg for arg in get_args(kind) if arg is not UnsetType)
+    return Union[(*kept, type(None))]  # noqa: UP007 - built from a tuple of types
 
 
 def check_value(name: str, value: object, front: Front = "python") -> object:
-    """`value` as option `name` takes it; `UsageError` naming the option in `front`'s words (`priority: 5000 is
-    out of range: give -1000 to 1000 (higher runs first; docs/mcp.md)`)."""
+    """`value` as option `name` takes it; `UsageError` naming the option in `front`'s words (`retries: 500 is
+    out of range: give 0 to 100 (retry policy: ...; docs/mcp.md)`)."""
     if name not in OPTIONS:
         raise UsageError(unknown([name], OPTIONS, kind="option"))
     if isinstance(value, list | dict) and name in _most():  # by count first: 10,000 ids are not echoed
@@ -273,11 +207,21 @@ def convert(arguments: dict[str, Any], *, keep_nulls: bool = False, front: Front
     """Keyword arguments (the Python API's, the MCP tool's, a decoded body, `mam submit`'s flags) as a `JobSpec`,
     None for left out; `UsageError` in `front`'s words naming every option unknown or missing, or the one out
     of bounds, and its value."""
-    given = arguments if keep_nulls else {k: v for k, v in arguments.items() if v is not None}
+    given = {k: v for k, v in arguments.items() if v is not None or (keep_nulls and k not in NAMES)}
     try:
         return msgspec.convert(given, type=JobSpec)
     except msgspec.ValidationError as exc:
-        raise UsageError(msgspec_refusal(exc, given, JobSpec, front, fields(), kind=_KIND[front])) from None
+        raise UsageError(msgspec_refusal(exc, given, _listed(), front, fields(), kind=_KIND[front])) from None
+
+
+@cache
+def _listed() -> type:
+    """`JobSpec` with its fields in `OPTIONS`' order, for a refusal's list of them (`known: prompt, agent, ...`;
+    `JobSpec` has `JobOptions`' fields first)."""
+    hints = get_type_hints(JobSpec, include_extras=True)
+    found = {f.name: f for f in msgspec.structs.fields(JobSpec)}
+    listed = [(n, hints[n]) if found[n].required else (n, hints[n], found[n].default) for n in OPTIONS]
+    return msgspec.defstruct("JobSpec", listed, kw_only=True, forbid_unknown_fields=True, module=__name__)
 
 
 _KIND: Final[dict[Front, str]] = {"cli": "option", "python": "keyword", "api": "field", "mcp": "argument"}
@@ -334,24 +278,15 @@ def table() -> str:
     return "\n".join(rows) + "\n"
 
 
-T = TypeVar("T")
-
-
-def _given(value: T | None) -> T | UnsetType:
-    return UNSET if value is None else value
-
-
 def submitted(
     spec: JobSpec, *, parent: str | None, git: GitInfo | None, after: list[str] | None = None
 ) -> ev.Submitted:
     """The `submitted` event for `spec`: an option left out stays UNSET, so the event has the bytes it had before
     the option existed. `parent` and `after` are as the front end resolved them (the job it runs inside, short
     ids); `resume` is resolved by the caller (`mam.cli.limits.resume_fields`), it needs the old job."""
-    if spec.retries is None and (spec.retry_on is not None or spec.backoff is not None):
-        raise UsageError(
-            f"{'retry_on' if spec.retry_on is not None else 'backoff'}: needs retries (how many more attempts)"
-        )
-    depends = after if after is not None else spec.after
+    if value(spec, "retries") is None and (which := [n for n in ("retry_on", "backoff") if value(spec, n) is not None]):
+        raise UsageError(f"{which[0]}: needs retries (how many more attempts)")
+    options = given(spec if after is None else replace(spec, after=after))
     return ev.Submitted(
         prompt=spec.prompt,
         agent=spec.agent,
@@ -361,21 +296,7 @@ def submitted(
         timeout=run_limit(spec),
         parent=parent,
         git=git,
-        retries=_given(spec.retries),
-        retry_on=_given(list(dict.fromkeys(spec.retry_on)) if spec.retry_on else None),
-        backoff=_given(spec.backoff),
-        after=_given(list(dict.fromkeys(depends)) if depends else None),
-        permissions=_given(spec.permissions),
-        requeue=UNSET if spec.requeue is None or spec.requeue else False,
-        model=_given(spec.model),
-        max_turns=_given(spec.max_turns),
-        budget_tokens=_given(spec.budget_tokens),
-        budget_usd=_given(spec.budget_usd),
-        tree_budget_tokens=_given(spec.tree_budget_tokens),
-        tree_budget_usd=_given(spec.tree_budget_usd),
-        require=_given(dict(sorted(spec.require.items())) if spec.require else None),
-        priority=_given(spec.priority or None),
-        parent_close=_given(spec.parent_close),
+        **options,
     )
 
 
@@ -385,6 +306,7 @@ __all__ = [
     "REQUIRED",
     "UNITS",
     "Front",
+    "JobOptions",
     "JobSpec",
     "Option",
     "check_value",

@@ -22,24 +22,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from msgspec import UnsetType
-
-from mam.contract import events as ev
 from mam.contract.record import JobRecord
 
 CANCEL: Final = "cancel"
 ABANDON: Final = "abandon"
 VALUES: Final = (CANCEL, ABANDON)
-
-
-def from_submit(event: ev.Submitted) -> dict[str, object]:
-    """The record's key when the submit gave a policy (none otherwise: the record keeps its bytes)."""
-    return {} if isinstance(event.parent_close, UnsetType) else {"parent_close": event.parent_close}
-
-
-def of_record(record: JobRecord) -> dict[str, object]:
-    """The `submitted` field that gives a new job (`mam retry`) the policy `record` was given."""
-    return {} if isinstance(record.parent_close, UnsetType) else {"parent_close": record.parent_close}
 
 
 def policy(record: JobRecord) -> str:
@@ -51,4 +38,4 @@ def abandons(record: JobRecord | None) -> bool:
     return record is not None and policy(record) == ABANDON
 
 
-__all__ = ["ABANDON", "CANCEL", "VALUES", "abandons", "from_submit", "of_record", "policy"]
+__all__ = ["ABANDON", "CANCEL", "VALUES", "abandons", "policy"]

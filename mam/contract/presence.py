@@ -174,7 +174,7 @@ def queue_note(
 ) -> str | None:
     """What a job no runner has claimed yet waits for, in words, as `mam logs -f` and the dashboard say it: the
     jobs it runs `--after` (blocked), else the runners (`waiting_reason`) and, given `higher` (how many queued
-    jobs for its agent have a higher priority), that those go first; None for a job past waiting."""
+    jobs for its agent rank higher, `routing.rank`), that those go first; None for a job past waiting."""
     if record.status is Status.BLOCKED:
         return f"blocked until {', '.join(after_of(record))} succeeded"
     if record.status is not Status.SUBMITTED:

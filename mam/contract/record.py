@@ -182,6 +182,11 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     when not given, which is `cancel` (`mam.contract.parent_close`)."""
 
 
+def rank(record: JobRecord) -> int:
+    """The job's place in the queue, higher first: the `priority` it was submitted with, else 0."""
+    return record.priority if isinstance(record.priority, int) else 0
+
+
 _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder(JobRecord)
 

@@ -14,14 +14,20 @@ from mam.agents.job_args import job_arguments, with_options
 from mam.agents.permissions import with_level
 from mam.agents.profiles import builtin_profiles, render
 from mam.agents.retrying import resubmission
-from mam.cli.limits import add_limit_args, limit_fields
+from mam.cli.option_flags import add_option_flags, option_values
 from mam.contract import events as ev
 from mam.contract import tree_budget
 from mam.contract.fold import Context, apply
-from mam.contract.job_limits import FIELDS, over_budget
+from mam.contract.job_limits import FIELDS as RESUMED
+from mam.contract.job_limits import over_budget
+from mam.contract.job_options import NAMES as OPTIONS
 from mam.contract.record import JobRecord, Status
 
 pytestmark = pytest.mark.fast
+
+
+FIELDS = (*RESUMED, *OPTIONS)
+"""The `submitted` fields the record keeps under the same names, each left out unless given."""
 
 
 def submitted(**fields: object) -> JobRecord:
@@ -197,13 +203,13 @@ def test_mam_retry_carries_the_limits_and_the_resumed_session() -> None:
         "resume_usage": ev.Usage(input_tokens=100, output_tokens=7),
     }
     again = resubmission(submitted(**limits), None)
-    assert {name: getattr(again, name) for name in FIELDS} == limits
+    assert {name: getattr(again, name) for name in limits} == limits
     assert set(msgspec.to_builtins(resubmission(submitted(), None))).isdisjoint(FIELDS)
 
 
 def test_the_limit_flags_refuse_bad_values_naming_them() -> None:
     parser = argparse.ArgumentParser(prog="mam submit", exit_on_error=False)
-    add_limit_args(parser)
+    add_option_flags(parser)
     for flag, said in (
         ("--model=-rf", "'-rf' is not a model name"),
         ("--budget-tokens=10k", "'10k' is not a whole number"),
@@ -214,4 +220,5 @@ def test_the_limit_flags_refuse_bad_values_naming_them() -> None:
         with pytest.raises(argparse.ArgumentError, match=re.escape(said)):
             parser.parse_args([flag])
     args = parser.parse_args(["--budget-tokens", "10_000", "--budget-usd", "$2.50", "--model", "gpt-5-codex"])
-    assert limit_fields(args) == {"budget_tokens": 10_000, "budget_usd": 2.5, "model": "gpt-5-codex"}
+    given = {name: value for name, value in option_values(args).items() if value is not None}
+    assert given == {"budget_tokens": 10_000, "budget_usd": 2.5, "model": "gpt-5-codex"}
