@@ -122,22 +122,22 @@ class Projection:
         """`pruned` events the projector's retention queued (`retention_sweep.py`): derived at the next fold."""
         self.runners: Final[dict[str, AgentStatus]] = {}
         """The runners online, by runner id, as their last status said (read by `metrics.py`)."""
-        self.trust = EventTrust.for_workspace(workspace)
-        self.answers = AnswerHold(settings.limits, self.heartbeats)
-        parking = Parking(workspace.logs_dir, settings.park or ParkLimits())
-        open_jobs, children = self.tracking.open_jobs, self.tracking.children
-        self.holding = Holding(workspace.id, self.states, parking, open_jobs, self.answers, self.trust)
+        # .mam/config.json read in its usual order (delegation, fleet limits, runner trust): the same error first
         self.admission = Admission(
             self.states,
             log,
             registry,
             delegation=load_limits(workspace.root),
             fleet_limits=fleet_limits.load(workspace.root),
-            open_jobs=open_jobs,
-            children=children,
+            open_jobs=self.tracking.open_jobs,
+            children=self.tracking.children,
             runners=self.runners,
             budget_trees=self.tracking.budget_trees,
         )
+        self.trust = EventTrust.for_workspace(workspace)
+        self.answers = AnswerHold(settings.limits, self.heartbeats)
+        parking = Parking(workspace.logs_dir, settings.park or ParkLimits())
+        self.holding = Holding(workspace.id, self.states, parking, self.tracking.open_jobs, self.answers, self.trust)
         if settings.dispatcher is not None:
             settings.dispatcher.limits = self.admission.fleet_limits
 
