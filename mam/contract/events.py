@@ -116,44 +116,29 @@ class Submitted(Event, tag="submitted", frozen=True):
     timeout: Seconds | None = None
     parent: JobId | None = None
     git: GitInfo | None = None
+    # The job's options (`mam.contract.job_options.JobOptions`: what each means, its help and flag), each at the
+    # place its key has always had in the event's bytes; tests/codebase/test_option_declared_once.py holds them
+    # to `JobOptions`, and a new one goes at the end.
     retries: Retries | None | UnsetType = UNSET
-    """Retry policy: at most this many further attempts (see `Retrying`)."""
     retry_on: RetryOn | None | UnsetType = UNSET
-    """The outcomes that retry (default failed and lost)."""
     backoff: Backoff | None | UnsetType = UNSET
-    """Seconds before the first retry, doubling each time, with jitter, capped (default 1)."""
     after: After | None | UnsetType = UNSET
-    """Jobs that must all succeed before this one may be claimed; it is `blocked` until then."""
     retry_of: JobId | None | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
     permissions: PermissionLevel | UnsetType = UNSET
-    """What the job's agent may do (`mam submit --permissions`); absent: the runner's own level. A runner
-    never runs a job above its own `--permissions`: such a job fails, its reason naming both."""
     requeue: bool | UnsetType = UNSET
-    """False (`mam submit --no-requeue`): a runner that stops while running the job ends it `failed`
-    instead of releasing it back to the queue (`released`)."""
     resumes: JobId | UnsetType = UNSET
     """The finished job whose agent session this one continues (`mam submit --resume JOB`)."""
     resume_session: ShortText | UnsetType = UNSET
     """That job's `usage.agent_session_id`: the runner passes it to the agent's CLI (claude `--resume`, ...)."""
     model: ModelName | UnsetType = UNSET
-    """The model the agent should use (`mam submit --model`), passed to its CLI (claude/codex/gemini `--model`)."""
     max_turns: MaxTurns | UnsetType = UNSET
-    """The agent's turn limit (`mam submit --max-turns`), passed to a CLI that has one (claude `--max-turns`)."""
     budget_tokens: Tokens | UnsetType = UNSET
-    """The runner stops the job, `failed`, once its stream reports more tokens (input + output) than this."""
     budget_usd: Dollars | UnsetType = UNSET
-    """The runner stops the job, `failed`, once its stream reports a cost above this."""
     tree_budget_tokens: Tokens | UnsetType = UNSET
-    """On a root: once the jobs under it have recorded this many tokens, the projector refuses new jobs
-    under it and cancels the running ones (`mam.contract.tree_budget`)."""
     tree_budget_usd: Dollars | UnsetType = UNSET
-    """On a root: the same, for the recorded cost in dollars."""
     require: Requirements | UnsetType = UNSET
-    """Runner labels the job needs (`mam submit --require key=value`): it is offered only to a runner whose
-    `--label`s include every pair, and a claim from any other runner is refused naming the missing label."""
     priority: Priority | UnsetType = UNSET
-    """`mam submit --priority N`: higher is offered first (absent: 0)."""
     resume_root: JobId | UnsetType = UNSET
     """The first job of the conversation (the end of the `resumes` chain): a `--worktree` runner runs this
     job in that job's worktree path, where the agent's CLI keeps the session (Claude Code, Gemini CLI)."""
@@ -161,8 +146,6 @@ class Submitted(Event, tag="submitted", frozen=True):
     """The tokens the conversation's earlier jobs recorded (summed along `resumes`): a CLI that reports the
     session's running total after a resume (Codex) has them subtracted, so the job records its own."""
     parent_close: ParentClose | UnsetType = UNSET
-    """`mam submit --parent-close`: when this job's parent ends while it has not, `cancel` (absent: the default)
-    asks it (and the jobs under it) to cancel, `abandon` lets it run on (`mam.contract.parent_close`)."""
 
 
 class Claimed(Event, tag="claimed", frozen=True):

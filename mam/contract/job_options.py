@@ -10,8 +10,9 @@ Struct has one base with fields, and a base's fields come first, so neither can 
 between them go over `JobOptions`' fields (`given`), so none is left out, and
 `tests/codebase/test_option_declared_once.py` holds both to `JobOptions`.
 
-Adding an option: a field on `JobOptions` and its entry in `ABOUT`, the field on `Submitted` and `JobRecord`
-(at their end: the test says if one is missing), the code that acts on it, and its line in the docs.
+Adding an option: a field on `JobOptions`, its entry in `ABOUT` and its keyword in `OptionKeywords` (for mypy),
+the field at the end of `Submitted` and of `JobRecord` (the test says if one is missing), the code that acts on
+it, and its line in the docs.
 """
 
 from __future__ import annotations

@@ -94,9 +94,12 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     last_seen_at: str | None = None
     """When the projector last received a sign of life for the job (claimed, started, progress,
     output, heartbeat): its lease counts from here."""
+    # The job's options (`mam.contract.job_options.JobOptions`, copied from its `submitted` by
+    # `job_options.given`), each at the place its key has always had in the file, each absent when not given so
+    # older records keep their bytes; tests/codebase/test_option_declared_once.py holds them to `JobOptions`.
     retries: int | UnsetType = UNSET
     """Retry policy (see docs/design/contract.md, Retries): further attempts allowed, outcomes that retry,
-    first backoff in seconds; each key absent when not given, so older records keep their bytes."""
+    first backoff in seconds."""
     retry_on: list[str] | UnsetType = UNSET
     backoff: float | UnsetType = UNSET
     attempt: int | UnsetType = UNSET
@@ -108,10 +111,7 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     retry_of: str | UnsetType = UNSET
     """The finished job this one resubmits (`mam retry`)."""
     permissions: str | UnsetType = UNSET
-    """The permission level the job asked for (`submitted.permissions`: read-only, edit, full); absent when
-    it asked none, and its runner's level applies."""
     after: list[str] | UnsetType = UNSET
-    """The jobs that must all succeed before this one leaves `blocked`."""
     question: str | UnsetType = UNSET
     """The last question the job asked a person (`input_requested`), kept after it was answered; the
     keys below are absent until a job asks, so older records keep their bytes."""
@@ -156,8 +156,7 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     events and will for this job count only signed by it (docs/design/runners.md, Runner identity). Absent for a
     job claimed by a runner that does not sign (unprotected), and cleared when the job is retried."""
     requeue: bool | UnsetType = UNSET
-    """False when the job was submitted with `--no-requeue`: a runner that stops while it runs ends it
-    `failed` instead of releasing it to the queue. Absent otherwise (the default: released)."""
+    """False when the job was submitted with `--no-requeue`; absent otherwise (the default: released)."""
     resumes: str | UnsetType = UNSET
     """The job whose agent session this one continues (`submitted.resumes`); the keys below are each absent
     unless given at submit, so older records keep their bytes (`mam.contract.job_limits`)."""
@@ -169,17 +168,15 @@ class JobRecord(Struct, frozen=True, kw_only=True):
     tree_budget_tokens: int | UnsetType = UNSET
     tree_budget_usd: float | UnsetType = UNSET
     require: dict[str, str] | UnsetType = UNSET
-    """The runner labels the job needs (`submitted.require`); absent when none."""
     priority: int | UnsetType = UNSET
-    """The job's priority (`submitted.priority`): higher is offered first; absent means 0."""
+    """Absent means 0 (`rank`)."""
     resume_root: str | UnsetType = UNSET
     """The first job of the conversation a resumed job continues (`submitted.resume_root`): a `--worktree`
     runner runs it in that job's worktree path (mam/git/conversation_tree.py)."""
     resume_usage: Usage | UnsetType = UNSET
     """The tokens the conversation's earlier jobs recorded (`submitted.resume_usage`); absent unless resumed."""
     parent_close: str | UnsetType = UNSET
-    """What becomes of it when its parent ends first (`submitted.parent_close`): `cancel` or `abandon`; absent
-    when not given, which is `cancel` (`mam.contract.parent_close`)."""
+    """Absent when not given, which is `cancel` (`mam.contract.parent_close`)."""
 
 
 def rank(record: JobRecord) -> int:
