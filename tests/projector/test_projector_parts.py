@@ -49,6 +49,9 @@ def test_the_projector_has_no_base_and_its_parts_are_members(tmp_path: Path) -> 
 def test_the_projector_takes_one_settings_struct_not_keywords() -> None:
     parameters = list(inspect.signature(Projector).parameters)
     assert parameters == ["workspace", "broker", "settings"]
+    import mam.projector
+
+    assert mam.projector.Projector is Projector and mam.projector.ProjectorSettings is ProjectorSettings
 
 
 @pytest.mark.parametrize("part", PARTS, ids=lambda part: part.__name__)
