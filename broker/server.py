@@ -263,6 +263,8 @@ class EmbeddedBroker:
         self._broker: _Broker | None = None
         """The running amqtt broker (`running`)."""
         self._loop_errors: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._policy_key = ""
+        """The policy's key in `mam.broker.acl`'s table while the broker runs (the plugins find it by it)."""
 
     @property
     def address(self) -> BrokerAddress:

@@ -160,6 +160,27 @@ def tree_snapshot(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[int
     return snap
 
 
+async def journal_checkpointed(root: Path, timeout: float = 20) -> None:
+    """Wait until the projector's checkpoint has covered every batch it journaled: the workspace's journal
+    (`.mam/jobs/.journal/`) holds only empty segments (projector/checkpoint.py). Until then the checkpoint
+    thread may still make a segment, seal and delete one: a snapshot of the tree taken before that sees the
+    projector's own writes, not those of the command under test."""
+    journal = root / ".mam" / "jobs" / ".journal"
+
+    def holds_a_batch() -> bool:
+        for segment in journal.glob("*.wal"):
+            try:
+                if segment.stat().st_size:
+                    return True
+            except FileNotFoundError:  # trimmed as we looked
+                continue
+        return False
+
+    with anyio.fail_after(timeout):
+        while holds_a_batch():
+            await anyio.sleep(0.02)
+
+
 class Watch:
     """`async with Watch(url, topic) as w:` subscribes first; then act, then `await w.next(...)`."""
 

@@ -40,7 +40,8 @@ async def _heartbeat(client: aiomqtt.Client, topics: set[str]) -> None:
     n = 0
     while True:
         for topic in sorted(topics):
-            await client.publish(topic, event("heartbeat", f"hb-{n}-{topic.split('/')[-2]}"), qos=1)
+            if topic in topics:  # still held: dropped while an earlier publish awaited its PUBACK, it ended
+                await client.publish(topic, event("heartbeat", f"hb-{n}-{topic.split('/')[-2]}"), qos=1)
         n += 1
         await anyio.sleep(LEASE / 4)  # the heartbeat's cadence: the stimulus
 

@@ -27,7 +27,7 @@ from mam.projector.replay import replay
 
 from brokers import RunningBroker
 from e2e import projector_process, up_with_flags, workspace_id
-from support import BIN, Watch, _client, mam, publish, run, tree_snapshot
+from support import BIN, Watch, _client, journal_checkpointed, mam, publish, run, tree_snapshot
 from workspace_support import WorkspacePaths
 
 
@@ -102,6 +102,7 @@ async def test_prune_archives_finished_jobs_and_keeps_their_ids_taken(ws: Worksp
         await record_events(url, ws_id, "job-done-too", SUBMIT)  # a longer id: `mam show job-done` is not it
         wide = ("--workspace", str(ws.root), "--broker", url)
 
+        await journal_checkpointed(ws.root)
         before = tree_snapshot(ws.root / ".mam")
         dry = await run(mam("prune", "--older-than", "0s", "--dry-run", "--json", *wide), cwd=ws.elsewhere)
         assert dry.returncode == 0, dry.stderr.decode()

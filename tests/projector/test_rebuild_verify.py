@@ -16,7 +16,7 @@ from mam.contract.broker_url import parse_broker_url
 
 from brokers import RunningBroker
 from e2e import event, projector_process, submit, workspace_id
-from support import mam, publish, run, tree_snapshot, wait_for_state
+from support import journal_checkpointed, mam, publish, run, tree_snapshot, wait_for_state
 from workspace_support import WorkspacePaths
 
 JOBS = [f"job-{n}" for n in range(4)]
@@ -59,6 +59,7 @@ async def test_verify_beside_a_live_projector_passes_and_leaves_the_tree_untouch
 ) -> None:
     async with projector_process(mosquitto, ws.root, ws.elsewhere):
         await record_running_jobs(mosquitto, workspace_id(ws.root))
+        await journal_checkpointed(ws.root)
         before = snapshot(ws.root)
         result = await run(verify(ws), cwd=ws.elsewhere)
         after = snapshot(ws.root)
