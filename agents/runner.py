@@ -56,7 +56,7 @@ from mam.agents.job_broker import JobBroker
 from mam.agents.job_setup import Settings
 from mam.agents.outbox import Outbox, Wakeup
 from mam.agents.resender import Resender
-from mam.agents.runner_claims import Claims
+from mam.agents.runner_claims import OFFER_MARGIN, Claims
 from mam.agents.runner_lifetime import RunnerLifetime
 from mam.agents.runner_link import RunnerLink
 from mam.agents.runner_settings import RunnerSettings, default_agent_id
@@ -206,4 +206,4 @@ def _unverified(job_id: str, why: str) -> None:
     log.warning("job %r: ignoring a state that carries %s; this runner never claims or runs it", job_id, why)
 
 
-__all__ = ["Runner", "RunnerSettings", "default_agent_id"]
+__all__ = ["OFFER_MARGIN", "Runner", "RunnerSettings", "default_agent_id"]
