@@ -30,7 +30,7 @@ MOST_EXACT = 2**53 - 1
 `MOST_WHOLE`, a token budget 2**53 - 1, a duration 100 years)."""
 CHECKED_LATER = {"--priority"}
 """Numeric flags whose range is checked after parsing, still before anything is sent (one line, exit 2):
-`mam submit --priority` (mam.contract.routing.check_priority)."""
+`mam submit --priority` (its bounds in the job spec: mam.contract.job_spec.convert)."""
 
 
 def _numeric(action: argparse.Action) -> bool:
