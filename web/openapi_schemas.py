@@ -42,7 +42,7 @@ LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
 
 WAITS = (
     "why a submitted or blocked job waits, as `mam logs -f` says it (no runner for its agent, none with the "
-    "labels it requires, every slot taken, the jobs it runs --after, jobs of higher priority first); null else"
+    "labels it requires, every slot taken, the jobs it runs --after, the queued jobs ahead of it); null else"
 )
 JOB_ROW = json_object(
     {

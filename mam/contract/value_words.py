@@ -1,6 +1,6 @@
 """A refused value in mam's words, for every front end: the flag or field, what was sent, the range and its
-unit, and where to read more (`--priority 99999999 is out of range: give -1000 to 1000 (higher runs first;
-docs/cli.md)`), never a validating library's wording (msgspec's "Expected `int` <= 1000", pydantic's "Input
+unit, and where to read more (`--retries 500 is out of range: give 0 to 100 further attempts (retry policy:
+...; docs/cli.md)`), never a validating library's wording (msgspec's "Expected `int` <= 1000", pydantic's "Input
 should be ...").
 
 What is wrong is found again here from the value and the JSON Schema of the field (the schema msgspec and
@@ -220,8 +220,8 @@ def gist(help_text: str) -> str:
 
 
 def refusal(name: str, value: object, schema: Mapping[str, Any], front: Front, field: Field = Field()) -> str:
-    """One line refusing `value` for `name`: `--priority 99999999 is out of range: give -1000 to 1000 (higher
-    runs first; docs/cli.md)` on the command line, `priority: 99999999 is out of range: ...` elsewhere."""
+    """One line refusing `value` for `name`: `--retries 500 is out of range: give 0 to 100 further attempts
+    (retry policy: ...; docs/cli.md)` on the command line, `retries: 500 is out of range: ...` elsewhere."""
     found = fault(value, schema, field.unit) or Fault(f"is not accepted: it takes {describe(schema)}")
     flagged = front == "cli" and field.flag is not None
     lead = field.flag if flagged else name
