@@ -1,11 +1,15 @@
-"""A broker-free client double for the runner's unit tests (records what is published)."""
+"""A broker-free client double for the runner's unit tests (records what is published), and the record they use."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiomqtt
 import anyio
+import msgspec
 
 from mam.agents.outbox import Outbox
+from mam.contract.record import JobRecord, Status
 
 
 class FakeClient:
@@ -34,3 +38,19 @@ async def drain(outbox: Outbox) -> FakeClient:
             await outbox.drained()
         tg.cancel_scope.cancel()
     return client
+
+
+def job_record(**changes: Any) -> JobRecord:
+    """A running job's record as a runner's units see it (job `j` of runner `r1`), with `changes`."""
+    base = JobRecord(
+        job_id="j",
+        workspace="ws",
+        status=Status.RUNNING,
+        agent="a",
+        prompt="p",
+        submitted_at="t",
+        updated_at="t",
+        version=5,
+        runner="r1",
+    )
+    return msgspec.structs.replace(base, **changes)

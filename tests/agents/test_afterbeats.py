@@ -9,32 +9,18 @@ from pathlib import Path
 
 import anyio
 import pytest
-from runner_units_support import drain
+from runner_units_support import drain, job_record
 
 from mam.agents.afterbeats import Afterbeats
 from mam.agents.job_setup import JobConfig, Settings
 from mam.agents.outbox import Outbox
 from mam.agents.supervisor import Supervisor
 from mam.contract import events as ev
-from mam.contract.record import JobRecord, Status
+from mam.contract.record import Status
 from mam.contract.topics import Topics
 from mam.contract.workspace import resolve
 
 pytestmark = pytest.mark.fast
-
-
-def record(status: Status) -> JobRecord:
-    return JobRecord(
-        job_id="j",
-        workspace="ws",
-        status=status,
-        agent="a",
-        prompt="p",
-        submitted_at="t",
-        updated_at="t",
-        version=5,
-        runner="r1",
-    )
 
 
 async def sent(outbox: Outbox) -> list[dict]:
@@ -50,7 +36,7 @@ async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) 
         put=outbox.put,
         room=outbox.room,
     )
-    job = Supervisor(record(Status.RUNNING), settings)
+    job = Supervisor(job_record(), settings)
     for _ in range(3):
         job.beat()  # as its supervisor did while the agent ran
     outbox.put("j", ev.Succeeded(exit_code=0, outputs=0), 1)
@@ -72,7 +58,7 @@ async def test_a_job_beats_on_while_its_outcome_is_not_recorded(tmp_path: Path) 
         ("heartbeat", 5),
     ]
     assert events[-1]["runner"] == "r1"
-    outbox.settle(record(Status.SUCCEEDED))
+    outbox.settle(job_record(status=Status.SUCCEEDED))
     afterbeats.beat_due(now + 20.0)
     assert afterbeats.sent == 2 and not await sent(outbox), "recorded: no more heartbeats"
     afterbeats.follow(job)

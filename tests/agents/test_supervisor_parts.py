@@ -10,8 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from runner_units_support import job_record
 
 from mam.agents.idle import IdleClock
 from mam.agents.job_clocks import JobClocks
@@ -29,19 +29,7 @@ PARTS = (JobClocks, OutputFilters, Release, JobWorktree)
 
 
 def record(**changes: Any) -> JobRecord:
-    base = JobRecord(
-        job_id="j",
-        workspace="ws",
-        status=Status.RUNNING,
-        agent="a",
-        prompt="p",
-        submitted_at="t",
-        updated_at="t",
-        version=5,
-        runner="r1",
-        timeout=5.0,
-    )
-    return msgspec.structs.replace(base, **changes)
+    return job_record(**{"timeout": 5.0, **changes})
 
 
 async def _room() -> None:
