@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from runner_support import agent_runner, log_events, submit
 
 from brokers import BROKERS
@@ -15,6 +16,7 @@ from workspace_support import WorkspacePaths
 JOB = "job-asks"
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_mam_ask_inside_a_job_says_a_broker_outage_in_one_line_of_the_jobs_output(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -110,6 +110,7 @@ async def test_wait_and_logs_follow_ride_out_a_restart_with_every_line_once(
     assert "Traceback" not in logs.stderr() + wait.stderr()
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_a_question_asked_in_a_job_survives_a_mam_up_restart_and_its_answer_reaches_the_job(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

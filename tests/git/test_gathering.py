@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 
 import anyio
+import pytest
 from gathering_support import commit_script, gathering_rig, no_identity, worktree_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -142,6 +143,7 @@ ARGUMENTS = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_a_conflict_hostile_jobs_and_arguments_change_nothing_and_drop_discards(ws: WorkspacePaths) -> None:
     user_repo(ws.root)
     script = "\n".join(

@@ -46,7 +46,7 @@ async def _heartbeat(client: aiomqtt.Client, topics: set[str]) -> None:
         await anyio.sleep(LEASE / 4)  # the heartbeat's cadence: the stimulus
 
 
-@pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])
+@pytest.mark.parametrize("kind", [pytest.param("amqtt", marks=pytest.mark.slow), "mosquitto"])
 async def test_sigstop_longer_than_a_lease_ends_in_the_real_outcome_not_lost(
     kind: str, ws: WorkspacePaths, request: pytest.FixtureRequest
 ) -> None:

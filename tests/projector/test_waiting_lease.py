@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
+import pytest
 from runner_support import agent_runner, log_entries, log_events, submit
 
 from brokers import BROKERS
@@ -36,6 +37,7 @@ async def beaten_past(ws: WorkspacePaths, moment: datetime) -> None:
             await anyio.sleep(0.1)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_a_waiting_job_whose_runner_died_with_the_broker_down_is_lost_and_refuses_answers(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ row's copy button opens nothing."""
 
 from __future__ import annotations
 
+import pytest
 from dashboard_support import browser_page, publisher, up_with_dashboard
 
 from workspace_support import WorkspacePaths
@@ -18,6 +19,7 @@ REDRAW = """() => {
 """The table's rows replaced by copies, as a redraw replaces them (the copies carry no listeners)."""
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_a_press_opens_the_row_though_the_table_was_redrawn_meanwhile(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 

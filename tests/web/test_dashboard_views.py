@@ -169,6 +169,7 @@ async def test_live_output_follows_the_tail_in_colour_and_stays_put_when_scrolle
         assert errors == []
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_total(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
@@ -231,6 +232,7 @@ async def test_every_status_is_a_filter_and_search_time_range_and_paging_show_a_
         assert errors == []
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_records_the_reason(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:
@@ -306,6 +308,7 @@ async def test_the_tree_shows_a_job_and_its_subtree_and_cancel_tree_asks_and_rec
         await expect(page.locator("#events")).to_contain_text("wrong plan")
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_retry_a_failed_job_and_submit_one_from_the_form(ws: WorkspacePaths) -> None:
     from playwright.async_api import expect
 
@@ -359,6 +362,7 @@ async def test_retry_a_failed_job_and_submit_one_from_the_form(ws: WorkspacePath
         assert record["labels"] == {"team": "ui", "kind": "demo"} and record["agent"] == "shell"
 
 
+@pytest.mark.slow  # over 10 s on 2 cores (docs/contributing.md); CI runs it with -m slow
 async def test_charts_draw_finished_jobs_queue_depth_and_cost_per_agent(ws: WorkspacePaths, tmp_path: Path) -> None:
     from playwright.async_api import expect
 
