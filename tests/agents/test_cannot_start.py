@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
 from mcp_support import call, mcp_session, refused
 from runner_support import agent_runner, submit
 
@@ -32,6 +33,7 @@ def _parent(gate: Path) -> str:
     )
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_a_job_waiting_on_a_child_its_own_slot_blocks_is_told_so(ws: WorkspacePaths, tmp_path: Path) -> None:
     port = free_port()
     url, ws_id = f"mqtt://127.0.0.1:{port}", workspace_id(ws.root)

@@ -172,6 +172,7 @@ async def test_a_tree_budget_refuses_the_next_child_and_cancels_a_running_one(ws
         assert root["status"] == "submitted" and root["tree_budget_tokens"] == budget
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_mcp_submit_job_resumes_with_a_budget(ws: WorkspacePaths) -> None:
     script = Script([Turn(text="looked"), Turn(text="carried on")])
     port = free_port()

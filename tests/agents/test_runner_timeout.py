@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from runner_support import TERMINAL, agent_runner, log_events, mock_command, submit
 
 from brokers import RunningBroker, free_port
@@ -29,6 +30,7 @@ async def test_a_runner_enforced_timeout_ends_the_job_timed_out_with_the_reason(
     assert [job["job_id"] for job in json.loads(listed.stdout)] == ["job-slow"]
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_the_idle_timeout_ends_a_silent_job_timed_out_and_spares_one_waiting_for_an_answer(
     ws: WorkspacePaths,
 ) -> None:

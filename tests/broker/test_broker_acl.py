@@ -298,6 +298,7 @@ async def test_mam_broker_with_a_password_file_reserves_each_workspaces_projecto
             assert [getattr(code, "value", code) for code in granted] == [0x80, 1, 0x80], granted
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_the_documented_acl_file_works_on_mam_broker(ws: WorkspacePaths, tmp_path: Path) -> None:
     """docs/mosquitto.acl, the same file and assertions tests/broker/test_access.py runs on mosquitto."""
     passwd = users(tmp_path, "projector-ws1", "agent-ws1", "agent-ws2")

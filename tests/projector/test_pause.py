@@ -90,6 +90,7 @@ async def test_sigstop_longer_than_a_lease_ends_in_the_real_outcome_not_lost(
     assert not (ws.logs / "_rejected.jsonl").exists(), "no heartbeat was refused"
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_a_runner_that_stops_heartbeating_during_the_pause_is_still_lost_after(
     mosquitto: RunningBroker, ws: WorkspacePaths
 ) -> None:

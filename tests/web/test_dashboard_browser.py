@@ -147,6 +147,7 @@ async def test_a_long_prompt_is_cut_in_the_list_and_shown_whole_in_the_detail(ws
         assert await page.locator("#record").get_by_text("prompt_cut").count() == 0
 
 
+@pytest.mark.slow  # 7-9 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_the_refusals_panel_says_how_many_messages_are_set_aside_and_why(ws: WorkspacePaths) -> None:
     """A message the projector fails to handle (the test hook) is set aside: the page says so beside the refused
     events, from the projector's status (the count of `_set_aside.jsonl`, across restarts), with the command."""
