@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from agent_clis import CLIS
 from agent_edits_support import write_turns
 from model_servers import Script, Turn
@@ -161,6 +162,7 @@ async def test_a_command_with_format_is_read_as_its_stream_and_without_it_the_ru
     assert "warning" not in (ws.root.parent / "runner-cc2.log").read_text()
 
 
+@pytest.mark.slow  # 6-7 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_wrong_agent_names_get_the_nearest_one_and_an_alias_serves_a_stranded_job(ws: WorkspacePaths) -> None:
     env = child_env()
     port = free_port()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from mam.broker.password_check import BACKOFF_BASE, PasswordChecker, read_users
 from mam.broker.passwords import set_password
@@ -64,6 +65,7 @@ async def submit(ws: WorkspacePaths, url: str) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.slow  # 6-7 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_a_wrong_password_flood_leaves_pings_and_submits_their_normal_times(
     ws: WorkspacePaths, tmp_path: Path
 ) -> None:

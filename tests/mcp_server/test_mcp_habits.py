@@ -44,6 +44,7 @@ def size(value: Any) -> int:
     return len(json.dumps(value))
 
 
+@pytest.mark.slow  # 6-7 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_list_agents_brief_answers_and_the_run_limits_names(ws: WorkspacePaths) -> None:
     port = free_port()
     url = f"mqtt://127.0.0.1:{port}"

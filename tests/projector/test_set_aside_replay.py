@@ -41,6 +41,7 @@ def _check(report: dict, name: str) -> dict:
     return next(check for check in report["checks"] if check["name"] == name)
 
 
+@pytest.mark.slow  # 6-7 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 @pytest.mark.timeout(120)
 async def test_a_fault_cleared_by_the_next_start_loses_nothing_and_each_face_says_what_is_set_aside_meanwhile(
     mosquitto: RunningBroker, ws: WorkspacePaths

@@ -179,6 +179,7 @@ async def test_over_nats_a_lost_started_still_records_the_runners_outcome_and_a_
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
+@pytest.mark.slow  # 6-7 s on 2 cores; the default run keeps it under 6 minutes (docs/contributing.md)
 async def test_over_nats_a_runner_whose_started_is_late_is_not_judged_lost_while_it_talks(
     nats: RunningBroker, ws: WorkspacePaths, tmp_path: Path
 ) -> None:
