@@ -91,20 +91,25 @@ def end_attempt(before: JobRecord, after: JobRecord) -> JobRecord:
 
 
 def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
-    """The `retrying` event: the job is submitted again as the next attempt, claimable from
-    `not_before`; what belonged to the ended attempt (runner, times, exit code, error) is cleared
-    from the top of the record (it is in `attempts`), its output accounting too: the next attempt's
-    output events are numbered from 0 again. A reason to refuse instead, as a string."""
+    """The `retrying` event: the job submitted again as its next attempt (`submitted_again`), claimable from
+    `not_before`. A reason to refuse instead, as a string."""
     if state.status is not Status.RETRYING:
         return f"'retrying' is derived only for a job whose attempt just ended; job {state.job_id!r} is {state.status.value}"
     expected = attempt_of(state) + 1
     if event.attempt != expected:
         return f"job {state.job_id!r} would retry as attempt {expected}, not {event.attempt}"
+    # a release (`mam.contract.release`) keeps `start_inferred`; a retry has always cleared it
+    return submitted_again(state, not_before=iso(event.not_before), start_inferred=UNSET)
+
+
+def submitted_again(state: JobRecord, **changes: Any) -> JobRecord:
+    """`state` submitted again as its next attempt (a retry's, or a release's back to the queue), with `changes`:
+    what belonged to the ended attempt (runner, times, exit code, error) cleared from the top of the record (it
+    is in `attempts`), its output accounting too: the next attempt's output events are numbered from 0 again."""
     return replace(
         state,
         status=Status.SUBMITTED,
-        attempt=expected,
-        not_before=iso(event.not_before),
+        attempt=attempt_of(state) + 1,
         runner=None,
         runner_epoch=None,
         claimed_at=None,
@@ -121,8 +126,8 @@ def next_attempt(state: JobRecord, event: ev.Retrying) -> JobRecord | str:
         output_seqs=UNSET,
         outputs_expected=UNSET,
         outputs_missing=UNSET,  # seq counts from 0 again
-        start_inferred=UNSET,
         runner_key=UNSET,  # the next claim names its own
+        **changes,
     )
 
 

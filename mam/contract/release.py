@@ -18,7 +18,7 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from mam.contract import events as ev
-from mam.contract.attempts import attempt_of, attempts_of
+from mam.contract.attempts import attempt_of, attempts_of, submitted_again
 from mam.contract.output_accounting import gaps
 from mam.contract.record import Attempt, JobRecord, Status
 
@@ -57,26 +57,4 @@ def release(state: JobRecord, event: ev.Released, now: str) -> JobRecord | str:
         outputs_missing=missing,
         released=True,
     )
-    return replace(
-        state,
-        status=Status.SUBMITTED,
-        attempt=attempt_of(state) + 1,
-        attempts=[*attempts_of(state), ended],
-        runner=None,
-        runner_epoch=None,
-        claimed_at=None,
-        started_at=None,
-        finished_at=None,
-        exit_code=None,
-        result=None,
-        error=None,
-        progress=None,
-        percent=None,
-        last_heartbeat_at=None,
-        last_seen_at=None,
-        git_at_finish=None,
-        output_seqs=UNSET,
-        outputs_expected=UNSET,
-        outputs_missing=UNSET,  # the next attempt counts from 0
-        runner_key=UNSET,  # the next claim names its own
-    )
+    return submitted_again(state, attempts=[*attempts_of(state), ended])
