@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from parts_support import assert_refuses_undeclared, unset_slots
 
 from mam.agents.job_setup import JobConfig, Settings
 from mam.agents.runner import Runner
@@ -71,27 +72,17 @@ def test_the_runner_has_no_base_class_and_its_parts_are_members(tmp_path: Path) 
     assert runner.lifetime.claims is runner.claims and runner.lifetime.link is runner.link
 
 
-def _slots(cls: type) -> list[str]:
-    return [name for klass in cls.__mro__ for name in getattr(klass, "__slots__", ())]
-
-
 def test_every_declared_piece_of_state_is_set_at_construction(tmp_path: Path) -> None:
     runner = Runner(_settings(tmp_path))
     for part in (runner, runner.claims, runner.link, runner.lifetime, runner.settings, runner.claims.job_settings):
-        slots = _slots(type(part))
-        assert slots, type(part)
-        unset = [name for name in slots if not hasattr(part, name)]
-        assert unset == [], f"{type(part).__name__} leaves {unset} unset"
+        assert unset_slots(part) == [], f"{type(part).__name__} leaves {unset_slots(part)} unset"
 
 
 @pytest.mark.parametrize("part", ["runner", "claims", "link", "lifetime"])
 def test_a_part_refuses_an_undeclared_attribute(tmp_path: Path, part: str) -> None:
     runner = Runner(_settings(tmp_path))
     target = runner if part == "runner" else getattr(runner, part)
-    assert not hasattr(target, "__dict__")
-    typo = "drain_timeout_typo"  # what mypy refuses as an assignment, tried at run time
-    with pytest.raises(AttributeError):
-        setattr(target, typo, 1.0)
+    assert_refuses_undeclared(target, "drain_timeout_typo")  # what mypy refuses as an assignment, tried at run time
 
 
 def test_settings_are_frozen(tmp_path: Path) -> None:

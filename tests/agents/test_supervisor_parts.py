@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parts_support import assert_each_required_field_is_named_when_left_out, required_fields, unset_slots
 from runner_units_support import job_record
 
 from mam.agents.idle import IdleClock
@@ -63,23 +64,17 @@ async def test_its_parts_are_members_and_it_declares_all_its_state(tmp_path: Pat
     assert isinstance(job.handover, Release) and job.handover.attempt == job.attempt
     assert job.worktree is None, "without --worktree"
     assert not hasattr(job, "__dict__"), "its state is its __slots__, nothing more"
-    for name in Supervisor.__slots__:
-        getattr(job, name)  # a slot its constructor forgot to set raises AttributeError here
+    assert unset_slots(job) == []  # a slot its constructor forgot to set
     with pytest.raises(AttributeError):
         job.tree = None  # the worktree's state is its part's, not the supervisor's
 
 
 def test_a_part_left_without_a_required_field_fails_at_construction() -> None:
-    given: dict[type, dict[str, Any]] = {  # as a caller that forgot one would (mypy refuses such a call)
-        JobClocks: {"record": record(), "idle": None},
-        Release: {"job_id": "j"},
-        JobWorktree: {"trees": None},
-        OutputFilters: {"job_id": "j", "transcript": None, "stop": lambda ending: True},
-    }
-    forgotten = {JobClocks: "stop", Release: "attempt", JobWorktree: "job_id", OutputFilters: "idle"}
-    for part, fields in given.items():
-        with pytest.raises(TypeError, match=f"missing 1 required .*'{forgotten[part]}'"):
-            part(**fields)
+    """Each part made without one of its required fields (as a caller that forgot one would: mypy refuses such a
+    call) raises TypeError naming it; among them, what each part cannot do without."""
+    for part, needed in {JobClocks: "stop", Release: "attempt", JobWorktree: "job_id", OutputFilters: "idle"}.items():
+        assert needed in required_fields(part), (part, needed)
+        assert_each_required_field_is_named_when_left_out(part)
 
 
 async def test_a_part_takes_no_state_it_does_not_declare() -> None:

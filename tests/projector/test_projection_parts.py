@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from order_support import Harness
+from parts_support import assert_each_required_field_is_named_when_left_out, assert_refuses_undeclared
 
 from mam.contract import events as ev
 from mam.projector import admission, answer_hold, event_trust, holding, job_states, projection, tracking
@@ -24,7 +25,6 @@ from mam.projector.tracking import Tracking
 pytestmark = pytest.mark.fast
 
 PARTS = (JobStates, Tracking, AnswerHold, EventTrust, Holding, Admission)
-UNDECLARED = "undeclared"
 MODULES = (projection, job_states, tracking, answer_hold, event_trust, holding, admission)
 
 
@@ -51,24 +51,13 @@ def test_no_part_declares_a_stub_for_another_to_fill() -> None:
 
 @pytest.mark.parametrize("part", [*PARTS, ProjectionSettings], ids=lambda c: c.__name__)
 def test_a_part_made_without_a_piece_of_its_state_is_refused_naming_it(part: type) -> None:
-    required = [
-        f.name
-        for f in dataclasses.fields(part)
-        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    assert required, part
-    for name in required:
-        given = {other: object() for other in required if other != name}
-        with pytest.raises(TypeError, match=rf"missing 1 required .*argument: '{name}'"):
-            part(**given)
+    assert_each_required_field_is_named_when_left_out(part)
 
 
 def test_state_not_declared_is_refused_when_set(tmp_path: Path) -> None:
     p = Harness(tmp_path).projection
     for part in (p, p.states, p.tracking, p.answers, p.holding, p.admission):
-        assert not hasattr(part, "__dict__"), type(part)
-        with pytest.raises(AttributeError):  # what a refactor that forgets a declaration does
-            setattr(part, UNDECLARED, 1)
+        assert_refuses_undeclared(part)
     with pytest.raises(AttributeError):
         setattr(p, "live_since", None)  # noqa: B010 - the answer hold's (`p.answers`), not the projection's
     with pytest.raises(AttributeError):

@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+from parts_support import assert_each_required_field_is_named_when_left_out, assert_refuses_undeclared, unset_slots
 
 from mam.contract.broker_url import parse_broker_url
 from mam.contract.workspace import Workspace, resolve
@@ -56,26 +57,13 @@ def test_the_projector_takes_one_settings_struct_not_keywords() -> None:
 
 @pytest.mark.parametrize("part", PARTS, ids=lambda part: part.__name__)
 def test_a_part_made_without_a_piece_of_its_state_is_refused_naming_it(part: type) -> None:
-    required = [f.name for f in dataclasses.fields(part) if f.init and f.default is dataclasses.MISSING]
-    required = [name for name in required if _no_factory(part, name)]
-    assert required, part
-    for name in required:
-        given = {other: object() for other in required if other != name}
-        with pytest.raises(TypeError, match=f"'{name}'"):
-            part(**given)
-
-
-def _no_factory(part: type, name: str) -> bool:
-    (found,) = [f for f in dataclasses.fields(part) if f.name == name]
-    return found.default_factory is dataclasses.MISSING
+    assert_each_required_field_is_named_when_left_out(part)
 
 
 def test_state_not_declared_cannot_be_set_on_the_projector_or_a_part(tmp_path: Path) -> None:
     projector = built(tmp_path)
     for owner in (projector, projector.storage, projector.link, projector.committer, projector.start):
-        assert not hasattr(owner, "__dict__"), type(owner)
-        with pytest.raises(AttributeError):
-            owner.undeclared = 1
+        assert_refuses_undeclared(owner)
 
 
 def test_what_each_part_keeps_is_set_when_it_is_made(tmp_path: Path) -> None:
@@ -84,8 +72,7 @@ def test_what_each_part_keeps_is_set_when_it_is_made(tmp_path: Path) -> None:
     for owner in (projector.storage, projector.link, projector.committer, projector.start):
         for f in dataclasses.fields(owner):
             getattr(owner, f.name)  # an unset slot would raise AttributeError
-    for name in Projector.__slots__:
-        getattr(projector, name)
+    assert unset_slots(projector) == []
 
 
 def test_the_settings_reach_the_parts(tmp_path: Path) -> None:
